@@ -1,0 +1,94 @@
+"""The error tree of graph_agent, and the one control signal that is not an error.
+
+::
+
+    GraphAgentError
+    ├── GraphSetupError (ValueError)          the graph was built wrong; raised by compile()
+    ├── GraphRuntimeError (RuntimeError)      a run went wrong
+    │   ├── GraphRecursionError               max_steps supersteps without finishing
+    │   ├── NodeError                         user code (a node or a router) raised
+    │   ├── InvalidUpdateError                a node returned something the engine cannot merge
+    │   └── ThreadBusyError                   another run holds the thread
+    ├── InvalidResumeError (ValueError)       a resume that answers nothing, or unknown ids
+    ├── SerializationError (ValueError)       a value cannot be stored, or stored data is bad
+    └── ModelError (RuntimeError)             a chat model call failed (.status_code)
+
+    GraphInterrupted (BaseException)          a run paused for a human: not an error
+
+Every message says what was wrong, where (node, key, step) and how to fix it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from graph_agent.graph.types import Interrupt
+
+
+class GraphAgentError(Exception):
+    """Root of every error graph_agent raises on purpose."""
+
+
+class GraphSetupError(GraphAgentError, ValueError):
+    """The graph is malformed: raised while building or compiling it."""
+
+
+class GraphRuntimeError(GraphAgentError, RuntimeError):
+    """A run failed."""
+
+
+class GraphRecursionError(GraphRuntimeError):
+    """A call ran ``max_steps`` supersteps without finishing."""
+
+
+class NodeError(GraphRuntimeError):
+    """User code raised inside a node or a router; the original is the ``__cause__``."""
+
+    def __init__(self, message: str, *, node: str, step: int) -> None:
+        super().__init__(message)
+        self.node = node
+        self.step = step
+
+
+class InvalidUpdateError(GraphRuntimeError):
+    """A node's return value or a router's answer cannot be applied to the state."""
+
+    def __init__(self, message: str, *, node: str, step: int) -> None:
+        super().__init__(message)
+        self.node = node
+        self.step = step
+
+
+class ThreadBusyError(GraphRuntimeError):
+    """Another run is in progress on the same thread."""
+
+
+class InvalidResumeError(GraphAgentError, ValueError):
+    """A resume that answers nothing pending, or names interrupts that do not exist."""
+
+
+class SerializationError(GraphAgentError, ValueError):
+    """A value cannot be serialized, or stored bytes cannot be loaded safely."""
+
+
+class ModelError(GraphAgentError, RuntimeError):
+    """A chat model call failed. ``status_code`` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class GraphInterrupted(BaseException):  # noqa: N818 - a control signal, named for what happened
+    """A run paused and waits for input (a human decision, an edit, an answer).
+
+    Not a :class:`GraphAgentError`: it derives from ``BaseException`` so that a tool or node
+    wrapping its work in ``except Exception`` cannot swallow it by accident.
+    """
+
+    def __init__(self, interrupts: Sequence[Interrupt]) -> None:
+        self.interrupts: tuple[Interrupt, ...] = tuple(interrupts)
+        ids = ", ".join(i.id for i in self.interrupts)
+        super().__init__(f"run paused on {len(self.interrupts)} interrupt(s): {ids}")
