@@ -1,0 +1,215 @@
+"""Checkpoints and the interface every saver implements.
+
+A checkpoint is written after every superstep. It stores only the keys that changed since its
+parent (:class:`~graph_agent.graph.engine.Blob`): an append key stores the items appended since
+then, other keys their new value; a full copy of an append key is stored every
+``FULL_SNAPSHOT_EVERY`` checkpoints and whenever items were replaced or removed. ``versions``
+maps each key to the id of the checkpoint holding its latest blob, so loading a checkpoint
+reads at most that many deltas per key.
+
+Pending writes belong to a checkpoint and a task: a node's writes in a superstep with several
+nodes, interrupts raised, resume values given, and sub-task records. They make a half-finished
+superstep resumable: finished nodes are not run again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from graph_agent.graph.engine import Blob
+from graph_agent.graph.errors import ThreadBusyError
+
+_last_id = 0
+_id_lock = threading.Lock()
+_id_counter = itertools.count()
+
+
+def new_checkpoint_id() -> str:
+    """A fresh checkpoint id: unique, and sorting in creation order (a seam tests may pin)."""
+    global _last_id
+    with _id_lock:
+        micros = max(time.time_ns() // 1000, _last_id + 1)
+        _last_id = micros
+    return f"{micros:014x}-{os.getpid() & 0xFFFF:04x}{next(_id_counter) & 0xFFFFFF:06x}"
+
+
+def now() -> datetime:
+    """The current time for checkpoint timestamps (a seam tests may pin)."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingWrite:
+    """One write of a task that finished (or paused) in a superstep not yet checkpointed."""
+
+    task_id: str
+    channel: str
+    value: Any
+
+
+@dataclass(kw_only=True, slots=True)
+class Checkpoint:
+    """The state of one thread after one superstep.
+
+    ``blobs`` holds what this checkpoint itself stores (the keys that changed); ``values`` is
+    the whole state, filled in when a checkpoint is loaded. ``barriers`` records which sources
+    of each barrier edge have run since its target last ran.
+    """
+
+    id: str
+    thread_id: str
+    checkpoint_ns: str = ""
+    parent_id: str | None = None
+    step: int = -1
+    next: tuple[str, ...] = ()
+    versions: dict[str, str] = field(default_factory=dict)
+    depths: dict[str, int] = field(default_factory=dict)
+    barriers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    blobs: dict[str, Blob] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime = field(default_factory=now)
+    values: dict[str, Any] = field(default_factory=dict)
+    pending_writes: tuple[PendingWrite, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Held by the run that owns a thread; released when the run ends or is cancelled."""
+
+    thread_id: str
+    checkpoint_ns: str
+    owner: str
+
+
+class CheckpointSaver:
+    """Where checkpoints live. Subclasses implement the storage methods; the async twins run
+    the sync ones in a worker thread unless overridden.
+
+    Threads are opaque strings: never part of a file path or of SQL text. ``put`` compares and
+    sets: a checkpoint whose parent is not the thread's newest checkpoint is refused with
+    :class:`ThreadBusyError`, unless its metadata says it is an explicit ``fork``.
+    """
+
+    def __init__(self) -> None:
+        self._leases: dict[tuple[str, str], str] = {}
+        self._lease_lock = threading.Lock()
+
+    # storage: subclasses implement these
+    def put(self, checkpoint: Checkpoint) -> None:
+        """Store a checkpoint (and its blobs) atomically."""
+        raise NotImplementedError
+
+    def put_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        task_id: str,
+        writes: Sequence[tuple[str, Any]],
+    ) -> None:
+        """Store pending writes of a task; writing the same (task, channel) again replaces."""
+        raise NotImplementedError
+
+    def get(
+        self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
+    ) -> Checkpoint | None:
+        """A checkpoint with ``values`` and ``pending_writes`` filled; the newest when no id."""
+        raise NotImplementedError
+
+    def list(
+        self,
+        thread_id: str,
+        limit: int | None = None,
+        before: str | None = None,
+        checkpoint_ns: str = "",
+    ) -> Iterator[Checkpoint]:
+        """Checkpoints of a thread, newest first, with ``values`` filled."""
+        raise NotImplementedError
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Forget everything stored for a thread (all namespaces)."""
+        raise NotImplementedError
+
+    def prune(self, thread_id: str, keep_last: int) -> int:
+        """Keep the newest ``keep_last`` checkpoints of each namespace; returns how many went.
+
+        The kept checkpoints still load exactly: blobs they need are rewritten whole first.
+        """
+        raise NotImplementedError
+
+    def threads(self) -> list[str]:
+        """Every thread id with at least one checkpoint."""
+        raise NotImplementedError
+
+    # async twins
+    async def aput(self, checkpoint: Checkpoint) -> None:
+        await asyncio.to_thread(self.put, checkpoint)
+
+    async def aput_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        task_id: str,
+        writes: Sequence[tuple[str, Any]],
+    ) -> None:
+        await asyncio.to_thread(
+            self.put_writes, thread_id, checkpoint_ns, checkpoint_id, task_id, writes
+        )
+
+    async def aget(
+        self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
+    ) -> Checkpoint | None:
+        return await asyncio.to_thread(self.get, thread_id, checkpoint_id, checkpoint_ns)
+
+    async def alist(
+        self,
+        thread_id: str,
+        limit: int | None = None,
+        before: str | None = None,
+        checkpoint_ns: str = "",
+    ) -> list[Checkpoint]:
+        return await asyncio.to_thread(
+            lambda: list(self.list(thread_id, limit, before, checkpoint_ns))
+        )
+
+    # one run per thread
+    def acquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
+        """Take the thread for one run, or raise :class:`ThreadBusyError`."""
+        key = (thread_id, checkpoint_ns)
+        owner = new_checkpoint_id()
+        with self._lease_lock:
+            if key in self._leases:
+                raise ThreadBusyError(
+                    f"thread {_show(thread_id)} is busy: another run is in progress on it; wait "
+                    "for it to finish (or pause) and call again, or use another thread_id"
+                )
+            self._leases[key] = owner
+        return Lease(thread_id, checkpoint_ns, owner)
+
+    def release(self, lease: Lease) -> None:
+        """Give the thread back. Releasing a lease twice is harmless."""
+        key = (lease.thread_id, lease.checkpoint_ns)
+        with self._lease_lock:
+            if self._leases.get(key) == lease.owner:
+                del self._leases[key]
+
+    async def aacquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
+        return self.acquire(thread_id, checkpoint_ns)
+
+    async def arelease(self, lease: Lease) -> None:
+        self.release(lease)
+
+
+def _show(thread_id: str, limit: int = 60) -> str:
+    """A thread id fit for an error message: repr'd and cut short."""
+    text = repr(thread_id)
+    return text if len(text) <= limit else text[: limit - 4] + "...'"

@@ -1,0 +1,346 @@
+"""``StateGraph``: declare nodes and edges, then ``compile()`` into a runnable graph."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
+
+from graph_agent.graph.engine import BarrierSpec, BranchSpec, GraphSpec, NodeSpec
+from graph_agent.graph.errors import GraphSetupError
+from graph_agent.graph.flow import RunSettings
+from graph_agent.graph.render import EdgeView, GraphView
+from graph_agent.graph.runner import CompiledGraph
+from graph_agent.graph.state import KeyStrategy, as_strategy
+from graph_agent.graph.types import END, START, CompileConfig
+from graph_agent.graph.validate import validate
+
+
+class _Node:
+    __slots__ = ("destinations", "fn", "name")
+
+    def __init__(self, name: str, fn: Callable[..., Any], destinations: tuple[str, ...]) -> None:
+        self.name = name
+        self.fn = fn
+        self.destinations = destinations
+
+
+class _Branch:
+    __slots__ = ("fn", "path_map", "source")
+
+    def __init__(
+        self, source: str, fn: Callable[..., Any], path_map: dict[Hashable, str] | None
+    ) -> None:
+        self.source = source
+        self.fn = fn
+        self.path_map = path_map
+
+
+class StateGraph:
+    """A graph of nodes over a keyed state, built step by step and then compiled.
+
+    Args:
+        name: The graph's name (shown in diagrams and as ``NodeOutput.agent``).
+        key_strategies: How each key merges writes: a :class:`KeyStrategy` or a
+            ``callable(old, new) -> merged``. Keys not listed are replaced.
+
+    Example:
+        >>> from graph_agent import StateGraph, START, END, AppendStrategy
+        >>> g = StateGraph("greet", key_strategies={"log": AppendStrategy()})
+        >>> _ = g.add_node("hello", lambda state: {"log": "hello"})
+        >>> _ = g.add_node("world", lambda state: {"log": "world"})
+        >>> _ = g.add_edge(START, "hello").add_edge("hello", "world").add_edge("world", END)
+        >>> list(g.compile().invoke({})["log"])
+        ['hello', 'world']
+    """
+
+    def __init__(
+        self,
+        name: str,
+        key_strategies: Mapping[str, KeyStrategy | Callable[[Any, Any], Any]] | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise GraphSetupError(f"StateGraph needs a non-empty name, got {name!r}")
+        self.name = name
+        self.strategies: dict[str, KeyStrategy] = {}
+        for key, strategy in (key_strategies or {}).items():
+            try:
+                self.strategies[key] = as_strategy(strategy)
+            except TypeError:
+                raise GraphSetupError(
+                    f"key_strategies[{key!r}] is {strategy!r}: use ReplaceStrategy(), "
+                    "AppendStrategy(), MergeStrategy() or a callable(old, new) -> merged"
+                ) from None
+        self._nodes: dict[str, _Node] = {}
+        self._edges: list[tuple[str, str]] = []
+        self._barriers: list[tuple[tuple[str, ...], str]] = []
+        self._branches: list[_Branch] = []
+        self._reserved_ok = False
+
+    def add_node(
+        self, name: str, fn: Callable[..., Any], destinations: Sequence[str] = ()
+    ) -> StateGraph:
+        """Add a node: ``fn(state)`` or ``fn(state, config)``, sync or async, returning a dict
+        update, a ``Command`` or ``None``. ``destinations`` lists where its ``Command(goto=...)``
+        may go."""
+        if not isinstance(name, str) or not name:
+            raise GraphSetupError(f"a node name must be a non-empty string, got {name!r}")
+        if name in (START, END) or (_is_dunder(name) and not self._reserved_ok):
+            raise GraphSetupError(
+                f"node name {name!r} is reserved (names like '__start__' and '__end__' belong "
+                "to the engine); choose another name"
+            )
+        if name in self._nodes:
+            raise GraphSetupError(
+                f"a node named {name!r} already exists in graph {self.name!r}; node names must "
+                "be unique"
+            )
+        if not callable(fn):
+            raise GraphSetupError(f"node {name!r}: {fn!r} is not callable")
+        _positional_arity(fn, f"node {name!r}")
+        if isinstance(destinations, str):
+            destinations = (destinations,)
+        self._nodes[name] = _Node(name, fn, tuple(destinations))
+        return self
+
+    def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
+        """Add an edge. ``add_edge(["b", "c"], "join")`` is a barrier: ``join`` runs once after
+        both ``b`` and ``c`` have run since it last ran."""
+        if target == START:
+            raise GraphSetupError(f"an edge cannot lead into START ({source!r} -> START)")
+        if isinstance(source, str):
+            if source == END:
+                raise GraphSetupError(f"an edge cannot leave END (END -> {target!r})")
+            if (source, target) not in self._edges:
+                self._edges.append((source, target))
+            return self
+        sources = tuple(dict.fromkeys(source))
+        if not sources or any(not isinstance(s, str) for s in sources):
+            raise GraphSetupError(f"a barrier edge needs a list of node names, got {source!r}")
+        if START in sources or END in sources:
+            raise GraphSetupError(f"a barrier edge waits on nodes, not START/END: {source!r}")
+        if len(sources) == 1:
+            return self.add_edge(sources[0], target)
+        self._barriers.append((sources, target))
+        return self
+
+    def add_conditional_edges(
+        self,
+        source: str,
+        fn: Callable[..., Any],
+        path_map: Mapping[Hashable, str] | Sequence[str] | None = None,
+    ) -> StateGraph:
+        """Route after ``source`` with ``fn(state[, config])``.
+
+        With a ``path_map`` (dict, or list of node names) ``fn`` returns one of its keys or a list
+        of keys (fan-out); without one it returns node names or END. A router whose return type
+        is a ``Literal[...]`` of node names needs no path_map.
+        """
+        if source == END:
+            raise GraphSetupError("conditional edges cannot leave END")
+        if not callable(fn):
+            raise GraphSetupError(f"the router on {source!r} is not callable: {fn!r}")
+        if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None)  # noqa: B004 - a callable object's method
+        ):
+            raise GraphSetupError(
+                f"the router on {source!r} is async; routers must be plain functions of the "
+                "state (do async work in a node and store what the router needs)"
+            )
+        _positional_arity(fn, f"the router on {source!r}")
+        mapping: dict[Hashable, str] | None
+        if path_map is None:
+            mapping = _literal_path_map(fn)
+        elif isinstance(path_map, Mapping):
+            mapping = dict(path_map)
+        elif isinstance(path_map, str):
+            raise GraphSetupError(
+                f"path_map for {source!r} is a string; pass a dict {{key: node}} or a list"
+            )
+        else:
+            mapping = {name: name for name in path_map}
+        self._branches.append(_Branch(source, fn, mapping))
+        return self
+
+    def compile(self, config: CompileConfig | None = None) -> CompiledGraph:
+        """Validate the graph and return a :class:`CompiledGraph`.
+
+        Raises:
+            GraphSetupError: naming every node or edge of the first kind of problem found.
+        """
+        config = config or CompileConfig()
+        interrupt_before = _names(config.interrupt_before, "interrupt_before")
+        interrupt_after = _names(config.interrupt_after, "interrupt_after")
+        view = self._view()
+        validate(
+            name=self.name,
+            nodes=list(self._nodes),
+            edges=[(e.source, e.target) for e in view.edges],
+            declared=self._declared_edges(),
+            has_saver=config.saver is not None,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+        )
+        spec = self._spec()
+        run = RunSettings(
+            spec=spec,
+            saver=config.saver,
+            interrupt_before=frozenset(interrupt_before),
+            interrupt_after=frozenset(interrupt_after),
+        )
+        return CompiledGraph(run, view)
+
+    def _spec(self) -> GraphSpec:
+        nodes = {}
+        for index, node in enumerate(self._nodes.values()):
+            positional = _positional_arity(node.fn, f"node {node.name!r}")
+            nodes[node.name] = NodeSpec(
+                name=node.name,
+                fn=node.fn,
+                index=index,
+                pass_config=positional >= 2,
+                is_async=_is_async(node.fn),
+                destinations=frozenset(node.destinations),
+            )
+        edges: dict[str, list[str]] = {}
+        for source, target in self._edges:
+            edges.setdefault(source, []).append(target)
+        branches: dict[str, list[BranchSpec]] = {}
+        for branch in self._branches:
+            pass_config = _positional_arity(branch.fn, "router") >= 2
+            branches.setdefault(branch.source, []).append(
+                BranchSpec(
+                    source=branch.source,
+                    fn=branch.fn,
+                    path_map=branch.path_map,
+                    pass_config=pass_config,
+                )
+            )
+        return GraphSpec(
+            name=self.name,
+            nodes=nodes,
+            edges={k: tuple(v) for k, v in edges.items()},
+            branches={k: tuple(v) for k, v in branches.items()},
+            barriers=tuple(BarrierSpec(sources=frozenset(s), target=t) for s, t in self._barriers),
+            strategies=dict(self.strategies),
+        )
+
+    def _declared_edges(self) -> list[tuple[str, str, str]]:
+        """Every name an edge mentions, with how it was declared (for error messages)."""
+        declared = [(s, t, f"add_edge({s!r}, {t!r})") for s, t in self._edges]
+        for sources, target in self._barriers:
+            how = f"add_edge({list(sources)!r}, {target!r})"
+            declared.extend((s, target, how) for s in sources)
+        for branch in self._branches:
+            for key, target in (branch.path_map or {}).items():
+                how = f"add_conditional_edges({branch.source!r}, ...) path_map[{key!r}]"
+                declared.append((branch.source, target, how))
+            if branch.path_map is None:
+                declared.append((branch.source, END, f"add_conditional_edges({branch.source!r})"))
+        for node in self._nodes.values():
+            for target in node.destinations:
+                declared.append((node.name, target, f"add_node({node.name!r}, destinations=...)"))
+        return declared
+
+    def _view(self) -> GraphView:
+        edges: list[EdgeView] = []
+        for source in (START, *self._nodes):
+            edges.extend(EdgeView(source=s, target=t) for s, t in self._edges if s == source)
+            for sources, target in self._barriers:
+                if source in sources:
+                    edges.append(EdgeView(source=source, target=target))
+            for branch in self._branches:
+                if branch.source != source:
+                    continue
+                if branch.path_map is None:
+                    targets: list[tuple[str | None, str]] = [
+                        (None, t) for t in (*self._nodes, END)
+                    ]
+                else:
+                    targets = [
+                        (None if key == target else str(key), target)
+                        for key, target in branch.path_map.items()
+                    ]
+                edges.extend(
+                    EdgeView(source=source, target=t, label=label, conditional=True)
+                    for label, t in targets
+                )
+            node = self._nodes.get(source)
+            if node is not None:
+                edges.extend(
+                    EdgeView(source=source, target=t, conditional=True) for t in node.destinations
+                )
+        unique = list(dict.fromkeys(edges))
+        return GraphView(name=self.name, nodes=tuple(self._nodes), edges=tuple(unique))
+
+    def __repr__(self) -> str:
+        return f"StateGraph({self.name!r}, nodes={list(self._nodes)})"
+
+
+def _is_dunder(name: str) -> bool:
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    call = getattr(fn, "__call__", None)  # noqa: B004 - a callable object's method
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
+
+
+def _positional_arity(fn: Callable[..., Any], what: str) -> int:
+    """How many positional arguments ``fn`` takes (1: state; 2: state and config)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return 1
+    positional = 0
+    required = 0
+    for parameter in signature.parameters.values():
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            return 2
+        if parameter.kind in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        ):
+            positional += 1
+            required += parameter.default is inspect.Parameter.empty
+        elif (
+            parameter.kind is inspect.Parameter.KEYWORD_ONLY
+            and parameter.default is inspect.Parameter.empty
+        ):
+            raise GraphSetupError(
+                f"{what} has a required keyword-only parameter {parameter.name!r}; it is called "
+                "as fn(state) or fn(state, config)"
+            )
+    if positional == 0:
+        raise GraphSetupError(
+            f"{what} takes no arguments; it is called as fn(state) or fn(state, config)"
+        )
+    if required > 2:
+        raise GraphSetupError(
+            f"{what} needs {required} arguments; it is called as fn(state) or fn(state, config)"
+        )
+    return min(positional, 2)
+
+
+def _literal_path_map(fn: Callable[..., Any]) -> dict[Hashable, str] | None:
+    """A path_map from a router's ``-> Literal["a", "b"]`` annotation, if it has one."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        return None
+    answer = hints.get("return")
+    if typing.get_origin(answer) is typing.Literal:
+        names = [a for a in typing.get_args(answer) if isinstance(a, str)]
+        return {name: name for name in names} or None
+    return None
+
+
+def _names(value: Sequence[str], what: str) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    names = list(value)
+    for name in names:
+        if not isinstance(name, str):
+            raise GraphSetupError(f"CompileConfig.{what} must list node names, got {name!r}")
+    return names

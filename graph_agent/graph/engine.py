@@ -1,0 +1,404 @@
+"""The step machine: which nodes run, how their writes merge, where the run goes next.
+
+Everything here is pure: no threads, no awaits, no saver calls. :class:`Loop` holds one run's
+live state and applies supersteps to it; the drivers in ``runner.py`` execute nodes and I/O
+around it (see ``flow.py`` for the order of events in a call).
+
+A superstep (BSP): the nodes triggered in step *n* run in step *n+1*, each seeing the same state;
+their writes are merged in ``add_node`` order; then every node that ran is routed (static edges,
+routers reading the merged state, ``Command.goto``, barriers) to decide the next step's nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from graph_agent.graph.errors import InvalidUpdateError, NodeError
+from graph_agent.graph.state import (
+    AppendLog,
+    AppendStrategy,
+    KeyStrategy,
+    OverAllState,
+    ReplaceStrategy,
+    SeqView,
+    apply_append,
+)
+from graph_agent.graph.types import END, START, Command, RunnableConfig
+
+_REPLACE = ReplaceStrategy()
+FULL_SNAPSHOT_EVERY = 64
+"""An append key is stored whole at least once every this many checkpoints that change it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeSpec:
+    """A node as compiled: its callable and how to call it."""
+
+    name: str
+    fn: Callable[..., Any]
+    index: int
+    pass_config: bool
+    is_async: bool
+    destinations: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BranchSpec:
+    """A conditional edge: ``fn(state[, config])`` answers path-map keys or node names."""
+
+    source: str
+    fn: Callable[..., Any]
+    path_map: Mapping[str, str] | None
+    pass_config: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BarrierSpec:
+    """``add_edge([sources], target)``: target runs once every source ran since it last ran."""
+
+    sources: frozenset[str]
+    target: str
+
+    @property
+    def key(self) -> str:
+        return "+".join(sorted(self.sources)) + "->" + self.target
+
+
+@dataclass(frozen=True, kw_only=True)
+class GraphSpec:
+    """Everything the engine needs to know about a compiled graph."""
+
+    name: str
+    nodes: Mapping[str, NodeSpec]
+    edges: Mapping[str, tuple[str, ...]]
+    branches: Mapping[str, tuple[BranchSpec, ...]]
+    barriers: tuple[BarrierSpec, ...]
+    strategies: Mapping[str, KeyStrategy]
+    hidden_keys: frozenset[str] = frozenset()
+    barriers_from: Mapping[str, tuple[BarrierSpec, ...]] = field(init=False)
+    barriers_into: Mapping[str, tuple[BarrierSpec, ...]] = field(init=False)
+    append_keys: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        by_source: dict[str, list[BarrierSpec]] = {}
+        by_target: dict[str, list[BarrierSpec]] = {}
+        for barrier in self.barriers:
+            for source in sorted(barrier.sources):
+                by_source.setdefault(source, []).append(barrier)
+            by_target.setdefault(barrier.target, []).append(barrier)
+        object.__setattr__(self, "barriers_from", {k: tuple(v) for k, v in by_source.items()})
+        object.__setattr__(self, "barriers_into", {k: tuple(v) for k, v in by_target.items()})
+        append = frozenset(k for k, s in self.strategies.items() if isinstance(s, AppendStrategy))
+        object.__setattr__(self, "append_keys", append)
+
+    def order(self, names: Sequence[str] | set[str]) -> tuple[str, ...]:
+        """Node names in ``add_node`` order (END dropped)."""
+        nodes = self.nodes
+        return tuple(sorted((n for n in names if n != END), key=lambda n: nodes[n].index))
+
+
+@dataclass(slots=True)
+class Write:
+    """A node's normalized return: its partial update and its ``Command.goto`` targets."""
+
+    update: Mapping[str, Any]
+    goto: tuple[str, ...] = ()
+
+
+EMPTY_WRITE = Write({})
+
+
+@dataclass(frozen=True, slots=True)
+class Blob:
+    """What a checkpoint stores for one key that changed: the whole value or the appended tail.
+
+    ``base`` is the version (checkpoint id) a ``delta`` extends; ``depth`` counts the deltas
+    since the last ``full`` blob of the key.
+    """
+
+    kind: Literal["full", "delta"]
+    value: Any
+    base: str | None = None
+    depth: int = 0
+
+
+def normalize_return(node: str, step: int, value: Any, destinations: frozenset[str]) -> Write:
+    """Turn a node's return value into a :class:`Write`, or explain why it cannot be one."""
+    if value is None:
+        return EMPTY_WRITE
+    if isinstance(value, dict):
+        _check_keys(node, step, value)
+        return Write(value)
+    if isinstance(value, Command):
+        if value.resume is not None:
+            raise InvalidUpdateError(
+                f"node {node!r} (step {step}) returned Command(resume=...): resume is an input "
+                "to invoke(), not something a node returns; return Command(goto=..., update=...)",
+                node=node,
+                step=step,
+            )
+        update = value.update if value.update is not None else {}
+        if not isinstance(update, Mapping):
+            raise InvalidUpdateError(
+                f"node {node!r} (step {step}) returned Command(update={_short(update)}): "
+                "update must be a dict of state keys",
+                node=node,
+                step=step,
+            )
+        _check_keys(node, step, update)
+        return Write(dict(update), _goto_targets(node, step, value.goto, destinations))
+    if isinstance(value, Mapping):
+        _check_keys(node, step, value)
+        return Write(dict(value))
+    raise InvalidUpdateError(
+        f"node {node!r} (step {step}) returned {type(value).__name__} {_short(value)}; a node "
+        "must return a dict of state updates (e.g. {'key': value}), a Command, or None",
+        node=node,
+        step=step,
+    )
+
+
+def _check_keys(node: str, step: int, update: Mapping[Any, Any]) -> None:
+    for key in update:
+        if not isinstance(key, str):
+            raise InvalidUpdateError(
+                f"node {node!r} (step {step}) wrote the key {key!r}: state keys must be strings",
+                node=node,
+                step=step,
+            )
+
+
+def _goto_targets(
+    node: str, step: int, goto: str | Sequence[str] | None, destinations: frozenset[str]
+) -> tuple[str, ...]:
+    if goto is None:
+        return ()
+    targets = (goto,) if isinstance(goto, str) else tuple(goto)
+    for target in targets:
+        if target not in destinations:
+            declared = ", ".join(sorted(destinations)) or "none"
+            raise InvalidUpdateError(
+                f"node {node!r} (step {step}) returned Command(goto={target!r}), which it did not "
+                f"declare (declared: {declared}); add it with add_node({node!r}, fn, "
+                f"destinations=(..., {target!r}))",
+                node=node,
+                step=step,
+            )
+    return targets
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Loop:
+    """One run's live state and position, advanced one superstep at a time.
+
+    ``values`` is replaced (never mutated) each step, so an :class:`OverAllState` built on it
+    stays what it was. Append keys live in :class:`AppendLog` objects and appear in ``values``
+    as fixed-length :class:`SeqView` snapshots.
+    """
+
+    def __init__(self, spec: GraphSpec) -> None:
+        self.spec = spec
+        self.values: dict[str, Any] = {}
+        self.logs: dict[str, AppendLog] = {}
+        self.step = -1
+        self.next: tuple[str, ...] = ()
+        self.barrier_seen: dict[str, set[str]] = {}
+        self.versions: dict[str, str] = {}
+        self.depths: dict[str, int] = {}
+        self.dirty: set[str] = set()
+        self.append_base: dict[str, int] = {}
+        self.rewritten: set[str] = set()
+
+    def load(
+        self,
+        values: Mapping[str, Any],
+        *,
+        step: int,
+        next_nodes: Sequence[str],
+        versions: Mapping[str, str],
+        depths: Mapping[str, int],
+        barriers: Mapping[str, Sequence[str]],
+    ) -> None:
+        """Start from a stored checkpoint's state."""
+        append_keys = self.spec.append_keys
+        self.values = {}
+        self.logs = {}
+        for key, value in values.items():
+            if key in append_keys:
+                log = AppendLog(value)
+                self.logs[key] = log
+                self.values[key] = log.view()
+            else:
+                self.values[key] = value
+        self.step = step
+        self.next = tuple(n for n in next_nodes if n in self.spec.nodes)
+        self.versions = dict(versions)
+        self.depths = dict(depths)
+        self.barrier_seen = {k: set(v) for k, v in barriers.items()}
+        self.dirty = set()
+        self.append_base = {k: len(log.items) for k, log in self.logs.items()}
+        self.rewritten = set()
+
+    def state(self) -> OverAllState:
+        return OverAllState(self.values, hidden=self.spec.hidden_keys)
+
+    def plain_values(self) -> dict[str, Any]:
+        """The state as plain Python values (lists for append keys), e.g. to store it."""
+        return {k: list(v) if isinstance(v, SeqView) else v for k, v in self.values.items()}
+
+    def apply_writes(self, writes: Sequence[tuple[str, Mapping[str, Any]]], step: int) -> None:
+        """Merge the writes of one superstep, given in merge order, into a new ``values``."""
+        values = dict(self.values)
+        strategies = self.spec.strategies
+        replaced_by: dict[str, str] = {}
+        for node, update in writes:
+            for key, new in update.items():
+                strategy = strategies.get(key, _REPLACE)
+                if strategy is _REPLACE or type(strategy) is ReplaceStrategy:
+                    if key in replaced_by:
+                        raise InvalidUpdateError(
+                            f"nodes {replaced_by[key]!r} and {node!r} both wrote the key {key!r} "
+                            f"in step {step}; a replaced key takes one write per step: give it "
+                            "an AppendStrategy/MergeStrategy or a merge callable in "
+                            "StateGraph(key_strategies=...), or route the nodes into "
+                            "different steps",
+                            node=node,
+                            step=step,
+                        )
+                    replaced_by[key] = node
+                    values[key] = new
+                elif key in self.spec.append_keys:
+                    values[key] = self._append(key, new, node, step)
+                else:
+                    values[key] = self._merge(strategy, key, values.get(key), new, node, step)
+                self.dirty.add(key)
+        self.values = values
+
+    def _append(self, key: str, new: Any, node: str, step: int) -> SeqView:
+        log = self.logs.get(key)
+        if log is None:
+            log = self.logs[key] = AppendLog()
+            self.append_base[key] = 0
+        try:
+            if not apply_append(log, new):
+                self.rewritten.add(key)
+        except KeyError as exc:
+            raise InvalidUpdateError(
+                f"node {node!r} (step {step}) wrote to {key!r}: {exc.args[0]}", node=node, step=step
+            ) from exc
+        return log.view()
+
+    @staticmethod
+    def _merge(
+        strategy: KeyStrategy, key: str, old: Any, new: Any, node: str, step: int
+    ) -> Any:
+        try:
+            return strategy.merge(old, new)
+        except Exception as exc:
+            raise InvalidUpdateError(
+                f"node {node!r} (step {step}) wrote to {key!r}, and its strategy {strategy!r} "
+                f"could not merge {_short(new)} into {_short(old)}: {exc}",
+                node=node,
+                step=step,
+            ) from exc
+
+    def route(self, ran: Sequence[tuple[str, tuple[str, ...]]], config: RunnableConfig) -> None:
+        """Decide the next step's nodes from the nodes that just ran (with their gotos)."""
+        spec = self.spec
+        triggered: set[str] = set()
+        state: OverAllState | None = None
+        for node, _ in ran:
+            for barrier in spec.barriers_into.get(node, ()):
+                self.barrier_seen.pop(barrier.key, None)
+        for node, goto in ran:
+            triggered.update(spec.edges.get(node, ()))
+            if goto:
+                triggered.update(goto)
+            for branch in spec.branches.get(node, ()):
+                if state is None:
+                    state = self.state()
+                triggered.update(self.evaluate(branch, state, config))
+            for barrier in spec.barriers_from.get(node, ()):
+                seen = self.barrier_seen.setdefault(barrier.key, set())
+                seen.add(node)
+                if seen >= barrier.sources:
+                    triggered.add(barrier.target)
+                    del self.barrier_seen[barrier.key]
+        self.next = spec.order(triggered)
+
+    def route_from_start(self, config: RunnableConfig) -> None:
+        self.barrier_seen = {}
+        self.route(((START, ()),), config)
+
+    def evaluate(
+        self, branch: BranchSpec, state: OverAllState, config: RunnableConfig
+    ) -> tuple[str, ...]:
+        """Run a router and map its answer to node names; user errors become ``NodeError``."""
+        source, step = branch.source, self.step
+        try:
+            answer = branch.fn(state, config) if branch.pass_config else branch.fn(state)
+        except Exception as exc:
+            raise NodeError(
+                f"the router on {source!r} raised {type(exc).__name__}: {exc} (step {step})",
+                node=source,
+                step=step,
+            ) from exc
+        answers = answer if isinstance(answer, list | tuple) else (answer,)
+        if branch.path_map is None:
+            for name in answers:
+                if name != END and (not isinstance(name, str) or name not in self.spec.nodes):
+                    valid = ", ".join([*self.spec.nodes, END])
+                    raise InvalidUpdateError(
+                        f"the router on {source!r} returned {name!r}, which is not a node "
+                        f"(valid: {valid}) (step {step})",
+                        node=source,
+                        step=step,
+                    )
+            return tuple(answers)
+        targets = []
+        for key in answers:
+            target = branch.path_map.get(key) if isinstance(key, str | int | bool) else None
+            if target is None:
+                valid = ", ".join(repr(k) for k in branch.path_map)
+                raise InvalidUpdateError(
+                    f"the router on {source!r} returned {key!r}, which is not a key of its "
+                    f"path_map (valid: {valid}) (step {step})",
+                    node=source,
+                    step=step,
+                )
+            targets.append(target)
+        return tuple(targets)
+
+    def take_blobs(self, checkpoint_id: str) -> dict[str, Blob]:
+        """The blobs a new checkpoint must store: only the keys that changed since the last one.
+
+        An append key stores just the items appended since then, unless it was rewritten, is
+        new, or its chain of deltas reached :data:`FULL_SNAPSHOT_EVERY`.
+        """
+        blobs: dict[str, Blob] = {}
+        for key in self.dirty:
+            log = self.logs.get(key)
+            if log is None:
+                blobs[key] = Blob("full", self.values[key])
+                self.depths.pop(key, None)
+            else:
+                depth = self.depths.get(key, 0) + 1
+                base = self.versions.get(key)
+                if key in self.rewritten or base is None or depth >= FULL_SNAPSHOT_EVERY:
+                    blobs[key] = Blob("full", list(log.items))
+                    self.depths[key] = 0
+                else:
+                    tail = log.items[self.append_base.get(key, 0) :]
+                    blobs[key] = Blob("delta", tail, base=base, depth=depth)
+                    self.depths[key] = depth
+                self.append_base[key] = len(log.items)
+            self.versions[key] = checkpoint_id
+        self.dirty = set()
+        self.rewritten = set()
+        return blobs

@@ -1,0 +1,556 @@
+"""The order of events in one call, written once for both drivers.
+
+:func:`call_flow` is a generator: it decides everything (how the input is treated, which tasks
+run, what is stored, when the run pauses) and *yields effects* for a driver to carry out
+(:class:`RunTasks`, :class:`SaverCall`, :class:`Emit`), receiving their results back. The sync
+driver fulfils them by calling, the async one by awaiting: one implementation, two faces
+(like httpx's ``Auth.auth_flow``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from graph_agent.graph.engine import GraphSpec, Loop, NodeSpec, Write, normalize_return
+from graph_agent.graph.errors import (
+    GraphInterrupted,
+    GraphRecursionError,
+    InvalidResumeError,
+    InvalidUpdateError,
+    NodeError,
+    SerializationError,
+    ThreadBusyError,
+)
+from graph_agent.graph.runtime import RECORD_PREFIX, TaskContext, derive_id
+from graph_agent.graph.state import OverAllState
+from graph_agent.graph.types import START, Command, Interrupt, NodeOutput, RunnableConfig
+
+WRITE = "__write__"
+INTERRUPT = "__interrupt__"
+BREAKPOINT = "__breakpoint__"
+RESUME = "__resume__"
+
+
+@dataclass(slots=True)
+class Task:
+    """One node to run in the current superstep, and what came of it."""
+
+    node: NodeSpec
+    context: TaskContext
+    state: OverAllState
+    config: RunnableConfig | None
+    write: Write | None = None
+    error: BaseException | None = None
+
+
+@dataclass(slots=True)
+class RunTasks:
+    """Effect: run these tasks concurrently; call ``on_finish(task, value)`` as each returns
+    (it stores ``task.write`` and may return a :class:`SaverCall` to make it durable at once);
+    an exception (from the node or ``on_finish``) goes to ``task.error``."""
+
+    tasks: list[Task]
+    on_finish: Callable[[Task, Any], SaverCall | None]
+    max_concurrency: int
+
+
+@dataclass(frozen=True, slots=True)
+class SaverCall:
+    """Effect: call ``saver.<method>(*args)`` (or its async twin) and send back the result."""
+
+    method: str
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """Effect: hand these outputs to the caller of ``stream()``."""
+
+    items: list[NodeOutput]
+
+
+Effect = RunTasks | SaverCall | Emit
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """The compiled graph as the flow sees it."""
+
+    spec: GraphSpec
+    saver: Any
+    interrupt_before: frozenset[str]
+    interrupt_after: frozenset[str]
+
+
+class _Pending:
+    """The pending writes of the checkpoint a call starts from, grouped by task."""
+
+    def __init__(self, writes: Sequence[Any]) -> None:
+        self.done: dict[str, Write] = {}
+        self.records: dict[str, dict[str, Any]] = {}
+        self.resume: dict[str, dict[str, Any]] = {}
+        self.interrupts: dict[str, list[Interrupt]] = {}
+        self.static_ids: set[str] = set()
+        for write in writes:
+            task_id, channel, value = write.task_id, write.channel, write.value
+            if channel == WRITE:
+                self.done[task_id] = Write(value["update"], tuple(value["goto"]))
+            elif channel in (INTERRUPT, BREAKPOINT):
+                for item in value:
+                    self.add_interrupt(task_id, item, static=channel == BREAKPOINT)
+            elif channel == RESUME:
+                self.resume.setdefault(task_id, {}).update(value)
+            elif channel.startswith(RECORD_PREFIX):
+                self.records.setdefault(task_id, {})[channel[len(RECORD_PREFIX) :]] = value
+
+    def add_interrupt(self, task_id: str, item: Interrupt, *, static: bool) -> None:
+        self.interrupts.setdefault(task_id, []).append(item)
+        if static:
+            self.static_ids.add(item.id)
+
+    def stored(self, task_id: str, *, static: bool) -> tuple[str, list[Interrupt]]:
+        """The whole interrupt list of a task, as one pending write (writes replace)."""
+        items = [
+            i for i in self.interrupts.get(task_id, []) if (i.id in self.static_ids) == static
+        ]
+        return (BREAKPOINT if static else INTERRUPT, items)
+
+    def dynamic_waiting(self) -> list[tuple[str, Interrupt]]:
+        """Unanswered interrupts raised by ``interrupt()`` (not static breakpoints)."""
+        return [(t, i) for t, i in self.unanswered() if i.id not in self.static_ids]
+
+    def unanswered(self) -> list[tuple[str, Interrupt]]:
+        """Interrupts with no resume value yet, as (task id, interrupt)."""
+        return [
+            (task_id, item)
+            for task_id, items in self.interrupts.items()
+            for item in items
+            if item.id not in self.resume.get(task_id, {})
+        ]
+
+
+def call_flow(
+    run: RunSettings, input: Any, config: RunnableConfig, *, streaming: bool
+) -> Generator[Effect, Any, OverAllState]:
+    """One call of a compiled graph: load, treat the input, run supersteps, store, pause."""
+    flow = _Flow(run, config, streaming)
+    return flow.call(input)
+
+
+class _Flow:
+    def __init__(self, run: RunSettings, config: RunnableConfig, streaming: bool) -> None:
+        self.run = run
+        self.spec = run.spec
+        self.saver = run.saver
+        self.config = config
+        self.streaming = streaming
+        self.loop = Loop(run.spec)
+        self.checkpoint_id: str | None = None
+        self.pending = _Pending(())
+        self.thread_id = config.thread_id
+        self.ns = ""
+        self.fork = False
+
+    # the call
+    def call(self, input: Any) -> Generator[Effect, Any, OverAllState]:
+        if self.saver is None:
+            self._check_stateless_input(input)
+            self._start(input)
+            if self.streaming:
+                yield Emit([self._input_output(input)])
+        else:
+            if self.thread_id is None:
+                raise ValueError(
+                    "this graph has a checkpoint saver, so each call needs a thread: pass "
+                    "RunnableConfig(thread_id='...')"
+                )
+            saved = yield SaverCall("get", (self.thread_id, self.config.checkpoint_id, self.ns))
+            if saved is None and self.config.checkpoint_id is not None:
+                raise ValueError(
+                    f"no checkpoint {self.config.checkpoint_id!r} on this thread; list them with "
+                    "get_state_history(config)"
+                )
+            if saved is not None:
+                self._load(saved)
+            paused = yield from self._treat_input(input, saved)
+            if paused is not None:
+                return paused
+        return (yield from self._supersteps())
+
+    def _check_stateless_input(self, input: Any) -> None:
+        if input is None or isinstance(input, Command):
+            raise InvalidResumeError(
+                "nothing to resume: this graph has no checkpoint saver, so every call starts "
+                "from its input; compile with CompileConfig(saver=...) to pause and resume"
+            )
+
+    def _start(self, input: Any) -> None:
+        if not isinstance(input, Mapping):
+            raise InvalidUpdateError(
+                f"the input must be a dict of state keys, got {type(input).__name__} "
+                f"{input!r:.60}; e.g. app.invoke({{'messages': [...]}})",
+                node=START,
+                step=self.loop.step,
+            )
+        self.loop.apply_writes([(START, dict(input))], self.loop.step)
+        self.loop.route_from_start(self.config)
+
+    def _load(self, saved: Any) -> None:
+        self.loop.load(
+            saved.values,
+            step=saved.step,
+            next_nodes=saved.next,
+            versions=saved.versions,
+            depths=saved.depths,
+            barriers=saved.barriers,
+        )
+        self.checkpoint_id = saved.id
+        self.pending = _Pending(saved.pending_writes)
+        self.fork = self.config.checkpoint_id is not None
+
+    def _treat_input(self, input: Any, saved: Any) -> Generator[Effect, Any, OverAllState | None]:
+        """The three cases of DESIGN §3: resume, continue, or a new run on the thread."""
+        if isinstance(input, Command):
+            if input.goto is not None or input.update is not None:
+                raise InvalidResumeError(
+                    "a Command given as input only carries resume=...; to change state use "
+                    "update_state(config, values), to route use a node's Command"
+                )
+            yield from self._answer(input.resume)
+            return None
+        if input is None:
+            if saved is None or (not self.loop.next and not self.pending.interrupts):
+                raise InvalidResumeError(
+                    "nothing to continue on this thread: it has "
+                    + ("no checkpoint" if saved is None else "finished")
+                    + "; call with new input to start a run"
+                )
+            dynamic = self.pending.dynamic_waiting()
+            if dynamic:
+                return self._paused([i for _, i in dynamic])
+            yield from self._answer_static()
+            return None
+        # a new run on the thread: pending interrupts and writes of the old step are dropped
+        self.pending = _Pending(())
+        self.loop.step = saved.step + 1 if saved is not None else -1
+        self._start(input)
+        yield from self._checkpoint("input", [START])
+        if self.streaming:
+            yield Emit([self._input_output(input)])
+        return None
+
+    def _answer(self, resume: Any) -> Generator[Effect, Any, None]:
+        unanswered = self.pending.unanswered()
+        if not unanswered:
+            raise InvalidResumeError(
+                "Command(resume=...) answers pending interrupts, and this thread has none; "
+                "call with None to continue or with new input to start a run"
+            )
+        by_id = {item.id: (task_id, item) for task_id, item in unanswered}
+        if isinstance(resume, dict) and resume and all(k in by_id for k in resume):
+            answers = dict(resume)
+        elif len(unanswered) == 1:
+            answers = {unanswered[0][1].id: resume}
+        else:
+            unknown = [k for k in resume] if isinstance(resume, dict) else []
+            unknown = [k for k in unknown if k not in by_id]
+            detail = f"unknown ids: {', '.join(map(repr, unknown))}; " if unknown else ""
+            raise InvalidResumeError(
+                f"{len(unanswered)} interrupts are pending, so resume needs a dict keyed by "
+                f"their ids; {detail}pending: {', '.join(map(repr, by_id))}"
+            )
+        by_task: dict[str, dict[str, Any]] = {}
+        for interrupt_id, value in answers.items():
+            by_task.setdefault(by_id[interrupt_id][0], {})[interrupt_id] = value
+        yield from self._store_resume(by_task)
+
+    def _answer_static(self) -> Generator[Effect, Any, None]:
+        by_task: dict[str, dict[str, Any]] = {}
+        for task_id, item in self.pending.unanswered():
+            by_task.setdefault(task_id, {})[item.id] = None
+        yield from self._store_resume(by_task)
+
+    def _store_resume(self, by_task: dict[str, dict[str, Any]]) -> Generator[Effect, Any, None]:
+        for task_id, answers in by_task.items():
+            resume = self.pending.resume.setdefault(task_id, {})
+            resume.update(answers)
+            yield self._put_writes(task_id, [(RESUME, dict(resume))])
+
+    # supersteps
+    def _supersteps(self) -> Generator[Effect, Any, OverAllState]:
+        loop, config = self.loop, self.config
+        steps = 0
+        while loop.next:
+            tasks = self._tasks()
+            paused = yield from self._breakpoint_before(tasks)
+            if paused is not None:
+                return paused
+            if steps >= config.max_steps:
+                raise GraphRecursionError(
+                    f"graph {self.spec.name!r} ran {steps} supersteps in this call without "
+                    f"finishing (max_steps={config.max_steps}); it would run "
+                    f"{', '.join(loop.next)} next. Check the routing for a loop that never "
+                    "ends, or raise RunnableConfig(max_steps=...); with a saver the run can "
+                    "be continued with invoke(None, config)"
+                )
+            steps += 1
+            to_run = [t for t in tasks if t.context.id not in self.pending.done]
+            blocked = self._still_waiting(to_run)
+            to_run = [t for t in to_run if t.context.id not in blocked]
+            if to_run:
+                yield RunTasks(
+                    to_run, self._on_finish(len(tasks) > 1), max(1, config.max_concurrency)
+                )
+            paused = yield from self._settle(tasks, blocked)
+            if paused is not None:
+                return paused
+            yield from self._commit(tasks)
+            paused = yield from self._breakpoint_after(tasks)
+            if paused is not None:
+                return paused
+        return loop.state()
+
+    def _tasks(self) -> list[Task]:
+        loop, config = self.loop, self.config
+        state = loop.state()
+        durable = self.saver is not None
+        step = loop.step + 1
+        tasks = []
+        for name in loop.next:
+            node = self.spec.nodes[name]
+            context = TaskContext(
+                node=name,
+                step=step,
+                agent=self.spec.name,
+                thread_id=self.thread_id,
+                checkpoint_id=self.checkpoint_id,
+                durable=durable,
+            )
+            if durable:
+                task_id = context.id
+                context.records = dict(self.pending.records.get(task_id, {}))
+                context._resume = self.pending.resume.get(task_id, {})
+                context._persist_record = self._persist_record
+            node_config = _with_task(config, context) if node.pass_config else None
+            tasks.append(Task(node, context, state, node_config))
+        return tasks
+
+    def _still_waiting(self, tasks: list[Task]) -> set[str]:
+        """Tasks whose dynamic interrupt has no answer yet: they stay paused."""
+        waiting = {task_id for task_id, _ in self.pending.dynamic_waiting()}
+        return waiting & {t.context.id for t in tasks}
+
+    def _on_finish(self, several: bool) -> Callable[[Task, Any], SaverCall | None]:
+        durable = self.saver is not None and several
+
+        def on_finish(task: Task, value: Any) -> SaverCall | None:
+            node = task.node
+            task.write = normalize_return(node.name, task.context.step, value, node.destinations)
+            if not durable:
+                return None
+            stored = {"update": dict(task.write.update), "goto": list(task.write.goto)}
+            return self._put_writes(task.context.id, [(WRITE, stored)])
+
+        return on_finish
+
+    def _settle(self, tasks: list[Task], blocked: set[str]) -> Generator[Effect, Any, Any]:
+        """After the tasks ran: raise the first error, or pause on interrupts."""
+        failures = [t for t in tasks if t.error is not None and not _interrupted(t)]
+        if failures:
+            raise _node_error(failures)
+        interrupts: list[Interrupt] = []
+        for task in tasks:
+            task_id = task.context.id
+            if _interrupted(task):
+                assert isinstance(task.error, GraphInterrupted)
+                new = list(task.error.interrupts)
+                interrupts.extend(new)
+                for item in new:
+                    self.pending.add_interrupt(task_id, item, static=False)
+                yield self._put_writes(task_id, [self.pending.stored(task_id, static=False)])
+            elif task_id in blocked:
+                interrupts.extend(i for t, i in self.pending.unanswered() if t == task_id)
+        if interrupts:
+            return (yield from self._pause(interrupts))
+        return None
+
+    def _commit(self, tasks: list[Task]) -> Generator[Effect, Any, None]:
+        loop = self.loop
+        step = loop.step + 1
+        writes: list[tuple[str, Write]] = []
+        for task in tasks:
+            write = task.write or self.pending.done.get(task.context.id)
+            writes.append((task.node.name, write if write is not None else Write({})))
+        loop.apply_writes([(name, w.update) for name, w in writes], step)
+        loop.step = step
+        loop.route([(name, w.goto) for name, w in writes], self.config)
+        yield from self._checkpoint("loop", [name for name, _ in writes])
+        self.pending = _Pending(())
+        if self.streaming:
+            state = loop.state()
+            yield Emit(
+                [
+                    NodeOutput(
+                        node=task.node.name,
+                        agent=self.spec.name,
+                        step=step,
+                        update=write.update,
+                        state=state,
+                        checkpoint_id=self.checkpoint_id,
+                        usage=task.context.usage,
+                    )
+                    for task, (_, write) in zip(tasks, writes, strict=True)
+                ]
+            )
+
+    # breakpoints and pauses
+    def _breakpoint_before(self, tasks: list[Task]) -> Generator[Effect, Any, Any]:
+        if not self.run.interrupt_before or self.saver is None:
+            return None
+        new = []
+        for task in tasks:
+            if task.node.name not in self.run.interrupt_before:
+                continue
+            task_id = task.context.id
+            item = Interrupt(
+                derive_id("interrupt", self.thread_id, task.context.step, task_id, "before"),
+                "interrupt_before",
+                task.node.name,
+            )
+            if item.id in self.pending.resume.get(task_id, {}):
+                continue
+            new.append(item)
+            self.pending.add_interrupt(task_id, item, static=True)
+            yield self._put_writes(task_id, [self.pending.stored(task_id, static=True)])
+        if not new:
+            return None
+        return (yield from self._pause(new))
+
+    def _breakpoint_after(self, tasks: list[Task]) -> Generator[Effect, Any, Any]:
+        if not self.run.interrupt_after or self.saver is None:
+            return None
+        new = []
+        for task in tasks:
+            name = task.node.name
+            if name in self.run.interrupt_after:
+                task_id = derive_id("after", self.thread_id, self.checkpoint_id, name)
+                item = Interrupt(
+                    derive_id("interrupt", self.thread_id, self.loop.step, task_id, "after"),
+                    "interrupt_after",
+                    name,
+                )
+                new.append(item)
+                self.pending.add_interrupt(task_id, item, static=True)
+                yield self._put_writes(task_id, [self.pending.stored(task_id, static=True)])
+        if not new:
+            return None
+        return (yield from self._pause(new))
+
+    def _pause(self, interrupts: list[Interrupt]) -> Generator[Effect, Any, OverAllState]:
+        pending = [i for _, i in self.pending.unanswered()]
+        for item in interrupts:
+            if item not in pending:
+                pending.append(item)
+        if self.streaming:
+            yield Emit([self._pause_output(pending)])
+        return self._paused(pending)
+
+    def _paused(self, interrupts: list[Interrupt]) -> OverAllState:
+        return OverAllState(self.loop.values, interrupts, hidden=self.spec.hidden_keys)
+
+    # storage
+    def _checkpoint(self, source: str, writers: list[str]) -> Generator[Effect, Any, None]:
+        if self.saver is None:
+            return
+        from graph_agent.checkpoint.base import Checkpoint, new_checkpoint_id
+
+        loop = self.loop
+        checkpoint_id = new_checkpoint_id()
+        metadata: dict[str, Any] = dict(self.config.metadata)
+        metadata.update(source="fork" if self.fork else source, step=loop.step, writers=writers)
+        checkpoint = Checkpoint(
+            id=checkpoint_id,
+            thread_id=self.thread_id or "",
+            checkpoint_ns=self.ns,
+            parent_id=self.checkpoint_id,
+            step=loop.step,
+            next=loop.next,
+            blobs=loop.take_blobs(checkpoint_id),
+            versions=dict(loop.versions),
+            depths=dict(loop.depths),
+            barriers={k: tuple(sorted(v)) for k, v in loop.barrier_seen.items()},
+            metadata=metadata,
+        )
+        yield SaverCall("put", (checkpoint,))
+        self.checkpoint_id = checkpoint_id
+        self.fork = False
+
+    def _put_writes(self, task_id: str, writes: list[tuple[str, Any]]) -> SaverCall:
+        assert self.thread_id is not None and self.checkpoint_id is not None
+        return SaverCall(
+            "put_writes", (self.thread_id, self.ns, self.checkpoint_id, task_id, writes)
+        )
+
+    def _persist_record(self, context: TaskContext, key: str, value: Any) -> None:
+        assert self.thread_id is not None and self.checkpoint_id is not None
+        self.saver.put_writes(
+            self.thread_id, self.ns, self.checkpoint_id, context.id, [(RECORD_PREFIX + key, value)]
+        )
+
+    # outputs
+    def _input_output(self, input: Any) -> NodeOutput:
+        return NodeOutput(
+            node=START,
+            agent=self.spec.name,
+            step=self.loop.step,
+            update=dict(input),
+            state=self.loop.state(),
+            checkpoint_id=self.checkpoint_id,
+        )
+
+    def _pause_output(self, interrupts: list[Interrupt]) -> NodeOutput:
+        return NodeOutput(
+            node=interrupts[0].node,
+            agent=self.spec.name,
+            step=self.loop.step,
+            update={},
+            state=self.loop.state(),
+            checkpoint_id=self.checkpoint_id,
+            interrupts=tuple(interrupts),
+        )
+
+
+def _interrupted(task: Task) -> bool:
+    return isinstance(task.error, GraphInterrupted)
+
+
+def _with_task(config: RunnableConfig, context: TaskContext) -> RunnableConfig:
+    return dataclasses.replace(config, task=context)
+
+
+def _node_error(failures: list[Task]) -> BaseException:
+    first, others = failures[0], failures[1:]
+    error = first.error
+    assert error is not None
+    if isinstance(error, InvalidUpdateError | NodeError | SerializationError | ThreadBusyError):
+        wrapped: BaseException = error
+    elif not isinstance(error, Exception):
+        return error
+    else:
+        node, step = first.node.name, first.context.step
+        wrapped = NodeError(
+            f"node {node!r} raised {type(error).__name__}: {error} (step {step})",
+            node=node,
+            step=step,
+        )
+        wrapped.__cause__ = error
+    for other in others:
+        assert other.error is not None
+        wrapped.add_note(
+            f"node {other.node.name!r} also failed in this step: "
+            f"{type(other.error).__name__}: {other.error}"
+        )
+    return wrapped

@@ -1,0 +1,467 @@
+"""The sync and async drivers of a call, and :class:`CompiledGraph`, what ``compile()`` returns.
+
+Both drivers run :func:`~graph_agent.graph.flow.call_flow` and differ only in how they carry out
+its effects. The sync driver runs a lone sync node inline (no thread round trip), parallel sync
+nodes on a shared thread pool and async nodes on a private event-loop thread, so ``invoke()``
+also works inside a running event loop. While streaming, a lone sync node runs in a greenlet so
+that ``emit_chunk`` reaches the caller the moment it is called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import queue
+import threading
+from collections.abc import AsyncIterator, Generator, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import greenlet
+
+from graph_agent.graph.errors import GraphInterrupted
+from graph_agent.graph.flow import Emit, RunSettings, RunTasks, SaverCall, Task, call_flow
+from graph_agent.graph import render as render_module
+from graph_agent.graph.render import GraphView
+from graph_agent.graph.runtime import TaskContext, _current_task
+from graph_agent.graph.state import OverAllState
+from graph_agent.graph.types import NodeOutput, RunnableConfig, StreamingOutput
+
+_CAUGHT = (Exception, GraphInterrupted)
+"""What a node may raise and the engine records; KeyboardInterrupt and SystemExit propagate."""
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _thread_pool() -> ThreadPoolExecutor:
+    """A shared pool for parallel sync nodes. Threads are made only when none is idle, so the
+    large cap only matters for deep nesting; a run's own bound is ``max_concurrency``."""
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(max_workers=1024, thread_name_prefix="graph-agent")
+    return _pool
+
+
+class _LoopThreads:
+    """Private event loops on daemon threads, one per nesting depth.
+
+    An async node runs on loop 0. If code on loop *i* calls a sync ``invoke()`` (a graph inside a
+    node), that call uses loop *i+1*, never the loop it is blocking.
+    """
+
+    def __init__(self) -> None:
+        self._loops: list[asyncio.AbstractEventLoop] = []
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        current = threading.current_thread()
+        depth = 0
+        for index, thread in enumerate(self._threads):
+            if thread is current:
+                depth = index + 1
+        with self._lock:
+            while len(self._loops) <= depth:
+                self._start()
+            return self._loops[depth]
+
+    def _start(self) -> None:
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(
+            target=loop.run_forever, name=f"graph-agent-loop-{len(self._loops)}", daemon=True
+        )
+        thread.start()
+        self._loops.append(loop)
+        self._threads.append(thread)
+
+
+_loop_threads = _LoopThreads()
+
+
+def _call(task: Task) -> Any:
+    node = task.node
+    if node.pass_config:
+        return node.fn(task.state, task.config)
+    return node.fn(task.state)
+
+
+def _run_sync(task: Task) -> Any:
+    """Run a node in this thread with its task context set."""
+    token = _current_task.set(task.context)
+    try:
+        result = _call(task)
+    finally:
+        _current_task.reset(token)
+    if inspect.isawaitable(result):
+        return asyncio.run_coroutine_threadsafe(_await(task, result), _loop_threads.loop()).result()
+    return result
+
+
+async def _await(task: Task, awaitable: Any) -> Any:
+    token = _current_task.set(task.context)
+    try:
+        return await awaitable
+    finally:
+        _current_task.reset(token)
+
+
+async def _run_async(task: Task) -> Any:
+    """Run a node as a coroutine with its task context set."""
+    token = _current_task.set(task.context)
+    try:
+        result = _call(task)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+    finally:
+        _current_task.reset(token)
+
+
+def _chunk_output(context: TaskContext, chunk: Any) -> StreamingOutput:
+    text = chunk if isinstance(chunk, str) else str(getattr(chunk, "text", "") or "")
+    return StreamingOutput(
+        node=context.node,
+        agent=context.agent,
+        step=context.step,
+        update={},
+        state=None,
+        checkpoint_id=None,
+        chunk=text,
+        message=None if isinstance(chunk, str) else chunk,
+    )
+
+
+class _Finished:
+    __slots__ = ("task", "value")
+
+    def __init__(self, task: Task, value: Any) -> None:
+        self.task = task
+        self.value = value
+
+
+class _Failed:
+    __slots__ = ("error", "task")
+
+    def __init__(self, task: Task, error: BaseException) -> None:
+        self.task = task
+        self.error = error
+
+
+def _drive_sync(
+    run: RunSettings, input: Any, config: RunnableConfig, streaming: bool
+) -> Generator[NodeOutput, None, OverAllState]:
+    saver = run.saver
+    lease = saver.acquire(config.thread_id, "") if saver is not None and config.thread_id else None
+    try:
+        flow = call_flow(run, input, config, streaming=streaming)
+        reply: Any = None
+        while True:
+            try:
+                effect = flow.send(reply)
+            except StopIteration as stop:
+                result: OverAllState = stop.value
+                return result
+            reply = None
+            if type(effect) is RunTasks:
+                yield from _run_tasks(effect, saver, streaming)
+            elif type(effect) is SaverCall:
+                reply = getattr(saver, effect.method)(*effect.args)
+            else:
+                assert isinstance(effect, Emit)
+                yield from effect.items
+    finally:
+        if lease is not None:
+            saver.release(lease)
+
+
+def _finish(effect: RunTasks, saver: Any, task: Task, value: Any) -> None:
+    try:
+        call = effect.on_finish(task, value)
+        if call is not None:
+            getattr(saver, call.method)(*call.args)
+    except Exception as exc:
+        task.error = exc
+
+
+def _run_tasks(effect: RunTasks, saver: Any, streaming: bool) -> Iterator[StreamingOutput]:
+    tasks = effect.tasks
+    if len(tasks) == 1 and not tasks[0].node.is_async:
+        task = tasks[0]
+        if streaming:
+            yield from _run_inline_streaming(effect, saver, task)
+            return
+        try:
+            value = _run_sync(task)
+        except _CAUGHT as exc:
+            task.error = exc
+            return
+        _finish(effect, saver, task, value)
+        return
+    yield from _run_concurrently(effect, saver, streaming)
+
+
+def _run_inline_streaming(effect: RunTasks, saver: Any, task: Task) -> Iterator[StreamingOutput]:
+    """Run one sync node in a greenlet: each ``emit_chunk`` switches back here to be yielded."""
+    parent = greenlet.getcurrent()
+    buffered: list[StreamingOutput] = []
+
+    def emit(context: TaskContext, chunk: Any) -> None:
+        output = _chunk_output(context, chunk)
+        if greenlet.getcurrent() is child:
+            parent.switch(output)
+        else:  # emitted from a thread the node started itself: delivered after the node
+            buffered.append(output)
+
+    def body() -> Any:
+        try:
+            return _Finished(task, _run_sync(task))
+        except _CAUGHT as exc:
+            return _Failed(task, exc)
+
+    task.context._emit = emit
+    child = greenlet.greenlet(body)
+    event = child.switch()
+    while isinstance(event, StreamingOutput):
+        yield event
+        event = child.switch()
+    yield from buffered
+    if isinstance(event, _Failed):
+        task.error = event.error
+    else:
+        _finish(effect, saver, task, event.value)
+
+
+def _run_concurrently(
+    effect: RunTasks, saver: Any, streaming: bool
+) -> Iterator[StreamingOutput]:
+    """Run tasks on the pool / the loop thread, at most ``max_concurrency`` at once."""
+    events: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    waiting = list(reversed(effect.tasks))
+    running: dict[int, Future[Any]] = {}
+
+    def emit(context: TaskContext, chunk: Any) -> None:
+        events.put(_chunk_output(context, chunk))
+
+    def start(task: Task) -> None:
+        if streaming:
+            task.context._emit = emit
+        if task.node.is_async:
+            future: Future[Any] = asyncio.run_coroutine_threadsafe(
+                _run_async(task), _loop_threads.loop()
+            )
+        else:
+            future = _thread_pool().submit(_run_sync, task)
+        running[id(task)] = future
+        future.add_done_callback(lambda f: events.put((task, f)))
+
+    try:
+        while waiting and len(running) < effect.max_concurrency:
+            start(waiting.pop())
+        while running:
+            event = events.get()
+            if isinstance(event, StreamingOutput):
+                yield event
+                continue
+            task, future = event
+            del running[id(task)]
+            try:
+                value = future.result()
+            except _CAUGHT as exc:
+                task.error = exc
+            else:
+                _finish(effect, saver, task, value)
+            if waiting:
+                start(waiting.pop())
+        while not events.empty():
+            leftover = events.get()
+            if isinstance(leftover, StreamingOutput):
+                yield leftover
+    finally:
+        for future in running.values():
+            future.cancel()
+
+
+async def _drive_async(
+    run: RunSettings,
+    input: Any,
+    config: RunnableConfig,
+    streaming: bool,
+    result: list[OverAllState],
+) -> AsyncIterator[NodeOutput]:
+    saver = run.saver
+    lease = None
+    if saver is not None and config.thread_id:
+        lease = await saver.aacquire(config.thread_id, "")
+    try:
+        flow = call_flow(run, input, config, streaming=streaming)
+        reply: Any = None
+        while True:
+            try:
+                effect = flow.send(reply)
+            except StopIteration as stop:
+                result.append(stop.value)
+                return
+            reply = None
+            if type(effect) is RunTasks:
+                async for chunk in _arun_tasks(effect, saver, streaming):
+                    yield chunk
+            elif type(effect) is SaverCall:
+                reply = await getattr(saver, "a" + effect.method)(*effect.args)
+            else:
+                assert isinstance(effect, Emit)
+                for item in effect.items:
+                    yield item
+    finally:
+        if lease is not None:
+            await saver.arelease(lease)
+
+
+async def _afinish(effect: RunTasks, saver: Any, task: Task, value: Any) -> None:
+    try:
+        call = effect.on_finish(task, value)
+        if call is not None:
+            await getattr(saver, "a" + call.method)(*call.args)
+    except Exception as exc:
+        task.error = exc
+
+
+async def _arun_tasks(
+    effect: RunTasks, saver: Any, streaming: bool
+) -> AsyncIterator[StreamingOutput]:
+    tasks = effect.tasks
+    if len(tasks) == 1 and not streaming and tasks[0].node.is_async:
+        task = tasks[0]
+        try:
+            value = await _run_async(task)
+        except _CAUGHT as exc:
+            task.error = exc
+            return
+        await _afinish(effect, saver, task, value)
+        return
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue[Any] = asyncio.Queue()
+    limit = asyncio.Semaphore(effect.max_concurrency)
+
+    def emit_threadsafe(context: TaskContext, chunk: Any) -> None:
+        output = _chunk_output(context, chunk)
+        try:
+            running_loop = asyncio.get_running_loop()
+        except RuntimeError:
+            running_loop = None
+        if running_loop is loop:
+            events.put_nowait(output)
+        else:
+            loop.call_soon_threadsafe(events.put_nowait, output)
+
+    async def run_one(task: Task) -> None:
+        async with limit:
+            if streaming:
+                task.context._emit = emit_threadsafe
+            try:
+                if task.node.is_async:
+                    value = await _run_async(task)
+                else:
+                    value = await asyncio.to_thread(_run_sync, task)
+            except _CAUGHT as exc:
+                task.error = exc
+            else:
+                await _afinish(effect, saver, task, value)
+
+    workers = [asyncio.ensure_future(run_one(task)) for task in tasks]
+    done = asyncio.ensure_future(asyncio.gather(*workers))
+    done.add_done_callback(lambda _: events.put_nowait(None))
+    try:
+        while True:
+            event = await events.get()
+            if event is None:
+                break
+            yield event
+        while not events.empty():
+            leftover = events.get_nowait()
+            if leftover is not None:
+                yield leftover
+        await done
+    finally:
+        for worker in workers:
+            worker.cancel()
+
+
+def _exhaust(gen: Generator[Any, None, OverAllState]) -> OverAllState:
+    while True:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            result: OverAllState = stop.value
+            return result
+
+
+class CompiledGraph:
+    """A validated graph, ready to run. Made by :meth:`StateGraph.compile`.
+
+    Example:
+        >>> from graph_agent import StateGraph, START, END
+        >>> g = StateGraph("inc")
+        >>> _ = g.add_node("inc", lambda state: {"x": state["x"] + 1})
+        >>> _ = g.add_edge(START, "inc").add_edge("inc", END)
+        >>> g.compile().invoke({"x": 1})["x"]
+        2
+    """
+
+    def __init__(self, run: RunSettings, view: GraphView) -> None:
+        self._run = run
+        self._view = view
+
+    @property
+    def name(self) -> str:
+        return self._run.spec.name
+
+    @property
+    def saver(self) -> Any:
+        return self._run.saver
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
+        """Run to the end (or to a pause) and return the state."""
+        return _exhaust(_drive_sync(self._run, input, config or RunnableConfig(), False))
+
+    def stream(self, input: Any, config: RunnableConfig | None = None) -> Iterator[NodeOutput]:
+        """Run, yielding a :class:`NodeOutput` per finished node and a
+        :class:`StreamingOutput` per emitted chunk."""
+        return _drive_sync(self._run, input, config or RunnableConfig(), True)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
+        """Async twin of :meth:`invoke`."""
+        result: list[OverAllState] = []
+        run_config = config or RunnableConfig()
+        async for _ in _drive_async(self._run, input, run_config, False, result):
+            pass
+        return result[0]
+
+    async def astream(
+        self, input: Any, config: RunnableConfig | None = None
+    ) -> AsyncIterator[NodeOutput]:
+        """Async twin of :meth:`stream`."""
+        result: list[OverAllState] = []
+        agen = _drive_async(self._run, input, config or RunnableConfig(), True, result)
+        try:
+            async for item in agen:
+                yield item
+        finally:
+            with contextlib.suppress(RuntimeError):
+                await agen.aclose()
+
+    def get_graph(self, fmt: str = "mermaid") -> str:
+        """The graph as ``"mermaid"``, ``"plantuml"``, ``"dot"`` or ``"ascii"`` text."""
+        return render_module.render(self._view, fmt)
+
+    @property
+    def view(self) -> GraphView:
+        """The nodes and edges diagrams are drawn from."""
+        return self._view
+
+    def __repr__(self) -> str:
+        return f"CompiledGraph({self.name!r}, nodes={list(self._run.spec.nodes)})"
+

@@ -1,0 +1,148 @@
+"""What a running node can reach: its :class:`TaskContext`, ``interrupt()`` and ``emit_chunk()``.
+
+The running task is kept in a context variable, so these work from sync nodes (inline or on a
+worker thread) and from async nodes alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any
+
+from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError
+from graph_agent.graph.types import Interrupt
+
+_current_task: ContextVar[TaskContext | None] = ContextVar("graph_agent_task", default=None)
+
+RECORD_PREFIX = "__record__:"
+
+
+def derive_id(*parts: object) -> str:
+    """A short stable id from its parts (task ids, interrupt ids)."""
+    text = "\x1f".join(str(part) for part in parts)
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+class TaskContext:
+    """One node execution inside a superstep.
+
+    ``id`` is derived from (checkpoint id, node, index): it is the same when the task runs again
+    after a crash or a resume, so it can serve as an idempotency key. ``record``/``recorded``
+    keep sub-task results (one tool call, one API request) that survive a crash: with a saver,
+    each record is committed as a pending write of the task and handed back when it re-runs.
+    """
+
+    __slots__ = (
+        "_emit",
+        "_id",
+        "_interrupt_count",
+        "_persist_record",
+        "_resume",
+        "agent",
+        "checkpoint_id",
+        "durable",
+        "node",
+        "records",
+        "step",
+        "thread_id",
+        "usage",
+    )
+
+    def __init__(
+        self,
+        *,
+        node: str,
+        step: int,
+        agent: str,
+        thread_id: str | None = None,
+        checkpoint_id: str | None = None,
+        durable: bool = False,
+        records: dict[str, Any] | None = None,
+        resume: dict[str, Any] | None = None,
+    ) -> None:
+        self.node = node
+        self.step = step
+        self.agent = agent
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.durable = durable
+        self.records: dict[str, Any] = records if records is not None else {}
+        self.usage: Any = None
+        self._resume: dict[str, Any] = resume if resume is not None else {}
+        self._interrupt_count = 0
+        self._id: str | None = None
+        self._emit: Callable[[TaskContext, Any], None] | None = None
+        self._persist_record: Callable[[TaskContext, str, Any], None] | None = None
+
+    @property
+    def id(self) -> str:
+        if self._id is None:
+            self._id = derive_id("task", self.thread_id, self.checkpoint_id, self.node)
+        return self._id
+
+    def record(self, key: str, value: Any) -> None:
+        """Keep ``value`` under ``key`` for this task; committed at once when there is a saver."""
+        self.records[key] = value
+        if self._persist_record is not None:
+            self._persist_record(self, key, value)
+
+    def recorded(self, key: str, default: Any = None) -> Any:
+        """The value recorded under ``key`` by this task (possibly in an earlier attempt)."""
+        return self.records.get(key, default)
+
+    def add_usage(self, usage: Any) -> None:
+        """Add token usage to what this node reports in its ``NodeOutput.usage``."""
+        self.usage = usage if self.usage is None else self.usage + usage
+
+    def __repr__(self) -> str:
+        return f"TaskContext(node={self.node!r}, step={self.step})"
+
+
+def current_task() -> TaskContext | None:
+    """The task running in this context, or ``None`` outside a node."""
+    return _current_task.get()
+
+
+def _require_task(caller: str) -> TaskContext:
+    task = _current_task.get()
+    if task is None:
+        raise RuntimeError(f"{caller} can only be called from inside a running graph node")
+    return task
+
+
+def interrupt(value: Any) -> Any:
+    """Pause the run and ask for input; returns the resume value once the run is resumed.
+
+    The node runs again from its top on resume, and this call then returns the value given with
+    ``Command(resume=...)``. Needs a checkpoint saver.
+
+    Example:
+        >>> def review(state):  # doctest: +SKIP
+        ...     answer = interrupt({"draft": state["draft"]})
+        ...     return {"approved": answer == "yes"}
+    """
+    task = _require_task("interrupt()")
+    if not task.durable:
+        raise GraphRuntimeError(
+            f"interrupt() in node {task.node!r} needs a checkpoint saver to resume from: "
+            "compile with CompileConfig(saver=MemorySaver()) and call with a thread_id"
+        )
+    index = task._interrupt_count
+    task._interrupt_count += 1
+    interrupt_id = derive_id("interrupt", task.thread_id, task.step, task.id, index)
+    if interrupt_id in task._resume:
+        return task._resume[interrupt_id]
+    raise GraphInterrupted([Interrupt(interrupt_id, value, task.node)])
+
+
+def emit_chunk(chunk: Any) -> None:
+    """Stream a chunk (a str or an ``AssistantMessageChunk``) out of the running node.
+
+    With ``stream()`` it reaches the caller at once as a ``StreamingOutput``; with ``invoke()``
+    it is dropped.
+    """
+    task = _require_task("emit_chunk()")
+    if task._emit is not None:
+        task._emit(task, chunk)

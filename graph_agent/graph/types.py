@@ -1,0 +1,123 @@
+"""The small value types that cross the public API of the runtime."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from graph_agent.graph.render import END, START
+
+if TYPE_CHECKING:
+    from graph_agent.checkpoint.base import CheckpointSaver
+    from graph_agent.graph.runtime import TaskContext
+    from graph_agent.graph.state import OverAllState
+
+__all__ = [
+    "END",
+    "START",
+    "Command",
+    "CompileConfig",
+    "Interrupt",
+    "NodeOutput",
+    "RunnableConfig",
+    "StateSnapshot",
+    "StreamingOutput",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """A pause waiting for input. ``id`` is stable when the node that raised it runs again."""
+
+    id: str
+    value: Any
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """Returned by a node to update state and route (``goto``), or passed as input to resume.
+
+    ``goto`` names one node, several, or END; its targets must be declared with
+    ``add_node(..., destinations=...)``. ``resume`` answers pending interrupts (input only).
+    """
+
+    goto: str | Sequence[str] | None = None
+    update: Mapping[str, Any] | None = None
+    resume: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunnableConfig:
+    """Per-call settings: which thread, where to start, and the call's limits.
+
+    ``metadata`` is stored with the call's checkpoints; ``context`` is a per-run mapping nodes,
+    hooks and tools can read, and is never stored. Inside a node ``config.task`` is the running
+    task's :class:`~graph_agent.graph.runtime.TaskContext`.
+    """
+
+    thread_id: str | None = None
+    checkpoint_id: str | None = None
+    max_steps: int = 100
+    max_concurrency: int = 32
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    context: Mapping[str, Any] = field(default_factory=dict)
+    task: TaskContext | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 1:
+            raise ValueError(f"RunnableConfig.max_steps must be >= 1, got {self.max_steps}")
+        if self.max_concurrency < 1:
+            raise ValueError(
+                f"RunnableConfig.max_concurrency must be >= 1, got {self.max_concurrency}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class CompileConfig:
+    """Compile-time settings: the checkpoint saver and the static breakpoints."""
+
+    saver: CheckpointSaver | None = None
+    interrupt_before: Sequence[str] = ()
+    interrupt_after: Sequence[str] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOutput:
+    """One finished node, yielded by ``stream()`` after its superstep merged and checkpointed.
+
+    ``update`` is the node's partial update as returned (``{}`` for ``None``); ``state`` is the
+    state after the whole superstep; ``step`` is -1 for the input and 0 for the first superstep.
+    """
+
+    node: str
+    agent: str
+    step: int
+    update: Mapping[str, Any]
+    state: OverAllState | None
+    checkpoint_id: str | None
+    usage: Any = None
+    interrupts: tuple[Interrupt, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StreamingOutput(NodeOutput):
+    """A chunk a running node emitted with ``emit_chunk``: ``chunk`` is its text."""
+
+    chunk: str = ""
+    message: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class StateSnapshot:
+    """A thread's state at one checkpoint, as ``get_state`` and ``get_state_history`` give it."""
+
+    values: dict[str, Any]
+    next: tuple[str, ...]
+    config: RunnableConfig
+    metadata: Mapping[str, Any]
+    created_at: datetime | None
+    parent_config: RunnableConfig | None
+    interrupts: tuple[Interrupt, ...] = ()
