@@ -1,0 +1,6 @@
+"""Checkpoint savers: where a thread's state lives between calls and across crashes."""
+
+from graph_agent.checkpoint.base import Checkpoint, CheckpointSaver, Lease, PendingWrite
+from graph_agent.checkpoint.memory import MemorySaver
+
+__all__ = ["Checkpoint", "CheckpointSaver", "Lease", "MemorySaver", "PendingWrite"]

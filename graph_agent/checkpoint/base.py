@@ -15,6 +15,7 @@ superstep resumable: finished nodes are not run again.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import itertools
 import os
 import threading
@@ -145,7 +146,7 @@ class CheckpointSaver:
         """
         raise NotImplementedError
 
-    def threads(self) -> list[str]:
+    def threads(self) -> builtins.list[str]:
         """Every thread id with at least one checkpoint."""
         raise NotImplementedError
 
@@ -176,7 +177,7 @@ class CheckpointSaver:
         limit: int | None = None,
         before: str | None = None,
         checkpoint_ns: str = "",
-    ) -> list[Checkpoint]:
+    ) -> builtins.list[Checkpoint]:
         return await asyncio.to_thread(
             lambda: list(self.list(thread_id, limit, before, checkpoint_ns))
         )
@@ -207,6 +208,17 @@ class CheckpointSaver:
 
     async def arelease(self, lease: Lease) -> None:
         self.release(lease)
+
+
+def compare_and_set(checkpoint: Checkpoint, head: str | None) -> None:
+    """Refuse a checkpoint whose parent is not the thread's newest (an accidental fork)."""
+    if checkpoint.metadata.get("source") == "fork" or checkpoint.parent_id == head:
+        return
+    raise ThreadBusyError(
+        f"thread {_show(checkpoint.thread_id)} moved on while this run was working (it started "
+        f"from checkpoint {checkpoint.parent_id!r}, the newest is now {head!r}); another run "
+        "wrote to it. Reload with get_state() and call again"
+    )
 
 
 def _show(thread_id: str, limit: int = 60) -> str:

@@ -50,7 +50,7 @@ class BranchSpec:
 
     source: str
     fn: Callable[..., Any]
-    path_map: Mapping[str, str] | None
+    path_map: Mapping[Any, str] | None
     pass_config: bool
 
 

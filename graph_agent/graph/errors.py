@@ -81,7 +81,7 @@ class ModelError(GraphAgentError, RuntimeError):
         self.status_code = status_code
 
 
-class GraphInterrupted(BaseException):  # noqa: N818 - a control signal, named for what happened
+class GraphInterrupted(BaseException):
     """A run paused and waits for input (a human decision, an edit, an answer).
 
     Not a :class:`GraphAgentError`: it derives from ``BaseException`` so that a tool or node

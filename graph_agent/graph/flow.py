@@ -24,7 +24,7 @@ from graph_agent.graph.errors import (
     SerializationError,
     ThreadBusyError,
 )
-from graph_agent.graph.runtime import RECORD_PREFIX, TaskContext, derive_id
+from graph_agent.graph.runtime import RECORD_PREFIX, TaskContext, derive_id, task_id_for
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import START, Command, Interrupt, NodeOutput, RunnableConfig
 
@@ -132,12 +132,28 @@ class _Pending:
         ]
 
 
+def pending_interrupts(writes: Sequence[Any]) -> tuple[Interrupt, ...]:
+    """The interrupts still waiting for an answer among a checkpoint's pending writes."""
+    return tuple(item for _, item in _Pending(writes).unanswered())
+
+
 def call_flow(
     run: RunSettings, input: Any, config: RunnableConfig, *, streaming: bool
 ) -> Generator[Effect, Any, OverAllState]:
     """One call of a compiled graph: load, treat the input, run supersteps, store, pause."""
     flow = _Flow(run, config, streaming)
     return flow.call(input)
+
+
+def update_flow(
+    run: RunSettings, config: RunnableConfig, values: Any, as_node: str | None
+) -> Generator[Effect, Any, RunnableConfig]:
+    """``update_state``: write ``values`` as if ``as_node`` had, in a new checkpoint."""
+    return _Flow(run, config, False).update(values, as_node)
+
+
+def _before_interrupt(thread_id: str | None, step: int, task_id: str) -> str:
+    return derive_id("interrupt", thread_id, step, task_id, "before")
 
 
 class _Flow:
@@ -179,6 +195,51 @@ class _Flow:
             if paused is not None:
                 return paused
         return (yield from self._supersteps())
+
+    def update(self, values: Any, as_node: str | None) -> Generator[Effect, Any, RunnableConfig]:
+        if self.saver is None or self.thread_id is None:
+            raise ValueError(
+                "update_state needs a checkpoint saver and RunnableConfig(thread_id=...)"
+            )
+        if as_node is not None and as_node != START and as_node not in self.spec.nodes:
+            raise ValueError(
+                f"update_state(as_node={as_node!r}): not a node of graph {self.spec.name!r} "
+                f"(nodes: {', '.join(self.spec.nodes)})"
+            )
+        writer = as_node or "update_state"
+        if not isinstance(values, Mapping):
+            raise InvalidUpdateError(
+                f"update_state needs a dict of state keys, got {type(values).__name__}",
+                node=writer,
+                step=self.loop.step,
+            )
+        saved = yield SaverCall("get", (self.thread_id, self.config.checkpoint_id, self.ns))
+        if saved is not None:
+            self._load(saved)
+        loop = self.loop
+        loop.step += 1
+        loop.apply_writes([(writer, dict(values))], loop.step)
+        if as_node == START:
+            loop.route_from_start(self.config)
+        elif as_node is not None:
+            loop.route([(as_node, ())], self.config)
+        breakpoints = [
+            item.node
+            for _, item in self.pending.unanswered()
+            if item.id in self.pending.static_ids and item.value == "interrupt_before"
+        ]
+        yield from self._checkpoint("update", [writer])
+        for node in breakpoints:
+            if node in loop.next:
+                # a thread paused at a breakpoint stays paused there: invoke(None) passes it once
+                task_id = task_id_for(self.thread_id, self.checkpoint_id, node)
+                item = Interrupt(
+                    _before_interrupt(self.thread_id, loop.step + 1, task_id),
+                    "interrupt_before",
+                    node,
+                )
+                yield self._put_writes(task_id, [(BREAKPOINT, [item])])
+        return RunnableConfig(thread_id=self.thread_id, checkpoint_id=self.checkpoint_id)
 
     def _check_stateless_input(self, input: Any) -> None:
         if input is None or isinstance(input, Command):
@@ -356,7 +417,7 @@ class _Flow:
 
         return on_finish
 
-    def _settle(self, tasks: list[Task], blocked: set[str]) -> Generator[Effect, Any, Any]:
+    def _settle(self, tasks: list[Task], blocked: set[str]) -> Generator[Effect, Any, OverAllState | None]:
         """After the tasks ran: raise the first error, or pause on interrupts."""
         failures = [t for t in tasks if t.error is not None and not _interrupted(t)]
         if failures:
@@ -407,7 +468,7 @@ class _Flow:
             )
 
     # breakpoints and pauses
-    def _breakpoint_before(self, tasks: list[Task]) -> Generator[Effect, Any, Any]:
+    def _breakpoint_before(self, tasks: list[Task]) -> Generator[Effect, Any, OverAllState | None]:
         if not self.run.interrupt_before or self.saver is None:
             return None
         new = []
@@ -416,7 +477,7 @@ class _Flow:
                 continue
             task_id = task.context.id
             item = Interrupt(
-                derive_id("interrupt", self.thread_id, task.context.step, task_id, "before"),
+                _before_interrupt(self.thread_id, task.context.step, task_id),
                 "interrupt_before",
                 task.node.name,
             )
@@ -429,7 +490,7 @@ class _Flow:
             return None
         return (yield from self._pause(new))
 
-    def _breakpoint_after(self, tasks: list[Task]) -> Generator[Effect, Any, Any]:
+    def _breakpoint_after(self, tasks: list[Task]) -> Generator[Effect, Any, OverAllState | None]:
         if not self.run.interrupt_after or self.saver is None:
             return None
         new = []

@@ -14,19 +14,28 @@ import contextlib
 import inspect
 import queue
 import threading
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import greenlet
 
-from graph_agent.graph.errors import GraphInterrupted
-from graph_agent.graph.flow import Emit, RunSettings, RunTasks, SaverCall, Task, call_flow
 from graph_agent.graph import render as render_module
+from graph_agent.graph.errors import GraphInterrupted
+from graph_agent.graph.flow import (
+    Emit,
+    RunSettings,
+    RunTasks,
+    SaverCall,
+    Task,
+    call_flow,
+    pending_interrupts,
+    update_flow,
+)
 from graph_agent.graph.render import GraphView
 from graph_agent.graph.runtime import TaskContext, _current_task
 from graph_agent.graph.state import OverAllState
-from graph_agent.graph.types import NodeOutput, RunnableConfig, StreamingOutput
+from graph_agent.graph.types import NodeOutput, RunnableConfig, StateSnapshot, StreamingOutput
 
 _CAUGHT = (Exception, GraphInterrupted)
 """What a node may raise and the engine records; KeyboardInterrupt and SystemExit propagate."""
@@ -291,7 +300,7 @@ async def _drive_async(
     config: RunnableConfig,
     streaming: bool,
     result: list[OverAllState],
-) -> AsyncIterator[NodeOutput]:
+) -> AsyncGenerator[NodeOutput, None]:
     saver = run.saver
     lease = None
     if saver is not None and config.thread_id:
@@ -452,6 +461,86 @@ class CompiledGraph:
         finally:
             with contextlib.suppress(RuntimeError):
                 await agen.aclose()
+
+    def get_state(self, config: RunnableConfig) -> StateSnapshot:
+        """The thread's state at its newest checkpoint (or at ``config.checkpoint_id``)."""
+        thread_id = self._thread(config, "get_state")
+        checkpoint = self._run.saver.get(thread_id, config.checkpoint_id)
+        if checkpoint is None:
+            return StateSnapshot(
+                values={},
+                next=(),
+                config=config,
+                metadata={},
+                created_at=None,
+                parent_config=None,
+            )
+        return self._snapshot(checkpoint)
+
+    def get_state_history(
+        self,
+        config: RunnableConfig,
+        limit: int | None = None,
+        before: str | RunnableConfig | None = None,
+    ) -> Iterator[StateSnapshot]:
+        """The thread's checkpoints, newest first (``before``: a checkpoint id or config)."""
+        thread_id = self._thread(config, "get_state_history")
+        if isinstance(before, RunnableConfig):
+            before = before.checkpoint_id
+        for checkpoint in self._run.saver.list(thread_id, limit=limit, before=before):
+            yield self._snapshot(checkpoint)
+
+    def update_state(
+        self, config: RunnableConfig, values: Any, as_node: str | None = None
+    ) -> RunnableConfig:
+        """Write ``values`` into the thread in a new checkpoint, merged by the key strategies.
+
+        With ``as_node`` the run continues as if that node had just written them (its edges
+        decide what runs next); without, the thread keeps its next nodes. Returns the new
+        checkpoint's config.
+        """
+        thread_id = self._thread(config, "update_state")
+        saver = self._run.saver
+        lease = saver.acquire(thread_id, "")
+        try:
+            flow = update_flow(self._run, config, values, as_node)
+            reply: Any = None
+            while True:
+                try:
+                    effect = flow.send(reply)
+                except StopIteration as stop:
+                    new_config: RunnableConfig = stop.value
+                    return new_config
+                assert isinstance(effect, SaverCall)
+                reply = getattr(saver, effect.method)(*effect.args)
+        finally:
+            saver.release(lease)
+
+    def _thread(self, config: RunnableConfig, what: str) -> str:
+        if self._run.saver is None:
+            raise ValueError(
+                f"{what} reads the checkpoints of a thread, and graph {self.name!r} has no "
+                "saver: compile with CompileConfig(saver=MemorySaver())"
+            )
+        if config.thread_id is None:
+            raise ValueError(f"{what} needs RunnableConfig(thread_id=...)")
+        return config.thread_id
+
+    def _snapshot(self, checkpoint: Any) -> StateSnapshot:
+        hidden = self._run.spec.hidden_keys
+        thread_id = checkpoint.thread_id
+        parent = checkpoint.parent_id
+        return StateSnapshot(
+            values={k: v for k, v in checkpoint.values.items() if k not in hidden},
+            next=tuple(checkpoint.next),
+            config=RunnableConfig(thread_id=thread_id, checkpoint_id=checkpoint.id),
+            metadata=checkpoint.metadata,
+            created_at=checkpoint.created_at,
+            parent_config=(
+                RunnableConfig(thread_id=thread_id, checkpoint_id=parent) if parent else None
+            ),
+            interrupts=pending_interrupts(checkpoint.pending_writes),
+        )
 
     def get_graph(self, fmt: str = "mermaid") -> str:
         """The graph as ``"mermaid"``, ``"plantuml"``, ``"dot"`` or ``"ascii"`` text."""

@@ -25,6 +25,11 @@ def derive_id(*parts: object) -> str:
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
+def task_id_for(thread_id: str | None, checkpoint_id: str | None, node: str) -> str:
+    """The id of the task running ``node`` in the superstep after ``checkpoint_id``."""
+    return derive_id("task", thread_id, checkpoint_id, node)
+
+
 class TaskContext:
     """One node execution inside a superstep.
 
@@ -79,7 +84,7 @@ class TaskContext:
     @property
     def id(self) -> str:
         if self._id is None:
-            self._id = derive_id("task", self.thread_id, self.checkpoint_id, self.node)
+            self._id = task_id_for(self.thread_id, self.checkpoint_id, self.node)
         return self._id
 
     def record(self, key: str, value: Any) -> None:

@@ -83,7 +83,7 @@ class SeqView(Sequence[Any]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, SeqView | list | tuple):
-            return len(other) == self._len and all(a == b for a, b in zip(self, other, strict=False))
+            return len(other) == self._len and all(a == b for a, b in zip(self, other, strict=True))
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]

@@ -48,7 +48,7 @@ def _suggest(name: str, known: set[str]) -> str:
 def _check_unknown_names(known: set[str], declared: Sequence[tuple[str, str, str]]) -> None:
     kinds: dict[str, list[str]] = {"edge": [], "path_map": [], "destinations": []}
     for source, target, how in declared:
-        kind = "path_map" if "path_map" in how else "destinations" if "destinations" in how else "edge"
+        kind = next((k for k in ("path_map", "destinations") if k in how), "edge")
         if source != START and source not in known:
             kinds[kind].append(f"{how}: unknown node {source!r}{_suggest(source, known)}")
         if target != END and target not in known:

@@ -1,0 +1,79 @@
+"""How savers turn checkpoints into bytes and back; shared so every saver stores the same thing.
+
+A checkpoint is stored as a *header* (everything but the values) plus one *blob* per key that
+changed. Thread id and namespace are not in the header: the saver keys its rows by them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph_agent.checkpoint.base import Checkpoint
+from graph_agent.checkpoint.serde import dumps, loads, register
+from graph_agent.graph.engine import Blob
+from graph_agent.graph.errors import SerializationError
+from graph_agent.graph.types import Interrupt
+
+register(Interrupt, 31)
+
+HEADER_FIELDS = ("id", "parent_id", "step", "next", "versions", "depths", "barriers", "metadata")
+
+
+def encode_header(checkpoint: Checkpoint) -> bytes:
+    """The checkpoint without its values, as bytes."""
+    header = {name: getattr(checkpoint, name) for name in HEADER_FIELDS}
+    header["created_at"] = checkpoint.created_at
+    return dumps(header, root="checkpoint")
+
+
+def decode_header(data: bytes, thread_id: str = "", checkpoint_ns: str = "") -> Checkpoint:
+    """A checkpoint from its header bytes; ``values`` and ``pending_writes`` stay empty."""
+    header = loads(data)
+    if not isinstance(header, dict) or "id" not in header:
+        raise SerializationError("stored checkpoint header is not a checkpoint record")
+    return Checkpoint(
+        id=header["id"],
+        thread_id=thread_id,
+        checkpoint_ns=checkpoint_ns,
+        parent_id=header["parent_id"],
+        step=header["step"],
+        next=tuple(header["next"]),
+        versions=dict(header["versions"]),
+        depths=dict(header["depths"]),
+        barriers={k: tuple(v) for k, v in header["barriers"].items()},
+        metadata=dict(header["metadata"]),
+        created_at=header["created_at"],
+    )
+
+
+def encode_blob(key: str, blob: Blob) -> bytes:
+    """A key's stored value (whole, or the appended tail), failing with the key's name."""
+    try:
+        return dumps(blob.value, root=f"state[{key!r}]")
+    except SerializationError as exc:
+        raise SerializationError(
+            f"{exc}. Nothing was saved: the thread stays at its last checkpoint"
+        ) from exc
+
+
+def encode_write(channel: str, value: Any) -> bytes:
+    """A pending write's value as bytes."""
+    return dumps(value, root=f"write[{channel!r}]")
+
+
+def rebuild_value(key: str, chain: list[tuple[str, bytes]]) -> Any:
+    """A key's value from its blob chain (newest first, ending with a ``full`` blob)."""
+    if not chain or chain[-1][0] != "full":
+        raise SerializationError(f"stored state[{key!r}] is incomplete: its full copy is missing")
+    value = loads(chain[-1][1])
+    if len(chain) == 1:
+        return value
+    if not isinstance(value, list):
+        raise SerializationError(f"stored state[{key!r}] has appended items but is not a list")
+    items = list(value)
+    for kind, data in reversed(chain[:-1]):
+        tail = loads(data)
+        if kind != "delta" or not isinstance(tail, list):
+            raise SerializationError(f"stored state[{key!r}] has a malformed appended part")
+        items.extend(tail)
+    return items

@@ -1,0 +1,203 @@
+"""``MemorySaver``: checkpoints in process memory, the default for agents and tests.
+
+Values are serialized exactly as the durable savers store them, so a value that could not be
+saved to SQLite fails here too, and no stored checkpoint ever aliases live state.
+"""
+
+from __future__ import annotations
+
+import builtins
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from graph_agent.checkpoint.base import (
+    Checkpoint,
+    CheckpointSaver,
+    PendingWrite,
+    compare_and_set,
+)
+from graph_agent.checkpoint.codec import (
+    decode_header,
+    encode_blob,
+    encode_header,
+    encode_write,
+    rebuild_value,
+)
+from graph_agent.checkpoint.serde import loads
+
+
+@dataclass(frozen=True, slots=True)
+class _StoredBlob:
+    kind: str
+    base: str | None
+    data: bytes
+
+
+class MemorySaver(CheckpointSaver):
+    """Keeps checkpoints in a dict; gone when the process ends.
+
+    Example:
+        >>> from graph_agent import MemorySaver, CompileConfig
+        >>> config = CompileConfig(saver=MemorySaver())
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.RLock()
+        self._headers: dict[tuple[str, str], dict[str, bytes]] = {}
+        self._blobs: dict[tuple[str, str, str, str], _StoredBlob] = {}
+        self._writes: dict[tuple[str, str, str], dict[tuple[str, str], bytes]] = {}
+
+    def put(self, checkpoint: Checkpoint) -> None:
+        header = encode_header(checkpoint)
+        blobs = {
+            key: _StoredBlob(blob.kind, blob.base, encode_blob(key, blob))
+            for key, blob in checkpoint.blobs.items()
+        }
+        thread, ns = checkpoint.thread_id, checkpoint.checkpoint_ns
+        with self._lock:
+            headers = self._headers.setdefault((thread, ns), {})
+            compare_and_set(checkpoint, max(headers) if headers else None)
+            for key, blob in blobs.items():
+                self._blobs[(thread, ns, key, checkpoint.id)] = blob
+            headers[checkpoint.id] = header
+
+    def put_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        task_id: str,
+        writes: Sequence[tuple[str, Any]],
+    ) -> None:
+        encoded = {(task_id, channel): encode_write(channel, value) for channel, value in writes}
+        with self._lock:
+            self._writes.setdefault((thread_id, checkpoint_ns, checkpoint_id), {}).update(encoded)
+
+    def get(
+        self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
+    ) -> Checkpoint | None:
+        with self._lock:
+            headers = self._headers.get((thread_id, checkpoint_ns))
+            if not headers:
+                return None
+            if checkpoint_id is None:
+                checkpoint_id = max(headers)
+            header = headers.get(checkpoint_id)
+            if header is None:
+                return None
+            return self._load(thread_id, checkpoint_ns, header)
+
+    def list(
+        self,
+        thread_id: str,
+        limit: int | None = None,
+        before: str | None = None,
+        checkpoint_ns: str = "",
+    ) -> Iterator[Checkpoint]:
+        with self._lock:
+            headers = dict(self._headers.get((thread_id, checkpoint_ns), {}))
+        ids = sorted((i for i in headers if before is None or i < before), reverse=True)
+        for checkpoint_id in ids[:limit] if limit is not None else ids:
+            with self._lock:
+                yield self._load(thread_id, checkpoint_ns, headers[checkpoint_id])
+
+    def delete_thread(self, thread_id: str) -> None:
+        with self._lock:
+            for header_key in [k for k in self._headers if k[0] == thread_id]:
+                del self._headers[header_key]
+            for blob_key in [k for k in self._blobs if k[0] == thread_id]:
+                del self._blobs[blob_key]
+            for write_key in [k for k in self._writes if k[0] == thread_id]:
+                del self._writes[write_key]
+
+    def prune(self, thread_id: str, keep_last: int) -> int:
+        removed = 0
+        with self._lock:
+            for (thread, ns), headers in list(self._headers.items()):
+                if thread != thread_id:
+                    continue
+                ids = sorted(headers)
+                dropped = ids[: max(0, len(ids) - keep_last)]
+                for checkpoint_id in dropped:
+                    del headers[checkpoint_id]
+                    self._writes.pop((thread, ns, checkpoint_id), None)
+                removed += len(dropped)
+                needed = self._needed_blobs(thread, ns, headers.values())
+                for key in [k for k in self._blobs if k[:2] == (thread, ns)]:
+                    if key not in needed:
+                        del self._blobs[key]
+        return removed
+
+    def threads(self) -> builtins.list[str]:
+        with self._lock:
+            return sorted({thread for thread, _ in self._headers if self._headers[(thread, _)]})
+
+    # async twins: nothing blocks here, so no worker thread is needed
+    async def aput(self, checkpoint: Checkpoint) -> None:
+        self.put(checkpoint)
+
+    async def aput_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        task_id: str,
+        writes: Sequence[tuple[str, Any]],
+    ) -> None:
+        self.put_writes(thread_id, checkpoint_ns, checkpoint_id, task_id, writes)
+
+    async def aget(
+        self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
+    ) -> Checkpoint | None:
+        return self.get(thread_id, checkpoint_id, checkpoint_ns)
+
+    async def alist(
+        self,
+        thread_id: str,
+        limit: int | None = None,
+        before: str | None = None,
+        checkpoint_ns: str = "",
+    ) -> builtins.list[Checkpoint]:
+        return list(self.list(thread_id, limit, before, checkpoint_ns))
+
+    # loading
+    def _load(self, thread: str, ns: str, header: bytes) -> Checkpoint:
+        checkpoint = decode_header(header, thread, ns)
+        checkpoint.values = {
+            key: rebuild_value(key, self._chain(thread, ns, key, version))
+            for key, version in checkpoint.versions.items()
+        }
+        writes = self._writes.get((thread, ns, checkpoint.id), {})
+        checkpoint.pending_writes = tuple(
+            PendingWrite(task_id, channel, loads(data))
+            for (task_id, channel), data in writes.items()
+        )
+        return checkpoint
+
+    def _chain(
+        self, thread: str, ns: str, key: str, version: str
+    ) -> builtins.list[tuple[str, bytes]]:
+        """The blobs that rebuild ``key`` at ``version``: newest first, ending with a full one."""
+        chain = []
+        current: str | None = version
+        while current is not None:
+            blob = self._blobs[(thread, ns, key, current)]
+            chain.append((blob.kind, blob.data))
+            current = blob.base if blob.kind == "delta" else None
+        return chain
+
+    def _needed_blobs(
+        self, thread: str, ns: str, headers: Any
+    ) -> set[tuple[str, str, str, str]]:
+        needed = set()
+        for header in headers:
+            for key, version in decode_header(header).versions.items():
+                current: str | None = version
+                while current is not None and (thread, ns, key, current) not in needed:
+                    needed.add((thread, ns, key, current))
+                    blob = self._blobs[(thread, ns, key, current)]
+                    current = blob.base if blob.kind == "delta" else None
+        return needed

@@ -1,0 +1,236 @@
+"""The saver conformance suite: every saver must pass it unchanged."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from graph_agent import RemoveMessage, ReplaceAll, ThreadBusyError
+from graph_agent.checkpoint.base import Checkpoint, new_checkpoint_id
+from graph_agent.checkpoint.serde import register
+from graph_agent.graph.engine import Blob
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+register(Color, 90)
+
+
+def checkpoint(thread="t1", parent=None, step=0, ns="", blobs=None, versions=None, **extra):
+    cid = new_checkpoint_id()
+    blobs = blobs or {}
+    versions = dict(versions or {})
+    versions.update({key: cid for key in blobs})
+    return Checkpoint(
+        id=cid,
+        thread_id=thread,
+        checkpoint_ns=ns,
+        parent_id=parent,
+        step=step,
+        next=("a", "b"),
+        versions=versions,
+        blobs=blobs,
+        metadata={"source": "loop", "step": step, "writers": ["a"], **extra},
+    )
+
+
+def chain(saver, count, thread="t1", ns=""):
+    """`count` checkpoints appending one item each to 'log' (deltas after the first)."""
+    made = []
+    parent = None
+    versions: dict[str, str] = {}
+    for step in range(count):
+        if step == 0:
+            blob = Blob("full", ["item-0"])
+        else:
+            blob = Blob("delta", [f"item-{step}"], base=versions["log"], depth=step)
+        cp = checkpoint(thread, parent, step, ns, {"log": blob}, versions)
+        saver.put(cp)
+        versions = cp.versions
+        parent = cp.id
+        made.append(cp)
+    return made
+
+
+def test_put_then_get_returns_the_checkpoint_with_its_values(saver):
+    cp = checkpoint(blobs={"x": Blob("full", 41), "log": Blob("full", ["a"])})
+    saver.put(cp)
+    loaded = saver.get("t1")
+    assert loaded.id == cp.id and loaded.thread_id == "t1" and loaded.parent_id is None
+    assert loaded.values == {"x": 41, "log": ["a"]}
+    assert loaded.next == ("a", "b") and loaded.step == 0
+    assert loaded.metadata == {"source": "loop", "step": 0, "writers": ["a"]}
+    assert loaded.versions == {"x": cp.id, "log": cp.id}
+    assert isinstance(loaded.created_at, datetime)
+    assert saver.get("t1", cp.id).id == cp.id
+
+
+def test_get_of_an_unknown_thread_or_id_is_none(saver):
+    assert saver.get("nobody") is None
+    chain(saver, 1)
+    assert saver.get("t1", "no-such-id") is None
+
+
+def test_every_checkpoint_of_a_delta_chain_loads_exactly(saver):
+    made = chain(saver, 70)
+    for step, cp in enumerate(made):
+        assert saver.get("t1", cp.id).values["log"] == [f"item-{i}" for i in range(step + 1)]
+
+
+def test_unchanged_keys_are_read_from_the_checkpoint_that_wrote_them(saver):
+    first = checkpoint(blobs={"x": Blob("full", 1), "y": Blob("full", "kept")})
+    saver.put(first)
+    second = checkpoint(parent=first.id, step=1, blobs={"x": Blob("full", 2)}, versions=first.versions)
+    saver.put(second)
+    assert saver.get("t1").values == {"x": 2, "y": "kept"}
+    assert saver.get("t1", first.id).values == {"x": 1, "y": "kept"}
+
+
+def test_list_is_newest_first_with_limit_and_before(saver):
+    made = chain(saver, 5)
+    ids = [cp.id for cp in saver.list("t1")]
+    assert ids == [cp.id for cp in reversed(made)]
+    assert [cp.id for cp in saver.list("t1", limit=2)] == ids[:2]
+    assert [cp.id for cp in saver.list("t1", before=made[2].id)] == [made[1].id, made[0].id]
+    assert [cp.id for cp in saver.list("t1", limit=1, before=made[2].id)] == [made[1].id]
+    assert next(iter(saver.list("t1"))).values["log"] == [f"item-{i}" for i in range(5)]
+
+
+def test_threads_are_isolated(saver):
+    chain(saver, 3, thread="a")
+    chain(saver, 1, thread="b")
+    assert len(list(saver.list("a"))) == 3
+    assert saver.get("b").values["log"] == ["item-0"]
+    assert sorted(saver.threads()) == ["a", "b"]
+
+
+def test_namespaces_are_isolated(saver):
+    chain(saver, 2, ns="")
+    chain(saver, 3, ns="child:1")
+    assert len(list(saver.list("t1"))) == 2
+    assert len(list(saver.list("t1", checkpoint_ns="child:1"))) == 3
+    assert saver.get("t1", checkpoint_ns="child:1").values["log"] == ["item-0", "item-1", "item-2"]
+
+
+def test_delete_thread_forgets_everything_of_that_thread_only(saver):
+    made = chain(saver, 3, thread="gone")
+    chain(saver, 1, thread="stays")
+    saver.put_writes("gone", "", made[-1].id, "task", [("__write__", {"x": 1})])
+    saver.delete_thread("gone")
+    assert saver.get("gone") is None and list(saver.list("gone")) == []
+    assert saver.get("stays") is not None
+    assert "gone" not in saver.threads()
+
+
+def test_prune_keeps_the_newest_checkpoints_loading_exactly(saver):
+    made = chain(saver, 100)
+    removed = saver.prune("t1", keep_last=10)
+    assert removed == 90
+    remaining = list(saver.list("t1"))
+    assert [cp.id for cp in remaining] == [cp.id for cp in reversed(made[-10:])]
+    for cp in remaining:
+        assert cp.values["log"] == [f"item-{i}" for i in range(cp.step + 1)]
+
+
+def test_pending_writes_are_idempotent_and_belong_to_their_checkpoint(saver):
+    first, second = chain(saver, 2)
+    saver.put_writes("t1", "", first.id, "task-a", [("__write__", {"v": 1}), ("__record__:k", 5)])
+    saver.put_writes("t1", "", first.id, "task-a", [("__write__", {"v": 2})])
+    saver.put_writes("t1", "", first.id, "task-b", [("__write__", {"v": 3})])
+    writes = {(w.task_id, w.channel): w.value for w in saver.get("t1", first.id).pending_writes}
+    assert writes == {
+        ("task-a", "__write__"): {"v": 2},
+        ("task-a", "__record__:k"): 5,
+        ("task-b", "__write__"): {"v": 3},
+    }
+    assert saver.get("t1", second.id).pending_writes == ()
+
+
+VALUES = {
+    "none": None,
+    "bool": True,
+    "int": -12,
+    "big": 2**80,
+    "float": 1.5,
+    "str": "héllo\x00world",
+    "bytes": b"\x00\xff",
+    "list": [1, [2, 3]],
+    "tuple": (1, (2, "x")),
+    "set": {1, 2, 3},
+    "frozenset": frozenset({"a"}),
+    "dict": {"a": {"b": (1, 2)}, 3: "int key"},
+    "datetime": datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC),
+    "naive": datetime(2026, 1, 2, 3, 4, 5),
+    "delta": timedelta(seconds=3.5),
+    "decimal": Decimal("1.10"),
+    "enum": Color.BLUE,
+    "remove": RemoveMessage("m1"),
+    "replace_all": ReplaceAll(["a", "b"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VALUES))
+def test_every_state_type_round_trips(saver, name):
+    value = VALUES[name]
+    saver.put(checkpoint(blobs={"v": Blob("full", value)}))
+    loaded = saver.get("t1").values["v"]
+    assert loaded == value and type(loaded) is type(value)
+
+
+def test_a_checkpoint_whose_parent_is_not_the_newest_is_refused(saver):
+    first, _second = chain(saver, 2)
+    with pytest.raises(ThreadBusyError, match="moved on while this run was working"):
+        saver.put(checkpoint(parent=first.id, step=1))
+
+
+def test_an_explicit_fork_from_an_old_checkpoint_is_accepted(saver):
+    first, second = chain(saver, 2)
+    fork = checkpoint(parent=first.id, step=1, source="fork")
+    saver.put(fork)
+    assert saver.get("t1").id == fork.id
+    assert saver.get("t1", second.id) is not None
+
+
+def test_a_thread_can_be_held_by_one_run_at_a_time(saver):
+    lease = saver.acquire("t1")
+    with pytest.raises(ThreadBusyError, match="busy"):
+        saver.acquire("t1")
+    other = saver.acquire("t2")
+    saver.release(lease)
+    saver.release(lease)
+    saver.release(saver.acquire("t1"))
+    saver.release(other)
+
+
+@pytest.mark.parametrize("thread", ["../x", "a'b\"c;--", "nul\x00byte", "x" * 10_000, "ü/\\"])
+def test_odd_thread_ids_are_opaque_strings(saver, thread):
+    chain(saver, 2, thread=thread)
+    chain(saver, 1, thread="plain")
+    assert saver.get(thread).values["log"] == ["item-0", "item-1"]
+    assert thread in saver.threads()
+    saver.release(saver.acquire(thread))
+    saver.delete_thread(thread)
+    assert saver.get(thread) is None and saver.get("plain") is not None
+
+
+def test_async_twins_match_the_sync_methods(saver):
+    async def scenario():
+        cp = checkpoint(blobs={"x": Blob("full", 1)})
+        await saver.aput(cp)
+        await saver.aput_writes("t1", "", cp.id, "task", [("__write__", {"x": 2})])
+        loaded = await saver.aget("t1")
+        listed = await saver.alist("t1", limit=5)
+        lease = await saver.aacquire("t1")
+        await saver.arelease(lease)
+        return loaded, listed
+
+    loaded, listed = asyncio.run(scenario())
+    assert loaded.values == {"x": 1} and len(loaded.pending_writes) == 1
+    assert [cp.id for cp in listed] == [loaded.id]

@@ -1,0 +1,166 @@
+"""stream()/astream(): NodeOutput fields, order, and live chunks from every kind of node."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from graph_agent import (
+    END,
+    START,
+    AppendStrategy,
+    NodeOutput,
+    StateGraph,
+    StreamingOutput,
+    emit_chunk,
+)
+
+
+def test_node_outputs_carry_node_agent_step_update_and_state(driver):
+    g = StateGraph("fields", key_strategies={"log": AppendStrategy()})
+    g.add_node("a", lambda s: {"log": "a", "x": 1})
+    g.add_node("b", lambda s: None)
+    g.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+    outputs = driver.stream(g.compile(), {"log": ["in"]})
+    assert [(o.node, o.step) for o in outputs] == [("__start__", -1), ("a", 0), ("b", 1)]
+    start, a, b = outputs
+    assert start.update == {"log": ["in"]}
+    assert a.update == {"log": "a", "x": 1}
+    assert b.update == {}
+    assert all(o.agent == "fields" and o.checkpoint_id is None for o in outputs)
+    assert a.state["log"] == ["in", "a"] and b.state["x"] == 1
+    assert all(o.interrupts == () and o.usage is None for o in outputs)
+
+
+def test_outputs_of_a_superstep_come_in_merge_order_with_the_whole_steps_state(driver):
+    g = StateGraph("par", key_strategies={"log": AppendStrategy()})
+    g.add_node("b", lambda s: {"log": "b"}).add_node("c", lambda s: {"log": "c"})
+    g.add_edge(START, "b").add_edge(START, "c").add_edge("b", END).add_edge("c", END)
+    outputs = [o for o in driver.stream(g.compile(), {}) if o.node != "__start__"]
+    assert [o.node for o in outputs] == ["b", "c"]
+    assert outputs[0].state["log"] == ["b", "c"]
+    assert outputs[0].state is outputs[1].state
+
+
+def live_graph(node):
+    g = StateGraph("live")
+    g.add_node("talk", node)
+    g.add_edge(START, "talk").add_edge("talk", END)
+    return g.compile()
+
+
+def test_a_chunk_from_a_lone_sync_node_reaches_the_caller_while_the_node_runs():
+    heard = threading.Event()
+
+    def talk(state):
+        emit_chunk("hello")
+        # the caller sets `heard` when it receives the chunk: proof it was delivered live
+        if not heard.wait(timeout=5):
+            raise TimeoutError("the chunk was not delivered while the node ran")
+        emit_chunk(" world")
+        return {"said": "hello world"}
+
+    outputs = []
+    for item in live_graph(talk).stream({}):
+        outputs.append(item)
+        if isinstance(item, StreamingOutput) and item.chunk == "hello":
+            heard.set()
+    chunks = [o.chunk for o in outputs if isinstance(o, StreamingOutput)]
+    assert chunks == ["hello", " world"]
+    assert outputs[-1].node == "talk" and outputs[-1].update == {"said": "hello world"}
+
+
+def test_a_chunk_from_an_async_node_reaches_the_caller_while_the_node_runs():
+    heard = threading.Event()
+
+    async def talk(state):
+        emit_chunk("ping")
+        for _ in range(500):
+            if heard.is_set():
+                return {"done": True}
+            await asyncio.sleep(0.01)
+        raise TimeoutError("the chunk was not delivered while the node ran")
+
+    outputs = []
+    for item in live_graph(talk).stream({}):
+        outputs.append(item)
+        if isinstance(item, StreamingOutput):
+            heard.set()
+    assert [o.chunk for o in outputs if isinstance(o, StreamingOutput)] == ["ping"]
+
+
+def test_chunks_from_parallel_sync_nodes_on_worker_threads_are_streamed():
+    g = StateGraph("par")
+
+    def speaker(name):
+        def node(state):
+            emit_chunk(f"{name}-1")
+            emit_chunk(f"{name}-2")
+            return {}
+
+        return node
+
+    g.add_node("b", speaker("b")).add_node("c", speaker("c"))
+    g.add_edge(START, "b").add_edge(START, "c").add_edge("b", END).add_edge("c", END)
+    outputs = list(g.compile().stream({}))
+    chunks = [(o.node, o.chunk) for o in outputs if isinstance(o, StreamingOutput)]
+    assert sorted(chunks) == [("b", "b-1"), ("b", "b-2"), ("c", "c-1"), ("c", "c-2")]
+    last_chunk = max(i for i, o in enumerate(outputs) if isinstance(o, StreamingOutput))
+    first_output = min(
+        i for i, o in enumerate(outputs)
+        if not isinstance(o, StreamingOutput) and o.node in ("b", "c")
+    )
+    assert last_chunk < first_output
+
+
+def test_streaming_outputs_have_empty_update_and_no_state(driver):
+    class Chunk:
+        text = "tok"
+
+    def talk(state):
+        emit_chunk(Chunk())
+        return {}
+
+    chunk = next(o for o in driver.stream(live_graph(talk), {}) if isinstance(o, StreamingOutput))
+    assert isinstance(chunk, NodeOutput)
+    assert (chunk.node, chunk.agent, chunk.step, chunk.chunk) == ("talk", "live", 0, "tok")
+    assert chunk.update == {} and chunk.state is None and chunk.checkpoint_id is None
+    assert isinstance(chunk.message, Chunk)
+
+
+def test_async_nodes_stream_chunks_through_astream(driver):
+    async def talk(state):
+        for token in ("a", "b", "c"):
+            emit_chunk(token)
+            await asyncio.sleep(0)
+        return {}
+
+    outputs = driver.stream(live_graph(talk), {})
+    assert [o.chunk for o in outputs if isinstance(o, StreamingOutput)] == ["a", "b", "c"]
+
+
+def test_emit_chunk_during_invoke_is_dropped_quietly(driver):
+    def talk(state):
+        emit_chunk("ignored")
+        return {"ok": True}
+
+    assert driver.invoke(live_graph(talk), {})["ok"] is True
+
+
+def test_emit_chunk_outside_a_node_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="inside a running graph node"):
+        emit_chunk("nowhere")
+
+
+def test_a_consumer_that_stops_early_leaves_no_run_behind():
+    g = StateGraph("many")
+    g.add_node("n", lambda s: {"i": s["i"] + 1})
+    g.add_edge(START, "n")
+    g.add_conditional_edges("n", lambda s: "n" if s["i"] < 50 else END)
+    stream = g.compile().stream({"i": 0})
+    for output in stream:
+        if output.node == "n" and output.step == 3:
+            break
+    stream.close()
