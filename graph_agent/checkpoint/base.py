@@ -2,10 +2,12 @@
 
 A checkpoint is written after every superstep. It stores only the keys that changed since its
 parent (:class:`~graph_agent.graph.engine.Blob`): an append key stores the items appended since
-then, other keys their new value; a full copy of an append key is stored every
-``FULL_SNAPSHOT_EVERY`` checkpoints and whenever items were replaced or removed. ``versions``
-maps each key to the id of the checkpoint holding its latest blob, so loading a checkpoint
-reads at most that many deltas per key.
+then (a delta), other keys their new value; an append key is stored whole when it is first
+written and whenever items were replaced or removed. Each item is stored once, so a thread's
+storage grows linearly with its steps. ``versions`` maps each key to the id of the checkpoint
+holding its latest blob; a load follows the key's deltas back to its last full copy (one query
+in SQL savers), and ``prune`` rewrites the oldest kept checkpoint's keys whole so the chains
+behind it can go.
 
 Pending writes belong to a checkpoint and a task: a node's writes in a superstep with several
 nodes, interrupts raised, resume values given, and sub-task records. They make a half-finished
@@ -72,7 +74,6 @@ class Checkpoint:
     step: int = -1
     next: tuple[str, ...] = ()
     versions: dict[str, str] = field(default_factory=dict)
-    depths: dict[str, int] = field(default_factory=dict)
     barriers: dict[str, tuple[str, ...]] = field(default_factory=dict)
     blobs: dict[str, Blob] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -148,6 +149,10 @@ class CheckpointSaver:
 
     def threads(self) -> builtins.list[str]:
         """Every thread id with at least one checkpoint."""
+        raise NotImplementedError
+
+    def stored_bytes(self, thread_id: str) -> int:
+        """Bytes of checkpoint data stored for a thread (headers, blobs, pending writes)."""
         raise NotImplementedError
 
     # async twins

@@ -16,7 +16,7 @@ from graph_agent.graph.types import Interrupt
 
 register(Interrupt, 31)
 
-HEADER_FIELDS = ("id", "parent_id", "step", "next", "versions", "depths", "barriers", "metadata")
+HEADER_FIELDS = ("id", "parent_id", "step", "next", "versions", "barriers", "metadata")
 
 
 def encode_header(checkpoint: Checkpoint) -> bytes:
@@ -39,7 +39,6 @@ def decode_header(data: bytes, thread_id: str = "", checkpoint_ns: str = "") -> 
         step=header["step"],
         next=tuple(header["next"]),
         versions=dict(header["versions"]),
-        depths=dict(header["depths"]),
         barriers={k: tuple(v) for k, v in header["barriers"].items()},
         metadata=dict(header["metadata"]),
         created_at=header["created_at"],

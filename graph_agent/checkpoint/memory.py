@@ -26,6 +26,7 @@ from graph_agent.checkpoint.codec import (
     rebuild_value,
 )
 from graph_agent.checkpoint.serde import loads
+from graph_agent.graph.engine import Blob
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +122,10 @@ class MemorySaver(CheckpointSaver):
                     continue
                 ids = sorted(headers)
                 dropped = ids[: max(0, len(ids) - keep_last)]
+                if not dropped:
+                    continue
+                if len(dropped) < len(ids):
+                    self._materialize(thread, ns, headers[ids[len(dropped)]])
                 for checkpoint_id in dropped:
                     del headers[checkpoint_id]
                     self._writes.pop((thread, ns, checkpoint_id), None)
@@ -134,6 +139,23 @@ class MemorySaver(CheckpointSaver):
     def threads(self) -> builtins.list[str]:
         with self._lock:
             return sorted({thread for thread, _ in self._headers if self._headers[(thread, _)]})
+
+    def stored_bytes(self, thread_id: str) -> int:
+        with self._lock:
+            headers = sum(
+                len(data)
+                for (thread, _), stored in self._headers.items()
+                if thread == thread_id
+                for data in stored.values()
+            )
+            blobs = sum(len(b.data) for key, b in self._blobs.items() if key[0] == thread_id)
+            writes = sum(
+                len(data)
+                for key, stored in self._writes.items()
+                if key[0] == thread_id
+                for data in stored.values()
+            )
+        return headers + blobs + writes
 
     # async twins: nothing blocks here, so no worker thread is needed
     async def aput(self, checkpoint: Checkpoint) -> None:
@@ -186,12 +208,19 @@ class MemorySaver(CheckpointSaver):
         while current is not None:
             blob = self._blobs[(thread, ns, key, current)]
             chain.append((blob.kind, blob.data))
-            current = blob.base if blob.kind == "delta" else None
+            current = blob.base if blob.kind != "full" else None
         return chain
 
-    def _needed_blobs(
-        self, thread: str, ns: str, headers: Any
-    ) -> set[tuple[str, str, str, str]]:
+    def _materialize(self, thread: str, ns: str, header: bytes) -> None:
+        """Store every key of this checkpoint whole, so the deltas behind it can go."""
+        for key, version in decode_header(header).versions.items():
+            if self._blobs[(thread, ns, key, version)].kind == "full":
+                continue
+            value = rebuild_value(key, self._chain(thread, ns, key, version))
+            data = encode_blob(key, Blob("full", value))
+            self._blobs[(thread, ns, key, version)] = _StoredBlob("full", None, data)
+
+    def _needed_blobs(self, thread: str, ns: str, headers: Any) -> set[tuple[str, str, str, str]]:
         needed = set()
         for header in headers:
             for key, version in decode_header(header).versions.items():
@@ -199,5 +228,5 @@ class MemorySaver(CheckpointSaver):
                 while current is not None and (thread, ns, key, current) not in needed:
                     needed.add((thread, ns, key, current))
                     blob = self._blobs[(thread, ns, key, current)]
-                    current = blob.base if blob.kind == "delta" else None
+                    current = blob.base if blob.kind != "full" else None
         return needed

@@ -34,6 +34,7 @@ from graph_agent.checkpoint.codec import (
     rebuild_value,
 )
 from graph_agent.checkpoint.serde import loads
+from graph_agent.graph.engine import Blob
 from graph_agent.graph.errors import SerializationError, ThreadBusyError
 
 SCHEMA_VERSION = 1
@@ -67,7 +68,7 @@ WITH RECURSIVE chain(kind, base, data, n) AS (
     UNION ALL
     SELECT b.kind, b.base, b.data, chain.n + 1 FROM blobs AS b JOIN chain
     ON b.thread_id = ? AND b.checkpoint_ns = ? AND b.key = ? AND b.version = chain.base
-    WHERE chain.kind = 'delta'
+    WHERE chain.kind != 'full'
 )
 SELECT kind, data FROM chain ORDER BY n
 """
@@ -270,6 +271,8 @@ class SqliteSaver(CheckpointSaver):
         kept, dropped = rows[:keep_last], rows[keep_last:]
         if not dropped:
             return 0
+        if kept:
+            self._materialize(conn, thread, ns, kept[-1][1])
         bases = {
             (key, version): (kind, base)
             for key, version, kind, base in conn.execute(
@@ -285,7 +288,7 @@ class SqliteSaver(CheckpointSaver):
                 while current is not None and (key, current) not in needed:
                     needed.add((key, current))
                     kind, base = bases[(key, current)]
-                    current = base if kind == "delta" else None
+                    current = base if kind != "full" else None
         conn.executemany(
             "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND "
             "checkpoint_id = ?",
@@ -301,6 +304,19 @@ class SqliteSaver(CheckpointSaver):
             [(thread, ns, key, version) for key, version in bases if (key, version) not in needed],
         )
         return len(dropped)
+
+    def _materialize(self, conn: sqlite3.Connection, thread: str, ns: str, header: bytes) -> None:
+        """Store every key of this checkpoint whole, so the deltas behind it can go."""
+        for key, version in decode_header(header).versions.items():
+            chain = conn.execute(_CHAIN_SQL, (thread, ns, key, version, thread, ns, key)).fetchall()
+            if len(chain) <= 1:
+                continue
+            value = rebuild_value(key, [(kind, bytes(data)) for kind, data in chain])
+            conn.execute(
+                "UPDATE blobs SET kind = 'full', base = NULL, data = ? WHERE thread_id = ? AND "
+                "checkpoint_ns = ? AND key = ? AND version = ?",
+                (encode_blob(key, Blob("full", value)), thread, ns, key, version),
+            )
 
     def threads(self) -> builtins.list[str]:
         with self._lock:

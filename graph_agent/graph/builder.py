@@ -254,9 +254,7 @@ class StateGraph:
                 if branch.source != source:
                     continue
                 if branch.path_map is None:
-                    targets: list[tuple[str | None, str]] = [
-                        (None, t) for t in (*self._nodes, END)
-                    ]
+                    targets: list[tuple[str | None, str]] = [(None, t) for t in (*self._nodes, END)]
                 else:
                     targets = [
                         (None if key == target else str(key), target)

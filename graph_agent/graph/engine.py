@@ -28,8 +28,6 @@ from graph_agent.graph.state import (
 from graph_agent.graph.types import END, START, Command, RunnableConfig
 
 _REPLACE = ReplaceStrategy()
-FULL_SNAPSHOT_EVERY = 64
-"""An append key is stored whole at least once every this many checkpoints that change it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,16 +110,16 @@ EMPTY_WRITE = Write({})
 
 @dataclass(frozen=True, slots=True)
 class Blob:
-    """What a checkpoint stores for one key that changed: the whole value or the appended tail.
+    """What a checkpoint stores for one key that changed.
 
-    ``base`` is the version (checkpoint id) a ``delta`` extends; ``depth`` counts the deltas
-    since the last ``full`` blob of the key.
+    ``full``: the whole value. ``delta``: the items appended to an append key since the blob
+    at ``base`` (a version: the id of the checkpoint that stored it). Every item is stored
+    once, so a thread's storage grows linearly with its steps; ``prune`` compacts old chains.
     """
 
     kind: Literal["full", "delta"]
     value: Any
     base: str | None = None
-    depth: int = 0
 
 
 def normalize_return(node: str, step: int, value: Any, destinations: frozenset[str]) -> Write:
@@ -210,7 +208,6 @@ class Loop:
         self.next: tuple[str, ...] = ()
         self.barrier_seen: dict[str, set[str]] = {}
         self.versions: dict[str, str] = {}
-        self.depths: dict[str, int] = {}
         self.dirty: set[str] = set()
         self.append_base: dict[str, int] = {}
         self.rewritten: set[str] = set()
@@ -222,7 +219,6 @@ class Loop:
         step: int,
         next_nodes: Sequence[str],
         versions: Mapping[str, str],
-        depths: Mapping[str, int],
         barriers: Mapping[str, Sequence[str]],
     ) -> None:
         """Start from a stored checkpoint's state."""
@@ -239,7 +235,6 @@ class Loop:
         self.step = step
         self.next = tuple(n for n in next_nodes if n in self.spec.nodes)
         self.versions = dict(versions)
-        self.depths = dict(depths)
         self.barrier_seen = {k: set(v) for k, v in barriers.items()}
         self.dirty = set()
         self.append_base = {k: len(log.items) for k, log in self.logs.items()}
@@ -295,9 +290,7 @@ class Loop:
         return log.view()
 
     @staticmethod
-    def _merge(
-        strategy: KeyStrategy, key: str, old: Any, new: Any, node: str, step: int
-    ) -> Any:
+    def _merge(strategy: KeyStrategy, key: str, old: Any, new: Any, node: str, step: int) -> Any:
         try:
             return strategy.merge(old, new)
         except Exception as exc:
@@ -378,27 +371,24 @@ class Loop:
     def take_blobs(self, checkpoint_id: str) -> dict[str, Blob]:
         """The blobs a new checkpoint must store: only the keys that changed since the last one.
 
-        An append key stores just the items appended since then, unless it was rewritten, is
-        new, or its chain of deltas reached :data:`FULL_SNAPSHOT_EVERY`.
+        An append key stores just the items appended since then (a ``delta``), unless it is new
+        or items were replaced or removed (then ``full``); other keys store their new value.
         """
         blobs: dict[str, Blob] = {}
         for key in self.dirty:
             log = self.logs.get(key)
             if log is None:
                 blobs[key] = Blob("full", self.values[key])
-                self.depths.pop(key, None)
             else:
-                depth = self.depths.get(key, 0) + 1
-                base = self.versions.get(key)
-                if key in self.rewritten or base is None or depth >= FULL_SNAPSHOT_EVERY:
-                    blobs[key] = Blob("full", list(log.items))
-                    self.depths[key] = 0
-                else:
-                    tail = log.items[self.append_base.get(key, 0) :]
-                    blobs[key] = Blob("delta", tail, base=base, depth=depth)
-                    self.depths[key] = depth
+                blobs[key] = self._append_blob(key, log.items)
                 self.append_base[key] = len(log.items)
             self.versions[key] = checkpoint_id
         self.dirty = set()
         self.rewritten = set()
         return blobs
+
+    def _append_blob(self, key: str, items: list[Any]) -> Blob:
+        base = self.versions.get(key)
+        if key in self.rewritten or base is None:
+            return Blob("full", list(items))
+        return Blob("delta", items[self.append_base.get(key, 0) :], base=base)

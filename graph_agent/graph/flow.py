@@ -113,9 +113,7 @@ class _Pending:
 
     def stored(self, task_id: str, *, static: bool) -> tuple[str, list[Interrupt]]:
         """The whole interrupt list of a task, as one pending write (writes replace)."""
-        items = [
-            i for i in self.interrupts.get(task_id, []) if (i.id in self.static_ids) == static
-        ]
+        items = [i for i in self.interrupts.get(task_id, []) if (i.id in self.static_ids) == static]
         return (BREAKPOINT if static else INTERRUPT, items)
 
     def dynamic_waiting(self) -> list[tuple[str, Interrupt]]:
@@ -265,7 +263,6 @@ class _Flow:
             step=saved.step,
             next_nodes=saved.next,
             versions=saved.versions,
-            depths=saved.depths,
             barriers=saved.barriers,
         )
         self.checkpoint_id = saved.id
@@ -417,7 +414,9 @@ class _Flow:
 
         return on_finish
 
-    def _settle(self, tasks: list[Task], blocked: set[str]) -> Generator[Effect, Any, OverAllState | None]:
+    def _settle(
+        self, tasks: list[Task], blocked: set[str]
+    ) -> Generator[Effect, Any, OverAllState | None]:
         """After the tasks ran: raise the first error, or pause on interrupts."""
         failures = [t for t in tasks if t.error is not None and not _interrupted(t)]
         if failures:
@@ -541,7 +540,6 @@ class _Flow:
             next=loop.next,
             blobs=loop.take_blobs(checkpoint_id),
             versions=dict(loop.versions),
-            depths=dict(loop.depths),
             barriers={k: tuple(sorted(v)) for k, v in loop.barrier_seen.items()},
             metadata=metadata,
         )

@@ -10,7 +10,6 @@ ids with the name as a label, DOT quotes every id, PlantUML draws names through 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -114,15 +113,19 @@ _MERMAID_KEYWORDS = frozenset(
         "_top",
     }
 )
-# Mermaid decodes "#name;" and "#123;" entities in labels; "<", ">", "&" would be read as HTML
-# and a backtick-quoted label as Markdown.
+# Mermaid decodes "#name;" and "#123;" entities in labels; "<", ">", "&" would be read as HTML,
+# a backtick-quoted label as Markdown, a backslash may start a "\n" line break and "%%{" starts
+# a directive wherever it is.
 _MERMAID_ENTITIES = {
+    "\n": "<br>",
+    "\\": "#92;",
     "#": "#35;",
     '"': "#quot;",
     "<": "#lt;",
     ">": "#gt;",
     "&": "#amp;",
     "`": "#96;",
+    "%": "#37;",
 }
 
 
@@ -169,12 +172,13 @@ def to_mermaid(view: GraphView) -> str:
         view: The graph to draw.
 
     Returns:
-        Mermaid source with the graph name as the diagram title.
+        Mermaid source; the graph name is in a comment, since Mermaid titles are not
+        plain text.
     """
     names = _drawn_nodes(view)
     ids = _mermaid_ids(names)
     shapes = {START: ("([", "])"), END: ("((", "))")}
-    lines = ["---", f"title: {json.dumps(view.name, ensure_ascii=False)}", "---", "flowchart TD"]
+    lines = ["flowchart TD", f"    %% graph {_mermaid_text(view.name)}"]
     for name in names:
         opening, closing = shapes.get(name, ("[", "]"))
         lines.append(f"    {ids[name]}{opening}{_mermaid_text(name)}{closing}")
@@ -195,6 +199,26 @@ def _dot_text(text: str) -> str:
     return '"' + escaped.replace("\n", "\\n").replace("\r", "\\r") + '"'
 
 
+def _dot_options(options: list[str]) -> str:
+    """Format an attribute list, or nothing when there are no attributes."""
+    return f" [{', '.join(options)}]" if options else ""
+
+
+def _dot_node(name: str) -> str:
+    """One node statement; START is an ellipse, END a double ellipse, the rest boxes."""
+    options = {START: ["shape=ellipse"], END: ["shape=ellipse", "peripheries=2"]}.get(name, [])
+    if name.startswith("%"):  # Graphviz keeps such ids anonymous and would draw "%3"
+        options.append(f"label={_dot_text(name)}")
+    return f"    {_dot_text(name)}{_dot_options(options)};"
+
+
+def _dot_edge(edge: EdgeView) -> str:
+    """One edge statement, dashed when conditional."""
+    options = [f"label={_dot_text(edge.label)}"] if edge.label else []
+    options += ["style=dashed"] if edge.conditional else []
+    return f"    {_dot_text(edge.source)} -> {_dot_text(edge.target)}{_dot_options(options)};"
+
+
 def to_dot(view: GraphView) -> str:
     """Draw ``view`` as a Graphviz ``digraph``; conditional edges are dashed.
 
@@ -204,14 +228,9 @@ def to_dot(view: GraphView) -> str:
     Returns:
         DOT source in which every id is quoted.
     """
-    attributes = {START: " [shape=ellipse]", END: " [shape=ellipse, peripheries=2]"}
     lines = [f"digraph {_dot_text(view.name)} {{", "    node [shape=box];"]
-    lines += [f"    {_dot_text(name)}{attributes.get(name, '')};" for name in _drawn_nodes(view)]
-    for edge in view.edges:
-        options = [f"label={_dot_text(edge.label)}"] if edge.label else []
-        options += ["style=dashed"] if edge.conditional else []
-        suffix = f" [{', '.join(options)}]" if options else ""
-        lines.append(f"    {_dot_text(edge.source)} -> {_dot_text(edge.target)}{suffix};")
+    lines += [_dot_node(name) for name in _drawn_nodes(view)]
+    lines += [_dot_edge(edge) for edge in view.edges]
     return "\n".join([*lines, "}"]) + "\n"
 
 
@@ -245,7 +264,7 @@ def to_plantuml(view: GraphView) -> str:
     """
     names = [name for name in _drawn_nodes(view) if name not in (START, END)]
     aliases = {START: "[*]", END: "[*]"} | {name: f"s{k}" for k, name in enumerate(names)}
-    lines = ["@startuml", f"title {_plantuml_text(view.name)}"]
+    lines = ["@startuml", "hide empty description", f"title {_plantuml_text(view.name)}"]
     lines += [f'state "{_plantuml_text(name)}" as {aliases[name]}' for name in names]
     for edge in view.edges:
         arrow = "-[dashed]->" if edge.conditional else "-->"

@@ -244,9 +244,7 @@ def _run_inline_streaming(effect: RunTasks, saver: Any, task: Task) -> Iterator[
         _finish(effect, saver, task, event.value)
 
 
-def _run_concurrently(
-    effect: RunTasks, saver: Any, streaming: bool
-) -> Iterator[StreamingOutput]:
+def _run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator[StreamingOutput]:
     """Run tasks on the pool / the loop thread, at most ``max_concurrency`` at once."""
     events: queue.SimpleQueue[Any] = queue.SimpleQueue()
     waiting = list(reversed(effect.tasks))
@@ -553,4 +551,3 @@ class CompiledGraph:
 
     def __repr__(self) -> str:
         return f"CompiledGraph({self.name!r}, nodes={list(self._run.spec.nodes)})"
-

@@ -50,7 +50,7 @@ def chain(saver, count, thread="t1", ns=""):
         if step == 0:
             blob = Blob("full", ["item-0"])
         else:
-            blob = Blob("delta", [f"item-{step}"], base=versions["log"], depth=step)
+            blob = Blob("delta", [f"item-{step}"], base=versions["log"])
         cp = checkpoint(thread, parent, step, ns, {"log": blob}, versions)
         saver.put(cp)
         versions = cp.versions
@@ -129,14 +129,30 @@ def test_delete_thread_forgets_everything_of_that_thread_only(saver):
     assert "gone" not in saver.threads()
 
 
-def test_prune_keeps_the_newest_checkpoints_loading_exactly(saver):
+def test_prune_keeps_the_newest_checkpoints_loading_exactly_and_frees_space(saver):
     made = chain(saver, 100)
+    before = saver.stored_bytes("t1")
     removed = saver.prune("t1", keep_last=10)
     assert removed == 90
     remaining = list(saver.list("t1"))
     assert [cp.id for cp in remaining] == [cp.id for cp in reversed(made[-10:])]
     for cp in remaining:
         assert cp.values["log"] == [f"item-{i}" for i in range(cp.step + 1)]
+    assert saver.stored_bytes("t1") < before / 3
+
+
+def test_prune_keeps_what_a_fork_from_a_dropped_checkpoint_needs(saver):
+    made = chain(saver, 20)
+    fork = checkpoint(
+        parent=made[5].id,
+        step=6,
+        blobs={"log": Blob("delta", ["forked"], base=made[5].versions["log"])},
+        versions=made[5].versions,
+        source="fork",
+    )
+    saver.put(fork)
+    saver.prune("t1", keep_last=3)
+    assert saver.get("t1", fork.id).values["log"] == [f"item-{i}" for i in range(6)] + ["forked"]
 
 
 def test_pending_writes_are_idempotent_and_belong_to_their_checkpoint(saver):

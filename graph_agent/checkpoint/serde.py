@@ -1,0 +1,639 @@
+"""Checkpoint serialization: msgpack with an explicit type registry.
+
+Stored bytes are one format-version byte (:data:`FORMAT_VERSION`) followed by one msgpack value.
+What msgpack knows natively (None, bool, 64-bit int, float, str, bytes, list, dict) is stored
+as is; every other type needs an ext code from the registry, and nothing else can be stored:
+
+- *leaf* types are one ext whose payload is a fixed binary or text form;
+- *container* types are an array whose first item is an empty ext naming the type,
+  ``[ext(code), *payload]``. msgpack's C unpacker builds arrays bottom-up and hands each to a
+  hook that turns a tagged array into its object, so loading is one non-recursive pass.
+
+==========  =====================================  ==========================================
+code        type                                   payload
+==========  =====================================  ==========================================
+1           int beyond 64 bits                     two's-complement big-endian bytes
+2           decimal.Decimal                        ``str(value)``
+3           uuid.UUID                              16 bytes
+4 / 5 / 6   datetime / date / time                 ISO 8601 text; a ZoneInfo zone as ``[key]``
+7           timedelta                              days, seconds, microseconds (3 × int32)
+8 / 9 / 10  tuple / set / frozenset                the items
+11 / 12     RemoveMessage / ReplaceAll             their fields (graph_agent.graph.state)
+13-15       reserved for built-ins
+16-31       graph_agent.messages classes           registered by that module
+32-127      your types: ``register(cls, code)``    see below
+==========  =====================================  ==========================================
+
+Registered classes: a pydantic model stores its fields by name (each value serialized in turn,
+so nested registered models, datetimes and tuples come back exactly) and loads with
+``model_validate(fields, by_name=True)``; a dataclass stores its ``init`` fields and loads with
+``cls(**fields)``; an Enum stores ``member.value``; any other class may define
+``__graph_agent_dump__(self)`` returning a storable value and a classmethod
+``__graph_agent_load__(cls, data)``. Subclasses are not covered by their base's registration.
+
+Loading never imports or builds a type that is not registered: an unknown ext code, truncated
+or trailing bytes, data over the size limit (checked before decoding), nesting deeper than
+:data:`MAX_DEPTH` or a value that no longer validates raise
+:class:`~graph_agent.graph.errors.SerializationError`. :func:`dumps` fails the same way at save
+time, naming the key path of the first value it cannot store, so what saves also loads.
+
+Not stored exactly: ``bytearray`` and ``memoryview`` come back as ``bytes``; a ``timezone``'s
+name and the ``fold`` of a datetime without a ZoneInfo zone are dropped; private attributes of
+a model and non-``init`` dataclass fields are rebuilt by the class, not stored.
+
+Example:
+    >>> from datetime import date
+    >>> loads(dumps({"when": date(2024, 5, 1), "pair": (1, 2)}))
+    {'when': datetime.date(2024, 5, 1), 'pair': (1, 2)}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import reprlib
+import struct
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import date, datetime, time, timedelta, timezone
+from decimal import Decimal
+from types import MappingProxyType
+from typing import Any, Final, Literal
+from zoneinfo import ZoneInfo
+
+import msgpack
+from pydantic import BaseModel
+
+from graph_agent.graph.errors import SerializationError
+from graph_agent.graph.state import RemoveMessage, ReplaceAll, SeqView
+
+__all__ = [
+    "FIRST_USER_CODE",
+    "FORMAT_VERSION",
+    "MAX_DEPTH",
+    "MAX_PAYLOAD_BYTES",
+    "Serializer",
+    "default_serializer",
+    "dumps",
+    "is_registered",
+    "loads",
+    "register",
+]
+
+FORMAT_VERSION: Final = 1
+MAX_PAYLOAD_BYTES: Final = 64 * 1024 * 1024
+"""Default size limit of stored data, checked before decoding and at save time."""
+MAX_DEPTH: Final = 1024
+"""Nesting limit in msgpack containers: the limit msgpack's packer and unpacker both enforce."""
+FIRST_USER_CODE: Final = 32
+_FIRST_MESSAGE_CODE: Final = 16
+_MAX_CODE: Final = 127
+_HEADER: Final = bytes([FORMAT_VERSION])
+# msgpack decodes ext type -1 (its Timestamp) itself, bypassing ext_hook: data that may hold one
+# is decoded with hooks that reject it (see _may_hold_timestamp).
+_TIMESTAMP_LEADS: Final = frozenset(b"\xd6\xd7\x04\x08\x0c")
+_NATIVE: Final = frozenset({type(None), bool, int, float, bytes, bytearray, memoryview})
+_AS_PLAIN: Final[dict[type, Callable[[Any], Any]]] = {SeqView: list, MappingProxyType: dict}
+"""The engine's read-only views are stored as the list or dict they show."""
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 40
+_short = _REPR.repr
+
+_PathStyle = Literal["leaf", "index", "element", "fields", "value", "dump"]
+
+
+class _EncodeError(Exception):
+    """A value that cannot be stored; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class _Codec:
+    cls: type
+    code: int
+    encode: Callable[[Any], Any]  # value -> ExtType (leaf) or [tag, *payload] (container)
+    decode: Callable[[Any], Any]  # leaf: ext bytes -> value; container: payload list -> value
+    path_style: _PathStyle  # how error paths name the children of a value
+
+
+# ExtType's own __new__ validates in Python; building the namedtuple directly is 3x faster.
+_new_ext: Final[Callable[[type, tuple[int, bytes]], msgpack.ExtType]] = tuple.__new__
+
+
+def _leaf(
+    cls: type, code: int, to_bytes: Callable[[Any], bytes], load: Callable[[bytes], Any]
+) -> _Codec:
+    return _Codec(cls, code, lambda v: _new_ext(msgpack.ExtType, (code, to_bytes(v))), load, "leaf")
+
+
+def _container(
+    cls: type,
+    code: int,
+    decode: Callable[[list[Any]], Any],
+    path_style: _PathStyle,
+    payload: Callable[[Any], list[Any]] | None = None,
+) -> _Codec:
+    """A codec storing ``[tag, *payload(value)]``; without ``payload``, the value's items."""
+    tag = _new_ext(msgpack.ExtType, (code, b""))
+    if payload is None:
+        return _Codec(cls, code, lambda value: [tag, *value], decode, path_style)
+    return _Codec(cls, code, lambda value: [tag, *payload(value)], decode, path_style)
+
+
+def _one(payload: list[Any], kind: type = object) -> Any:
+    if len(payload) != 1 or not isinstance(payload[0], kind):
+        raise SerializationError(f"expected one {kind.__name__} as payload, got {_short(payload)}")
+    return payload[0]
+
+
+def _zone_suffix(tz: object, *, allow_zoneinfo: bool) -> str:
+    if tz is None or type(tz) is timezone:
+        return ""
+    if allow_zoneinfo and isinstance(tz, ZoneInfo) and tz.key:
+        return f"[{tz.key}]"
+    hint = " or zoneinfo.ZoneInfo (with a key)" if allow_zoneinfo else ""
+    raise _EncodeError(
+        f"tzinfo of type {type(tz).__qualname__} cannot be stored; use datetime.timezone{hint}"
+    )
+
+
+def _datetime_load(data: bytes) -> datetime:
+    text, _, zone = data.decode("ascii").partition("[")
+    value = datetime.fromisoformat(text)
+    if not zone:
+        return value
+    offset = value.utcoffset()
+    if offset is None or not zone.endswith("]"):
+        raise ValueError(f"bad zoned datetime {_short(data)}")
+    local = value.replace(tzinfo=ZoneInfo(zone[:-1]))
+    # The stored offset tells which of two equal wall times (fold) at a DST change was meant.
+    return local if local.utcoffset() == offset else local.replace(fold=1)
+
+
+def _iso_bytes(value: datetime | time) -> bytes:
+    suffix = _zone_suffix(value.tzinfo, allow_zoneinfo=type(value) is datetime)
+    return (value.isoformat() + suffix).encode()
+
+
+def _iso_load(kind: type[date] | type[time]) -> Callable[[bytes], Any]:
+    return lambda data: kind.fromisoformat(data.decode("ascii"))
+
+
+_TIMEDELTA: Final = struct.Struct(">iii")
+
+
+def _builtin_codecs() -> list[_Codec]:
+    leaves: list[tuple[type, Callable[[Any], bytes], Callable[[bytes], Any]]] = [
+        (
+            int,
+            lambda n: n.to_bytes(n.bit_length() // 8 + 1, "big", signed=True),
+            lambda data: int.from_bytes(data, "big", signed=True),
+        ),
+        (Decimal, lambda value: str(value).encode(), lambda data: Decimal(data.decode("ascii"))),
+        (uuid.UUID, lambda value: value.bytes, lambda data: uuid.UUID(bytes=data)),
+        (datetime, _iso_bytes, _datetime_load),
+        (date, lambda value: value.isoformat().encode(), _iso_load(date)),
+        (time, _iso_bytes, _iso_load(time)),
+        (
+            timedelta,
+            lambda td: _TIMEDELTA.pack(td.days, td.seconds, td.microseconds),
+            lambda data: timedelta(*_TIMEDELTA.unpack(data)),
+        ),
+    ]
+    return [
+        *(_leaf(cls, code, dump, load) for code, (cls, dump, load) in enumerate(leaves, start=1)),
+        _container(tuple, 8, tuple, "index"),
+        _container(set, 9, set, "element"),
+        _container(frozenset, 10, frozenset, "element"),
+        _dataclass_codec(RemoveMessage, 11),
+        _dataclass_codec(ReplaceAll, 12),
+    ]
+
+
+def _model_codec(cls: type[BaseModel], code: int) -> _Codec:
+    names = tuple(cls.model_fields)
+    name_set = frozenset(names)
+    keeps_extra = cls.model_config.get("extra") == "allow"
+    # Fields are stored by name; passing by_name costs time, so only models with aliases pay it.
+    by_name: dict[str, Any] = {"by_alias": False, "by_name": True} if _has_aliases(cls) else {}
+
+    def payload(model: BaseModel) -> list[Any]:
+        fields = model.__dict__
+        if fields.keys() != name_set:  # a cached_property value, or a field model_construct skipped
+            if missing := name_set.difference(fields):
+                raise _EncodeError(f"field {min(missing)!r} of {cls.__qualname__} is not set")
+            fields = {name: fields[name] for name in names}
+        if keeps_extra and model.__pydantic_extra__:
+            fields = {**fields, **model.__pydantic_extra__}
+        return [fields]
+
+    def decode(payload: list[Any]) -> BaseModel:
+        return cls.model_validate(_one(payload, dict), **by_name)
+
+    return _container(cls, code, decode, "fields", payload)
+
+
+def _has_aliases(cls: type[BaseModel]) -> bool:
+    return any(f.alias or f.validation_alias for f in cls.model_fields.values())
+
+
+def _dataclass_codec(cls: type, code: int) -> _Codec:
+    names = tuple(field.name for field in dataclasses.fields(cls) if field.init)
+
+    def payload(value: Any) -> list[Any]:
+        return [{name: getattr(value, name) for name in names}]
+
+    def decode(payload: list[Any]) -> Any:
+        return cls(**_one(payload, dict))
+
+    return _container(cls, code, decode, "fields", payload)
+
+
+def _codec_for(cls: type, code: int) -> _Codec:
+    target: Any = cls  # the lambdas call class-specific methods
+    if issubclass(cls, enum.Enum):
+        return _container(cls, code, lambda p: target(_one(p)), "value", lambda m: [m.value])
+    if hasattr(cls, "__graph_agent_dump__") and hasattr(cls, "__graph_agent_load__"):
+
+        def load(payload: list[Any]) -> Any:
+            return target.__graph_agent_load__(_one(payload))
+
+        return _container(cls, code, load, "dump", lambda v: [v.__graph_agent_dump__()])
+    if issubclass(cls, BaseModel):
+        return _model_codec(cls, code)
+    if dataclasses.is_dataclass(cls):
+        return _dataclass_codec(cls, code)
+    raise TypeError(
+        f"cannot register {cls.__qualname__}: only pydantic models, dataclasses, Enum subclasses "
+        "and classes defining __graph_agent_dump__ / __graph_agent_load__ can be registered"
+    )
+
+
+def _check_code(cls: type, code: int) -> None:
+    if type(code) is not int:
+        raise TypeError(f"ext code must be an int, got {code!r}")
+    if not _FIRST_MESSAGE_CODE <= code <= _MAX_CODE:
+        raise ValueError(
+            f"ext code {code} for {cls.__qualname__} is outside {FIRST_USER_CODE}.."
+            f"{_MAX_CODE}; 0..15 are the serializer's built-ins"
+        )
+    if code < FIRST_USER_CODE and not cls.__module__.startswith("graph_agent."):
+        raise ValueError(
+            f"ext code {code} is reserved for graph_agent's message classes; "
+            f"register {cls.__qualname__} under {FIRST_USER_CODE}..{_MAX_CODE}"
+        )
+
+
+def _same_definition(old: type, new: type) -> bool:
+    """True when ``new`` is ``old`` defined again, as by ``importlib.reload``."""
+    return (old.__module__, old.__qualname__) == (new.__module__, new.__qualname__)
+
+
+class _Decoder:
+    """The msgpack hooks of one :meth:`Serializer.loads` call."""
+
+    __slots__ = ("by_code", "open_tags")
+
+    def __init__(self, by_code: dict[int, _Codec]) -> None:
+        self.by_code = by_code
+        self.open_tags = 0  # type tags seen minus tags consumed at the head of an array
+
+    def ext_hook(self, code: int, data: bytes) -> Any:
+        codec = self.by_code.get(code)
+        if codec is None:
+            raise SerializationError(
+                f"stored data uses ext code {code}, which no type is registered under in this "
+                f"process; register the class with graph_agent.checkpoint.serde.register(cls, "
+                f"{code}) before loading"
+            )
+        if codec.path_style != "leaf":
+            if data:
+                raise SerializationError(f"stored data is malformed: tag {code} has a payload")
+            self.open_tags += 1
+            return codec
+        try:
+            return codec.decode(data)
+        except Exception as exc:
+            raise SerializationError(
+                f"stored {codec.cls.__qualname__} (ext code {code}) is malformed: {exc}"
+            ) from exc
+
+    def list_hook(self, items: list[Any]) -> Any:
+        if not items or type(items[0]) is not _Codec:
+            return items
+        codec: _Codec = items[0]
+        del items[0]
+        self.open_tags -= 1
+        try:
+            return codec.decode(items)
+        except Exception as exc:
+            raise SerializationError(
+                f"cannot load {codec.cls.__qualname__} (ext code {codec.code}): {exc}"
+            ) from exc
+
+    def checked_list_hook(self, items: list[Any]) -> Any:
+        _reject_timestamps(items)
+        return self.list_hook(items)
+
+    def checked_object_hook(self, mapping: dict[Any, Any]) -> dict[Any, Any]:
+        _reject_timestamps(mapping)
+        _reject_timestamps(mapping.values())
+        return mapping
+
+
+def _reject_timestamps(values: Any) -> None:
+    if msgpack.Timestamp in map(type, values):
+        raise SerializationError(
+            "stored data holds a msgpack Timestamp (ext code -1), which graph_agent never writes"
+        )
+
+
+def _may_hold_timestamp(data: bytes) -> bool:
+    # Ext -1 is a 0xff type byte after a header ending in 0xd6, 0xd7 or a length of 4, 8 or 12.
+    # UTF-8 text never holds 0xff, so the common case is one memchr; many hits give up early.
+    at = data.find(b"\xff", 1)
+    for _ in range(32):
+        if at == -1:
+            return False
+        if data[at - 1] in _TIMESTAMP_LEADS:
+            return True
+        at = data.find(b"\xff", at + 1)
+    return True
+
+
+class Serializer:
+    """A type registry with ``dumps`` and ``loads``.
+
+    The module functions use :data:`default_serializer`, where graph_agent.messages registers
+    its classes. Build another only to keep a registry apart, as tests do.
+
+    Args:
+        max_payload_bytes: The largest stored data, header included, that :meth:`loads`
+            accepts and :meth:`dumps` produces.
+
+    Example:
+        >>> from pydantic import BaseModel
+        >>> class Point(BaseModel):
+        ...     x: int
+        ...     y: int
+        >>> serializer = Serializer()
+        >>> serializer.register(Point, 32)
+        >>> serializer.loads(serializer.dumps({"path": (Point(x=1, y=2),)}))
+        {'path': (Point(x=1, y=2),)}
+    """
+
+    def __init__(self, *, max_payload_bytes: int = MAX_PAYLOAD_BYTES) -> None:
+        self.max_payload_bytes = max_payload_bytes
+        self._by_type: dict[type, _Codec] = {}
+        self._by_code: dict[int, _Codec] = {}
+        self._lock = threading.Lock()
+        by_type = self._by_type
+
+        def default(value: object) -> Any:
+            codec = by_type.get(type(value))
+            if codec is not None:
+                return codec.encode(value)
+            plain = _AS_PLAIN.get(type(value))
+            if plain is None:
+                raise TypeError(f"cannot serialize {type(value).__qualname__}")
+            return plain(value)
+
+        self._default = default
+        for codec in _builtin_codecs():
+            self._add(codec)
+
+    def register(self, cls: type, code: int) -> None:
+        """Make ``cls`` storable under ext ``code`` (see the module docstring); idempotent.
+
+        Raises:
+            ValueError: ``code`` is reserved or taken by another class, or ``cls`` already has
+                another code.
+            TypeError: ``cls`` is not a pydantic model, dataclass, Enum or dump/load class.
+        """
+        if not isinstance(cls, type):
+            raise TypeError(f"register() needs a class, got {cls!r}")
+        _check_code(cls, code)
+        self._add(_codec_for(cls, code))
+
+    def is_registered(self, cls: type) -> bool:
+        """True when values of exactly this class can be stored (built-in types included)."""
+        return cls in self._by_type
+
+    def dumps(self, obj: object, *, root: str = "state") -> bytes:
+        """Serialize ``obj``; ``root`` names it in error messages (``state['messages'][3]``).
+
+        Raises:
+            SerializationError: Something in ``obj`` cannot be stored; the message names the
+                first such value by its path, and why.
+        """
+        try:
+            body: bytes = msgpack.packb(
+                obj, default=self._default, use_bin_type=True, strict_types=True
+            )
+        except Exception as exc:
+            raise SerializationError(_describe_failure(obj, root, self._by_type, exc)) from exc
+        if len(body) >= self.max_payload_bytes:
+            raise SerializationError(
+                f"cannot serialize value at {root}: {len(body) + 1} bytes "
+                f"exceed max_payload_bytes={self.max_payload_bytes}"
+            )
+        return _HEADER + body
+
+    def loads(self, data: bytes | bytearray | memoryview) -> Any:
+        """Rebuild a value from :meth:`dumps` output, building only registered types.
+
+        Raises:
+            SerializationError: The data is not bytes, too large, truncated, has trailing
+                bytes, an unknown version or ext code, is too deep, or a value fails to load.
+        """
+        data = _checked_input(data, self.max_payload_bytes)
+        size = len(data)
+        checked = _may_hold_timestamp(data)
+        decoder = _Decoder(self._by_code)
+        try:
+            value = msgpack.unpackb(
+                memoryview(data)[1:],
+                ext_hook=decoder.ext_hook,
+                list_hook=decoder.checked_list_hook if checked else decoder.list_hook,
+                object_hook=decoder.checked_object_hook if checked else None,
+                strict_map_key=False,
+                max_str_len=size,
+                max_bin_len=size,
+                max_ext_len=size,
+                max_array_len=size,
+                max_map_len=size // 2,
+            )
+        except (SerializationError, MemoryError):
+            raise
+        except msgpack.StackError as exc:
+            raise SerializationError(f"stored data nests deeper than {MAX_DEPTH} levels") from exc
+        except msgpack.ExtraData as exc:
+            raise SerializationError("stored data has trailing bytes after its value") from exc
+        except Exception as exc:
+            raise SerializationError(f"stored data is corrupt or truncated: {exc}") from exc
+        if checked:
+            _reject_timestamps((value,))
+        if decoder.open_tags:
+            raise SerializationError("stored data is malformed: a type tag outside its array")
+        return value
+
+    def _add(self, codec: _Codec) -> None:
+        with self._lock:
+            taken = self._by_code.get(codec.code)
+            if taken is not None and taken.cls is codec.cls:
+                return
+            previous = self._by_type.get(codec.cls)
+            if previous is not None:
+                raise ValueError(
+                    f"{codec.cls.__qualname__} is already registered under ext code "
+                    f"{previous.code}; a class has one code (asked for {codec.code})"
+                )
+            if taken is not None and not _same_definition(taken.cls, codec.cls):
+                raise ValueError(
+                    f"ext code {codec.code} is already registered to "
+                    f"{taken.cls.__module__}.{taken.cls.__qualname__}; pick "
+                    f"another code for {codec.cls.__qualname__}"
+                )
+            self._by_code[codec.code] = codec  # a reloaded class replaces its old definition
+            self._by_type[codec.cls] = codec
+
+
+def _checked_input(data: object, limit: int) -> bytes:
+    """``data`` as bytes, once its type, size (before any copy) and header are known good."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise SerializationError(f"stored data must be bytes, got {type(data).__qualname__}")
+    size = data.nbytes if isinstance(data, memoryview) else len(data)
+    if size > limit:
+        raise SerializationError(f"stored data is {size} bytes, over max_payload_bytes={limit}")
+    if size < 2:
+        raise SerializationError(f"stored data is truncated: {size} byte(s)")
+    if data[0] != FORMAT_VERSION:
+        raise SerializationError(
+            f"stored data has format version {data[0]}; this graph_agent reads version "
+            f"{FORMAT_VERSION} (or the data is not a graph_agent checkpoint)"
+        )
+    return data if isinstance(data, bytes) else bytes(data)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _PathStep:
+    parent: _PathStep | None
+    segment: str
+    value: object
+
+
+def _describe_failure(obj: object, root: str, by_type: dict[type, _Codec], exc: Exception) -> str:
+    """Find the first value msgpack would stop at (walking as it does) and say why."""
+    stack: list[tuple[object, int, _PathStep | None]] = [(obj, 0, None)]
+    while stack:
+        value, depth, step = stack.pop()
+        if depth > MAX_DEPTH:
+            return f"cannot serialize value at {_render(step, root)}: {_too_deep(step)}"
+        try:
+            children, levels = _children(value, by_type)
+        except _EncodeError as problem:
+            return f"cannot serialize value at {_render(step, root)}: {problem}"
+        for segment, child in reversed(children):
+            stack.append((child, depth + levels, _PathStep(step, segment, child)))
+    return f"cannot serialize value at {root}: {type(exc).__name__}: {exc}"
+
+
+def _children(value: object, by_type: dict[type, _Codec]) -> tuple[list[tuple[str, Any]], int]:
+    """The (path segment, child) pairs msgpack packs for ``value``, and their nesting levels."""
+    plain = _AS_PLAIN.get(type(value))
+    if plain is not None:
+        value = plain(value)
+    kind = type(value)
+    if kind in _NATIVE or kind is msgpack.ExtType:
+        return [], 0
+    if isinstance(value, str) and kind is str:
+        try:
+            value.encode()
+        except UnicodeEncodeError as exc:
+            raise _EncodeError(f"string is not valid UTF-8 ({exc.reason})") from exc
+        return [], 0
+    if isinstance(value, list) and kind is list:
+        return [(f"[{index}]", item) for index, item in enumerate(value)], 1
+    if isinstance(value, dict) and kind is dict:
+        pairs = [
+            [(f"<key {_short(key)}>", key), (f"[{_short(key)}]", item)]
+            for key, item in value.items()
+        ]
+        return [pair for key_and_item in pairs for pair in key_and_item], 1
+    codec = by_type.get(kind)
+    if codec is None:
+        raise _EncodeError(
+            f"object of type {kind.__qualname__} is not registered; register it "
+            f"with graph_agent.checkpoint.serde.register({kind.__name__}, code)"
+        )
+    try:
+        encoded = codec.encode(value)
+    except _EncodeError:
+        raise
+    except Exception as exc:
+        raise _EncodeError(
+            f"{kind.__qualname__} could not be encoded: {type(exc).__name__}: {exc}"
+        ) from exc
+    return _codec_children(codec.path_style, encoded)
+
+
+def _codec_children(style: _PathStyle, encoded: Any) -> tuple[list[tuple[str, Any]], int]:
+    if style == "leaf":
+        return [], 0
+    payload = encoded[1:]
+    if style == "index":
+        return [(f"[{index}]", item) for index, item in enumerate(payload)], 1
+    if style == "element":
+        return [(f"<element {index}>", item) for index, item in enumerate(payload)], 1
+    if style == "fields":
+        return [(f".{name}", item) for name, item in payload[0].items()], 2
+    return [(".value" if style == "value" else ".__graph_agent_dump__()", payload[0])], 1
+
+
+def _too_deep(step: _PathStep | None) -> str:
+    ancestors = []
+    while step is not None:
+        ancestors.append(id(step.value))
+        step = step.parent
+    if ancestors[0] in ancestors[1:]:
+        return "the value contains itself (a reference cycle)"
+    return f"nested deeper than {MAX_DEPTH} levels"
+
+
+def _render(step: _PathStep | None, root: str) -> str:
+    segments = []
+    while step is not None:
+        segments.append(step.segment)
+        step = step.parent
+    segments.reverse()
+    if len(segments) > 12:
+        segments[6:-4] = [f"...{len(segments) - 10} more..."]
+    return root + "".join(segments)
+
+
+default_serializer = Serializer()
+"""The registry the module functions use; graph_agent.messages registers its classes here."""
+
+
+def dumps(obj: object, *, root: str = "state") -> bytes:
+    """Serialize ``obj`` with :data:`default_serializer` (see :meth:`Serializer.dumps`)."""
+    return default_serializer.dumps(obj, root=root)
+
+
+def loads(data: bytes | bytearray | memoryview) -> Any:
+    """Load :func:`dumps` output with :data:`default_serializer` (see :meth:`Serializer.loads`)."""
+    return default_serializer.loads(data)
+
+
+def register(cls: type, code: int) -> None:
+    """Make ``cls`` storable under ext ``code`` (32..127 for your types); idempotent.
+
+    Call it at import time of the module defining ``cls``, so that every process that may load
+    a checkpoint has registered it (see :class:`Serializer` for an example).
+    """
+    default_serializer.register(cls, code)
+
+
+def is_registered(cls: type) -> bool:
+    """True when values of exactly ``cls`` can be stored by :func:`dumps`."""
+    return default_serializer.is_registered(cls)

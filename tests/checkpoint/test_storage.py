@@ -1,0 +1,65 @@
+"""Checkpoint storage grows with the work (O(T)), and every checkpoint loads exactly."""
+
+from __future__ import annotations
+
+from graph_agent import (
+    END,
+    START,
+    AppendStrategy,
+    CompileConfig,
+    RemoveMessage,
+    RunnableConfig,
+    StateGraph,
+)
+
+
+def conversation(saver):
+    """A chat-shaped loop: each step appends one message until `turns` are done."""
+    g = StateGraph("chat", key_strategies={"messages": AppendStrategy()})
+
+    def speak(state):
+        n = len(state["messages"])
+        return {"messages": {"id": f"m{n}", "role": "assistant", "text": f"message number {n} " * 4}}
+
+    g.add_node("speak", speak)
+    g.add_edge(START, "speak")
+    g.add_conditional_edges(
+        "speak", lambda s: "speak" if len(s["messages"]) < s["turns"] else END
+    )
+    return g.compile(CompileConfig(saver=saver))
+
+
+def stored_after(saver, turns: int) -> int:
+    thread = f"chat-{turns}"
+    config = RunnableConfig(thread_id=thread, max_steps=1000)
+    conversation(saver).invoke({"turns": turns, "messages": []}, config)
+    return saver.stored_bytes(thread)
+
+
+def test_two_hundred_steps_store_less_than_six_times_fifty_steps(saver):
+    fifty, two_hundred = stored_after(saver, 50), stored_after(saver, 200)
+    assert two_hundred < 6 * fifty, (fifty, two_hundred)
+
+
+def test_every_checkpoint_loads_the_state_that_was_live_then(saver):
+    app = conversation(saver)
+    config = RunnableConfig(thread_id="live", max_steps=1000)
+    live = {o.checkpoint_id: o.state.data() for o in app.stream({"turns": 150, "messages": []}, config)}
+    assert len(live) == 151
+    for checkpoint_id, state in live.items():
+        assert saver.get("live", checkpoint_id).values == state
+
+
+def test_a_removal_stores_a_full_copy_and_later_loads_stay_exact(saver):
+    g = StateGraph("edit", key_strategies={"log": AppendStrategy()})
+    g.add_node("add", lambda s: {"log": [{"id": "a"}, {"id": "b"}, {"id": "c"}]})
+    g.add_node("drop", lambda s: {"log": RemoveMessage("b")})
+    g.add_node("more", lambda s: {"log": {"id": "d"}})
+    g.add_edge(START, "add").add_edge("add", "drop").add_edge("drop", "more").add_edge("more", END)
+    app = g.compile(CompileConfig(saver=saver))
+    config = RunnableConfig(thread_id="edit")
+    app.invoke({"log": []}, config)
+    history = list(saver.list("edit"))
+    assert [[i["id"] for i in cp.values["log"]] for cp in history] == [
+        ["a", "c", "d"], ["a", "c"], ["a", "b", "c"], []
+    ]
