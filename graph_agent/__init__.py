@@ -3,7 +3,7 @@
 The public API is re-exported here; everything else is internal.
 """
 
-from graph_agent.checkpoint import Checkpoint, CheckpointSaver, MemorySaver
+from graph_agent.checkpoint import Checkpoint, CheckpointSaver, MemorySaver, SqliteSaver
 from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.errors import (
     GraphAgentError,
@@ -40,11 +40,23 @@ from graph_agent.graph.types import (
     StateSnapshot,
     StreamingOutput,
 )
+from graph_agent.messages import (
+    AssistantMessage,
+    AssistantMessageChunk,
+    SystemMessage,
+    ToolCall,
+    ToolResponseMessage,
+    Usage,
+    UserMessage,
+)
+from graph_agent.tools import Tool, ToolContext, Toolkit, tool
 
 __all__ = [
     "END",
     "START",
     "AppendStrategy",
+    "AssistantMessage",
+    "AssistantMessageChunk",
     "Checkpoint",
     "CheckpointSaver",
     "Command",
@@ -70,11 +82,21 @@ __all__ = [
     "ReplaceStrategy",
     "RunnableConfig",
     "SerializationError",
+    "SqliteSaver",
     "StateGraph",
     "StateSnapshot",
     "StreamingOutput",
+    "SystemMessage",
     "TaskContext",
     "ThreadBusyError",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolResponseMessage",
+    "Toolkit",
+    "Usage",
+    "UserMessage",
     "emit_chunk",
     "interrupt",
+    "tool",
 ]

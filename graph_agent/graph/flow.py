@@ -181,14 +181,7 @@ class _Flow:
                     "this graph has a checkpoint saver, so each call needs a thread: pass "
                     "RunnableConfig(thread_id='...')"
                 )
-            saved = yield SaverCall("get", (self.thread_id, self.config.checkpoint_id, self.ns))
-            if saved is None and self.config.checkpoint_id is not None:
-                raise ValueError(
-                    f"no checkpoint {self.config.checkpoint_id!r} on this thread; list them with "
-                    "get_state_history(config)"
-                )
-            if saved is not None:
-                self._load(saved)
+            saved = yield from self._load_start()
             paused = yield from self._treat_input(input, saved)
             if paused is not None:
                 return paused
@@ -211,9 +204,7 @@ class _Flow:
                 node=writer,
                 step=self.loop.step,
             )
-        saved = yield SaverCall("get", (self.thread_id, self.config.checkpoint_id, self.ns))
-        if saved is not None:
-            self._load(saved)
+        yield from self._load_start()
         loop = self.loop
         loop.step += 1
         loop.apply_writes([(writer, dict(values))], loop.step)
@@ -257,6 +248,31 @@ class _Flow:
         self.loop.apply_writes([(START, dict(input))], self.loop.step)
         self.loop.route_from_start(self.config)
 
+    def _load_start(self) -> Generator[Effect, Any, Any]:
+        """Load the checkpoint the call starts from: the newest, or the one the config names.
+
+        Starting from an older checkpoint forks the thread there: a copy of it becomes the
+        thread's newest checkpoint (source ``fork``) and the nodes after it run again (their
+        interrupts fire again), so its pending writes are not reused.
+        """
+        wanted = self.config.checkpoint_id
+        saved = yield SaverCall("get", (self.thread_id, wanted, self.ns))
+        if saved is None and wanted is not None:
+            raise ValueError(
+                f"no checkpoint {wanted!r} on this thread; list them with "
+                "get_state_history(config)"
+            )
+        if saved is None:
+            return None
+        self._load(saved)
+        if wanted is not None:
+            head = yield SaverCall("get", (self.thread_id, None, self.ns))
+            self.fork = head is not None and head.id != wanted
+            if self.fork:
+                self.pending = _Pending(())
+                yield from self._checkpoint("fork", [])
+        return saved
+
     def _load(self, saved: Any) -> None:
         self.loop.load(
             saved.values,
@@ -267,7 +283,6 @@ class _Flow:
         )
         self.checkpoint_id = saved.id
         self.pending = _Pending(saved.pending_writes)
-        self.fork = self.config.checkpoint_id is not None
 
     def _treat_input(self, input: Any, saved: Any) -> Generator[Effect, Any, OverAllState | None]:
         """The three cases of DESIGN §3: resume, continue, or a new run on the thread."""

@@ -225,11 +225,23 @@ def test_time_travel_forks_without_overwriting_history(saver, driver):
     forked = driver.invoke(app, None, after_draft.config)
     assert forked["log"] == ["draft", "review", "publish"]
     new_history = list(app.get_state_history(CFG))
-    assert len(new_history) == len(history) + 2
+    assert len(new_history) == len(history) + 3  # the fork's copy, review, publish
     assert {s.config.checkpoint_id for s in history} <= {s.config.checkpoint_id for s in new_history}
-    fork_point = new_history[1]
-    assert fork_point.metadata["source"] == "fork"
+    fork_point = new_history[2]
+    assert fork_point.metadata["source"] == "fork" and fork_point.next == ("review",)
     assert fork_point.parent_config.checkpoint_id == after_draft.config.checkpoint_id
+    assert fork_point.values == after_draft.values
+
+
+def test_replaying_from_before_an_interrupt_asks_again_and_resumes_on_the_fork(saver, driver):
+    runs = []
+    app = approval_graph(saver, runs)
+    driver.invoke(app, {"draft": "d"}, CFG)
+    assert driver.invoke(app, Command(resume="yes"), CFG)["answer"] == "yes"
+    start = next(s for s in app.get_state_history(CFG) if s.next == ("ask",))
+    asked_again = driver.invoke(app, None, start.config)
+    assert asked_again.interrupts and runs == ["ask", "ask", "ask"]
+    assert driver.invoke(app, Command(resume="no"), CFG)["answer"] == "no"
 
 
 def test_update_state_as_node_routes_as_if_that_node_wrote(saver, driver):

@@ -1,0 +1,326 @@
+"""Chat messages: frozen pydantic models shared by models, tools, agents and checkpoints.
+
+A conversation is a list of :data:`Message` values. Every message has an ``id`` (a fresh uuid
+when omitted, so two constructions never share one); an append-strategy state key uses it to
+replace a message in place (same id), delete one (:class:`RemoveMessage`) or swap the whole list
+(:class:`ReplaceAll`).
+
+Example:
+    >>> from graph_agent.messages import AssistantMessage, ToolCall, UserMessage
+    >>> question = UserMessage("What is 1 + 2?")
+    >>> question.content == question.text == "What is 1 + 2?"
+    True
+    >>> reply = AssistantMessage(tool_calls=[ToolCall("c1", "add", {"a": 1, "b": 2})])
+    >>> reply.tool_calls[0].arguments
+    {'a': 1, 'b': 2}
+    >>> question.id != UserMessage("What is 1 + 2?").id
+    True
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+
+from graph_agent.checkpoint.serde import register
+from graph_agent.graph.state import RemoveMessage, ReplaceAll
+
+__all__ = [
+    "AnyMessage",
+    "AssistantMessage",
+    "AssistantMessageChunk",
+    "BaseMessage",
+    "Message",
+    "RemoveMessage",
+    "ReplaceAll",
+    "SystemMessage",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolResponseMessage",
+    "Usage",
+    "UserMessage",
+    "message_from_dict",
+    "new_message_id",
+]
+
+
+def new_message_id() -> str:
+    """Return a fresh message id (a uuid4 in hex). A module function so tests can pin it."""
+    return uuid.uuid4().hex
+
+
+def _fresh_id() -> str:
+    # Looks new_message_id up at call time, so monkeypatching the module function works.
+    return new_message_id()
+
+
+def _given_id(id: str | None) -> dict[str, Any]:
+    return {} if id is None else {"id": id}
+
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class Usage(BaseModel):
+    """Token counts of one model call. ``a + b`` adds them up, e.g. for a run's total.
+
+    Example:
+        >>> Usage(prompt_tokens=3, completion_tokens=2, total_tokens=5) + Usage(prompt_tokens=1)
+        Usage(prompt_tokens=4, completion_tokens=2, total_tokens=5)
+    """
+
+    model_config = _FROZEN
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+        )
+
+
+class ToolCall(BaseModel):
+    """One tool call requested by the model.
+
+    ``arguments`` is the decoded JSON object. When the model sent arguments that are not a JSON
+    object, ``arguments`` is ``{}`` and ``raw_arguments`` keeps the text as received
+    (:attr:`has_malformed_arguments` is then true); the tool node answers such a call with an
+    error result instead of running the tool.
+
+    Example:
+        >>> ToolCall("c1", "get_weather", {"city": "Paris"}).arguments["city"]
+        'Paris'
+    """
+
+    model_config = _FROZEN
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    raw_arguments: str | None = None
+
+    def __init__(
+        self,
+        id: str,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        raw_arguments: str | None = None,
+        **fields: Any,
+    ) -> None:
+        super().__init__(
+            id=id,
+            name=name,
+            arguments=dict(arguments) if arguments is not None else {},
+            raw_arguments=raw_arguments,
+            **fields,
+        )
+
+    @property
+    def has_malformed_arguments(self) -> bool:
+        """True when the model's arguments were not a JSON object (see ``raw_arguments``)."""
+        return self.raw_arguments is not None
+
+
+class BaseMessage(BaseModel):
+    """The common base of the four message classes; build those, not this."""
+
+    model_config = _FROZEN
+
+    id: str = Field(default_factory=_fresh_id)
+    content: str = ""
+
+    @property
+    def text(self) -> str:
+        """The message text; an alias of ``content``."""
+        return self.content
+
+
+class SystemMessage(BaseMessage):
+    """Instructions for the model. ``SystemMessage("Be brief.")`` is ``content="Be brief."``."""
+
+    role: Literal["system"] = "system"
+
+    def __init__(self, content: str = "", *, id: str | None = None, **fields: Any) -> None:
+        data: dict[str, Any] = {"content": content, **_given_id(id), **fields}
+        super().__init__(**data)
+
+
+class UserMessage(BaseMessage):
+    """What the user said. ``UserMessage("hi")`` is ``UserMessage(content="hi")``."""
+
+    role: Literal["user"] = "user"
+
+    def __init__(self, content: str = "", *, id: str | None = None, **fields: Any) -> None:
+        data: dict[str, Any] = {"content": content, **_given_id(id), **fields}
+        super().__init__(**data)
+
+
+class AssistantMessage(BaseMessage):
+    """The model's answer: text, tool calls, or both.
+
+    Attributes:
+        content: The answer text (``""`` when the model only called tools); also ``.text``.
+        tool_calls: Tools the model wants run, in the order it listed them.
+        finish_reason: Why the model stopped (``"stop"``, ``"tool_calls"``, ``"length"``, ...).
+        usage: Token counts of the call that produced this message, when known.
+        reasoning: The model's separate reasoning text (``reasoning_content``), when it sent one.
+
+    Example:
+        >>> AssistantMessage("Sunny.", finish_reason="stop").text
+        'Sunny.'
+    """
+
+    role: Literal["assistant"] = "assistant"
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    reasoning: str | None = None
+
+    def __init__(
+        self,
+        content: str | None = "",
+        *,
+        id: str | None = None,
+        tool_calls: Sequence[ToolCall] | None = None,
+        finish_reason: str | None = None,
+        usage: Usage | None = None,
+        reasoning: str | None = None,
+        **fields: Any,
+    ) -> None:
+        data: dict[str, Any] = {
+            "content": content,
+            "tool_calls": tool_calls,
+            "finish_reason": finish_reason,
+            "usage": usage,
+            "reasoning": reasoning,
+            **_given_id(id),
+            **fields,
+        }
+        super().__init__(**data)
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _null_content_is_empty(cls, value: Any) -> Any:
+        return "" if value is None else value
+
+    @field_validator("tool_calls", mode="before")
+    @classmethod
+    def _null_tool_calls_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+
+class ToolResponseMessage(BaseMessage):
+    """The result of one tool call, matched to it by ``tool_call_id``.
+
+    Example:
+        >>> ToolResponseMessage(tool_call_id="c1", name="add", content="3").is_error
+        False
+    """
+
+    role: Literal["tool"] = "tool"
+    tool_call_id: str
+    name: str = ""
+    is_error: bool = False
+
+
+class ToolCallDelta(BaseModel):
+    """A piece of a streamed tool call. Pieces with the same ``index`` belong to one call.
+
+    ``id`` and ``name`` usually come with the first piece only (some servers repeat them on
+    every piece); ``arguments`` is a fragment of the JSON text, to be concatenated.
+    """
+
+    model_config = _FROZEN
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+class AssistantMessageChunk(BaseModel):
+    """One streamed piece of an :class:`AssistantMessage`.
+
+    ``content`` (also ``.text``) is the new text only, so a UI can print chunks as they come.
+    All chunks of one answer share the ``id`` of the message they build;
+    :func:`graph_agent.models.fold_chunks` turns them into that message.
+
+    Example:
+        >>> chunk = AssistantMessageChunk("Hel")
+        >>> print(chunk.text, end="")
+        Hel
+    """
+
+    model_config = _FROZEN
+
+    id: str = Field(default_factory=_fresh_id)
+    content: str = ""
+    reasoning: str = ""
+    tool_call_deltas: list[ToolCallDelta] = Field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage | None = None
+
+    def __init__(
+        self,
+        content: str = "",
+        *,
+        id: str | None = None,
+        reasoning: str = "",
+        tool_call_deltas: Sequence[ToolCallDelta] | None = None,
+        finish_reason: str | None = None,
+        usage: Usage | None = None,
+        **fields: Any,
+    ) -> None:
+        data: dict[str, Any] = {
+            "content": content,
+            "reasoning": reasoning,
+            "tool_call_deltas": list(tool_call_deltas or ()),
+            "finish_reason": finish_reason,
+            "usage": usage,
+            **_given_id(id),
+            **fields,
+        }
+        super().__init__(**data)
+
+    @property
+    def text(self) -> str:
+        """The new text of this chunk; an alias of ``content``."""
+        return self.content
+
+
+Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolResponseMessage
+"""Any message of a conversation."""
+
+AnyMessage: TypeAlias = Annotated[Message, Field(discriminator="role")]
+""":data:`Message` tagged by ``role``, for pydantic fields and :class:`TypeAdapter` parsing."""
+
+_MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(AnyMessage)
+
+
+def message_from_dict(data: dict[str, Any]) -> Message:
+    """Rebuild a message from ``message.model_dump()`` output, choosing the class by ``role``.
+
+    Example:
+        >>> message_from_dict(UserMessage("hi", id="m1").model_dump())
+        UserMessage(id='m1', content='hi', role='user')
+    """
+    return _MESSAGE_ADAPTER.validate_python(data)
+
+
+register(SystemMessage, 16)
+register(UserMessage, 17)
+register(AssistantMessage, 18)
+register(ToolResponseMessage, 19)
+register(ToolCall, 20)
+register(AssistantMessageChunk, 21)
+register(Usage, 22)
+register(ToolCallDelta, 23)

@@ -1,0 +1,85 @@
+"""Errors of chat model calls, all below :class:`graph_agent.graph.errors.ModelError`.
+
+::
+
+    ModelError (RuntimeError)                  .status_code: the HTTP status, when there was one
+    ├── ModelAuthenticationError               401/403: a missing, wrong or unauthorised API key
+    ├── ModelNotFoundError                     404: unknown model name or wrong base_url
+    ├── ModelBadRequestError                   400, 422, other 4xx: the server refused the request
+    │   └── ModelContextLengthError            the conversation is longer than the model's context
+    ├── ModelRateLimitError                    429 still after the retries, or Retry-After too long
+    ├── ModelServerError                       408/409/5xx still after the retries
+    ├── ModelConnectionError                   no connection, or it broke (also mid-stream)
+    │   └── ModelTimeoutError                  connect/read/write timeout
+    ├── ModelResponseError                     HTTP 200 with something that is not a completion
+    └── UnrecordedRequestError                 a replayed model got a request it never recorded
+
+Messages carry the server's own message and never the API key.
+"""
+
+from __future__ import annotations
+
+from graph_agent.graph.errors import ModelError
+
+__all__ = [
+    "ModelAuthenticationError",
+    "ModelBadRequestError",
+    "ModelConnectionError",
+    "ModelContextLengthError",
+    "ModelError",
+    "ModelNotFoundError",
+    "ModelRateLimitError",
+    "ModelResponseError",
+    "ModelServerError",
+    "ModelTimeoutError",
+    "UnrecordedRequestError",
+]
+
+
+class ModelAuthenticationError(ModelError):
+    """HTTP 401 or 403: the API key is missing, wrong, or not allowed to use this model."""
+
+
+class ModelNotFoundError(ModelError):
+    """HTTP 404: the model name is unknown to the server, or ``base_url`` points elsewhere."""
+
+
+class ModelBadRequestError(ModelError):
+    """HTTP 400, 422 or another 4xx that retrying cannot fix."""
+
+
+class ModelContextLengthError(ModelBadRequestError):
+    """The messages (plus the requested completion) exceed the model's context window."""
+
+
+class ModelRateLimitError(ModelError):
+    """HTTP 429 after all retries, or the server asked to wait longer than allowed.
+
+    ``retry_after`` is the wait in seconds the server asked for, when it said.
+    """
+
+    def __init__(
+        self, message: str, *, status_code: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, status_code=status_code)
+        self.retry_after = retry_after
+
+
+class ModelServerError(ModelError):
+    """HTTP 408, 409 or 5xx after all retries."""
+
+
+class ModelConnectionError(ModelError):
+    """The server could not be reached, or the connection broke (also in the middle of a stream)."""
+
+
+class ModelTimeoutError(ModelConnectionError):
+    """Connecting, sending or waiting for the next bytes took longer than the timeout."""
+
+
+class ModelResponseError(ModelError):
+    """The server answered with success but the body is not a usable completion."""
+
+
+class UnrecordedRequestError(ModelError, LookupError):
+    """A replaying model received a request that was never recorded."""

@@ -1,0 +1,527 @@
+"""``OpenAIChatModel``: the OpenAI-compatible ``/chat/completions`` client over httpx.
+
+It covers OpenAI, DashScope/Qwen (compatible mode), DeepSeek, vLLM, Ollama and llama.cpp. The
+wire format lives in :mod:`graph_agent.models.openai_format`, the retry rules in
+:mod:`graph_agent.models.retry`; this module does the I/O: one lazily created, reused
+``httpx.Client`` (and one ``httpx.AsyncClient`` per event loop), retries, and SSE streaming.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import logging
+import os
+import ssl
+import threading
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+from httpx_sse import EventSource, SSEError
+from pydantic import SecretStr
+
+from graph_agent.messages import (
+    AssistantMessage,
+    AssistantMessageChunk,
+    BaseMessage,
+    new_message_id,
+)
+from graph_agent.models.base import ModelRequest, ToolLike, message_to_chunks
+from graph_agent.models.errors import (
+    ModelConnectionError,
+    ModelError,
+    ModelResponseError,
+    ModelTimeoutError,
+)
+from graph_agent.models.openai_format import (
+    StreamDecoder,
+    build_request_body,
+    parse_completion,
+    status_error,
+)
+from graph_agent.models.retry import RetryPolicy, is_retryable_status, retry_after_seconds
+
+__all__ = ["OpenAIChatModel"]
+
+logger = logging.getLogger("graph_agent.models.openai")
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+DASHSCOPE_BASE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
+_USER_AGENT = "graph-agent/0.1"
+
+_Failure = tuple[ModelError, float | None]
+
+
+@functools.cache
+def _shared_ssl_context() -> ssl.SSLContext:
+    # Loading the CA bundle costs ~0.1 s; every client (one per model and event loop) shares it.
+    return httpx.create_ssl_context()
+
+
+class OpenAIChatModel:
+    """A chat model served over the OpenAI chat-completions API.
+
+    Args:
+        model: The model name, e.g. ``"gpt-4o-mini"``, ``"qwen-plus"``, ``"llama3"``.
+        base_url: The API root (``.../v1``). Defaults to ``OPENAI_BASE_URL``, else OpenAI's.
+        api_key: Sent as a bearer token. Defaults to ``OPENAI_API_KEY``, but only when
+            ``base_url`` is that default too, so your OpenAI key never goes to another server.
+            Local servers (Ollama, vLLM, llama.cpp) need none.
+        timeout: Seconds for connecting, sending and each wait for the next bytes (so a slow but
+            steady stream does not time out), or an ``httpx.Timeout``.
+        max_retries: Extra attempts on 408/409/429/5xx and connection errors.
+        options: Extra request fields sent with every call, e.g. ``{"temperature": 0}``;
+            a call's own ``options`` override them, and ``None`` values are left out.
+        headers: Extra HTTP headers sent with every call.
+        retry: Backoff settings; its ``max_retries`` is replaced by ``max_retries``.
+
+    The API key is kept out of ``repr``, logs and error messages.
+
+    Example:
+        >>> from graph_agent.models import OpenAIChatModel
+        >>> model = OpenAIChatModel("llama3", base_url="http://127.0.0.1:11434/v1")
+        >>> model
+        OpenAIChatModel(model='llama3', base_url='http://127.0.0.1:11434/v1')
+        >>> # reply = model.generate([UserMessage("hi")], tools=[get_weather])
+        >>> # for chunk in model.stream([UserMessage("hi")]): print(chunk.text, end="")
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout = 60.0,
+        max_retries: int = 2,
+        options: Mapping[str, Any] | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
+        default_base_url = os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
+        resolved_base_url = (base_url or default_base_url).rstrip("/")
+        if api_key is None and resolved_base_url == default_base_url.rstrip("/"):
+            api_key = os.environ.get("OPENAI_API_KEY") or None
+        self.model = model
+        self.base_url = resolved_base_url
+        self.options: dict[str, Any] = dict(options or {})
+        self.timeout = timeout
+        self.retry = dataclasses.replace(retry or RetryPolicy(), max_retries=max_retries)
+        self._api_key = SecretStr(api_key or "")
+        self._url = (
+            resolved_base_url
+            if resolved_base_url.endswith("/chat/completions")
+            else f"{resolved_base_url}/chat/completions"
+        )
+        # Shown in repr and errors without credentials a URL might carry (user:pass@, ?key=).
+        self._display_url = str(httpx.URL(resolved_base_url).copy_with(userinfo=b"", query=None))
+        self._where = f"model {model!r} at {self._display_url}"
+        self._extra_headers = {"User-Agent": _USER_AGENT, **dict(headers or {})}
+        self._lock = threading.Lock()
+        self._client: httpx.Client | None = None
+        self._async_clients: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncGenerator[None, None]]
+        ] = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def dashscope(
+        cls,
+        model: str = "qwen-plus",
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        **kwargs: Any,
+    ) -> OpenAIChatModel:
+        """Qwen on Alibaba Cloud DashScope, in OpenAI-compatible mode.
+
+        The key defaults to ``DASHSCOPE_API_KEY``; the URL to ``DASHSCOPE_BASE_URL`` or the
+        mainland endpoint (use ``https://dashscope-intl.aliyuncs.com/compatible-mode/v1``
+        outside China).
+
+        Example:
+            >>> OpenAIChatModel.dashscope(model="qwen-max", api_key="k").base_url
+            'https://dashscope.aliyuncs.com/compatible-mode/v1'
+        """
+        return cls(
+            model,
+            base_url=base_url or os.environ.get("DASHSCOPE_BASE_URL") or DASHSCOPE_BASE_URL,
+            api_key=api_key if api_key is not None else os.environ.get("DASHSCOPE_API_KEY"),
+            **kwargs,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(model={self.model!r}, base_url={self._display_url!r})"
+
+    def _headers(self) -> dict[str, str]:
+        # Built when a client is made, so the key lives only in the SecretStr and the client.
+        headers = dict(self._extra_headers)
+        if secret := self._api_key.get_secret_value():
+            headers["Authorization"] = f"Bearer {secret}"
+        return headers
+
+    def _sync_client(self) -> httpx.Client:
+        with self._lock:
+            if self._client is None or self._client.is_closed:
+                self._client = httpx.Client(
+                    timeout=self.timeout, headers=self._headers(), verify=_shared_ssl_context()
+                )
+            return self._client
+
+    async def _async_client(self) -> httpx.AsyncClient:
+        # An AsyncClient's connections belong to the loop that opened them, so each loop gets
+        # its own client (asyncio.run per call, notebooks, a private runner loop). A started
+        # async generator closes it when the loop shuts down (asyncio.run and asyncio.Runner
+        # finalize async generators), so no socket outlives its loop.
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            entry = self._async_clients.get(loop)
+            if entry is not None and not entry[0].is_closed:
+                return entry[0]
+            client = httpx.AsyncClient(
+                timeout=self.timeout, headers=self._headers(), verify=_shared_ssl_context()
+            )
+            closer = _close_at_loop_shutdown(client)
+            self._async_clients[loop] = (client, closer)
+        await closer.__anext__()
+        return client
+
+    def close(self) -> None:
+        """Close the sync HTTP client (a new one is made if the model is used again)."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    async def aclose(self) -> None:
+        """Close this event loop's async HTTP client, and the sync one."""
+        self.close()
+        with self._lock:
+            entry = self._async_clients.pop(asyncio.get_running_loop(), None)
+        if entry is not None:
+            await entry[1].aclose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType
+    ) -> None:
+        await self.aclose()
+
+    def generate(
+        self,
+        messages: Sequence[BaseMessage],
+        tools: Sequence[ToolLike] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> AssistantMessage:
+        """Send the conversation and return the model's whole answer.
+
+        Raises:
+            ModelError: A subclass saying what failed (see :mod:`graph_agent.models.errors`).
+        """
+        request = ModelRequest.build(messages, tools, options)
+        body = self._body(request, stream=False)
+        client = self._sync_client()
+        attempt = 0
+        while True:
+            attempt += 1
+            self._log_attempt(body, attempt)
+            try:
+                response = client.post(self._url, json=body)
+            except httpx.TransportError as exc:
+                error, delay = self._failure(attempt, exc=exc)
+            else:
+                if response.is_success:
+                    return parse_completion(self._json(response), tools_offered=bool(request.tools))
+                error, delay = self._failure(attempt, response=response)
+            if delay is None:
+                raise error
+            self.retry.sleep(delay)
+
+    async def agenerate(
+        self,
+        messages: Sequence[BaseMessage],
+        tools: Sequence[ToolLike] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> AssistantMessage:
+        """Async :meth:`generate`."""
+        request = ModelRequest.build(messages, tools, options)
+        body = self._body(request, stream=False)
+        client = await self._async_client()
+        attempt = 0
+        while True:
+            attempt += 1
+            self._log_attempt(body, attempt)
+            try:
+                response = await client.post(self._url, json=body)
+            except httpx.TransportError as exc:
+                error, delay = self._failure(attempt, exc=exc)
+            else:
+                if response.is_success:
+                    return parse_completion(self._json(response), tools_offered=bool(request.tools))
+                error, delay = self._failure(attempt, response=response)
+            if delay is None:
+                raise error
+            await self.retry.async_sleep(delay)
+
+    def stream(
+        self,
+        messages: Sequence[BaseMessage],
+        tools: Sequence[ToolLike] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> Iterator[AssistantMessageChunk]:
+        """Send the conversation and yield the answer as it arrives.
+
+        A failure before the first chunk is retried like :meth:`generate`; once a chunk was
+        yielded, a failure raises (a half-received answer is never retried or completed
+        silently). A stream that ends without ``[DONE]`` is complete if the server sent a
+        finish reason, and a :class:`ModelConnectionError` otherwise.
+        """
+        request = ModelRequest.build(messages, tools, options)
+        body = self._body(request, stream=True)
+        return self._stream(body, tools_offered=bool(request.tools))
+
+    def _stream(
+        self, body: dict[str, Any], *, tools_offered: bool
+    ) -> Iterator[AssistantMessageChunk]:
+        client = self._sync_client()
+        message_id = new_message_id()
+        attempt = 0
+        while True:
+            attempt += 1
+            self._log_attempt(body, attempt)
+            decoder = StreamDecoder(message_id=message_id, tools_offered=tools_offered)
+            yielded = False
+            try:
+                with client.stream("POST", self._url, json=body, headers=_SSE_HEADERS) as response:
+                    if not response.is_success:
+                        response.read()
+                        error, delay = self._failure(attempt, response=response)
+                    elif _is_json(response):
+                        response.read()
+                        message = parse_completion(
+                            self._json(response), tools_offered=tools_offered
+                        )
+                        yield from message_to_chunks(message.model_copy(update={"id": message_id}))
+                        return
+                    else:
+                        for event in EventSource(response).iter_sse():
+                            chunk = decoder.feed(event.data)
+                            if chunk is not None:
+                                yielded = True
+                                yield chunk
+                            if decoder.done:
+                                break
+                        self._check_complete(decoder)
+                        return
+            except SSEError as exc:  # a TransportError subclass: catch it first
+                raise self._not_a_stream(exc) from None
+            except httpx.TransportError as exc:
+                error, delay = self._failure(attempt, exc=exc)
+            except ModelConnectionError as exc:
+                error, delay = self._failure(attempt, error=exc)
+            if delay is None or yielded:
+                raise error
+            self.retry.sleep(delay)
+
+    async def astream(
+        self,
+        messages: Sequence[BaseMessage],
+        tools: Sequence[ToolLike] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[AssistantMessageChunk]:
+        """Async :meth:`stream`."""
+        request = ModelRequest.build(messages, tools, options)
+        body = self._body(request, stream=True)
+        tools_offered = bool(request.tools)
+        client = await self._async_client()
+        message_id = new_message_id()
+        attempt = 0
+        while True:
+            attempt += 1
+            self._log_attempt(body, attempt)
+            decoder = StreamDecoder(message_id=message_id, tools_offered=tools_offered)
+            yielded = False
+            try:
+                async with client.stream(
+                    "POST", self._url, json=body, headers=_SSE_HEADERS
+                ) as response:
+                    if not response.is_success:
+                        await response.aread()
+                        error, delay = self._failure(attempt, response=response)
+                    elif _is_json(response):
+                        await response.aread()
+                        message = parse_completion(
+                            self._json(response), tools_offered=tools_offered
+                        )
+                        for whole in message_to_chunks(
+                            message.model_copy(update={"id": message_id})
+                        ):
+                            yield whole
+                        return
+                    else:
+                        async for event in EventSource(response).aiter_sse():
+                            chunk = decoder.feed(event.data)
+                            if chunk is not None:
+                                yielded = True
+                                yield chunk
+                            if decoder.done:
+                                break
+                        self._check_complete(decoder)
+                        return
+            except SSEError as exc:  # a TransportError subclass: catch it first
+                raise self._not_a_stream(exc) from None
+            except httpx.TransportError as exc:
+                error, delay = self._failure(attempt, exc=exc)
+            except ModelConnectionError as exc:
+                error, delay = self._failure(attempt, error=exc)
+            if delay is None or yielded:
+                raise error
+            await self.retry.async_sleep(delay)
+
+    def _body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+        return build_request_body(self.model, request, self.options, stream=stream)
+
+    def _redact(self, text: str) -> str:
+        secret = self._api_key.get_secret_value()
+        return text.replace(secret, "***") if secret else text
+
+    def _log_attempt(self, body: dict[str, Any], attempt: int) -> None:
+        logger.debug(
+            "POST %s model=%s messages=%d tools=%d stream=%s attempt=%d",
+            self._url,
+            body.get("model"),
+            len(body.get("messages", ())),
+            len(body.get("tools", ())),
+            bool(body.get("stream")),
+            attempt,
+        )
+
+    def _json(self, response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError:
+            kind = response.headers.get("content-type", "no content-type")
+            raise ModelResponseError(
+                self._redact(
+                    f"{self._where} answered HTTP {response.status_code} with a body that is not "
+                    f"JSON ({kind}): {response.text[:200]!r}"
+                ),
+                status_code=response.status_code,
+            ) from None
+
+    def _not_a_stream(self, exc: SSEError) -> ModelResponseError:
+        return ModelResponseError(
+            self._redact(f"{self._where} did not answer with an event stream: {exc}")
+        )
+
+    def _check_complete(self, decoder: StreamDecoder) -> None:
+        # llama.cpp may end a finished stream without [DONE]; no finish reason either means the
+        # answer was cut off, and a partial answer must not pass for a whole one.
+        if not decoder.done and decoder.finish_reason is None:
+            raise ModelConnectionError(
+                f"{self._where}: the stream ended before the answer was finished "
+                "(no finish_reason and no [DONE])"
+            )
+
+    def _failure(
+        self,
+        attempt: int,
+        *,
+        exc: httpx.TransportError | None = None,
+        response: httpx.Response | None = None,
+        error: ModelError | None = None,
+    ) -> _Failure:
+        """The error of a failed attempt, and the wait before the next one (``None``: give up)."""
+        if response is not None:
+            retry_after = retry_after_seconds(response.headers)
+            too_long = retry_after is not None and retry_after > self.retry.max_retry_after
+            retryable = is_retryable_status(response.status_code)
+            delay = (
+                self.retry.delay_before_retry(attempt, retry_after)
+                if retryable and not too_long
+                else None
+            )
+            error = status_error(
+                response.status_code,
+                response.reason_phrase,
+                response.text,
+                where=self._where,
+                key_configured=bool(self._api_key.get_secret_value()),
+                attempts=attempt if retryable and not too_long else 1,
+                retry_after=retry_after,
+                redact=self._redact,
+                note=(
+                    f"; the server asked to retry after {retry_after:g} s, longer than the "
+                    f"{self.retry.max_retry_after:g} s this client waits"
+                    if too_long
+                    else ""
+                ),
+            )
+        elif exc is not None:
+            delay = self.retry.delay_before_retry(attempt, None)
+            error = self._transport_error(exc, attempt)
+        else:
+            assert error is not None
+            delay = self.retry.delay_before_retry(attempt, None)
+        if delay is not None:
+            logger.warning(
+                "%s: attempt %d of %d failed (%s); retrying in %.2f s",
+                self._where,
+                attempt,
+                self.retry.max_retries + 1,
+                _short_reason(error),
+                delay,
+            )
+        return error, delay
+
+    def _transport_error(self, exc: httpx.TransportError, attempt: int) -> ModelConnectionError:
+        tries = f" (gave up after {attempt} attempts)" if attempt > 1 else ""
+        if isinstance(exc, httpx.TimeoutException):
+            kind = type(exc).__name__
+            error: ModelConnectionError = ModelTimeoutError(
+                self._redact(
+                    f"{self._where} did not answer in time ({kind}, timeout {self.timeout}){tries}"
+                )
+            )
+        else:
+            detail = str(exc) or type(exc).__name__
+            error = ModelConnectionError(
+                self._redact(f"{self._where}: connection failed: {detail}{tries}")
+            )
+        error.__cause__ = exc
+        return error
+
+
+_SSE_HEADERS = {"Accept": "text/event-stream"}
+
+
+async def _close_at_loop_shutdown(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        await client.aclose()
+
+
+def _is_json(response: httpx.Response) -> bool:
+    return "json" in response.headers.get("content-type", "")
+
+
+def _short_reason(error: ModelError) -> str:
+    if error.status_code is not None:
+        return f"HTTP {error.status_code}"
+    return type(error).__name__

@@ -1,0 +1,428 @@
+"""The OpenAI chat-completions wire format: request bodies, responses, stream chunks, errors.
+
+Pure functions and one small stateful stream decoder, no I/O: :mod:`graph_agent.models.openai`
+sends what these build. The format is the one OpenAI documents, with tolerance for what
+OpenAI-compatible servers (DashScope, DeepSeek, vLLM, Ollama, llama.cpp) do differently:
+
+- assistant messages are sent with ``content: ""``, never ``null`` (llama.cpp answers 500);
+- ``tool_choice: "required"`` is not sent (llama.cpp answers 500 with an empty body);
+- ``tools``, ``tool_choice`` and ``parallel_tool_calls`` are only sent when there are tools;
+- streamed tool-call pieces that repeat the call's id and name are not concatenated;
+- streamed pieces without an ``index`` are placed by their id;
+- a model that calls tools although none were offered has those calls dropped;
+- reasoning comes as ``reasoning_content`` (DeepSeek, Qwen) or ``reasoning`` (vLLM).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+from graph_agent.messages import (
+    AssistantMessage,
+    AssistantMessageChunk,
+    BaseMessage,
+    SystemMessage,
+    ToolCall,
+    ToolCallDelta,
+    ToolResponseMessage,
+    Usage,
+    UserMessage,
+)
+from graph_agent.models.base import ModelRequest, ToolDefinition, parse_tool_arguments
+from graph_agent.models.errors import (
+    ModelAuthenticationError,
+    ModelBadRequestError,
+    ModelContextLengthError,
+    ModelError,
+    ModelNotFoundError,
+    ModelRateLimitError,
+    ModelResponseError,
+    ModelServerError,
+)
+from graph_agent.models.retry import is_retryable_status
+
+logger = logging.getLogger("graph_agent.models.openai")
+
+_RESERVED_OPTIONS = ("messages", "tools", "stream")
+_MAX_SHOWN = 500
+
+
+def message_to_openai(message: BaseMessage) -> dict[str, Any]:
+    """One message in the chat-completions format.
+
+    Example:
+        >>> message_to_openai(ToolResponseMessage(tool_call_id="c1", name="add", content="3"))
+        {'role': 'tool', 'tool_call_id': 'c1', 'content': '3'}
+    """
+    match message:
+        case SystemMessage() | UserMessage():
+            return {"role": message.role, "content": message.content}
+        case AssistantMessage():
+            wire: dict[str, Any] = {"role": "assistant", "content": message.content}
+            if message.tool_calls:
+                wire["tool_calls"] = [_tool_call_to_openai(call) for call in message.tool_calls]
+            return wire
+        case ToolResponseMessage():
+            return {
+                "role": "tool",
+                "tool_call_id": message.tool_call_id,
+                "content": message.content,
+            }
+    raise TypeError(f"cannot send {type(message).__name__} to a chat model: {message!r:.200}")
+
+
+def _tool_call_to_openai(call: ToolCall) -> dict[str, Any]:
+    # Malformed arguments go back as "{}": servers that parse the history (llama.cpp) would
+    # reject the raw text, and the tool's error result already tells the model what went wrong.
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {
+            "name": call.name,
+            "arguments": json.dumps(call.arguments, ensure_ascii=False),
+        },
+    }
+
+
+def tool_to_openai(tool: ToolDefinition) -> dict[str, Any]:
+    """One tool definition in the chat-completions format."""
+    function: dict[str, Any] = {"name": tool.name}
+    if tool.description:
+        function["description"] = tool.description
+    function["parameters"] = tool.parameters
+    return {"type": "function", "function": function}
+
+
+def _tool_choice(choice: Any) -> Any:
+    if choice == "required":
+        logger.warning(
+            'tool_choice="required" is not sent: several OpenAI-compatible servers fail on it '
+            '(llama.cpp answers HTTP 500); the model decides ("auto")'
+        )
+        return None
+    if isinstance(choice, str) and choice not in ("auto", "none"):
+        return {"type": "function", "function": {"name": choice}}
+    return choice
+
+
+def _response_format(value: Any) -> Any:
+    if isinstance(value, type) and issubclass(value, BaseModel):
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": value.__name__, "schema": value.model_json_schema()},
+        }
+    return value
+
+
+def build_request_body(
+    model: str, request: ModelRequest, defaults: Mapping[str, Any], *, stream: bool
+) -> dict[str, Any]:
+    """The JSON body of a ``POST /chat/completions`` for ``request``.
+
+    ``defaults`` are the model's options; the request's options override them, and an option
+    set to ``None`` is left out. ``tool_choice`` may also be a tool's name, and
+    ``response_format`` a pydantic model class (sent as a ``json_schema`` format).
+
+    Example:
+        >>> body = build_request_body(
+        ...     "qwen-plus", ModelRequest(messages=[UserMessage("hi")]), {"temperature": 0},
+        ...     stream=False)
+        >>> body
+        {'model': 'qwen-plus', 'messages': [{'role': 'user', 'content': 'hi'}], 'temperature': 0}
+    """
+    options = {**defaults, **request.options}
+    for key in _RESERVED_OPTIONS:
+        if key in options:
+            raise ValueError(
+                f"options may not set {key!r}: pass it as the {key} argument of the model call"
+            )
+    body: dict[str, Any] = {
+        "model": options.pop("model", None) or model,
+        "messages": [message_to_openai(message) for message in request.messages],
+    }
+    tool_choice = options.pop("tool_choice", None)
+    parallel_tool_calls = options.pop("parallel_tool_calls", None)
+    if request.tools:
+        body["tools"] = [tool_to_openai(tool) for tool in request.tools]
+        choice = _tool_choice(tool_choice)
+        if choice is not None:
+            body["tool_choice"] = choice
+        if parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = parallel_tool_calls
+    response_format = options.pop("response_format", None)
+    if response_format is not None:
+        body["response_format"] = _response_format(response_format)
+    stream_options = options.pop("stream_options", {"include_usage": True})
+    if stream:
+        body["stream"] = True
+        if stream_options is not None:
+            body["stream_options"] = stream_options
+    body.update((key, value) for key, value in options.items() if value is not None)
+    return body
+
+
+def parse_usage(data: Any) -> Usage | None:
+    """Token usage from a response's ``usage`` object (``total_tokens`` computed if missing)."""
+    if not isinstance(data, dict):
+        return None
+    prompt = data.get("prompt_tokens")
+    completion = data.get("completion_tokens")
+    total = data.get("total_tokens")
+    prompt = prompt if isinstance(prompt, int) else 0
+    completion = completion if isinstance(completion, int) else 0
+    total = total if isinstance(total, int) else prompt + completion
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):  # content parts
+        return "".join(
+            part.get("text", "") if isinstance(part, dict) else str(part) for part in value
+        )
+    return str(value)
+
+
+def _reasoning(wire: Mapping[str, Any]) -> str:
+    for key in ("reasoning_content", "reasoning"):
+        value = wire.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _arguments_text(value: Any) -> str | dict[str, Any] | None:
+    if value is None or isinstance(value, str | dict):
+        return value
+    return json.dumps(value)
+
+
+def _drop_unoffered_calls(count: int) -> None:
+    logger.warning(
+        "the model called %d tool(s) although no tools were offered; the calls are dropped", count
+    )
+
+
+def parse_completion(data: Any, *, tools_offered: bool) -> AssistantMessage:
+    """The :class:`AssistantMessage` of a non-streamed completion (its first choice).
+
+    Raises:
+        ModelResponseError: The body is not a completion (no choices, an error object, ...).
+    """
+    if not isinstance(data, dict):
+        raise ModelResponseError(f"expected a JSON object, got {_shorten(json.dumps(data))}")
+    choices = data.get("choices")
+    if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+        detail = _message_of(data.get("error")) if data.get("error") else "no choices"
+        raise ModelResponseError(f"the response holds no answer: {_shorten(detail)}")
+    choice = choices[0]
+    wire = choice.get("message") or {}
+    tool_calls = []
+    for raw in wire.get("tool_calls") or []:
+        function = raw.get("function") or {}
+        arguments, raw_arguments = parse_tool_arguments(_arguments_text(function.get("arguments")))
+        tool_calls.append(
+            ToolCall(
+                id=raw.get("id") or "",
+                name=function.get("name") or "",
+                arguments=arguments,
+                raw_arguments=raw_arguments,
+            )
+        )
+    finish_reason = choice.get("finish_reason")
+    if tool_calls and not tools_offered:
+        _drop_unoffered_calls(len(tool_calls))
+        tool_calls = []
+        finish_reason = "stop" if finish_reason == "tool_calls" else finish_reason
+    return AssistantMessage(
+        content=_text(wire.get("content")),
+        tool_calls=tool_calls,
+        finish_reason=finish_reason,
+        usage=parse_usage(data.get("usage")),
+        reasoning=_reasoning(wire) or None,
+    )
+
+
+class StreamDecoder:
+    """Turns the ``data:`` payloads of one SSE stream into :class:`AssistantMessageChunk`s.
+
+    Attributes:
+        done: The ``[DONE]`` sentinel arrived.
+        finish_reason: The last finish reason the server sent, if any.
+    """
+
+    def __init__(self, *, message_id: str, tools_offered: bool) -> None:
+        self.message_id = message_id
+        self.tools_offered = tools_offered
+        self.done = False
+        self.finish_reason: str | None = None
+        self._dropped_calls: set[int] = set()
+        self._index_by_id: dict[str, int] = {}
+        self._last_index: int | None = None
+
+    def feed(self, data: str) -> AssistantMessageChunk | None:
+        """Decode one event's data; ``None`` when it carries nothing new.
+
+        Raises:
+            ModelResponseError: The data is not JSON or is an error object.
+        """
+        if data.strip() == "[DONE]":
+            self.done = True
+            return None
+        if not data.strip():
+            return None
+        try:
+            payload = json.loads(data)
+        except json.JSONDecodeError:
+            raise ModelResponseError(f"the stream sent invalid JSON: {_shorten(data)}") from None
+        if not isinstance(payload, dict):
+            raise ModelResponseError(f"the stream sent a non-object: {_shorten(data)}")
+        if payload.get("error") and not payload.get("choices"):
+            raise ModelResponseError(f"the stream reported an error: {_message_of(payload)}")
+        content, reasoning, finish_reason = "", "", None
+        deltas: list[ToolCallDelta] = []
+        choices = payload.get("choices") or []
+        if choices and isinstance(choices[0], dict):
+            choice = choices[0]
+            wire = choice.get("delta") or choice.get("message") or {}
+            content = _text(wire.get("content"))
+            reasoning = _reasoning(wire)
+            deltas = [self._tool_call_delta(raw) for raw in wire.get("tool_calls") or []]
+            finish_reason = choice.get("finish_reason")
+        if deltas and not self.tools_offered:
+            new = {d.index for d in deltas} - self._dropped_calls
+            if new:
+                _drop_unoffered_calls(len(new))
+            self._dropped_calls |= new
+            deltas = []
+        if finish_reason == "tool_calls" and self._dropped_calls:
+            finish_reason = "stop"
+        if finish_reason is not None:
+            self.finish_reason = finish_reason
+        usage = parse_usage(payload.get("usage"))
+        if not (content or reasoning or deltas or finish_reason or usage):
+            return None
+        return AssistantMessageChunk(
+            id=self.message_id,
+            content=content,
+            reasoning=reasoning,
+            tool_call_deltas=deltas,
+            finish_reason=finish_reason,
+            usage=usage,
+        )
+
+    def _tool_call_delta(self, raw: dict[str, Any]) -> ToolCallDelta:
+        function = raw.get("function") or {}
+        call_id = raw.get("id") or None
+        index = raw.get("index")
+        if not isinstance(index, int):
+            if call_id is not None and call_id in self._index_by_id:
+                index = self._index_by_id[call_id]
+            elif call_id is not None:
+                index = max(self._index_by_id.values(), default=-1) + 1
+            else:
+                index = self._last_index if self._last_index is not None else 0
+        if call_id is not None:
+            self._index_by_id.setdefault(call_id, index)
+        self._last_index = index
+        arguments = _arguments_text(function.get("arguments"))
+        return ToolCallDelta(
+            index=index,
+            id=call_id,
+            name=function.get("name") or None,
+            arguments=json.dumps(arguments) if isinstance(arguments, dict) else arguments or "",
+        )
+
+
+_CONTEXT_LENGTH = re.compile(
+    r"context.length|context.window|context.size|maximum context|too many tokens|"
+    r"prompt is too long|reduce the length",
+    re.IGNORECASE,
+)
+
+
+def _shorten(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
+
+
+def _message_of(error: Any) -> str:
+    if isinstance(error, dict):
+        for key in ("error", "message", "detail", "msg"):
+            if error.get(key):
+                return _message_of(error[key])
+        return json.dumps(error)
+    if isinstance(error, list):
+        return "; ".join(_message_of(item) for item in error)
+    return str(error)
+
+
+def _error_code(data: Any) -> str:
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("code") or error.get("type") or "")
+    return ""
+
+
+def server_message(body: str) -> tuple[str, str]:
+    """The server's error message and code from an error response body."""
+    if not body.strip():
+        return "(empty response body)", ""
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError:
+        return _shorten(body), ""
+    return _shorten(_message_of(data)), _error_code(data)
+
+
+def status_error(
+    status_code: int,
+    reason: str,
+    body: str,
+    *,
+    where: str,
+    key_configured: bool,
+    attempts: int,
+    retry_after: float | None,
+    redact: Callable[[str], str],
+    note: str = "",
+) -> ModelError:
+    """The :class:`ModelError` subclass for an error response, with the server's message."""
+    message, code = server_message(body)
+    text = f"{where} answered HTTP {status_code} {reason}".rstrip() + f": {message}{note}"
+    if attempts > 1:
+        text += f" (gave up after {attempts} attempts)"
+    cls: type[ModelError]
+    if status_code in (401, 403):
+        cls = ModelAuthenticationError
+        text += (
+            "; check the API key"
+            if key_configured
+            else "; no API key was given: pass api_key= or set the provider's API key variable"
+        )
+    elif status_code == 404:
+        cls = ModelNotFoundError
+        text += "; check the model name, and that base_url is the API root (often ending in /v1)"
+    elif status_code == 429:
+        return ModelRateLimitError(redact(text), status_code=status_code, retry_after=retry_after)
+    elif is_retryable_status(status_code):
+        cls = ModelServerError
+    elif 400 <= status_code < 500:
+        is_context = code in ("context_length_exceeded", "string_above_max_length")
+        cls = (
+            ModelContextLengthError
+            if is_context or _CONTEXT_LENGTH.search(message)
+            else ModelBadRequestError
+        )
+    else:
+        cls = ModelResponseError
+    return cls(redact(text), status_code=status_code)

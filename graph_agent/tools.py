@@ -1,0 +1,719 @@
+"""Tools a model can call: the ``@tool`` decorator, :class:`Tool`, :class:`Toolkit`.
+
+A tool is a plain function, sync or async. Its signature becomes the JSON schema the model sees
+(through pydantic: defaults, ``Optional``, ``Literal``, enums, lists, nested pydantic models,
+``Annotated[..., Field(...)]`` constraints), its docstring the description, and the Google-style
+``Args:`` section the per-parameter descriptions. The model's arguments are validated by the same
+pydantic model before the call; a mistake becomes a :class:`ToolArgumentsError` whose text tells
+the model what to fix. A parameter annotated :class:`ToolContext` (any name) is left out of the
+schema and receives the call's context.
+
+Example:
+    >>> from graph_agent.tools import tool
+    >>> @tool
+    ... def get_weather(city: str, unit: str = "celsius") -> dict:
+    ...     '''Current weather for a city.
+    ...
+    ...     Args:
+    ...         city: The city name, e.g. "Hangzhou".
+    ...         unit: "celsius" or "fahrenheit".
+    ...     '''
+    ...     return {"city": city, "sky": "sunny", "unit": unit}
+    >>> get_weather.parameters["properties"]["city"]
+    {'description': 'The city name, e.g. "Hangzhou".', 'type': 'string'}
+    >>> get_weather.invoke({"city": "Hangzhou"})
+    '{"city":"Hangzhou","sky":"sunny","unit":"celsius"}'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+import inspect
+import json
+import re
+import threading
+import types
+import typing
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, overload
+
+import pydantic_core
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.json_schema import GenerateJsonSchema
+
+from graph_agent.graph.errors import GraphAgentError, GraphSetupError
+
+__all__ = [
+    "Tool",
+    "ToolArgumentsError",
+    "ToolContext",
+    "ToolTimeoutError",
+    "Toolkit",
+    "result_to_text",
+    "tool",
+]
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolContext:
+    """What a tool learns about the call it serves, injected into a parameter of this type.
+
+    The parameter is matched by its annotation (``ctx: ToolContext``, ``ToolContext | None``),
+    never by its name, and it is left out of the schema the model sees.
+
+    Attributes:
+        call_id: The id of the model's tool call.
+        idempotency_key: Stable across re-runs of the same call (thread id + assistant message id
+            + call id): pass it to external systems so a retried call is not applied twice.
+        state: The agent's state (a read-only mapping) when the call was made.
+        config: The run's ``RunnableConfig``; ``config.context`` holds per-run values.
+
+    Example:
+        >>> @tool
+        ... def whoami(ctx: ToolContext) -> str:
+        ...     '''Tell the model which call this is.'''
+        ...     return ctx.call_id
+        >>> whoami.invoke({}, ToolContext(call_id="c7"))
+        'c7'
+    """
+
+    call_id: str = ""
+    idempotency_key: str = ""
+    state: Mapping[str, Any] | None = None
+    config: Any = None
+
+
+class ToolArgumentsError(GraphAgentError, ValueError):
+    """The model's arguments do not fit the tool; the message is written for the model to act on."""
+
+    def __init__(self, message: str, *, tool_name: str) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
+
+
+class ToolTimeoutError(GraphAgentError, TimeoutError):
+    """A tool call took longer than its timeout (a sync tool keeps running on its thread)."""
+
+    def __init__(self, message: str, *, tool_name: str, timeout: float) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
+        self.timeout = timeout
+
+
+def result_to_text(value: Any) -> str:
+    """Turn a tool's return value into the text the model reads.
+
+    A ``str`` is kept as is; anything else (pydantic models, dataclasses, dicts, lists, numbers,
+    ``None``) becomes compact JSON; what JSON cannot express falls back to ``str(value)``.
+
+    Example:
+        >>> result_to_text({"temp": 21}), result_to_text("ok"), result_to_text(None)
+        ('{"temp":21}', 'ok', 'null')
+    """
+    if isinstance(value, str):
+        return value
+    return pydantic_core.to_json(value, fallback=str).decode()
+
+
+_SECTION_HEADER = re.compile(
+    r"^(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Other Parameters|"
+    r"Returns|Return|Yields|Yield|Raises|Examples|Example|Notes|Note|Warnings|Warning|"
+    r"See Also|Todo|Attributes|References)\s*:\s*$"
+)
+_ARGUMENT_SECTIONS = frozenset(
+    {"Args", "Arguments", "Parameters", "Params", "Keyword Args", "Keyword Arguments"}
+)
+_ARGUMENT_ENTRY = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into its description and ``Args:`` entries."""
+    if not doc:
+        return "", {}
+    description: list[str] = []
+    arguments: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    entry_indent: int | None = None
+    for line in inspect.cleandoc(doc).splitlines():
+        stripped = line.strip()
+        header = None if line[:1].isspace() else _SECTION_HEADER.match(stripped)
+        if header:
+            section, current, entry_indent = header.group(1), None, None
+            continue
+        if section is None:
+            description.append(line)
+            continue
+        if section not in _ARGUMENT_SECTIONS or not stripped:
+            continue
+        indent = len(line) - len(line.lstrip())
+        entry = _ARGUMENT_ENTRY.match(stripped)
+        if entry and (entry_indent is None or indent <= entry_indent):
+            entry_indent, current = indent, entry.group(1)
+            arguments[current] = entry.group(2).strip()
+        elif current is not None:
+            arguments[current] = f"{arguments[current]} {stripped}".strip()
+    return "\n".join(description).strip(), arguments
+
+
+class _ToolSchemaGenerator(GenerateJsonSchema):
+    """Pydantic's JSON schema without the per-field titles (noise in every model prompt)."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+
+class _RecursiveSchema(Exception):
+    pass
+
+
+def _inline_definitions(schema: dict[str, Any]) -> dict[str, Any]:
+    """Replace ``$ref``s by their definitions: small local models and some servers ignore refs.
+
+    A recursive model cannot be inlined; its schema keeps ``$defs``.
+    """
+    definitions = schema.get("$defs")
+    if not definitions:
+        return schema
+
+    def resolve(node: Any, seen: frozenset[str]) -> Any:
+        if isinstance(node, list):
+            return [resolve(item, seen) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref.removeprefix("#/$defs/")
+            if name in seen:
+                raise _RecursiveSchema
+            target = resolve(definitions[name], seen | {name})
+            siblings = {key: resolve(value, seen) for key, value in node.items() if key != "$ref"}
+            return {**target, **siblings}
+        return {key: resolve(value, seen) for key, value in node.items() if key != "$defs"}
+
+    try:
+        inlined: dict[str, Any] = resolve(schema, frozenset())
+    except _RecursiveSchema:
+        return schema
+    return inlined
+
+
+@dataclass(frozen=True, slots=True)
+class _Parameter:
+    name: str
+    field: str
+    positional_only: bool
+    is_context: bool
+
+
+def _is_tool_context(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    if isinstance(annotation, type):
+        return issubclass(annotation, ToolContext)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return len(members) == 1 and _is_tool_context(members[0])
+    return False
+
+
+def _has_description(annotation: Any) -> bool:
+    """Whether ``Annotated[..., Field(description=...)]`` already describes the parameter."""
+    if typing.get_origin(annotation) is not typing.Annotated:
+        return False
+    return any(getattr(meta, "description", None) for meta in annotation.__metadata__)
+
+
+def _signature_model(
+    fn: Callable[..., Any], tool_name: str, descriptions: Mapping[str, str]
+) -> tuple[type[BaseModel], tuple[_Parameter, ...]]:
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:
+        raise TypeError(
+            f"cannot resolve the type hints of tool {tool_name!r}: {exc}; define the types it "
+            "uses before the function, at module level"
+        ) from exc
+    fields: dict[str, Any] = {}
+    parameters: list[_Parameter] = []
+    for index, parameter in enumerate(inspect.signature(fn).parameters.values()):
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise TypeError(
+                f"tool {tool_name!r} has *{parameter.name} or **{parameter.name}: a tool's "
+                "parameters must be named, so the model can be told about each one"
+            )
+        annotation = hints.get(parameter.name, Any)
+        positional_only = parameter.kind is parameter.POSITIONAL_ONLY
+        if _is_tool_context(annotation):
+            parameters.append(_Parameter(parameter.name, "", positional_only, is_context=True))
+            continue
+        field_name = f"p{index}"  # aliases keep names like `json` or `schema` off BaseModel's
+        default = ... if parameter.default is parameter.empty else parameter.default
+        extra: dict[str, Any] = {}
+        if parameter.name in descriptions and not _has_description(annotation):
+            extra["description"] = descriptions[parameter.name]
+        fields[field_name] = (annotation, Field(default, alias=parameter.name, **extra))
+        parameters.append(_Parameter(parameter.name, field_name, positional_only, False))
+    try:
+        model: type[BaseModel] = create_model(
+            f"{tool_name}_arguments",
+            __config__=ConfigDict(extra="forbid", populate_by_name=False),
+            **fields,
+        )
+    except Exception as exc:
+        raise TypeError(
+            f"tool {tool_name!r} has a parameter pydantic cannot validate: {exc}"
+        ) from exc
+    return model, tuple(parameters)
+
+
+def _json_schema(model: type[BaseModel], tool_name: str) -> dict[str, Any]:
+    try:
+        schema = model.model_json_schema(schema_generator=_ToolSchemaGenerator)
+    except Exception as exc:
+        raise TypeError(
+            f"tool {tool_name!r} has a parameter type with no JSON schema ({exc}); use str, "
+            "numbers, bool, Literal, enums, lists, dicts, dataclasses or pydantic models"
+        ) from exc
+    schema.pop("title", None)
+    schema.setdefault("properties", {})
+    return _inline_definitions(schema)
+
+
+def _describe_validation_error(
+    tool_name: str, error: ValidationError, parameters: Iterable[str]
+) -> str:
+    lines = [f"Invalid arguments for tool '{tool_name}':"]
+    for item in error.errors(include_url=False):
+        where = ".".join(str(part) for part in item["loc"]) or "arguments"
+        if item["type"] == "missing":
+            what = "argument" if len(item["loc"]) == 1 else "field"
+            lines.append(f"- {where}: required {what} is missing")
+        elif item["type"] == "extra_forbidden":
+            known = ", ".join(parameters) or "no arguments"
+            lines.append(f"- {where}: unknown argument (this tool takes: {known})")
+        else:
+            shown = repr(item.get("input"))
+            shown = shown if len(shown) <= 100 else shown[:97] + "..."
+            lines.append(f"- {where}: {item['msg']} (got {shown})")
+    lines.append("Call the tool again with corrected arguments.")
+    return "\n".join(lines)
+
+
+async def _run_on_daemon_thread(fn: Callable[[], Any], thread_name: str) -> Any:
+    """Run ``fn`` on a new daemon thread and await it; cancelling abandons the thread."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():  # cancelled: the caller gave up on this call
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def run() -> None:
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = context.run(fn)
+        except BaseException as exc:
+            error = exc
+        # The loop may have closed while an abandoned tool was still running.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name=thread_name, daemon=True).start()
+    return await future
+
+
+def _run_blocking_with_timeout(fn: Callable[[], Any], timeout: float, thread_name: str) -> Any:
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            future.set_result(context.run(fn))
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=thread_name, daemon=True).start()
+    return future.result(timeout)
+
+
+def _run_coroutine(make_coroutine: Callable[[], Awaitable[Any]]) -> Any:
+    """Run a coroutine to completion from sync code, also when this thread runs a loop."""
+
+    async def main() -> Any:
+        return await make_coroutine()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as executor:
+        return executor.submit(asyncio.run, main()).result()
+
+
+class Tool:
+    """A function the model can call, with its name, description and JSON schema.
+
+    Build one with :func:`tool` or :meth:`from_function`. Calling the tool object calls the
+    function unchanged; :meth:`invoke` / :meth:`ainvoke` take the model's arguments, validate
+    them and return the result as text.
+
+    Attributes:
+        name: The name the model calls it by (``[A-Za-z0-9_-]{1,64}``).
+        description: What it does, for the model.
+        parameters: The JSON schema of its arguments (an object schema).
+        timeout: Seconds a call may take, or ``None``. The caller (the agent's tool node)
+            enforces it, by passing it to :meth:`ainvoke`.
+        function: The wrapped function.
+        is_async: Whether the function is a coroutine function.
+        arguments_model: The pydantic model that validates arguments.
+
+    Example:
+        >>> def add(a: int, b: int = 1) -> int:
+        ...     '''Add two numbers.'''
+        ...     return a + b
+        >>> adder = Tool.from_function(add, name="plus")
+        >>> adder.name, adder.description, adder.invoke({"a": 2, "b": "3"})
+        ('plus', 'Add two numbers.', '5')
+    """
+
+    __slots__ = (
+        "_parameters",
+        "arguments_model",
+        "description",
+        "function",
+        "is_async",
+        "name",
+        "parameters",
+        "timeout",
+    )
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        tool_name = name if name is not None else getattr(function, "__name__", "")
+        if not _TOOL_NAME.match(tool_name):
+            raise ValueError(
+                f"tool name {tool_name!r} is not allowed: use 1-64 letters, digits, '_' or '-' "
+                "(pass name= to choose one)"
+            )
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"tool {tool_name!r}: timeout must be positive, got {timeout}")
+        doc_description, argument_docs = _parse_docstring(inspect.getdoc(function))
+        self.function = function
+        self.name = tool_name
+        self.description = doc_description if description is None else description
+        self.timeout = timeout
+        self.is_async = inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+            getattr(function, "__call__", None)  # noqa: B004 - async callable objects
+        )
+        self.arguments_model, self._parameters = _signature_model(
+            function, tool_name, argument_docs
+        )
+        self.parameters: dict[str, Any] = _json_schema(self.arguments_model, tool_name)
+
+    @classmethod
+    def from_function(
+        cls,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout: float | None = None,
+    ) -> Tool:
+        """Make a tool of ``function``; ``name``/``description`` default to its name and doc."""
+        return cls(function, name=name, description=description, timeout=timeout)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        names = [p.name for p in self._parameters if not p.is_context]
+        return f"Tool(name={self.name!r}, parameters={names}, timeout={self.timeout})"
+
+    @property
+    def wants_context(self) -> bool:
+        """Whether the function declares a :class:`ToolContext` parameter."""
+        return any(p.is_context for p in self._parameters)
+
+    def validate(self, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
+        """Check the model's arguments and return them converted (``"3"`` → ``3`` for an int).
+
+        Args:
+            arguments: A mapping, or the model's raw JSON text (``None`` or ``""`` mean ``{}``).
+
+        Raises:
+            ToolArgumentsError: With a message that tells the model what to fix.
+        """
+        data: Any = arguments if arguments is not None else {}
+        if isinstance(data, str):
+            try:
+                data = json.loads(data) if data.strip() else {}
+            except json.JSONDecodeError as exc:
+                shown = data if len(data) <= 200 else data[:197] + "..."
+                raise ToolArgumentsError(
+                    f"The arguments for tool '{self.name}' are not valid JSON ({exc.msg} at "
+                    f"position {exc.pos}): {shown!r}. Send the arguments as one JSON object.",
+                    tool_name=self.name,
+                ) from exc
+        if not isinstance(data, Mapping):
+            raise ToolArgumentsError(
+                f"The arguments for tool '{self.name}' must be a JSON object, got "
+                f"{type(data).__name__}: {data!r:.100}.",
+                tool_name=self.name,
+            )
+        try:
+            validated = self.arguments_model.model_validate(dict(data))
+        except ValidationError as exc:
+            names = [p.name for p in self._parameters if not p.is_context]
+            raise ToolArgumentsError(
+                _describe_validation_error(self.name, exc, names), tool_name=self.name
+            ) from exc
+        return {p.name: getattr(validated, p.field) for p in self._parameters if not p.is_context}
+
+    def _bind(
+        self, arguments: Mapping[str, Any] | str | None, context: ToolContext | None
+    ) -> Callable[[], Any]:
+        values = self.validate(arguments)
+        positional: list[Any] = []
+        keywords: dict[str, Any] = {}
+        for parameter in self._parameters:
+            if parameter.is_context:
+                value: Any = context if context is not None else ToolContext()
+            else:
+                value = values[parameter.name]
+            if parameter.positional_only:
+                positional.append(value)
+            else:
+                keywords[parameter.name] = value
+        return lambda: self.function(*positional, **keywords)
+
+    def invoke(
+        self,
+        arguments: Mapping[str, Any] | str | None = None,
+        context: ToolContext | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> str:
+        """Validate ``arguments``, call the function (awaiting it if async), return text.
+
+        Args:
+            arguments: The model's arguments, as a mapping or as raw JSON text.
+            context: Handed to a :class:`ToolContext` parameter (an empty one when omitted).
+            timeout: Seconds to wait; ``None`` waits as long as it takes. A sync function that
+                times out keeps running on a daemon thread.
+
+        Raises:
+            ToolArgumentsError: The arguments do not fit; the text is meant for the model.
+            ToolTimeoutError: The call took longer than ``timeout``.
+            Exception: Whatever the function raised, unchanged.
+        """
+        call = self._bind(arguments, context)
+        if self.is_async:
+            result = _run_coroutine(lambda: self._await_within(call, timeout))
+        elif timeout is None:
+            result = call()
+        else:
+            try:
+                result = _run_blocking_with_timeout(call, timeout, f"tool:{self.name}")
+            except concurrent.futures.TimeoutError:
+                raise self._timeout_error(timeout) from None
+        if inspect.isawaitable(result):
+            result = _run_coroutine(lambda: result)
+        return result_to_text(result)
+
+    async def ainvoke(
+        self,
+        arguments: Mapping[str, Any] | str | None = None,
+        context: ToolContext | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> str:
+        """Async :meth:`invoke`: sync functions run on a daemon thread, so a timeout can abandon
+        them without blocking the event loop.
+
+        Example:
+            >>> import asyncio
+            >>> @tool
+            ... async def echo(text: str) -> str:
+            ...     '''Repeat the text.'''
+            ...     return text
+            >>> asyncio.run(echo.ainvoke({"text": "hi"}, timeout=5))
+            'hi'
+        """
+        call = self._bind(arguments, context)
+        return result_to_text(await self._await_within(call, timeout))
+
+    async def _await_within(self, call: Callable[[], Any], timeout: float | None) -> Any:
+        async def run() -> Any:
+            if self.is_async:
+                result = call()
+            else:
+                result = await _run_on_daemon_thread(call, f"tool:{self.name}")
+            return await result if inspect.isawaitable(result) else result
+
+        if timeout is None:
+            return await run()
+        try:
+            return await asyncio.wait_for(run(), timeout)
+        except TimeoutError:
+            raise self._timeout_error(timeout) from None
+
+    def _timeout_error(self, timeout: float) -> ToolTimeoutError:
+        return ToolTimeoutError(
+            f"Tool '{self.name}' did not finish within {timeout:g} s and was abandoned.",
+            tool_name=self.name,
+            timeout=timeout,
+        )
+
+
+@overload
+def tool(function: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    name: str | None = None,
+    /,
+    *,
+    description: str | None = None,
+    timeout: float | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, timeout: float | None = None
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    function_or_name: Callable[..., Any] | str | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a function into a :class:`Tool`: ``@tool``, ``@tool("name")`` or ``@tool(name=...)``.
+
+    Args:
+        function_or_name: The function (bare ``@tool``) or the tool's name.
+        name: The tool's name; defaults to the function's name.
+        description: What the tool does; defaults to the docstring's description.
+        timeout: Seconds one call may take; ``None`` for no limit.
+
+    Example:
+        >>> @tool(name="lookup", timeout=5)
+        ... async def find(query: str, limit: int = 3) -> list[str]:
+        ...     '''Search the notes.'''
+        ...     return [query] * limit
+        >>> find.name, find.timeout, find.parameters["required"]
+        ('lookup', 5, ['query'])
+    """
+    if callable(function_or_name):
+        return Tool(function_or_name, name=name, description=description, timeout=timeout)
+    if function_or_name is not None:
+        if name is not None:
+            raise TypeError("tool() got the name twice: positionally and as name=")
+        name = function_or_name
+
+    def decorate(function: Callable[..., Any]) -> Tool:
+        return Tool(function, name=name, description=description, timeout=timeout)
+
+    return decorate
+
+
+class Toolkit:
+    """Tools by name, in the order they were added. Each agent works on its own :meth:`copy`.
+
+    Example:
+        >>> @tool
+        ... def ping() -> str:
+        ...     '''Answer pong.'''
+        ...     return "pong"
+        >>> kit = Toolkit([ping])
+        >>> kit["ping"].invoke({}), "ping" in kit, kit.names
+        ('pong', True, ('ping',))
+    """
+
+    __slots__ = ("_tools",)
+
+    def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for item in tools:
+            self.add(item)
+
+    def add(self, item: Tool | Callable[..., Any]) -> Tool:
+        """Add a tool (a plain function is wrapped with :meth:`Tool.from_function`).
+
+        Raises:
+            GraphSetupError: A tool with the same name is already here.
+        """
+        new = item if isinstance(item, Tool) else Tool.from_function(item)
+        existing = self._tools.get(new.name)
+        if existing is not None:
+            raise GraphSetupError(
+                f"two tools are named {new.name!r} ({_origin(existing)} and {_origin(new)}): "
+                "give one a distinct name, e.g. @tool(name=...)"
+            )
+        self._tools[new.name] = new
+        return new
+
+    def remove(self, name: str) -> Tool:
+        """Remove and return the tool called ``name``."""
+        return self._tools.pop(self[name].name)
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, or ``None``."""
+        return self._tools.get(name)
+
+    def __getitem__(self, name: str) -> Tool:
+        try:
+            return self._tools[name]
+        except KeyError:
+            known = ", ".join(self._tools) or "none"
+            raise KeyError(f"no tool named {name!r}; known tools: {known}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __repr__(self) -> str:
+        return f"Toolkit({list(self._tools)})"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The tool names, in the order they were added."""
+        return tuple(self._tools)
+
+    def copy(self) -> Toolkit:
+        """A new toolkit with the same tools; adding to or removing from it leaves this one be."""
+        duplicate = Toolkit()
+        duplicate._tools = dict(self._tools)
+        return duplicate
+
+
+def _origin(item: Tool) -> str:
+    function = item.function
+    module = getattr(function, "__module__", None) or "?"
+    qualname = getattr(function, "__qualname__", None) or type(function).__name__
+    return f"{module}.{qualname}"

@@ -1,0 +1,45 @@
+"""The public API: what `import graph_agent` offers, kept sorted and importable."""
+
+from __future__ import annotations
+
+import graph_agent
+
+EXPECTED = {
+    "END", "START", "AppendStrategy", "Command", "CompileConfig", "CompiledGraph",
+    "GraphAgentError", "GraphInterrupted", "GraphRecursionError", "GraphRuntimeError",
+    "GraphSetupError", "Interrupt", "InvalidResumeError", "InvalidUpdateError", "KeyStrategy",
+    "MemorySaver", "MergeStrategy", "ModelError", "NodeError", "NodeOutput", "OverAllState",
+    "RemoveMessage", "ReplaceAll", "ReplaceStrategy", "RunnableConfig", "SerializationError",
+    "SqliteSaver", "StateGraph", "StateSnapshot", "StreamingOutput", "TaskContext",
+    "ThreadBusyError", "emit_chunk", "interrupt", "AssistantMessage", "AssistantMessageChunk",
+    "SystemMessage", "ToolCall", "ToolResponseMessage", "Usage", "UserMessage", "Tool",
+    "ToolContext", "Toolkit", "tool",
+}
+
+
+def test_all_is_sorted_like_isort_constants_classes_functions():
+    names = graph_agent.__all__
+    constants = [n for n in names if n.isupper()]
+    classes = [n for n in names if n[0].isupper() and not n.isupper()]
+    functions = [n for n in names if n[0].islower()]
+    assert names == sorted(constants) + sorted(classes) + sorted(functions)
+
+
+def test_all_lists_the_public_api_and_every_name_exists():
+    assert set(graph_agent.__all__) >= EXPECTED
+    for name in graph_agent.__all__:
+        assert hasattr(graph_agent, name), name
+
+
+def test_the_error_tree_has_one_root_and_builtin_bases():
+    assert issubclass(graph_agent.GraphSetupError, graph_agent.GraphAgentError)
+    assert issubclass(graph_agent.GraphSetupError, ValueError)
+    for error in (graph_agent.GraphRecursionError, graph_agent.NodeError,
+                  graph_agent.InvalidUpdateError, graph_agent.ThreadBusyError):
+        assert issubclass(error, graph_agent.GraphRuntimeError)
+        assert issubclass(error, RuntimeError)
+    assert issubclass(graph_agent.InvalidResumeError, ValueError)
+    assert issubclass(graph_agent.SerializationError, ValueError)
+    assert issubclass(graph_agent.ModelError, RuntimeError)
+    assert not issubclass(graph_agent.GraphInterrupted, graph_agent.GraphAgentError)
+    assert not issubclass(graph_agent.GraphInterrupted, Exception)

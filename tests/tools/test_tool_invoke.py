@@ -1,0 +1,315 @@
+"""Calling tools: validation with model-readable errors, sync/async, context, timeouts, text."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel
+
+from graph_agent.graph.errors import GraphAgentError
+from graph_agent.tools import (
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    ToolTimeoutError,
+    result_to_text,
+    tool,
+)
+
+
+class Forecast(BaseModel):
+    city: str
+    days: list[int]
+
+
+@tool
+def add(a: int, b: int = 1) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@tool
+async def forecast(city: str, days: int = 2) -> Forecast:
+    """Forecast for a city."""
+    await asyncio.sleep(0)
+    return Forecast(city=city, days=list(range(days)))
+
+
+@tool
+def convert(value: float, unit: Literal["c", "f"]) -> str:
+    """Convert a temperature."""
+    return f"{value}{unit}"
+
+
+def test_invoke_validates_calls_and_returns_text() -> None:
+    assert add.invoke({"a": 2, "b": 3}) == "5"
+
+
+def test_arguments_are_coerced_the_way_pydantic_does() -> None:
+    assert add.invoke({"a": "2"}) == "3"
+
+
+def test_raw_json_arguments_are_accepted() -> None:
+    assert add.invoke('{"a": 4}') == "5"
+
+
+def test_the_decorated_function_can_still_be_called_directly() -> None:
+    assert add(1, 2) == 3
+
+
+def test_a_missing_argument_is_an_error_the_model_can_act_on() -> None:
+    with pytest.raises(ToolArgumentsError) as caught:
+        add.invoke({"b": 1})
+    assert str(caught.value) == (
+        "Invalid arguments for tool 'add':\n"
+        "- a: required argument is missing\n"
+        "Call the tool again with corrected arguments."
+    )
+    assert caught.value.tool_name == "add"
+
+
+def test_a_wrong_type_names_the_argument_and_what_was_sent() -> None:
+    with pytest.raises(ToolArgumentsError, match=r"- a: .*valid integer.* \(got 'many'\)"):
+        add.invoke({"a": "many"})
+
+
+def test_an_unknown_argument_lists_the_ones_the_tool_takes() -> None:
+    with pytest.raises(
+        ToolArgumentsError, match=r"- c: unknown argument \(this tool takes: a, b\)"
+    ):
+        add.invoke({"a": 1, "c": 2})
+
+
+def test_a_literal_outside_its_choices_says_which_are_allowed() -> None:
+    with pytest.raises(ToolArgumentsError, match="'c' or 'f'"):
+        convert.invoke({"value": 1, "unit": "k"})
+
+
+def test_malformed_json_arguments_are_an_arguments_error() -> None:
+    with pytest.raises(ToolArgumentsError, match="not valid JSON"):
+        add.invoke('{"a": ')
+
+
+def test_arguments_that_are_not_an_object_are_an_arguments_error() -> None:
+    with pytest.raises(ToolArgumentsError, match="must be a JSON object"):
+        add.invoke("[1, 2]")
+
+
+def test_argument_errors_are_graph_agent_value_errors() -> None:
+    assert issubclass(ToolArgumentsError, GraphAgentError)
+    assert issubclass(ToolArgumentsError, ValueError)
+
+
+def test_validate_returns_the_converted_arguments() -> None:
+    assert add.validate({"a": "7"}) == {"a": 7, "b": 1}
+
+
+def test_nested_models_arrive_as_model_instances() -> None:
+    seen: list[object] = []
+
+    def keep(report: Forecast) -> str:
+        seen.append(report)
+        return "kept"
+
+    Tool.from_function(keep).invoke({"report": {"city": "Rome", "days": [1]}})
+    assert seen == [Forecast(city="Rome", days=[1])]
+
+
+def test_an_async_tool_is_awaited_by_ainvoke() -> None:
+    text = asyncio.run(forecast.ainvoke({"city": "Rome"}))
+    assert text == '{"city":"Rome","days":[0,1]}'
+
+
+def test_an_async_tool_runs_from_sync_invoke() -> None:
+    assert forecast.invoke({"city": "Oslo", "days": 1}) == '{"city":"Oslo","days":[0]}'
+
+
+async def test_an_async_tool_runs_from_sync_invoke_inside_a_running_loop() -> None:
+    assert forecast.invoke({"city": "Oslo", "days": 1}) == '{"city":"Oslo","days":[0]}'
+    assert forecast.is_async and not add.is_async
+
+
+async def test_ainvoke_runs_a_sync_tool_off_the_event_loop() -> None:
+    loop_thread = threading.get_ident()
+    threads: list[int] = []
+
+    @tool
+    def where() -> str:
+        """Report the thread."""
+        threads.append(threading.get_ident())
+        return "here"
+
+    assert await where.ainvoke({}) == "here"
+    assert threads and threads[0] != loop_thread
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_the_tool_context_is_injected_into_a_parameter_of_that_type(is_async: bool) -> None:
+    received: list[ToolContext] = []
+
+    def sync_tool(city: str, runtime_info: ToolContext) -> str:
+        received.append(runtime_info)
+        return city
+
+    async def async_tool(city: str, runtime_info: ToolContext) -> str:
+        received.append(runtime_info)
+        return city
+
+    made = Tool.from_function(async_tool if is_async else sync_tool, name="t")
+    context = ToolContext(call_id="c1", idempotency_key="k", state={"x": 1}, config=None)
+    assert made.invoke({"city": "Rome"}, context) == "Rome"
+    assert received == [context]
+    assert made.wants_context
+
+
+def test_a_context_parameter_without_a_context_gets_an_empty_one() -> None:
+    @tool
+    def whoami(ctx: ToolContext) -> str:
+        """Report the call id."""
+        return f"[{ctx.call_id}]"
+
+    assert whoami.invoke({}) == "[]"
+
+
+def test_the_model_cannot_set_the_context_parameter() -> None:
+    @tool
+    def whoami(ctx: ToolContext) -> str:
+        """Report the call id."""
+        return ctx.call_id
+
+    with pytest.raises(ToolArgumentsError, match="unknown argument"):
+        whoami.invoke({"ctx": {"call_id": "forged"}})
+
+
+def test_positional_only_parameters_are_passed_by_position() -> None:
+    def power(base: int, exponent: int = 2, /) -> int:
+        return int(base**exponent)
+
+    assert Tool.from_function(power).invoke({"base": 3}) == "9"
+
+
+def test_exceptions_raised_by_the_tool_propagate_unchanged() -> None:
+    @tool
+    def fail() -> str:
+        """Always fails."""
+        raise LookupError("no such city")
+
+    with pytest.raises(LookupError, match="no such city"):
+        fail.invoke({})
+    with pytest.raises(LookupError, match="no such city"):
+        asyncio.run(fail.ainvoke({}))
+
+
+def test_a_sync_tool_over_its_timeout_is_abandoned_with_a_timeout_error() -> None:
+    release = threading.Event()
+
+    @tool(timeout=0.05)
+    def slow() -> str:
+        """Takes its time."""
+        release.wait(5)
+        return "late"
+
+    started = time.monotonic()
+    with pytest.raises(ToolTimeoutError, match=r"'slow' did not finish within 0\.05 s"):
+        asyncio.run(slow.ainvoke({}, timeout=slow.timeout))
+    with pytest.raises(ToolTimeoutError):
+        slow.invoke({}, timeout=slow.timeout)
+    release.set()
+    assert time.monotonic() - started < 2
+
+
+def test_an_async_tool_over_its_timeout_is_cancelled() -> None:
+    cancelled = threading.Event()
+
+    @tool
+    async def sleepy() -> str:
+        """Sleeps."""
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "late"
+
+    with pytest.raises(ToolTimeoutError) as caught:
+        asyncio.run(sleepy.ainvoke({}, timeout=0.05))
+    assert cancelled.is_set()
+    assert isinstance(caught.value, TimeoutError)
+    assert caught.value.timeout == 0.05
+
+
+def test_a_tool_within_its_timeout_returns_normally() -> None:
+    assert add.invoke({"a": 1}, timeout=5) == "2"
+    assert asyncio.run(forecast.ainvoke({"city": "Rome", "days": 0}, timeout=5)) == (
+        '{"city":"Rome","days":[]}'
+    )
+
+
+@dataclass
+class Reading:
+    sensor: str
+    value: float
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ("plain text", "plain text"),
+        ({"a": 1, "b": [1, 2]}, '{"a":1,"b":[1,2]}'),
+        ([1, "two"], '[1,"two"]'),
+        (Forecast(city="Rome", days=[1]), '{"city":"Rome","days":[1]}'),
+        (Reading("t1", 21.5), '{"sensor":"t1","value":21.5}'),
+        (None, "null"),
+        (42, "42"),
+        (True, "true"),
+        ("ünïcode", "ünïcode"),
+        ({"city": "Zürich"}, '{"city":"Zürich"}'),
+    ],
+)
+def test_results_become_text_for_the_model(value: object, text: str) -> None:
+    assert result_to_text(value) == text
+
+
+def test_a_result_json_cannot_express_falls_back_to_str() -> None:
+    class Odd:
+        def __str__(self) -> str:
+            return "odd thing"
+
+    assert result_to_text({"x": Odd()}) == '{"x":"odd thing"}'
+
+
+@pytest.mark.parametrize("bad_name", ["", "has space", "a" * 65, "émoji"])
+def test_a_tool_name_the_api_refuses_is_refused_at_definition(bad_name: str) -> None:
+    with pytest.raises(ValueError, match="is not allowed"):
+        Tool.from_function(add.function, name=bad_name)
+
+
+def test_a_lambda_needs_an_explicit_name() -> None:
+    with pytest.raises(ValueError, match="pass name="):
+        Tool.from_function(lambda x: x)
+    assert Tool.from_function(lambda x: x, name="identity").invoke({"x": 1}) == "1"
+
+
+def test_tool_decorator_forms_all_make_tools() -> None:
+    def f() -> str:
+        """F."""
+        return "f"
+
+    assert tool(f).name == "f"
+    assert tool("renamed")(f).name == "renamed"
+    assert tool(name="named", timeout=2)(f).timeout == 2
+    assert tool()(f).name == "f"
+
+
+def test_a_non_positive_timeout_is_refused() -> None:
+    with pytest.raises(ValueError, match="timeout must be positive"):
+        tool(timeout=0)(add.function)
+
+
+def test_the_repr_names_the_tool_and_its_parameters() -> None:
+    assert repr(add) == "Tool(name='add', parameters=['a', 'b'], timeout=None)"
