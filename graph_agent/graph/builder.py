@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from graph_agent.graph.engine import BarrierSpec, BranchSpec, GraphSpec, NodeSpec
@@ -44,6 +44,10 @@ class StateGraph:
         name: The graph's name (shown in diagrams and as ``NodeOutput.agent``).
         key_strategies: How each key merges writes: a :class:`KeyStrategy` or a
             ``callable(old, new) -> merged``. Keys not listed are replaced.
+        private_keys: Bookkeeping keys: stored and readable by name, but left out of
+            ``data()``, iteration and snapshot values.
+        ephemeral_keys: Keys that live for one superstep: the routers of the step that wrote
+            them read them, then they are dropped (never stored, returned or streamed).
 
     Example:
         >>> from graph_agent import StateGraph, START, END, AppendStrategy
@@ -59,6 +63,9 @@ class StateGraph:
         self,
         name: str,
         key_strategies: Mapping[str, KeyStrategy | Callable[[Any, Any], Any]] | None = None,
+        *,
+        private_keys: Iterable[str] = (),
+        ephemeral_keys: Iterable[str] = (),
     ) -> None:
         if not isinstance(name, str) or not name:
             raise GraphSetupError(f"StateGraph needs a non-empty name, got {name!r}")
@@ -72,6 +79,8 @@ class StateGraph:
                     f"key_strategies[{key!r}] is {strategy!r}: use ReplaceStrategy(), "
                     "AppendStrategy(), MergeStrategy() or a callable(old, new) -> merged"
                 ) from None
+        self.private_keys = frozenset(private_keys) | frozenset(ephemeral_keys)
+        self.ephemeral_keys = frozenset(ephemeral_keys)
         self._nodes: dict[str, _Node] = {}
         self._edges: list[tuple[str, str]] = []
         self._barriers: list[tuple[tuple[str, ...], str]] = []
@@ -224,6 +233,8 @@ class StateGraph:
             branches={k: tuple(v) for k, v in branches.items()},
             barriers=tuple(BarrierSpec(sources=frozenset(s), target=t) for s, t in self._barriers),
             strategies=dict(self.strategies),
+            hidden_keys=self.private_keys,
+            ephemeral_keys=self.ephemeral_keys,
         )
 
     def _declared_edges(self) -> list[tuple[str, str, str]]:

@@ -75,6 +75,7 @@ class GraphSpec:
     barriers: tuple[BarrierSpec, ...]
     strategies: Mapping[str, KeyStrategy]
     hidden_keys: frozenset[str] = frozenset()
+    ephemeral_keys: frozenset[str] = frozenset()
     barriers_from: Mapping[str, tuple[BarrierSpec, ...]] = field(init=False)
     barriers_into: Mapping[str, tuple[BarrierSpec, ...]] = field(init=False)
     append_keys: frozenset[str] = field(init=False)
@@ -324,6 +325,10 @@ class Loop:
                     triggered.add(barrier.target)
                     del self.barrier_seen[barrier.key]
         self.next = spec.order(triggered)
+        for key in spec.ephemeral_keys:
+            # read by this step's routers, then gone: never stored, returned or streamed
+            if self.values.pop(key, None) is not None:
+                self.dirty.discard(key)
 
     def route_from_start(self, config: RunnableConfig) -> None:
         self.barrier_seen = {}

@@ -434,6 +434,12 @@ class _Flow:
     ) -> Generator[Effect, Any, OverAllState | None]:
         """After the tasks ran: raise the first error, or pause on interrupts."""
         failures = [t for t in tasks if t.error is not None and not _interrupted(t)]
+        for task in failures:
+            task_id = task.context.id
+            if isinstance(task.error, InvalidResumeError) and self.pending.resume.get(task_id):
+                # the node refused the answer it was given: its interrupt is pending again
+                self.pending.resume[task_id] = {}
+                yield self._put_writes(task_id, [(RESUME, {})])
         if failures:
             raise _node_error(failures)
         interrupts: list[Interrupt] = []
@@ -472,7 +478,7 @@ class _Flow:
                         node=task.node.name,
                         agent=self.spec.name,
                         step=step,
-                        update=write.update,
+                        update=self._shown(write.update),
                         state=state,
                         checkpoint_id=self.checkpoint_id,
                         usage=task.context.usage,
@@ -575,6 +581,13 @@ class _Flow:
         )
 
     # outputs
+    def _shown(self, update: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A node's update as streamed: without ephemeral keys (``jump_to``)."""
+        ephemeral = self.spec.ephemeral_keys
+        if ephemeral and not ephemeral.isdisjoint(update):
+            return {k: v for k, v in update.items() if k not in ephemeral}
+        return update
+
     def _input_output(self, input: Any) -> NodeOutput:
         return NodeOutput(
             node=START,
@@ -609,7 +622,14 @@ def _node_error(failures: list[Task]) -> BaseException:
     first, others = failures[0], failures[1:]
     error = first.error
     assert error is not None
-    if isinstance(error, InvalidUpdateError | NodeError | SerializationError | ThreadBusyError):
+    passed_through = (
+        InvalidUpdateError,
+        NodeError,
+        SerializationError,
+        ThreadBusyError,
+        InvalidResumeError,
+    )
+    if isinstance(error, passed_through):
         wrapped: BaseException = error
     elif not isinstance(error, Exception):
         return error

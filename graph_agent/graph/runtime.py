@@ -87,6 +87,11 @@ class TaskContext:
             self._id = task_id_for(self.thread_id, self.checkpoint_id, self.node)
         return self._id
 
+    @property
+    def streaming(self) -> bool:
+        """True when the caller streams: chunks sent with ``emit_chunk`` reach it live."""
+        return self._emit is not None
+
     def record(self, key: str, value: Any) -> None:
         """Keep ``value`` under ``key`` for this task; committed at once when there is a saver."""
         self.records[key] = value

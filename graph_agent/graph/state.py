@@ -262,7 +262,9 @@ class OverAllState(Mapping[str, Any]):
 
     ``state["k"]`` raises ``KeyError`` for unset keys; ``state.value("k", default)`` does not.
     Lists come back as read-only sequences and dicts as read-only mappings. ``interrupts`` lists
-    the interrupts a paused run waits on (always empty on the state a node receives).
+    the interrupts a paused run waits on (always empty on the state a node receives). Private
+    keys (an agent's bookkeeping) can be read by name but are left out of iteration, ``data()``
+    and comparisons.
 
     Example:
         >>> state = OverAllState({"x": 1})
@@ -284,12 +286,10 @@ class OverAllState(Mapping[str, Any]):
         self.interrupts: tuple[Interrupt, ...] = tuple(interrupts)
 
     def __getitem__(self, key: str) -> Any:
-        if key in self._hidden:
-            raise KeyError(key)
         return read_only(self._values[key])
 
     def __contains__(self, key: object) -> bool:
-        return key in self._values and key not in self._hidden
+        return key in self._values
 
     def __iter__(self) -> Iterator[str]:
         hidden = self._hidden
@@ -300,7 +300,7 @@ class OverAllState(Mapping[str, Any]):
 
     def value(self, key: str, default: Any = None) -> Any:
         """The value of ``key``, or ``default`` when it is not set."""
-        if key in self._hidden or key not in self._values:
+        if key not in self._values:
             return default
         return read_only(self._values[key])
 
