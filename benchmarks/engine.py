@@ -6,7 +6,7 @@ items: with no per-step copy of the state, both cost the same per step.
 
 from __future__ import annotations
 
-import statistics
+import itertools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,7 +31,7 @@ def chain_graph(length: int) -> Any:
     for name in names:
         g.add_node(name, lambda s: {"x": s["x"] + 1})
     g.add_edge(START, names[0])
-    for first, second in zip(names, names[1:], strict=False):
+    for first, second in itertools.pairwise(names):
         g.add_edge(first, second)
     g.add_edge(names[-1], END)
     return g.compile()
@@ -73,8 +73,12 @@ def state_size(repeat: int, steps: int = 50) -> dict[str, list[float]]:
     results = {}
     for size in (10, 10_000):
         start = list(range(size))
-        short_runs = timed(lambda: short.invoke({"items": start, "n": 0}, config), repeat)
-        long_runs = timed(lambda: long.invoke({"items": start, "n": 0}, config), repeat)
+
+        def run(app: Any, start: list[int] = start) -> Any:
+            return app.invoke({"items": start, "n": 0}, config)
+
+        short_runs = timed(lambda: run(short), repeat)
+        long_runs = timed(lambda: run(long), repeat)
         results[f"append, list of {size:,}"] = [
             (b - a) / steps for a, b in zip(short_runs, long_runs, strict=True)
         ]
