@@ -107,6 +107,8 @@ class ToolCall(BaseModel):
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     raw_arguments: str | None = None
+    raw_id: str | None = None
+    """The id the model sent, when it was missing or a duplicate and the agent replaced it."""
 
     def __init__(
         self,

@@ -13,7 +13,11 @@ EXPECTED = {
     "SqliteSaver", "StateGraph", "StateSnapshot", "StreamingOutput", "TaskContext",
     "ThreadBusyError", "emit_chunk", "interrupt", "AssistantMessage", "AssistantMessageChunk",
     "SystemMessage", "ToolCall", "ToolResponseMessage", "Usage", "UserMessage", "Tool",
-    "ToolContext", "Toolkit", "tool",
+    "ToolContext", "Toolkit", "tool", "ReactAgent", "JumpTo", "AgentHook", "ModelHook",
+    "MessagesAgentHook", "MessagesModelHook", "AgentCommand", "HumanInTheLoopHook",
+    "ModelInterceptor", "ToolInterceptor", "ModelRetryInterceptor", "ModelFallbackInterceptor",
+    "ToolRetryInterceptor", "ToolEmulatorInterceptor", "ModelCallLimitHook", "ToolCallLimitHook",
+    "SummarizationHook", "ToolCallRequest",
 }
 
 

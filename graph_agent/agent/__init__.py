@@ -1,0 +1,55 @@
+"""ReactAgent: the ReAct loop on the graph runtime, with hooks, interceptors and HITL."""
+
+from graph_agent.agent.builtin_hooks import (
+    AgentLimitError,
+    HumanInTheLoopHook,
+    InstructionAgentHook,
+    ModelCallLimitHook,
+    SummarizationHook,
+    ToolCallLimitHook,
+)
+from graph_agent.agent.hooks import (
+    AgentCommand,
+    AgentHook,
+    Hook,
+    JumpTo,
+    MessagesAgentHook,
+    MessagesModelHook,
+    ModelHook,
+)
+from graph_agent.agent.interceptors import (
+    ModelFallbackInterceptor,
+    ModelInterceptor,
+    ModelRetryInterceptor,
+    ToolCallRequest,
+    ToolEmulatorInterceptor,
+    ToolInterceptor,
+    ToolRetryInterceptor,
+)
+from graph_agent.agent.nodes import StructuredOutputError
+from graph_agent.agent.react import ReactAgent
+
+__all__ = [
+    "AgentCommand",
+    "AgentHook",
+    "AgentLimitError",
+    "Hook",
+    "HumanInTheLoopHook",
+    "InstructionAgentHook",
+    "JumpTo",
+    "MessagesAgentHook",
+    "MessagesModelHook",
+    "ModelCallLimitHook",
+    "ModelFallbackInterceptor",
+    "ModelHook",
+    "ModelInterceptor",
+    "ModelRetryInterceptor",
+    "ReactAgent",
+    "StructuredOutputError",
+    "SummarizationHook",
+    "ToolCallLimitHook",
+    "ToolCallRequest",
+    "ToolEmulatorInterceptor",
+    "ToolInterceptor",
+    "ToolRetryInterceptor",
+]

@@ -138,7 +138,7 @@ class StateGraph:
         self,
         source: str,
         fn: Callable[..., Any],
-        path_map: Mapping[Hashable, str] | Sequence[str] | None = None,
+        path_map: Mapping[Any, str] | Sequence[str] | None = None,
     ) -> StateGraph:
         """Route after ``source`` with ``fn(state[, config])``.
 

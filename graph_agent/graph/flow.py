@@ -582,10 +582,10 @@ class _Flow:
 
     # outputs
     def _shown(self, update: Mapping[str, Any]) -> Mapping[str, Any]:
-        """A node's update as streamed: without ephemeral keys (``jump_to``)."""
-        ephemeral = self.spec.ephemeral_keys
-        if ephemeral and not ephemeral.isdisjoint(update):
-            return {k: v for k, v in update.items() if k not in ephemeral}
+        """A node's update as streamed: without private or ephemeral keys (``jump_to``)."""
+        private = self.spec.hidden_keys
+        if private and not private.isdisjoint(update):
+            return {k: v for k, v in update.items() if k not in private}
         return update
 
     def _input_output(self, input: Any) -> NodeOutput:
@@ -593,7 +593,7 @@ class _Flow:
             node=START,
             agent=self.spec.name,
             step=self.loop.step,
-            update=dict(input),
+            update=self._shown(dict(input)),
             state=self.loop.state(),
             checkpoint_id=self.checkpoint_id,
         )

@@ -1,0 +1,312 @@
+"""The hooks that come with graph_agent: instruction, human approval, limits, summarising."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+from graph_agent.agent.hooks import AgentHook, JumpTo, ModelHook
+from graph_agent.agent.nodes import (
+    RUN_KEY,
+    THREAD_KEY,
+    counters,
+    error_response,
+    last_assistant,
+    pending_tool_calls,
+)
+from graph_agent.graph.errors import GraphRuntimeError, InvalidResumeError
+from graph_agent.graph.runtime import interrupt
+from graph_agent.graph.state import OverAllState, ReplaceAll
+from graph_agent.graph.types import RunnableConfig
+from graph_agent.messages import (
+    AssistantMessage,
+    BaseMessage,
+    SystemMessage,
+    ToolResponseMessage,
+    UserMessage,
+)
+from graph_agent.models.base import ChatModel
+
+INSTRUCTION_ID = "instruction"
+
+
+class AgentLimitError(GraphRuntimeError):
+    """A call limit was reached and the hook was set to ``exit_behavior="error"``."""
+
+
+class InstructionAgentHook(AgentHook):
+    """Puts the agent's instruction first in the conversation, once per thread.
+
+    Inserts ``SystemMessage(instruction, id="instruction")`` at the front when no message has
+    that id, and replaces it in place when the instruction changed; otherwise does nothing.
+    """
+
+    name = "instruction"
+
+    def __init__(self, instruction: str) -> None:
+        self.instruction = instruction
+
+    def before_agent(self, state: OverAllState, config: RunnableConfig) -> Any:
+        messages = list(state.value("messages", ()))
+        current = next((m for m in messages if m.id == INSTRUCTION_ID), None)
+        if current is not None:
+            if current.text == self.instruction:
+                return None
+            return {"messages": SystemMessage(self.instruction, id=INSTRUCTION_ID)}
+        first = SystemMessage(self.instruction, id=INSTRUCTION_ID)
+        return {"messages": ReplaceAll([first, *messages])}
+
+
+class HumanInTheLoopHook(ModelHook):
+    """Asks a human before listed tools run: one interrupt per model answer that calls them.
+
+    The interrupt's value is ``{"tool_calls": [{"id", "name", "arguments", "description"}]}``.
+    Resume with ``Command(resume={call_id: decision})`` where a decision is
+    ``{"decision": "approve"}``, ``{"decision": "edit", "arguments": {...}}`` or
+    ``{"decision": "reject", "reason": "..."}`` (the reason becomes the tool's result). Calls of
+    other tools in the same answer run normally; a rejected call never runs.
+
+    Example:
+        >>> hook = HumanInTheLoopHook(approve={"send_email": "sends mail on your behalf"})
+    """
+
+    name = "human_in_the_loop"
+
+    def __init__(self, approve: Mapping[str, str], name: str | None = None) -> None:
+        self.approve = dict(approve)
+        if name:
+            self.name = name
+
+    def after_model(self, state: OverAllState, config: RunnableConfig) -> Any:
+        messages = state.value("messages", ())
+        gated = [call for call in pending_tool_calls(messages) if call.name in self.approve]
+        if not gated:
+            return None
+        decisions = interrupt(
+            {
+                "tool_calls": [
+                    {
+                        "id": call.id,
+                        "name": call.name,
+                        "arguments": call.arguments,
+                        "description": self.approve[call.name],
+                    }
+                    for call in gated
+                ]
+            }
+        )
+        return self._apply(messages, gated, decisions)
+
+    def _apply(self, messages: Any, gated: list[Any], decisions: Any) -> dict[str, Any]:
+        if not isinstance(decisions, Mapping):
+            raise InvalidResumeError(
+                "resume a tool approval with a dict {call_id: {'decision': 'approve' | 'edit' | "
+                f"'reject', ...}}, got {type(decisions).__name__}"
+            )
+        missing = [call.id for call in gated if call.id not in decisions]
+        if missing:
+            names = ", ".join(f"{c.id} ({c.name})" for c in gated if c.id in missing)
+            raise InvalidResumeError(
+                f"no decision for the tool call(s) {names}: resume with "
+                "Command(resume={call_id: {'decision': 'approve' | 'edit' | 'reject'}})"
+            )
+        _, message = last_assistant(messages)
+        assert message is not None
+        edited = {}
+        rejections: list[BaseMessage] = []
+        for call in gated:
+            decision = decisions[call.id]
+            kind = decision.get("decision") if isinstance(decision, Mapping) else decision
+            if kind == "approve":
+                continue
+            if kind == "edit":
+                arguments = decision.get("arguments")
+                if not isinstance(arguments, Mapping):
+                    raise InvalidResumeError(
+                        f"the edit of tool call {call.id} ({call.name}) needs "
+                        "{'decision': 'edit', 'arguments': {...}}"
+                    )
+                edited[call.id] = dict(arguments)
+            elif kind == "reject":
+                reason = decision.get("reason") or "no reason given"
+                rejections.append(
+                    error_response(call, f"A human rejected this tool call: {reason}")
+                )
+            else:
+                raise InvalidResumeError(
+                    f"unknown decision {kind!r} for tool call {call.id} ({call.name}); use "
+                    "'approve', 'edit' or 'reject'"
+                )
+        update: list[BaseMessage] = []
+        if edited:
+            calls = [
+                call.model_copy(update={"arguments": edited[call.id], "raw_arguments": None})
+                if call.id in edited
+                else call
+                for call in message.tool_calls
+            ]
+            update.append(message.model_copy(update={"tool_calls": calls}))  # same id: in place
+        return {"messages": [*update, *rejections]} if update or rejections else {}
+
+
+class ModelCallLimitHook(ModelHook):
+    """Stops the run when the model was called ``run_limit`` times in this run or
+    ``thread_limit`` times on the thread: it ends with a message (``"end"``) or raises
+    :class:`AgentLimitError` (``"error"``)."""
+
+    name = "model_call_limit"
+    can_jump_to: ClassVar[tuple[JumpTo, ...]] = (JumpTo.END,)
+
+    def __init__(
+        self,
+        thread_limit: int | None = None,
+        run_limit: int | None = None,
+        exit_behavior: Literal["end", "error"] = "end",
+    ) -> None:
+        if thread_limit is None and run_limit is None:
+            raise ValueError("ModelCallLimitHook needs thread_limit and/or run_limit")
+        self.thread_limit = thread_limit
+        self.run_limit = run_limit
+        self.exit_behavior = exit_behavior
+
+    def before_model(self, state: OverAllState, config: RunnableConfig) -> Any:
+        reached = _limit_reached(
+            counters(state, RUN_KEY)["model_calls"],
+            counters(state, THREAD_KEY)["model_calls"],
+            self.run_limit,
+            self.thread_limit,
+        )
+        if reached is None:
+            return None
+        text = f"Stopped: the model call limit ({reached}) was reached."
+        if self.exit_behavior == "error":
+            raise AgentLimitError(text)
+        return {
+            "messages": AssistantMessage(text, finish_reason="model_call_limit"),
+            "jump_to": JumpTo.END,
+        }
+
+
+class ToolCallLimitHook(ModelHook):
+    """Stops the run before tool calls would exceed ``run_limit`` (this run) or
+    ``thread_limit`` (the thread), for one tool (``tool_name``) or all: the pending calls are
+    answered with an error and the run ends with a message (``"end"``), or
+    :class:`AgentLimitError` is raised (``"error"``)."""
+
+    name = "tool_call_limit"
+    can_jump_to: ClassVar[tuple[JumpTo, ...]] = (JumpTo.END,)
+
+    def __init__(
+        self,
+        tool_name: str | None = None,
+        thread_limit: int | None = None,
+        run_limit: int | None = None,
+        exit_behavior: Literal["end", "error"] = "end",
+    ) -> None:
+        if thread_limit is None and run_limit is None:
+            raise ValueError("ToolCallLimitHook needs thread_limit and/or run_limit")
+        self.tool_name = tool_name
+        self.thread_limit = thread_limit
+        self.run_limit = run_limit
+        self.exit_behavior = exit_behavior
+        if tool_name:
+            self.name = f"tool_call_limit_{tool_name}"
+
+    def _count(self, state: OverAllState, key: str) -> int:
+        made: dict[str, int] = counters(state, key)["tool_calls"]
+        if self.tool_name is None:
+            return sum(made.values())
+        return made.get(self.tool_name, 0)
+
+    def after_model(self, state: OverAllState, config: RunnableConfig) -> Any:
+        pending = pending_tool_calls(state.value("messages", ()))
+        wanted = [c for c in pending if self.tool_name is None or c.name == self.tool_name]
+        if not wanted:
+            return None
+        reached = _limit_reached(
+            self._count(state, RUN_KEY) + len(wanted) - 1,
+            self._count(state, THREAD_KEY) + len(wanted) - 1,
+            self.run_limit,
+            self.thread_limit,
+        )
+        if reached is None:
+            return None
+        which = f"{self.tool_name!r} " if self.tool_name else ""
+        text = f"Stopped: the {which}tool call limit ({reached}) was reached."
+        if self.exit_behavior == "error":
+            raise AgentLimitError(text)
+        answers: list[BaseMessage] = [error_response(call, f"Error: {text}") for call in pending]
+        answers.append(AssistantMessage(text, finish_reason="tool_call_limit"))
+        return {"messages": answers, "jump_to": JumpTo.END}
+
+
+def _limit_reached(
+    run_count: int, thread_count: int, run_limit: int | None, thread_limit: int | None
+) -> int | None:
+    if run_limit is not None and run_count >= run_limit:
+        return run_limit
+    if thread_limit is not None and thread_count >= thread_limit:
+        return thread_limit
+    return None
+
+
+class SummarizationHook(ModelHook):
+    """Keeps the conversation under ``max_tokens`` by summarising its older part.
+
+    Before a model call, when the estimated size (about four characters per token) exceeds
+    ``max_tokens``, every message but the instruction and the last ``messages_to_keep`` is
+    replaced by one summary written by ``model`` (the agent's model by default). The cut never
+    separates a tool call from its results.
+    """
+
+    name = "summarization"
+    prompt = (
+        "Summarise the conversation below for the assistant that will continue it. Keep every "
+        "fact, number, decision, tool result and open question that may matter later; drop "
+        "pleasantries. Write plain prose, at most a few paragraphs."
+    )
+
+    def __init__(
+        self, max_tokens: int, messages_to_keep: int = 20, model: ChatModel | None = None
+    ) -> None:
+        self.max_tokens = max_tokens
+        self.messages_to_keep = messages_to_keep
+        self.model = model
+
+    def before_model(self, state: OverAllState, config: RunnableConfig) -> Any:
+        messages = list(state.value("messages", ()))
+        if estimate_tokens(messages) <= self.max_tokens:
+            return None
+        head = [m for m in messages[:1] if m.id == INSTRUCTION_ID]
+        body = messages[len(head) :]
+        cut = max(0, len(body) - self.messages_to_keep)
+        while 0 < cut < len(body) and isinstance(body[cut], ToolResponseMessage):
+            cut -= 1  # keep a tool call together with its results
+        old, kept = body[:cut], body[cut:]
+        if not old:
+            return None
+        model = self.model or (self.agent.model if self.agent is not None else None)
+        if model is None:
+            raise GraphRuntimeError("SummarizationHook needs a model: pass model=...")
+        transcript = "\n".join(f"{_role(m)}: {_render(m)}" for m in old)
+        summary = model.generate([SystemMessage(self.prompt), UserMessage(transcript)])
+        note = UserMessage(f"Summary of the earlier conversation:\n{summary.text}")
+        return {"messages": ReplaceAll([*head, note, *kept])}
+
+
+def estimate_tokens(messages: list[BaseMessage]) -> int:
+    """A rough token count: about four characters per token, plus a little per message."""
+    return sum(4 + len(_render(m)) // 4 for m in messages)
+
+
+def _role(message: BaseMessage) -> str:
+    return str(getattr(message, "role", type(message).__name__))
+
+
+def _render(message: BaseMessage) -> str:
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        calls = "; ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
+        return f"{message.text} [called {calls}]".strip()
+    if isinstance(message, ToolResponseMessage):
+        return f"[{message.name} result] {message.text}"
+    return message.text

@@ -1,0 +1,185 @@
+"""Hooks: code that runs as nodes of an agent's graph, around the model and the whole run.
+
+A hook is a class; the methods it overrides decide where it sits in the graph
+(``before_agent``, ``after_agent``, ``before_model``, ``after_model``). Each method receives the
+state (or, for the messages variants, the message list) and the run's config, and returns a
+partial state update, ``None``, or ``{"jump_to": JumpTo.X}`` to leave the normal path (only to
+targets listed in ``can_jump_to``).
+
+Example:
+    >>> class Audit(ModelHook):
+    ...     name = "audit"
+    ...     can_jump_to = (JumpTo.END,)
+    ...     def after_model(self, state, config):
+    ...         return {"jump_to": JumpTo.END} if "STOP" in state["messages"][-1].text else None
+    >>> Audit().full_name, Audit().positions()
+    ('Audit.audit', ('after_model',))
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from graph_agent.graph.state import KeyStrategy, OverAllState, ReplaceAll
+from graph_agent.graph.types import RunnableConfig
+from graph_agent.messages import BaseMessage
+
+if TYPE_CHECKING:
+    from graph_agent.agent.react import ReactAgent
+
+HookPosition = Literal["before_agent", "after_agent", "before_model", "after_model"]
+POSITIONS: tuple[HookPosition, ...] = ("before_agent", "before_model", "after_model", "after_agent")
+NODE_SUFFIX: Mapping[HookPosition, str] = {
+    "before_agent": "before",
+    "after_agent": "after",
+    "before_model": "beforeModel",
+    "after_model": "afterModel",
+}
+
+
+class JumpTo(StrEnum):
+    """Where a hook may send the run instead of the next node."""
+
+    MODEL = "model"
+    """The loop entry: the first beforeModel hook, else the model."""
+    TOOL = "tool"
+    """The tool node (pending calls only), else the loop entry when nothing is pending."""
+    END = "end"
+    """The exit: the afterAgent hooks (they still run), then the end."""
+
+
+@dataclass(frozen=True)
+class AgentCommand:
+    """What a messages hook returns: new messages to ``append`` or to ``replace`` all with."""
+
+    messages: Sequence[BaseMessage] = ()
+    policy: Literal["append", "replace"] = "append"
+    jump_to: JumpTo | None = None
+    update: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_update(self) -> dict[str, Any]:
+        """This command as a state update for the agent graph."""
+        update = dict(self.update)
+        if self.policy == "replace":
+            update["messages"] = ReplaceAll(self.messages)
+        elif self.messages:
+            update["messages"] = list(self.messages)
+        if self.jump_to is not None:
+            update["jump_to"] = self.jump_to
+        return update
+
+
+def _snake(name: str) -> str:
+    name = re.sub(r"Hook$", "", name) or name
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class Hook:
+    """Base of every hook. Override the methods for the positions you want.
+
+    Attributes:
+        name: Distinguishes two hooks of one class (``full_name`` is ``Class.name``); defaults
+            to the class name in snake case.
+        can_jump_to: The jump targets this hook may return; graph edges exist only for these.
+        state_keys: Extra state keys the hook uses, with their merge strategies.
+        agent: The agent this hook belongs to, set when the agent builds its graph.
+    """
+
+    name: str = ""
+    can_jump_to: ClassVar[tuple[JumpTo, ...]] = ()
+    state_keys: ClassVar[Mapping[str, KeyStrategy]] = {}
+    explicit_positions: ClassVar[tuple[HookPosition, ...] | None] = None
+    takes_messages: ClassVar[bool] = False
+    agent: ReactAgent | None = None
+
+    @property
+    def full_name(self) -> str:
+        return f"{type(self).__name__}.{self.name or _snake(type(self).__name__)}"
+
+    def positions(self) -> tuple[HookPosition, ...]:
+        """Where this hook runs: ``explicit_positions``, else the methods it overrides."""
+        if self.explicit_positions is not None:
+            return self.explicit_positions
+        own = type(self)
+        return tuple(p for p in POSITIONS if getattr(own, p) not in _DEFAULT_METHODS[p])
+
+    def before_agent(self, state: Any, config: RunnableConfig) -> Any:
+        """Once per run, before anything else."""
+        return None
+
+    def after_agent(self, state: Any, config: RunnableConfig) -> Any:
+        """Once per run, after the final answer."""
+        return None
+
+    def before_model(self, state: Any, config: RunnableConfig) -> Any:
+        """Before every model call."""
+        return None
+
+    def after_model(self, state: Any, config: RunnableConfig) -> Any:
+        """After every model call, before tools run."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"<{self.full_name} at {', '.join(self.positions()) or 'no position'}>"
+
+
+class AgentHook(Hook):
+    """A hook around the whole run: override ``before_agent(state, config)`` and/or
+    ``after_agent(state, config)``; return a state update, ``None`` or a jump."""
+
+    def before_agent(self, state: OverAllState, config: RunnableConfig) -> Any:
+        return None
+
+    def after_agent(self, state: OverAllState, config: RunnableConfig) -> Any:
+        return None
+
+
+class ModelHook(Hook):
+    """A hook around each model call: override ``before_model(state, config)`` and/or
+    ``after_model(state, config)``; return a state update, ``None`` or a jump."""
+
+    def before_model(self, state: OverAllState, config: RunnableConfig) -> Any:
+        return None
+
+    def after_model(self, state: OverAllState, config: RunnableConfig) -> Any:
+        return None
+
+
+class MessagesAgentHook(Hook):
+    """Like :class:`AgentHook`, but receives the message list and returns an
+    :class:`AgentCommand` (or ``None``)."""
+
+    takes_messages = True
+
+    def before_agent(self, messages: list[BaseMessage], config: RunnableConfig) -> Any:
+        return None
+
+    def after_agent(self, messages: list[BaseMessage], config: RunnableConfig) -> Any:
+        return None
+
+
+class MessagesModelHook(Hook):
+    """Like :class:`ModelHook`, but receives the message list and returns an
+    :class:`AgentCommand` (or ``None``)."""
+
+    takes_messages = True
+
+    def before_model(self, messages: list[BaseMessage], config: RunnableConfig) -> Any:
+        return None
+
+    def after_model(self, messages: list[BaseMessage], config: RunnableConfig) -> Any:
+        return None
+
+
+_DEFAULT_METHODS: dict[str, set[Any]] = {
+    position: {
+        getattr(base, position)
+        for base in (Hook, AgentHook, ModelHook, MessagesAgentHook, MessagesModelHook)
+    }
+    for position in POSITIONS
+}
+"""The library's no-op methods: a hook runs at a position only if it replaced this method."""

@@ -1,0 +1,182 @@
+"""Interceptors wrap the model call and each tool call; the first registered is outermost.
+
+An interceptor gets the request (which it may edit) and ``call_next`` (the rest of the chain);
+it may retry, fall back, answer by itself, or change what comes back.
+
+Example:
+    >>> class Cheaper(ModelInterceptor):
+    ...     def intercept(self, request, call_next):
+    ...         request.options["temperature"] = 0
+    ...         return call_next(request)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from graph_agent.graph.types import RunnableConfig
+from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage
+from graph_agent.models.base import ChatModel, ModelRequest
+from graph_agent.tools import Tool, ToolContext
+
+logger = logging.getLogger("graph_agent.agent")
+
+ModelCall = Callable[[ModelRequest], AssistantMessage]
+ToolCallFn = Callable[["ToolCallRequest"], ToolResponseMessage]
+
+
+@dataclass(kw_only=True)
+class ToolCallRequest:
+    """One tool call as tool interceptors see it; replace ``call`` to change the arguments.
+
+    Attributes:
+        call: The model's tool call (``call.arguments`` are what the tool receives).
+        tool: The tool of that name, or ``None`` when the agent has no such tool.
+        state: The agent's state when the call was made (read-only).
+        config: The run's config (``config.context`` holds per-run values).
+        context: What a ``ToolContext`` parameter of the tool receives.
+    """
+
+    call: ToolCall
+    tool: Tool | None
+    state: Any
+    config: RunnableConfig | None
+    context: ToolContext
+
+    def with_arguments(self, arguments: dict[str, Any]) -> ToolCallRequest:
+        """A copy of this request whose call carries ``arguments``."""
+        return replace(self, call=self.call.model_copy(update={"arguments": dict(arguments)}))
+
+
+class ModelInterceptor:
+    """Wraps every model call. Override :meth:`intercept`."""
+
+    def intercept(self, request: ModelRequest, call_next: ModelCall) -> AssistantMessage:
+        return call_next(request)
+
+
+class ToolInterceptor:
+    """Wraps every tool call. Override :meth:`intercept`."""
+
+    def intercept(self, request: ToolCallRequest, call_next: ToolCallFn) -> ToolResponseMessage:
+        return call_next(request)
+
+
+def chain_model(interceptors: Sequence[ModelInterceptor], innermost: ModelCall) -> ModelCall:
+    """``innermost`` wrapped by ``interceptors``, the first one outermost."""
+    call = innermost
+    for interceptor in reversed(interceptors):
+        call = _bind_model(interceptor, call)
+    return call
+
+
+def chain_tool(interceptors: Sequence[ToolInterceptor], innermost: ToolCallFn) -> ToolCallFn:
+    """``innermost`` wrapped by ``interceptors``, the first one outermost."""
+    call = innermost
+    for interceptor in reversed(interceptors):
+        call = _bind_tool(interceptor, call)
+    return call
+
+
+def _bind_model(interceptor: ModelInterceptor, call_next: ModelCall) -> ModelCall:
+    return lambda request: interceptor.intercept(request, call_next)
+
+
+def _bind_tool(interceptor: ToolInterceptor, call_next: ToolCallFn) -> ToolCallFn:
+    return lambda request: interceptor.intercept(request, call_next)
+
+
+class ModelRetryInterceptor(ModelInterceptor):
+    """Retries a failing model call up to ``max_retries`` times, with a short backoff."""
+
+    def __init__(self, max_retries: int = 2, backoff: float = 0.5) -> None:
+        self.max_retries = max_retries
+        self.backoff = backoff
+
+    def intercept(self, request: ModelRequest, call_next: ModelCall) -> AssistantMessage:
+        for attempt in range(self.max_retries + 1):
+            try:
+                return call_next(request)
+            except Exception as exc:
+                if attempt == self.max_retries:
+                    raise
+                logger.warning(
+                    "model call failed (%s: %s); retry %d of %d",
+                    type(exc).__name__,
+                    exc,
+                    attempt + 1,
+                    self.max_retries,
+                )
+                time.sleep(self.backoff * 2**attempt)
+        raise AssertionError("unreachable")
+
+
+class ModelFallbackInterceptor(ModelInterceptor):
+    """When the agent's model fails, asks each of ``models`` in turn with the same request."""
+
+    def __init__(self, *models: ChatModel) -> None:
+        if not models:
+            raise ValueError("ModelFallbackInterceptor needs at least one fallback model")
+        self.models = models
+
+    def intercept(self, request: ModelRequest, call_next: ModelCall) -> AssistantMessage:
+        try:
+            return call_next(request)
+        except Exception as first:
+            error: Exception = first
+            for model in self.models:
+                logger.warning("model call failed (%s); trying fallback %r", error, model)
+                try:
+                    return model.generate(request.messages, request.tools, request.options)
+                except Exception as exc:
+                    error = exc
+            raise error from first
+
+
+class ToolRetryInterceptor(ToolInterceptor):
+    """Retries a tool call that raised, up to ``max_retries`` times."""
+
+    def __init__(self, max_retries: int = 2, backoff: float = 0.0) -> None:
+        self.max_retries = max_retries
+        self.backoff = backoff
+
+    def intercept(self, request: ToolCallRequest, call_next: ToolCallFn) -> ToolResponseMessage:
+        for attempt in range(self.max_retries + 1):
+            try:
+                return call_next(request)
+            except Exception:
+                if attempt == self.max_retries:
+                    raise
+                if self.backoff:
+                    time.sleep(self.backoff * 2**attempt)
+        raise AssertionError("unreachable")
+
+
+class ToolEmulatorInterceptor(ToolInterceptor):
+    """Answers tool calls from ``fn(request)`` instead of running the tools (tests, dry runs).
+
+    ``fn`` returns the result text (or any value, turned into text), or ``None`` to let the real
+    tool run. ``tools`` limits emulation to those tool names.
+    """
+
+    def __init__(self, fn: Callable[[ToolCallRequest], Any], tools: Sequence[str] = ()) -> None:
+        self.fn = fn
+        self.tools = frozenset(tools)
+
+    def intercept(self, request: ToolCallRequest, call_next: ToolCallFn) -> ToolResponseMessage:
+        if self.tools and request.call.name not in self.tools:
+            return call_next(request)
+        result = self.fn(request)
+        if result is None:
+            return call_next(request)
+        if isinstance(result, ToolResponseMessage):
+            return result
+        from graph_agent.tools import result_to_text
+
+        return ToolResponseMessage(
+            tool_call_id=request.call.id, name=request.call.name, content=result_to_text(result)
+        )

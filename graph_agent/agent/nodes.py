@@ -1,0 +1,355 @@
+"""The agent's two working nodes, ``__model__`` and ``__tool__``, and the pending-call filter.
+
+Private state keys the nodes keep (hidden from ``data()`` and snapshots):
+``_agent_run`` (counters of the current run: model calls, iterations, tool calls per tool;
+reset by new input, kept across resumes) and ``_agent_thread`` (the same, for the thread).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from graph_agent.agent.interceptors import ToolCallRequest, chain_model, chain_tool
+from graph_agent.graph.errors import GraphRuntimeError
+from graph_agent.graph.runtime import TaskContext, emit_chunk
+from graph_agent.graph.state import OverAllState
+from graph_agent.graph.types import RunnableConfig
+from graph_agent.messages import (
+    AssistantMessage,
+    BaseMessage,
+    ToolCall,
+    ToolResponseMessage,
+    UserMessage,
+)
+from graph_agent.models.base import ModelRequest, fold_chunks
+from graph_agent.tools import ToolContext
+
+if TYPE_CHECKING:
+    from graph_agent.agent.react import ReactAgent
+
+RUN_KEY = "_agent_run"
+THREAD_KEY = "_agent_thread"
+SUMMARIZE_PROMPT = (
+    "You have reached the maximum number of tool-calling steps for this request. Do not call "
+    "any more tools. Using what you have found so far, give your best final answer, and say "
+    "briefly what is still open."
+)
+INTERRUPTED_RESULT = (
+    "Error: this tool call was interrupted before it returned a result; it did not complete."
+)
+
+_tool_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _tool_pool
+    if _tool_pool is None:
+        _tool_pool = concurrent.futures.ThreadPoolExecutor(256, thread_name_prefix="agent-tool")
+    return _tool_pool
+
+
+class StructuredOutputError(GraphRuntimeError):
+    """The model's final answer did not match ``output_schema``, also after one correction."""
+
+
+def counters(state: OverAllState, key: str) -> dict[str, Any]:
+    """A copy of the run or thread counters (model_calls, iterations, tool_calls)."""
+    value = state.value(key)
+    result: dict[str, Any] = {"model_calls": 0, "iterations": 0, "tool_calls": {}}
+    if value:
+        result.update(value)
+        result["tool_calls"] = dict(result["tool_calls"])
+    return result
+
+
+def last_assistant(messages: Sequence[BaseMessage]) -> tuple[int, AssistantMessage | None]:
+    """The index and the last assistant message (``-1, None`` when there is none)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, AssistantMessage):
+            return index, message
+    return -1, None
+
+
+def pending_tool_calls(messages: Sequence[BaseMessage]) -> list[ToolCall]:
+    """Calls of the last assistant message that have no result yet.
+
+    A call a human rejected has a result (the rejection), so it is never pending: every route
+    into the tool node goes through this filter.
+    """
+    index, message = last_assistant(messages)
+    if message is None or not message.tool_calls:
+        return []
+    answered = {
+        m.tool_call_id for m in messages[index + 1 :] if isinstance(m, ToolResponseMessage)
+    }
+    return [call for call in message.tool_calls if call.id not in answered]
+
+
+def unique_call_ids(reply: AssistantMessage, history: Sequence[BaseMessage]) -> AssistantMessage:
+    """Replace missing or reused tool-call ids by fresh ones (the model's id kept as raw_id)."""
+    if not reply.tool_calls:
+        return reply
+    seen: set[str] = set()
+    for message in history:
+        if isinstance(message, AssistantMessage):
+            seen.update(call.id for call in message.tool_calls)
+    calls = []
+    changed = False
+    for call in reply.tool_calls:
+        if not call.id or call.id in seen:
+            call = call.model_copy(
+                update={"id": f"call_{uuid.uuid4().hex[:24]}", "raw_id": call.id}
+            )
+            changed = True
+        seen.add(call.id)
+        calls.append(call)
+    return reply.model_copy(update={"tool_calls": calls}) if changed else reply
+
+
+class ModelNode:
+    """``__model__``: one model call through the interceptors, streamed when the caller streams.
+
+    After ``max_iterations`` calls that asked for tools, the next call gets no tools and a
+    summarising instruction; its answer carries ``finish_reason="max_iterations"``.
+    """
+
+    def __init__(self, agent: ReactAgent) -> None:
+        self.agent = agent
+
+    def __call__(self, state: OverAllState, config: RunnableConfig) -> dict[str, Any]:
+        agent = self.agent
+        history = list(state.value("messages", ()))
+        run, thread = counters(state, RUN_KEY), counters(state, THREAD_KEY)
+        summarizing = bool(agent.toolkit) and run["iterations"] >= agent.max_iterations
+        request = ModelRequest(
+            messages=[*history, UserMessage(SUMMARIZE_PROMPT)] if summarizing else history,
+            tools=[] if summarizing else list(agent.toolkit),
+            options=dict(agent.model_options),
+        )
+        if agent.output_schema is not None:
+            request.options.setdefault("response_format", agent.output_schema)
+        reply = self._call(request, config)
+        new_messages: list[BaseMessage] = []
+        update: dict[str, Any] = {}
+        if agent.output_schema is not None and not reply.tool_calls and not summarizing:
+            reply, new_messages, update = self._structured(request, reply, config)
+        if summarizing:
+            reply = reply.model_copy(update={"tool_calls": [], "finish_reason": "max_iterations"})
+        reply = unique_call_ids(reply, history)
+        for counter in (run, thread):
+            counter["model_calls"] += 1 + len(new_messages) // 2
+            counter["iterations"] += bool(reply.tool_calls)
+        return {"messages": [*new_messages, reply], RUN_KEY: run, THREAD_KEY: thread, **update}
+
+    def _call(self, request: ModelRequest, config: RunnableConfig) -> AssistantMessage:
+        task = config.task
+        model = self.agent.model
+
+        def innermost(final: ModelRequest) -> AssistantMessage:
+            if task is not None and task.streaming:
+                chunks = model.stream(final.messages, final.tools, final.options)
+                return fold_chunks(_emitting(chunks))
+            return model.generate(final.messages, final.tools, final.options)
+
+        reply = chain_model(self.agent.model_interceptors, innermost)(request)
+        if not isinstance(reply, AssistantMessage):
+            raise TypeError(
+                f"the model (or a model interceptor) returned {type(reply).__name__}; it must "
+                "return an AssistantMessage"
+            )
+        if task is not None and reply.usage is not None:
+            task.add_usage(reply.usage)
+        return reply
+
+    def _structured(
+        self, request: ModelRequest, reply: AssistantMessage, config: RunnableConfig
+    ) -> tuple[AssistantMessage, list[BaseMessage], dict[str, Any]]:
+        """Validate the final answer against ``output_schema``; feed an error back once."""
+        agent = self.agent
+        schema = agent.output_schema
+        assert schema is not None
+        try:
+            return reply, [], {agent.output_key: schema.model_validate_json(_json_text(reply))}
+        except ValidationError as first:
+            feedback = UserMessage(
+                "Your answer did not match the required JSON schema. Errors:\n"
+                f"{_short_errors(first)}\nAnswer again with only the JSON object."
+            )
+            retry = ModelRequest(
+                messages=[*request.messages, reply, feedback],
+                tools=request.tools,
+                options=request.options,
+            )
+            second = self._call(retry, config)
+            try:
+                value = schema.model_validate_json(_json_text(second))
+            except ValidationError as again:
+                raise StructuredOutputError(
+                    f"agent {agent.name!r}: the model's answer does not match "
+                    f"{schema.__name__} after one correction: {_short_errors(again)}"
+                ) from again
+            return second, [reply, feedback], {agent.output_key: value}
+
+
+def _emitting(chunks: Any) -> Any:
+    for chunk in chunks:
+        emit_chunk(chunk)
+        yield chunk
+
+
+def _json_text(reply: AssistantMessage) -> str:
+    """The JSON in an answer, without a Markdown code fence around it."""
+    text = reply.text.strip()
+    if text.startswith("```"):
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+        text = text.rsplit("```", 1)[0]
+    return text.strip()
+
+
+def _short_errors(error: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in error.errors()[:8]
+    )
+
+
+class ToolNode:
+    """``__tool__``: runs the pending calls of the last assistant message, in parallel.
+
+    Each finished call is recorded in the task (``config.task.record``), so after a crash or a
+    resume a call whose result was recorded is not run again. Unknown tools, invalid arguments,
+    exceptions and timeouts become error results the model reads; results are appended in call
+    order, matched by call id.
+    """
+
+    def __init__(self, agent: ReactAgent) -> None:
+        self.agent = agent
+
+    def __call__(self, state: OverAllState, config: RunnableConfig) -> dict[str, Any] | None:
+        calls = pending_tool_calls(state.value("messages", ()))
+        if not calls:
+            return None
+        _, message = last_assistant(state["messages"])
+        assert message is not None
+        run = [lambda call=call: self._run_one(call, message, state, config) for call in calls]
+        if len(run) == 1:
+            results = [run[0]()]
+        else:
+            limit = max(1, self.agent.max_parallel_tools)
+            results = _in_parallel(run, limit)
+        run_counts, thread_counts = counters(state, RUN_KEY), counters(state, THREAD_KEY)
+        for counts in (run_counts, thread_counts):
+            for call in calls:
+                counts["tool_calls"][call.name] = counts["tool_calls"].get(call.name, 0) + 1
+        return {"messages": results, RUN_KEY: run_counts, THREAD_KEY: thread_counts}
+
+    def _run_one(
+        self,
+        call: ToolCall,
+        message: AssistantMessage,
+        state: OverAllState,
+        config: RunnableConfig,
+    ) -> ToolResponseMessage:
+        task: TaskContext | None = config.task
+        key = f"tool:{call.id}"
+        if task is not None:
+            recorded = task.recorded(key)
+            if recorded is not None:
+                return recorded  # type: ignore[no-any-return]
+        response = self._execute(call, message, state, config)
+        if task is not None:
+            task.record(key, response)
+        return response
+
+    def _execute(
+        self,
+        call: ToolCall,
+        message: AssistantMessage,
+        state: OverAllState,
+        config: RunnableConfig,
+    ) -> ToolResponseMessage:
+        agent = self.agent
+        context = ToolContext(
+            call_id=call.id,
+            idempotency_key=f"{config.thread_id}:{message.id}:{call.id}",
+            state=state,
+            config=config,
+        )
+        request = ToolCallRequest(
+            call=call, tool=agent.toolkit.get(call.name), state=state, config=config,
+            context=context,
+        )
+        try:
+            response = chain_tool(agent.tool_interceptors, self._invoke)(request)
+        except Exception as exc:
+            response = error_response(call, _describe(exc, call))
+        return self._fit(response, call)
+
+    def _invoke(self, request: ToolCallRequest) -> ToolResponseMessage:
+        call, tool = request.call, request.tool
+        if tool is None:
+            available = ", ".join(self.agent.toolkit.names) or "none"
+            raise LookupError(f"there is no tool named {call.name!r}; available tools: {available}")
+        arguments: Any = call.raw_arguments if call.has_malformed_arguments else call.arguments
+        timeout = tool.timeout if tool.timeout is not None else self.agent.tool_timeout
+        text = tool.invoke(arguments, request.context, timeout=timeout)
+        return ToolResponseMessage(tool_call_id=call.id, name=call.name, content=text)
+
+    def _fit(self, response: ToolResponseMessage, call: ToolCall) -> ToolResponseMessage:
+        """Match the response to its call and cut output above the size cap."""
+        limit = self.agent.max_tool_output_chars
+        fixes: dict[str, Any] = {}
+        if response.tool_call_id != call.id:
+            fixes["tool_call_id"] = call.id
+        if not response.name:
+            fixes["name"] = call.name
+        if len(response.content) > limit:
+            cut = len(response.content) - limit
+            fixes["content"] = (
+                response.content[:limit] + f"\n[... {cut} more characters truncated]"
+            )
+        return response.model_copy(update=fixes) if fixes else response
+
+
+def error_response(call: ToolCall, text: str) -> ToolResponseMessage:
+    return ToolResponseMessage(tool_call_id=call.id, name=call.name, content=text, is_error=True)
+
+
+def _describe(exc: Exception, call: ToolCall) -> str:
+    from graph_agent.tools import ToolArgumentsError, ToolTimeoutError
+
+    if isinstance(exc, ToolArgumentsError | ToolTimeoutError | LookupError):
+        return f"Error: {exc}"
+    return f"Error: tool {call.name!r} raised {type(exc).__name__}: {exc}"
+
+
+def _in_parallel(jobs: Sequence[Any], limit: int) -> list[Any]:
+    """Run ``jobs`` (no-argument callables) on the tool pool, ``limit`` at a time, in order."""
+    results: list[Any] = [None] * len(jobs)
+    pool = _pool()
+    pending: dict[concurrent.futures.Future[Any], int] = {}
+    index = 0
+    while index < len(jobs) or pending:
+        while index < len(jobs) and len(pending) < limit:
+            context = contextvars.copy_context()
+            pending[pool.submit(context.run, jobs[index])] = index
+            index += 1
+        done, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+        for future in done:
+            results[pending.pop(future)] = future.result()
+    return results
+
+
+def messages_of(update: Mapping[str, Any]) -> list[BaseMessage]:
+    """The messages a node's update adds (ignores removals and whole-list replacements)."""
+    value = update.get("messages")
+    if value is None:
+        return []
+    items = value if isinstance(value, list | tuple) else [value]
+    return [m for m in items if isinstance(m, BaseMessage)]

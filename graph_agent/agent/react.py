@@ -1,0 +1,338 @@
+"""``ReactAgent``: a ReAct loop (model → tools → model ...) compiled into a state graph."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from graph_agent.agent.builtin_hooks import InstructionAgentHook
+from graph_agent.agent.hooks import Hook
+from graph_agent.agent.interceptors import ModelInterceptor, ToolInterceptor
+from graph_agent.agent.nodes import (
+    INTERRUPTED_RESULT,
+    RUN_KEY,
+    error_response,
+    last_assistant,
+    messages_of,
+    pending_tool_calls,
+)
+from graph_agent.agent.shape import MODEL_NODE, build_graph
+from graph_agent.checkpoint.base import CheckpointSaver
+from graph_agent.checkpoint.memory import MemorySaver
+from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, InvalidResumeError
+from graph_agent.graph.runner import CompiledGraph
+from graph_agent.graph.state import OverAllState
+from graph_agent.graph.types import (
+    Command,
+    CompileConfig,
+    NodeOutput,
+    RunnableConfig,
+    StateSnapshot,
+)
+from graph_agent.messages import AssistantMessage, BaseMessage, ToolResponseMessage, UserMessage
+from graph_agent.models.base import ChatModel
+from graph_agent.tools import Tool, Toolkit
+
+AgentInput = str | BaseMessage | Sequence[BaseMessage] | Mapping[str, Any] | Command | None
+
+
+class ReactAgent:
+    """An agent that reasons with a chat model and acts with tools, on the graph runtime.
+
+    The graph (see :mod:`graph_agent.agent.shape`) is built on first use. Every call runs on a
+    thread: the same ``thread_id`` continues the conversation (the saver defaults to a
+    :class:`MemorySaver`; a call without a config gets a fresh thread).
+
+    Args:
+        name: The agent's name (the graph's name, ``NodeOutput.agent``).
+        model: Any :class:`~graph_agent.models.ChatModel`.
+        tools: ``@tool`` functions, :class:`Tool` objects or plain functions.
+        instruction: The system instruction, put first in every thread.
+        hooks: :class:`~graph_agent.agent.hooks.Hook` instances.
+        model_interceptors: Wrap each model call, the first outermost.
+        tool_interceptors: Wrap each tool call, the first outermost.
+        saver: Where threads are kept.
+        max_iterations: Model calls that may ask for tools in one run; then one last call
+            without tools summarises (``finish_reason="max_iterations"``).
+        output_schema: A pydantic model the final answer must match; stored at ``output_key``.
+        tool_timeout: Seconds a tool may run (a tool's own ``timeout`` wins).
+        max_parallel_tools: Tool calls of one answer that run at once.
+        max_tool_output_chars: Longer tool results are cut, with a marker.
+        model_options: Extra request fields for every model call (temperature, ...).
+
+    Example:
+        >>> from graph_agent import ReactAgent, tool
+        >>> from graph_agent.models import ScriptedChatModel
+        >>> from graph_agent.messages import AssistantMessage, ToolCall
+        >>> @tool
+        ... def add(a: int, b: int) -> int:
+        ...     '''Add two numbers.'''
+        ...     return a + b
+        >>> model = ScriptedChatModel([
+        ...     AssistantMessage(tool_calls=[ToolCall("c1", "add", {"a": 2, "b": 3})]),
+        ...     "2 + 3 = 5",
+        ... ])
+        >>> ReactAgent("calc", model, tools=[add]).call("What is 2 + 3?").text
+        '2 + 3 = 5'
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: ChatModel,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        instruction: str | None = None,
+        hooks: Sequence[Hook] = (),
+        model_interceptors: Sequence[ModelInterceptor] = (),
+        tool_interceptors: Sequence[ToolInterceptor] = (),
+        saver: CheckpointSaver | None = None,
+        max_iterations: int = 10,
+        output_schema: type[BaseModel] | None = None,
+        output_key: str = "output",
+        *,
+        tool_timeout: float = 60.0,
+        max_parallel_tools: int = 8,
+        max_tool_output_chars: int = 20_000,
+        model_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if max_iterations < 0:
+            raise ValueError(f"max_iterations must be >= 0, got {max_iterations}")
+        self.name = name
+        self.model = model
+        self.toolkit = Toolkit(tools).copy()
+        self.instruction = instruction
+        self.hooks = tuple(hooks)
+        self.model_interceptors = tuple(model_interceptors)
+        self.tool_interceptors = tuple(tool_interceptors)
+        self.saver: CheckpointSaver = saver if saver is not None else MemorySaver()
+        self.max_iterations = max_iterations
+        self.output_schema = output_schema
+        self.output_key = output_key
+        self.tool_timeout = tool_timeout
+        self.max_parallel_tools = max_parallel_tools
+        self.max_tool_output_chars = max_tool_output_chars
+        self.model_options = dict(model_options or {})
+        self._compiled: CompiledGraph | None = None
+        self._lock = threading.Lock()
+
+    # the graph
+    @property
+    def effective_hooks(self) -> tuple[Hook, ...]:
+        """The hooks in the graph: the instruction hook first (when there is an instruction)."""
+        first = (InstructionAgentHook(self.instruction),) if self.instruction else ()
+        return (*first, *self.hooks)
+
+    @property
+    def graph(self) -> CompiledGraph:
+        """The compiled graph, built once on first use (thread-safe)."""
+        if self._compiled is None:
+            with self._lock:
+                if self._compiled is None:
+                    hooks = self.effective_hooks
+                    for hook in hooks:
+                        hook.agent = self
+                    graph = build_graph(self, hooks)
+                    self._compiled = graph.compile(CompileConfig(saver=self.saver))
+        return self._compiled
+
+    def get_graph(self, fmt: str = "mermaid") -> str:
+        """The agent's graph as Mermaid, PlantUML, DOT or ASCII text."""
+        return self.graph.get_graph(fmt)
+
+    # calls
+    def call(self, input: AgentInput, config: RunnableConfig | None = None) -> AssistantMessage:
+        """Run and return the final answer.
+
+        Raises:
+            GraphInterrupted: the run paused (e.g. for a human approval); its ``interrupts``
+                say why. Resume with ``invoke(Command(resume=...), config)``.
+        """
+        return self._answer(self.invoke(input, config))
+
+    def invoke(self, input: AgentInput, config: RunnableConfig | None = None) -> OverAllState:
+        """Run to the end or to a pause; the state's ``interrupts`` say whether it paused."""
+        prepared, run_config = self._prepare(input, config)
+        return self.graph.invoke(prepared, run_config)
+
+    def stream(
+        self, input: AgentInput, config: RunnableConfig | None = None
+    ) -> Iterator[NodeOutput]:
+        """Run, yielding each finished node's output and, while the model answers, its tokens
+        as :class:`~graph_agent.graph.types.StreamingOutput`."""
+        prepared, run_config = self._prepare(input, config)
+        return self.graph.stream(prepared, run_config)
+
+    def stream_messages(
+        self, input: AgentInput, config: RunnableConfig | None = None
+    ) -> Iterator[BaseMessage]:
+        """Run, yielding each message the run adds, in order."""
+        for output in self.stream(input, config):
+            if output.state is not None:
+                yield from messages_of(output.update)
+
+    async def acall(
+        self, input: AgentInput, config: RunnableConfig | None = None
+    ) -> AssistantMessage:
+        """Async :meth:`call`."""
+        return self._answer(await self.ainvoke(input, config))
+
+    async def ainvoke(
+        self, input: AgentInput, config: RunnableConfig | None = None
+    ) -> OverAllState:
+        """Async :meth:`invoke`."""
+        prepared, run_config = await asyncio.to_thread(self._prepare, input, config)
+        return await self.graph.ainvoke(prepared, run_config)
+
+    async def astream(
+        self, input: AgentInput, config: RunnableConfig | None = None
+    ) -> AsyncIterator[NodeOutput]:
+        """Async :meth:`stream`."""
+        prepared, run_config = await asyncio.to_thread(self._prepare, input, config)
+        async for output in self.graph.astream(prepared, run_config):
+            yield output
+
+    async def astream_messages(
+        self, input: AgentInput, config: RunnableConfig | None = None
+    ) -> AsyncIterator[BaseMessage]:
+        """Async :meth:`stream_messages`."""
+        async for output in self.astream(input, config):
+            if output.state is not None:
+                for message in messages_of(output.update):
+                    yield message
+
+    # thread state
+    def get_state(self, config: RunnableConfig) -> StateSnapshot:
+        return self.graph.get_state(config)
+
+    def get_state_history(self, config: RunnableConfig, limit: int | None = None) -> Any:
+        return self.graph.get_state_history(config, limit=limit)
+
+    def update_state(
+        self, config: RunnableConfig, values: Mapping[str, Any], as_node: str | None = None
+    ) -> RunnableConfig:
+        return self.graph.update_state(config, _coerce_state(values), as_node)
+
+    # input handling
+    def _prepare(
+        self, input: AgentInput, config: RunnableConfig | None
+    ) -> tuple[Any, RunnableConfig]:
+        """The graph input and config for one call (DESIGN §5, pending tool recovery)."""
+        config = config or RunnableConfig()
+        if config.thread_id is None:
+            config = dataclasses.replace(config, thread_id=f"thread-{uuid.uuid4().hex}")
+        config = dataclasses.replace(config, max_steps=max(config.max_steps, self._max_steps()))
+        if isinstance(input, Command):
+            return input, config
+        snapshot = self.graph.get_state(config)
+        messages = snapshot.values.get("messages", [])
+        unanswered = pending_tool_calls(messages)
+        pending = unanswered if not snapshot.interrupts else []
+        if input is None:
+            if pending and not snapshot.next:
+                # a finished thread with unanswered calls: route as if the model had just answered
+                self.graph.update_state(config, {}, as_node=MODEL_NODE)
+            return None, config
+        state = _coerce_state(input)
+        supplied = state.get("messages", [])
+        if supplied and all(isinstance(m, ToolResponseMessage) for m in supplied):
+            return self._accept_results(supplied, pending, snapshot, config)
+        # New input abandons the unanswered calls, also those a pending approval was holding
+        # back (the graph drops that interrupt): each gets exactly one result, the caller's
+        # when the input carries one, else an "interrupted" error, so the history stays valid.
+        results = [m for m in supplied if isinstance(m, ToolResponseMessage)]
+        if results:
+            _check_results(results, unanswered)
+        answered = {m.tool_call_id for m in results}
+        filled = [
+            error_response(call, INTERRUPTED_RESULT)
+            for call in unanswered
+            if call.id not in answered
+        ]
+        if filled:
+            state["messages"] = [*filled, *supplied]
+        state[RUN_KEY] = None  # new input: a new run, its counters start again
+        return state, config
+
+    def _accept_results(
+        self,
+        results: list[ToolResponseMessage],
+        pending: list[Any],
+        snapshot: StateSnapshot,
+        config: RunnableConfig,
+    ) -> tuple[Any, RunnableConfig]:
+        if snapshot.interrupts:
+            raise InvalidResumeError(
+                "this thread waits on an interrupt; answer it with Command(resume=...) before "
+                "sending tool results"
+            )
+        _check_results(results, pending)
+        self.graph.update_state(config, {"messages": results}, as_node=MODEL_NODE)
+        return None, config
+
+    def _max_steps(self) -> int:
+        """A step budget that ``max_iterations`` always exhausts first."""
+        hooks = self.effective_hooks
+        per_loop = 2 + sum(
+            len({"before_model", "after_model"} & set(h.positions())) for h in hooks
+        )
+        return 20 + len(hooks) * 2 + (self.max_iterations + 2) * per_loop * 2
+
+    @staticmethod
+    def _answer(state: OverAllState) -> AssistantMessage:
+        if state.interrupts:
+            raise GraphInterrupted(state.interrupts)
+        _, message = last_assistant(state.value("messages", ()))
+        if message is None:
+            raise GraphRuntimeError("the run ended without an answer from the model")
+        return message
+
+    def __repr__(self) -> str:
+        return f"ReactAgent({self.name!r}, tools={list(self.toolkit.names)})"
+
+
+def _check_results(results: Sequence[ToolResponseMessage], pending: Sequence[Any]) -> None:
+    """Caller-supplied tool results must answer pending calls, each at most once."""
+    wanted = {call.id for call in pending}
+    ids = [m.tool_call_id for m in results]
+    unknown = [i for i in ids if i not in wanted]
+    duplicated = sorted({i for i in ids if ids.count(i) > 1})
+    if unknown or duplicated:
+        problems = []
+        if unknown:
+            problems.append(f"unknown tool call ids {unknown}")
+        if duplicated:
+            problems.append(f"duplicated ids {duplicated}")
+        raise InvalidResumeError(
+            f"{' and '.join(problems)}; the pending calls are {sorted(wanted) or 'none'}"
+        )
+
+
+def _coerce_state(input: Any) -> dict[str, Any]:
+    """A state update from a string, a message, a list of messages or a dict."""
+    if isinstance(input, str):
+        return {"messages": [UserMessage(input)]}
+    if isinstance(input, BaseMessage):
+        return {"messages": [input]}
+    if isinstance(input, Mapping):
+        state = dict(input)
+        if isinstance(state.get("messages"), str | BaseMessage | list | tuple):
+            state["messages"] = _coerce_state(state["messages"])["messages"]
+        return state
+    if isinstance(input, Sequence):
+        messages = [UserMessage(m) if isinstance(m, str) else m for m in input]
+        for message in messages:
+            if not isinstance(message, BaseMessage):
+                raise TypeError(
+                    f"agent input lists must hold messages or strings, got {type(message).__name__}"
+                )
+        return {"messages": messages}
+    raise TypeError(
+        f"agent input must be a string, a message, a list of messages, a dict of state, a "
+        f"Command or None; got {type(input).__name__}"
+    )

@@ -1,0 +1,258 @@
+"""The shape of an agent's graph: hook nodes, the model and tool nodes, and their edges.
+
+::
+
+    START → [beforeAgent hooks] → [beforeModel hooks] → __model__ → [afterModel hooks]
+                                                                            │
+                                                       tool calls? ── yes ──┴── no
+                                                          │                     │
+                                                      __tool__         [afterAgent hooks] → END
+                                                          │
+                                                          └──→ [beforeModel hooks] (loop entry)
+
+Before-hooks run in registration order, after-hooks (afterModel, afterAgent) last-registered
+first. Entry: the first beforeAgent hook, else the first beforeModel hook, else ``__model__``.
+Loop entry: the first beforeModel hook, else ``__model__``. The tool/exit decision leaves the
+last node of the afterModel chain (the first-registered afterModel hook), else ``__model__``.
+Exit: the first afterAgent hook to run (the last registered), else END. A hook's jumps get
+edges only for the targets in its ``can_jump_to``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from graph_agent.agent.hooks import NODE_SUFFIX, Hook, HookPosition, JumpTo
+from graph_agent.agent.nodes import RUN_KEY, THREAD_KEY, ModelNode, ToolNode, pending_tool_calls
+from graph_agent.graph.builder import StateGraph
+from graph_agent.graph.errors import GraphSetupError, InvalidUpdateError
+from graph_agent.graph.state import AppendStrategy, OverAllState
+from graph_agent.graph.types import END, START, RunnableConfig
+from graph_agent.messages import AssistantMessage, ToolResponseMessage
+
+MODEL_NODE = "__model__"
+TOOL_NODE = "__tool__"
+JUMP_KEY = "jump_to"
+
+
+@dataclass(frozen=True)
+class AgentShape:
+    """The four places the wiring hangs on, and the hook nodes in run order."""
+
+    entry: str
+    loop_entry: str
+    loop_exit: str
+    exit: str
+    before_agent: tuple[str, ...]
+    before_model: tuple[str, ...]
+    after_model: tuple[str, ...]
+    after_agent: tuple[str, ...]
+
+
+def hook_node_name(hook: Hook, position: HookPosition) -> str:
+    return f"{hook.full_name}.{NODE_SUFFIX[position]}"
+
+
+def check_unique(hooks: Sequence[Hook]) -> None:
+    seen: set[str] = set()
+    for hook in hooks:
+        if hook.full_name in seen:
+            raise GraphSetupError(
+                f"two hooks are named {hook.full_name!r}: give one a distinct name "
+                f"(e.g. {type(hook).__name__}(..., name='other') or a `name` class attribute)"
+            )
+        seen.add(hook.full_name)
+
+
+def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
+    """The agent's StateGraph: nodes and edges exactly as the module docstring draws them."""
+    check_unique(hooks)
+    has_tools = bool(agent.toolkit)
+    by_position: dict[HookPosition, list[Hook]] = {p: [] for p in NODE_SUFFIX}
+    for hook in hooks:
+        for position in hook.positions():
+            by_position[position].append(hook)
+        if JumpTo.TOOL in hook.can_jump_to and not has_tools:
+            raise GraphSetupError(
+                f"hook {hook.full_name!r} may jump to TOOL, but agent {agent.name!r} has no tools"
+            )
+    run_order: dict[HookPosition, list[Hook]] = {
+        "before_agent": by_position["before_agent"],
+        "before_model": by_position["before_model"],
+        "after_model": list(reversed(by_position["after_model"])),
+        "after_agent": list(reversed(by_position["after_agent"])),
+    }
+    names = {p: tuple(hook_node_name(h, p) for h in hs) for p, hs in run_order.items()}
+    shape = AgentShape(
+        entry=(names["before_agent"] + names["before_model"] + (MODEL_NODE,))[0],
+        loop_entry=(names["before_model"] + (MODEL_NODE,))[0],
+        loop_exit=(names["after_model"][-1:] or (MODEL_NODE,))[0],
+        exit=(names["after_agent"] + (END,))[0],
+        before_agent=names["before_agent"],
+        before_model=names["before_model"],
+        after_model=names["after_model"],
+        after_agent=names["after_agent"],
+    )
+    strategies: dict[str, Any] = {"messages": AppendStrategy()}
+    for hook in hooks:
+        strategies.update(hook.state_keys)
+    graph = StateGraph(
+        agent.name,
+        key_strategies=strategies,
+        private_keys=[RUN_KEY, THREAD_KEY],
+        ephemeral_keys=[JUMP_KEY],
+    )
+    graph._reserved_ok = True
+    for position in ("before_agent", "before_model"):
+        for hook in run_order[position]:
+            graph.add_node(hook_node_name(hook, position), hook_node(hook, position))
+    graph.add_node(MODEL_NODE, ModelNode(agent))
+    for hook in run_order["after_model"]:
+        graph.add_node(hook_node_name(hook, "after_model"), hook_node(hook, "after_model"))
+    if has_tools:
+        graph.add_node(TOOL_NODE, ToolNode(agent))
+    for hook in run_order["after_agent"]:
+        graph.add_node(hook_node_name(hook, "after_agent"), hook_node(hook, "after_agent"))
+    _wire(graph, shape, run_order, has_tools)
+    return graph
+
+
+def _wire(
+    graph: StateGraph,
+    shape: AgentShape,
+    run_order: dict[HookPosition, list[Hook]],
+    has_tools: bool,
+) -> None:
+    graph.add_edge(START, shape.entry)
+    chains: list[tuple[HookPosition, str]] = [
+        ("before_agent", shape.loop_entry),
+        ("before_model", MODEL_NODE),
+        ("after_agent", END),
+    ]
+    for position, after_chain in chains:
+        nodes = [hook_node_name(h, position) for h in run_order[position]]
+        successors = [*nodes[1:], after_chain][: len(nodes)]
+        for hook, node, successor in zip(run_order[position], nodes, successors, strict=True):
+            _hook_edges(graph, shape, hook, node, successor, position, has_tools)
+    after_model = [hook_node_name(h, "after_model") for h in run_order["after_model"]]
+    if after_model:
+        graph.add_edge(MODEL_NODE, after_model[0])
+    for hook, node, successor in zip(
+        run_order["after_model"][:-1], after_model[:-1], after_model[1:], strict=True
+    ):
+        _hook_edges(graph, shape, hook, node, successor, "after_model", has_tools)
+    loop_exit_hook = run_order["after_model"][-1] if after_model else None
+    _loop_exit_edges(graph, shape, loop_exit_hook, has_tools)
+    if has_tools:
+        graph.add_edge(TOOL_NODE, shape.loop_entry)
+
+
+def _hook_edges(
+    graph: StateGraph,
+    shape: AgentShape,
+    hook: Hook,
+    node: str,
+    successor: str,
+    position: HookPosition,
+    has_tools: bool,
+) -> None:
+    if not hook.can_jump_to:
+        graph.add_edge(node, successor)
+        return
+    end_target = END if position == "after_agent" else shape.exit
+    path_map = {"next": successor}
+    path_map.update(_jump_paths(hook, shape, end_target, has_tools))
+    graph.add_conditional_edges(node, _hook_router(hook, node, has_tools), path_map)
+
+
+def _jump_paths(hook: Hook, shape: AgentShape, end_target: str, has_tools: bool) -> dict[str, str]:
+    paths: dict[str, str] = {}
+    if JumpTo.MODEL in hook.can_jump_to:
+        paths["model"] = shape.loop_entry
+    if JumpTo.TOOL in hook.can_jump_to:
+        paths["tool"] = TOOL_NODE
+        paths["model"] = shape.loop_entry  # a jump to TOOL with nothing pending
+    if JumpTo.END in hook.can_jump_to:
+        paths["end"] = end_target
+    return paths
+
+
+def _hook_router(hook: Hook, node: str, has_tools: bool) -> Callable[[OverAllState], str]:
+    def route(state: OverAllState) -> str:
+        jump = state.value(JUMP_KEY)
+        return "next" if jump is None else _jump_key(jump, state, hook, node)
+
+    return route
+
+
+def _jump_key(jump: Any, state: OverAllState, hook: Hook | None, node: str) -> str:
+    try:
+        target = JumpTo(jump)
+    except ValueError:
+        target = None
+    allowed = hook.can_jump_to if hook is not None else ()
+    if target is None or target not in allowed:
+        declared = ", ".join(f"JumpTo.{t.name}" for t in allowed) or "none"
+        raise InvalidUpdateError(
+            f"{node!r} returned jump_to={jump!r}, which its hook does not declare (can_jump_to: "
+            f"{declared}); add it to the hook's can_jump_to",
+            node=node,
+            step=-1,
+        )
+    if target is JumpTo.TOOL:
+        return "tool" if pending_tool_calls(state.value("messages", ())) else "model"
+    return target.value
+
+
+def _loop_exit_edges(
+    graph: StateGraph, shape: AgentShape, hook: Hook | None, has_tools: bool
+) -> None:
+    node = shape.loop_exit
+    paths: dict[str, str] = {}
+    if has_tools:
+        paths = {"tools": TOOL_NODE, "model": shape.loop_entry, "end": shape.exit}
+    if hook is not None and hook.can_jump_to:
+        jumps = _jump_paths(hook, shape, shape.exit, has_tools)
+        paths.update({("tools" if k == "tool" else k): v for k, v in jumps.items()})
+        paths.setdefault("end", shape.exit)
+    if not paths:
+        graph.add_edge(node, shape.exit)
+        return
+
+    def route(state: OverAllState) -> str:
+        jump = state.value(JUMP_KEY)
+        if jump is not None:
+            key = _jump_key(jump, state, hook, node)
+            return "tools" if key == "tool" else key
+        if not has_tools:
+            return "end"
+        messages = state.value("messages", ())
+        last = messages[-1] if messages else None
+        if isinstance(last, AssistantMessage):
+            return "tools" if pending_tool_calls(messages) else "end"
+        if isinstance(last, ToolResponseMessage):  # every call was answered (e.g. rejected)
+            return "tools" if pending_tool_calls(messages) else "model"
+        return "end"
+
+    graph.add_conditional_edges(node, route, paths)
+
+
+def hook_node(hook: Hook, position: HookPosition) -> Callable[[OverAllState, RunnableConfig], Any]:
+    """The node function that runs ``hook`` at ``position`` and checks what it returns."""
+    method = getattr(hook, position)
+
+    def node(state: OverAllState, config: RunnableConfig) -> Any:
+        if hook.takes_messages:
+            result = method(list(state.value("messages", ())), config)
+        else:
+            result = method(state, config)
+        if result is None:
+            return None
+        if hasattr(result, "as_update"):
+            return result.as_update()
+        return result
+
+    node.__name__ = f"{hook.full_name}.{position}"
+    return node

@@ -1,0 +1,203 @@
+"""Hooks: order, state updates, jumps and their privacy, messages hooks, declared keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from graph_agent import AppendStrategy, NodeError, RunnableConfig, StreamingOutput, tool
+from graph_agent.agent import (
+    AgentCommand,
+    AgentHook,
+    JumpTo,
+    MessagesModelHook,
+    ModelHook,
+    ReactAgent,
+)
+from graph_agent.messages import AssistantMessage, SystemMessage, ToolCall, UserMessage
+from graph_agent.models import ScriptedChatModel
+
+CFG = RunnableConfig(thread_id="t1")
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo the text."""
+    return text
+
+
+class Recorder(AgentHook, ModelHook):
+    """Logs every position it runs at into a shared list."""
+
+    def __init__(self, name, log):
+        self.name = name
+        self.log = log
+
+    def before_agent(self, state, config):
+        self.log.append(f"{self.name}.before_agent")
+
+    def before_model(self, state, config):
+        self.log.append(f"{self.name}.before_model")
+
+    def after_model(self, state, config):
+        self.log.append(f"{self.name}.after_model")
+
+    def after_agent(self, state, config):
+        self.log.append(f"{self.name}.after_agent")
+
+
+def test_before_hooks_run_in_order_and_after_hooks_in_reverse():
+    log = []
+    model = ScriptedChatModel([AssistantMessage(tool_calls=[ToolCall("c1", "echo", {"text": "x"})]), "done"])
+    agent = ReactAgent("order", model, tools=[echo], hooks=[Recorder("a", log), Recorder("b", log)])
+    agent.call("go", CFG)
+    assert log == [
+        "a.before_agent", "b.before_agent",
+        "a.before_model", "b.before_model", "b.after_model", "a.after_model",
+        "a.before_model", "b.before_model", "b.after_model", "a.after_model",
+        "b.after_agent", "a.after_agent",
+    ]
+
+
+def test_a_hook_update_is_merged_into_the_state():
+    class AddContext(ModelHook):
+        def before_model(self, state, config):
+            if not any(m.id == "ctx" for m in state["messages"]):
+                return {"messages": SystemMessage(f"user={config.context['user']}", id="ctx")}
+            return None
+
+    model = ScriptedChatModel(["ok"])
+    ReactAgent("ctx", model, hooks=[AddContext()]).call("hi", RunnableConfig(context={"user": "ann"}))
+    assert [m.text for m in model.requests[0].messages] == ["hi", "user=ann"]
+
+
+class StopBeforeModel(ModelHook):
+    can_jump_to = (JumpTo.END,)
+
+    def before_model(self, state, config):
+        return {"jump_to": JumpTo.END, "messages": AssistantMessage("blocked")}
+
+
+def test_a_jump_to_end_skips_the_model_but_after_agent_hooks_still_run():
+    log = []
+    model = ScriptedChatModel([])
+    agent = ReactAgent("stop", model, hooks=[Recorder("r", log), StopBeforeModel()])
+    assert agent.call("go", CFG).text == "blocked"
+    assert model.requests == []
+    assert log == ["r.before_agent", "r.before_model", "r.after_agent"]
+
+
+def test_a_jump_to_model_asks_the_model_again():
+    class Insist(ModelHook):
+        can_jump_to = (JumpTo.MODEL,)
+
+        def after_model(self, state, config):
+            if state["messages"][-1].text == "lazy":
+                return {"jump_to": JumpTo.MODEL, "messages": UserMessage("Try harder.")}
+            return None
+
+    model = ScriptedChatModel(["lazy", "thorough"])
+    assert ReactAgent("insist", model, hooks=[Insist()]).call("go").text == "thorough"
+    assert model.requests[1].messages[-1].text == "Try harder."
+
+
+def test_a_jump_to_tool_runs_pending_calls_or_goes_back_to_the_model():
+    class Force(ModelHook):
+        can_jump_to = (JumpTo.TOOL,)
+
+        def before_model(self, state, config):
+            if state["messages"][-1].text == "run it":
+                call = ToolCall("forced", "echo", {"text": "forced"})
+                return {"messages": AssistantMessage(tool_calls=[call]), "jump_to": JumpTo.TOOL}
+            if state["messages"][-1].text == "nothing":  # nothing pending: back to the loop entry
+                return {"jump_to": JumpTo.TOOL, "messages": UserMessage("checked")}
+            return None
+
+    model = ScriptedChatModel(["after tool", "after nothing"])
+    agent = ReactAgent("force", model, tools=[echo], hooks=[Force()])
+    agent.call("run it", CFG)
+    assert model.requests[0].messages[-1].content == "forced"
+    assert agent.call("nothing", CFG).text == "after nothing"
+    assert model.requests[1].messages[-1].text == "checked"
+
+
+def test_a_jump_that_the_hook_did_not_declare_is_an_error_naming_it():
+    class Sneaky(ModelHook):
+        def before_model(self, state, config):
+            return {"jump_to": JumpTo.END}
+
+    class Declared(ModelHook):
+        can_jump_to = (JumpTo.MODEL,)
+
+        def before_model(self, state, config):
+            return {"jump_to": "end"}
+
+    with pytest.raises(NodeError, match=r"Declared.declared.beforeModel.*jump_to='end'.*JumpTo.MODEL"):
+        ReactAgent("x", ScriptedChatModel(["ok"]), hooks=[Declared()]).call("go")
+    # without a can_jump_to the hook has a plain edge: the stray jump_to is ignored
+    assert ReactAgent("y", ScriptedChatModel(["ok"]), hooks=[Sneaky()]).call("go").text == "ok"
+
+
+def test_jump_to_never_appears_in_state_snapshots_or_streams():
+    agent = ReactAgent("stop", ScriptedChatModel([]), hooks=[StopBeforeModel()])
+    outputs = list(agent.stream("go", CFG))
+    for output in outputs:
+        assert "jump_to" not in output.update
+        if not isinstance(output, StreamingOutput):
+            assert output.state.value("jump_to") is None
+    assert "jump_to" not in agent.get_state(CFG).values
+    assert all("jump_to" not in s.values for s in agent.get_state_history(CFG))
+
+
+def test_a_messages_hook_gets_the_list_and_can_replace_it():
+    class KeepLastTwo(MessagesModelHook):
+        def before_model(self, messages, config):
+            if len(messages) > 2:
+                return AgentCommand(messages[-2:], policy="replace")
+            return None
+
+    model = ScriptedChatModel(["one", "two"])
+    agent = ReactAgent("trim", model, hooks=[KeepLastTwo()])
+    agent.call("first", CFG)
+    agent.call("second", CFG)
+    assert [m.text for m in model.requests[1].messages] == ["one", "second"]
+
+
+def test_a_messages_hook_can_append():
+    class Remind(MessagesModelHook):
+        def before_model(self, messages, config):
+            return AgentCommand([SystemMessage("Remember: be brief.")])
+
+    model = ScriptedChatModel(["ok"])
+    ReactAgent("remind", model, hooks=[Remind()]).call("hi")
+    assert [m.text for m in model.requests[0].messages] == ["hi", "Remember: be brief."]
+
+
+def test_a_hook_may_declare_state_keys_with_strategies():
+    class Notes(ModelHook):
+        state_keys = {"notes": AppendStrategy()}
+
+        def after_model(self, state, config):
+            return {"notes": f"saw {state['messages'][-1].text}"}
+
+    agent = ReactAgent("notes", ScriptedChatModel(["a", "b"]), hooks=[Notes()])
+    agent.call("x", CFG)
+    agent.call("y", CFG)
+    assert agent.get_state(CFG).values["notes"] == ["saw a", "saw b"]
+
+
+def test_hooks_know_their_agent():
+    hook = Recorder("r", [])
+    agent = ReactAgent("owner", ScriptedChatModel(["ok"]), hooks=[hook])
+    agent.call("x")
+    assert hook.agent is agent
+
+
+def test_run_counters_reset_on_new_input():
+    model = ScriptedChatModel(
+        [AssistantMessage(tool_calls=[ToolCall("c1", "echo", {"text": "1"})]), "done",
+         AssistantMessage(tool_calls=[ToolCall("c2", "echo", {"text": "2"})]), "done again"]
+    )
+    agent = ReactAgent("count", model, tools=[echo], max_iterations=1)
+    agent.call("first", CFG)
+    assert agent.call("second", CFG).text == "done again"
+    assert [len(r.tools) for r in model.requests] == [1, 0, 1, 0]

@@ -1,0 +1,276 @@
+"""ReactAgent end to end with a scripted model: the loop, tools, memory, streaming, inputs."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from graph_agent import (
+    NodeError,
+    NodeOutput,
+    RunnableConfig,
+    StreamingOutput,
+    ToolContext,
+    tool,
+)
+from graph_agent.agent import ReactAgent
+from graph_agent.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolResponseMessage,
+    Usage,
+    UserMessage,
+)
+from graph_agent.models import ModelError, ScriptedChatModel
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def calls(*items):
+    """An assistant message asking for tools: calls(("c1", "add", {...}), ...)."""
+    return AssistantMessage(tool_calls=[ToolCall(i, n, a) for i, n, a in items])
+
+
+def cfg(thread="t1", **extra):
+    return RunnableConfig(thread_id=thread, **extra)
+
+
+def test_call_runs_the_tools_and_returns_the_final_answer():
+    model = ScriptedChatModel([calls(("c1", "add", {"a": 2, "b": 3})), "It is 5."])
+    agent = ReactAgent("calc", model, tools=[add])
+    assert agent.call("What is 2 + 3?").text == "It is 5."
+    second_request = model.requests[1].messages
+    assert isinstance(second_request[-1], ToolResponseMessage)
+    assert second_request[-1].content == "5" and second_request[-1].tool_call_id == "c1"
+    assert [t.name for t in model.requests[0].tools] == ["add"]
+
+
+def test_invoke_returns_the_state_with_the_whole_conversation():
+    model = ScriptedChatModel([calls(("c1", "add", {"a": 1, "b": 1})), "2"])
+    state = ReactAgent("calc", model, tools=[add]).invoke("1 + 1?", cfg())
+    kinds = [type(m).__name__ for m in state["messages"]]
+    assert kinds == ["UserMessage", "AssistantMessage", "ToolResponseMessage", "AssistantMessage"]
+    assert state.interrupts == ()
+    assert "_agent_run" not in state.data()
+
+
+def test_parallel_tool_calls_run_concurrently_and_results_keep_call_order():
+    barrier = threading.Barrier(2, timeout=5)
+
+    @tool
+    def slow(name: str, delay: float) -> str:
+        """Wait at the barrier, then sleep."""
+        barrier.wait()
+        time.sleep(delay)
+        return name
+
+    model = ScriptedChatModel(
+        [calls(("a", "slow", {"name": "first", "delay": 0.05}), ("b", "slow", {"name": "second", "delay": 0.0})), "done"]
+    )
+    state = ReactAgent("par", model, tools=[slow]).invoke("go", cfg())
+    results = [m for m in state["messages"] if isinstance(m, ToolResponseMessage)]
+    assert [(r.tool_call_id, r.content) for r in results] == [("a", "first"), ("b", "second")]
+
+
+def test_the_same_thread_remembers_and_the_instruction_is_added_once():
+    model = ScriptedChatModel(["Hi Ann.", "You are Ann."])
+    agent = ReactAgent("memo", model, instruction="Be kind.")
+    agent.call("I am Ann.", cfg())
+    agent.call("Who am I?", cfg())
+    messages = agent.get_state(cfg()).values["messages"]
+    assert [m.text for m in messages] == ["Be kind.", "I am Ann.", "Hi Ann.", "Who am I?", "You are Ann."]
+    assert isinstance(messages[0], SystemMessage) and messages[0].id == "instruction"
+    assert [m.text for m in model.requests[1].messages][:2] == ["Be kind.", "I am Ann."]
+
+
+def test_a_changed_instruction_replaces_the_old_one_in_place():
+    from graph_agent import MemorySaver
+
+    saver = MemorySaver()
+    ReactAgent("a", ScriptedChatModel(["ok"]), instruction="Old.", saver=saver).call("x", cfg())
+    agent = ReactAgent("a", ScriptedChatModel(["ok"]), instruction="New.", saver=saver)
+    agent.call("y", cfg())
+    texts = [m.text for m in agent.get_state(cfg()).values["messages"]]
+    assert texts == ["New.", "x", "ok", "y", "ok"]
+
+
+def test_a_call_without_config_gets_a_fresh_thread():
+    model = ScriptedChatModel(["one", "two"])
+    agent = ReactAgent("fresh", model)
+    agent.call("a")
+    agent.call("b")
+    assert [len(r.messages) for r in model.requests] == [1, 1]
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        (ToolCall("c1", "nope", {}), "no tool named 'nope'; available tools: add"),
+        (ToolCall("c1", "add", {"a": "x", "b": 1}), "Error:"),
+        (ToolCall("c1", "add", {}, raw_arguments='{"a": 1,'), "Error:"),
+    ],
+)
+def test_bad_tool_calls_become_error_results_the_model_sees(call, expected):
+    model = ScriptedChatModel([AssistantMessage(tool_calls=[call]), "sorry"])
+    ReactAgent("err", model, tools=[add]).call("go")
+    result = model.requests[1].messages[-1]
+    assert isinstance(result, ToolResponseMessage) and result.is_error
+    assert expected in result.content
+
+
+def test_a_tool_that_raises_becomes_an_error_result():
+    @tool
+    def explode() -> str:
+        """Always fails."""
+        raise RuntimeError("disk full")
+
+    model = ScriptedChatModel([calls(("c1", "explode", {})), "noted"])
+    ReactAgent("err", model, tools=[explode]).call("go")
+    result = model.requests[1].messages[-1]
+    assert result.is_error and "RuntimeError: disk full" in result.content
+
+
+def test_a_tool_that_hangs_times_out_into_an_error_result():
+    @tool(timeout=0.2)
+    def hang() -> str:
+        """Never returns in time."""
+        time.sleep(3)
+        return "late"
+
+    model = ScriptedChatModel([calls(("c1", "hang", {})), "gave up"])
+    assert ReactAgent("slow", model, tools=[hang]).call("go").text == "gave up"
+    result = model.requests[1].messages[-1]
+    assert result.is_error and "did not finish within 0.2 s" in result.content
+
+
+def test_long_tool_output_is_cut_with_a_marker():
+    @tool
+    def big() -> str:
+        """A lot of text."""
+        return "x" * 500
+
+    model = ScriptedChatModel([calls(("c1", "big", {})), "ok"])
+    ReactAgent("cap", model, tools=[big], max_tool_output_chars=100).call("go")
+    content = model.requests[1].messages[-1].content
+    assert content.startswith("x" * 100) and content.endswith("[... 400 more characters truncated]")
+
+
+def test_missing_or_reused_call_ids_are_replaced_and_the_raw_id_kept():
+    model = ScriptedChatModel(
+        [
+            calls(("", "add", {"a": 1, "b": 1}), ("", "add", {"a": 2, "b": 2})),
+            calls(("call_0", "add", {"a": 3, "b": 3})),
+            calls(("call_0", "add", {"a": 4, "b": 4})),
+            "done",
+        ]
+    )
+    state = ReactAgent("ids", model, tools=[add]).invoke("go", cfg())
+    asked = [c for m in state["messages"] if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    ids = [c.id for c in asked]
+    assert len(set(ids)) == 4 and all(ids)
+    assert [c.raw_id for c in asked] == ["", "", None, "call_0"]
+    results = [m for m in state["messages"] if isinstance(m, ToolResponseMessage)]
+    assert [r.content for r in results] == ["2", "4", "6", "8"]
+
+
+def test_a_model_error_is_a_node_error_not_assistant_text():
+    model = ScriptedChatModel([ModelError("service unavailable", status_code=503)])
+    agent = ReactAgent("down", model)
+    with pytest.raises(NodeError, match="__model__") as info:
+        agent.invoke("hi", cfg())
+    assert isinstance(info.value.__cause__, ModelError)
+    assert [type(m).__name__ for m in agent.get_state(cfg()).values["messages"]] == ["UserMessage"]
+
+
+def test_streaming_yields_model_tokens_and_node_outputs_with_usage():
+    reply = AssistantMessage("Hello there, friend.", usage=Usage(prompt_tokens=5, completion_tokens=4, total_tokens=9))
+    agent = ReactAgent("talker", ScriptedChatModel([reply]))
+    outputs = list(agent.stream("hi", cfg()))
+    chunks = [o for o in outputs if isinstance(o, StreamingOutput)]
+    assert "".join(c.chunk for c in chunks) == "Hello there, friend."
+    assert all(c.agent == "talker" and c.node == "__model__" for c in chunks)
+    model_output = next(o for o in outputs if not isinstance(o, StreamingOutput) and o.node == "__model__")
+    assert model_output.usage == Usage(prompt_tokens=5, completion_tokens=4, total_tokens=9)
+    assert outputs.index(chunks[-1]) < outputs.index(model_output)
+
+
+def test_streamed_and_invoked_runs_end_in_the_same_state():
+    def script():
+        return ScriptedChatModel([calls(("c1", "add", {"a": 2, "b": 2})), "four"])
+
+    invoked = ReactAgent("a", script(), tools=[add]).invoke("2+2", cfg("x"))
+    streamed_agent = ReactAgent("a", script(), tools=[add])
+    list(streamed_agent.stream("2+2", cfg("y")))
+    streamed = streamed_agent.get_state(cfg("y")).values
+
+    def normal(messages):
+        return [m.model_dump(exclude={"id"}) for m in messages]
+
+    assert normal(invoked["messages"]) == normal(streamed["messages"])
+
+
+def test_stream_messages_yields_each_new_message_in_order():
+    model = ScriptedChatModel([calls(("c1", "add", {"a": 1, "b": 2})), "3"])
+    messages = list(ReactAgent("m", model, tools=[add]).stream_messages("1+2?", cfg()))
+    assert [type(m).__name__ for m in messages] == [
+        "UserMessage", "AssistantMessage", "ToolResponseMessage", "AssistantMessage"
+    ]
+
+
+@pytest.mark.parametrize(
+    "given",
+    ["hello", UserMessage("hello"), [UserMessage("hello")], ["hello"], {"messages": "hello"}],
+)
+def test_input_may_be_a_string_a_message_a_list_or_a_state_dict(given):
+    model = ScriptedChatModel(["hi"])
+    ReactAgent("in", model).call(given)
+    assert [m.text for m in model.requests[0].messages] == ["hello"]
+
+
+def test_bad_input_types_are_refused_clearly():
+    with pytest.raises(TypeError, match="agent input must be"):
+        ReactAgent("in", ScriptedChatModel(["hi"])).call(42)  # type: ignore[arg-type]
+
+
+def test_a_tool_with_a_tool_context_parameter_learns_its_call():
+    seen = {}
+
+    @tool
+    def whoami(note: str, ctx: ToolContext) -> str:
+        """Report the call."""
+        seen.update(call_id=ctx.call_id, key=ctx.idempotency_key, user=ctx.config.context["user"])
+        seen["messages"] = len(ctx.state["messages"])
+        return "ok"
+
+    model = ScriptedChatModel([calls(("c9", "whoami", {"note": "x"})), "done"])
+    agent = ReactAgent("ctx", model, tools=[whoami])
+    agent.call("go", cfg(context={"user": "ann"}))
+    assert "ctx" not in model.requests[0].tools[0].parameters["properties"]
+    assert seen["call_id"] == "c9" and seen["user"] == "ann" and seen["messages"] == 2
+    assistant_id = agent.get_state(cfg()).values["messages"][1].id
+    assert seen["key"] == f"t1:{assistant_id}:c9"
+
+
+def test_the_async_twins_match_the_sync_calls():
+    async def scenario():
+        model = ScriptedChatModel([calls(("c1", "add", {"a": 1, "b": 2})), "3", "again 3", "x", "y"])
+        agent = ReactAgent("async", model, tools=[add])
+        answer = await agent.acall("1+2", cfg())
+        state = await agent.ainvoke("again", cfg())
+        outputs = [o async for o in agent.astream("more?", cfg("other"))]
+        messages = [m async for m in agent.astream_messages("and?", cfg("third"))]
+        return answer, state, outputs, messages
+
+    answer, state, outputs, messages = asyncio.run(scenario())
+    assert answer.text == "3"
+    assert state["messages"][-1].text == "again 3"
+    assert any(isinstance(o, NodeOutput) and o.node == "__model__" for o in outputs)
+    assert [type(m).__name__ for m in messages] == ["UserMessage", "AssistantMessage"]
