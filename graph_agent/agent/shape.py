@@ -168,12 +168,13 @@ def _hook_edges(
 
 
 def _jump_paths(hook: Hook, shape: AgentShape, end_target: str, has_tools: bool) -> dict[str, str]:
+    """Edges for the declared jumps only. A jump to TOOL with nothing pending passes through
+    the tool node, which runs only pending calls, on to the loop entry."""
     paths: dict[str, str] = {}
     if JumpTo.MODEL in hook.can_jump_to:
         paths["model"] = shape.loop_entry
     if JumpTo.TOOL in hook.can_jump_to:
         paths["tool"] = TOOL_NODE
-        paths["model"] = shape.loop_entry  # a jump to TOOL with nothing pending
     if JumpTo.END in hook.can_jump_to:
         paths["end"] = end_target
     return paths
@@ -201,8 +202,6 @@ def _jump_key(jump: Any, state: OverAllState, hook: Hook | None, node: str) -> s
             node=node,
             step=-1,
         )
-    if target is JumpTo.TOOL:
-        return "tool" if pending_tool_calls(state.value("messages", ())) else "model"
     return target.value
 
 
@@ -212,7 +211,7 @@ def _loop_exit_edges(
     node = shape.loop_exit
     paths: dict[str, str] = {}
     if has_tools:
-        paths = {"tools": TOOL_NODE, "model": shape.loop_entry, "end": shape.exit}
+        paths = {"tools": TOOL_NODE, "end": shape.exit}
     if hook is not None and hook.can_jump_to:
         jumps = _jump_paths(hook, shape, shape.exit, has_tools)
         paths.update({("tools" if k == "tool" else k): v for k, v in jumps.items()})
@@ -232,8 +231,10 @@ def _loop_exit_edges(
         last = messages[-1] if messages else None
         if isinstance(last, AssistantMessage):
             return "tools" if pending_tool_calls(messages) else "end"
-        if isinstance(last, ToolResponseMessage):  # every call was answered (e.g. rejected)
-            return "tools" if pending_tool_calls(messages) else "model"
+        if isinstance(last, ToolResponseMessage):
+            # a hook answered the calls (a human rejected them): on through the tool node,
+            # which runs what is still pending, back to the model
+            return "tools"
         return "end"
 
     graph.add_conditional_edges(node, route, paths)

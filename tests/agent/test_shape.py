@@ -69,7 +69,6 @@ GOLDEN = {
         edges=[
             ("__start__", "__model__", None, False),
             ("__model__", "__tool__", "tools", True),
-            ("__model__", "__model__", "model", True),
             ("__model__", "__end__", "end", True),
             ("__tool__", "__model__", None, False),
         ],
@@ -89,12 +88,6 @@ GOLDEN = {
             ("Everywhere.everywhere.beforeModel", "__model__", None, False),
             ("__model__", "Everywhere.everywhere.afterModel", None, False),
             ("Everywhere.everywhere.afterModel", "__tool__", "tools", True),
-            (
-                "Everywhere.everywhere.afterModel",
-                "Everywhere.everywhere.beforeModel",
-                "model",
-                True,
-            ),
             ("Everywhere.everywhere.afterModel", "Everywhere.everywhere.after", "end", True),
             ("__tool__", "Everywhere.everywhere.beforeModel", None, False),
             ("Everywhere.everywhere.after", "__end__", None, False),
@@ -120,24 +113,20 @@ GOLDEN = {
             ("First.first.before", "Second.second.after", "end", True),
             ("Second.second.before", "First.first.beforeModel", "next", True),
             ("Second.second.before", "__tool__", "tool", True),
-            ("Second.second.before", "First.first.beforeModel", "model", True),
             ("First.first.beforeModel", "Second.second.beforeModel", "next", True),
             ("First.first.beforeModel", "First.first.beforeModel", "model", True),
             ("First.first.beforeModel", "Second.second.after", "end", True),
             ("Second.second.beforeModel", "__model__", "next", True),
             ("Second.second.beforeModel", "__tool__", "tool", True),
-            ("Second.second.beforeModel", "First.first.beforeModel", "model", True),
             ("__model__", "Second.second.afterModel", None, False),
             ("Second.second.afterModel", "First.first.afterModel", "next", True),
             ("Second.second.afterModel", "__tool__", "tool", True),
-            ("Second.second.afterModel", "First.first.beforeModel", "model", True),
             ("First.first.afterModel", "__tool__", "tools", True),
-            ("First.first.afterModel", "First.first.beforeModel", "model", True),
             ("First.first.afterModel", "Second.second.after", "end", True),
+            ("First.first.afterModel", "First.first.beforeModel", "model", True),
             ("__tool__", "First.first.beforeModel", None, False),
             ("Second.second.after", "First.first.after", "next", True),
             ("Second.second.after", "__tool__", "tool", True),
-            ("Second.second.after", "First.first.beforeModel", "model", True),
             ("First.first.after", "__end__", "next", True),
             ("First.first.after", "First.first.beforeModel", "model", True),
             ("First.first.after", "__end__", "end", True),
@@ -166,24 +155,20 @@ flowchart TD
     First.first.before -. "end" .-> Second.second.after
     Second.second.before -. "next" .-> First.first.beforeModel
     Second.second.before -. "tool" .-> __tool__
-    Second.second.before -. "model" .-> First.first.beforeModel
     First.first.beforeModel -. "next" .-> Second.second.beforeModel
     First.first.beforeModel -. "model" .-> First.first.beforeModel
     First.first.beforeModel -. "end" .-> Second.second.after
     Second.second.beforeModel -. "next" .-> __model__
     Second.second.beforeModel -. "tool" .-> __tool__
-    Second.second.beforeModel -. "model" .-> First.first.beforeModel
     __model__ --> Second.second.afterModel
     Second.second.afterModel -. "next" .-> First.first.afterModel
     Second.second.afterModel -. "tool" .-> __tool__
-    Second.second.afterModel -. "model" .-> First.first.beforeModel
     First.first.afterModel -. "tools" .-> __tool__
-    First.first.afterModel -. "model" .-> First.first.beforeModel
     First.first.afterModel -. "end" .-> Second.second.after
+    First.first.afterModel -. "model" .-> First.first.beforeModel
     __tool__ --> First.first.beforeModel
     Second.second.after -. "next" .-> First.first.after
     Second.second.after -. "tool" .-> __tool__
-    Second.second.after -. "model" .-> First.first.beforeModel
     First.first.after -. "next" .-> __end__
     First.first.after -. "model" .-> First.first.beforeModel
     First.first.after -. "end" .-> __end__
