@@ -35,13 +35,23 @@ _id_lock = threading.Lock()
 _id_counter = itertools.count()
 
 
-def new_checkpoint_id() -> str:
-    """A fresh checkpoint id: unique, and sorting in creation order (a seam tests may pin)."""
+def new_checkpoint_id(after: str | None = None) -> str:
+    """A fresh checkpoint id: unique, sorting in creation order, and after ``after`` (the
+    parent's id) even when the wall clock stepped back since it was made. A seam tests may pin.
+    """
     global _last_id
+    floor = _id_micros(after) + 1 if after else 0
     with _id_lock:
-        micros = max(time.time_ns() // 1000, _last_id + 1)
+        micros = max(time.time_ns() // 1000, _last_id + 1, floor)
         _last_id = micros
     return f"{micros:014x}-{os.getpid() & 0xFFFF:04x}{next(_id_counter) & 0xFFFFFF:06x}"
+
+
+def _id_micros(checkpoint_id: str) -> int:
+    try:
+        return int(checkpoint_id.split("-", 1)[0], 16)
+    except ValueError:
+        return 0
 
 
 def now() -> datetime:
@@ -224,6 +234,11 @@ def compare_and_set(checkpoint: Checkpoint, head: str | None) -> None:
         f"from checkpoint {checkpoint.parent_id!r}, the newest is now {head!r}); another run "
         "wrote to it. Reload with get_state() and call again"
     )
+
+
+def check_keep_last(keep_last: int) -> None:
+    if keep_last < 0:
+        raise ValueError(f"prune(keep_last={keep_last}): keep_last must be 0 or more")
 
 
 def _show(thread_id: str, limit: int = 60) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import socket
 import sqlite3
 import threading
 import time
@@ -24,6 +25,7 @@ from graph_agent.checkpoint.base import (
     Lease,
     PendingWrite,
     _show,
+    check_keep_last,
     compare_and_set,
 )
 from graph_agent.checkpoint.codec import (
@@ -35,9 +37,9 @@ from graph_agent.checkpoint.codec import (
 )
 from graph_agent.checkpoint.serde import loads
 from graph_agent.graph.engine import Blob
-from graph_agent.graph.errors import SerializationError, ThreadBusyError
+from graph_agent.graph.errors import GraphRuntimeError, SerializationError, ThreadBusyError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -59,6 +61,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             pid INTEGER NOT NULL, expires_at REAL NOT NULL,
             PRIMARY KEY (thread_id, checkpoint_ns)) WITHOUT ROWID""",
     ),
+    2: ("ALTER TABLE leases ADD COLUMN host TEXT NOT NULL DEFAULT ''",),
 }
 
 _CHAIN_SQL = """
@@ -80,8 +83,9 @@ class SqliteSaver(CheckpointSaver):
     Args:
         path: The database file, or ``":memory:"``.
         durability: ``"normal"`` (survives process crashes) or ``"full"`` (also power loss).
-        lease_ttl: Seconds a run's lease on its thread lasts without a checkpoint; a lease
-            whose process died is taken over at once.
+        lease_ttl: Seconds a lease taken on another host lasts without a checkpoint (the file
+            is shared over a network); on this host a lease binds while its process lives and
+            is taken over at once when it died.
 
     Example:
         >>> from graph_agent import SqliteSaver, CompileConfig
@@ -111,6 +115,9 @@ class SqliteSaver(CheckpointSaver):
             synchronous = "FULL" if durability == "full" else "NORMAL"
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
             self._migrate()
+        except sqlite3.OperationalError as exc:
+            message = f"cannot open the checkpoint database {self.path}: {exc}"
+            raise GraphRuntimeError(message) from exc
         except sqlite3.DatabaseError as exc:
             raise SerializationError(
                 f"{self.path} is not a usable graph_agent SQLite database ({exc}); point "
@@ -239,7 +246,8 @@ class SqliteSaver(CheckpointSaver):
             headers = [row[0] for row in self._conn.execute(sql, params).fetchall()]
         for header in headers:
             with self._lock:
-                yield self._load(thread_id, checkpoint_ns, header)
+                checkpoint = self._load(thread_id, checkpoint_ns, header)
+            yield checkpoint  # never while holding the lock: the caller may pause here
 
     def delete_thread(self, thread_id: str) -> None:
         with self._transaction() as conn:
@@ -247,6 +255,7 @@ class SqliteSaver(CheckpointSaver):
                 conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
 
     def prune(self, thread_id: str, keep_last: int) -> int:
+        check_keep_last(keep_last)
         removed = 0
         with self._transaction() as conn:
             namespaces = [
@@ -362,18 +371,26 @@ class SqliteSaver(CheckpointSaver):
         try:
             with self._transaction() as conn:
                 row = conn.execute(
-                    "SELECT owner, pid, expires_at FROM leases WHERE thread_id = ? AND "
+                    "SELECT owner, pid, expires_at, host FROM leases WHERE thread_id = ? AND "
                     "checkpoint_ns = ?",
                     (thread_id, checkpoint_ns),
                 ).fetchone()
-                if row is not None and _lease_alive(row[1], row[2]):
+                if row is not None and _lease_alive(row[1], row[2], row[3]):
                     raise ThreadBusyError(
                         f"thread {_show(thread_id)} is busy: process {row[1]} is running it "
                         f"({self.path}); wait for it to finish, or use another thread_id"
                     )
                 conn.execute(
-                    "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?)",
-                    (thread_id, checkpoint_ns, lease.owner, os.getpid(), self._expiry()),
+                    "INSERT OR REPLACE INTO leases (thread_id, checkpoint_ns, owner, pid, "
+                    "expires_at, host) VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        thread_id,
+                        checkpoint_ns,
+                        lease.owner,
+                        os.getpid(),
+                        self._expiry(),
+                        _HOST,
+                    ),
                 )
         except BaseException:
             super().release(lease)
@@ -442,10 +459,15 @@ class _Transaction:
             self.lock.release()
 
 
-def _lease_alive(pid: int, expires_at: float) -> bool:
-    """A lease binds while it has not expired and its process is alive."""
-    if expires_at < time.time():
-        return False
+def _lease_alive(pid: int, expires_at: float, host: str) -> bool:
+    """Whether a lease still binds.
+
+    On this host it binds while its process lives, however long its run takes (a crashed
+    process's lease is taken over at once). A lease written on another host binds until it
+    expires; its run extends it with each checkpoint.
+    """
+    if host != _HOST:
+        return expires_at >= time.time()
     if pid == os.getpid():
         return True
     try:
@@ -455,3 +477,6 @@ def _lease_alive(pid: int, expires_at: float) -> bool:
     except PermissionError:
         return True
     return True
+
+
+_HOST = socket.gethostname()

@@ -56,41 +56,100 @@ def test_a_database_from_a_newer_version_is_refused(tmp_path):
         SqliteSaver(path)
 
 
-def test_a_run_whose_lease_lapsed_cannot_fork_the_thread_by_accident(tmp_path):
-    path = tmp_path / "x.db"
-    entered, release = threading.Event(), threading.Event()
-
+def slow_graph(saver, entered, release):
     def slow(state):
         entered.set()
         release.wait(timeout=10)
         return {"by": "slow"}
 
-    def build(saver):
-        g = StateGraph("g")
-        g.add_node("work", slow if saver.lease_ttl < 1 else (lambda s: {"by": "fast"}))
-        g.add_edge(START, "work").add_edge("work", END)
-        return g.compile(CompileConfig(saver=saver))
+    g = StateGraph("g")
+    g.add_node("work", slow).add_edge(START, "work").add_edge("work", END)
+    return g.compile(CompileConfig(saver=saver))
 
-    cfg = RunnableConfig(thread_id="t")
-    slow_app = build(SqliteSaver(path, lease_ttl=0.05))
-    fast_app = build(SqliteSaver(path, lease_ttl=60))
-    errors = []
 
-    def run_slow():
+def run_in_thread(app, cfg, errors):
+    def run():
         try:
-            slow_app.invoke({}, cfg)
+            app.invoke({}, cfg)
         except ThreadBusyError as exc:
             errors.append(exc)
 
-    worker = threading.Thread(target=run_slow)
+    worker = threading.Thread(target=run)
     worker.start()
+    return worker
+
+
+def test_a_run_whose_thread_was_advanced_by_another_writer_cannot_fork_it(tmp_path):
+    from graph_agent.checkpoint.base import Checkpoint, new_checkpoint_id
+
+    path = tmp_path / "x.db"
+    entered, release = threading.Event(), threading.Event()
+    app = slow_graph(SqliteSaver(path), entered, release)
+    cfg = RunnableConfig(thread_id="t")
+    errors: list[ThreadBusyError] = []
+    worker = run_in_thread(app, cfg, errors)
     assert entered.wait(timeout=10)
-    time.sleep(0.1)  # the slow run's lease has lapsed: another run may take the thread
-    assert fast_app.invoke({}, cfg)["by"] == "fast"
+    other = SqliteSaver(path)  # a writer that ignores the lease, e.g. a buggy tool
+    head = other.get("t")
+    intruder = Checkpoint(
+        id=new_checkpoint_id(after=head.id), thread_id="t", parent_id=head.id,
+        step=head.step + 1, versions=head.versions, metadata={"source": "update"},
+    )
+    other.put(intruder)
     release.set()
     worker.join(timeout=10)
     assert errors and "moved on while this run was working" in str(errors[0])
-    history = list(fast_app.get_state_history(cfg))
-    parents = [s.parent_config.checkpoint_id for s in history if s.parent_config]
+    history = list(other.list("t"))
+    parents = [cp.parent_id for cp in history if cp.parent_id]
     assert len(parents) == len(set(parents)), "the thread's history forked"
-    assert fast_app.get_state(cfg).values["by"] == "fast"
+    assert other.get("t").id == intruder.id
+
+
+def test_a_run_that_outlives_lease_ttl_keeps_its_thread(tmp_path):
+    path = tmp_path / "x.db"
+    entered, release = threading.Event(), threading.Event()
+    app = slow_graph(SqliteSaver(path, lease_ttl=0.05), entered, release)
+    cfg = RunnableConfig(thread_id="t")
+    errors: list[ThreadBusyError] = []
+    worker = run_in_thread(app, cfg, errors)
+    assert entered.wait(timeout=10)
+    time.sleep(0.1)
+    other = slow_graph(SqliteSaver(path), threading.Event(), threading.Event())
+    with pytest.raises(ThreadBusyError, match="busy"):
+        other.invoke({}, cfg)
+    release.set()
+    worker.join(timeout=10)
+    assert not errors and app.get_state(cfg).values == {"by": "slow"}
+
+
+def test_a_lease_from_another_host_binds_until_it_expires(tmp_path):
+    saver = SqliteSaver(tmp_path / "x.db")
+    insert = "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?)"
+    saver._conn.execute(insert, ("t", "", "them", 1, time.time() + 60, "another-host"))
+    with pytest.raises(ThreadBusyError):
+        saver.acquire("t")
+    saver._conn.execute(insert, ("t", "", "them", 1, time.time() - 1, "another-host"))
+    saver.release(saver.acquire("t"))
+
+
+def test_a_version_one_file_is_migrated(tmp_path):
+    import sqlite3
+
+    from graph_agent.checkpoint.sqlite import _MIGRATIONS
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at REAL)")
+    for statement in _MIGRATIONS[1]:
+        conn.execute(statement)
+    conn.execute("INSERT INTO schema_version VALUES (1, 0)")
+    conn.commit()
+    conn.close()
+    saver = SqliteSaver(path)
+    assert saver.schema_version() == 2
+    saver.release(saver.acquire("t"))
+
+
+def test_prune_refuses_a_negative_count(tmp_path):
+    with pytest.raises(ValueError, match="keep_last"):
+        SqliteSaver(tmp_path / "x.db").prune("t", -1)
