@@ -43,6 +43,8 @@ SUMMARIZE_PROMPT = (
 INTERRUPTED_RESULT = (
     "Error: this tool call was interrupted before it returned a result; it did not complete."
 )
+TOOL_RECORD = "tool:"
+"""Prefix of the task record the tool node keeps per finished call (``tool:<call id>``)."""
 
 _tool_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -257,7 +259,7 @@ class ToolNode:
         config: RunnableConfig,
     ) -> ToolResponseMessage:
         task: TaskContext | None = config.task
-        key = f"tool:{call.id}"
+        key = f"{TOOL_RECORD}{call.id}"
         if task is not None:
             recorded = task.recorded(key)
             if recorded is not None:
@@ -289,6 +291,11 @@ class ToolNode:
             response = chain_tool(agent.tool_interceptors, self._invoke)(request)
         except Exception as exc:
             response = error_response(call, _describe(exc, call))
+        if not isinstance(response, ToolResponseMessage):
+            raise TypeError(
+                f"a tool interceptor returned {type(response).__name__} for tool call {call.id} "
+                f"({call.name}); it must return a ToolResponseMessage"
+            )
         return self._fit(response, call)
 
     def _invoke(self, request: ToolCallRequest) -> ToolResponseMessage:

@@ -17,16 +17,24 @@ from graph_agent.agent.interceptors import ModelInterceptor, ToolInterceptor
 from graph_agent.agent.nodes import (
     INTERRUPTED_RESULT,
     RUN_KEY,
+    TOOL_RECORD,
     error_response,
     last_assistant,
     messages_of,
     pending_tool_calls,
 )
-from graph_agent.agent.shape import MODEL_NODE, build_graph
+from graph_agent.agent.shape import MODEL_NODE, TOOL_NODE, build_graph
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
-from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, InvalidResumeError
+from graph_agent.checkpoint.serde import is_registered
+from graph_agent.graph.errors import (
+    GraphInterrupted,
+    GraphRuntimeError,
+    GraphSetupError,
+    InvalidResumeError,
+)
 from graph_agent.graph.runner import CompiledGraph
+from graph_agent.graph.runtime import RECORD_PREFIX, task_id_for
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import (
     Command,
@@ -223,6 +231,15 @@ class ReactAgent:
         self, input: AgentInput, config: RunnableConfig | None
     ) -> tuple[Any, RunnableConfig]:
         """The graph input and config for one call (DESIGN §5, pending tool recovery)."""
+        schema = self.output_schema
+        if schema is not None and not is_registered(schema):
+            # fail before any model call: the run could not store its validated output
+            raise GraphSetupError(
+                f"agent {self.name!r}: output_schema {schema.__qualname__} is not registered "
+                "with the checkpoint serializer, so its validated output cannot be saved; call "
+                f"graph_agent.checkpoint.serde.register({schema.__qualname__}, code) with a code "
+                "in 32..127 once, before the agent runs"
+            )
         config = config or RunnableConfig()
         if config.thread_id is None:
             config = dataclasses.replace(config, thread_id=f"thread-{uuid.uuid4().hex}")
@@ -236,7 +253,7 @@ class ReactAgent:
         if input is None:
             if pending and not snapshot.next:
                 # a finished thread with unanswered calls: route as if the model had just answered
-                self.graph.update_state(config, {}, as_node=MODEL_NODE)
+                config = self._update(config, {}, as_node=MODEL_NODE)
             return None, config
         state = _coerce_state(input)
         supplied = state.get("messages", [])
@@ -249,8 +266,9 @@ class ReactAgent:
         if results:
             _check_results(results, unanswered)
         answered = {m.tool_call_id for m in results}
+        recorded = self._recorded_results(config, snapshot)
         filled = [
-            error_response(call, INTERRUPTED_RESULT)
+            recorded.get(call.id) or error_response(call, INTERRUPTED_RESULT)
             for call in unanswered
             if call.id not in answered
         ]
@@ -272,8 +290,43 @@ class ReactAgent:
                 "sending tool results"
             )
         _check_results(results, pending)
-        self.graph.update_state(config, {"messages": results}, as_node=MODEL_NODE)
+        # calls the tool node finished before the run stopped keep their recorded results: a
+        # new checkpoint gives the tool node a new task, which would run them again
+        supplied = {m.tool_call_id for m in results}
+        recorded = self._recorded_results(config, snapshot)
+        kept = [recorded[c.id] for c in pending if c.id in recorded and c.id not in supplied]
+        config = self._update(config, {"messages": [*kept, *results]}, as_node=MODEL_NODE)
         return None, config
+
+    def _update(
+        self, config: RunnableConfig, values: dict[str, Any], as_node: str
+    ) -> RunnableConfig:
+        """``update_state``, then the call's config pointing at the new checkpoint (so a call
+        from an older checkpoint continues from the update instead of forking again)."""
+        written = self.graph.update_state(config, values, as_node=as_node)
+        if config.checkpoint_id is None:
+            return config
+        return dataclasses.replace(config, checkpoint_id=written.checkpoint_id)
+
+    def _recorded_results(
+        self, config: RunnableConfig, snapshot: StateSnapshot
+    ) -> dict[str, ToolResponseMessage]:
+        """Results the tool node recorded before the run stopped inside it, by call id."""
+        checkpoint_id = snapshot.config.checkpoint_id
+        if TOOL_NODE not in snapshot.next or checkpoint_id is None or config.thread_id is None:
+            return {}
+        saved = self.saver.get(config.thread_id, checkpoint_id)
+        if saved is None:
+            return {}
+        task = task_id_for(config.thread_id, checkpoint_id, TOOL_NODE)
+        prefix = RECORD_PREFIX + TOOL_RECORD
+        return {
+            write.value.tool_call_id: write.value
+            for write in saved.pending_writes
+            if write.task_id == task
+            and write.channel.startswith(prefix)
+            and isinstance(write.value, ToolResponseMessage)
+        }
 
     def _max_steps(self) -> int:
         """A step budget that ``max_iterations`` always exhausts first."""
