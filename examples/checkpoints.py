@@ -34,12 +34,17 @@ def publish(state):
     return {"published": state["draft"] if state["approved"] else None, "log": "publish"}
 
 
-def build(path: Path):
+def publisher() -> StateGraph:
+    """The graph, not yet compiled (``graph-agent draw examples/checkpoints.py:publisher``)."""
     g = StateGraph("publisher", key_strategies={"log": AppendStrategy()})
     g.add_node("write", write).add_node("approve", approve).add_node("publish", publish)
     g.add_edge(START, "write").add_edge("write", "approve").add_edge("approve", "publish")
     g.add_edge("publish", END)
-    return g.compile(CompileConfig(saver=SqliteSaver(path)))
+    return g
+
+
+def build(path: Path):
+    return publisher().compile(CompileConfig(saver=SqliteSaver(path)))
 
 
 if __name__ == "__main__":
@@ -56,8 +61,10 @@ if __name__ == "__main__":
 
         print("\nhistory, newest first:")
         for snapshot in app.get_state_history(config):
-            print(f"  step {snapshot.metadata['step']:>2} {snapshot.metadata['source']:<6}"
-                  f" next={snapshot.next}")
+            print(
+                f"  step {snapshot.metadata['step']:>2} {snapshot.metadata['source']:<6}"
+                f" next={snapshot.next}"
+            )
 
         # time travel: go back to just before approval and decide differently
         before_approval = next(s for s in app.get_state_history(config) if s.next == ("approve",))

@@ -1,0 +1,246 @@
+"""The ``graph-agent`` command: parsing, logging, and turning failures into one clear line."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+
+from graph_agent.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, CliError, explain
+
+__all__ = ["build_parser", "main"]
+
+_DESCRIPTION = """\
+Run, chat with, draw and inspect graph_agent agents and graphs.
+
+  graph-agent demo                                    the demo agent, offline
+  graph-agent run examples/quickstart.py:agent "Weather in Paris?"
+  graph-agent chat examples/human_in_the_loop.py:agent
+  graph-agent draw examples/workflow.py:build -f svg -o workflow.svg
+  graph-agent threads list                            what the demo stored
+
+MODULE:OBJECT is a module (mypkg.agents) or a file (path/to/file.py) and the name of a
+ReactAgent, CompiledGraph or StateGraph in it, or of a function with no arguments returning one.
+"""
+
+
+def _add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    # The flags work before and after the subcommand; the subcommand's copy does not reset a
+    # value given before it.
+    default: object = False if top else argparse.SUPPRESS
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=default,
+        help="show tracebacks and the library's log messages",
+    )
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        default=default,
+        help="plain text output (also when stdout is not a terminal)",
+    )
+
+
+def _add_db(parser: argparse.ArgumentParser, default: str | None, what: str) -> None:
+    parser.add_argument("--db", metavar="PATH", default=default, help=what)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``graph-agent``."""
+    from graph_agent.cli.draw import FORMATS
+    from graph_agent.cli.run import DEMO_DB
+
+    parser = argparse.ArgumentParser(
+        prog="graph-agent",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_common(parser, top=True)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    demo = commands.add_parser(
+        "demo",
+        help="run the demo agent (calculator, clock, unit converter)",
+        description="Run the demo agent. Offline unless --online, --base-url or --model is "
+        "given; API keys in the environment alone never switch it online.",
+    )
+    demo.add_argument(
+        "question", nargs="?", help="what to ask (default: a question using every tool)"
+    )
+    demo.add_argument("--thread", help="continue this conversation (default: a new thread)")
+    _add_db(demo, DEMO_DB, f"SQLite file for the threads (default: {DEMO_DB})")
+    demo.add_argument(
+        "--online",
+        action="store_true",
+        help="use a real model: OPENAI_API_KEY/OPENAI_BASE_URL, else DASHSCOPE_API_KEY",
+    )
+    demo.add_argument(
+        "--base-url", help="an OpenAI-compatible server, e.g. http://localhost:11434/v1"
+    )
+    demo.add_argument(
+        "--model", help="the model name (default gpt-4o-mini; qwen-plus on DashScope)"
+    )
+    demo.add_argument(
+        "--api-key-env", metavar="VAR", help="read the API key for --base-url from VAR"
+    )
+    _add_common(demo, top=False)
+
+    run = commands.add_parser(
+        "run",
+        help="run an agent or a graph once",
+        description="Run MODULE:OBJECT once and print the answer (an agent) or the final state "
+        "(a graph); --stream shows every node as it finishes.",
+    )
+    run.add_argument("target", metavar="MODULE:OBJECT")
+    run.add_argument(
+        "input",
+        nargs="?",
+        metavar="INPUT",
+        help="a question for an agent, a JSON object for a graph; leave out to continue --thread",
+    )
+    run.add_argument("--thread", help="the thread to run on (default: a new one)")
+    _add_db(run, None, "keep the threads in this SQLite file (created if missing)")
+    run.add_argument("--stream", action="store_true", help="show nodes, tokens and tool calls live")
+    run.add_argument(
+        "--resume",
+        metavar="JSON",
+        help='answer a pause, e.g. \'{"call_1": {"decision": "approve"}}\'',
+    )
+    _add_common(run, top=False)
+
+    chat = commands.add_parser(
+        "chat",
+        help="talk to an agent; approve, edit or reject tool calls at the prompt",
+        description="An interactive loop on one thread. Pauses for approval are answered at "
+        "the prompt: approve, edit (JSON arguments) or reject (with a reason).",
+    )
+    chat.add_argument("target", metavar="MODULE:OBJECT")
+    chat.add_argument("--thread", help="the thread to talk on (default: a new one)")
+    _add_db(chat, None, "keep the thread in this SQLite file")
+    _add_common(chat, top=False)
+
+    draw = commands.add_parser(
+        "draw",
+        help="draw a graph as Mermaid, PlantUML, DOT, ASCII, SVG or PNG",
+        description="Print the graph's diagram, or write it to a file. SVG and PNG are "
+        "rendered with Graphviz `dot`.",
+    )
+    draw.add_argument("target", metavar="MODULE:OBJECT")
+    draw.add_argument(
+        "-f",
+        "--format",
+        choices=FORMATS,
+        help="default: from the -o suffix (.mmd .puml .dot .txt .svg .png), else mermaid",
+    )
+    draw.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    _add_common(draw, top=False)
+
+    threads = commands.add_parser(
+        "threads",
+        help="list, show, trace or delete stored threads",
+        description="Inspect the threads in a SQLite checkpoint file.",
+    )
+    actions = threads.add_subparsers(dest="action", metavar="ACTION", required=True)
+    db_help = f"the SQLite file (default: {DEMO_DB})"
+    listing = actions.add_parser("list", help="every thread: checkpoints, step, status, size")
+    _add_db(listing, DEMO_DB, db_help)
+    _add_common(listing, top=False)
+    show = actions.add_parser("show", help="a thread's state as JSON")
+    show.add_argument("thread")
+    show.add_argument("--checkpoint", metavar="ID", help="an older checkpoint (see history)")
+    show.add_argument("--all", action="store_true", help="include _private bookkeeping keys")
+    _add_db(show, DEMO_DB, db_help)
+    _add_common(show, top=False)
+    history = actions.add_parser("history", help="a thread's checkpoints, newest first")
+    history.add_argument("thread")
+    history.add_argument("--limit", type=int, metavar="N", help="only the newest N")
+    _add_db(history, DEMO_DB, db_help)
+    _add_common(history, top=False)
+    delete = actions.add_parser("delete", help="delete a thread and its checkpoints")
+    delete.add_argument("thread")
+    _add_db(delete, DEMO_DB, db_help)
+    _add_common(delete, top=False)
+    return parser
+
+
+def _handler(command: str) -> Callable[[argparse.Namespace], int]:
+    if command == "demo":
+        from graph_agent.cli.run import demo_command
+
+        return demo_command
+    if command == "run":
+        from graph_agent.cli.run import run_command
+
+        return run_command
+    if command == "chat":
+        from graph_agent.cli.chat import chat_command
+
+        return chat_command
+    if command == "draw":
+        from graph_agent.cli.draw import draw_command
+
+        return draw_command
+    from graph_agent.cli.threads import threads_command
+
+    return threads_command
+
+
+@contextlib.contextmanager
+def _logging(debug: bool) -> Iterator[None]:
+    """Library log messages (retries, fallbacks) only with --debug; restored afterwards."""
+    logger = logging.getLogger("graph_agent")
+    level, propagate = logger.level, logger.propagate
+    handler: logging.Handler | None = None
+    if debug:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+    else:
+        logger.setLevel(logging.CRITICAL)
+        logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+        logger.propagate = propagate
+        if handler is not None:
+            logger.removeHandler(handler)
+
+
+def _fail(error: CliError) -> int:
+    sys.stdout.flush()
+    print(f"error: {error.message}", file=sys.stderr)
+    if error.hint:
+        print(f"hint: {error.hint}", file=sys.stderr)
+    return error.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``graph-agent`` with ``argv`` (default: the process's arguments); the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit:
+        return exit.code if isinstance(exit.code, int) else EXIT_USAGE
+    with _logging(args.debug):
+        try:
+            return _handler(args.command)(args)
+        except KeyboardInterrupt:
+            print("\ninterrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except BrokenPipeError:  # the reader went away (`| head`): stop quietly
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        except Exception as exc:
+            error = explain(exc)
+            if error is None or args.debug:
+                if error is not None:
+                    _fail(error)
+                raise
+            return _fail(error)

@@ -1,0 +1,181 @@
+"""``graph-agent demo`` and ``graph-agent run``: one call of an agent or a graph, shown live."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from graph_agent.agent.react import ReactAgent
+from graph_agent.checkpoint.memory import MemorySaver
+from graph_agent.checkpoint.sqlite import SqliteSaver
+from graph_agent.cli.endpoints import online_model, wants_online
+from graph_agent.cli.errors import EXIT_USAGE, CliError
+from graph_agent.cli.output import Reporter, RichReporter, RunSummary, make_reporter, to_json
+from graph_agent.cli.running import execute, new_thread_id, parse_input
+from graph_agent.cli.targets import Target, load_target, open_saver
+from graph_agent.graph.types import Interrupt, RunnableConfig
+from graph_agent.models.base import ChatModel
+
+__all__ = ["DEMO_DB", "demo_command", "resume_hint", "run_command"]
+
+DEMO_DB = os.path.join(".graph_agent", "demo.db")
+_STREAM_DELAY = 0.02
+"""Seconds between the offline model's words on a terminal, so the streaming can be seen."""
+
+
+def demo_command(args: argparse.Namespace) -> int:
+    """Run the demo agent once on ``args.question`` (offline unless the flags say otherwise)."""
+    from graph_agent.demo import DemoChatModel, build_agent
+
+    reporter = make_reporter(plain=args.plain)
+    if wants_online(online=args.online, base_url=args.base_url, model=args.model):
+        endpoint = online_model(
+            os.environ, base_url=args.base_url, model=args.model, api_key_env=args.api_key_env
+        )
+        model: ChatModel = endpoint.model
+        described = endpoint.description
+    else:
+        live = isinstance(reporter, RichReporter)
+        model = DemoChatModel(chunk_delay=_STREAM_DELAY if live else 0.0)
+        described = "offline demo model (add --online for a real one)"
+    saver = open_saver(args.db)
+    try:
+        _demo(args, build_agent(model, saver), saver, described, reporter)
+    finally:
+        saver.close()
+    return 0
+
+
+def _demo(
+    args: argparse.Namespace,
+    agent: ReactAgent,
+    saver: SqliteSaver,
+    described: str,
+    reporter: Reporter,
+) -> None:
+    from graph_agent.demo import DEFAULT_QUESTION
+
+    thread = args.thread or new_thread_id("demo")
+    question = args.question or DEFAULT_QUESTION
+    reporter.header("graph-agent demo", {"model": described, "thread": thread, "db": args.db})
+    if args.thread and saver.get(thread) is not None:
+        reporter.note(f"continuing thread {thread}")
+    reporter.question(question)
+    target = Target(spec="graph_agent.demo:agent", runnable=agent)
+    summary = execute(target, question, RunnableConfig(thread_id=thread), reporter)
+    if summary.interrupts:
+        reporter.paused(summary.interrupts, "")
+    else:
+        reporter.finish(summary)
+    db_flag = "" if args.db == DEMO_DB else f" --db {args.db}"
+    reporter.note(
+        f'continue: graph-agent demo --thread {thread}{db_flag} "your next question"\n'
+        f"inspect:  graph-agent threads history {thread}{db_flag}"
+    )
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run ``MODULE:OBJECT`` once: print the answer (or final state), or stream with --stream."""
+    with load_target(args.target, db=args.db) as target:
+        _run(target, args)
+    return 0
+
+
+def _run(target: Target, args: argparse.Namespace) -> None:
+    if args.input is None and args.resume is None and args.thread is None:
+        raise CliError(
+            "nothing to run: give an INPUT",
+            "an agent takes a question, a graph a JSON object; --thread with no INPUT continues "
+            "a thread, --resume answers a pause",
+            EXIT_USAGE,
+        )
+    input = parse_input(target, args.input, args.resume)
+    if args.thread is not None and isinstance(target.saver, MemorySaver):
+        if args.input is None:
+            raise CliError(
+                f"thread {args.thread} cannot be continued: without --db, {args.target} keeps "
+                "its threads in memory, which ends with each command",
+                "pass the --db PATH the thread was started with",
+                EXIT_USAGE,
+            )
+        print(
+            f"note: without --db, thread {args.thread} lives only as long as this command",
+            file=sys.stderr,
+        )
+    thread = args.thread or new_thread_id()
+    config = RunnableConfig(thread_id=thread)
+    reporter: Reporter = make_reporter(plain=args.plain) if args.stream else _Quiet()
+    summary = execute(target, input, config, reporter)
+    if summary.interrupts:
+        hint = resume_hint(args.target, thread, args.db, summary.interrupts, target)
+        shown = reporter if args.stream else make_reporter(plain=args.plain)
+        shown.paused(summary.interrupts, hint)
+    elif args.stream:
+        reporter.finish(summary)
+    else:
+        _print_result(summary, target)
+    if args.thread is None and isinstance(target.saver, SqliteSaver):
+        print(f"thread: {thread} (continue with --thread {thread})", file=sys.stderr)
+
+
+def _print_result(summary: RunSummary, target: Target) -> None:
+    if target.is_agent:
+        print(summary.answer if summary.answer is not None else "")
+    else:
+        print(to_json(summary.state))
+
+
+def resume_hint(
+    spec: str, thread: str, db: str | None, interrupts: tuple[Interrupt, ...], target: Target
+) -> str:
+    """How to answer the pause from the command line."""
+    if not interrupts:
+        return ""
+    if db is None and not isinstance(target.saver, SqliteSaver):
+        return (
+            f"this thread lives in memory only: run with --db PATH to resume it later, or use "
+            f"graph-agent chat {spec}"
+        )
+    answer: Any = "yes"
+    value = interrupts[0].value
+    calls = value.get("tool_calls") if isinstance(value, Mapping) else None
+    if isinstance(calls, list):
+        answer = {str(call.get("id")): {"decision": "approve"} for call in calls}
+    db_flag = f" --db {db}" if db else ""
+    resume = json.dumps(answer)
+    return f"resume: graph-agent run {spec} --thread {thread}{db_flag} --resume '{resume}'"
+
+
+class _Quiet:
+    """A reporter that shows nothing (``run`` without ``--stream`` prints only the result)."""
+
+    def header(self, title: str, details: Mapping[str, str]) -> None:
+        pass
+
+    def question(self, text: str) -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+    def token(self, node: str, text: str) -> None:
+        pass
+
+    def node(self, output: Any) -> None:
+        pass
+
+    def paused(self, interrupts: Any, hint: str) -> None:
+        pass
+
+    def finish(self, summary: RunSummary) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass

@@ -1,0 +1,115 @@
+"""Running a target once, streamed to a reporter, and what the run came to."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import datetime
+from typing import Any
+
+from graph_agent.agent.react import ReactAgent
+from graph_agent.cli.errors import EXIT_USAGE, CliError
+from graph_agent.cli.output import Reporter, RunSummary
+from graph_agent.cli.targets import Target
+from graph_agent.graph.types import Command, Interrupt, NodeOutput, RunnableConfig, StreamingOutput
+from graph_agent.messages import AssistantMessage, Usage
+
+__all__ = ["answer_of", "execute", "new_thread_id", "parse_input", "parse_json"]
+
+
+def new_thread_id(prefix: str = "thread") -> str:
+    """A readable, unique thread id: ``demo-20250101-120000-3f2a``."""
+    return f"{prefix}-{datetime.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:4]}"
+
+
+def parse_json(text: str, what: str) -> Any:
+    """``text`` as JSON, or a usage error naming ``what`` was expected."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(
+            f"{what} is not valid JSON ({exc.msg} at column {exc.colno}): {text!r:.80}",
+            'quote it for the shell, e.g. \'{"topic": "graphs"}\'',
+            EXIT_USAGE,
+        ) from exc
+
+
+def parse_input(target: Target, text: str | None, resume: str | None = None) -> Any:
+    """The input of a call: a question for an agent, a JSON object for a graph, a resume, or
+    ``None`` (continue the thread)."""
+    if resume is not None:
+        return Command(resume=parse_json(resume, "--resume"))
+    if text is None:
+        return None
+    if target.is_agent:
+        return text
+    value = parse_json(text, "INPUT")
+    if not isinstance(value, dict):
+        raise CliError(
+            f"a graph's INPUT is a JSON object of state keys, got {type(value).__name__}",
+            'e.g. \'{"topic": "graphs"}\'',
+            EXIT_USAGE,
+        )
+    return value
+
+
+def answer_of(state: dict[str, Any]) -> str | None:
+    """The text of the last assistant message in an agent's state."""
+    for message in reversed(list(state.get("messages", ()))):
+        if isinstance(message, AssistantMessage):
+            return message.text
+    return None
+
+
+def execute(target: Target, input: Any, config: RunnableConfig, reporter: Reporter) -> RunSummary:
+    """Stream one call of ``target`` into ``reporter`` and sum it up (answer, stats, pauses).
+
+    The reporter's ``finish``/``paused`` are left to the caller, which knows what to suggest.
+    """
+    summary = RunSummary(thread_id=config.thread_id)
+    if isinstance(target.runnable, ReactAgent):
+        _ = target.runnable.graph  # built (once) outside the timing: the time shown is the run's
+    started = time.perf_counter()
+    last_state: Any = None
+    interrupts: dict[str, Interrupt] = {}
+    usage: Usage | None = None
+    reporter.start()
+    try:
+        for output in target.runnable.stream(input, config):
+            if isinstance(output, StreamingOutput):
+                reporter.token(output.node, output.chunk)
+                continue
+            reporter.node(output)
+            _count(summary, output)
+            if isinstance(output.usage, Usage):
+                usage = output.usage if usage is None else usage + output.usage
+            for interrupt in output.interrupts:
+                interrupts[interrupt.id] = interrupt
+            if output.state is not None:
+                last_state = output.state
+    except BaseException:
+        reporter.stop()
+        raise
+    summary.elapsed = time.perf_counter() - started
+    summary.usage = usage
+    summary.state = last_state.data() if last_state is not None else {}
+    summary.interrupts = tuple(interrupts.values())
+    if target.saver is not None and config.thread_id is not None:
+        snapshot = target.runnable.get_state(config)
+        summary.state = dict(snapshot.values)
+        summary.interrupts = snapshot.interrupts
+    if target.is_agent and not summary.interrupts:
+        summary.answer = answer_of(summary.state)
+    return summary
+
+
+def _count(summary: RunSummary, output: NodeOutput) -> None:
+    messages = output.update.get("messages") if output.update else None
+    if not isinstance(messages, list | tuple):
+        return
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            summary.model_calls += 1
+            summary.iterations += bool(message.tool_calls)
+            summary.tool_calls += len(message.tool_calls)

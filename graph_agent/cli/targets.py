@@ -1,0 +1,288 @@
+"""Finding the agent or graph a command works on: ``MODULE:OBJECT``, and its checkpoint file.
+
+``MODULE`` is a dotted module name importable from the current folder (``mypkg.agents``) or a
+path to a Python file (``examples/quickstart.py``). ``OBJECT`` names a :class:`ReactAgent`, a
+:class:`CompiledGraph` or a :class:`StateGraph` (compiled for you) in it, possibly dotted
+(``agents.support``), or a function taking no arguments that returns one of them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from graph_agent.agent.react import ReactAgent
+from graph_agent.checkpoint.base import CheckpointSaver
+from graph_agent.checkpoint.memory import MemorySaver
+from graph_agent.checkpoint.sqlite import SqliteSaver
+from graph_agent.cli.errors import EXIT_USAGE, CliError
+from graph_agent.graph.builder import StateGraph
+from graph_agent.graph.errors import GraphSetupError, SerializationError
+from graph_agent.graph.runner import CompiledGraph
+from graph_agent.graph.types import CompileConfig
+
+__all__ = ["Target", "load_target", "open_existing_saver", "open_saver"]
+
+_KINDS = (ReactAgent, CompiledGraph, StateGraph)
+_EXAMPLE = "e.g. examples/quickstart.py:agent or mypackage.agents:agent"
+
+
+@dataclass(kw_only=True)
+class Target:
+    """What a command runs or draws: an agent or a compiled graph, and where it came from.
+
+    Used as a context manager, it closes the database it opened on leaving, and gives an agent
+    whose saver it replaced its own saver back, so the user's objects are left as they were.
+    """
+
+    spec: str
+    runnable: ReactAgent | CompiledGraph
+    opened: SqliteSaver | None = None
+    previous_saver: CheckpointSaver | None = None
+
+    def __enter__(self) -> Target:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the database this target opened; restore an agent's own saver."""
+        if self.opened is None:
+            return
+        if isinstance(self.runnable, ReactAgent) and self.previous_saver is not None:
+            _use_saver(self.runnable, self.previous_saver)
+        self.opened.close()
+        self.opened = None
+
+    @property
+    def is_agent(self) -> bool:
+        return isinstance(self.runnable, ReactAgent)
+
+    @property
+    def name(self) -> str:
+        return self.runnable.name
+
+    @property
+    def saver(self) -> CheckpointSaver | None:
+        saver: CheckpointSaver | None = self.runnable.saver
+        return saver
+
+    def get_graph(self, fmt: str) -> str:
+        return self.runnable.get_graph(fmt)
+
+
+def load_target(spec: str, *, db: str | None = None, default_saver: bool = True) -> Target:
+    """Import ``spec`` and make it runnable, on a SQLite file when ``db`` is given.
+
+    Args:
+        spec: ``MODULE:OBJECT``.
+        db: A SQLite file to keep threads in (an agent's saver is replaced until the target
+            is closed; a StateGraph is compiled with it; an already compiled graph must already
+            use that file).
+        default_saver: Compile a StateGraph with a MemorySaver when there is no ``db``, so its
+            interrupts can be resumed within the process.
+
+    Raises:
+        CliError: the spec is malformed, cannot be imported, or names the wrong kind of object.
+    """
+    module_part, object_part = _split(spec)
+    module = _import(module_part)
+    found = _resolve(module, module_part, object_part)
+    if isinstance(found, ReactAgent):
+        if db is None:
+            return Target(spec=spec, runnable=found)
+        previous, agent_saver = found.saver, open_saver(db)
+        _use_saver(found, agent_saver)
+        return Target(spec=spec, runnable=found, opened=agent_saver, previous_saver=previous)
+    if isinstance(found, StateGraph):
+        graph_saver = open_saver(db) if db is not None else None
+        saver: CheckpointSaver | None = graph_saver
+        if saver is None and default_saver:
+            saver = MemorySaver()
+        try:
+            compiled = found.compile(CompileConfig(saver=saver))
+        except GraphSetupError as exc:
+            raise CliError(f"{spec} does not compile: {exc}", "fix the graph", EXIT_USAGE) from exc
+        return Target(spec=spec, runnable=compiled, opened=graph_saver)
+    assert isinstance(found, CompiledGraph)
+    if db is not None:
+        _check_compiled_saver(spec, found, db)
+    return Target(spec=spec, runnable=found)
+
+
+def _use_saver(agent: ReactAgent, saver: CheckpointSaver) -> None:
+    """Put ``saver`` under ``agent``; a graph it already built is rebuilt on the new saver."""
+    agent.saver = saver
+    # The agent compiles its graph lazily with its saver; one built before (a module that drew
+    # the graph at import, say) still points at the old saver, so it is dropped and rebuilt.
+    agent._compiled = None
+
+
+def _check_compiled_saver(spec: str, graph: CompiledGraph, db: str) -> None:
+    saver = graph.saver
+    if isinstance(saver, SqliteSaver) and _same_file(saver.path, db):
+        return
+    if saver is None:
+        raise CliError(
+            f"{spec} was compiled without a saver, so --db cannot keep its threads",
+            "point at the StateGraph instead (it is compiled for you on --db), or compile with "
+            "CompileConfig(saver=SqliteSaver(path))",
+            EXIT_USAGE,
+        )
+    raise CliError(
+        f"{spec} was compiled with {type(saver).__name__}, which --db {db} cannot replace",
+        "drop --db to use the graph's own saver, or point at the StateGraph instead",
+        EXIT_USAGE,
+    )
+
+
+def _same_file(a: str, b: str) -> bool:
+    return a != ":memory:" and Path(a).resolve() == Path(b).resolve()
+
+
+def open_saver(path: str) -> SqliteSaver:
+    """A SqliteSaver on ``path`` (created with its folder when missing)."""
+    if Path(path).is_dir():
+        raise CliError(f"--db {path} is a folder", "give the path of a database file")
+    try:
+        return SqliteSaver(path)
+    except SerializationError as exc:
+        cause = exc.__cause__ if exc.__cause__ is not None else exc
+        raise CliError(
+            f"{path} is not a usable graph_agent database ({cause})",
+            "give --db a new file or an existing graph_agent database; move this one away",
+        ) from exc
+
+
+def open_existing_saver(path: str) -> SqliteSaver:
+    """A SqliteSaver on a database that must exist already (for reading threads)."""
+    if not Path(path).exists():
+        raise CliError(
+            f"no database at {path}",
+            f"store a run there first, e.g. graph-agent demo --db {path}",
+        )
+    return open_saver(path)
+
+
+def _split(spec: str) -> tuple[str, str]:
+    module_part, colon, object_part = spec.rpartition(":")
+    if os.name == "nt" and len(module_part) == 1:  # "C:path.py" has no object part
+        colon = ""
+    if not colon or not module_part or not object_part:
+        raise CliError(f"expected MODULE:OBJECT, got {spec!r}", _EXAMPLE, EXIT_USAGE)
+    return module_part, object_part
+
+
+def _import(module_part: str) -> ModuleType:
+    is_file = module_part.endswith(".py") or os.sep in module_part or "/" in module_part
+    try:
+        if is_file:
+            return _import_file(Path(module_part))
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        return importlib.import_module(module_part)
+    except CliError:
+        raise
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_part == exc.name or module_part.startswith(exc.name + ".")):
+            raise CliError(
+                f"no module named {module_part!r}",
+                "run from the folder that contains it, or give a file: path/to/file.py:OBJECT",
+                EXIT_USAGE,
+            ) from exc
+        raise _import_failed(module_part, exc) from exc
+    except Exception as exc:
+        raise _import_failed(module_part, exc) from exc
+
+
+def _import_failed(module_part: str, exc: BaseException) -> CliError:
+    return CliError(
+        f"importing {module_part} failed: {type(exc).__name__}: {' '.join(str(exc).split())}",
+        "run with --debug to see the traceback",
+        EXIT_USAGE,
+    )
+
+
+def _import_file(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise CliError(f"no such file: {path}", _EXAMPLE, EXIT_USAGE)
+    resolved = path.resolve()
+    # A fresh module per load: each command gets new objects (a scripted model that was used up
+    # by an earlier call in the same process starts again).
+    name = f"_graph_agent_target_{resolved.stem}"
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        raise CliError(f"cannot import {path}: not a Python file", _EXAMPLE, EXIT_USAGE)
+    module = importlib.util.module_from_spec(spec)
+    folder = str(resolved.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)  # so the file can import its neighbours
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def _resolve(module: ModuleType, module_part: str, object_part: str) -> Any:
+    found: Any = module
+    for attribute in object_part.split("."):
+        if not hasattr(found, attribute):
+            candidates = _candidates(module)
+            hint = (
+                f"it defines: {', '.join(candidates)}"
+                if candidates
+                else "it defines no ReactAgent, CompiledGraph or StateGraph"
+            )
+            raise CliError(f"{module_part} has no {object_part!r}", hint, EXIT_USAGE)
+        found = getattr(found, attribute)
+    if inspect.isfunction(found) and not isinstance(found, _KINDS):
+        found = _call_factory(found, f"{module_part}:{object_part}")
+    if not isinstance(found, _KINDS):
+        raise CliError(
+            f"{module_part}:{object_part} is a {type(found).__name__}, not a ReactAgent, "
+            "CompiledGraph or StateGraph",
+            "point at an agent or a graph (or a function with no arguments returning one)",
+            EXIT_USAGE,
+        )
+    return found
+
+
+def _call_factory(factory: Any, spec: str) -> Any:
+    required = [
+        p
+        for p in inspect.signature(factory).parameters.values()
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if required:
+        names = ", ".join(p.name for p in required)
+        raise CliError(
+            f"{spec} is a function that needs arguments ({names})",
+            "point at an agent or a graph, or a function with no required arguments",
+            EXIT_USAGE,
+        )
+    try:
+        return factory()
+    except Exception as exc:
+        raise CliError(
+            f"{spec}() failed: {type(exc).__name__}: {' '.join(str(exc).split())}",
+            "run with --debug to see the traceback",
+        ) from exc
+
+
+def _candidates(module: ModuleType) -> list[str]:
+    return sorted(
+        name
+        for name, value in vars(module).items()
+        if isinstance(value, _KINDS) and not name.startswith("_")
+    )

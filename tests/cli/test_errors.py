@@ -1,0 +1,177 @@
+"""Mistakes a user can make: one line saying what, one hint saying how, a non-zero exit code,
+and no traceback unless --debug."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from graph_agent.cli.errors import CliError
+from tests.cli.conftest import example
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _corrupt(path: str) -> str:
+    Path(path).write_bytes(b"this is not a database, just some text " * 200)
+    return path
+
+
+CASES = {
+    "no colon": (["run", "agent_only", "hi"], 2, "expected MODULE:OBJECT, got 'agent_only'"),
+    "unknown module": (
+        ["run", "no_such_module:agent", "hi"],
+        2,
+        "no module named 'no_such_module'",
+    ),
+    "missing file": (["run", "missing.py:agent", "hi"], 2, "no such file: missing.py"),
+    "unknown object": (
+        ["draw", f"{example('quickstart.py')}:agnet"],
+        2,
+        "quickstart.py has no 'agnet'",
+    ),
+    "wrong type": (
+        ["run", f"{example('quickstart.py')}:get_weather", "hi"],
+        2,
+        "quickstart.py:get_weather is a Tool, not a ReactAgent, CompiledGraph or StateGraph",
+    ),
+    "a failing import": (
+        ["run", "@boom.py:agent", "hi"],
+        2,
+        "importing boom.py failed: RuntimeError: no API key in settings.toml",
+    ),
+    "unknown nested object": (
+        ["run", "graph_agent.demo_tools:calculator.function.missing", "x"],
+        2,
+        "graph_agent.demo_tools has no 'calculator.function.missing'",
+    ),
+    "graph input not json": (
+        ["run", f"{example('workflow.py')}:build", "topic"],
+        2,
+        "INPUT is not valid JSON",
+    ),
+    "compiled without saver on a db": (
+        ["run", f"{example('workflow.py')}:build", "{}", "--db", "x.db"],
+        2,
+        "workflow.py:build was compiled without a saver, so --db cannot keep its threads",
+    ),
+    "missing key": (
+        ["demo", "--online"],
+        2,
+        "--online needs a model endpoint, and none is set: no OPENAI_API_KEY, OPENAI_BASE_URL or "
+        "DASHSCOPE_API_KEY in the environment",
+    ),
+    "missing key variable": (
+        ["demo", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "NOT_SET_ANYWHERE"],
+        2,
+        "--api-key-env NOT_SET_ANYWHERE: that environment variable is not set",
+    ),
+    "corrupt db for the demo": (
+        ["demo", "--db", "@corrupt.db"],
+        1,
+        "corrupt.db is not a usable graph_agent database (file is not a database)",
+    ),
+    "corrupt db for threads": (
+        ["threads", "list", "--db", "@corrupt.db"],
+        1,
+        "corrupt.db is not a usable graph_agent database",
+    ),
+    "corrupt db for run": (
+        ["run", "graph_agent.demo:agent", "hi", "--db", "@corrupt.db"],
+        1,
+        "corrupt.db is not a usable graph_agent database",
+    ),
+    "missing db": (["threads", "list", "--db", "none.db"], 1, "no database at none.db"),
+    "unknown thread": (["threads", "show", "nope", "--db", "@demo"], 1, "no thread 'nope' in"),
+    "resume with nothing paused": (
+        ["run", "graph_agent.demo:agent", "--thread", "new", "--resume", '"yes"', "--db", "r.db"],
+        2,
+        "Command(resume=...) answers pending interrupts, and this thread has none",
+    ),
+    "continue a thread kept in memory": (
+        ["run", "graph_agent.demo:agent", "--thread", "t1"],
+        2,
+        "thread t1 cannot be continued: without --db, graph_agent.demo:agent keeps its threads "
+        "in memory",
+    ),
+    "nothing to run": (["run", "graph_agent.demo:agent"], 2, "nothing to run: give an INPUT"),
+}
+
+
+def _argv(argv: list[str], cli) -> list[str]:
+    resolved = []
+    for arg in argv:
+        if arg == "@corrupt.db":
+            arg = _corrupt("corrupt.db")
+        elif arg == "@boom.py:agent":
+            Path("boom.py").write_text('raise RuntimeError("no API key in settings.toml")\n')
+            arg = "boom.py:agent"
+        elif arg == "@demo":
+            cli("demo", "--db", "demo.db", "What is 1 + 1?")
+            arg = "demo.db"
+        resolved.append(arg)
+    return resolved
+
+
+@pytest.mark.parametrize(("argv", "code", "message"), CASES.values(), ids=CASES.keys())
+def test_a_user_error_is_one_line_and_a_hint(cli, argv, code, message):
+    result = cli(*_argv(argv, cli))
+
+    assert result.code == code
+    assert len(result.error_lines) == 2, result.err
+    what, hint = result.error_lines
+    assert what.startswith("error: ") and message in what
+    assert hint.startswith("hint: ") and len(hint) > 10
+    assert "Traceback" not in result.err + result.out
+
+
+def test_an_unreachable_model_server_is_one_line_and_a_hint(cli):
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+
+    result = cli("demo", "--plain", "--base-url", url, "--model", "m", "What is 1 + 1?")
+
+    assert result.code == 1
+    assert result.error_lines[0].startswith(
+        f"error: cannot reach the model server: model 'm' at {url}"
+    )
+    assert result.error_lines[1].startswith("hint: check --base-url / OPENAI_BASE_URL")
+    assert len(result.error_lines) == 2  # the client's retry warnings stay quiet
+    assert "Traceback" not in result.err
+
+
+def test_the_real_command_prints_no_traceback(program):
+    _corrupt("bad.db")
+
+    result = program("threads", "list", "--db", "bad.db")
+
+    assert result.code == 1
+    assert result.err.splitlines() == [
+        "error: bad.db is not a usable graph_agent database (file is not a database)",
+        "hint: give --db a new file or an existing graph_agent database; move this one away",
+    ]
+
+
+def test_debug_shows_the_traceback(cli):
+    with pytest.raises(CliError, match="no module named 'no_such_module'"):
+        cli("--debug", "run", "no_such_module:agent", "hi")
+
+
+def test_debug_after_the_subcommand_works_too(program):
+    result = program("run", "no_such_module:agent", "hi", "--debug")
+
+    assert result.code == 1
+    assert "Traceback (most recent call last)" in result.err
+    assert "error: no module named 'no_such_module'" in result.err
+
+
+def test_a_bad_flag_is_a_usage_error(cli):
+    result = cli("draw", "graph_agent.demo:agent", "--format", "jpeg")
+
+    assert result.code == 2
+    assert "invalid choice: 'jpeg'" in result.err

@@ -1,0 +1,113 @@
+"""``graph-agent threads``: what ``run`` stored, listed, shown, traced and deleted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli.conftest import example
+
+
+@pytest.fixture
+def stored(cli):
+    """Two demo threads in runs.db: a (one question) and b (two)."""
+    for thread, question in (
+        ("a", "What is 2 + 2?"),
+        ("b", "What is 3 * 3?"),
+        ("b", "And 5 kg in lb?"),
+    ):
+        result = cli(
+            "run", "graph_agent.demo:agent", question, "--db", "runs.db", "--thread", thread
+        )
+        assert result.code == 0, result.err
+    return "runs.db"
+
+
+def test_list_shows_every_thread_with_its_checkpoints_and_size(cli, stored):
+    result = cli("threads", "list", "--db", stored)
+
+    assert result.code == 0, result.err
+    header, *rows = result.out.splitlines()
+    assert header.split() == ["thread", "checkpoints", "step", "next", "updated", "bytes"]
+    cells = {row.split()[0]: row.split() for row in rows}
+    assert set(cells) == {"a", "b"}
+    assert cells["a"][1:4] == ["5", "3", "finished"]
+    assert cells["b"][1] == "10"  # two runs of 5 checkpoints
+    assert int(cells["b"][-1].replace(",", "")) > int(cells["a"][-1].replace(",", ""))
+
+
+def test_show_prints_the_state_as_json_without_bookkeeping_keys(cli, stored):
+    result = cli("threads", "show", "a", "--db", stored)
+
+    shown = json.loads(result.out)
+    assert shown["thread"] == "a" and shown["next"] == [] and shown["interrupts"] == []
+    messages = shown["values"]["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert messages[3] | {"id": None} == {
+        "id": None,
+        "role": "tool",
+        "name": "calculator",
+        "content": "4",
+        "tool_call_id": messages[2]["tool_calls"][0]["id"],
+        "is_error": False,
+    }
+    assert not any(key.startswith("_") for key in shown["values"])
+    everything = json.loads(cli("threads", "show", "a", "--db", stored, "--all").out)
+    assert everything["values"]["_agent_run"]["iterations"] == 1
+
+
+def test_history_lists_checkpoints_newest_first_with_the_nodes_that_wrote(cli, stored):
+    result = cli("threads", "history", "a", "--db", stored)
+
+    header, *rows = result.out.splitlines()
+    assert header.split() == ["step", "checkpoint", "written", "by", "next", "time", "bytes"]
+    steps = [row.split()[0] for row in rows]
+    assert steps == ["3", "2", "1", "0", "-1"]
+    assert rows[0].split()[2:4] == ["__model__", "finished"]
+    assert rows[1].split()[2:4] == ["__tool__", "__model__"]
+    assert "__start__ (input)" in rows[-1]
+    assert all(int(row.split()[-1].replace(",", "")) > 0 for row in rows)
+
+
+def test_show_reads_an_older_checkpoint_from_the_history(cli, stored):
+    rows = cli("threads", "history", "a", "--db", stored).out.splitlines()[1:]
+    after_tools = rows[1].split()[1]
+
+    shown = json.loads(cli("threads", "show", "a", "--db", stored, "--checkpoint", after_tools).out)
+
+    assert shown["step"] == 2 and shown["next"] == ["__model__"]
+    assert shown["values"]["messages"][-1]["role"] == "tool"
+
+
+def test_history_limit_keeps_the_newest(cli, stored):
+    result = cli("threads", "history", "b", "--db", stored, "--limit", "2")
+
+    assert [row.split()[0] for row in result.out.splitlines()[1:]] == ["8", "7"]
+
+
+def test_delete_forgets_a_thread(cli, stored):
+    result = cli("threads", "delete", "a", "--db", stored)
+
+    assert result.code == 0
+    assert result.out.startswith("deleted thread a (5 checkpoints, ")
+    remaining = cli("threads", "list", "--db", stored).out.splitlines()[1:]
+    assert [row.split()[0] for row in remaining] == ["b"]
+
+
+def test_a_paused_thread_shows_its_interrupt(cli):
+    cli(
+        "run",
+        f"{example('checkpoints.py')}:publisher",
+        '{"topic": "t"}',
+        "--db",
+        "p.db",
+        "--thread",
+        "p",
+    )
+
+    listed = cli("threads", "list", "--db", "p.db").out
+    shown = json.loads(cli("threads", "show", "p", "--db", "p.db").out)
+    assert listed.splitlines()[1].split()[3] == "paused"
+    assert shown["interrupts"][0]["value"]["question"] == "Publish this draft?"
+    assert shown["interrupts"][0]["node"] == "approve"
