@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from graph_agent.agent.hooks import AgentHook, JumpTo, ModelHook
 from graph_agent.agent.nodes import (
+    REJECTED_KEY,
     RUN_KEY,
     THREAD_KEY,
     counters,
@@ -63,8 +64,9 @@ class HumanInTheLoopHook(ModelHook):
     The interrupt's value is ``{"tool_calls": [{"id", "name", "arguments", "description"}]}``.
     Resume with ``Command(resume={call_id: decision})`` where a decision is
     ``{"decision": "approve"}``, ``{"decision": "edit", "arguments": {...}}`` or
-    ``{"decision": "reject", "reason": "..."}`` (the reason becomes the tool's result). Calls of
-    other tools in the same answer run normally; a rejected call never runs.
+    ``{"decision": "reject", "reason": "..."}`` (the tool node answers the call with the reason,
+    in call order with the other results). Calls of other tools in the same answer run
+    normally; a rejected call never runs.
 
     Example:
         >>> hook = HumanInTheLoopHook(approve={"send_email": "sends mail on your behalf"})
@@ -113,7 +115,7 @@ class HumanInTheLoopHook(ModelHook):
         _, message = last_assistant(messages)
         assert message is not None
         edited = {}
-        rejections: list[BaseMessage] = []
+        rejections: dict[str, str] = {}
         for call in gated:
             decision = decisions[call.id]
             kind = decision.get("decision") if isinstance(decision, Mapping) else decision
@@ -128,16 +130,13 @@ class HumanInTheLoopHook(ModelHook):
                     )
                 edited[call.id] = dict(arguments)
             elif kind == "reject":
-                reason = decision.get("reason") or "no reason given"
-                rejections.append(
-                    error_response(call, f"A human rejected this tool call: {reason}")
-                )
+                rejections[call.id] = str(decision.get("reason") or "no reason given")
             else:
                 raise InvalidResumeError(
                     f"unknown decision {kind!r} for tool call {call.id} ({call.name}); use "
                     "'approve', 'edit' or 'reject'"
                 )
-        update: list[BaseMessage] = []
+        update: dict[str, Any] = {}
         if edited:
             calls = [
                 call.model_copy(update={"arguments": edited[call.id], "raw_arguments": None})
@@ -145,8 +144,11 @@ class HumanInTheLoopHook(ModelHook):
                 else call
                 for call in message.tool_calls
             ]
-            update.append(message.model_copy(update={"tool_calls": calls}))  # same id: in place
-        return {"messages": [*update, *rejections]} if update or rejections else {}
+            update["messages"] = message.model_copy(update={"tool_calls": calls})  # in place
+        if rejections:
+            # the tool node answers these with the reason, in call order, and never runs them
+            update[REJECTED_KEY] = rejections
+        return update
 
 
 class ModelCallLimitHook(ModelHook):

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 
 RUN_KEY = "_agent_run"
 THREAD_KEY = "_agent_thread"
+REJECTED_KEY = "_agent_rejected"
+"""Tool calls a human rejected, by call id, with the reason: the tool node answers them with
+the rejection (in call order, with the other results) instead of running them."""
 SUMMARIZE_PROMPT = (
     "You have reached the maximum number of tool-calling steps for this request. Do not call "
     "any more tools. Using what you have found so far, give your best final answer, and say "
@@ -245,9 +248,11 @@ class ToolNode:
         else:
             limit = max(1, self.agent.max_parallel_tools)
             results = _in_parallel(run, limit)
+        rejected = state.value(REJECTED_KEY) or {}
+        executed = [call for call in calls if call.id not in rejected]
         run_counts, thread_counts = counters(state, RUN_KEY), counters(state, THREAD_KEY)
         for counts in (run_counts, thread_counts):
-            for call in calls:
+            for call in executed:
                 counts["tool_calls"][call.name] = counts["tool_calls"].get(call.name, 0) + 1
         return {"messages": results, RUN_KEY: run_counts, THREAD_KEY: thread_counts}
 
@@ -258,6 +263,9 @@ class ToolNode:
         state: OverAllState,
         config: RunnableConfig,
     ) -> ToolResponseMessage:
+        reason = (state.value(REJECTED_KEY) or {}).get(call.id)
+        if reason is not None:
+            return error_response(call, f"A human rejected this tool call: {reason}")
         task: TaskContext | None = config.task
         key = f"{TOOL_RECORD}{call.id}"
         if task is not None:

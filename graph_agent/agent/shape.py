@@ -25,10 +25,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from graph_agent.agent.hooks import NODE_SUFFIX, Hook, HookPosition, JumpTo
-from graph_agent.agent.nodes import RUN_KEY, THREAD_KEY, ModelNode, ToolNode, pending_tool_calls
+from graph_agent.agent.nodes import (
+    REJECTED_KEY,
+    RUN_KEY,
+    THREAD_KEY,
+    ModelNode,
+    ToolNode,
+    pending_tool_calls,
+)
 from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.errors import GraphSetupError, InvalidUpdateError
-from graph_agent.graph.state import AppendStrategy, OverAllState
+from graph_agent.graph.state import AppendStrategy, MergeStrategy, OverAllState
 from graph_agent.graph.types import END, START, RunnableConfig
 from graph_agent.messages import AssistantMessage, ToolResponseMessage
 
@@ -95,13 +102,13 @@ def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
         after_model=names["after_model"],
         after_agent=names["after_agent"],
     )
-    strategies: dict[str, Any] = {"messages": AppendStrategy()}
+    strategies: dict[str, Any] = {"messages": AppendStrategy(), REJECTED_KEY: MergeStrategy()}
     for hook in hooks:
         strategies.update(hook.state_keys)
     graph = StateGraph(
         agent.name,
         key_strategies=strategies,
-        private_keys=[RUN_KEY, THREAD_KEY],
+        private_keys=[RUN_KEY, THREAD_KEY, REJECTED_KEY],
         ephemeral_keys=[JUMP_KEY],
     )
     graph._reserved_ok = True

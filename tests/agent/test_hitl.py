@@ -153,3 +153,21 @@ def test_a_streamed_resume_ends_with_the_answer():
     assert outputs[-1].interrupts
     resumed = list(agent.stream(Command(resume={"m1": {"decision": "approve"}}), CFG))
     assert resumed[-1].state["messages"][-1].text == "done"
+
+
+def test_results_including_a_rejection_come_in_call_order():
+    batch = AssistantMessage(
+        tool_calls=[
+            ToolCall("l1", "lookup", {"name": "ann"}),
+            ToolCall("m1", "send_email", {"to": "bob", "body": "hi"}),
+            ToolCall("l2", "lookup", {"name": "eve"}),
+        ]
+    )
+    model = ScriptedChatModel([batch, "done"])
+    gate = HumanInTheLoopHook(approve={"send_email": "sends mail"})
+    agent = ReactAgent("mail", model, tools=[send_email, lookup], hooks=[gate])
+    agent.invoke("go", CFG)
+    agent.invoke(Command(resume={"m1": {"decision": "reject", "reason": "no"}}), CFG)
+    results = [m for m in model.requests[1].messages if isinstance(m, ToolResponseMessage)]
+    assert [r.tool_call_id for r in results] == ["l1", "m1", "l2"]
+    assert results[1].is_error and sent == []
