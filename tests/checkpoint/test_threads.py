@@ -343,9 +343,10 @@ def test_an_unserializable_value_fails_at_save_time_naming_the_key(saver, driver
 def test_a_second_run_on_a_busy_thread_is_refused(saver):
     entered, release = threading.Event(), threading.Event()
 
-    def slow(state):
-        entered.set()
-        release.wait(timeout=10)
+    def slow(state, config):
+        if config.thread_id == "t1":  # only the first run waits
+            entered.set()
+            release.wait(timeout=10)
         return {"done": True}
 
     g = StateGraph("slow")
