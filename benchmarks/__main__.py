@@ -1,44 +1,43 @@
-"""``python -m benchmarks [--quick]``: print medians and ranges, write benchmarks/results.json."""
+"""``python -m benchmarks [--quick] [--output PATH]``: issue 7's workloads, side by side.
+
+Runs every workload for graph_agent, LangGraph (when installed: ``pip install -e '.[bench]'``)
+and a plain Python loop in one process, prints a table of medians, min–max and ratios, and
+writes the same as JSON (default ``benchmarks/results/results.json``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
+import time
 from pathlib import Path
 
-from benchmarks import engine
+from benchmarks import chain, fanout, footprint, iterations, report, storage, streaming
+from benchmarks.harness import Row, Settings, langgraph_available
 
-
-def describe(samples: list[float]) -> dict[str, float]:
-    micros = [s * 1e6 for s in samples]
-    return {"median_us": statistics.median(micros), "min_us": min(micros), "max_us": max(micros)}
+WORKLOADS = (chain, iterations, fanout, streaming, storage, footprint)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny repeat counts (for CI)")
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results/results.json"))
+    parser.add_argument(
+        "--without-langgraph", action="store_true", help="leave LangGraph out even if installed"
+    )
     args = parser.parse_args(argv)
-    repeat = 3 if args.quick else 30
-    results = {
-        "W1 chain, per node step": engine.w1_chain(repeat),
-        "state size, per step": engine.state_size(repeat),
-    }
-    table = {
-        workload: {runner: describe(samples) for runner, samples in runners.items()}
-        for workload, runners in results.items()
-    }
-    for workload, runners in table.items():
-        print(workload)
-        for runner, stats in runners.items():
-            print(
-                f"  {runner:<28} {stats['median_us']:>9.2f} µs"
-                f"  ({stats['min_us']:.2f}–{stats['max_us']:.2f})"
-            )
+    settings = Settings(
+        quick=args.quick, with_langgraph=langgraph_available() and not args.without_langgraph
+    )
+    started = time.perf_counter()
+    rows: list[Row] = []
+    for workload in WORKLOADS:
+        rows.extend(workload.run(settings))
+    print(report.as_text(rows, settings))
+    print(f"\n({time.perf_counter() - started:.0f} s)")
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(table, indent=2))
+    args.output.write_text(json.dumps(report.as_json(rows, settings), indent=2) + "\n")
     return 0
 
 

@@ -3,6 +3,8 @@
 The public API is re-exported here; everything else is internal.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from graph_agent.agent import (
     AgentCommand,
     AgentHook,
@@ -71,6 +73,13 @@ from graph_agent.messages import (
 )
 from graph_agent.tools import Tool, ToolContext, Toolkit, tool
 
+if TYPE_CHECKING:
+    from graph_agent.checkpoint.postgres import (
+        AsyncPostgresSaver,
+        CheckpointStoreError,
+        PostgresSaver,
+    )
+
 __all__ = [
     "END",
     "START",
@@ -79,8 +88,10 @@ __all__ = [
     "AppendStrategy",
     "AssistantMessage",
     "AssistantMessageChunk",
+    "AsyncPostgresSaver",
     "Checkpoint",
     "CheckpointSaver",
+    "CheckpointStoreError",
     "Command",
     "CompileConfig",
     "CompiledGraph",
@@ -108,6 +119,7 @@ __all__ = [
     "NodeError",
     "NodeOutput",
     "OverAllState",
+    "PostgresSaver",
     "ReactAgent",
     "RemoveMessage",
     "ReplaceAll",
@@ -138,3 +150,12 @@ __all__ = [
     "interrupt",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The PostgreSQL savers, imported on first use (see :mod:`graph_agent.checkpoint`)."""
+    if name in ("AsyncPostgresSaver", "CheckpointStoreError", "PostgresSaver"):
+        from graph_agent import checkpoint
+
+        return getattr(checkpoint, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

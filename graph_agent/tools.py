@@ -27,7 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
@@ -308,6 +307,8 @@ def _describe_validation_error(
 
 async def _run_on_daemon_thread(fn: Callable[[], Any], thread_name: str) -> Any:
     """Run ``fn`` on a new daemon thread and await it; cancelling abandons the thread."""
+    import asyncio  # not at module level: importing graph_agent should not load asyncio
+
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()
@@ -351,6 +352,8 @@ def _run_blocking_with_timeout(fn: Callable[[], Any], timeout: float, thread_nam
 
 def _run_coroutine(make_coroutine: Callable[[], Awaitable[Any]]) -> Any:
     """Run a coroutine to completion from sync code, also when this thread runs a loop."""
+
+    import asyncio
 
     async def main() -> Any:
         return await make_coroutine()
@@ -571,6 +574,8 @@ class Tool:
 
         if timeout is None:
             return await run()
+        import asyncio
+
         try:
             return await asyncio.wait_for(run(), timeout)
         except TimeoutError:

@@ -5,12 +5,41 @@ from __future__ import annotations
 import json
 
 from benchmarks.__main__ import main
+from benchmarks.harness import GRAPH_AGENT, PLAIN, langgraph_available
+
+WORKLOADS = {
+    "W1 chain",
+    "W2 react, no saver",
+    "W2 react, in-memory saver",
+    "W2 react, SQLite saver",
+    "W3 fanout",
+    "W4 long history, no saver",
+    "W4 long history, in-memory saver",
+    "W5 stream",
+    "Storage growth exponent",
+    "SQLite commits per one-node superstep",
+}
 
 
 def test_the_benchmarks_run_in_quick_mode_and_write_json(tmp_path, capsys):
     output = tmp_path / "results.json"
     assert main(["--quick", "--output", str(output)]) == 0
-    table = json.loads(output.read_text())
-    assert "W1 chain, per node step" in table
-    assert set(table["W1 chain, per node step"]) >= {"graph_agent", "plain loop"}
-    assert "µs" in capsys.readouterr().out
+    results = json.loads(output.read_text())["results"]
+    assert set(results) >= WORKLOADS
+    for workload in WORKLOADS:
+        assert {GRAPH_AGENT} <= set(results[workload]), workload
+    assert {GRAPH_AGENT, PLAIN} <= set(results["W1 chain"])
+    printed = capsys.readouterr().out
+    assert "µs per node step" in printed
+    if langgraph_available():
+        assert "langgraph" in results["W1 chain"]
+        assert results["W1 chain"]["ratio_to_langgraph"] > 0
+
+
+def test_without_langgraph_the_table_says_so(tmp_path, capsys):
+    output = tmp_path / "results.json"
+    assert main(["--quick", "--without-langgraph", "--output", str(output)]) == 0
+    printed = capsys.readouterr().out
+    assert "LangGraph is left out" in printed or "LangGraph is not installed" in printed
+    results = json.loads(output.read_text())["results"]
+    assert all("langgraph" not in entry for entry in results.values())

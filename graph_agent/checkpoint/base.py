@@ -16,19 +16,28 @@ superstep resumable: finished nodes are not run again.
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import itertools
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from graph_agent.graph.engine import Blob
 from graph_agent.graph.errors import ThreadBusyError
+
+_T = TypeVar("_T")
+
+
+async def _to_thread(fn: Callable[..., _T], /, *args: Any) -> _T:
+    """``asyncio.to_thread``; asyncio is imported by the first async call, not with the package."""
+    import asyncio
+
+    return await asyncio.to_thread(fn, *args)
+
 
 _last_id = 0
 _id_lock = threading.Lock()
@@ -167,7 +176,7 @@ class CheckpointSaver:
 
     # async twins
     async def aput(self, checkpoint: Checkpoint) -> None:
-        await asyncio.to_thread(self.put, checkpoint)
+        await _to_thread(self.put, checkpoint)
 
     async def aput_writes(
         self,
@@ -177,14 +186,12 @@ class CheckpointSaver:
         task_id: str,
         writes: Sequence[tuple[str, Any]],
     ) -> None:
-        await asyncio.to_thread(
-            self.put_writes, thread_id, checkpoint_ns, checkpoint_id, task_id, writes
-        )
+        await _to_thread(self.put_writes, thread_id, checkpoint_ns, checkpoint_id, task_id, writes)
 
     async def aget(
         self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
     ) -> Checkpoint | None:
-        return await asyncio.to_thread(self.get, thread_id, checkpoint_id, checkpoint_ns)
+        return await _to_thread(self.get, thread_id, checkpoint_id, checkpoint_ns)
 
     async def alist(
         self,
@@ -193,9 +200,7 @@ class CheckpointSaver:
         before: str | None = None,
         checkpoint_ns: str = "",
     ) -> builtins.list[Checkpoint]:
-        return await asyncio.to_thread(
-            lambda: list(self.list(thread_id, limit, before, checkpoint_ns))
-        )
+        return await _to_thread(lambda: list(self.list(thread_id, limit, before, checkpoint_ns)))
 
     # one run per thread
     def acquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:

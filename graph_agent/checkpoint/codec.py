@@ -6,6 +6,7 @@ changed. Thread id and namespace are not in the header: the saver keys its rows 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from graph_agent.checkpoint.base import Checkpoint
@@ -16,13 +17,30 @@ from graph_agent.graph.types import Interrupt
 
 register(Interrupt, 31)
 
-HEADER_FIELDS = ("id", "parent_id", "step", "next", "versions", "barriers", "metadata")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def encode_header(checkpoint: Checkpoint) -> bytes:
-    """The checkpoint without its values, as bytes."""
-    header = {name: getattr(checkpoint, name) for name in HEADER_FIELDS}
-    header["created_at"] = checkpoint.created_at
+    """The checkpoint without its values, as bytes.
+
+    Written once per superstep, so it sticks to what msgpack packs natively: ``next`` and
+    barrier sources as lists, a UTC ``created_at`` as integer microseconds since the epoch.
+    """
+    created_at: Any = checkpoint.created_at
+    if created_at.tzinfo is UTC:
+        created_at = (created_at - _EPOCH) // _MICROSECOND
+    barriers = checkpoint.barriers
+    header = {
+        "id": checkpoint.id,
+        "parent_id": checkpoint.parent_id,
+        "step": checkpoint.step,
+        "next": list(checkpoint.next),
+        "versions": checkpoint.versions,
+        "barriers": {k: list(v) for k, v in barriers.items()} if barriers else {},
+        "metadata": checkpoint.metadata,
+        "created_at": created_at,
+    }
     return dumps(header, root="checkpoint")
 
 
@@ -41,12 +59,24 @@ def decode_header(data: bytes, thread_id: str = "", checkpoint_ns: str = "") -> 
         versions=dict(header["versions"]),
         barriers={k: tuple(v) for k, v in header["barriers"].items()},
         metadata=dict(header["metadata"]),
-        created_at=header["created_at"],
+        created_at=_created_at(header["created_at"]),
     )
+
+
+def _created_at(stored: Any) -> datetime:
+    if isinstance(stored, int):  # UTC microseconds (see encode_header)
+        return _EPOCH + timedelta(microseconds=stored)
+    if not isinstance(stored, datetime):
+        raise SerializationError("stored checkpoint header has no valid created_at")
+    return stored
 
 
 def encode_blob(key: str, blob: Blob) -> bytes:
     """A key's stored value (whole, or the appended tail), failing with the key's name."""
+    try:
+        return dumps(blob.value)
+    except SerializationError:
+        pass  # once more, naming the key in the error (not worth building that name per blob)
     try:
         return dumps(blob.value, root=f"state[{key!r}]")
     except SerializationError as exc:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from graph_agent.checkpoint.base import (
     Checkpoint,
     CheckpointSaver,
     PendingWrite,
+    check_keep_last,
     compare_and_set,
 )
 from graph_agent.checkpoint.codec import (
@@ -29,8 +29,7 @@ from graph_agent.checkpoint.serde import loads
 from graph_agent.graph.engine import Blob
 
 
-@dataclass(frozen=True, slots=True)
-class _StoredBlob:
+class _StoredBlob(NamedTuple):
     kind: str
     base: str | None
     data: bytes
@@ -48,22 +47,30 @@ class MemorySaver(CheckpointSaver):
         super().__init__()
         self._lock = threading.RLock()
         self._headers: dict[tuple[str, str], dict[str, bytes]] = {}
+        self._heads: dict[tuple[str, str], str] = {}  # the newest checkpoint id per thread
         self._blobs: dict[tuple[str, str, str, str], _StoredBlob] = {}
         self._writes: dict[tuple[str, str, str], dict[tuple[str, str], bytes]] = {}
 
     def put(self, checkpoint: Checkpoint) -> None:
+        thread, ns, checkpoint_id = checkpoint.thread_id, checkpoint.checkpoint_ns, checkpoint.id
         header = encode_header(checkpoint)
-        blobs = {
-            key: _StoredBlob(blob.kind, blob.base, encode_blob(key, blob))
+        blobs = [
+            (
+                (thread, ns, key, checkpoint_id),
+                _StoredBlob(blob.kind, blob.base, encode_blob(key, blob)),
+            )
             for key, blob in checkpoint.blobs.items()
-        }
-        thread, ns = checkpoint.thread_id, checkpoint.checkpoint_ns
+        ]
         with self._lock:
-            headers = self._headers.setdefault((thread, ns), {})
-            compare_and_set(checkpoint, max(headers) if headers else None)
-            for key, blob in blobs.items():
-                self._blobs[(thread, ns, key, checkpoint.id)] = blob
-            headers[checkpoint.id] = header
+            head = self._heads.get((thread, ns))
+            compare_and_set(checkpoint, head)
+            self._blobs.update(blobs)
+            if head is None:
+                self._headers.setdefault((thread, ns), {})[checkpoint_id] = header
+            else:
+                self._headers[(thread, ns)][checkpoint_id] = header
+            if head is None or checkpoint_id > head:
+                self._heads[(thread, ns)] = checkpoint_id
 
     def put_writes(
         self,
@@ -85,7 +92,7 @@ class MemorySaver(CheckpointSaver):
             if not headers:
                 return None
             if checkpoint_id is None:
-                checkpoint_id = max(headers)
+                checkpoint_id = self._heads[(thread_id, checkpoint_ns)]
             header = headers.get(checkpoint_id)
             if header is None:
                 return None
@@ -103,18 +110,21 @@ class MemorySaver(CheckpointSaver):
         ids = sorted((i for i in headers if before is None or i < before), reverse=True)
         for checkpoint_id in ids[:limit] if limit is not None else ids:
             with self._lock:
-                yield self._load(thread_id, checkpoint_ns, headers[checkpoint_id])
+                checkpoint = self._load(thread_id, checkpoint_ns, headers[checkpoint_id])
+            yield checkpoint  # never while holding the lock: the caller may pause here
 
     def delete_thread(self, thread_id: str) -> None:
         with self._lock:
             for header_key in [k for k in self._headers if k[0] == thread_id]:
                 del self._headers[header_key]
+                self._heads.pop(header_key, None)
             for blob_key in [k for k in self._blobs if k[0] == thread_id]:
                 del self._blobs[blob_key]
             for write_key in [k for k in self._writes if k[0] == thread_id]:
                 del self._writes[write_key]
 
     def prune(self, thread_id: str, keep_last: int) -> int:
+        check_keep_last(keep_last)
         removed = 0
         with self._lock:
             for (thread, ns), headers in list(self._headers.items()):
@@ -129,6 +139,8 @@ class MemorySaver(CheckpointSaver):
                 for checkpoint_id in dropped:
                     del headers[checkpoint_id]
                     self._writes.pop((thread, ns, checkpoint_id), None)
+                if not headers:
+                    self._heads.pop((thread, ns), None)
                 removed += len(dropped)
                 needed = self._needed_blobs(thread, ns, headers.values())
                 for key in [k for k in self._blobs if k[:2] == (thread, ns)]:

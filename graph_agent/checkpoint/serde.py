@@ -87,6 +87,11 @@ MAX_PAYLOAD_BYTES: Final = 64 * 1024 * 1024
 MAX_DEPTH: Final = 1024
 """Nesting limit in msgpack containers: the limit msgpack's packer and unpacker both enforce."""
 FIRST_USER_CODE: Final = 32
+_PACKER_BUFFER: Final = 4096
+"""Initial buffer of a Packer (msgpack's default is 256 KiB); it grows as needed."""
+_KEEP_PACKER: Final = 64 * 1024
+"""A Packer is kept per thread for the next dumps() unless it packed more than this, so a
+thread keeps at most a small buffer alive after storing a large value."""
 _FIRST_MESSAGE_CODE: Final = 16
 _MAX_CODE: Final = 127
 _HEADER: Final = bytes([FORMAT_VERSION])
@@ -216,8 +221,9 @@ def _model_codec(cls: type[BaseModel], code: int) -> _Codec:
     keeps_extra = cls.model_config.get("extra") == "allow"
     # Fields are stored by name; passing by_name costs time, so only models with aliases pay it.
     by_name: dict[str, Any] = {"by_alias": False, "by_name": True} if _has_aliases(cls) else {}
+    tag = _new_ext(msgpack.ExtType, (code, b""))
 
-    def payload(model: BaseModel) -> list[Any]:
+    def encode(model: BaseModel) -> list[Any]:  # [tag, fields]: one call per stored model
         fields = model.__dict__
         if fields.keys() != name_set:  # a cached_property value, or a field model_construct skipped
             if missing := name_set.difference(fields):
@@ -225,12 +231,12 @@ def _model_codec(cls: type[BaseModel], code: int) -> _Codec:
             fields = {name: fields[name] for name in names}
         if keeps_extra and model.__pydantic_extra__:
             fields = {**fields, **model.__pydantic_extra__}
-        return [fields]
+        return [tag, fields]
 
     def decode(payload: list[Any]) -> BaseModel:
         return cls.model_validate(_one(payload, dict), **by_name)
 
-    return _container(cls, code, decode, "fields", payload)
+    return _Codec(cls, code, encode, decode, "fields")
 
 
 def _has_aliases(cls: type[BaseModel]) -> bool:
@@ -399,6 +405,7 @@ class Serializer:
             return plain(value)
 
         self._default = default
+        self._packers = threading.local()
         for codec in _builtin_codecs():
             self._add(codec)
 
@@ -426,12 +433,26 @@ class Serializer:
             SerializationError: Something in ``obj`` cannot be stored; the message names the
                 first such value by its path, and why.
         """
-        try:
-            body: bytes = msgpack.packb(
-                obj, default=self._default, use_bin_type=True, strict_types=True
+        # A Packer is reused per thread (building one costs more than packing a small value).
+        # It is taken out while in use, so a nested dumps() (from a __graph_agent_dump__) gets
+        # its own; msgpack resets it after an error; one that grew past _KEEP_PACKER is dropped.
+        local = self._packers
+        packer = getattr(local, "packer", None)
+        local.packer = None
+        if packer is None:
+            packer = msgpack.Packer(
+                default=self._default,
+                use_bin_type=True,
+                strict_types=True,
+                buf_size=_PACKER_BUFFER,
             )
+        try:
+            body: bytes = packer.pack(obj)
         except Exception as exc:
+            local.packer = packer
             raise SerializationError(_describe_failure(obj, root, self._by_type, exc)) from exc
+        if len(body) <= _KEEP_PACKER:
+            local.packer = packer
         if len(body) >= self.max_payload_bytes:
             raise SerializationError(
                 f"cannot serialize value at {root}: {len(body) + 1} bytes "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from graph_agent.graph.errors import InvalidUpdateError, NodeError
 from graph_agent.graph.state import (
@@ -58,10 +58,11 @@ class BarrierSpec:
 
     sources: frozenset[str]
     target: str
+    key: str = field(init=False)
+    """How checkpoints name the barrier: ``"b+c->join"``."""
 
-    @property
-    def key(self) -> str:
-        return "+".join(sorted(self.sources)) + "->" + self.target
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", "+".join(sorted(self.sources)) + "->" + self.target)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +80,7 @@ class GraphSpec:
     barriers_from: Mapping[str, tuple[BarrierSpec, ...]] = field(init=False)
     barriers_into: Mapping[str, tuple[BarrierSpec, ...]] = field(init=False)
     append_keys: frozenset[str] = field(init=False)
+    rank: Mapping[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
         by_source: dict[str, list[BarrierSpec]] = {}
@@ -91,11 +93,14 @@ class GraphSpec:
         object.__setattr__(self, "barriers_into", {k: tuple(v) for k, v in by_target.items()})
         append = frozenset(k for k, s in self.strategies.items() if isinstance(s, AppendStrategy))
         object.__setattr__(self, "append_keys", append)
+        object.__setattr__(self, "rank", {name: node.index for name, node in self.nodes.items()})
 
     def order(self, names: Sequence[str] | set[str]) -> tuple[str, ...]:
         """Node names in ``add_node`` order (END dropped)."""
-        nodes = self.nodes
-        return tuple(sorted((n for n in names if n != END), key=lambda n: nodes[n].index))
+        if len(names) == 1:  # the common step: one node triggered one node
+            (name,) = names
+            return () if name == END else (name,)
+        return tuple(sorted((n for n in names if n != END), key=self.rank.__getitem__))
 
 
 @dataclass(slots=True)
@@ -109,13 +114,13 @@ class Write:
 EMPTY_WRITE = Write({})
 
 
-@dataclass(frozen=True, slots=True)
-class Blob:
+class Blob(NamedTuple):
     """What a checkpoint stores for one key that changed.
 
     ``full``: the whole value. ``delta``: the items appended to an append key since the blob
     at ``base`` (a version: the id of the checkpoint that stored it). Every item is stored
     once, so a thread's storage grows linearly with its steps; ``prune`` compacts old chains.
+    (A named tuple: one is made per changed key per checkpoint, and a tuple is cheap to make.)
     """
 
     kind: Literal["full", "delta"]
@@ -212,6 +217,8 @@ class Loop:
         self.dirty: set[str] = set()
         self.append_base: dict[str, int] = {}
         self.rewritten: set[str] = set()
+        self._state: OverAllState | None = None
+        self._state_of: dict[str, Any] | None = None  # the values dict _state shows
 
     def load(
         self,
@@ -242,7 +249,11 @@ class Loop:
         self.rewritten = set()
 
     def state(self) -> OverAllState:
-        return OverAllState(self.values, hidden=self.spec.hidden_keys)
+        """A read-only view of ``values``; one per ``values`` dict (views are immutable)."""
+        if self._state is None or self._state_of is not self.values:
+            self._state = OverAllState(self.values, hidden=self.spec.hidden_keys)
+            self._state_of = self.values
+        return self._state
 
     def plain_values(self) -> dict[str, Any]:
         """The state as plain Python values (lists for append keys), e.g. to store it."""
@@ -251,7 +262,7 @@ class Loop:
     def apply_writes(self, writes: Sequence[tuple[str, Mapping[str, Any]]], step: int) -> None:
         """Merge the writes of one superstep, given in merge order, into a new ``values``."""
         values = dict(self.values)
-        strategies = self.spec.strategies
+        strategies, append_keys, dirty = self.spec.strategies, self.spec.append_keys, self.dirty
         replaced_by: dict[str, str] = {}
         for node, update in writes:
             for key, new in update.items():
@@ -269,11 +280,11 @@ class Loop:
                         )
                     replaced_by[key] = node
                     values[key] = new
-                elif key in self.spec.append_keys:
+                elif key in append_keys:
                     values[key] = self._append(key, new, node, step)
                 else:
                     values[key] = self._merge(strategy, key, values.get(key), new, node, step)
-                self.dirty.add(key)
+                dirty.add(key)
         self.values = values
 
     def _append(self, key: str, new: Any, node: str, step: int) -> SeqView:
@@ -305,25 +316,30 @@ class Loop:
     def route(self, ran: Sequence[tuple[str, tuple[str, ...]]], config: RunnableConfig) -> None:
         """Decide the next step's nodes from the nodes that just ran (with their gotos)."""
         spec = self.spec
+        edges, branches, barriers_from = spec.edges, spec.branches, spec.barriers_from
         triggered: set[str] = set()
         state: OverAllState | None = None
-        for node, _ in ran:
-            for barrier in spec.barriers_into.get(node, ()):
-                self.barrier_seen.pop(barrier.key, None)
+        if spec.barriers:
+            for node, _ in ran:
+                for barrier in spec.barriers_into.get(node, ()):
+                    self.barrier_seen.pop(barrier.key, None)
         for node, goto in ran:
-            triggered.update(spec.edges.get(node, ()))
+            if node in edges:
+                triggered.update(edges[node])
             if goto:
                 triggered.update(goto)
-            for branch in spec.branches.get(node, ()):
-                if state is None:
-                    state = self.state()
-                triggered.update(self.evaluate(branch, state, config))
-            for barrier in spec.barriers_from.get(node, ()):
-                seen = self.barrier_seen.setdefault(barrier.key, set())
-                seen.add(node)
-                if seen >= barrier.sources:
-                    triggered.add(barrier.target)
-                    del self.barrier_seen[barrier.key]
+            if node in branches:
+                for branch in branches[node]:
+                    if state is None:
+                        state = self.state()
+                    triggered.update(self.evaluate(branch, state, config))
+            if node in barriers_from:
+                for barrier in barriers_from[node]:
+                    seen = self.barrier_seen.setdefault(barrier.key, set())
+                    seen.add(node)
+                    if seen >= barrier.sources:
+                        triggered.add(barrier.target)
+                        del self.barrier_seen[barrier.key]
         self.next = spec.order(triggered)
         for key in spec.ephemeral_keys:
             # read by this step's routers, then gone: never stored, returned or streamed

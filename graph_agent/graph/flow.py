@@ -10,8 +10,11 @@ driver fulfils them by calling, the async one by awaiting: one implementation, t
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from graph_agent.graph.engine import GraphSpec, Loop, NodeSpec, Write, normalize_return
@@ -32,6 +35,7 @@ WRITE = "__write__"
 INTERRUPT = "__interrupt__"
 BREAKPOINT = "__breakpoint__"
 RESUME = "__resume__"
+_NO_TASK_IDS: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -57,7 +61,7 @@ class RunTasks:
     max_concurrency: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SaverCall:
     """Effect: call ``saver.<method>(*args)`` (or its async twin) and send back the result."""
 
@@ -65,7 +69,7 @@ class SaverCall:
     args: tuple[Any, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Emit:
     """Effect: hand these outputs to the caller of ``stream()``."""
 
@@ -105,6 +109,11 @@ class _Pending:
                 self.resume.setdefault(task_id, {}).update(value)
             elif channel.startswith(RECORD_PREFIX):
                 self.records.setdefault(task_id, {})[channel[len(RECORD_PREFIX) :]] = value
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing is pending (the usual case: no task id needs deriving)."""
+        return not (self.done or self.interrupts or self.records or self.resume)
 
     def add_interrupt(self, task_id: str, item: Interrupt, *, static: bool) -> None:
         self.interrupts.setdefault(task_id, []).append(item)
@@ -167,6 +176,8 @@ class _Flow:
         self.thread_id = config.thread_id
         self.ns = ""
         self.fork = False
+        self.several = False  # the running step has several tasks (their writes go pending)
+        self._config_fields: dict[str, Any] | None = None  # for _task_config, made once needed
 
     # the call
     def call(self, input: Any) -> Generator[Effect, Any, OverAllState]:
@@ -354,13 +365,15 @@ class _Flow:
 
     # supersteps
     def _supersteps(self) -> Generator[Effect, Any, OverAllState]:
-        loop, config = self.loop, self.config
+        loop, config, run = self.loop, self.config, self.run
+        durable = self.saver is not None
         steps = 0
         while loop.next:
             tasks = self._tasks()
-            paused = yield from self._breakpoint_before(tasks)
-            if paused is not None:
-                return paused
+            if durable and run.interrupt_before:
+                paused = yield from self._breakpoint_before(tasks)
+                if paused is not None:
+                    return paused
             if steps >= config.max_steps:
                 raise GraphRecursionError(
                     f"graph {self.spec.name!r} ran {steps} supersteps in this call without "
@@ -370,67 +383,91 @@ class _Flow:
                     "be continued with invoke(None, config)"
                 )
             steps += 1
-            to_run = [t for t in tasks if t.context.id not in self.pending.done]
-            blocked = self._still_waiting(to_run)
-            to_run = [t for t in to_run if t.context.id not in blocked]
+            to_run, blocked = (tasks, _NO_TASK_IDS) if self.pending.empty else self._runnable(tasks)
             if to_run:
-                yield RunTasks(
-                    to_run, self._on_finish(len(tasks) > 1), max(1, config.max_concurrency)
-                )
-            paused = yield from self._settle(tasks, blocked)
-            if paused is not None:
-                return paused
-            yield from self._commit(tasks)
-            paused = yield from self._breakpoint_after(tasks)
-            if paused is not None:
-                return paused
+                self.several = len(tasks) > 1
+                yield RunTasks(to_run, self._on_finish, config.max_concurrency)
+            if blocked or any(task.error is not None for task in tasks):
+                paused = yield from self._settle(tasks, blocked)
+                if paused is not None:
+                    return paused
+            writes = self._merge(tasks)
+            if durable:
+                yield from self._checkpoint("loop", [name for name, _ in writes])
+            if not self.pending.empty:
+                self.pending = _Pending(())
+            if self.streaming:
+                yield self._step_outputs(tasks, writes)
+            if durable and run.interrupt_after:
+                paused = yield from self._breakpoint_after(tasks)
+                if paused is not None:
+                    return paused
         return loop.state()
 
     def _tasks(self) -> list[Task]:
-        loop, config = self.loop, self.config
+        """The tasks of the next superstep, one per triggered node, all seeing one state."""
+        loop = self.loop
         state = loop.state()
-        durable = self.saver is not None
         step = loop.step + 1
-        tasks = []
-        for name in loop.next:
-            node = self.spec.nodes[name]
-            context = TaskContext(
-                node=name,
-                step=step,
-                agent=self.spec.name,
-                thread_id=self.thread_id,
-                checkpoint_id=self.checkpoint_id,
-                durable=durable,
-            )
-            if durable:
+        nodes = self.spec.nodes
+        return [self._task(nodes[name], state, step) for name in loop.next]
+
+    def _task(self, node: NodeSpec, state: OverAllState, step: int) -> Task:
+        context = TaskContext(
+            node=node.name,
+            step=step,
+            agent=self.spec.name,
+            thread_id=self.thread_id,
+            checkpoint_id=self.checkpoint_id,
+            durable=self.saver is not None,
+        )
+        if context.durable:
+            context._persist_record = self._persist_record
+            pending = self.pending
+            if pending.records or pending.resume:
                 task_id = context.id
-                context.records = dict(self.pending.records.get(task_id, {}))
-                context._resume = self.pending.resume.get(task_id, {})
-                context._persist_record = self._persist_record
-            node_config = _with_task(config, context) if node.pass_config else None
-            tasks.append(Task(node, context, state, node_config))
-        return tasks
+                context.records = dict(pending.records.get(task_id, {}))
+                context._resume = pending.resume.get(task_id, {})
+        node_config = self._task_config(context) if node.pass_config else None
+        return Task(node, context, state, node_config)
 
-    def _still_waiting(self, tasks: list[Task]) -> set[str]:
-        """Tasks whose dynamic interrupt has no answer yet: they stay paused."""
-        waiting = {task_id for task_id, _ in self.pending.dynamic_waiting()}
-        return waiting & {t.context.id for t in tasks}
+    def _task_config(self, context: TaskContext) -> RunnableConfig:
+        """The call's config with ``task`` set: what a node taking ``(state, config)`` gets."""
+        fields = self._config_fields
+        if fields is None:
+            config = self.config
+            fields = self._config_fields = {
+                f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+            }
+        return RunnableConfig(**{**fields, "task": context})
 
-    def _on_finish(self, several: bool) -> Callable[[Task, Any], SaverCall | None]:
-        durable = self.saver is not None and several
+    def _runnable(self, tasks: list[Task]) -> tuple[list[Task], frozenset[str]]:
+        """The tasks to run now, and the ids of those still waiting for an interrupt's answer.
 
-        def on_finish(task: Task, value: Any) -> SaverCall | None:
-            node = task.node
-            task.write = normalize_return(node.name, task.context.step, value, node.destinations)
-            if not durable:
-                return None
-            stored = {"update": dict(task.write.update), "goto": list(task.write.goto)}
-            return self._put_writes(task.context.id, [(WRITE, stored)])
+        Tasks whose writes are pending from an earlier attempt of this step are not run again
+        (only called when something is pending: otherwise every task runs and no task id has
+        to be derived).
+        """
+        pending = self.pending
+        to_run = [t for t in tasks if t.context.id not in pending.done]
+        if not pending.interrupts:
+            return to_run, _NO_TASK_IDS
+        waiting = {task_id for task_id, _ in pending.dynamic_waiting()}
+        blocked = frozenset(waiting.intersection(t.context.id for t in to_run))
+        return [t for t in to_run if t.context.id not in blocked], blocked
 
-        return on_finish
+    def _on_finish(self, task: Task, value: Any) -> SaverCall | None:
+        """Store a task's return as its write; in a step of several nodes with a saver, return
+        the pending write that makes it durable at once."""
+        node = task.node
+        task.write = normalize_return(node.name, task.context.step, value, node.destinations)
+        if not self.several or self.saver is None:
+            return None
+        stored = {"update": dict(task.write.update), "goto": list(task.write.goto)}
+        return self._put_writes(task.context.id, [(WRITE, stored)])
 
     def _settle(
-        self, tasks: list[Task], blocked: set[str]
+        self, tasks: list[Task], blocked: frozenset[str]
     ) -> Generator[Effect, Any, OverAllState | None]:
         """After the tasks ran: raise the first error, or pause on interrupts."""
         failures = [t for t in tasks if t.error is not None and not _interrupted(t)]
@@ -444,48 +481,53 @@ class _Flow:
             raise _node_error(failures)
         interrupts: list[Interrupt] = []
         for task in tasks:
-            task_id = task.context.id
             if _interrupted(task):
+                task_id = task.context.id
                 assert isinstance(task.error, GraphInterrupted)
                 new = list(task.error.interrupts)
                 interrupts.extend(new)
                 for item in new:
                     self.pending.add_interrupt(task_id, item, static=False)
                 yield self._put_writes(task_id, [self.pending.stored(task_id, static=False)])
-            elif task_id in blocked:
+            elif blocked and task.context.id in blocked:
+                task_id = task.context.id
                 interrupts.extend(i for t, i in self.pending.unanswered() if t == task_id)
         if interrupts:
             return (yield from self._pause(interrupts))
         return None
 
-    def _commit(self, tasks: list[Task]) -> Generator[Effect, Any, None]:
+    def _merge(self, tasks: list[Task]) -> list[tuple[str, Write]]:
+        """Merge the step's writes (pending ones for tasks not run again), then route."""
         loop = self.loop
-        step = loop.step + 1
+        done = self.pending.done
         writes: list[tuple[str, Write]] = []
         for task in tasks:
-            write = task.write or self.pending.done.get(task.context.id)
+            write = task.write
+            if write is None:
+                write = done.get(task.context.id) if done else None
             writes.append((task.node.name, write if write is not None else Write({})))
+        step = loop.step + 1
         loop.apply_writes([(name, w.update) for name, w in writes], step)
         loop.step = step
         loop.route([(name, w.goto) for name, w in writes], self.config)
-        yield from self._checkpoint("loop", [name for name, _ in writes])
-        self.pending = _Pending(())
-        if self.streaming:
-            state = loop.state()
-            yield Emit(
-                [
-                    NodeOutput(
-                        node=task.node.name,
-                        agent=self.spec.name,
-                        step=step,
-                        update=self._shown(write.update),
-                        state=state,
-                        checkpoint_id=self.checkpoint_id,
-                        usage=task.context.usage,
-                    )
-                    for task, (_, write) in zip(tasks, writes, strict=True)
-                ]
-            )
+        return writes
+
+    def _step_outputs(self, tasks: list[Task], writes: list[tuple[str, Write]]) -> Emit:
+        state = self.loop.state()
+        return Emit(
+            [
+                NodeOutput(
+                    node=task.node.name,
+                    agent=self.spec.name,
+                    step=self.loop.step,
+                    update=self._shown(write.update),
+                    state=state,
+                    checkpoint_id=self.checkpoint_id,
+                    usage=task.context.usage,
+                )
+                for task, (_, write) in zip(tasks, writes, strict=True)
+            ]
+        )
 
     # breakpoints and pauses
     def _breakpoint_before(self, tasks: list[Task]) -> Generator[Effect, Any, OverAllState | None]:
@@ -546,13 +588,16 @@ class _Flow:
     def _checkpoint(self, source: str, writers: list[str]) -> Generator[Effect, Any, None]:
         if self.saver is None:
             return
-        from graph_agent.checkpoint.base import Checkpoint, new_checkpoint_id
-
+        checkpoints = _checkpoint_base()
         loop = self.loop
-        checkpoint_id = new_checkpoint_id()
-        metadata: dict[str, Any] = dict(self.config.metadata)
-        metadata.update(source="fork" if self.fork else source, step=loop.step, writers=writers)
-        checkpoint = Checkpoint(
+        checkpoint_id = checkpoints.new_checkpoint_id(after=self.checkpoint_id)
+        metadata = {
+            **self.config.metadata,
+            "source": "fork" if self.fork else source,
+            "step": loop.step,
+            "writers": writers,
+        }
+        checkpoint = checkpoints.Checkpoint(
             id=checkpoint_id,
             thread_id=self.thread_id or "",
             checkpoint_ns=self.ns,
@@ -610,12 +655,14 @@ class _Flow:
         )
 
 
+@functools.cache
+def _checkpoint_base() -> ModuleType:
+    """``graph_agent.checkpoint.base``, imported once a saver needs it."""
+    return importlib.import_module("graph_agent.checkpoint.base")
+
+
 def _interrupted(task: Task) -> bool:
     return isinstance(task.error, GraphInterrupted)
-
-
-def _with_task(config: RunnableConfig, context: TaskContext) -> RunnableConfig:
-    return dataclasses.replace(config, task=context)
 
 
 def _node_error(failures: list[Task]) -> BaseException:

@@ -9,16 +9,13 @@ that ``emit_chunk`` reaches the caller the moment it is called.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 import queue
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
-
-import greenlet
+from typing import TYPE_CHECKING, Any
 
 from graph_agent.graph import render as render_module
 from graph_agent.graph.errors import GraphInterrupted
@@ -36,6 +33,11 @@ from graph_agent.graph.render import GraphView
 from graph_agent.graph.runtime import TaskContext, _current_task
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import NodeOutput, RunnableConfig, StateSnapshot, StreamingOutput
+
+if TYPE_CHECKING:  # imported where used: a graph with sync nodes never loads them
+    import asyncio
+
+    import greenlet
 
 _CAUGHT = (Exception, GraphInterrupted)
 """What a node may raise and the engine records; KeyboardInterrupt and SystemExit propagate."""
@@ -79,6 +81,8 @@ class _LoopThreads:
             return self._loops[depth]
 
     def _start(self) -> None:
+        import asyncio
+
         loop = asyncio.new_event_loop()
         thread = threading.Thread(
             target=loop.run_forever, name=f"graph-agent-loop-{len(self._loops)}", daemon=True
@@ -100,12 +104,15 @@ def _call(task: Task) -> Any:
 
 def _run_sync(task: Task) -> Any:
     """Run a node in this thread with its task context set."""
+    node = task.node
     token = _current_task.set(task.context)
     try:
-        result = _call(task)
+        result = node.fn(task.state, task.config) if node.pass_config else node.fn(task.state)
     finally:
         _current_task.reset(token)
-    if inspect.isawaitable(result):
+    if type(result) is not dict and inspect.isawaitable(result):
+        import asyncio
+
         return asyncio.run_coroutine_threadsafe(_await(task, result), _loop_threads.loop()).result()
     return result
 
@@ -165,6 +172,7 @@ def _drive_sync(
 ) -> Generator[NodeOutput, None, OverAllState]:
     saver = run.saver
     lease = saver.acquire(config.thread_id, "") if saver is not None and config.thread_id else None
+    node_greenlet = _NodeGreenlet() if streaming else None
     try:
         flow = call_flow(run, input, config, streaming=streaming)
         reply: Any = None
@@ -176,13 +184,21 @@ def _drive_sync(
                 return result
             reply = None
             if type(effect) is RunTasks:
-                yield from _run_tasks(effect, saver, streaming)
+                tasks = effect.tasks
+                if len(tasks) > 1 or tasks[0].node.is_async:
+                    yield from _run_concurrently(effect, saver, streaming)
+                elif node_greenlet is not None:
+                    yield from node_greenlet.run(effect, saver, tasks[0])
+                else:
+                    _run_inline(effect, saver, tasks[0])  # the common step: no thread hop
             elif type(effect) is SaverCall:
                 reply = getattr(saver, effect.method)(*effect.args)
             else:
                 assert isinstance(effect, Emit)
                 yield from effect.items
     finally:
+        if node_greenlet is not None:
+            node_greenlet.close()
         if lease is not None:
             saver.release(lease)
 
@@ -196,52 +212,82 @@ def _finish(effect: RunTasks, saver: Any, task: Task, value: Any) -> None:
         task.error = exc
 
 
-def _run_tasks(effect: RunTasks, saver: Any, streaming: bool) -> Iterator[StreamingOutput]:
-    tasks = effect.tasks
-    if len(tasks) == 1 and not tasks[0].node.is_async:
-        task = tasks[0]
-        if streaming:
-            yield from _run_inline_streaming(effect, saver, task)
-            return
-        try:
-            value = _run_sync(task)
-        except _CAUGHT as exc:
-            task.error = exc
-            return
-        _finish(effect, saver, task, value)
+def _run_inline(effect: RunTasks, saver: Any, task: Task) -> None:
+    """Run one sync node in this thread."""
+    try:
+        value = _run_sync(task)
+    except _CAUGHT as exc:
+        task.error = exc
         return
-    yield from _run_concurrently(effect, saver, streaming)
+    _finish(effect, saver, task, value)
 
 
-def _run_inline_streaming(effect: RunTasks, saver: Any, task: Task) -> Iterator[StreamingOutput]:
-    """Run one sync node in a greenlet: each ``emit_chunk`` switches back here to be yielded."""
-    parent = greenlet.getcurrent()
-    buffered: list[StreamingOutput] = []
+class _NodeGreenlet:
+    """Runs the lone sync nodes of one streamed call in a greenlet, so that each ``emit_chunk``
+    switches back to the driver and is yielded the moment it is called.
 
-    def emit(context: TaskContext, chunk: Any) -> None:
-        output = _chunk_output(context, chunk)
-        if greenlet.getcurrent() is child:
-            parent.switch(output)
-        else:  # emitted from a thread the node started itself: delivered after the node
-            buffered.append(output)
+    One greenlet serves every step of the call (making one costs ten switches); each node still
+    starts in an empty context, as in a greenlet of its own. A call resumed from another thread
+    gets a new greenlet there (a greenlet belongs to the thread that made it).
+    """
 
-    def body() -> Any:
-        try:
-            return _Finished(task, _run_sync(task))
-        except _CAUGHT as exc:
-            return _Failed(task, exc)
+    __slots__ = ("_caller", "_greenlet", "_thread")
 
-    task.context._emit = emit
-    child = greenlet.greenlet(body)
-    event = child.switch()
-    while isinstance(event, StreamingOutput):
-        yield event
-        event = child.switch()
-    yield from buffered
-    if isinstance(event, _Failed):
-        task.error = event.error
-    else:
-        _finish(effect, saver, task, event.value)
+    def __init__(self) -> None:
+        self._greenlet: greenlet.greenlet | None = None
+        self._thread = 0
+        self._caller: greenlet.greenlet | None = None
+
+    def run(self, effect: RunTasks, saver: Any, task: Task) -> Iterator[StreamingOutput]:
+        import greenlet
+
+        worker = self._greenlet
+        if worker is None or worker.dead or self._thread != threading.get_ident():
+            worker = self._greenlet = greenlet.greenlet(self._serve)
+            self._thread = threading.get_ident()
+        caller = self._caller = greenlet.getcurrent()
+        if worker.parent is not caller:
+            worker.parent = caller  # where an exception the node does not catch goes
+        worker.gr_context = None
+        buffered: list[StreamingOutput] = []
+
+        def emit(context: TaskContext, chunk: Any) -> None:
+            output = _chunk_output(context, chunk)
+            if greenlet.getcurrent() is worker and self._caller is not None:
+                self._caller.switch(output)
+            else:  # emitted from a thread the node started itself: delivered after the node
+                buffered.append(output)
+
+        task.context._emit = emit
+        event = worker.switch(task)
+        while isinstance(event, StreamingOutput):
+            yield event
+            self._caller = greenlet.getcurrent()
+            event = worker.switch()
+        yield from buffered
+        if isinstance(event, _Failed):
+            task.error = event.error
+        else:
+            _finish(effect, saver, task, event.value)
+
+    def _serve(self, task: Task) -> None:
+        while True:
+            outcome: _Finished | _Failed
+            try:
+                outcome = _Finished(task, _run_sync(task))
+            except _CAUGHT as exc:
+                outcome = _Failed(task, exc)
+            assert self._caller is not None
+            task = self._caller.switch(outcome)
+
+    def close(self) -> None:
+        """End the greenlet (also mid-node, when the caller stopped reading the stream)."""
+        worker, self._greenlet = self._greenlet, None
+        if worker is not None and not worker.dead and self._thread == threading.get_ident():
+            import greenlet
+
+            worker.parent = greenlet.getcurrent()
+            worker.throw(greenlet.GreenletExit)
 
 
 def _run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator[StreamingOutput]:
@@ -257,13 +303,14 @@ def _run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator
         if streaming:
             task.context._emit = emit
         if task.node.is_async:
+            import asyncio
+
             future: Future[Any] = asyncio.run_coroutine_threadsafe(
-                _run_async(task), _loop_threads.loop()
+                _run_async_reporting(task, events), _loop_threads.loop()
             )
         else:
-            future = _thread_pool().submit(_run_sync, task)
+            future = _thread_pool().submit(_run_sync_reporting, task, events)
         running[id(task)] = future
-        future.add_done_callback(lambda f: events.put((task, f)))
 
     try:
         while waiting and len(running) < effect.max_concurrency:
@@ -273,14 +320,14 @@ def _run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator
             if isinstance(event, StreamingOutput):
                 yield event
                 continue
-            task, future = event
+            task = event.task
             del running[id(task)]
-            try:
-                value = future.result()
-            except _CAUGHT as exc:
-                task.error = exc
+            if isinstance(event, _Failed):
+                if not isinstance(event.error, _CAUGHT):
+                    raise event.error  # KeyboardInterrupt, SystemExit: not the node's result
+                task.error = event.error
             else:
-                _finish(effect, saver, task, value)
+                _finish(effect, saver, task, event.value)
             if waiting:
                 start(waiting.pop())
         while not events.empty():
@@ -290,6 +337,26 @@ def _run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator
     finally:
         for future in running.values():
             future.cancel()
+
+
+def _run_sync_reporting(task: Task, events: queue.SimpleQueue[Any]) -> None:
+    """On a pool thread: run a sync node and report how it ended (whatever it raised)."""
+    try:
+        events.put(_Finished(task, _run_sync(task)))
+    except BaseException as exc:
+        events.put(_Failed(task, exc))
+        if not isinstance(exc, _CAUGHT):
+            raise
+
+
+async def _run_async_reporting(task: Task, events: queue.SimpleQueue[Any]) -> None:
+    """On the loop thread: run an async node and report how it ended (whatever it raised)."""
+    try:
+        events.put(_Finished(task, await _run_async(task)))
+    except BaseException as exc:
+        events.put(_Failed(task, exc))
+        if not isinstance(exc, _CAUGHT):
+            raise  # a cancelled coroutine stays cancelled
 
 
 async def _drive_async(
@@ -339,6 +406,8 @@ async def _afinish(effect: RunTasks, saver: Any, task: Task, value: Any) -> None
 async def _arun_tasks(
     effect: RunTasks, saver: Any, streaming: bool
 ) -> AsyncIterator[StreamingOutput]:
+    import asyncio
+
     tasks = effect.tasks
     if len(tasks) == 1 and not streaming and tasks[0].node.is_async:
         task = tasks[0]

@@ -8,9 +8,11 @@ import pytest
 
 from graph_agent import MemorySaver
 from graph_agent.checkpoint.base import CheckpointSaver
+from graph_agent.checkpoint.postgres import PostgresSaver
 from graph_agent.checkpoint.sqlite import SqliteSaver
+from tests.checkpoint.postgres_db import fresh_schema
 
-SAVERS = ["memory", "sqlite"]
+SAVERS = ["memory", "sqlite", "postgres"]
 
 
 def make_saver(kind: str, tmp_path) -> CheckpointSaver:
@@ -23,4 +25,8 @@ def make_saver(kind: str, tmp_path) -> CheckpointSaver:
 
 @pytest.fixture(params=SAVERS)
 def saver(request: pytest.FixtureRequest, tmp_path) -> Iterator[CheckpointSaver]:
+    if request.param == "postgres":  # a fresh schema per test, dropped afterwards
+        with fresh_schema() as dsn, PostgresSaver(dsn, pool_size=4) as postgres:
+            yield postgres
+        return
     yield make_saver(request.param, tmp_path)

@@ -598,3 +598,32 @@ def test_the_engines_read_only_views_are_stored_as_plain_lists_and_dicts():
 
     value = {"seq": SeqView([1, 2, 3], 2), "map": MappingProxyType({"a": (1, 2)})}
     assert serde.loads(serde.dumps(value)) == {"seq": [1, 2], "map": {"a": (1, 2)}}
+
+
+def test_a_value_that_serializes_with_a_nested_dumps_round_trips(ser: Serializer) -> None:
+    class Nested:  # dumps itself with a nested dumps() call: the serializer is re-entrant
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def __graph_agent_dump__(self) -> bytes:
+            return ser.dumps(self.inner)
+
+        @classmethod
+        def __graph_agent_load__(cls, data: bytes) -> Any:
+            return cls(ser.loads(data))
+
+    ser.register(Nested, 60)
+    loaded = ser.loads(ser.dumps({"n": Nested({"a": [1, 2]}), "after": "x"}))
+    assert loaded["n"].inner == {"a": [1, 2]} and loaded["after"] == "x"
+
+
+def test_a_failed_dumps_leaves_the_next_one_exact(ser: Serializer) -> None:
+    with pytest.raises(SerializationError):
+        ser.dumps({"ok": [1, 2, 3], "bad": object()})
+    assert ser.dumps({"k": "v"}) == bytes([serde.FORMAT_VERSION]) + msgpack.packb({"k": "v"})
+
+
+def test_a_large_value_then_small_ones_serialize_exactly(ser: Serializer) -> None:
+    big = ["x" * 1000] * 200
+    assert ser.loads(ser.dumps(big)) == big
+    assert ser.dumps([1]) == bytes([serde.FORMAT_VERSION]) + msgpack.packb([1])

@@ -164,3 +164,48 @@ def test_a_consumer_that_stops_early_leaves_no_run_behind():
         if output.node == "n" and output.step == 3:
             break
     stream.close()
+
+
+def test_lone_sync_nodes_in_consecutive_steps_all_stream_their_chunks_live():
+    def speak(state):
+        emit_chunk(f"step {state['i']}")
+        return {"i": state["i"] + 1}
+
+    g = StateGraph("steps")
+    g.add_node("speak", speak).add_edge(START, "speak")
+    g.add_conditional_edges("speak", lambda s: "speak" if s["i"] < 3 else END)
+    items = list(g.compile().stream({"i": 0}))
+    order = [o.chunk if isinstance(o, StreamingOutput) else o.node for o in items]
+    assert order == ["__start__", "step 0", "speak", "step 1", "speak", "step 2", "speak"]
+
+
+def test_a_lone_sync_node_failing_while_streaming_is_a_node_error_and_the_next_stream_works():
+    def shaky(state):
+        emit_chunk("about to fail")
+        if state["fail"]:
+            raise ValueError("boom")
+        return {"ok": True}
+
+    app = live_graph(shaky)
+    with pytest.raises(Exception, match="boom"):
+        list(app.stream({"fail": True}))
+    assert list(app.stream({"fail": False}))[-1].update == {"ok": True}
+
+
+def test_closing_a_stream_while_a_node_is_paused_at_a_chunk_runs_the_nodes_cleanup():
+    cleaned = threading.Event()
+
+    def talk(state):
+        try:
+            emit_chunk("one")
+            emit_chunk("two")
+        finally:
+            cleaned.set()
+        return {}
+
+    stream = live_graph(talk).stream({})
+    for item in stream:
+        if isinstance(item, StreamingOutput):
+            break
+    stream.close()
+    assert cleaned.is_set()

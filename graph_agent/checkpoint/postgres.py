@@ -1,0 +1,671 @@
+"""``PostgresSaver`` and ``AsyncPostgresSaver``: checkpoints in PostgreSQL, shared by many worker
+processes and machines serving the same threads.
+
+Same storage model as :mod:`~graph_agent.checkpoint.sqlite` (headers, one blob per changed key,
+``full``/``delta`` blobs chained by ``base``, pending writes per task), with these choices:
+
+- **One statement per checkpoint.** ``put`` is a single SQL statement whose data-modifying
+  ``WITH`` parts move the thread's head row, insert the blobs and insert the checkpoint: one
+  round trip, one transaction, so a checkpoint and its blobs are visible together or not at all.
+- **Compare-and-set on a head row.** ``graph_agent_heads`` holds each thread's newest checkpoint.
+  A checkpoint continuing the thread moves it with ``UPDATE ... WHERE checkpoint_id = parent``: of
+  two writers on the same parent the second waits for the first's row lock, re-reads the row,
+  matches nothing, and is refused with :class:`ThreadBusyError`. An explicit fork (metadata
+  ``source="fork"``) moves the head unconditionally. Different threads never share a lock, and
+  the saver holds no lock of its own around storage calls: throughput scales with the pool.
+- **Leases: a row, bound to a live session, with an expiry.** A run's lease is a row in
+  ``graph_agent_leases`` naming its owner, process, host and the *session key* of its saver: a
+  random key on which the saver's dedicated lease connection holds a session advisory lock. A
+  lease binds while that lock is held (the holder's PostgreSQL session is alive) and its expiry
+  has not passed; a background heartbeat extends the expiry of the leases the saver holds every
+  ``lease_ttl / 3`` seconds, so a node may run far longer than ``lease_ttl``. When a holder
+  crashes, its connection closes, PostgreSQL drops the advisory lock and the lease is taken over
+  at once; when its host is cut off (the server still thinks the session is alive), the lease is
+  taken over once it expires. Why not a session advisory lock per thread: a pooled connection is
+  shared by many runs and recycled by the pool, so a lock taken on it would outlive its run or
+  vanish with the connection, and unlocking needs that very connection back; taking every
+  thread's lock on one dedicated connection instead would funnel all the process's runs through
+  it. A row per lease and one advisory lock per saver keep ``acquire`` a single statement on any
+  pooled connection, for one extra connection per saver.
+- **Connections are checked on checkout** without a round trip: an idle connection the server
+  has written to (a terminated backend's last words) or closed is discarded and another taken.
+  A connection lost mid-statement raises :class:`CheckpointStoreError`; nothing is half-written
+  and the thread stays at its last stored checkpoint, from which the next call resumes.
+- **Opaque names are bytes.** Thread ids, namespaces, keys and channels are stored as UTF-8
+  ``bytea`` (PostgreSQL ``text`` cannot hold NUL), rows are keyed by the SHA-256 of the thread id
+  (an index entry holds at most ~2.7 kB; ids may be longer), and only parameterised SQL is used.
+- **Tables** (all prefixed ``graph_agent_``, in the DSN's ``search_path`` schema): ``heads``,
+  ``checkpoints``, ``blobs`` (keyed by thread, namespace, key and version: the id of the
+  checkpoint that stored it), ``writes`` (pending writes, kept in the order written), ``leases``
+  and ``migrations``. Create the saver after forking worker processes, never before: a
+  connection must not be shared across a ``fork``. Connect to PostgreSQL directly or through a
+  session-mode pooler: the lease session's advisory lock (and prepared statements) need one
+  server session per connection.
+
+Every operation is written once, as a *plan*: a generator that yields queries and receives
+their rows. :class:`PostgresSaver` runs plans on a ``psycopg_pool.ConnectionPool`` (its async
+twins run in a worker thread, so they work from any event loop); :class:`AsyncPostgresSaver`
+also runs them natively on an ``AsyncConnectionPool`` bound to the event loop that first uses
+it.
+
+Needs the ``postgres`` extra: ``pip install 'graph-agent[postgres]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import logging
+import secrets
+import select
+import threading
+from collections.abc import Iterator, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from graph_agent.checkpoint import postgres_plans as plans
+from graph_agent.checkpoint.base import Checkpoint, CheckpointSaver, Lease, _show, check_keep_last
+from graph_agent.checkpoint.postgres_plans import SCHEMA_VERSION, Plan, T
+from graph_agent.graph.errors import GraphRuntimeError
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+
+_log = logging.getLogger(__name__)
+
+__all__ = ["SCHEMA_VERSION", "AsyncPostgresSaver", "CheckpointStoreError", "PostgresSaver"]
+
+
+class CheckpointStoreError(GraphRuntimeError):
+    """The checkpoint store failed: the connection to PostgreSQL was lost or refused, the pool
+    had no free connection in time, or the server rejected a statement.
+
+    Nothing is half-written: each checkpoint and each batch of pending writes is one
+    transaction, so the thread stays at its last stored checkpoint and calling again resumes
+    from there. (Should the connection drop while a commit is in flight, the checkpoint may have
+    landed; the next call sees it as the thread's newest and carries on from it.)
+    """
+
+
+def _import_psycopg() -> tuple[ModuleType, ModuleType]:
+    """psycopg and psycopg_pool, imported on first use (the ``postgres`` extra)."""
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:
+        raise ImportError(
+            "PostgresSaver needs psycopg 3 and psycopg-pool: pip install 'graph-agent[postgres]'"
+        ) from exc
+    return psycopg, psycopg_pool
+
+
+# drivers
+
+
+def _drive(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
+    rows: builtins.list[tuple[Any, ...]] | None = None
+    try:
+        while True:
+            query = plan.send(rows)  # type: ignore[arg-type]
+            cursor = conn.execute(query.sql, query.params, binary=True)
+            rows = cursor.fetchall() if cursor.description is not None else []
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+
+
+async def _adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
+    rows: builtins.list[tuple[Any, ...]] | None = None
+    try:
+        while True:
+            query = plan.send(rows)  # type: ignore[arg-type]
+            cursor = await conn.execute(query.sql, query.params, binary=True)
+            rows = await cursor.fetchall() if cursor.description is not None else []
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+
+
+def _hung_up(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether an idle pooled connection is unusable, without a round trip.
+
+    The server never writes to an idle session of ours unless it is ending it
+    (``pg_terminate_backend``, a shutdown: an error message, then EOF), so a readable socket
+    means a dead connection. (A stray parameter report would also read as dead: the pool then
+    opens a new connection, which is harmless.)
+    """
+    if conn.closed or conn.broken:
+        return True
+    try:
+        fd = conn.fileno()
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            return bool(poller.poll(0))
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+def _store_error(exc: BaseException, doing: str) -> CheckpointStoreError:
+    pg, pg_pool = _import_psycopg()
+    if isinstance(exc, pg_pool.PoolClosed):
+        return CheckpointStoreError(f"this saver is closed (while {doing}); make a new one")
+    if isinstance(exc, pg_pool.PoolTimeout):
+        return CheckpointStoreError(
+            f"no PostgreSQL connection was free in time while {doing} ({exc}); raise pool_size, "
+            "or check for runs that hold connections"
+        )
+    sqlstate = getattr(exc, "sqlstate", None)
+    if isinstance(exc, pg.OperationalError) and (
+        sqlstate is None or sqlstate.startswith(("08", "57P"))  # connection lost or shut down
+    ):
+        return CheckpointStoreError(
+            f"lost the connection to PostgreSQL while {doing} ({_first_line(exc)}). Nothing was "
+            "half-written: the thread stays at its last stored checkpoint; call again to "
+            "resume from it"
+        )
+    return CheckpointStoreError(
+        f"PostgreSQL failed while {doing}: {_first_line(exc)}. Nothing was half-written: the "
+        "thread stays at its last stored checkpoint"
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _where(conninfo: str) -> str:
+    """The database of a DSN, for messages (never its password)."""
+    pg, _ = _import_psycopg()
+    try:
+        parts = pg.conninfo.conninfo_to_dict(conninfo)
+    except pg.ProgrammingError:
+        return "the PostgreSQL database"
+    host, port, dbname = parts.get("host", ""), parts.get("port", ""), parts.get("dbname", "")
+    return f"PostgreSQL database {dbname or '?'} at {host or 'localhost'}:{port or 5432}"
+
+
+class _LeaseSession:
+    """The saver's lease liveness: one connection outside the pool holding a session advisory
+    lock on a random key, and a heartbeat thread extending the saver's leases.
+
+    Leases name the key; while this connection lives the lock is held and the leases bind. If
+    the process dies, PostgreSQL ends the session and frees the lock, so other processes take
+    the leases over at once. If the connection is lost while the process lives, the heartbeat
+    reconnects and locks the same key again, which revives the leases nobody took meanwhile.
+    """
+
+    def __init__(self, saver: PostgresSaver) -> None:
+        self._saver = saver
+        self.key = secrets.randbits(63)
+        self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+        self._forget: set[str] = set()  # owners whose release failed: deleted on the next beat
+
+    @property
+    def ready(self) -> bool:
+        conn = self._conn
+        return conn is not None and not _hung_up(conn)
+
+    def ensure(self) -> None:
+        """Connect and lock the key, if not done or if the connection was lost."""
+        if self._heartbeat is not None and self.ready:
+            return  # the usual case, without the lock (ready is checked again under it)
+        with self._lock:
+            if self._stop.is_set():
+                raise CheckpointStoreError("the PostgresSaver is closed; make a new one")
+            if self._conn is None or _hung_up(self._conn):
+                self._connect()
+            if self._heartbeat is None:
+                self._heartbeat = threading.Thread(
+                    target=self._beat, name="graph_agent-postgres-leases", daemon=True
+                )
+                self._heartbeat.start()
+
+    def reconnect(self) -> None:
+        with self._lock:
+            self._connect()
+
+    def forget_later(self, owner: str) -> None:
+        with self._lock:
+            self._forget.add(owner)
+
+    def close(self) -> None:
+        self._stop.set()
+        heartbeat = self._heartbeat
+        if heartbeat is not None and heartbeat is not threading.current_thread():
+            heartbeat.join(timeout=10)
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _connect(self) -> None:
+        pg, _ = _import_psycopg()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        try:
+            conn = pg.connect(self._saver.conninfo, autocommit=True, connect_timeout=10)
+            # the lock of a just-died session of ours may still be held for a moment
+            for _ in range(100):
+                locked = conn.execute(
+                    "SELECT pg_try_advisory_lock(%s::bigint)", (self.key,)
+                ).fetchone()
+                if locked is not None and locked[0]:
+                    break
+                if self._stop.wait(0.05):
+                    conn.close()
+                    raise CheckpointStoreError("the PostgresSaver is closed; make a new one")
+            else:  # the old session still lives (cut off from us): move our leases to a new key
+                old, self.key = self.key, secrets.randbits(63)
+                conn.execute("SELECT pg_advisory_lock(%s::bigint)", (self.key,))
+                owners = self._saver._held_owners()
+                conn.execute(plans.MOVE_LEASES, {"old": old, "new": self.key, "owners": owners})
+        except pg.Error as exc:
+            raise _store_error(exc, "opening the lease session") from exc
+        self._conn = conn
+
+    def _beat(self) -> None:
+        interval = self._saver.lease_ttl / 3
+        while not self._stop.wait(interval):
+            try:
+                self._refresh()
+            except Exception as exc:  # the next beat reconnects; the leases bind meanwhile
+                _log.warning("graph_agent: could not extend PostgreSQL leases: %s", exc)
+
+    def _refresh(self) -> None:
+        owners = self._saver._held_owners()
+        with self._lock:
+            if self._conn is None or _hung_up(self._conn):
+                self._connect()
+            assert self._conn is not None
+            forget = sorted(self._forget)
+            try:
+                if owners:
+                    self._conn.execute(
+                        plans.HEARTBEAT,
+                        {"ttl": self._saver.lease_ttl, "session": self.key, "owners": owners},
+                    )
+                if forget:
+                    self._conn.execute(plans.FORGET, {"session": self.key, "owners": forget})
+            except Exception:
+                self._conn.close()
+                self._conn = None
+                raise
+            self._forget.difference_update(forget)
+
+
+class PostgresSaver(CheckpointSaver):
+    """Checkpoints in PostgreSQL, for several worker processes or machines on the same threads.
+
+    Creates its tables on first use (see :meth:`setup`). Storage calls hold no lock of the
+    saver's own: concurrent runs use up to ``pool_size`` connections at once. One run per thread
+    across processes: see the module docstring for how leases bind and are taken over.
+
+    The async twins (``aput``, ``aget``, ...) run the sync methods in a worker thread, so they
+    work from any event loop; :class:`AsyncPostgresSaver` runs them natively.
+
+    Args:
+        dsn: A libpq connection string or URI, e.g. ``"postgresql://app@db:5432/agents"``;
+            ``options=-c search_path=...`` selects the schema holding the tables.
+        pool_size: Most connections the pool opens (one more is kept for leases).
+        lease_ttl: Seconds a lease outlives its holder's last heartbeat when the holder's host
+            is unreachable (a crashed process's lease is taken over at once); the holder extends
+            it every ``lease_ttl / 3`` seconds.
+        pool_timeout: Seconds a call waits for a free connection before failing.
+
+    Example:
+        >>> from graph_agent import CompileConfig
+        >>> from graph_agent.checkpoint.postgres import PostgresSaver
+        >>> saver = PostgresSaver("postgresql://postgres@127.0.0.1:5432/test")  # doctest: +SKIP
+        >>> config = CompileConfig(saver=saver)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        pool_size: int = 10,
+        lease_ttl: float = 30.0,
+        pool_timeout: float = 30.0,
+    ) -> None:
+        super().__init__()
+        pg, pg_pool = _import_psycopg()
+        if pool_size < 1:
+            raise ValueError(f"PostgresSaver(pool_size={pool_size}): pool_size must be 1 or more")
+        if lease_ttl <= 0:
+            raise ValueError(f"PostgresSaver(lease_ttl={lease_ttl}): lease_ttl must be positive")
+        self.conninfo = dsn
+        self.pool_size = pool_size
+        self.lease_ttl = lease_ttl
+        self.pool_timeout = pool_timeout
+        self.where = _where(dsn)
+        self._session = _LeaseSession(self)
+        try:
+            # connect once directly: a wrong DSN or a down server fails here, at once
+            with pg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+                self._migrate_on(conn)
+        except pg.Error as exc:
+            raise CheckpointStoreError(
+                f"cannot use {self.where}: {_first_line(exc)}; check the DSN and that the "
+                "server is running"
+            ) from exc
+        self._pool: psycopg_pool.ConnectionPool[Any] = pg_pool.ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True},
+            timeout=pool_timeout,
+            name="graph_agent",
+            open=True,
+        )
+
+    # setup
+    def setup(self) -> None:
+        """Create or upgrade the tables; idempotent, and safe when processes call it at once.
+
+        Migrations are recorded in ``graph_agent_migrations``. The constructor calls it.
+        """
+        self._run(plans.migrate_plan(self.where), transaction=True, doing="migrating the schema")
+
+    def _migrate_on(self, conn: psycopg.Connection[Any]) -> None:
+        with conn.transaction():
+            _drive(conn, plans.migrate_plan(self.where))
+
+    def schema_version(self) -> int:
+        return self._run(plans.version_plan(), doing="reading the schema version")
+
+    def close(self) -> None:
+        """Close the pool and the lease session (further use raises)."""
+        self._session.close()
+        self._pool.close()
+
+    def __enter__(self) -> PostgresSaver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # the sync driver
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection checked without a round trip (see :func:`_hung_up`)."""
+        pool = self._pool
+        conn = pool.getconn()
+        for _ in range(self.pool_size):
+            if not _hung_up(conn):
+                break
+            conn.close()  # the pool replaces it
+            pool.putconn(conn)
+            conn = pool.getconn()
+        try:
+            yield conn
+        finally:
+            pool.putconn(conn)
+
+    def _run(self, plan: Plan[T], *, doing: str, transaction: bool = False) -> T:
+        pg = _import_psycopg()[0]
+        try:
+            with self._connection() as conn:
+                if not transaction:
+                    return _drive(conn, plan)
+                with conn.transaction():
+                    return _drive(conn, plan)
+        except pg.Error as exc:  # pool errors are psycopg errors too
+            raise _store_error(exc, doing) from exc
+        finally:
+            plan.close()
+
+    # storage
+    def put(self, checkpoint: Checkpoint) -> None:
+        self._run(plans.put_plan(checkpoint), doing=_saving(checkpoint))
+
+    def put_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        task_id: str,
+        writes: Sequence[tuple[str, Any]],
+    ) -> None:
+        plan = plans.put_writes_plan(thread_id, checkpoint_ns, checkpoint_id, task_id, writes)
+        self._run(plan, doing=_saving_writes(thread_id, checkpoint_id))
+
+    def get(
+        self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
+    ) -> Checkpoint | None:
+        plan = plans.get_plan(thread_id, checkpoint_id, checkpoint_ns)
+        return self._run(plan, doing=f"loading thread {_show(thread_id)}")
+
+    def list(
+        self,
+        thread_id: str,
+        limit: int | None = None,
+        before: str | None = None,
+        checkpoint_ns: str = "",
+    ) -> Iterator[Checkpoint]:
+        doing = f"listing thread {_show(thread_id)}"
+        plan = plans.headers_plan(thread_id, limit, before, checkpoint_ns)
+        headers = self._run(plan, doing=doing)
+        for header in headers:  # a connection per checkpoint: none is held while paused here
+            yield self._run(plans.load_plan(thread_id, checkpoint_ns, header), doing=doing)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._run(
+            plans.delete_thread_plan(thread_id),
+            doing=f"deleting thread {_show(thread_id)}",
+            transaction=True,
+        )
+
+    def prune(self, thread_id: str, keep_last: int) -> int:
+        check_keep_last(keep_last)
+        return self._run(
+            plans.prune_plan(thread_id, keep_last),
+            doing=f"pruning thread {_show(thread_id)}",
+            transaction=True,
+        )
+
+    def threads(self) -> builtins.list[str]:
+        return self._run(plans.threads_plan(), doing="listing threads")
+
+    def stored_bytes(self, thread_id: str) -> int:
+        """Bytes of checkpoint data stored for a thread (headers, blobs and pending writes)."""
+        return self._run(plans.stored_bytes_plan(thread_id), doing="measuring a thread")
+
+    # one run per thread, across processes
+    def acquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
+        lease = CheckpointSaver.acquire(self, thread_id, checkpoint_ns)
+        try:
+            self._session.ensure()
+            for _ in range(2):
+                plan = plans.acquire_plan(lease, self._session.key, self.lease_ttl)
+                if self._run(plan, doing=f"taking thread {_show(thread_id)}"):
+                    return lease
+                self._session.reconnect()
+            raise CheckpointStoreError(
+                f"could not keep a lease session open on {self.where}; check the server"
+            )
+        except BaseException:
+            CheckpointSaver.release(self, lease)
+            raise
+
+    def release(self, lease: Lease) -> None:
+        """Give the thread back. Never raises for a lost connection (it runs in ``finally``
+        blocks): the lease is then deleted by the next heartbeat, or lapses."""
+        try:
+            self._run(plans.release_plan(lease), doing=f"releasing thread {_show(lease.thread_id)}")
+        except CheckpointStoreError as exc:
+            self._session.forget_later(lease.owner)
+            _log.warning("graph_agent: %s", exc)
+        finally:
+            CheckpointSaver.release(self, lease)
+
+    async def aacquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
+        return await asyncio.to_thread(self.acquire, thread_id, checkpoint_ns)
+
+    async def arelease(self, lease: Lease) -> None:
+        await asyncio.to_thread(self.release, lease)
+
+    def _held_owners(self) -> builtins.list[str]:
+        with self._lease_lock:
+            return sorted(self._leases.values())
+
+
+class AsyncPostgresSaver(PostgresSaver):
+    """A :class:`PostgresSaver` whose async methods are natively async.
+
+    ``aput``, ``aput_writes``, ``aget``, ``alist``, ``aacquire`` and ``arelease`` run on an
+    ``AsyncConnectionPool`` opened in the event loop that first calls one of them, and bound to
+    it: make the saver inside the loop that serves your runs (a server's), e.g. in ``async
+    with``. The sync methods (``get_state``, a node's ``task.record``, ``prune``...) keep using
+    the sync pool and work from any thread.
+
+    Example:
+        >>> async def serve(dsn):  # doctest: +SKIP
+        ...     async with AsyncPostgresSaver(dsn) as saver:
+        ...         app = graph.compile(CompileConfig(saver=saver))
+        ...         await app.ainvoke({"topic": "x"}, RunnableConfig(thread_id="t1"))
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        pool_size: int = 10,
+        lease_ttl: float = 30.0,
+        pool_timeout: float = 30.0,
+    ) -> None:
+        super().__init__(dsn, pool_size=pool_size, lease_ttl=lease_ttl, pool_timeout=pool_timeout)
+        self._apool: psycopg_pool.AsyncConnectionPool[Any] | None = None
+        self._aloop: asyncio.AbstractEventLoop | None = None
+        self._aopening: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> AsyncPostgresSaver:
+        await self._async_pool()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the async pool, then the sync pool and the lease session."""
+        if self._apool is not None and self._aloop is asyncio.get_running_loop():
+            await self._apool.close()
+        await asyncio.to_thread(self.close)
+
+    async def _async_pool(self) -> psycopg_pool.AsyncConnectionPool[Any]:
+        loop = asyncio.get_running_loop()
+        if self._aopening is None:
+            _, pg_pool = _import_psycopg()
+            pool = pg_pool.AsyncConnectionPool(
+                self.conninfo,
+                min_size=1,
+                max_size=self.pool_size,
+                kwargs={"autocommit": True},
+                timeout=self.pool_timeout,
+                name="graph_agent-async",
+                open=False,
+            )
+            self._apool, self._aloop = pool, loop
+            self._aopening = loop.create_task(pool.open())
+        elif self._aloop is not loop:
+            raise CheckpointStoreError(
+                "this AsyncPostgresSaver is bound to the event loop that first used it; make "
+                "one per event loop, or use PostgresSaver, whose async methods work from any loop"
+            )
+        await asyncio.shield(self._aopening)
+        assert self._apool is not None
+        return self._apool
+
+    async def _arun(self, plan: Plan[T], *, doing: str) -> T:
+        pg = _import_psycopg()[0]
+        try:
+            pool = await self._async_pool()
+            conn = await pool.getconn()
+            try:
+                for _ in range(self.pool_size):
+                    if not _hung_up(conn):
+                        break
+                    await conn.close()
+                    await pool.putconn(conn)
+                    conn = await pool.getconn()
+                return await _adrive(conn, plan)
+            finally:
+                await pool.putconn(conn)
+        except pg.Error as exc:  # pool errors are psycopg errors too
+            raise _store_error(exc, doing) from exc
+        finally:
+            plan.close()
+
+    async def aput(self, checkpoint: Checkpoint) -> None:
+        await self._arun(plans.put_plan(checkpoint), doing=_saving(checkpoint))
+
+    async def aput_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        task_id: str,
+        writes: Sequence[tuple[str, Any]],
+    ) -> None:
+        plan = plans.put_writes_plan(thread_id, checkpoint_ns, checkpoint_id, task_id, writes)
+        await self._arun(plan, doing=_saving_writes(thread_id, checkpoint_id))
+
+    async def aget(
+        self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
+    ) -> Checkpoint | None:
+        plan = plans.get_plan(thread_id, checkpoint_id, checkpoint_ns)
+        return await self._arun(plan, doing=f"loading thread {_show(thread_id)}")
+
+    async def alist(
+        self,
+        thread_id: str,
+        limit: int | None = None,
+        before: str | None = None,
+        checkpoint_ns: str = "",
+    ) -> builtins.list[Checkpoint]:
+        plan = plans.list_plan(thread_id, limit, before, checkpoint_ns)
+        return await self._arun(plan, doing=f"listing thread {_show(thread_id)}")
+
+    async def aacquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
+        lease = CheckpointSaver.acquire(self, thread_id, checkpoint_ns)
+        try:
+            if not self._session.ready:
+                await asyncio.to_thread(self._session.ensure)
+            for _ in range(2):
+                plan = plans.acquire_plan(lease, self._session.key, self.lease_ttl)
+                if await self._arun(plan, doing=f"taking thread {_show(thread_id)}"):
+                    return lease
+                await asyncio.to_thread(self._session.reconnect)
+            raise CheckpointStoreError(
+                f"could not keep a lease session open on {self.where}; check the server"
+            )
+        except BaseException:
+            CheckpointSaver.release(self, lease)
+            raise
+
+    async def arelease(self, lease: Lease) -> None:
+        try:
+            await self._arun(
+                plans.release_plan(lease), doing=f"releasing thread {_show(lease.thread_id)}"
+            )
+        except CheckpointStoreError as exc:
+            self._session.forget_later(lease.owner)
+            _log.warning("graph_agent: %s", exc)
+        finally:
+            CheckpointSaver.release(self, lease)
+
+
+def _saving(checkpoint: Checkpoint) -> str:
+    return f"saving checkpoint {checkpoint.id} of thread {_show(checkpoint.thread_id)}"
+
+
+def _saving_writes(thread_id: str, checkpoint_id: str) -> str:
+    return f"saving pending writes after checkpoint {checkpoint_id} of thread {_show(thread_id)}"

@@ -1,0 +1,591 @@
+"""The PostgreSQL savers' pure core: schema, SQL, and every operation as a *plan*.
+
+A plan is a generator that yields :class:`Query` values and receives each one's rows, so one
+implementation serves the sync driver (``psycopg.Connection``) and the async one
+(``psycopg.AsyncConnection``) in :mod:`graph_agent.checkpoint.postgres`; plans do no I/O of
+their own. All SQL is parameterised: thread ids, namespaces, keys and channels only ever travel
+as parameters, as UTF-8 ``bytea`` (PostgreSQL ``text`` cannot hold NUL), and rows are keyed by
+the SHA-256 of the thread id so that an id of any length fits an index.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import os
+import socket
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from graph_agent.checkpoint.base import (
+    Checkpoint,
+    Lease,
+    PendingWrite,
+    _show,
+    compare_and_set,
+)
+from graph_agent.checkpoint.codec import (
+    decode_header,
+    encode_blob,
+    encode_header,
+    encode_write,
+    rebuild_value,
+)
+from graph_agent.checkpoint.serde import loads
+from graph_agent.graph.engine import Blob
+from graph_agent.graph.errors import SerializationError, ThreadBusyError
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+
+_LOCK_SPACE = 0x6761_6167  # first key of the two-key advisory locks graph_agent takes ("gaag")
+_MIGRATION_LOCK = 1  # second key: the migration lock, taken inside the migration transaction
+
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE graph_agent_heads (
+            thread_key bytea NOT NULL, checkpoint_ns bytea NOT NULL,
+            checkpoint_id text COLLATE "C" NOT NULL, thread_id bytea NOT NULL,
+            PRIMARY KEY (thread_key, checkpoint_ns))""",
+        """CREATE TABLE graph_agent_checkpoints (
+            thread_key bytea NOT NULL, checkpoint_ns bytea NOT NULL,
+            checkpoint_id text COLLATE "C" NOT NULL, parent_id text COLLATE "C",
+            step integer NOT NULL, header bytea NOT NULL,
+            PRIMARY KEY (thread_key, checkpoint_ns, checkpoint_id))""",
+        """CREATE TABLE graph_agent_blobs (
+            thread_key bytea NOT NULL, checkpoint_ns bytea NOT NULL, key bytea NOT NULL,
+            version text COLLATE "C" NOT NULL, kind text NOT NULL CHECK (kind IN ('full', 'delta')),
+            base text COLLATE "C", data bytea NOT NULL,
+            PRIMARY KEY (thread_key, checkpoint_ns, key, version))""",
+        """CREATE TABLE graph_agent_writes (
+            thread_key bytea NOT NULL, checkpoint_ns bytea NOT NULL,
+            checkpoint_id text COLLATE "C" NOT NULL, task_id text COLLATE "C" NOT NULL,
+            channel bytea NOT NULL, seq bigint GENERATED ALWAYS AS IDENTITY, data bytea NOT NULL,
+            PRIMARY KEY (thread_key, checkpoint_ns, checkpoint_id, task_id, channel))""",
+        """CREATE TABLE graph_agent_leases (
+            thread_key bytea NOT NULL, checkpoint_ns bytea NOT NULL, owner text NOT NULL,
+            session_key bigint NOT NULL, host text NOT NULL, pid integer NOT NULL,
+            expires_at timestamptz NOT NULL, acquired_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (thread_key, checkpoint_ns))""",
+        "CREATE INDEX graph_agent_leases_by_session ON graph_agent_leases (session_key)",
+    ),
+}
+
+# put: move the head (the compare-and-set), then store blobs and header only if it moved
+_MOVE_HEAD_NEXT = """
+WITH moved AS (
+    UPDATE graph_agent_heads SET checkpoint_id = %(id)s
+    WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(parent)s
+    RETURNING 1
+)"""
+_MOVE_HEAD_FIRST = """
+WITH moved AS (
+    INSERT INTO graph_agent_heads (thread_key, checkpoint_ns, checkpoint_id, thread_id)
+    VALUES (%(thread)s, %(ns)s, %(id)s, %(thread_id)s)
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+)"""
+_MOVE_HEAD_FORK = """
+WITH moved AS (
+    INSERT INTO graph_agent_heads AS h (thread_key, checkpoint_ns, checkpoint_id, thread_id)
+    VALUES (%(thread)s, %(ns)s, %(id)s, %(thread_id)s)
+    ON CONFLICT (thread_key, checkpoint_ns)
+    DO UPDATE SET checkpoint_id = GREATEST(h.checkpoint_id, EXCLUDED.checkpoint_id)
+    RETURNING 1
+)"""
+_STORE_CHECKPOINT = """, stored AS (
+    INSERT INTO graph_agent_checkpoints
+        (thread_key, checkpoint_ns, checkpoint_id, parent_id, step, header)
+    SELECT %(thread)s, %(ns)s, %(id)s, %(parent)s, %(step)s, %(header)s
+    WHERE EXISTS (SELECT FROM moved)
+)
+SELECT EXISTS (SELECT FROM moved)"""
+_STORE_BLOBS = """, stored_blobs AS (
+    INSERT INTO graph_agent_blobs (thread_key, checkpoint_ns, key, version, kind, base, data)
+    SELECT %(thread)s, %(ns)s, b.key, %(id)s, b.kind, b.base, b.data
+    FROM unnest(%(keys)s::bytea[], %(kinds)s::text[], %(bases)s::text[], %(datas)s::bytea[])
+        AS b (key, kind, base, data)
+    WHERE EXISTS (SELECT FROM moved)
+)"""
+# the usual checkpoint stores one key: plain parameters cost the client less than arrays
+_STORE_ONE_BLOB = """, stored_blobs AS (
+    INSERT INTO graph_agent_blobs (thread_key, checkpoint_ns, key, version, kind, base, data)
+    SELECT %(thread)s, %(ns)s, %(key)s::bytea, %(id)s, %(kind)s, %(base)s, %(data)s::bytea
+    WHERE EXISTS (SELECT FROM moved)
+)"""
+_PUT = {
+    (source, one_blob): move + (_STORE_ONE_BLOB if one_blob else _STORE_BLOBS) + _STORE_CHECKPOINT
+    for source, move in (
+        ("next", _MOVE_HEAD_NEXT),
+        ("first", _MOVE_HEAD_FIRST),
+        ("fork", _MOVE_HEAD_FORK),
+    )
+    for one_blob in (False, True)
+}
+
+_HEAD = """SELECT checkpoint_id FROM graph_agent_heads
+WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s"""
+
+_HEAD_HEADER = """SELECT c.header FROM graph_agent_heads AS h JOIN graph_agent_checkpoints AS c
+ON c.thread_key = h.thread_key AND c.checkpoint_ns = h.checkpoint_ns
+    AND c.checkpoint_id = h.checkpoint_id
+WHERE h.thread_key = %(thread)s AND h.checkpoint_ns = %(ns)s"""
+
+_HEADER = """SELECT header FROM graph_agent_checkpoints
+WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s"""
+
+_HEADERS = """SELECT header FROM graph_agent_checkpoints
+WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s
+    AND (%(before)s::text IS NULL OR checkpoint_id < %(before)s::text)
+ORDER BY checkpoint_id DESC LIMIT %(limit)s"""
+
+# every key's blob chain (newest first, back to its full copy) and the checkpoint's pending
+# writes, in one round trip. Each link is a primary-key lookup (LATERAL ... LIMIT 1 keeps the
+# planner from turning it into a scan of the thread's blobs); `n < 100000` stops a corrupt chain
+# that loops
+_LOAD = """
+WITH RECURSIVE chain (key, kind, base, data, n) AS (
+    SELECT w.key, b.kind, b.base, b.data, 0
+    FROM unnest(%(keys)s::bytea[], %(versions)s::text[]) AS w (key, version)
+    CROSS JOIN LATERAL (
+        SELECT kind, base, data FROM graph_agent_blobs
+        WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND key = w.key
+            AND version = w.version
+        LIMIT 1
+    ) AS b
+    UNION ALL
+    SELECT chain.key, b.kind, b.base, b.data, chain.n + 1
+    FROM chain CROSS JOIN LATERAL (
+        SELECT kind, base, data FROM graph_agent_blobs
+        WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND key = chain.key
+            AND version = chain.base
+        LIMIT 1
+    ) AS b
+    WHERE chain.kind <> 'full' AND chain.n < 100000
+)
+SELECT 0, key, kind, data, n::bigint FROM chain
+UNION ALL
+SELECT 1, channel, task_id, data, seq FROM graph_agent_writes
+WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s"""
+
+_PUT_WRITES = """
+INSERT INTO graph_agent_writes
+    (thread_key, checkpoint_ns, checkpoint_id, task_id, channel, data)
+SELECT %(thread)s, %(ns)s, %(id)s, %(task)s, n.channel, n.data
+FROM unnest(%(channels)s::bytea[], %(datas)s::bytea[]) WITH ORDINALITY AS n (channel, data, i)
+ORDER BY n.i
+ON CONFLICT (thread_key, checkpoint_ns, checkpoint_id, task_id, channel)
+DO UPDATE SET data = EXCLUDED.data"""
+
+# a lease is taken when there is none, when it is this saver's own leftover, when it expired,
+# or when its holder's session is gone (its advisory lock is free: trying it succeeds); and
+# only while this saver's own session holds its lock, or the lease would not bind
+_ACQUIRE = """
+INSERT INTO graph_agent_leases AS l
+    (thread_key, checkpoint_ns, owner, session_key, host, pid, expires_at)
+SELECT %(thread)s, %(ns)s, %(owner)s, %(session)s::bigint, %(host)s, %(pid)s,
+    now() + make_interval(secs => %(ttl)s)
+WHERE NOT pg_try_advisory_xact_lock(%(session)s::bigint)
+ON CONFLICT (thread_key, checkpoint_ns) DO UPDATE SET
+    owner = EXCLUDED.owner, session_key = EXCLUDED.session_key, host = EXCLUDED.host,
+    pid = EXCLUDED.pid, expires_at = EXCLUDED.expires_at, acquired_at = now()
+WHERE l.session_key = EXCLUDED.session_key OR l.expires_at < now()
+    OR pg_try_advisory_xact_lock(l.session_key)
+RETURNING owner"""
+
+_SESSION_ALIVE = "SELECT NOT pg_try_advisory_xact_lock(%(session)s::bigint)"
+
+_HOLDER = """SELECT pid, host FROM graph_agent_leases
+WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s"""
+
+_RELEASE = """DELETE FROM graph_agent_leases
+WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND owner = %(owner)s"""
+
+HEARTBEAT = """UPDATE graph_agent_leases SET expires_at = now() + make_interval(secs => %(ttl)s)
+WHERE session_key = %(session)s::bigint AND owner = ANY(%(owners)s::text[])"""
+
+MOVE_LEASES = """UPDATE graph_agent_leases SET session_key = %(new)s::bigint
+WHERE session_key = %(old)s::bigint AND owner = ANY(%(owners)s::text[])"""
+
+FORGET = """DELETE FROM graph_agent_leases
+WHERE session_key = %(session)s::bigint AND owner = ANY(%(owners)s::text[])"""
+
+_DELETE_THREAD = (
+    "DELETE FROM graph_agent_heads WHERE thread_key = %(thread)s",
+    "DELETE FROM graph_agent_checkpoints WHERE thread_key = %(thread)s",
+    "DELETE FROM graph_agent_blobs WHERE thread_key = %(thread)s",
+    "DELETE FROM graph_agent_writes WHERE thread_key = %(thread)s",
+    "DELETE FROM graph_agent_leases WHERE thread_key = %(thread)s",
+)
+
+_STORED_BYTES = """SELECT
+    (SELECT coalesce(sum(octet_length(header)), 0) FROM graph_agent_checkpoints
+        WHERE thread_key = %(thread)s)
+    + (SELECT coalesce(sum(octet_length(data)), 0) FROM graph_agent_blobs
+        WHERE thread_key = %(thread)s)
+    + (SELECT coalesce(sum(octet_length(data)), 0) FROM graph_agent_writes
+        WHERE thread_key = %(thread)s)"""
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One statement a plan asks its driver to run; the driver sends back its rows."""
+
+    sql: str
+    params: Mapping[str, Any]
+
+
+Plan = Generator[Query, builtins.list[tuple[Any, ...]], T]
+
+
+def _name(text: str) -> bytes:
+    """An opaque name (thread id, namespace, key, channel) as stored: UTF-8, lone surrogates
+    kept."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def thread_key(thread_id: str) -> bytes:
+    """What rows are keyed by: the SHA-256 of the thread id, so any id fits an index (a btree
+    entry holds at most ~2.7 kB); ``graph_agent_heads.thread_id`` keeps the id itself."""
+    return hashlib.sha256(_name(thread_id)).digest()
+
+
+def _text(stored: bytes) -> str:
+    return bytes(stored).decode("utf-8", "surrogatepass")
+
+
+def put_plan(checkpoint: Checkpoint) -> Plan[None]:
+    """One statement: move the thread's head from the parent to this checkpoint (the
+    compare-and-set) and, only if it moved, store the blobs and the header."""
+    keys, kinds, bases, datas = [], [], [], []
+    for key, blob in checkpoint.blobs.items():
+        keys.append(_name(key))
+        kinds.append(blob.kind)
+        bases.append(blob.base)
+        datas.append(encode_blob(key, blob))
+    one_blob = len(keys) == 1
+    params: dict[str, Any] = {
+        "thread": thread_key(checkpoint.thread_id),
+        "thread_id": _name(checkpoint.thread_id),
+        "ns": _name(checkpoint.checkpoint_ns),
+        "id": checkpoint.id,
+        "parent": checkpoint.parent_id,
+        "step": checkpoint.step,
+        "header": encode_header(checkpoint),
+    }
+    if one_blob:
+        params.update(key=keys[0], kind=kinds[0], base=bases[0], data=datas[0])
+    else:
+        params.update(keys=keys, kinds=kinds, bases=bases, datas=datas)
+    if checkpoint.metadata.get("source") == "fork":
+        source = "fork"
+    else:
+        source = "first" if checkpoint.parent_id is None else "next"
+    sql = _PUT[(source, one_blob)]
+    for _ in range(3):
+        rows = yield Query(sql, params)
+        if rows[0][0]:
+            return
+        # refused: name the head it lost to; should the head be back at our parent by now (the
+        # writer we waited for rolled back), try again
+        rows = yield Query(_HEAD, params)
+        compare_and_set(checkpoint, rows[0][0] if rows else None)
+    raise ThreadBusyError(
+        f"thread {_show(checkpoint.thread_id)} kept changing while checkpoint {checkpoint.id} "
+        "was being saved: another writer is on it. Reload with get_state() and call again"
+    )
+
+
+def put_writes_plan(
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    task_id: str,
+    writes: Sequence[tuple[str, Any]],
+) -> Plan[None]:
+    encoded = {_name(channel): encode_write(channel, value) for channel, value in writes}
+    if not encoded:
+        return
+    yield Query(
+        _PUT_WRITES,
+        {
+            "thread": thread_key(thread_id),
+            "ns": _name(checkpoint_ns),
+            "id": checkpoint_id,
+            "task": task_id,
+            "channels": list(encoded),
+            "datas": list(encoded.values()),
+        },
+    )
+
+
+def get_plan(
+    thread_id: str, checkpoint_id: str | None, checkpoint_ns: str
+) -> Plan[Checkpoint | None]:
+    params = {"thread": thread_key(thread_id), "ns": _name(checkpoint_ns), "id": checkpoint_id}
+    rows = yield Query(_HEAD_HEADER if checkpoint_id is None else _HEADER, params)
+    if not rows:
+        return None
+    return (yield from load_plan(thread_id, checkpoint_ns, rows[0][0]))
+
+
+def headers_plan(
+    thread_id: str, limit: int | None, before: str | None, checkpoint_ns: str
+) -> Plan[builtins.list[bytes]]:
+    params = {
+        "thread": thread_key(thread_id),
+        "ns": _name(checkpoint_ns),
+        "before": before,
+        "limit": limit,
+    }
+    rows = yield Query(_HEADERS, params)
+    return [row[0] for row in rows]
+
+
+def list_plan(
+    thread_id: str, limit: int | None, before: str | None, checkpoint_ns: str
+) -> Plan[builtins.list[Checkpoint]]:
+    headers = yield from headers_plan(thread_id, limit, before, checkpoint_ns)
+    checkpoints = []
+    for header in headers:
+        checkpoints.append((yield from load_plan(thread_id, checkpoint_ns, header)))
+    return checkpoints
+
+
+def load_plan(thread_id: str, checkpoint_ns: str, header: bytes) -> Plan[Checkpoint]:
+    """The checkpoint of ``header`` with its values and pending writes."""
+    checkpoint = decode_header(header, thread_id, checkpoint_ns)
+    chains, writes = yield from _chains_plan(thread_id, checkpoint_ns, checkpoint)
+    checkpoint.values = {
+        key: rebuild_value(key, chains.get(key, [])) for key in checkpoint.versions
+    }
+    checkpoint.pending_writes = tuple(
+        PendingWrite(task_id, channel, loads(data)) for task_id, channel, data in writes
+    )
+    return checkpoint
+
+
+_Chains = dict[str, builtins.list[tuple[str, bytes]]]  # key -> [(kind, data)], newest first
+_Writes = builtins.list[tuple[str, str, bytes]]  # [(task id, channel, data)], in write order
+
+
+def _chains_plan(
+    thread_id: str, checkpoint_ns: str, checkpoint: Checkpoint
+) -> Plan[tuple[_Chains, _Writes]]:
+    """Each key's blob chain (newest first) and the pending writes (in the order written)."""
+    versions = checkpoint.versions
+    rows = yield Query(
+        _LOAD,
+        {
+            "thread": thread_key(thread_id),
+            "ns": _name(checkpoint_ns),
+            "id": checkpoint.id,
+            "keys": [_name(key) for key in versions],
+            "versions": list(versions.values()),
+        },
+    )
+    links: dict[str, builtins.list[tuple[int, str, bytes]]] = {}
+    writes: builtins.list[tuple[int, str, str, bytes]] = []
+    for part, name, kind_or_task, data, order in rows:
+        if part == 0:
+            links.setdefault(_text(name), []).append((order, kind_or_task, data))
+        else:
+            writes.append((order, kind_or_task, _text(name), data))
+    chains = {
+        key: [(kind, data) for _, kind, data in sorted(chain)] for key, chain in links.items()
+    }
+    writes.sort()
+    return chains, [(task_id, channel, data) for _, task_id, channel, data in writes]
+
+
+def delete_thread_plan(thread_id: str) -> Plan[None]:
+    params = {"thread": thread_key(thread_id)}
+    for sql in _DELETE_THREAD:
+        yield Query(sql, params)
+
+
+def prune_plan(thread_id: str, keep_last: int) -> Plan[int]:
+    """Runs in one transaction; locks the thread's head rows, so puts on it wait meanwhile."""
+    thread = thread_key(thread_id)
+    rows = yield Query(
+        "SELECT checkpoint_ns FROM graph_agent_heads WHERE thread_key = %(thread)s "
+        "ORDER BY checkpoint_ns FOR UPDATE",
+        {"thread": thread},
+    )
+    removed = 0
+    for (ns,) in rows:
+        removed += yield from _prune_namespace_plan(thread_id, _text(ns), keep_last)
+    return removed
+
+
+def _prune_namespace_plan(thread_id: str, checkpoint_ns: str, keep_last: int) -> Plan[int]:
+    params: dict[str, Any] = {"thread": thread_key(thread_id), "ns": _name(checkpoint_ns)}
+    rows = yield Query(
+        "SELECT checkpoint_id, header FROM graph_agent_checkpoints WHERE thread_key = %(thread)s "
+        "AND checkpoint_ns = %(ns)s ORDER BY checkpoint_id DESC",
+        params,
+    )
+    kept, dropped = rows[:keep_last], rows[keep_last:]
+    if not dropped:
+        return 0
+    if kept:
+        yield from _materialize_plan(thread_id, checkpoint_ns, kept[-1][1])
+    bases = {
+        (_text(key), version): (kind, base)
+        for key, version, kind, base in (
+            yield Query(
+                "SELECT key, version, kind, base FROM graph_agent_blobs "
+                "WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s",
+                params,
+            )
+        )
+    }
+    needed: set[tuple[str, str]] = set()
+    for _, header in kept:
+        for key, version in decode_header(header).versions.items():
+            current: str | None = version
+            while current is not None and (key, current) not in needed:
+                needed.add((key, current))
+                kind, base = bases[(key, current)]
+                current = base if kind != "full" else None
+    unneeded = [pair for pair in bases if pair not in needed]
+    params["dropped"] = [checkpoint_id for checkpoint_id, _ in dropped]
+    params["keys"] = [_name(key) for key, _ in unneeded]
+    params["versions"] = [version for _, version in unneeded]
+    yield Query(
+        "DELETE FROM graph_agent_checkpoints WHERE thread_key = %(thread)s "
+        "AND checkpoint_ns = %(ns)s AND checkpoint_id = ANY(%(dropped)s::text[])",
+        params,
+    )
+    yield Query(
+        "DELETE FROM graph_agent_writes WHERE thread_key = %(thread)s "
+        "AND checkpoint_ns = %(ns)s AND checkpoint_id = ANY(%(dropped)s::text[])",
+        params,
+    )
+    yield Query(
+        "DELETE FROM graph_agent_blobs AS b "
+        "USING unnest(%(keys)s::bytea[], %(versions)s::text[]) AS d (key, version) "
+        "WHERE b.thread_key = %(thread)s AND b.checkpoint_ns = %(ns)s "
+        "AND b.key = d.key AND b.version = d.version",
+        params,
+    )
+    if not kept:
+        yield Query(
+            "DELETE FROM graph_agent_heads WHERE thread_key = %(thread)s "
+            "AND checkpoint_ns = %(ns)s",
+            params,
+        )
+    return len(dropped)
+
+
+def _materialize_plan(thread_id: str, checkpoint_ns: str, header: bytes) -> Plan[None]:
+    """Store every key of this checkpoint whole, so the deltas behind it can go."""
+    checkpoint = decode_header(header, thread_id, checkpoint_ns)
+    chains, _ = yield from _chains_plan(thread_id, checkpoint_ns, checkpoint)
+    for key, version in checkpoint.versions.items():
+        chain = chains.get(key, [])
+        if len(chain) <= 1:
+            continue
+        yield Query(
+            "UPDATE graph_agent_blobs SET kind = 'full', base = NULL, data = %(data)s "
+            "WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND key = %(key)s "
+            "AND version = %(version)s",
+            {
+                "data": encode_blob(key, Blob("full", rebuild_value(key, chain))),
+                "thread": thread_key(thread_id),
+                "ns": _name(checkpoint_ns),
+                "key": _name(key),
+                "version": version,
+            },
+        )
+
+
+def acquire_plan(lease: Lease, session_key: int, ttl: float) -> Plan[bool]:
+    """Take the lease row; False when this saver's own session was lost (reconnect, retry)."""
+    params = {
+        "thread": thread_key(lease.thread_id),
+        "ns": _name(lease.checkpoint_ns),
+        "owner": lease.owner,
+        "session": session_key,
+        "host": _HOST,
+        "pid": os.getpid(),
+        "ttl": ttl,
+    }
+    while True:
+        if (yield Query(_ACQUIRE, params)):
+            return True
+        if not (yield Query(_SESSION_ALIVE, params))[0][0]:
+            return False
+        holder = yield Query(_HOLDER, params)
+        if holder:
+            pid, host = holder[0]
+            raise ThreadBusyError(
+                f"thread {_show(lease.thread_id)} is busy: process {pid} on {host} is running it "
+                "(it holds the thread's PostgreSQL lease while it lives); wait for it to finish, "
+                "or use another thread_id"
+            )
+        # released between the two statements: try again
+
+
+def release_plan(lease: Lease) -> Plan[None]:
+    yield Query(
+        _RELEASE,
+        {
+            "thread": thread_key(lease.thread_id),
+            "ns": _name(lease.checkpoint_ns),
+            "owner": lease.owner,
+        },
+    )
+
+
+def threads_plan() -> Plan[builtins.list[str]]:
+    rows = yield Query("SELECT DISTINCT thread_id FROM graph_agent_heads ORDER BY thread_id", {})
+    return [_text(row[0]) for row in rows]
+
+
+def stored_bytes_plan(thread_id: str) -> Plan[int]:
+    rows = yield Query(_STORED_BYTES, {"thread": thread_key(thread_id)})
+    return int(rows[0][0])
+
+
+def migrate_plan(where: str) -> Plan[None]:
+    """Bring the schema to :data:`SCHEMA_VERSION`; runs in one transaction."""
+    rows = yield Query("SELECT to_regclass('graph_agent_migrations') IS NOT NULL", {})
+    if rows[0][0]:
+        current = yield from version_plan()
+        if current == SCHEMA_VERSION:
+            return  # the usual case: no DDL, no lock
+    # two processes may get here at once: the advisory lock makes the second wait for the
+    # first's commit, after which it sees the migrations recorded and applies none
+    yield Query(
+        "SELECT pg_advisory_xact_lock(%(space)s, %(key)s)",
+        {"space": _LOCK_SPACE, "key": _MIGRATION_LOCK},
+    )
+    yield Query(
+        "CREATE TABLE IF NOT EXISTS graph_agent_migrations ("
+        "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+        {},
+    )
+    current = yield from version_plan()
+    if current > SCHEMA_VERSION:
+        raise SerializationError(
+            f"{where} has graph_agent schema version {current}, newer than this graph_agent "
+            f"understands ({SCHEMA_VERSION}); upgrade graph_agent"
+        )
+    for version in range(current + 1, SCHEMA_VERSION + 1):
+        for statement in _MIGRATIONS[version]:
+            yield Query(statement, {})
+        yield Query(
+            "INSERT INTO graph_agent_migrations (version) VALUES (%(version)s)",
+            {"version": version},
+        )
+
+
+def version_plan() -> Plan[int]:
+    rows = yield Query("SELECT coalesce(max(version), 0) FROM graph_agent_migrations", {})
+    return int(rows[0][0])
+
+
+_HOST = socket.gethostname()
