@@ -28,6 +28,7 @@ from graph_agent.agent import (
 from graph_agent.checkpoint import Checkpoint, CheckpointSaver, MemorySaver, SqliteSaver
 from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.errors import (
+    CheckpointStoreError,
     GraphAgentError,
     GraphInterrupted,
     GraphRecursionError,
@@ -74,11 +75,7 @@ from graph_agent.messages import (
 from graph_agent.tools import Tool, ToolContext, Toolkit, tool
 
 if TYPE_CHECKING:
-    from graph_agent.checkpoint.postgres import (
-        AsyncPostgresSaver,
-        CheckpointStoreError,
-        PostgresSaver,
-    )
+    from graph_agent.checkpoint.postgres import AsyncPostgresSaver, PostgresSaver
 
 __all__ = [
     "END",
@@ -154,7 +151,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """The PostgreSQL savers, imported on first use (see :mod:`graph_agent.checkpoint`)."""
-    if name in ("AsyncPostgresSaver", "CheckpointStoreError", "PostgresSaver"):
+    if name in ("AsyncPostgresSaver", "PostgresSaver"):
         from graph_agent import checkpoint
 
         return getattr(checkpoint, name)

@@ -9,15 +9,12 @@ from typing import TYPE_CHECKING, Any
 from graph_agent.checkpoint.base import Checkpoint, CheckpointSaver, Lease, PendingWrite
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.sqlite import SqliteSaver
+from graph_agent.graph.errors import CheckpointStoreError
 
 if TYPE_CHECKING:
-    from graph_agent.checkpoint.postgres import (
-        AsyncPostgresSaver,
-        CheckpointStoreError,
-        PostgresSaver,
-    )
+    from graph_agent.checkpoint.postgres import AsyncPostgresSaver, PostgresSaver
 
-_POSTGRES = ("AsyncPostgresSaver", "CheckpointStoreError", "PostgresSaver")
+_POSTGRES = ("AsyncPostgresSaver", "PostgresSaver")
 
 
 def __getattr__(name: str) -> Any:

@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, Any
 from graph_agent.checkpoint import postgres_plans as plans
 from graph_agent.checkpoint.base import Checkpoint, CheckpointSaver, Lease, _show, check_keep_last
 from graph_agent.checkpoint.postgres_plans import SCHEMA_VERSION, Plan, T
-from graph_agent.graph.errors import GraphRuntimeError
+from graph_agent.graph.errors import CheckpointStoreError
 
 if TYPE_CHECKING:
     import psycopg
@@ -76,17 +76,6 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 __all__ = ["SCHEMA_VERSION", "AsyncPostgresSaver", "CheckpointStoreError", "PostgresSaver"]
-
-
-class CheckpointStoreError(GraphRuntimeError):
-    """The checkpoint store failed: the connection to PostgreSQL was lost or refused, the pool
-    had no free connection in time, or the server rejected a statement.
-
-    Nothing is half-written: each checkpoint and each batch of pending writes is one
-    transaction, so the thread stays at its last stored checkpoint and calling again resumes
-    from there. (Should the connection drop while a commit is in flight, the checkpoint may have
-    landed; the next call sees it as the thread's newest and carries on from it.)
-    """
 
 
 def _import_psycopg() -> tuple[ModuleType, ModuleType]:

@@ -131,7 +131,8 @@ class StateGraph:
             raise GraphSetupError(f"a barrier edge waits on nodes, not START/END: {source!r}")
         if len(sources) == 1:
             return self.add_edge(sources[0], target)
-        self._barriers.append((sources, target))
+        if not any(set(s) == set(sources) and t == target for s, t in self._barriers):
+            self._barriers.append((sources, target))
         return self
 
     def add_conditional_edges(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
 from graph_agent.graph.errors import InvalidUpdateError, NodeError
@@ -91,7 +92,8 @@ class GraphSpec:
             by_target.setdefault(barrier.target, []).append(barrier)
         object.__setattr__(self, "barriers_from", {k: tuple(v) for k, v in by_source.items()})
         object.__setattr__(self, "barriers_into", {k: tuple(v) for k, v in by_target.items()})
-        append = frozenset(k for k, s in self.strategies.items() if isinstance(s, AppendStrategy))
+        # exactly AppendStrategy: a subclass may change merge(), so it goes through merge()
+        append = frozenset(k for k, s in self.strategies.items() if type(s) is AppendStrategy)
         object.__setattr__(self, "append_keys", append)
         object.__setattr__(self, "rank", {name: node.index for name, node in self.nodes.items()})
 
@@ -111,7 +113,8 @@ class Write:
     goto: tuple[str, ...] = ()
 
 
-EMPTY_WRITE = Write({})
+EMPTY_WRITE = Write(MappingProxyType({}))
+"""What a node returning ``None`` wrote; read-only, since stream consumers receive it."""
 
 
 class Blob(NamedTuple):
@@ -255,10 +258,6 @@ class Loop:
             self._state_of = self.values
         return self._state
 
-    def plain_values(self) -> dict[str, Any]:
-        """The state as plain Python values (lists for append keys), e.g. to store it."""
-        return {k: list(v) if isinstance(v, SeqView) else v for k, v in self.values.items()}
-
     def apply_writes(self, writes: Sequence[tuple[str, Mapping[str, Any]]], step: int) -> None:
         """Merge the writes of one superstep, given in merge order, into a new ``values``."""
         values = dict(self.values)
@@ -377,7 +376,10 @@ class Loop:
             return tuple(answers)
         targets = []
         for key in answers:
-            target = branch.path_map.get(key) if isinstance(key, str | int | bool) else None
+            try:
+                target = branch.path_map.get(key)
+            except TypeError:  # an unhashable answer is no key
+                target = None
             if target is None:
                 valid = ", ".join(repr(k) for k in branch.path_map)
                 raise InvalidUpdateError(

@@ -8,7 +8,8 @@
     │   ├── GraphRecursionError               max_steps supersteps without finishing
     │   ├── NodeError                         user code (a node or a router) raised
     │   ├── InvalidUpdateError                a node returned something the engine cannot merge
-    │   └── ThreadBusyError                   another run holds the thread
+    │   ├── ThreadBusyError                   another run holds the thread
+    │   └── CheckpointStoreError              the checkpoint store failed (connection lost...)
     ├── InvalidResumeError (ValueError)       a resume that answers nothing, or unknown ids
     ├── SerializationError (ValueError)       a value cannot be stored, or stored data is bad
     └── ModelError (RuntimeError)             a chat model call failed (.status_code)
@@ -63,6 +64,17 @@ class InvalidUpdateError(GraphRuntimeError):
 
 class ThreadBusyError(GraphRuntimeError):
     """Another run is in progress on the same thread."""
+
+
+class CheckpointStoreError(GraphRuntimeError):
+    """The checkpoint store failed: the connection to the database was lost or refused, no
+    connection was free in time, or the server rejected a statement.
+
+    Nothing is half-written: each checkpoint and each batch of pending writes is one
+    transaction, so the thread stays at its last stored checkpoint and calling again resumes
+    from there. (Should the connection drop while a commit is in flight, the checkpoint may have
+    landed; the next call sees it as the thread's newest and carries on from it.)
+    """
 
 
 class InvalidResumeError(GraphAgentError, ValueError):

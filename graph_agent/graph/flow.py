@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import itertools
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -24,13 +25,12 @@ from graph_agent.graph.errors import (
     InvalidResumeError,
     InvalidUpdateError,
     NodeError,
-    SerializationError,
-    ThreadBusyError,
 )
 from graph_agent.graph.runtime import RECORD_PREFIX, TaskContext, derive_id, task_id_for
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import START, Command, Interrupt, NodeOutput, RunnableConfig
 
+_run_counter = itertools.count()
 WRITE = "__write__"
 INTERRUPT = "__interrupt__"
 BREAKPOINT = "__breakpoint__"
@@ -48,6 +48,8 @@ class Task:
     config: RunnableConfig | None
     write: Write | None = None
     error: BaseException | None = None
+    engine_error: bool = False
+    """The error came from storing the task's result, not from the node's own code."""
 
 
 @dataclass(slots=True)
@@ -90,9 +92,14 @@ class RunSettings:
 
 
 class _Pending:
-    """The pending writes of the checkpoint a call starts from, grouped by task."""
+    """The pending writes of the checkpoint a call starts from, grouped by task.
 
-    def __init__(self, writes: Sequence[Any]) -> None:
+    ``order`` (node name → ``add_node`` index) sorts interrupts the same way however they
+    were stored: by node, then in the order each node raised them.
+    """
+
+    def __init__(self, writes: Sequence[Any], order: Mapping[str, int] | None = None) -> None:
+        self.order = order
         self.done: dict[str, Write] = {}
         self.records: dict[str, dict[str, Any]] = {}
         self.resume: dict[str, dict[str, Any]] = {}
@@ -130,18 +137,24 @@ class _Pending:
         return [(t, i) for t, i in self.unanswered() if i.id not in self.static_ids]
 
     def unanswered(self) -> list[tuple[str, Interrupt]]:
-        """Interrupts with no resume value yet, as (task id, interrupt)."""
-        return [
+        """Interrupts with no resume value yet, as (task id, interrupt), in node order."""
+        found = [
             (task_id, item)
             for task_id, items in self.interrupts.items()
             for item in items
             if item.id not in self.resume.get(task_id, {})
         ]
+        order = self.order
+        if order is not None and len(found) > 1:
+            found.sort(key=lambda pair: order.get(pair[1].node, len(order)))
+        return found
 
 
-def pending_interrupts(writes: Sequence[Any]) -> tuple[Interrupt, ...]:
+def pending_interrupts(
+    writes: Sequence[Any], order: Mapping[str, int] | None = None
+) -> tuple[Interrupt, ...]:
     """The interrupts still waiting for an answer among a checkpoint's pending writes."""
-    return tuple(item for _, item in _Pending(writes).unanswered())
+    return tuple(item for _, item in _Pending(writes, order).unanswered())
 
 
 def call_flow(
@@ -178,10 +191,14 @@ class _Flow:
         self.fork = False
         self.several = False  # the running step has several tasks (their writes go pending)
         self._config_fields: dict[str, Any] | None = None  # for _task_config, made once needed
+        self.answered_now: dict[str, set[str]] = {}  # interrupt ids this call answered, by task
+        self.last_ran: tuple[str, ...] = ()
+        self.run_id: str | None = None  # without a saver: makes task ids unique per call
 
     # the call
     def call(self, input: Any) -> Generator[Effect, Any, OverAllState]:
         if self.saver is None:
+            self.run_id = f"run-{next(_run_counter)}"
             self._check_stateless_input(input)
             self._start(input)
             if self.streaming:
@@ -216,6 +233,7 @@ class _Flow:
                 step=self.loop.step,
             )
         yield from self._load_start()
+        paused, paused_at = self.pending, self.checkpoint_id
         loop = self.loop
         loop.step += 1
         loop.apply_writes([(writer, dict(values))], loop.step)
@@ -223,23 +241,48 @@ class _Flow:
             loop.route_from_start(self.config)
         elif as_node is not None:
             loop.route([(as_node, ())], self.config)
-        breakpoints = [
-            item.node
-            for _, item in self.pending.unanswered()
-            if item.id in self.pending.static_ids and item.value == "interrupt_before"
-        ]
         yield from self._checkpoint("update", [writer])
-        for node in breakpoints:
-            if node in loop.next:
-                # a thread paused at a breakpoint stays paused there: invoke(None) passes it once
-                task_id = task_id_for(self.thread_id, self.checkpoint_id, node)
-                item = Interrupt(
-                    _before_interrupt(self.thread_id, loop.step + 1, task_id),
-                    "interrupt_before",
-                    node,
-                )
-                yield self._put_writes(task_id, [(BREAKPOINT, [item])])
+        if as_node is None and paused_at is not None and not paused.empty:
+            yield from self._carry_over(paused, paused_at)
         return RunnableConfig(thread_id=self.thread_id, checkpoint_id=self.checkpoint_id)
+
+    def _carry_over(self, old: _Pending, old_checkpoint: str) -> Generator[Effect, Any, None]:
+        """After ``update_state`` without ``as_node``, the step the thread was paused in goes on
+        from the new checkpoint: finished nodes' writes, records, unanswered ``interrupt()``s
+        and a passed-once breakpoint move to the new task ids, each interrupt id re-derived as
+        the re-run node will derive it, so the same ``Command(resume=...)`` answers it."""
+        thread, step = self.thread_id, self.loop.step + 1
+        for node in self.loop.next:
+            old_id = task_id_for(thread, old_checkpoint, node)
+            new_id = task_id_for(thread, self.checkpoint_id, node)
+            writes: list[tuple[str, Any]] = []
+            done = old.done.get(old_id)
+            if done is not None:
+                writes.append((WRITE, {"update": dict(done.update), "goto": list(done.goto)}))
+            writes.extend((RECORD_PREFIX + k, v) for k, v in old.records.get(old_id, {}).items())
+            answered = old.resume.get(old_id, {})
+            raised = [i for i in old.interrupts.get(old_id, []) if i.id not in old.static_ids]
+            renamed = {
+                item.id: Interrupt(
+                    derive_id("interrupt", thread, step, new_id, index), item.value, item.node
+                )
+                for index, item in enumerate(raised)
+            }
+            if renamed:
+                writes.append((INTERRUPT, list(renamed.values())))
+                resume = {renamed[i].id: v for i, v in answered.items() if i in renamed}
+                if resume:
+                    writes.append((RESUME, resume))
+            waits = [
+                i
+                for i in old.interrupts.get(old_id, [])
+                if i.id in old.static_ids and i.value == "interrupt_before" and i.id not in answered
+            ]
+            if waits:  # paused at a breakpoint: it stays paused there, None passes it once
+                before = _before_interrupt(thread, step, new_id)
+                writes.append((BREAKPOINT, [Interrupt(before, "interrupt_before", node)]))
+            if writes:
+                yield self._put_writes(new_id, writes)
 
     def _check_stateless_input(self, input: Any) -> None:
         if input is None or isinstance(input, Command):
@@ -293,7 +336,7 @@ class _Flow:
             barriers=saved.barriers,
         )
         self.checkpoint_id = saved.id
-        self.pending = _Pending(saved.pending_writes)
+        self.pending = _Pending(saved.pending_writes, self.spec.rank)
 
     def _treat_input(self, input: Any, saved: Any) -> Generator[Effect, Any, OverAllState | None]:
         """The three cases of DESIGN §3: resume, continue, or a new run on the thread."""
@@ -306,15 +349,15 @@ class _Flow:
             yield from self._answer(input.resume)
             return None
         if input is None:
-            if saved is None or (not self.loop.next and not self.pending.interrupts):
+            if saved is None or (not self.loop.next and not self.pending.unanswered()):
                 raise InvalidResumeError(
                     "nothing to continue on this thread: it has "
                     + ("no checkpoint" if saved is None else "finished")
                     + "; call with new input to start a run"
                 )
             dynamic = self.pending.dynamic_waiting()
-            if dynamic:
-                return self._paused([i for _, i in dynamic])
+            if dynamic:  # never answered with None: the same interrupts are raised again
+                return (yield from self._pause([i for _, i in dynamic], self.loop.step + 1))
             yield from self._answer_static()
             return None
         # a new run on the thread: pending interrupts and writes of the old step are dropped
@@ -361,6 +404,7 @@ class _Flow:
         for task_id, answers in by_task.items():
             resume = self.pending.resume.setdefault(task_id, {})
             resume.update(answers)
+            self.answered_now.setdefault(task_id, set()).update(answers)
             yield self._put_writes(task_id, [(RESUME, dict(resume))])
 
     # supersteps
@@ -377,10 +421,11 @@ class _Flow:
             if steps >= config.max_steps:
                 raise GraphRecursionError(
                     f"graph {self.spec.name!r} ran {steps} supersteps in this call without "
-                    f"finishing (max_steps={config.max_steps}); it would run "
-                    f"{', '.join(loop.next)} next. Check the routing for a loop that never "
-                    "ends, or raise RunnableConfig(max_steps=...); with a saver the run can "
-                    "be continued with invoke(None, config)"
+                    f"finishing (max_steps={config.max_steps}); it last ran "
+                    f"{', '.join(self.last_ran)} and would run {', '.join(loop.next)} next. "
+                    "Check the routing for a loop that never ends, or raise "
+                    "RunnableConfig(max_steps=...); with a saver the run can be continued "
+                    "with invoke(None, config)"
                 )
             steps += 1
             to_run, blocked = (tasks, _NO_TASK_IDS) if self.pending.empty else self._runnable(tasks)
@@ -392,6 +437,7 @@ class _Flow:
                 if paused is not None:
                     return paused
             writes = self._merge(tasks)
+            self.last_ran = tuple(name for name, _ in writes)
             if durable:
                 yield from self._checkpoint("loop", [name for name, _ in writes])
             if not self.pending.empty:
@@ -420,6 +466,7 @@ class _Flow:
             thread_id=self.thread_id,
             checkpoint_id=self.checkpoint_id,
             durable=self.saver is not None,
+            run_id=self.run_id,
         )
         if context.durable:
             context._persist_record = self._persist_record
@@ -473,10 +520,14 @@ class _Flow:
         failures = [t for t in tasks if t.error is not None and not _interrupted(t)]
         for task in failures:
             task_id = task.context.id
-            if isinstance(task.error, InvalidResumeError) and self.pending.resume.get(task_id):
-                # the node refused the answer it was given: its interrupt is pending again
-                self.pending.resume[task_id] = {}
-                yield self._put_writes(task_id, [(RESUME, {})])
+            given = self.answered_now.get(task_id) if self.answered_now else None
+            if given:
+                # the node failed on the answers this call gave it (a wrong shape, a refusal):
+                # those interrupts are pending again, earlier answers stay
+                resume = self.pending.resume[task_id]
+                for interrupt_id in given:
+                    resume.pop(interrupt_id, None)
+                yield self._put_writes(task_id, [(RESUME, dict(resume))])
         if failures:
             raise _node_error(failures)
         interrupts: list[Interrupt] = []
@@ -493,7 +544,7 @@ class _Flow:
                 task_id = task.context.id
                 interrupts.extend(i for t, i in self.pending.unanswered() if t == task_id)
         if interrupts:
-            return (yield from self._pause(interrupts))
+            return (yield from self._pause(interrupts, self.loop.step + 1))
         return None
 
     def _merge(self, tasks: list[Task]) -> list[tuple[str, Write]]:
@@ -550,7 +601,7 @@ class _Flow:
             yield self._put_writes(task_id, [self.pending.stored(task_id, static=True)])
         if not new:
             return None
-        return (yield from self._pause(new))
+        return (yield from self._pause(new, self.loop.step + 1))
 
     def _breakpoint_after(self, tasks: list[Task]) -> Generator[Effect, Any, OverAllState | None]:
         if not self.run.interrupt_after or self.saver is None:
@@ -570,15 +621,18 @@ class _Flow:
                 yield self._put_writes(task_id, [self.pending.stored(task_id, static=True)])
         if not new:
             return None
-        return (yield from self._pause(new))
+        return (yield from self._pause(new, self.loop.step))
 
-    def _pause(self, interrupts: list[Interrupt]) -> Generator[Effect, Any, OverAllState]:
+    def _pause(
+        self, interrupts: list[Interrupt], step: int
+    ) -> Generator[Effect, Any, OverAllState]:
+        """Pause with every unanswered interrupt; ``step``: the step that is waiting."""
         pending = [i for _, i in self.pending.unanswered()]
         for item in interrupts:
             if item not in pending:
                 pending.append(item)
         if self.streaming:
-            yield Emit([self._pause_output(pending)])
+            yield Emit([self._pause_output(pending, step)])
         return self._paused(pending)
 
     def _paused(self, interrupts: list[Interrupt]) -> OverAllState:
@@ -643,11 +697,11 @@ class _Flow:
             checkpoint_id=self.checkpoint_id,
         )
 
-    def _pause_output(self, interrupts: list[Interrupt]) -> NodeOutput:
+    def _pause_output(self, interrupts: list[Interrupt], step: int) -> NodeOutput:
         return NodeOutput(
             node=interrupts[0].node,
             agent=self.spec.name,
-            step=self.loop.step,
+            step=step,
             update={},
             state=self.loop.state(),
             checkpoint_id=self.checkpoint_id,
@@ -669,14 +723,9 @@ def _node_error(failures: list[Task]) -> BaseException:
     first, others = failures[0], failures[1:]
     error = first.error
     assert error is not None
-    passed_through = (
-        InvalidUpdateError,
-        NodeError,
-        SerializationError,
-        ThreadBusyError,
-        InvalidResumeError,
-    )
-    if isinstance(error, passed_through):
+    # raised by the engine while storing a result, or a resume the node refused: as they are;
+    # anything else came from user code (a subgraph's own NodeError included) and is wrapped
+    if first.engine_error or isinstance(error, InvalidResumeError):
         wrapped: BaseException = error
     elif not isinstance(error, Exception):
         return error

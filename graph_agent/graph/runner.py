@@ -10,15 +10,17 @@ that ``emit_chunk`` reaches the caller the moment it is called.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import inspect
 import queue
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from graph_agent.graph import render as render_module
-from graph_agent.graph.errors import GraphInterrupted
+from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, ThreadBusyError
 from graph_agent.graph.flow import (
     Emit,
     RunSettings,
@@ -57,11 +59,17 @@ def _thread_pool() -> ThreadPoolExecutor:
     return _pool
 
 
+_loop_depth: ContextVar[int] = ContextVar("graph_agent_loop_depth", default=0)
+"""How many private event loops the current code is nested in (see :class:`_LoopThreads`)."""
+
+
 class _LoopThreads:
     """Private event loops on daemon threads, one per nesting depth.
 
-    An async node runs on loop 0. If code on loop *i* calls a sync ``invoke()`` (a graph inside a
-    node), that call uses loop *i+1*, never the loop it is blocking.
+    A sync ``invoke()`` runs its async nodes on loop ``depth``, and code inside them sees depth
+    + 1, carried by a context variable that follows it into worker threads. A graph invoked
+    inside a node (at any depth, from any thread) therefore never waits on a loop that one of
+    its callers is blocking.
     """
 
     def __init__(self) -> None:
@@ -69,16 +77,13 @@ class _LoopThreads:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
 
-    def loop(self) -> asyncio.AbstractEventLoop:
-        current = threading.current_thread()
-        depth = 0
-        for index, thread in enumerate(self._threads):
-            if thread is current:
-                depth = index + 1
+    def loop(self) -> tuple[asyncio.AbstractEventLoop, int]:
+        """The loop for async nodes of a call made at the current depth, and that depth."""
+        depth = _loop_depth.get()
         with self._lock:
             while len(self._loops) <= depth:
                 self._start()
-            return self._loops[depth]
+            return self._loops[depth], depth
 
     def _start(self) -> None:
         import asyncio
@@ -113,11 +118,14 @@ def _run_sync(task: Task) -> Any:
     if type(result) is not dict and inspect.isawaitable(result):
         import asyncio
 
-        return asyncio.run_coroutine_threadsafe(_await(task, result), _loop_threads.loop()).result()
+        loop, depth = _loop_threads.loop()
+        coroutine = _await(task, result, depth + 1)
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
     return result
 
 
-async def _await(task: Task, awaitable: Any) -> Any:
+async def _await(task: Task, awaitable: Any, depth: int) -> Any:
+    _loop_depth.set(depth)
     token = _current_task.set(task.context)
     try:
         return await awaitable
@@ -125,8 +133,10 @@ async def _await(task: Task, awaitable: Any) -> Any:
         _current_task.reset(token)
 
 
-async def _run_async(task: Task) -> Any:
-    """Run a node as a coroutine with its task context set."""
+async def _run_async(task: Task, depth: int | None = None) -> Any:
+    """Run a node as a coroutine with its task context set (on a private loop: at ``depth``)."""
+    if depth is not None:
+        _loop_depth.set(depth)
     token = _current_task.set(task.context)
     try:
         result = _call(task)
@@ -168,8 +178,15 @@ class _Failed:
 
 
 def _drive_sync(
-    run: RunSettings, input: Any, config: RunnableConfig, streaming: bool
+    run: RunSettings,
+    input: Any,
+    config: RunnableConfig,
+    streaming: bool,
+    origin_thread: int | None = None,
 ) -> Generator[NodeOutput, None, OverAllState]:
+    """Run a call. ``origin_thread``: the thread that created the stream; lone sync nodes run in
+    a greenlet while the stream is read on that thread, else on a worker thread (a stream read
+    from worker threads, as web frameworks do, still gets every chunk live)."""
     saver = run.saver
     lease = saver.acquire(config.thread_id, "") if saver is not None and config.thread_id else None
     node_greenlet = _NodeGreenlet() if streaming else None
@@ -188,7 +205,10 @@ def _drive_sync(
                 if len(tasks) > 1 or tasks[0].node.is_async:
                     yield from _run_concurrently(effect, saver, streaming)
                 elif node_greenlet is not None:
-                    yield from node_greenlet.run(effect, saver, tasks[0])
+                    if threading.get_ident() == origin_thread:
+                        yield from node_greenlet.run(effect, saver, tasks[0])
+                    else:
+                        yield from _run_concurrently(effect, saver, streaming)
                 else:
                     _run_inline(effect, saver, tasks[0])  # the common step: no thread hop
             elif type(effect) is SaverCall:
@@ -210,6 +230,7 @@ def _finish(effect: RunTasks, saver: Any, task: Task, value: Any) -> None:
             getattr(saver, call.method)(*call.args)
     except Exception as exc:
         task.error = exc
+        task.engine_error = True
 
 
 def _run_inline(effect: RunTasks, saver: Any, task: Task) -> None:
@@ -226,9 +247,10 @@ class _NodeGreenlet:
     """Runs the lone sync nodes of one streamed call in a greenlet, so that each ``emit_chunk``
     switches back to the driver and is yielded the moment it is called.
 
-    One greenlet serves every step of the call (making one costs ten switches); each node still
-    starts in an empty context, as in a greenlet of its own. A call resumed from another thread
-    gets a new greenlet there (a greenlet belongs to the thread that made it).
+    One greenlet serves every step of the call (making one costs ten switches); each node runs
+    in a copy of the caller's context, as a node run inline would. A greenlet belongs to the
+    thread that made it: reading a stream from another thread while a node is streaming is
+    refused with a clear error (the driver only takes this path on the stream's own thread).
     """
 
     __slots__ = ("_caller", "_greenlet", "_thread")
@@ -248,7 +270,7 @@ class _NodeGreenlet:
         caller = self._caller = greenlet.getcurrent()
         if worker.parent is not caller:
             worker.parent = caller  # where an exception the node does not catch goes
-        worker.gr_context = None
+        worker.gr_context = contextvars.copy_context()
         buffered: list[StreamingOutput] = []
 
         def emit(context: TaskContext, chunk: Any) -> None:
@@ -262,6 +284,12 @@ class _NodeGreenlet:
         event = worker.switch(task)
         while isinstance(event, StreamingOutput):
             yield event
+            if threading.get_ident() != self._thread:
+                raise GraphRuntimeError(
+                    f"the stream was read from another thread while node {task.node.name!r} "
+                    "was streaming; read a stream from one thread, or create it in the thread "
+                    "that reads it"
+                )
             self._caller = greenlet.getcurrent()
             event = worker.switch()
         yield from buffered
@@ -305,11 +333,13 @@ def _run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator
         if task.node.is_async:
             import asyncio
 
+            loop, depth = _loop_threads.loop()
             future: Future[Any] = asyncio.run_coroutine_threadsafe(
-                _run_async_reporting(task, events), _loop_threads.loop()
+                _run_async_reporting(task, events, depth + 1), loop
             )
         else:
-            future = _thread_pool().submit(_run_sync_reporting, task, events)
+            context = contextvars.copy_context()
+            future = _thread_pool().submit(context.run, _run_sync_reporting, task, events)
         running[id(task)] = future
 
     try:
@@ -349,10 +379,12 @@ def _run_sync_reporting(task: Task, events: queue.SimpleQueue[Any]) -> None:
             raise
 
 
-async def _run_async_reporting(task: Task, events: queue.SimpleQueue[Any]) -> None:
+async def _run_async_reporting(
+    task: Task, events: queue.SimpleQueue[Any], depth: int
+) -> None:
     """On the loop thread: run an async node and report how it ended (whatever it raised)."""
     try:
-        events.put(_Finished(task, await _run_async(task)))
+        events.put(_Finished(task, await _run_async(task, depth)))
     except BaseException as exc:
         events.put(_Failed(task, exc))
         if not isinstance(exc, _CAUGHT):
@@ -369,7 +401,7 @@ async def _drive_async(
     saver = run.saver
     lease = None
     if saver is not None and config.thread_id:
-        lease = await saver.aacquire(config.thread_id, "")
+        lease = await _aacquire(saver, config.thread_id)
     try:
         flow = call_flow(run, input, config, streaming=streaming)
         reply: Any = None
@@ -394,6 +426,21 @@ async def _drive_async(
             await saver.arelease(lease)
 
 
+async def _aacquire(saver: Any, thread_id: str) -> Any:
+    """Take the thread's lease. A stream the caller broke out of releases its lease when the
+    event loop finalizes it, which is scheduled but not yet run: give the loop a few turns."""
+    import asyncio
+
+    for turn in range(20):
+        try:
+            return await saver.aacquire(thread_id, "")
+        except ThreadBusyError:
+            if turn == 19:
+                raise
+            await asyncio.sleep(0 if turn < 10 else 0.005)
+    raise AssertionError("unreachable")
+
+
 async def _afinish(effect: RunTasks, saver: Any, task: Task, value: Any) -> None:
     try:
         call = effect.on_finish(task, value)
@@ -401,6 +448,7 @@ async def _afinish(effect: RunTasks, saver: Any, task: Task, value: Any) -> None
             await getattr(saver, "a" + call.method)(*call.args)
     except Exception as exc:
         task.error = exc
+        task.engine_error = True
 
 
 async def _arun_tasks(
@@ -440,8 +488,11 @@ async def _arun_tasks(
             try:
                 if task.node.is_async:
                     value = await _run_async(task)
-                else:
-                    value = await asyncio.to_thread(_run_sync, task)
+                else:  # the shared pool, not the loop's CPU-sized default executor
+                    context = contextvars.copy_context()
+                    value = await loop.run_in_executor(
+                        _thread_pool(), context.run, _run_sync, task
+                    )
             except _CAUGHT as exc:
                 task.error = exc
             else:
@@ -506,7 +557,8 @@ class CompiledGraph:
     def stream(self, input: Any, config: RunnableConfig | None = None) -> Iterator[NodeOutput]:
         """Run, yielding a :class:`NodeOutput` per finished node and a
         :class:`StreamingOutput` per emitted chunk."""
-        return _drive_sync(self._run, input, config or RunnableConfig(), True)
+        config = config or RunnableConfig()
+        return _drive_sync(self._run, input, config, True, threading.get_ident())
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
         """Async twin of :meth:`invoke`."""
@@ -606,7 +658,7 @@ class CompiledGraph:
             parent_config=(
                 RunnableConfig(thread_id=thread_id, checkpoint_id=parent) if parent else None
             ),
-            interrupts=pending_interrupts(checkpoint.pending_writes),
+            interrupts=pending_interrupts(checkpoint.pending_writes, self._run.spec.rank),
         )
 
     def get_graph(self, fmt: str = "mermaid") -> str:

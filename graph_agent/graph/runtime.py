@@ -33,10 +33,13 @@ def task_id_for(thread_id: str | None, checkpoint_id: str | None, node: str) -> 
 class TaskContext:
     """One node execution inside a superstep.
 
-    ``id`` is derived from (checkpoint id, node, index): it is the same when the task runs again
-    after a crash or a resume, so it can serve as an idempotency key. ``record``/``recorded``
-    keep sub-task results (one tool call, one API request) that survive a crash: with a saver,
-    each record is committed as a pending write of the task and handed back when it re-runs.
+    ``id`` is derived from (thread, checkpoint id, node), a node running at most once per
+    superstep: it is the same when the task runs again after a crash or a resume, so it can
+    serve as an idempotency key (without a saver it is unique to the call and step).
+
+    ``record``/``recorded`` keep sub-task results (one tool call, one API request) that survive
+    a crash: with a saver, each record is committed as a pending write of the task and handed
+    back when it re-runs.
     """
 
     __slots__ = (
@@ -50,6 +53,7 @@ class TaskContext:
         "durable",
         "node",
         "records",
+        "run_id",
         "step",
         "thread_id",
         "usage",
@@ -66,6 +70,7 @@ class TaskContext:
         durable: bool = False,
         records: dict[str, Any] | None = None,
         resume: dict[str, Any] | None = None,
+        run_id: str | None = None,
     ) -> None:
         self.node = node
         self.step = step
@@ -73,6 +78,7 @@ class TaskContext:
         self.thread_id = thread_id
         self.checkpoint_id = checkpoint_id
         self.durable = durable
+        self.run_id = run_id
         self.records: dict[str, Any] = records if records is not None else {}
         self.usage: Any = None
         self._resume: dict[str, Any] = resume if resume is not None else {}
@@ -84,7 +90,10 @@ class TaskContext:
     @property
     def id(self) -> str:
         if self._id is None:
-            self._id = task_id_for(self.thread_id, self.checkpoint_id, self.node)
+            if self.checkpoint_id is None:  # no saver: unique to this call and step
+                self._id = derive_id("task", self.thread_id, self.run_id, self.step, self.node)
+            else:
+                self._id = task_id_for(self.thread_id, self.checkpoint_id, self.node)
         return self._id
 
     @property

@@ -41,6 +41,7 @@ from graph_agent.models.openai_format import (
     StreamDecoder,
     build_request_body,
     parse_completion,
+    rejects_required_tool_choice,
     status_error,
 )
 from graph_agent.models.retry import RetryPolicy, is_retryable_status, retry_after_seconds
@@ -52,6 +53,9 @@ logger = logging.getLogger("graph_agent.models.openai")
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DASHSCOPE_BASE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
 _USER_AGENT = "graph-agent/0.1"
+# Keys shorter than this are placeholders (local servers take any key, e.g. "x"), not secrets;
+# masking them would garble every message that happens to contain those letters.
+_MIN_SECRET_LENGTH = 8
 
 _Failure = tuple[ModelError, float | None]
 
@@ -79,7 +83,13 @@ class OpenAIChatModel:
         headers: Extra HTTP headers sent with every call.
         retry: Backoff settings; its ``max_retries`` is replaced by ``max_retries``.
 
-    The API key is kept out of ``repr``, logs and error messages.
+    The API key is kept out of ``repr``, logs and error messages (a key shorter than 8
+    characters is a placeholder, not a secret, and is not masked).
+
+    ``tool_choice`` is sent as given, ``"required"`` included. A server that refuses
+    ``"required"`` the way llama.cpp does (HTTP 500 with an empty body) gets the request once
+    more with ``"auto"`` at once, with a warning; that extra request does not count as a retry.
+    Once such a server has accepted ``"auto"``, this model sends ``"auto"`` for ``"required"``.
 
     Example:
         >>> from graph_agent.models import OpenAIChatModel
@@ -123,6 +133,8 @@ class OpenAIChatModel:
         self._display_url = str(httpx.URL(resolved_base_url).copy_with(userinfo=b"", query=None))
         self._where = f"model {model!r} at {self._display_url}"
         self._extra_headers = {"User-Agent": _USER_AGENT, **dict(headers or {})}
+        # Set once the server refused tool_choice="required" and accepted "auto" instead.
+        self._required_tool_choice_refused = False
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
         self._async_clients: weakref.WeakKeyDictionary[
@@ -237,6 +249,7 @@ class OpenAIChatModel:
         body = self._body(request, stream=False)
         client = self._sync_client()
         attempt = 0
+        fell_back = False
         while True:
             attempt += 1
             self._log_attempt(body, attempt)
@@ -246,7 +259,11 @@ class OpenAIChatModel:
                 error, delay = self._failure(attempt, exc=exc)
             else:
                 if response.is_success:
+                    self._accepted(fell_back=fell_back)
                     return parse_completion(self._json(response), tools_offered=bool(request.tools))
+                if (fallback := self._fallback_body(body, response)) is not None:
+                    body, fell_back, attempt = fallback, True, 0
+                    continue
                 error, delay = self._failure(attempt, response=response)
             if delay is None:
                 raise error
@@ -263,6 +280,7 @@ class OpenAIChatModel:
         body = self._body(request, stream=False)
         client = await self._async_client()
         attempt = 0
+        fell_back = False
         while True:
             attempt += 1
             self._log_attempt(body, attempt)
@@ -272,7 +290,11 @@ class OpenAIChatModel:
                 error, delay = self._failure(attempt, exc=exc)
             else:
                 if response.is_success:
+                    self._accepted(fell_back=fell_back)
                     return parse_completion(self._json(response), tools_offered=bool(request.tools))
+                if (fallback := self._fallback_body(body, response)) is not None:
+                    body, fell_back, attempt = fallback, True, 0
+                    continue
                 error, delay = self._failure(attempt, response=response)
             if delay is None:
                 raise error
@@ -301,6 +323,7 @@ class OpenAIChatModel:
         client = self._sync_client()
         message_id = new_message_id()
         attempt = 0
+        fell_back = False
         while True:
             attempt += 1
             self._log_attempt(body, attempt)
@@ -310,15 +333,21 @@ class OpenAIChatModel:
                 with client.stream("POST", self._url, json=body, headers=_SSE_HEADERS) as response:
                     if not response.is_success:
                         response.read()
+                        if (fallback := self._fallback_body(body, response)) is not None:
+                            body, fell_back, attempt = fallback, True, 0
+                            continue
                         error, delay = self._failure(attempt, response=response)
-                    elif _is_json(response):
-                        response.read()
-                        message = parse_completion(
-                            self._json(response), tools_offered=tools_offered
-                        )
-                        yield from message_to_chunks(message.model_copy(update={"id": message_id}))
-                        return
                     else:
+                        self._accepted(fell_back=fell_back)
+                        if _is_json(response):
+                            response.read()
+                            message = parse_completion(
+                                self._json(response), tools_offered=tools_offered
+                            )
+                            yield from message_to_chunks(
+                                message.model_copy(update={"id": message_id})
+                            )
+                            return
                         for event in EventSource(response).iter_sse():
                             chunk = decoder.feed(event.data)
                             if chunk is not None:
@@ -331,9 +360,9 @@ class OpenAIChatModel:
             except SSEError as exc:  # a TransportError subclass: catch it first
                 raise self._not_a_stream(exc) from None
             except httpx.TransportError as exc:
-                error, delay = self._failure(attempt, exc=exc)
+                error, delay = self._failure(attempt, exc=exc, started=yielded)
             except ModelConnectionError as exc:
-                error, delay = self._failure(attempt, error=exc)
+                error, delay = self._failure(attempt, error=exc, started=yielded)
             if delay is None or yielded:
                 raise error
             self.retry.sleep(delay)
@@ -351,6 +380,7 @@ class OpenAIChatModel:
         client = await self._async_client()
         message_id = new_message_id()
         attempt = 0
+        fell_back = False
         while True:
             attempt += 1
             self._log_attempt(body, attempt)
@@ -362,18 +392,22 @@ class OpenAIChatModel:
                 ) as response:
                     if not response.is_success:
                         await response.aread()
+                        if (fallback := self._fallback_body(body, response)) is not None:
+                            body, fell_back, attempt = fallback, True, 0
+                            continue
                         error, delay = self._failure(attempt, response=response)
-                    elif _is_json(response):
-                        await response.aread()
-                        message = parse_completion(
-                            self._json(response), tools_offered=tools_offered
-                        )
-                        for whole in message_to_chunks(
-                            message.model_copy(update={"id": message_id})
-                        ):
-                            yield whole
-                        return
                     else:
+                        self._accepted(fell_back=fell_back)
+                        if _is_json(response):
+                            await response.aread()
+                            message = parse_completion(
+                                self._json(response), tools_offered=tools_offered
+                            )
+                            for whole in message_to_chunks(
+                                message.model_copy(update={"id": message_id})
+                            ):
+                                yield whole
+                            return
                         async for event in EventSource(response).aiter_sse():
                             chunk = decoder.feed(event.data)
                             if chunk is not None:
@@ -386,19 +420,52 @@ class OpenAIChatModel:
             except SSEError as exc:  # a TransportError subclass: catch it first
                 raise self._not_a_stream(exc) from None
             except httpx.TransportError as exc:
-                error, delay = self._failure(attempt, exc=exc)
+                error, delay = self._failure(attempt, exc=exc, started=yielded)
             except ModelConnectionError as exc:
-                error, delay = self._failure(attempt, error=exc)
+                error, delay = self._failure(attempt, error=exc, started=yielded)
             if delay is None or yielded:
                 raise error
             await self.retry.async_sleep(delay)
 
     def _body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
-        return build_request_body(self.model, request, self.options, stream=stream)
+        body = build_request_body(self.model, request, self.options, stream=stream)
+        if self._required_tool_choice_refused and body.get("tool_choice") == "required":
+            logger.debug('%s: sends tool_choice="auto" for "required" (refused)', self._where)
+            body["tool_choice"] = "auto"
+        return body
+
+    def _fallback_body(
+        self, body: dict[str, Any], response: httpx.Response
+    ) -> dict[str, Any] | None:
+        """The request to send instead when ``response`` refused ``tool_choice="required"``
+        the llama.cpp way (HTTP 500, empty body); ``None`` for every other failure."""
+        if not rejects_required_tool_choice(body, response.status_code, response.content):
+            return None
+        logger.warning(
+            "%s",
+            self._redact(
+                f'{self._where} answered tool_choice="required" with HTTP 500 and an empty body '
+                "(as llama.cpp-based servers do); sending the request again with tool_choice="
+                '"auto", so the model may answer without calling a tool'
+            ),
+        )
+        return {**body, "tool_choice": "auto"}
+
+    def _accepted(self, *, fell_back: bool) -> None:
+        """Note a successful response; after a fallback, "auto" replaces "required" from now on."""
+        if fell_back and not self._required_tool_choice_refused:
+            self._required_tool_choice_refused = True
+            logger.info(
+                '%s accepted tool_choice="auto" after refusing "required"; this model sends '
+                '"auto" for "required" from now on',
+                self._where,
+            )
 
     def _redact(self, text: str) -> str:
         secret = self._api_key.get_secret_value()
-        return text.replace(secret, "***") if secret else text
+        if len(secret) < _MIN_SECRET_LENGTH:
+            return text
+        return text.replace(secret, "***")
 
     def _log_attempt(self, body: dict[str, Any], attempt: int) -> None:
         logger.debug(
@@ -445,8 +512,13 @@ class OpenAIChatModel:
         exc: httpx.TransportError | None = None,
         response: httpx.Response | None = None,
         error: ModelError | None = None,
+        started: bool = False,
     ) -> _Failure:
-        """The error of a failed attempt, and the wait before the next one (``None``: give up)."""
+        """The error of a failed attempt, and the wait before the next one (``None``: give up).
+
+        ``started``: a stream had already yielded part of the answer, so there is no retry
+        (decided here, before any delay is computed or a retry is announced).
+        """
         if response is not None:
             retry_after = retry_after_seconds(response.headers)
             too_long = retry_after is not None and retry_after > self.retry.max_retry_after
@@ -473,12 +545,21 @@ class OpenAIChatModel:
                 ),
             )
         elif exc is not None:
-            delay = self.retry.delay_before_retry(attempt, None)
-            error = self._transport_error(exc, attempt)
+            delay = None if started else self.retry.delay_before_retry(attempt, None)
+            error = self._transport_error(exc, attempt, started=started)
         else:
             assert error is not None
-            delay = self.retry.delay_before_retry(attempt, None)
-        if delay is not None:
+            delay = None if started else self.retry.delay_before_retry(attempt, None)
+            if started:
+                error = type(error)(f"{error}{_STARTED_NOTE}", status_code=error.status_code)
+        if started:
+            logger.debug(
+                "%s: attempt %d failed (%s) after part of the answer was streamed; not retried",
+                self._where,
+                attempt,
+                _short_reason(error),
+            )
+        elif delay is not None:
             logger.warning(
                 "%s: attempt %d of %d failed (%s); retrying in %.2f s",
                 self._where,
@@ -489,8 +570,13 @@ class OpenAIChatModel:
             )
         return error, delay
 
-    def _transport_error(self, exc: httpx.TransportError, attempt: int) -> ModelConnectionError:
-        tries = f" (gave up after {attempt} attempts)" if attempt > 1 else ""
+    def _transport_error(
+        self, exc: httpx.TransportError, attempt: int, *, started: bool = False
+    ) -> ModelConnectionError:
+        if started:
+            tries = _STARTED_NOTE
+        else:
+            tries = f" (gave up after {attempt} attempts)" if attempt > 1 else ""
         if isinstance(exc, httpx.TimeoutException):
             kind = type(exc).__name__
             error: ModelConnectionError = ModelTimeoutError(
@@ -508,6 +594,7 @@ class OpenAIChatModel:
 
 
 _SSE_HEADERS = {"Accept": "text/event-stream"}
+_STARTED_NOTE = " (not retried: part of the answer had already been streamed)"
 
 
 async def _close_at_loop_shutdown(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:

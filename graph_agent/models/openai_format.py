@@ -5,7 +5,9 @@ sends what these build. The format is the one OpenAI documents, with tolerance f
 OpenAI-compatible servers (DashScope, DeepSeek, vLLM, Ollama, llama.cpp) do differently:
 
 - assistant messages are sent with ``content: ""``, never ``null`` (llama.cpp answers 500);
-- ``tool_choice: "required"`` is not sent (llama.cpp answers 500 with an empty body);
+- ``tool_choice`` is sent as given, ``"required"`` too (OpenAI honours it); llama.cpp answers
+  it with an empty HTTP 500, which the client meets by falling back to ``"auto"``
+  (see :func:`rejects_required_tool_choice`);
 - ``tools``, ``tool_choice`` and ``parallel_tool_calls`` are only sent when there are tools;
 - streamed tool-call pieces that repeat the call's id and name are not concatenated;
 - streamed pieces without an ``index`` are placed by their id;
@@ -100,15 +102,24 @@ def tool_to_openai(tool: ToolDefinition) -> dict[str, Any]:
 
 
 def _tool_choice(choice: Any) -> Any:
-    if choice == "required":
-        logger.warning(
-            'tool_choice="required" is not sent: several OpenAI-compatible servers fail on it '
-            '(llama.cpp answers HTTP 500); the model decides ("auto")'
-        )
-        return None
-    if isinstance(choice, str) and choice not in ("auto", "none"):
+    if isinstance(choice, str) and choice not in ("auto", "none", "required"):
         return {"type": "function", "function": {"name": choice}}
     return choice
+
+
+def rejects_required_tool_choice(body: Mapping[str, Any], status_code: int, content: bytes) -> bool:
+    """Whether a failed request looks refused for carrying ``tool_choice: "required"``.
+
+    That is how llama.cpp-based servers refuse it: HTTP 500 with an empty body. A 500 that
+    says anything is an ordinary server error (retried as such).
+
+    Example:
+        >>> rejects_required_tool_choice({"tool_choice": "required"}, 500, b"")
+        True
+        >>> rejects_required_tool_choice({"tool_choice": "required"}, 500, b'{"error": "x"}')
+        False
+    """
+    return body.get("tool_choice") == "required" and status_code == 500 and not content.strip()
 
 
 def _response_format(value: Any) -> Any:

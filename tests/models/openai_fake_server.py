@@ -4,7 +4,8 @@ Each test scripts the replies in order with :meth:`FakeOpenAIServer.enqueue`; ev
 recorded (headers and JSON body). By default the server is as strict as a llama.cpp server:
 
 - an assistant message with ``content: null`` gets HTTP 500;
-- ``tool_choice: "required"`` gets HTTP 500 with an empty body;
+- ``tool_choice: "required"`` gets HTTP 500 with an empty body (set
+  ``accepts_tool_choice_required = True`` to behave like OpenAI, which honours it);
 - ``tool_choice`` or ``parallel_tool_calls`` without tools, or ``tools: []``, get HTTP 400;
 - a tool message without ``tool_call_id`` gets 400, and history tool-call arguments that are not
   a JSON string get 500.
@@ -211,12 +212,16 @@ def dynamic(make: Callable[[RecordedRequest], Behaviour]) -> Behaviour:
     return behave
 
 
-def strict_rejection(body: Any) -> Behaviour | None:
-    """How a strict (llama.cpp-like) server refuses ``body``, or ``None`` when it accepts it."""
+def strict_rejection(body: Any, *, accepts_tool_choice_required: bool = False) -> Behaviour | None:
+    """How a strict (llama.cpp-like) server refuses ``body``, or ``None`` when it accepts it.
+
+    ``accepts_tool_choice_required``: answer ``tool_choice: "required"`` as OpenAI does (like
+    any other request) instead of with llama.cpp's empty HTTP 500.
+    """
     if not isinstance(body, dict):
         return reply_error(400, "body must be a JSON object")
     tools = body.get("tools")
-    if body.get("tool_choice") == "required":
+    if body.get("tool_choice") == "required" and not accepts_tool_choice_required:
         return reply_raw(500, b"")
     if tools == []:
         return reply_error(400, "[] is too short - 'tools'")
@@ -247,6 +252,7 @@ class _State:
         self.lock = threading.Lock()
         self.release = threading.Event()
         self.strict = True
+        self.accepts_tool_choice_required = False
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -268,7 +274,11 @@ class _Handler(BaseHTTPRequestHandler):
             "POST", self.path, dict(self.headers.items()), body, self.client_address[1]
         )
         state = self.server_state
-        rejection = strict_rejection(body) if state.strict else None
+        rejection = (
+            strict_rejection(body, accepts_tool_choice_required=state.accepts_tool_choice_required)
+            if state.strict
+            else None
+        )
         with state.lock:
             state.requests.append(request)
             behaviour = state.queue.popleft() if state.queue and rejection is None else None
@@ -345,6 +355,16 @@ class FakeOpenAIServer:
     @strict.setter
     def strict(self, value: bool) -> None:
         self._state.strict = value
+
+    @property
+    def accepts_tool_choice_required(self) -> bool:
+        """``False`` (the default): ``tool_choice: "required"`` gets llama.cpp's empty HTTP 500;
+        ``True``: it is accepted, as by OpenAI."""
+        return self._state.accepts_tool_choice_required
+
+    @accepts_tool_choice_required.setter
+    def accepts_tool_choice_required(self, value: bool) -> None:
+        self._state.accepts_tool_choice_required = value
 
     def enqueue(self, *behaviours: Behaviour) -> None:
         """Add replies, used one per request in order."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 import socket
 import time
 from collections.abc import Callable
@@ -267,6 +269,74 @@ def test_a_stream_stalling_mid_way_raises_a_timeout_and_is_not_retried(
     assert [c.text for c in chunks] == ["one "]
     assert isinstance(error, ModelTimeoutError)
     assert len(server.requests) == 1
+
+
+STREAM_BREAKS = {
+    "connection dropped": (reply_sse(TEXT_STREAM, drop_after=2), ModelConnectionError),
+    "ended without finish": (reply_sse(TEXT_STREAM[:2], done=False), ModelConnectionError),
+    "stalled": (reply_sse(TEXT_STREAM, stall_after=2), ModelTimeoutError),
+}
+
+
+@pytest.mark.parametrize("kind", STREAM_BREAKS)
+def test_a_stream_broken_after_a_chunk_announces_no_retry_it_will_not_make(
+    server: FakeOpenAIServer,
+    make_model: ModelFactory,
+    calls: Driver,
+    sleeps: list[float],
+    caplog: pytest.LogCaptureFixture,
+    kind: str,
+) -> None:
+    behaviour, error_type = STREAM_BREAKS[kind]
+    server.enqueue(behaviour, reply_sse(TEXT_STREAM))
+    with caplog.at_level(logging.DEBUG, logger="graph_agent.models.openai"):
+        chunks, error = calls.stream_until_error(make_model(timeout=0.2), HI)
+    assert [c.text for c in chunks] == ["one ", "two "]
+    assert isinstance(error, error_type)
+    assert "not retried: part of the answer had already been streamed" in str(error)
+    assert "gave up after" not in str(error)
+    logged = [record.getMessage() for record in caplog.records]
+    assert not [line for line in logged if "retrying" in line], logged
+    assert [line for line in logged if "not retried" in line]
+    assert sleeps == []
+    assert len(server.requests) == 1
+
+
+def test_a_stream_broken_after_a_retry_and_a_chunk_says_it_was_not_retried_again(
+    server: FakeOpenAIServer,
+    make_model: ModelFactory,
+    calls: Driver,
+    sleeps: list[float],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server.enqueue(reply_error(503, "warming up"), reply_sse(TEXT_STREAM, drop_after=1))
+    with caplog.at_level(logging.WARNING, logger="graph_agent.models.openai"):
+        chunks, error = calls.stream_until_error(make_model(), HI)
+    assert [c.text for c in chunks] == ["one "]
+    assert isinstance(error, ModelConnectionError)
+    assert "not retried" in str(error)
+    (warning,) = [record.getMessage() for record in caplog.records]
+    assert "attempt 1 of 3 failed (HTTP 503); retrying in" in warning
+    assert len(sleeps) == 1
+    assert len(server.requests) == 2
+
+
+def test_a_stream_dropped_before_its_first_chunk_logs_the_retry_it_makes(
+    server: FakeOpenAIServer,
+    make_model: ModelFactory,
+    calls: Driver,
+    sleeps: list[float],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server.enqueue(reply_sse(TEXT_STREAM, drop_after=0), reply_sse(TEXT_STREAM))
+    with caplog.at_level(logging.WARNING, logger="graph_agent.models.openai"):
+        assert fold_chunks(calls.stream(make_model(), HI)).text == "one two three"
+    (warning,) = [record.getMessage() for record in caplog.records]
+    match = re.search(
+        r"attempt 1 of 3 failed \(ModelConnectionError\); retrying in ([\d.]+) s", warning
+    )
+    assert match is not None, warning
+    assert sleeps == [pytest.approx(float(match.group(1)), abs=0.005)]
 
 
 def test_a_connection_dropped_before_the_first_chunk_is_retried(

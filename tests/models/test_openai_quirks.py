@@ -92,12 +92,15 @@ def test_a_tool_calling_turn_is_sent_back_with_empty_content_and_a_strict_server
     assert server.bodies[-1]["messages"][1]["content"] == ""
 
 
-def test_tool_choice_required_never_reaches_a_strict_server(
-    server: FakeOpenAIServer, make_model: ModelFactory, calls: Driver
+def test_the_fake_server_can_accept_tool_choice_required_like_openai(
+    server: FakeOpenAIServer,
 ) -> None:
+    # How the client survives the empty 500: tests/models/test_openai_tool_choice.py
+    server.accepts_tool_choice_required = True
     server.enqueue(reply_json(completion("ok")))
-    options = {"tool_choice": "required"}
-    assert calls.generate(make_model(), QUESTION, [get_weather], options).text == "ok"
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    body = {"model": "m", "messages": [], "tools": tools, "tool_choice": "required"}
+    assert httpx.post(server.base_url + "/chat/completions", json=body).status_code == 200
 
 
 def test_tool_calls_from_a_model_offered_no_tools_are_dropped(

@@ -185,19 +185,25 @@ def test_tool_choice_naming_a_tool_is_sent_as_a_function_choice(
     assert body["parallel_tool_calls"] is False
 
 
-def test_tool_choice_required_is_not_sent_and_a_warning_says_why(
-    server: FakeOpenAIServer, make_model: ModelFactory, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("choice", ["required", "auto", "none"])
+def test_tool_choice_is_sent_as_given_without_a_warning(
+    server: FakeOpenAIServer,
+    make_model: ModelFactory,
+    caplog: pytest.LogCaptureFixture,
+    choice: str,
 ) -> None:
+    server.accepts_tool_choice_required = True  # as OpenAI does
     with caplog.at_level(logging.WARNING, logger="graph_agent.models.openai"):
         body = sent_body(
             server,
             make_model(),
             [UserMessage("x")],
             tools=[get_weather],
-            options={"tool_choice": "required"},
+            options={"tool_choice": choice},
         )
-    assert "tool_choice" not in body
-    assert any("required" in record.getMessage() for record in caplog.records)
+    assert body["tool_choice"] == choice
+    assert len(server.requests) == 1
+    assert caplog.records == []
 
 
 def test_response_format_given_as_a_pydantic_model_is_sent_as_a_json_schema(

@@ -12,6 +12,7 @@ import pytest
 from graph_agent.graph.errors import ModelError
 from graph_agent.messages import UserMessage
 from graph_agent.models import OpenAIChatModel
+from graph_agent.tools import tool
 
 from .conftest import Driver
 from .openai_fake_server import (
@@ -40,6 +41,12 @@ FAILURES: dict[str, list[Behaviour]] = {
     "read timeout": [stall(), stall(), stall()],
     "stream cut short": [reply_sse([chunk({"content": "x"})], drop_after=1)],
 }
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Current weather for a city."""
+    return f"Sunny in {city}"
 
 
 def everything_about(error: BaseException) -> str:
@@ -93,6 +100,8 @@ def test_no_log_line_at_any_level_shows_the_api_key(
         reply_error(503, ECHO),
         reply_sse([chunk({"content": "ok"}, finish_reason="stop")]),
         *[reply_error(500, ECHO)] * 3,
+        reply_json(completion("ok")),  # after tool_choice="required" got the empty 500
+        reply_sse([chunk({"content": "x"})], drop_after=1),
     )
     model = make_model()
     with caplog.at_level(logging.DEBUG):
@@ -100,6 +109,9 @@ def test_no_log_line_at_any_level_shows_the_api_key(
         calls.stream(model, HI)
         with pytest.raises(ModelError):
             calls.generate(model, HI)
+        calls.generate(model, HI, [get_weather], {"tool_choice": "required"})
+        _, error = calls.stream_until_error(model, HI)
+    assert isinstance(error, ModelError)
     assert caplog.records, "expected the client and httpx to log something at DEBUG"
     for record in caplog.records:
         shown = f"{record.getMessage()} {record.args!r} {record.exc_text or ''}"
@@ -116,3 +128,60 @@ def test_credentials_inside_the_base_url_are_not_shown(
         model.generate(HI)
     assert "hunter2" not in repr(model)
     assert "hunter2" not in str(caught.value)
+
+
+@pytest.mark.parametrize("key", ["sk-12345", "hunter2!", API_KEY])
+def test_a_key_of_eight_characters_or_more_never_shows(
+    server: FakeOpenAIServer,
+    make_model: ModelFactory,
+    calls: Driver,
+    caplog: pytest.LogCaptureFixture,
+    key: str,
+) -> None:
+    echo = f"Incorrect API key provided: {key}"
+    server.enqueue(reply_error(500, echo), reply_error(401, echo))
+    model = make_model(api_key=key)
+    with caplog.at_level(logging.DEBUG), pytest.raises(ModelError) as caught:
+        calls.generate(model, HI)
+    assert "Incorrect API key provided: ***" in str(caught.value)
+    assert key not in everything_about(caught.value)
+    assert key not in repr(model)
+    for record in caplog.records:
+        assert key not in f"{record.getMessage()} {record.args!r} {record.exc_text or ''}"
+
+
+SHORT_KEY_MESSAGES = {
+    "stream cut short": (
+        [reply_sse([chunk({"content": "x"})], drop_after=1)],
+        "incomplete chunked read",
+    ),
+    "400 from the server": ([reply_error(400, "unknown key 'top_k'")], "unknown key 'top_k'"),
+}
+
+
+@pytest.mark.parametrize("key", ["k", "x", "1234567"])
+@pytest.mark.parametrize("failure", SHORT_KEY_MESSAGES)
+def test_a_short_placeholder_key_does_not_garble_messages(
+    server: FakeOpenAIServer, make_model: ModelFactory, calls: Driver, key: str, failure: str
+) -> None:
+    behaviours, intact = SHORT_KEY_MESSAGES[failure]
+    server.enqueue(*behaviours)
+    model = make_model(api_key=key)
+    if failure == "stream cut short":
+        _, error = calls.stream_until_error(model, HI)
+    else:
+        with pytest.raises(ModelError) as caught:
+            calls.generate(model, HI)
+        error = caught.value
+    assert isinstance(error, ModelError)
+    assert intact in str(error)
+    assert "***" not in str(error)
+
+
+def test_a_short_key_that_the_server_echoes_is_shown_as_sent(
+    server: FakeOpenAIServer, make_model: ModelFactory
+) -> None:
+    # Local servers take any placeholder; it is no secret, and masking it would garble text.
+    server.enqueue(reply_error(401, "Incorrect API key provided: 1234567"))
+    with pytest.raises(ModelError, match="provided: 1234567"):
+        make_model(api_key="1234567").generate(HI)
