@@ -13,10 +13,19 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import chain, fanout, footprint, iterations, report, storage, streaming
+from benchmarks import (
+    chain,
+    fanout,
+    footprint,
+    iterations,
+    postgres,
+    report,
+    storage,
+    streaming,
+)
 from benchmarks.harness import Row, Settings, langgraph_available
 
-WORKLOADS = (chain, iterations, fanout, streaming, storage, footprint)
+WORKLOADS = (chain, iterations, fanout, streaming, storage, footprint, postgres)
 
 
 def main(argv: list[str] | None = None) -> int:
