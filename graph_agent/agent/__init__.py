@@ -18,6 +18,7 @@ from graph_agent.agent.hooks import (
     ModelHook,
 )
 from graph_agent.agent.interceptors import (
+    ModelCallState,
     ModelFallbackInterceptor,
     ModelInterceptor,
     ModelRetryInterceptor,
@@ -25,6 +26,7 @@ from graph_agent.agent.interceptors import (
     ToolEmulatorInterceptor,
     ToolInterceptor,
     ToolRetryInterceptor,
+    current_model_call,
 )
 from graph_agent.agent.nodes import StructuredOutputError
 from graph_agent.agent.react import ReactAgent
@@ -40,6 +42,7 @@ __all__ = [
     "MessagesAgentHook",
     "MessagesModelHook",
     "ModelCallLimitHook",
+    "ModelCallState",
     "ModelFallbackInterceptor",
     "ModelHook",
     "ModelInterceptor",
@@ -52,4 +55,5 @@ __all__ = [
     "ToolEmulatorInterceptor",
     "ToolInterceptor",
     "ToolRetryInterceptor",
+    "current_model_call",
 ]

@@ -65,8 +65,10 @@ class HumanInTheLoopHook(ModelHook):
     Resume with ``Command(resume={call_id: decision})`` where a decision is
     ``{"decision": "approve"}``, ``{"decision": "edit", "arguments": {...}}`` or
     ``{"decision": "reject", "reason": "..."}`` (the tool node answers the call with the reason,
-    in call order with the other results). Calls of other tools in the same answer run
-    normally; a rejected call never runs.
+    in call order with the other results); ``"approve"`` and ``"reject"`` alone are shorthands.
+    Any other decision raises :class:`~graph_agent.graph.errors.InvalidResumeError` naming the
+    call, and the approval stays pending for a corrected resume. Calls of other tools in the
+    same answer run normally; a rejected call never runs.
 
     Example:
         >>> hook = HumanInTheLoopHook(approve={"send_email": "sends mail on your behalf"})
@@ -102,40 +104,26 @@ class HumanInTheLoopHook(ModelHook):
     def _apply(self, messages: Any, gated: list[Any], decisions: Any) -> dict[str, Any]:
         if not isinstance(decisions, Mapping):
             raise InvalidResumeError(
-                "resume a tool approval with a dict {call_id: {'decision': 'approve' | 'edit' | "
-                f"'reject', ...}}, got {type(decisions).__name__}"
+                "resume a tool approval with a dict {call_id: decision}, where a decision is "
+                f"{_DECISION_SHAPES}; got {type(decisions).__name__}"
             )
         missing = [call.id for call in gated if call.id not in decisions]
         if missing:
             names = ", ".join(f"{c.id} ({c.name})" for c in gated if c.id in missing)
             raise InvalidResumeError(
                 f"no decision for the tool call(s) {names}: resume with "
-                "Command(resume={call_id: {'decision': 'approve' | 'edit' | 'reject'}})"
+                f"Command(resume={{call_id: decision}}), where a decision is {_DECISION_SHAPES}"
             )
         _, message = last_assistant(messages)
         assert message is not None
         edited = {}
         rejections: dict[str, str] = {}
         for call in gated:
-            decision = decisions[call.id]
-            kind = decision.get("decision") if isinstance(decision, Mapping) else decision
-            if kind == "approve":
-                continue
+            kind, detail = _decision(call, decisions[call.id])
             if kind == "edit":
-                arguments = decision.get("arguments")
-                if not isinstance(arguments, Mapping):
-                    raise InvalidResumeError(
-                        f"the edit of tool call {call.id} ({call.name}) needs "
-                        "{'decision': 'edit', 'arguments': {...}}"
-                    )
-                edited[call.id] = dict(arguments)
+                edited[call.id] = detail
             elif kind == "reject":
-                rejections[call.id] = str(decision.get("reason") or "no reason given")
-            else:
-                raise InvalidResumeError(
-                    f"unknown decision {kind!r} for tool call {call.id} ({call.name}); use "
-                    "'approve', 'edit' or 'reject'"
-                )
+                rejections[call.id] = detail
         update: dict[str, Any] = {}
         if edited:
             calls = [
@@ -149,6 +137,68 @@ class HumanInTheLoopHook(ModelHook):
             # the tool node answers these with the reason, in call order, and never runs them
             update[REJECTED_KEY] = rejections
         return update
+
+
+_DECISION_SHAPES = (
+    "'approve', 'reject', {'decision': 'approve'}, {'decision': 'edit', 'arguments': {...}} or "
+    "{'decision': 'reject', 'reason': '...'}"
+)
+"""The decisions a human may give for one gated tool call (named in every refusal)."""
+
+
+def _decision(call: Any, decision: Any) -> tuple[str, Any]:
+    """``("approve", None)``, ``("edit", arguments)`` or ``("reject", reason)`` for one call.
+
+    A bare string is shorthand for ``approve`` and ``reject`` (no reason); an edit needs its
+    new arguments, so it has only the dict form.
+    """
+    where = f"tool call {call.id} ({call.name})"
+    if isinstance(decision, str):
+        kind: Any = decision
+        if kind == "edit":
+            raise InvalidResumeError(
+                f"the edit of {where} needs its new arguments: {{'decision': 'edit', "
+                f"'arguments': {{...}}}}; a decision is {_DECISION_SHAPES}"
+            )
+    elif isinstance(decision, Mapping):
+        kind = decision.get("decision")
+    else:
+        raise InvalidResumeError(
+            f"the decision for {where} is {_short(decision)} ({type(decision).__name__}); a "
+            f"decision is {_DECISION_SHAPES}"
+        )
+    if kind == "approve":
+        return "approve", None
+    if kind == "reject":
+        reason = decision.get("reason") if isinstance(decision, Mapping) else None
+        return "reject", str(reason or "no reason given")
+    if kind == "edit":
+        arguments = decision.get("arguments")
+        if not isinstance(arguments, Mapping):
+            raise InvalidResumeError(
+                f"the edit of {where} needs a dict of arguments: {{'decision': 'edit', "
+                f"'arguments': {{...}}}}, got arguments={_short(arguments)}"
+            )
+        return "edit", dict(arguments)
+    raise InvalidResumeError(
+        f"unknown decision {_short(kind)} for {where}; a decision is {_DECISION_SHAPES}"
+    )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _exit_behavior(hook: str, value: object) -> Literal["end", "error"]:
+    if value == "end":
+        return "end"
+    if value == "error":
+        return "error"
+    raise ValueError(
+        f"{hook}: exit_behavior must be 'end' (stop the run with a message) or 'error' "
+        f"(raise AgentLimitError), got {value!r}"
+    )
 
 
 class ModelCallLimitHook(ModelHook):
@@ -169,7 +219,7 @@ class ModelCallLimitHook(ModelHook):
             raise ValueError("ModelCallLimitHook needs thread_limit and/or run_limit")
         self.thread_limit = thread_limit
         self.run_limit = run_limit
-        self.exit_behavior = exit_behavior
+        self.exit_behavior = _exit_behavior("ModelCallLimitHook", exit_behavior)
 
     def before_model(self, state: OverAllState, config: RunnableConfig) -> Any:
         reached = _limit_reached(
@@ -210,7 +260,7 @@ class ToolCallLimitHook(ModelHook):
         self.tool_name = tool_name
         self.thread_limit = thread_limit
         self.run_limit = run_limit
-        self.exit_behavior = exit_behavior
+        self.exit_behavior = _exit_behavior("ToolCallLimitHook", exit_behavior)
         if tool_name:
             self.name = f"tool_call_limit_{tool_name}"
 

@@ -1,7 +1,8 @@
 """Hooks: code that runs as nodes of an agent's graph, around the model and the whole run.
 
 A hook is a class; the methods it overrides decide where it sits in the graph
-(``before_agent``, ``after_agent``, ``before_model``, ``after_model``). Each method receives the
+(``before_agent``, ``after_agent``, ``before_model``, ``after_model``), unless its ``positions``
+attribute names them explicitly. Each method receives the
 state (or, for the messages variants, the message list) and the run's config, and returns a
 partial state update, ``None``, or ``{"jump_to": JumpTo.X}`` to leave the normal path (only to
 targets listed in ``can_jump_to``).
@@ -12,7 +13,7 @@ Example:
     ...     can_jump_to = (JumpTo.END,)
     ...     def after_model(self, state, config):
     ...         return {"jump_to": JumpTo.END} if "STOP" in state["messages"][-1].text else None
-    >>> Audit().full_name, Audit().positions()
+    >>> Audit().full_name, Audit().active_positions()
     ('Audit.audit', ('after_model',))
 """
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from graph_agent.graph.errors import GraphSetupError
 from graph_agent.graph.state import KeyStrategy, OverAllState, ReplaceAll
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.messages import BaseMessage
@@ -85,6 +87,8 @@ class Hook:
         name: Distinguishes two hooks of one class (``full_name`` is ``Class.name``); defaults
             to the class name in snake case.
         can_jump_to: The jump targets this hook may return; graph edges exist only for these.
+        positions: Where the hook runs, e.g. ``("before_model",)``; ``None`` (the default)
+            means at every position whose method the hook overrides.
         state_keys: Extra state keys the hook uses, with their merge strategies.
         agent: The agent this hook belongs to, set when the agent builds its graph.
     """
@@ -92,7 +96,7 @@ class Hook:
     name: str = ""
     can_jump_to: ClassVar[tuple[JumpTo, ...]] = ()
     state_keys: ClassVar[Mapping[str, KeyStrategy]] = {}
-    explicit_positions: ClassVar[tuple[HookPosition, ...] | None] = None
+    positions: ClassVar[tuple[HookPosition, ...] | None] = None
     takes_messages: ClassVar[bool] = False
     agent: ReactAgent | None = None
 
@@ -100,12 +104,28 @@ class Hook:
     def full_name(self) -> str:
         return f"{type(self).__name__}.{self.name or _snake(type(self).__name__)}"
 
-    def positions(self) -> tuple[HookPosition, ...]:
-        """Where this hook runs: ``explicit_positions``, else the methods it overrides."""
-        if self.explicit_positions is not None:
-            return self.explicit_positions
-        own = type(self)
-        return tuple(p for p in POSITIONS if getattr(own, p) not in _DEFAULT_METHODS[p])
+    def active_positions(self) -> tuple[HookPosition, ...]:
+        """Where this hook runs: its ``positions``, else the methods it overrides.
+
+        Raises:
+            GraphSetupError: ``positions`` is not a tuple or list of position names.
+        """
+        explicit = self.positions
+        if explicit is None:
+            own = type(self)
+            return tuple(p for p in POSITIONS if getattr(own, p) not in _DEFAULT_METHODS[p])
+        unknown = (
+            [explicit]
+            if not isinstance(explicit, tuple | list)
+            else [p for p in explicit if p not in POSITIONS]
+        )
+        if unknown:
+            raise GraphSetupError(
+                f"hook {self.full_name!r} has positions={explicit!r}; give a tuple of "
+                f"{', '.join(map(repr, POSITIONS))} (e.g. positions = ('before_model',)), or "
+                "None to run where the hook overrides a method"
+            )
+        return tuple(dict.fromkeys(explicit))  # each position once
 
     def before_agent(self, state: Any, config: RunnableConfig) -> Any:
         """Once per run, before anything else."""
@@ -124,7 +144,7 @@ class Hook:
         return None
 
     def __repr__(self) -> str:
-        return f"<{self.full_name} at {', '.join(self.positions()) or 'no position'}>"
+        return f"<{self.full_name} at {', '.join(self.active_positions()) or 'no position'}>"
 
 
 class AgentHook(Hook):

@@ -14,19 +14,81 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any
 
+from graph_agent.graph.runtime import emit_chunk
 from graph_agent.graph.types import RunnableConfig
-from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage
-from graph_agent.models.base import ChatModel, ModelRequest
+from graph_agent.messages import (
+    AssistantMessage,
+    AssistantMessageChunk,
+    ToolCall,
+    ToolResponseMessage,
+)
+from graph_agent.models.base import ChatModel, ModelRequest, fold_chunks
 from graph_agent.tools import Tool, ToolContext
 
 logger = logging.getLogger("graph_agent.agent")
 
 ModelCall = Callable[[ModelRequest], AssistantMessage]
 ToolCallFn = Callable[["ToolCallRequest"], ToolResponseMessage]
+
+
+@dataclass(kw_only=True)
+class ModelCallState:
+    """One model call of the model node, as interceptors may need to know it.
+
+    Attributes:
+        streaming: The caller streams: the answer's chunks are shown as they arrive.
+        streamed: Chunks of this call already reached the caller. Like the HTTP client, which
+            never retries a stream that has started, interceptors must not run the call again
+            then (the caller would see the answer twice).
+    """
+
+    streaming: bool
+    streamed: bool = False
+
+
+_model_call: ContextVar[ModelCallState | None] = ContextVar("graph_agent_model_call", default=None)
+
+
+def current_model_call() -> ModelCallState | None:
+    """The model call running in this context (``None`` outside the model node).
+
+    It is one object per call of the node's model chain, shared by every interceptor and
+    every copy of the :class:`ModelRequest`, so it stays right when a request is replaced.
+    """
+    return _model_call.get()
+
+
+def run_model_call(call: ModelCall, request: ModelRequest, *, streaming: bool) -> AssistantMessage:
+    """Run ``call(request)`` as one model call (see :func:`current_model_call`)."""
+    token = _model_call.set(ModelCallState(streaming=streaming))
+    try:
+        return call(request)
+    finally:
+        _model_call.reset(token)
+
+
+def stream_to_caller(model: ChatModel, request: ModelRequest) -> AssistantMessage:
+    """Stream ``model``'s answer to the caller chunk by chunk; return the folded message.
+
+    The running model call is marked ``streamed`` when its first chunk goes out.
+    """
+    chunks = model.stream(request.messages, request.tools, request.options)
+    return fold_chunks(_emitting(chunks, current_model_call()))
+
+
+def _emitting(
+    chunks: Iterable[AssistantMessageChunk], state: ModelCallState | None
+) -> Iterator[AssistantMessageChunk]:
+    for chunk in chunks:
+        if state is not None:
+            state.streamed = True
+        emit_chunk(chunk)
+        yield chunk
 
 
 @dataclass(kw_only=True)
@@ -91,7 +153,12 @@ def _bind_tool(interceptor: ToolInterceptor, call_next: ToolCallFn) -> ToolCallF
 
 
 class ModelRetryInterceptor(ModelInterceptor):
-    """Retries a failing model call up to ``max_retries`` times, with a short backoff."""
+    """Retries a failing model call up to ``max_retries`` times, with a short backoff.
+
+    A streamed call that failed after its first chunks reached the caller is not retried (the
+    caller would see the answer twice); its error propagates, like the HTTP client's rule for
+    a stream that has started.
+    """
 
     def __init__(self, max_retries: int = 2, backoff: float = 0.5) -> None:
         self.max_retries = max_retries
@@ -103,6 +170,13 @@ class ModelRetryInterceptor(ModelInterceptor):
                 return call_next(request)
             except Exception as exc:
                 if attempt == self.max_retries:
+                    raise
+                state = current_model_call()
+                if state is not None and state.streamed:
+                    exc.add_note(
+                        "ModelRetryInterceptor did not retry: the answer's first chunks had "
+                        "already been streamed to the caller"
+                    )
                     raise
                 logger.warning(
                     "model call failed (%s: %s); retry %d of %d",
@@ -116,7 +190,11 @@ class ModelRetryInterceptor(ModelInterceptor):
 
 
 class ModelFallbackInterceptor(ModelInterceptor):
-    """When the agent's model fails, asks each of ``models`` in turn with the same request."""
+    """When the agent's model fails, asks each of ``models`` in turn with the same request.
+
+    When the caller streams and nothing of the failed answer reached it yet, the fallback's
+    answer is streamed too; otherwise it is generated whole.
+    """
 
     def __init__(self, *models: ChatModel) -> None:
         if not models:
@@ -130,7 +208,10 @@ class ModelFallbackInterceptor(ModelInterceptor):
             error: Exception = first
             for model in self.models:
                 logger.warning("model call failed (%s); trying fallback %r", error, model)
+                state = current_model_call()
                 try:
+                    if state is not None and state.streaming and not state.streamed:
+                        return stream_to_caller(model, request)
                     return model.generate(request.messages, request.tools, request.options)
                 except Exception as exc:
                     error = exc

@@ -9,15 +9,23 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
+import json
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from graph_agent.agent.interceptors import ToolCallRequest, chain_model, chain_tool
+from graph_agent.agent.interceptors import (
+    ToolCallRequest,
+    chain_model,
+    chain_tool,
+    run_model_call,
+    stream_to_caller,
+)
 from graph_agent.graph.errors import GraphRuntimeError
-from graph_agent.graph.runtime import TaskContext, emit_chunk
+from graph_agent.graph.runtime import TaskContext
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.messages import (
@@ -27,7 +35,7 @@ from graph_agent.messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from graph_agent.models.base import ModelRequest, fold_chunks
+from graph_agent.models.base import ModelRequest, ToolDefinition
 from graph_agent.tools import ToolContext
 
 if TYPE_CHECKING:
@@ -48,6 +56,8 @@ INTERRUPTED_RESULT = (
 )
 TOOL_RECORD = "tool:"
 """Prefix of the task record the tool node keeps per finished call (``tool:<call id>``)."""
+FINAL_ANSWER_TOOL = "final_answer"
+"""The tool the model answers through when ``output_mode="tool"``."""
 
 _tool_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -118,52 +128,102 @@ def unique_call_ids(reply: AssistantMessage, history: Sequence[BaseMessage]) -> 
     return reply.model_copy(update={"tool_calls": calls}) if changed else reply
 
 
+@dataclass(frozen=True, kw_only=True)
+class FinalAnswerTool:
+    """The ``final_answer`` tool offered in ``output_mode="tool"``: its parameters are the
+    output schema's JSON schema. The model node handles its calls; the tool node never sees
+    them."""
+
+    name: str = FINAL_ANSWER_TOOL
+    description: str = (
+        "Give your final answer. Call this once, when you have everything you need, with the "
+        "answer as the arguments; do not call other tools in the same turn."
+    )
+    parameters: dict[str, Any]
+
+
+@dataclass(kw_only=True)
+class _Verdict:
+    """What an answer means for structured output.
+
+    ``value`` is set for a valid final answer, ``error`` (with ``feedback`` to send back) for
+    an invalid one; with neither, the answer asks for tools and the loop goes on.
+    """
+
+    reply: AssistantMessage
+    value: BaseModel | None = None
+    error: ValidationError | None = None
+    feedback: list[BaseMessage] = field(default_factory=list)
+
+
 class ModelNode:
     """``__model__``: one model call through the interceptors, streamed when the caller streams.
 
     After ``max_iterations`` calls that asked for tools, the next call gets no tools and a
     summarising instruction; its answer carries ``finish_reason="max_iterations"``.
+
+    With an ``output_schema``, the final answer is validated and stored at ``output_key``: it
+    is asked for with ``response_format``, or (``output_mode="tool"``) through a
+    ``final_answer`` tool whose call is stored as an answer holding the validated JSON, not as
+    a tool call. An invalid answer is fed back once; a second one raises
+    :class:`StructuredOutputError`.
     """
 
     def __init__(self, agent: ReactAgent) -> None:
         self.agent = agent
+        schema = agent.output_schema
+        self.final_tool = (
+            FinalAnswerTool(parameters=schema.model_json_schema())
+            if schema is not None and agent.output_mode == "tool"
+            else None
+        )
 
     def __call__(self, state: OverAllState, config: RunnableConfig) -> dict[str, Any]:
         agent = self.agent
         history = list(state.value("messages", ()))
         run, thread = counters(state, RUN_KEY), counters(state, THREAD_KEY)
         summarizing = bool(agent.toolkit) and run["iterations"] >= agent.max_iterations
-        request = ModelRequest(
-            messages=[*history, UserMessage(SUMMARIZE_PROMPT)] if summarizing else history,
-            tools=[] if summarizing else list(agent.toolkit),
-            options=dict(agent.model_options),
-        )
-        if agent.output_schema is not None:
-            request.options.setdefault("response_format", agent.output_schema)
-        reply = self._call(request, config)
+        reply = self._call(self._request(history, summarizing), config)
+        reply = unique_call_ids(reply, history)
         new_messages: list[BaseMessage] = []
         update: dict[str, Any] = {}
-        if agent.output_schema is not None and not reply.tool_calls and not summarizing:
-            reply, new_messages, update = self._structured(request, reply, config)
         if summarizing:
             reply = reply.model_copy(update={"tool_calls": [], "finish_reason": "max_iterations"})
-        reply = unique_call_ids(reply, history)
+            update = self._summary_output(reply)
+        elif agent.output_schema is not None and self._is_final(reply):
+            reply, new_messages, update = self._structured(history, reply, config)
         for counter in (run, thread):
-            counter["model_calls"] += 1 + len(new_messages) // 2
+            counter["model_calls"] += 1 + bool(new_messages)
             counter["iterations"] += bool(reply.tool_calls)
         return {"messages": [*new_messages, reply], RUN_KEY: run, THREAD_KEY: thread, **update}
+
+    def _request(self, messages: list[BaseMessage], summarizing: bool) -> ModelRequest:
+        """A fresh request: interceptors may edit it without touching the next one."""
+        agent = self.agent
+        options = dict(agent.model_options)
+        if summarizing:
+            # no tools and no response_format: the summary is free text (validated if it fits)
+            summary = [*messages, UserMessage(SUMMARIZE_PROMPT)]
+            return ModelRequest(messages=summary, tools=[], options=options)
+        tools: list[ToolDefinition] = list(agent.toolkit)
+        if self.final_tool is not None:
+            tools.append(self.final_tool)
+        elif agent.output_schema is not None:
+            options.setdefault("response_format", agent.output_schema)
+        return ModelRequest(messages=list(messages), tools=tools, options=options)
 
     def _call(self, request: ModelRequest, config: RunnableConfig) -> AssistantMessage:
         task = config.task
         model = self.agent.model
+        streaming = task is not None and task.streaming
 
         def innermost(final: ModelRequest) -> AssistantMessage:
-            if task is not None and task.streaming:
-                chunks = model.stream(final.messages, final.tools, final.options)
-                return fold_chunks(_emitting(chunks))
+            if streaming:
+                return stream_to_caller(model, final)
             return model.generate(final.messages, final.tools, final.options)
 
-        reply = chain_model(self.agent.model_interceptors, innermost)(request)
+        chain = chain_model(self.agent.model_interceptors, innermost)
+        reply = run_model_call(chain, request, streaming=streaming)
         if not isinstance(reply, AssistantMessage):
             raise TypeError(
                 f"the model (or a model interceptor) returned {type(reply).__name__}; it must "
@@ -173,40 +233,106 @@ class ModelNode:
             task.add_usage(reply.usage)
         return reply
 
+    def _is_final(self, reply: AssistantMessage) -> bool:
+        """Whether ``reply`` is meant as the final answer (and so is validated)."""
+        if not reply.tool_calls:
+            return True
+        return self.final_tool is not None and any(
+            call.name == FINAL_ANSWER_TOOL for call in reply.tool_calls
+        )
+
     def _structured(
-        self, request: ModelRequest, reply: AssistantMessage, config: RunnableConfig
+        self, history: list[BaseMessage], reply: AssistantMessage, config: RunnableConfig
     ) -> tuple[AssistantMessage, list[BaseMessage], dict[str, Any]]:
-        """Validate the final answer against ``output_schema``; feed an error back once."""
+        """Validate the final answer against ``output_schema``; feed an error back once.
+
+        Returns the answer to store, the messages before it (the rejected answer and its
+        feedback, when there was a second call) and the state update with the output.
+        """
         agent = self.agent
-        schema = agent.output_schema
+        first = self._judge(reply)
+        if first.error is None:
+            return first.reply, [], self._output(first.value)
+        sent = [first.reply, *first.feedback]
+        retry = self._request([*history, *sent], summarizing=False)
+        second = self._judge(unique_call_ids(self._call(retry, config), [*history, *sent]))
+        if second.error is not None:
+            assert agent.output_schema is not None
+            raise StructuredOutputError(
+                f"agent {agent.name!r}: the model's answer does not match "
+                f"{agent.output_schema.__name__} after one correction: "
+                f"{_short_errors(second.error)}"
+            ) from second.error
+        return second.reply, sent, self._output(second.value)
+
+    def _judge(self, reply: AssistantMessage) -> _Verdict:
+        schema = self.agent.output_schema
         assert schema is not None
+        final_calls: list[ToolCall] = []
+        other_calls: list[ToolCall] = []
+        for call in reply.tool_calls:
+            is_final = self.final_tool is not None and call.name == FINAL_ANSWER_TOOL
+            (final_calls if is_final else other_calls).append(call)
+        if other_calls:
+            # Not done yet: the other calls run and the model answers again. A final answer
+            # given in the same turn cannot have seen their results, so it is dropped.
+            if final_calls:
+                reply = reply.model_copy(update={"tool_calls": other_calls})
+            return _Verdict(reply=reply)
+        if final_calls:
+            return self._judge_final_call(reply, final_calls, schema)
         try:
-            return reply, [], {agent.output_key: schema.model_validate_json(_json_text(reply))}
-        except ValidationError as first:
+            return _Verdict(reply=reply, value=schema.model_validate_json(_json_text(reply)))
+        except ValidationError as error:
+            how = (
+                f"Call the {FINAL_ANSWER_TOOL} tool with your answer as its arguments."
+                if self.final_tool is not None
+                else "Answer again with only the JSON object."
+            )
             feedback = UserMessage(
                 "Your answer did not match the required JSON schema. Errors:\n"
-                f"{_short_errors(first)}\nAnswer again with only the JSON object."
+                f"{_short_errors(error)}\n{how}"
             )
-            retry = ModelRequest(
-                messages=[*request.messages, reply, feedback],
-                tools=request.tools,
-                options=request.options,
+            return _Verdict(reply=reply, error=error, feedback=[feedback])
+
+    def _judge_final_call(
+        self, reply: AssistantMessage, final_calls: list[ToolCall], schema: type[BaseModel]
+    ) -> _Verdict:
+        """A ``final_answer`` call: valid, it becomes an answer whose text is the JSON (no
+        tool call is stored); invalid, each such call is answered with the errors."""
+        call = final_calls[0]
+        arguments = call.raw_arguments if call.has_malformed_arguments else None
+        try:
+            value = schema.model_validate_json(arguments or json.dumps(call.arguments))
+        except ValidationError as error:
+            text = (
+                f"Error: the arguments of {FINAL_ANSWER_TOOL} do not match the required schema: "
+                f"{_short_errors(error)}. Call {FINAL_ANSWER_TOOL} again with corrected arguments."
             )
-            second = self._call(retry, config)
-            try:
-                value = schema.model_validate_json(_json_text(second))
-            except ValidationError as again:
-                raise StructuredOutputError(
-                    f"agent {agent.name!r}: the model's answer does not match "
-                    f"{schema.__name__} after one correction: {_short_errors(again)}"
-                ) from again
-            return second, [reply, feedback], {agent.output_key: value}
+            feedback: list[BaseMessage] = [error_response(c, text) for c in final_calls]
+            return _Verdict(reply=reply, error=error, feedback=feedback)
+        finish_reason = "stop" if reply.finish_reason == "tool_calls" else reply.finish_reason
+        answer = reply.model_copy(
+            update={
+                "content": value.model_dump_json(by_alias=True),
+                "tool_calls": [],
+                "finish_reason": finish_reason,
+            }
+        )
+        return _Verdict(reply=answer, value=value)
 
+    def _output(self, value: BaseModel | None) -> dict[str, Any]:
+        return {} if value is None else {self.agent.output_key: value}
 
-def _emitting(chunks: Any) -> Any:
-    for chunk in chunks:
-        emit_chunk(chunk)
-        yield chunk
+    def _summary_output(self, reply: AssistantMessage) -> dict[str, Any]:
+        """The summary's output when it happens to match the schema (never an error)."""
+        schema = self.agent.output_schema
+        if schema is None:
+            return {}
+        try:
+            return self._output(schema.model_validate_json(_json_text(reply)))
+        except ValidationError:
+            return {}
 
 
 def _json_text(reply: AssistantMessage) -> str:

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import enum
 import threading
+import typing
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from graph_agent.agent.builtin_hooks import InstructionAgentHook
+from graph_agent.agent.compose import agent_node, agent_tool
 from graph_agent.agent.hooks import Hook
 from graph_agent.agent.interceptors import ModelInterceptor, ToolInterceptor
 from graph_agent.agent.nodes import (
+    FINAL_ANSWER_TOOL,
     INTERRUPTED_RESULT,
     RUN_KEY,
     TOOL_RECORD,
@@ -26,7 +31,7 @@ from graph_agent.agent.nodes import (
 from graph_agent.agent.shape import MODEL_NODE, TOOL_NODE, build_graph
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
-from graph_agent.checkpoint.serde import is_registered
+from graph_agent.checkpoint.serde import register
 from graph_agent.graph.errors import (
     GraphInterrupted,
     GraphRuntimeError,
@@ -36,6 +41,7 @@ from graph_agent.graph.errors import (
 from graph_agent.graph.runner import CompiledGraph
 from graph_agent.graph.runtime import RECORD_PREFIX, task_id_for
 from graph_agent.graph.state import OverAllState
+from graph_agent.graph.subgraph import SubgraphNode
 from graph_agent.graph.types import (
     Command,
     CompileConfig,
@@ -68,7 +74,15 @@ class ReactAgent:
         saver: Where threads are kept.
         max_iterations: Model calls that may ask for tools in one run; then one last call
             without tools summarises (``finish_reason="max_iterations"``).
-        output_schema: A pydantic model the final answer must match; stored at ``output_key``.
+        output_schema: A pydantic model the final answer must match; the validated object is
+            stored at ``output_key``. The schema (and the models, dataclasses and enums its
+            fields use) is registered with the checkpoint serializer by name, so it is saved
+            and loaded by every saver without a manual ``register``.
+        output_key: Where the validated output is stored in the state.
+        output_mode: How the model is asked for the schema: ``"response_format"`` (the
+            server's structured output) or ``"tool"`` (a ``final_answer`` tool whose
+            parameters are the schema, for servers without ``response_format``; the call is
+            stored as an answer holding the validated JSON, not as a tool call).
         tool_timeout: Seconds a tool may run (a tool's own ``timeout`` wins).
         max_parallel_tools: Tool calls of one answer that run at once.
         max_tool_output_chars: Longer tool results are cut, with a marker.
@@ -108,26 +122,52 @@ class ReactAgent:
         max_parallel_tools: int = 8,
         max_tool_output_chars: int = 20_000,
         model_options: Mapping[str, Any] | None = None,
+        output_mode: Literal["response_format", "tool"] = "response_format",
+        description: str | None = None,
     ) -> None:
         if max_iterations < 0:
             raise ValueError(f"max_iterations must be >= 0, got {max_iterations}")
+        if output_mode not in ("response_format", "tool"):
+            raise ValueError(
+                f"output_mode must be 'response_format' or 'tool', got {output_mode!r}"
+            )
         self.name = name
+        self.description = description
         self.model = model
         self.toolkit = Toolkit(tools).copy()
         self.instruction = instruction
         self.hooks = tuple(hooks)
         self.model_interceptors = tuple(model_interceptors)
         self.tool_interceptors = tuple(tool_interceptors)
-        self.saver: CheckpointSaver = saver if saver is not None else MemorySaver()
+        self._saver: CheckpointSaver = saver if saver is not None else MemorySaver()
         self.max_iterations = max_iterations
         self.output_schema = output_schema
         self.output_key = output_key
+        self.output_mode = output_mode
+        if output_schema is not None:
+            if output_mode == "tool" and FINAL_ANSWER_TOOL in self.toolkit:
+                raise GraphSetupError(
+                    f"agent {name!r}: output_mode='tool' adds a tool named "
+                    f"{FINAL_ANSWER_TOOL!r}, and the agent already has one; rename that tool"
+                )
+            _register_output_types(name, output_schema)
         self.tool_timeout = tool_timeout
         self.max_parallel_tools = max_parallel_tools
         self.max_tool_output_chars = max_tool_output_chars
         self.model_options = dict(model_options or {})
         self._compiled: CompiledGraph | None = None
         self._lock = threading.Lock()
+
+    @property
+    def saver(self) -> CheckpointSaver:
+        """Where the agent's threads are kept; setting it rebuilds the graph on next use."""
+        return self._saver
+
+    @saver.setter
+    def saver(self, saver: CheckpointSaver) -> None:
+        with self._lock:
+            self._saver = saver
+            self._compiled = None
 
     # the graph
     @property
@@ -146,12 +186,35 @@ class ReactAgent:
                     for hook in hooks:
                         hook.agent = self
                     graph = build_graph(self, hooks)
-                    self._compiled = graph.compile(CompileConfig(saver=self.saver))
+                    self._compiled = graph.compile(CompileConfig(saver=self._saver))
         return self._compiled
 
-    def get_graph(self, fmt: str = "mermaid") -> str:
-        """The agent's graph as Mermaid, PlantUML, DOT or ASCII text."""
-        return self.graph.get_graph(fmt)
+    def get_graph(self, fmt: str = "mermaid", *, xray: bool = False) -> str:
+        """The agent's graph as Mermaid, PlantUML, DOT or ASCII text (``xray``: agents and
+        graphs it runs inside are drawn open)."""
+        return self.graph.get_graph(fmt, xray=xray)
+
+    # inside other graphs
+    def as_node(
+        self,
+        *,
+        include_contents: bool = True,
+        return_reasoning_contents: bool = False,
+        output_key: str | None = None,
+    ) -> SubgraphNode:
+        """This agent as a node of another graph (``graph.add_node(name, agent)`` uses the
+        defaults). See :func:`graph_agent.agent.compose.agent_node`."""
+        return agent_node(
+            self,
+            include_contents=include_contents,
+            return_reasoning_contents=return_reasoning_contents,
+            output_key=output_key,
+        )
+
+    def as_tool(self, name: str | None = None, description: str | None = None) -> Tool:
+        """This agent as a tool another agent's model can call with a request in plain words.
+        See :func:`graph_agent.agent.compose.agent_tool`."""
+        return agent_tool(self, name, description)
 
     # calls
     def call(self, input: AgentInput, config: RunnableConfig | None = None) -> AssistantMessage:
@@ -218,8 +281,15 @@ class ReactAgent:
     def get_state(self, config: RunnableConfig) -> StateSnapshot:
         return self.graph.get_state(config)
 
-    def get_state_history(self, config: RunnableConfig, limit: int | None = None) -> Any:
-        return self.graph.get_state_history(config, limit=limit)
+    def get_state_history(
+        self,
+        config: RunnableConfig,
+        limit: int | None = None,
+        before: str | RunnableConfig | None = None,
+    ) -> Iterator[StateSnapshot]:
+        """The thread's snapshots, newest first; ``before`` (a checkpoint id or a config)
+        starts below that checkpoint."""
+        return self.graph.get_state_history(config, limit=limit, before=before)
 
     def update_state(
         self, config: RunnableConfig, values: Mapping[str, Any], as_node: str | None = None
@@ -231,15 +301,6 @@ class ReactAgent:
         self, input: AgentInput, config: RunnableConfig | None
     ) -> tuple[Any, RunnableConfig]:
         """The graph input and config for one call (DESIGN §5, pending tool recovery)."""
-        schema = self.output_schema
-        if schema is not None and not is_registered(schema):
-            # fail before any model call: the run could not store its validated output
-            raise GraphSetupError(
-                f"agent {self.name!r}: output_schema {schema.__qualname__} is not registered "
-                "with the checkpoint serializer, so its validated output cannot be saved; call "
-                f"graph_agent.checkpoint.serde.register({schema.__qualname__}, code) with a code "
-                "in 32..127 once, before the agent runs"
-            )
         config = config or RunnableConfig()
         if config.thread_id is None:
             config = dataclasses.replace(config, thread_id=f"thread-{uuid.uuid4().hex}")
@@ -332,7 +393,7 @@ class ReactAgent:
         """A step budget that ``max_iterations`` always exhausts first."""
         hooks = self.effective_hooks
         per_loop = 2 + sum(
-            len({"before_model", "after_model"} & set(h.positions())) for h in hooks
+            len({"before_model", "after_model"} & set(h.active_positions())) for h in hooks
         )
         return 20 + len(hooks) * 2 + (self.max_iterations + 2) * per_loop * 2
 
@@ -347,6 +408,49 @@ class ReactAgent:
 
     def __repr__(self) -> str:
         return f"ReactAgent({self.name!r}, tools={list(self.toolkit.names)})"
+
+
+def _register_output_types(agent_name: str, schema: type[BaseModel]) -> None:
+    """Register ``schema`` by name with the checkpoint serializer, with the pydantic models,
+    dataclasses and enums its fields hold, so that its validated value can be stored.
+
+    Classes already registered (with a code or by name) keep their registration.
+    """
+    for cls in _types_held_by(schema):
+        try:
+            register(cls)
+        except (ValueError, TypeError) as exc:
+            used_by = "" if cls is schema else f" (used by output_schema {schema.__name__})"
+            raise GraphSetupError(
+                f"agent {agent_name!r}: cannot register {cls.__name__}{used_by} with the "
+                f"checkpoint serializer: {exc}"
+            ) from exc
+
+
+def _types_held_by(schema: type[BaseModel]) -> list[type]:
+    """``schema`` and the models, dataclasses and enums its field annotations name."""
+    found: list[type] = []
+    seen: set[int] = set()
+    hints: list[Any] = [schema]
+    while hints:
+        hint = hints.pop()
+        if id(hint) in seen:
+            continue
+        seen.add(id(hint))
+        hints.extend(typing.get_args(hint))  # list[X], X | None, Annotated[X, ...], dict[K, V]
+        if not isinstance(hint, type):
+            continue
+        if issubclass(hint, BaseModel):
+            found.append(hint)
+            hints.extend(field.annotation for field in hint.model_fields.values())
+        elif dataclasses.is_dataclass(hint):
+            found.append(hint)
+            # unresolvable annotations are skipped: a save that fails names the value
+            with contextlib.suppress(Exception):
+                hints.extend(typing.get_type_hints(hint).values())
+        elif issubclass(hint, enum.Enum):
+            found.append(hint)
+    return found
 
 
 def _check_results(results: Sequence[ToolResponseMessage], pending: Sequence[Any]) -> None:

@@ -79,7 +79,7 @@ def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
     has_tools = bool(agent.toolkit)
     by_position: dict[HookPosition, list[Hook]] = {p: [] for p in NODE_SUFFIX}
     for hook in hooks:
-        for position in hook.positions():
+        for position in hook.active_positions():
             by_position[position].append(hook)
         if JumpTo.TOOL in hook.can_jump_to and not has_tools:
             raise GraphSetupError(

@@ -19,7 +19,8 @@ code        type                                   payload
 7           timedelta                              days, seconds, microseconds (3 × int32)
 8 / 9 / 10  tuple / set / frozenset                the items
 11 / 12     RemoveMessage / ReplaceAll             their fields (graph_agent.graph.state)
-13-15       reserved for built-ins
+13          a registered class keyed by its name   its registry name, then its own payload
+14-15       reserved for built-ins
 16-31       graph_agent.messages classes           registered by that module
 32-127      your types: ``register(cls, code)``    see below
 ==========  =====================================  ==========================================
@@ -30,6 +31,12 @@ so nested registered models, datetimes and tuples come back exactly) and loads w
 ``cls(**fields)``; an Enum stores ``member.value``; any other class may define
 ``__graph_agent_dump__(self)`` returning a storable value and a classmethod
 ``__graph_agent_load__(cls, data)``. Subclasses are not covered by their base's registration.
+
+``register(cls)`` without a code keys the class by its name (``"module.qualname"``) instead:
+it is stored under ext code 13 as ``[ext(13), name, *payload]``, costs a few bytes more per
+value, and needs no code to be picked (``ReactAgent`` registers its ``output_schema`` this way).
+Loading looks the name up in the registry and never imports it: a name that no class is
+registered under in this process is refused like an unknown code.
 
 Loading never imports or builds a type that is not registered: an unknown ext code, truncated
 or trailing bytes, data over the size limit (checked before decoding), nesting deeper than
@@ -94,6 +101,7 @@ _KEEP_PACKER: Final = 64 * 1024
 thread keeps at most a small buffer alive after storing a large value."""
 _FIRST_MESSAGE_CODE: Final = 16
 _MAX_CODE: Final = 127
+_NAMED_CODE: Final = 13
 _HEADER: Final = bytes([FORMAT_VERSION])
 # msgpack decodes ext type -1 (its Timestamp) itself, bypassing ext_hook: data that may hold one
 # is decoded with hooks that reject it (see _may_hold_timestamp).
@@ -275,6 +283,52 @@ def _codec_for(cls: type, code: int) -> _Codec:
     )
 
 
+def _named_codec(cls: type, name: str) -> _Codec:
+    """``cls`` stored as ``[ext(13), name, *payload]``: its own codec with the name in front."""
+    inner = _codec_for(cls, _NAMED_CODE)
+    encode_inner = inner.encode
+    tag = _new_ext(msgpack.ExtType, (_NAMED_CODE, b""))
+
+    def encode(value: Any) -> list[Any]:
+        return [tag, name, *encode_inner(value)[1:]]
+
+    return _Codec(cls, _NAMED_CODE, encode, inner.decode, inner.path_style)
+
+
+def _name_dispatch(by_name: dict[str, _Codec]) -> _Codec:
+    """The codec of ext code 13: finds the class by the name stored first, then loads it.
+
+    It only ever decodes; it is never looked up by type (its ``cls`` is a placeholder).
+    """
+
+    def decode(payload: list[Any]) -> Any:
+        name = payload[0] if payload else None
+        if type(name) is not str:
+            raise SerializationError(
+                f"stored data is malformed: ext code {_NAMED_CODE} must be followed by a class "
+                f"name, got {_short(payload)}"
+            )
+        codec = by_name.get(name)
+        if codec is None:
+            raise SerializationError(
+                f"stored data holds a {_short(name)}, which no class is registered under by name "
+                "in this process (it is never imported); call "
+                "graph_agent.checkpoint.serde.register(cls) for it before loading"
+            )
+        del payload[0]
+        try:
+            return codec.decode(payload)
+        except SerializationError:
+            raise
+        except Exception as exc:
+            raise SerializationError(f"cannot load {name} (registered by name): {exc}") from exc
+
+    def encode(value: Any) -> Any:
+        raise AssertionError("the by-name dispatcher never encodes")
+
+    return _Codec(object, _NAMED_CODE, encode, decode, "index")
+
+
 def _check_code(cls: type, code: int) -> None:
     if type(code) is not int:
         raise TypeError(f"ext code must be an int, got {code!r}")
@@ -332,6 +386,8 @@ class _Decoder:
         self.open_tags -= 1
         try:
             return codec.decode(items)
+        except SerializationError:
+            raise
         except Exception as exc:
             raise SerializationError(
                 f"cannot load {codec.cls.__qualname__} (ext code {codec.code}): {exc}"
@@ -392,6 +448,7 @@ class Serializer:
         self.max_payload_bytes = max_payload_bytes
         self._by_type: dict[type, _Codec] = {}
         self._by_code: dict[int, _Codec] = {}
+        self._by_name: dict[str, _Codec] = {}
         self._lock = threading.Lock()
         by_type = self._by_type
 
@@ -408,17 +465,26 @@ class Serializer:
         self._packers = threading.local()
         for codec in _builtin_codecs():
             self._add(codec)
+        self._by_code[_NAMED_CODE] = _name_dispatch(self._by_name)
 
-    def register(self, cls: type, code: int) -> None:
-        """Make ``cls`` storable under ext ``code`` (see the module docstring); idempotent.
+    def register(self, cls: type, code: int | None = None) -> None:
+        """Make ``cls`` storable under ext ``code``, or by its name without one; idempotent.
+
+        Without a code the class is keyed by ``"module.qualname"`` (see the module docstring);
+        a class that is already registered, with a code or by name, stays as it is. With a code,
+        a class registered by name moves to that code for saving, and what was saved under its
+        name still loads.
 
         Raises:
-            ValueError: ``code`` is reserved or taken by another class, or ``cls`` already has
-                another code.
+            ValueError: ``code`` is reserved or taken by another class, ``cls`` already has
+                another code, or (without a code) another class is registered under its name.
             TypeError: ``cls`` is not a pydantic model, dataclass, Enum or dump/load class.
         """
         if not isinstance(cls, type):
             raise TypeError(f"register() needs a class, got {cls!r}")
+        if code is None:
+            self._add_named(cls)
+            return
         _check_code(cls, code)
         self._add(_codec_for(cls, code))
 
@@ -498,13 +564,31 @@ class Serializer:
             raise SerializationError("stored data is malformed: a type tag outside its array")
         return value
 
+    def _add_named(self, cls: type) -> None:
+        if cls in self._by_type:
+            return
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        codec = _named_codec(cls, name)
+        with self._lock:
+            if cls in self._by_type:
+                return
+            taken = self._by_name.get(name)
+            if taken is not None:
+                raise ValueError(
+                    f"another class is already registered under the name {name!r} (a class "
+                    "defined again, e.g. inside a function called twice); register each class "
+                    "by name once, or give them codes with register(cls, code)"
+                )
+            self._by_name[name] = codec
+            self._by_type[cls] = codec
+
     def _add(self, codec: _Codec) -> None:
         with self._lock:
             taken = self._by_code.get(codec.code)
             if taken is not None and taken.cls is codec.cls:
                 return
             previous = self._by_type.get(codec.cls)
-            if previous is not None:
+            if previous is not None and previous.code != _NAMED_CODE:
                 raise ValueError(
                     f"{codec.cls.__qualname__} is already registered under ext code "
                     f"{previous.code}; a class has one code (asked for {codec.code})"
@@ -595,6 +679,8 @@ def _children(value: object, by_type: dict[type, _Codec]) -> tuple[list[tuple[st
         raise _EncodeError(
             f"{kind.__qualname__} could not be encoded: {type(exc).__name__}: {exc}"
         ) from exc
+    if codec.code == _NAMED_CODE:
+        encoded = encoded[1:]  # [name, *payload]: the name stands where the tag would be
     return _codec_children(codec.path_style, encoded)
 
 
@@ -646,8 +732,9 @@ def loads(data: bytes | bytearray | memoryview) -> Any:
     return default_serializer.loads(data)
 
 
-def register(cls: type, code: int) -> None:
-    """Make ``cls`` storable under ext ``code`` (32..127 for your types); idempotent.
+def register(cls: type, code: int | None = None) -> None:
+    """Make ``cls`` storable under ext ``code`` (32..127 for your types), or by its name
+    (``"module.qualname"``) without one; idempotent (see :meth:`Serializer.register`).
 
     Call it at import time of the module defining ``cls``, so that every process that may load
     a checkpoint has registered it (see :class:`Serializer` for an example).

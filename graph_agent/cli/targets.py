@@ -121,9 +121,6 @@ def load_target(spec: str, *, db: str | None = None, default_saver: bool = True)
 def _use_saver(agent: ReactAgent, saver: CheckpointSaver) -> None:
     """Put ``saver`` under ``agent``; a graph it already built is rebuilt on the new saver."""
     agent.saver = saver
-    # The agent compiles its graph lazily with its saver; one built before (a module that drew
-    # the graph at import, say) still points at the old saver, so it is dropped and rebuilt.
-    agent._compiled = None
 
 
 def _check_compiled_saver(spec: str, graph: CompiledGraph, db: str) -> None:

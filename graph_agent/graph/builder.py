@@ -12,7 +12,8 @@ from graph_agent.graph.errors import GraphSetupError
 from graph_agent.graph.flow import RunSettings
 from graph_agent.graph.render import EdgeView, GraphView
 from graph_agent.graph.runner import CompiledGraph
-from graph_agent.graph.state import KeyStrategy, as_strategy
+from graph_agent.graph.state import AppendStrategy, KeyStrategy, as_strategy
+from graph_agent.graph.subgraph import SubgraphNode, is_node_graph
 from graph_agent.graph.types import END, START, CompileConfig
 from graph_agent.graph.validate import validate
 
@@ -86,13 +87,15 @@ class StateGraph:
         self._barriers: list[tuple[tuple[str, ...], str]] = []
         self._branches: list[_Branch] = []
         self._reserved_ok = False
+        self._subgraphs: dict[str, GraphView] = {}
 
-    def add_node(
-        self, name: str, fn: Callable[..., Any], destinations: Sequence[str] = ()
-    ) -> StateGraph:
+    def add_node(self, name: str, fn: Any, destinations: Sequence[str] = ()) -> StateGraph:
         """Add a node: ``fn(state)`` or ``fn(state, config)``, sync or async, returning a dict
         update, a ``Command`` or ``None``. ``destinations`` lists where its ``Command(goto=...)``
-        may go."""
+        may go.
+
+        ``fn`` may also be a compiled graph or an agent: it then runs as a subgraph (see
+        :mod:`graph_agent.graph.subgraph`), keeping its checkpoints in the parent's thread."""
         if not isinstance(name, str) or not name:
             raise GraphSetupError(f"a node name must be a non-empty string, got {name!r}")
         if name in (START, END) or (_is_dunder(name) and not self._reserved_ok):
@@ -105,6 +108,8 @@ class StateGraph:
                 f"a node named {name!r} already exists in graph {self.name!r}; node names must "
                 "be unique"
             )
+        if is_node_graph(fn):
+            fn = self._subgraph_node(name, fn)
         if not callable(fn):
             raise GraphSetupError(f"node {name!r}: {fn!r} is not callable")
         _positional_arity(fn, f"node {name!r}")
@@ -112,6 +117,16 @@ class StateGraph:
             destinations = (destinations,)
         self._nodes[name] = _Node(name, fn, tuple(destinations))
         return self
+
+    def _subgraph_node(self, name: str, child: Any) -> SubgraphNode:
+        append_keys = frozenset(k for k, s in self.strategies.items() if type(s) is AppendStrategy)
+        node = (
+            SubgraphNode(child, append_keys=append_keys)
+            if isinstance(child, CompiledGraph)
+            else child.as_node()
+        )
+        self._subgraphs[name] = node.child.view
+        return node
 
     def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
         """Add an edge. ``add_edge(["b", "c"], "join")`` is a barrier: ``join`` runs once after
@@ -282,7 +297,12 @@ class StateGraph:
                     EdgeView(source=source, target=t, conditional=True) for t in node.destinations
                 )
         unique = list(dict.fromkeys(edges))
-        return GraphView(name=self.name, nodes=tuple(self._nodes), edges=tuple(unique))
+        return GraphView(
+            name=self.name,
+            nodes=tuple(self._nodes),
+            edges=tuple(unique),
+            subgraphs=dict(self._subgraphs),
+        )
 
     def __repr__(self) -> str:
         return f"StateGraph({self.name!r}, nodes={list(self._nodes)})"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
-from graph_agent.graph.errors import InvalidUpdateError, NodeError
+from graph_agent.graph.errors import InvalidUpdateError, NodeError, ParentCommand
 from graph_agent.graph.state import (
     AppendLog,
     AppendStrategy,
@@ -139,6 +139,15 @@ def normalize_return(node: str, step: int, value: Any, destinations: frozenset[s
         _check_keys(node, step, value)
         return Write(value)
     if isinstance(value, Command):
+        if value.graph is not None:
+            if value.graph != Command.PARENT:
+                raise InvalidUpdateError(
+                    f"node {node!r} (step {step}) returned Command(graph={value.graph!r}); the "
+                    "only graph a node can address is Command.PARENT",
+                    node=node,
+                    step=step,
+                )
+            raise ParentCommand(value)
         if value.resume is not None:
             raise InvalidUpdateError(
                 f"node {node!r} (step {step}) returned Command(resume=...): resume is an input "

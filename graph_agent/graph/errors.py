@@ -15,6 +15,7 @@
     └── ModelError (RuntimeError)             a chat model call failed (.status_code)
 
     GraphInterrupted (BaseException)          a run paused for a human: not an error
+    ParentCommand (BaseException)             a node handed off to the parent graph
 
 Every message says what was wrong, where (node, key, step) and how to fix it.
 """
@@ -22,7 +23,7 @@ Every message says what was wrong, where (node, key, step) and how to fix it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from graph_agent.graph.types import Interrupt
@@ -104,3 +105,12 @@ class GraphInterrupted(BaseException):
         self.interrupts: tuple[Interrupt, ...] = tuple(interrupts)
         ids = ", ".join(i.id for i in self.interrupts)
         super().__init__(f"run paused on {len(self.interrupts)} interrupt(s): {ids}")
+
+
+class ParentCommand(BaseException):
+    """A node (or a tool) returned ``Command(graph=Command.PARENT, ...)``: the graph it runs in
+    stops, and the graph that runs it as a node applies the command instead."""
+
+    def __init__(self, command: Any) -> None:
+        self.command = command
+        super().__init__(f"handoff to the parent graph: goto={command.goto!r}")

@@ -158,10 +158,18 @@ def pending_interrupts(
 
 
 def call_flow(
-    run: RunSettings, input: Any, config: RunnableConfig, *, streaming: bool
+    run: RunSettings,
+    input: Any,
+    config: RunnableConfig,
+    *,
+    streaming: bool,
+    subgraphs: bool = False,
 ) -> Generator[Effect, Any, OverAllState]:
-    """One call of a compiled graph: load, treat the input, run supersteps, store, pause."""
+    """One call of a compiled graph: load, treat the input, run supersteps, store, pause.
+
+    ``subgraphs``: while streaming, graphs running inside nodes stream their outputs too."""
     flow = _Flow(run, config, streaming)
+    flow.subgraphs = subgraphs
     return flow.call(input)
 
 
@@ -187,13 +195,14 @@ class _Flow:
         self.checkpoint_id: str | None = None
         self.pending = _Pending(())
         self.thread_id = config.thread_id
-        self.ns = ""
+        self.ns = config.checkpoint_ns
         self.fork = False
         self.several = False  # the running step has several tasks (their writes go pending)
         self._config_fields: dict[str, Any] | None = None  # for _task_config, made once needed
         self.answered_now: dict[str, set[str]] = {}  # interrupt ids this call answered, by task
         self.last_ran: tuple[str, ...] = ()
         self.run_id: str | None = None  # without a saver: makes task ids unique per call
+        self.subgraphs = False
 
     # the call
     def call(self, input: Any) -> Generator[Effect, Any, OverAllState]:
@@ -244,7 +253,9 @@ class _Flow:
         yield from self._checkpoint("update", [writer])
         if as_node is None and paused_at is not None and not paused.empty:
             yield from self._carry_over(paused, paused_at)
-        return RunnableConfig(thread_id=self.thread_id, checkpoint_id=self.checkpoint_id)
+        return RunnableConfig(
+            thread_id=self.thread_id, checkpoint_id=self.checkpoint_id, checkpoint_ns=self.ns
+        )
 
     def _carry_over(self, old: _Pending, old_checkpoint: str) -> Generator[Effect, Any, None]:
         """After ``update_state`` without ``as_node``, the step the thread was paused in goes on
@@ -467,6 +478,9 @@ class _Flow:
             checkpoint_id=self.checkpoint_id,
             durable=self.saver is not None,
             run_id=self.run_id,
+            saver=self.saver,
+            checkpoint_ns=self.ns,
+            stream_subgraphs=self.subgraphs,
         )
         if context.durable:
             context._persist_record = self._persist_record

@@ -11,8 +11,8 @@ ids with the name as a label, DOT quotes every id, PlantUML draws names through 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from itertools import count
 from typing import Literal, get_args
 
@@ -36,19 +36,109 @@ class EdgeView:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GraphView:
-    """What a diagram shows: the graph's name, its nodes (START/END excluded) and edges."""
+    """What a diagram shows: the graph's name, its nodes (START/END excluded) and edges.
+
+    ``subgraphs`` maps a node that runs a whole graph (a subgraph or an agent) to that graph's
+    view, drawn inside the node when asked (``xray``).
+    """
 
     name: str
     nodes: tuple[str, ...]
     edges: tuple[EdgeView, ...]
+    subgraphs: Mapping[str, GraphView] = field(default_factory=dict)
 
 
-def render(view: GraphView, fmt: str = "mermaid") -> str:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Cluster:
+    """A subgraph node drawn open: its label, its own nodes and the clusters inside it."""
+
+    key: str
+    label: str
+    members: tuple[str, ...]
+    children: tuple[_Cluster, ...]
+
+
+def expand(view: GraphView) -> tuple[GraphView, dict[str, str], tuple[_Cluster, ...]]:
+    """Open every subgraph node (recursively): its graph's nodes take its place, named
+    ``node/child``; edges into the node lead to the child's start, edges out of it leave the
+    child's end.
+
+    Returns:
+        The flat view, the label of each renamed node, and the clusters to group them in.
+    """
+    labels: dict[str, str] = {}
+    nodes: list[str] = []
+    edges: list[EdgeView] = []
+    clusters: list[_Cluster] = []
+    for name in view.nodes:
+        child = view.subgraphs.get(name)
+        if child is None:
+            nodes.append(name)
+            continue
+        flat, child_labels, child_clusters = expand(child)
+        inner = _members(child_clusters)
+        drawn = _drawn_nodes(flat)
+        nodes.extend(f"{name}/{n}" for n in drawn)
+        labels.update({f"{name}/{n}": child_labels.get(n, n) for n in drawn})
+        edges.extend(
+            EdgeView(
+                source=f"{name}/{e.source}",
+                target=f"{name}/{e.target}",
+                label=e.label,
+                conditional=e.conditional,
+            )
+            for e in flat.edges
+        )
+        clusters.append(
+            _Cluster(
+                key=name,
+                label=name,
+                members=tuple(f"{name}/{n}" for n in drawn if n not in inner),
+                children=tuple(_prefixed(c, name) for c in child_clusters),
+            )
+        )
+    opened = view.subgraphs
+    for edge in view.edges:
+        source = f"{edge.source}/{END}" if edge.source in opened else edge.source
+        target = f"{edge.target}/{START}" if edge.target in opened else edge.target
+        edges.append(
+            EdgeView(source=source, target=target, label=edge.label, conditional=edge.conditional)
+        )
+    flat_view = GraphView(name=view.name, nodes=tuple(nodes), edges=tuple(edges))
+    return flat_view, labels, tuple(clusters)
+
+
+def _members(clusters: tuple[_Cluster, ...]) -> set[str]:
+    """Every node inside these clusters, nested ones included."""
+    found: set[str] = set()
+    for cluster in clusters:
+        found.update(cluster.members)
+        found |= _members(cluster.children)
+    return found
+
+
+def _prefixed(cluster: _Cluster, prefix: str) -> _Cluster:
+    return _Cluster(
+        key=f"{prefix}/{cluster.key}",
+        label=cluster.label,
+        members=tuple(f"{prefix}/{m}" for m in cluster.members),
+        children=tuple(_prefixed(c, prefix) for c in cluster.children),
+    )
+
+
+def _walk(clusters: tuple[_Cluster, ...]) -> list[_Cluster]:
+    """Every cluster, outer ones first."""
+    return [c for cluster in clusters for c in (cluster, *_walk(cluster.children))]
+
+
+def render(view: GraphView, fmt: str = "mermaid", *, xray: bool = False) -> str:
     """Draw ``view`` as text in one of the supported diagram formats.
 
     Args:
         view: The graph to draw.
         fmt: ``"mermaid"``, ``"plantuml"``, ``"dot"`` or ``"ascii"``.
+        xray: Draw subgraph nodes open, as clusters holding their own graphs (a Mermaid
+            ``subgraph``, a DOT ``cluster``, a PlantUML composite state).
 
     Returns:
         The diagram source, ending with a newline.
@@ -73,6 +163,9 @@ def render(view: GraphView, fmt: str = "mermaid") -> str:
     if renderer is None:
         valid = ", ".join(repr(name) for name in get_args(DiagramFormat))
         raise GraphSetupError(f"unknown diagram format {fmt!r}: use one of {valid}")
+    if xray and view.subgraphs:
+        flat, labels, clusters = expand(view)
+        return renderer(flat, labels, clusters)
     return renderer(view)
 
 
@@ -165,11 +258,17 @@ def _mermaid_text(text: str) -> str:
     return '"' + ("".join(escaped) or "#8203;") + '"'
 
 
-def to_mermaid(view: GraphView) -> str:
+def to_mermaid(
+    view: GraphView,
+    labels: Mapping[str, str] | None = None,
+    clusters: tuple[_Cluster, ...] = (),
+) -> str:
     """Draw ``view`` as a Mermaid ``flowchart TD``; conditional edges are dotted.
 
     Args:
         view: The graph to draw.
+        labels: Node labels that differ from the node names (opened subgraphs).
+        clusters: Nodes to group in ``subgraph`` blocks (opened subgraphs).
 
     Returns:
         Mermaid source; the graph name is in a comment, since Mermaid titles are not
@@ -177,11 +276,29 @@ def to_mermaid(view: GraphView) -> str:
     """
     names = _drawn_nodes(view)
     ids = _mermaid_ids(names)
+    labels = labels or {}
     shapes = {START: ("([", "])"), END: ("((", "))")}
+
+    def declare(name: str, indent: str) -> str:
+        opening, closing = shapes.get(labels.get(name, name), ("[", "]"))
+        return f"{indent}{ids[name]}{opening}{_mermaid_text(labels.get(name, name))}{closing}"
+
+    taken = set(ids.values())
+    cluster_ids = (f"sg{k}" for k in count() if f"sg{k}" not in taken)
+
+    def block(cluster: _Cluster, indent: str) -> list[str]:
+        inner = indent + "    "
+        return [
+            f"{indent}subgraph {next(cluster_ids)}[{_mermaid_text(cluster.label)}]",
+            *(declare(name, inner) for name in cluster.members),
+            *(line for child in cluster.children for line in block(child, inner)),
+            f"{indent}end",
+        ]
+
+    grouped = _members(clusters)
     lines = ["flowchart TD", f"    %% graph {_mermaid_text(view.name)}"]
-    for name in names:
-        opening, closing = shapes.get(name, ("[", "]"))
-        lines.append(f"    {ids[name]}{opening}{_mermaid_text(name)}{closing}")
+    lines += [declare(name, "    ") for name in names if name not in grouped]
+    lines += [line for cluster in clusters for line in block(cluster, "    ")]
     for edge in view.edges:
         source, target = ids[edge.source], ids[edge.target]
         if edge.conditional:
@@ -204,12 +321,14 @@ def _dot_options(options: list[str]) -> str:
     return f" [{', '.join(options)}]" if options else ""
 
 
-def _dot_node(name: str) -> str:
+def _dot_node(name: str, label: str | None = None, indent: str = "    ") -> str:
     """One node statement; START is an ellipse, END a double ellipse, the rest boxes."""
-    options = {START: ["shape=ellipse"], END: ["shape=ellipse", "peripheries=2"]}.get(name, [])
-    if name.startswith("%"):  # Graphviz keeps such ids anonymous and would draw "%3"
-        options.append(f"label={_dot_text(name)}")
-    return f"    {_dot_text(name)}{_dot_options(options)};"
+    shown = label if label is not None else name
+    shapes = {START: ["shape=ellipse"], END: ["shape=ellipse", "peripheries=2"]}
+    options = list(shapes.get(shown, []))
+    if shown != name or name.startswith("%"):  # Graphviz keeps "%" ids anonymous ("%3")
+        options.append(f"label={_dot_text(shown)}")
+    return f"{indent}{_dot_text(name)}{_dot_options(options)};"
 
 
 def _dot_edge(edge: EdgeView) -> str:
@@ -219,17 +338,39 @@ def _dot_edge(edge: EdgeView) -> str:
     return f"    {_dot_text(edge.source)} -> {_dot_text(edge.target)}{_dot_options(options)};"
 
 
-def to_dot(view: GraphView) -> str:
+def to_dot(
+    view: GraphView,
+    labels: Mapping[str, str] | None = None,
+    clusters: tuple[_Cluster, ...] = (),
+) -> str:
     """Draw ``view`` as a Graphviz ``digraph``; conditional edges are dashed.
 
     Args:
         view: The graph to draw.
+        labels: Node labels that differ from the node names (opened subgraphs).
+        clusters: Nodes to group in ``cluster`` subgraphs (opened subgraphs).
 
     Returns:
         DOT source in which every id is quoted.
     """
+    labels = labels or {}
+    numbers = count()
+
+    def block(cluster: _Cluster, indent: str) -> list[str]:
+        inner = indent + "    "
+        return [
+            f"{indent}subgraph {_dot_text(f'cluster_{next(numbers)}')} {{",
+            f"{inner}label={_dot_text(cluster.label)};",
+            *(_dot_node(name, labels.get(name), inner) for name in cluster.members),
+            *(line for child in cluster.children for line in block(child, inner)),
+            f"{indent}}}",
+        ]
+
+    grouped = _members(clusters)
     lines = [f"digraph {_dot_text(view.name)} {{", "    node [shape=box];"]
-    lines += [_dot_node(name) for name in _drawn_nodes(view)]
+    top = [name for name in _drawn_nodes(view) if name not in grouped]
+    lines += [_dot_node(name, labels.get(name)) for name in top]
+    lines += [line for cluster in clusters for line in block(cluster, "    ")]
     lines += [_dot_edge(edge) for edge in view.edges]
     return "\n".join([*lines, "}"]) + "\n"
 
@@ -251,21 +392,44 @@ def _plantuml_text(text: str) -> str:
     return _PLANTUML_MARKUP.sub(literal, text) or "<U+200B>"
 
 
-def to_plantuml(view: GraphView) -> str:
+def to_plantuml(
+    view: GraphView,
+    labels: Mapping[str, str] | None = None,
+    clusters: tuple[_Cluster, ...] = (),
+) -> str:
     """Draw ``view`` as a PlantUML state diagram; START and END are ``[*]``.
 
     Only syntax that both Debian's PlantUML 1.2020 and current releases accept is used.
 
     Args:
         view: The graph to draw.
+        labels: Node labels that differ from the node names (opened subgraphs).
+        clusters: Nodes to group in composite states (opened subgraphs).
 
     Returns:
         PlantUML source between ``@startuml`` and ``@enduml``.
     """
+    labels = labels or {}
     names = [name for name in _drawn_nodes(view) if name not in (START, END)]
     aliases = {START: "[*]", END: "[*]"} | {name: f"s{k}" for k, name in enumerate(names)}
+    numbers = count()
+
+    def state(name: str, indent: str) -> str:
+        return f'{indent}state "{_plantuml_text(labels.get(name, name))}" as {aliases[name]}'
+
+    def block(cluster: _Cluster, indent: str) -> list[str]:
+        inner = indent + "  "
+        return [
+            f'{indent}state "{_plantuml_text(cluster.label)}" as c{next(numbers)} {{',
+            *(state(name, inner) for name in cluster.members),
+            *(line for child in cluster.children for line in block(child, inner)),
+            f"{indent}}}",
+        ]
+
+    grouped = _members(clusters)
     lines = ["@startuml", "hide empty description", f"title {_plantuml_text(view.name)}"]
-    lines += [f'state "{_plantuml_text(name)}" as {aliases[name]}' for name in names]
+    lines += [state(name, "") for name in names if name not in grouped]
+    lines += [line for cluster in clusters for line in block(cluster, "")]
     for edge in view.edges:
         arrow = "-[dashed]->" if edge.conditional else "-->"
         label = f" : {_plantuml_text(edge.label)}" if edge.label else ""
@@ -344,11 +508,17 @@ def _ascii_edge(edge: EdgeView) -> str:
     return f"{_printable(edge.source)} {arrow} {_printable(edge.target)}"
 
 
-def to_ascii(view: GraphView) -> str:
+def to_ascii(
+    view: GraphView,
+    labels: Mapping[str, str] | None = None,
+    clusters: tuple[_Cluster, ...] = (),
+) -> str:
     """Draw ``view`` for a terminal: nodes in top-down layers, then every edge listed.
 
     Args:
-        view: The graph to draw.
+        view: The graph to draw (opened subgraphs show as ``node/child`` names).
+        labels: Unused: the full ``node/child`` names say where each node belongs.
+        clusters: Unused, for the same reason.
 
     Returns:
         Plain text; START and END appear in parentheses, nodes in brackets.
@@ -366,7 +536,7 @@ def to_ascii(view: GraphView) -> str:
     return "\n".join(lines) + "\n"
 
 
-_RENDERERS: dict[str, Callable[[GraphView], str]] = {
+_RENDERERS: dict[str, Callable[..., str]] = {
     "mermaid": to_mermaid,
     "plantuml": to_plantuml,
     "dot": to_dot,

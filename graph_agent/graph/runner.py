@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import inspect
 import queue
 import threading
@@ -20,7 +21,13 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from graph_agent.graph import render as render_module
-from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, ThreadBusyError
+from graph_agent.graph.errors import (
+    GraphInterrupted,
+    GraphRuntimeError,
+    InvalidUpdateError,
+    ParentCommand,
+    ThreadBusyError,
+)
 from graph_agent.graph.flow import (
     Emit,
     RunSettings,
@@ -147,7 +154,11 @@ async def _run_async(task: Task, depth: int | None = None) -> Any:
         _current_task.reset(token)
 
 
-def _chunk_output(context: TaskContext, chunk: Any) -> StreamingOutput:
+def _chunk_output(context: TaskContext, chunk: Any) -> NodeOutput:
+    """What an ``emit_chunk`` call yields: a StreamingOutput, or (from a graph running in the
+    node) that graph's own output, its path now starting at this node."""
+    if isinstance(chunk, NodeOutput):
+        return dataclasses.replace(chunk, path=(context.node, *chunk.path))
     text = chunk if isinstance(chunk, str) else str(getattr(chunk, "text", "") or "")
     return StreamingOutput(
         node=context.node,
@@ -177,21 +188,38 @@ class _Failed:
         self.error = error
 
 
+inside_subgraph: ContextVar[bool] = ContextVar("graph_agent_inside_subgraph", default=False)
+"""True while a graph runs as a node of another graph: a handoff (``Command.PARENT``) then
+goes to that graph instead of failing."""
+
+
+def _no_parent(run: RunSettings) -> InvalidUpdateError:
+    return InvalidUpdateError(
+        f"a node of graph {run.spec.name!r} returned Command(graph=Command.PARENT), but the "
+        "graph is not running inside another graph; return Command(goto=...) to route here",
+        node=run.spec.name,
+        step=-1,
+    )
+
+
 def _drive_sync(
     run: RunSettings,
     input: Any,
     config: RunnableConfig,
     streaming: bool,
     origin_thread: int | None = None,
+    subgraphs: bool = False,
 ) -> Generator[NodeOutput, None, OverAllState]:
     """Run a call. ``origin_thread``: the thread that created the stream; lone sync nodes run in
     a greenlet while the stream is read on that thread, else on a worker thread (a stream read
     from worker threads, as web frameworks do, still gets every chunk live)."""
     saver = run.saver
-    lease = saver.acquire(config.thread_id, "") if saver is not None and config.thread_id else None
+    lease = None
+    if saver is not None and config.thread_id:
+        lease = saver.acquire(config.thread_id, config.checkpoint_ns)
     node_greenlet = _NodeGreenlet() if streaming else None
     try:
-        flow = call_flow(run, input, config, streaming=streaming)
+        flow = call_flow(run, input, config, streaming=streaming, subgraphs=subgraphs)
         reply: Any = None
         while True:
             try:
@@ -216,6 +244,10 @@ def _drive_sync(
             else:
                 assert isinstance(effect, Emit)
                 yield from effect.items
+    except ParentCommand:
+        if not inside_subgraph.get():
+            raise _no_parent(run) from None
+        raise
     finally:
         if node_greenlet is not None:
             node_greenlet.close()
@@ -260,7 +292,7 @@ class _NodeGreenlet:
         self._thread = 0
         self._caller: greenlet.greenlet | None = None
 
-    def run(self, effect: RunTasks, saver: Any, task: Task) -> Iterator[StreamingOutput]:
+    def run(self, effect: RunTasks, saver: Any, task: Task) -> Iterator[NodeOutput]:
         import greenlet
 
         worker = self._greenlet
@@ -271,7 +303,7 @@ class _NodeGreenlet:
         if worker.parent is not caller:
             worker.parent = caller  # where an exception the node does not catch goes
         worker.gr_context = contextvars.copy_context()
-        buffered: list[StreamingOutput] = []
+        buffered: list[NodeOutput] = []
 
         def emit(context: TaskContext, chunk: Any) -> None:
             output = _chunk_output(context, chunk)
@@ -282,7 +314,7 @@ class _NodeGreenlet:
 
         task.context._emit = emit
         event = worker.switch(task)
-        while isinstance(event, StreamingOutput):
+        while isinstance(event, NodeOutput):
             yield event
             if threading.get_ident() != self._thread:
                 raise GraphRuntimeError(
@@ -318,7 +350,7 @@ class _NodeGreenlet:
             worker.throw(greenlet.GreenletExit)
 
 
-def _run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator[StreamingOutput]:
+def _run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator[NodeOutput]:
     """Run tasks on the pool / the loop thread, at most ``max_concurrency`` at once."""
     events: queue.SimpleQueue[Any] = queue.SimpleQueue()
     waiting = list(reversed(effect.tasks))
@@ -347,7 +379,7 @@ def _run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator
             start(waiting.pop())
         while running:
             event = events.get()
-            if isinstance(event, StreamingOutput):
+            if isinstance(event, NodeOutput):
                 yield event
                 continue
             task = event.task
@@ -362,7 +394,7 @@ def _run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator
                 start(waiting.pop())
         while not events.empty():
             leftover = events.get()
-            if isinstance(leftover, StreamingOutput):
+            if isinstance(leftover, NodeOutput):
                 yield leftover
     finally:
         for future in running.values():
@@ -397,13 +429,14 @@ async def _drive_async(
     config: RunnableConfig,
     streaming: bool,
     result: list[OverAllState],
+    subgraphs: bool = False,
 ) -> AsyncGenerator[NodeOutput, None]:
     saver = run.saver
     lease = None
     if saver is not None and config.thread_id:
-        lease = await _aacquire(saver, config.thread_id)
+        lease = await _aacquire(saver, config.thread_id, config.checkpoint_ns)
     try:
-        flow = call_flow(run, input, config, streaming=streaming)
+        flow = call_flow(run, input, config, streaming=streaming, subgraphs=subgraphs)
         reply: Any = None
         while True:
             try:
@@ -421,19 +454,23 @@ async def _drive_async(
                 assert isinstance(effect, Emit)
                 for item in effect.items:
                     yield item
+    except ParentCommand:
+        if not inside_subgraph.get():
+            raise _no_parent(run) from None
+        raise
     finally:
         if lease is not None:
             await saver.arelease(lease)
 
 
-async def _aacquire(saver: Any, thread_id: str) -> Any:
+async def _aacquire(saver: Any, thread_id: str, checkpoint_ns: str) -> Any:
     """Take the thread's lease. A stream the caller broke out of releases its lease when the
     event loop finalizes it, which is scheduled but not yet run: give the loop a few turns."""
     import asyncio
 
     for turn in range(20):
         try:
-            return await saver.aacquire(thread_id, "")
+            return await saver.aacquire(thread_id, checkpoint_ns)
         except ThreadBusyError:
             if turn == 19:
                 raise
@@ -453,7 +490,7 @@ async def _afinish(effect: RunTasks, saver: Any, task: Task, value: Any) -> None
 
 async def _arun_tasks(
     effect: RunTasks, saver: Any, streaming: bool
-) -> AsyncIterator[StreamingOutput]:
+) -> AsyncIterator[NodeOutput]:
     import asyncio
 
     tasks = effect.tasks
@@ -550,15 +587,22 @@ class CompiledGraph:
     def saver(self) -> Any:
         return self._run.saver
 
+    def with_saver(self, saver: Any) -> CompiledGraph:
+        """The same graph on another saver (or none): nothing is compiled again."""
+        return CompiledGraph(dataclasses.replace(self._run, saver=saver), self._view)
+
     def invoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
         """Run to the end (or to a pause) and return the state."""
         return _exhaust(_drive_sync(self._run, input, config or RunnableConfig(), False))
 
-    def stream(self, input: Any, config: RunnableConfig | None = None) -> Iterator[NodeOutput]:
+    def stream(
+        self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
+    ) -> Iterator[NodeOutput]:
         """Run, yielding a :class:`NodeOutput` per finished node and a
-        :class:`StreamingOutput` per emitted chunk."""
+        :class:`StreamingOutput` per emitted chunk. With ``subgraphs``, graphs that run inside
+        nodes stream their own NodeOutputs too, with the path of nodes they run under."""
         config = config or RunnableConfig()
-        return _drive_sync(self._run, input, config, True, threading.get_ident())
+        return _drive_sync(self._run, input, config, True, threading.get_ident(), subgraphs)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
         """Async twin of :meth:`invoke`."""
@@ -569,11 +613,12 @@ class CompiledGraph:
         return result[0]
 
     async def astream(
-        self, input: Any, config: RunnableConfig | None = None
+        self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
     ) -> AsyncIterator[NodeOutput]:
         """Async twin of :meth:`stream`."""
         result: list[OverAllState] = []
-        agen = _drive_async(self._run, input, config or RunnableConfig(), True, result)
+        run_config = config or RunnableConfig()
+        agen = _drive_async(self._run, input, run_config, True, result, subgraphs)
         try:
             async for item in agen:
                 yield item
@@ -584,7 +629,7 @@ class CompiledGraph:
     def get_state(self, config: RunnableConfig) -> StateSnapshot:
         """The thread's state at its newest checkpoint (or at ``config.checkpoint_id``)."""
         thread_id = self._thread(config, "get_state")
-        checkpoint = self._run.saver.get(thread_id, config.checkpoint_id)
+        checkpoint = self._run.saver.get(thread_id, config.checkpoint_id, config.checkpoint_ns)
         if checkpoint is None:
             return StateSnapshot(
                 values={},
@@ -606,7 +651,8 @@ class CompiledGraph:
         thread_id = self._thread(config, "get_state_history")
         if isinstance(before, RunnableConfig):
             before = before.checkpoint_id
-        for checkpoint in self._run.saver.list(thread_id, limit=limit, before=before):
+        saver, ns = self._run.saver, config.checkpoint_ns
+        for checkpoint in saver.list(thread_id, limit=limit, before=before, checkpoint_ns=ns):
             yield self._snapshot(checkpoint)
 
     def update_state(
@@ -620,7 +666,7 @@ class CompiledGraph:
         """
         thread_id = self._thread(config, "update_state")
         saver = self._run.saver
-        lease = saver.acquire(thread_id, "")
+        lease = saver.acquire(thread_id, config.checkpoint_ns)
         try:
             flow = update_flow(self._run, config, values, as_node)
             reply: Any = None
@@ -647,23 +693,28 @@ class CompiledGraph:
 
     def _snapshot(self, checkpoint: Any) -> StateSnapshot:
         hidden = self._run.spec.hidden_keys
-        thread_id = checkpoint.thread_id
+        thread_id, ns = checkpoint.thread_id, checkpoint.checkpoint_ns
         parent = checkpoint.parent_id
         return StateSnapshot(
             values={k: v for k, v in checkpoint.values.items() if k not in hidden},
             next=tuple(checkpoint.next),
-            config=RunnableConfig(thread_id=thread_id, checkpoint_id=checkpoint.id),
+            config=RunnableConfig(
+                thread_id=thread_id, checkpoint_id=checkpoint.id, checkpoint_ns=ns
+            ),
             metadata=checkpoint.metadata,
             created_at=checkpoint.created_at,
             parent_config=(
-                RunnableConfig(thread_id=thread_id, checkpoint_id=parent) if parent else None
+                RunnableConfig(thread_id=thread_id, checkpoint_id=parent, checkpoint_ns=ns)
+                if parent
+                else None
             ),
             interrupts=pending_interrupts(checkpoint.pending_writes, self._run.spec.rank),
         )
 
-    def get_graph(self, fmt: str = "mermaid") -> str:
-        """The graph as ``"mermaid"``, ``"plantuml"``, ``"dot"`` or ``"ascii"`` text."""
-        return render_module.render(self._view, fmt)
+    def get_graph(self, fmt: str = "mermaid", *, xray: bool = False) -> str:
+        """The graph as ``"mermaid"``, ``"plantuml"``, ``"dot"`` or ``"ascii"`` text; with
+        ``xray``, nodes that run a graph of their own are drawn open, as clusters."""
+        return render_module.render(self._view, fmt, xray=xray)
 
     @property
     def view(self) -> GraphView:

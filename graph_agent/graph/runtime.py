@@ -50,11 +50,14 @@ class TaskContext:
         "_resume",
         "agent",
         "checkpoint_id",
+        "checkpoint_ns",
         "durable",
         "node",
         "records",
         "run_id",
+        "saver",
         "step",
+        "stream_subgraphs",
         "thread_id",
         "usage",
     )
@@ -71,6 +74,9 @@ class TaskContext:
         records: dict[str, Any] | None = None,
         resume: dict[str, Any] | None = None,
         run_id: str | None = None,
+        saver: Any = None,
+        checkpoint_ns: str = "",
+        stream_subgraphs: bool = False,
     ) -> None:
         self.node = node
         self.step = step
@@ -79,6 +85,9 @@ class TaskContext:
         self.checkpoint_id = checkpoint_id
         self.durable = durable
         self.run_id = run_id
+        self.saver = saver
+        self.checkpoint_ns = checkpoint_ns
+        self.stream_subgraphs = stream_subgraphs
         self.records: dict[str, Any] = records if records is not None else {}
         self.usage: Any = None
         self._resume: dict[str, Any] = resume if resume is not None else {}

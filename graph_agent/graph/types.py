@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from graph_agent.graph.render import END, START
 
@@ -42,11 +42,16 @@ class Command:
 
     ``goto`` names one node, several, or END; its targets must be declared with
     ``add_node(..., destinations=...)``. ``resume`` answers pending interrupts (input only).
+    ``graph=Command.PARENT`` hands off: the subgraph (or agent) this node runs in stops, and
+    the parent graph applies ``update`` and routes to ``goto``.
     """
 
     goto: str | Sequence[str] | None = None
     update: Mapping[str, Any] | None = None
     resume: Any = None
+    graph: str | None = None
+
+    PARENT: ClassVar[str] = "__parent__"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +70,8 @@ class RunnableConfig:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     context: Mapping[str, Any] = field(default_factory=dict)
     task: TaskContext | None = field(default=None, compare=False, repr=False)
+    checkpoint_ns: str = ""
+    """The namespace inside the thread: ``""`` at top level, a subgraph's own otherwise."""
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
@@ -100,6 +107,8 @@ class NodeOutput:
     checkpoint_id: str | None
     usage: Any = None
     interrupts: tuple[Interrupt, ...] = ()
+    path: tuple[str, ...] = ()
+    """Where a nested graph's output comes from: the parent nodes it runs under (``()`` at top)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import enum
+import json
+
 import pytest
 from pydantic import BaseModel
 
-from graph_agent import Command, GraphSetupError, NodeError, RunnableConfig, tool
+from graph_agent import Command, GraphSetupError, NodeError, RunnableConfig, SqliteSaver, tool
 from graph_agent.agent import (
     AgentLimitError,
     HumanInTheLoopHook,
@@ -140,6 +143,12 @@ def test_model_call_limit_with_error_behavior_raises_agent_limit_error():
     assert isinstance(raised.value.__cause__, AgentLimitError)
     assert raised.value.node == "ModelCallLimitHook.model_call_limit.beforeModel"
     assert len(model.requests) == 1
+
+
+@pytest.mark.parametrize("make", [ModelCallLimitHook, ToolCallLimitHook])
+def test_an_exit_behavior_other_than_end_or_error_is_refused(make):
+    with pytest.raises(ValueError, match=r"exit_behavior must be 'end' .* or 'error'.*'stop'"):
+        make(run_limit=1, exit_behavior="stop")
 
 
 def test_model_call_limit_needs_a_limit():
@@ -358,15 +367,179 @@ def test_tool_calls_run_before_the_structured_answer_is_validated():
     assert ran == ["search"]
 
 
-def test_an_unregistered_output_schema_is_refused_before_the_model_is_called():
-    class Unregistered(BaseModel):
-        x: int
+class Transport(enum.Enum):
+    TRAIN = "train"
+    PLANE = "plane"
 
-    model = ScriptedChatModel(['{"x": 1}'])
-    agent = ReactAgent("a", model, output_schema=Unregistered)
-    with pytest.raises(GraphSetupError, match="register"):
-        agent.invoke("go", cfg())
-    assert model.requests == []
+
+class Leg(BaseModel):
+    to: str
+    by: Transport
+
+
+class Trip(BaseModel):
+    """Nobody registers these three with the serializer: the agent does, by name."""
+
+    legs: list[Leg]
+    first: Leg | None = None
+
+
+def test_an_output_schema_nobody_registered_round_trips_through_sqlite(tmp_path):
+    answer = {"legs": [{"to": "Rome", "by": "train"}], "first": {"to": "Rome", "by": "train"}}
+    path = tmp_path / "agent.db"
+    writer = ReactAgent("a", ScriptedChatModel([json.dumps(answer)]), output_schema=Trip,
+                        saver=SqliteSaver(path))
+    assert writer.invoke("plan a trip", cfg())["output"] == Trip.model_validate(answer)
+    reader = ReactAgent("a", ScriptedChatModel([]), output_schema=Trip, saver=SqliteSaver(path))
+    loaded = reader.get_state(cfg()).values["output"]
+    assert loaded == Trip.model_validate(answer)
+    assert type(loaded.legs[0].by) is Transport
+
+
+def test_two_output_schemas_with_one_name_are_refused_naming_the_agent():
+    def schema():
+        class Answer(BaseModel):
+            text: str
+
+        return Answer
+
+    ReactAgent("first", ScriptedChatModel([]), output_schema=schema())
+    with pytest.raises(GraphSetupError, match=r"agent 'second': cannot register Answer"):
+        ReactAgent("second", ScriptedChatModel([]), output_schema=schema())
+
+
+def test_the_summarising_call_has_no_response_format_and_a_valid_summary_is_stored():
+    model = ScriptedChatModel([adding("c1"), '{"city": "Paris", "celsius": 20}'])
+    agent = ReactAgent("a", model, tools=[add], max_iterations=1, output_schema=Weather)
+    state = agent.invoke("go", cfg())
+    assert model.requests[0].options["response_format"] is Weather
+    assert "response_format" not in model.requests[1].options
+    assert state["messages"][-1].finish_reason == "max_iterations"
+    assert state["output"] == Weather(city="Paris", celsius=20)
+
+
+def test_a_summary_that_does_not_match_the_schema_ends_the_run_without_output():
+    model = ScriptedChatModel([adding("c1"), "I could not find out."])
+    agent = ReactAgent("a", model, tools=[add], max_iterations=1, output_schema=Weather)
+    state = agent.invoke("go", cfg())
+    assert state["messages"][-1].text == "I could not find out."
+    assert "output" not in state.data() and len(model.requests) == 2
+
+
+# structured output through a final tool (output_mode="tool")
+
+
+def final_answer(call_id: str, **arguments) -> AssistantMessage:
+    return calls((call_id, "final_answer", arguments))
+
+
+def test_in_tool_mode_the_model_is_offered_a_final_answer_tool_and_no_response_format():
+    model = ScriptedChatModel([final_answer("f1", city="Paris", celsius=21)])
+    agent = ReactAgent("a", model, tools=[search], output_schema=Weather, output_mode="tool")
+    state = agent.invoke("weather in Paris?", cfg())
+    offered = model.requests[0].tools
+    assert [t.name for t in offered] == ["search", "final_answer"]
+    assert offered[1].parameters == Weather.model_json_schema()
+    assert "response_format" not in model.requests[0].options
+    assert state["output"] == Weather(city="Paris", celsius=21)
+    answer = state["messages"][-1]
+    assert isinstance(answer, AssistantMessage) and answer.tool_calls == []
+    assert Weather.model_validate_json(answer.text) == Weather(city="Paris", celsius=21)
+    assert ran == []
+
+
+def test_in_tool_mode_the_history_stays_valid_for_the_next_turn():
+    model = ScriptedChatModel(
+        [
+            calls(("s1", "search", {"query": "paris"})),
+            final_answer("f1", city="Paris", celsius=20),
+            final_answer("f2", city="Oslo", celsius=-3),
+        ]
+    )
+    agent = ReactAgent("a", model, tools=[search], output_schema=Weather, output_mode="tool")
+    agent.invoke("weather in Paris?", cfg())
+    state = agent.invoke("and Oslo?", cfg())
+    assert ran == ["search"] and state["output"] == Weather(city="Oslo", celsius=-3)
+    assert_valid_history(list(state["messages"]))
+    assert_valid_history(model.requests[2].messages)
+    assert not any(c.name == "final_answer" for m in model.requests[2].messages
+                   if isinstance(m, AssistantMessage) for c in m.tool_calls)
+
+
+def test_in_tool_mode_invalid_arguments_are_answered_with_the_errors_once():
+    model = ScriptedChatModel(
+        [final_answer("f1", city="Paris"), final_answer("f2", city="Paris", celsius=21)]
+    )
+    agent = ReactAgent("a", model, output_schema=Weather, output_mode="tool")
+    state = agent.invoke("weather?", cfg())
+    assert state["output"] == Weather(city="Paris", celsius=21)
+    feedback = model.requests[1].messages[-1]
+    assert isinstance(feedback, ToolResponseMessage) and feedback.is_error
+    assert feedback.tool_call_id == "f1" and "celsius" in feedback.text
+    assert_valid_history(list(state["messages"]))
+
+
+def test_in_tool_mode_two_invalid_final_answers_raise_a_structured_output_error():
+    model = ScriptedChatModel([final_answer("f1", city=3), final_answer("f2", celsius="warm")])
+    agent = ReactAgent("a", model, output_schema=Weather, output_mode="tool")
+    with pytest.raises(NodeError) as raised:
+        agent.invoke("weather?", cfg())
+    assert isinstance(raised.value.__cause__, StructuredOutputError)
+    assert len(model.requests) == 2
+
+
+def test_in_tool_mode_a_text_answer_is_asked_to_go_through_the_final_tool():
+    model = ScriptedChatModel(["It is warm.", final_answer("f1", city="Rome", celsius=30)])
+    agent = ReactAgent("a", model, output_schema=Weather, output_mode="tool")
+    assert agent.invoke("weather?", cfg())["output"] == Weather(city="Rome", celsius=30)
+    assert "Call the final_answer tool" in model.requests[1].messages[-1].text
+
+
+def test_in_tool_mode_a_final_answer_beside_other_calls_waits_for_their_results():
+    beside = AssistantMessage(
+        tool_calls=[
+            ToolCall("s1", "search", {"query": "rome"}),
+            ToolCall("f1", "final_answer", {"city": "Rome", "celsius": 1}),
+        ]
+    )
+    model = ScriptedChatModel([beside, final_answer("f2", city="Rome", celsius=30)])
+    agent = ReactAgent("a", model, tools=[search], output_schema=Weather, output_mode="tool")
+    state = agent.invoke("weather?", cfg())
+    assert ran == ["search"] and state["output"] == Weather(city="Rome", celsius=30)
+    assert [c.id for c in state["messages"][1].tool_calls] == ["s1"]
+    assert_valid_history(list(state["messages"]))
+
+
+def test_in_tool_mode_a_streamed_run_ends_in_the_same_state_as_an_invoked_one():
+    def run(streamed: bool):
+        model = ScriptedChatModel(
+            [calls(("s1", "search", {"query": "oslo"})), final_answer("f1", city="Oslo", celsius=2)]
+        )
+        agent = ReactAgent("a", model, tools=[search], output_schema=Weather, output_mode="tool")
+        if streamed:
+            list(agent.stream("weather?", cfg()))
+        else:
+            agent.invoke("weather?", cfg())
+        values = agent.get_state(cfg()).values
+        return values["output"], [m.model_dump(exclude={"id"}) for m in values["messages"]]
+
+    assert run(streamed=True) == run(streamed=False)
+
+
+def test_output_mode_tool_refuses_an_agent_tool_named_final_answer():
+    @tool
+    def final_answer(text: str) -> str:
+        """Clashes with the structured-output tool."""
+        return text
+
+    with pytest.raises(GraphSetupError, match="already has one"):
+        ReactAgent("a", ScriptedChatModel([]), tools=[final_answer], output_schema=Weather,
+                   output_mode="tool")
+
+
+def test_an_unknown_output_mode_is_refused():
+    with pytest.raises(ValueError, match="output_mode must be"):
+        ReactAgent("a", ScriptedChatModel([]), output_mode="json")  # type: ignore[arg-type]
 
 
 # max_iterations

@@ -130,6 +130,45 @@ def test_an_unknown_decision_is_refused():
         agent.invoke(Command(resume={"m1": {"decision": "maybe"}}), CFG)
 
 
+def test_a_bare_approve_string_approves():
+    agent, _ = mail_agent("done")
+    agent.invoke("mail bob", CFG)
+    final = agent.invoke(Command(resume={"m1": "approve"}), CFG)
+    assert final["messages"][-1].text == "done" and sent == [{"to": "bob", "body": "hi"}]
+
+
+def test_a_bare_reject_string_rejects_without_a_reason():
+    agent, model = mail_agent("not sent")
+    agent.invoke("mail bob", CFG)
+    agent.invoke(Command(resume={"m1": "reject"}), CFG)
+    assert sent == []
+    result = next(m for m in model.requests[1].messages if isinstance(m, ToolResponseMessage) and m.tool_call_id == "m1")
+    assert result.is_error and "no reason given" in result.content
+
+
+@pytest.mark.parametrize(
+    "decision",
+    [
+        "edit",
+        3,
+        None,
+        ["approve"],
+        {"decision": "edit"},
+        {"decision": "edit", "arguments": "body=hello"},
+    ],
+    ids=["bare-edit", "int", "none", "list", "edit-without-arguments", "edit-with-text"],
+)
+def test_a_malformed_decision_is_refused_naming_the_call_and_the_shapes_and_stays_pending(decision):
+    agent, _ = mail_agent("done")
+    pending = agent.invoke("mail bob", CFG).interrupts
+    with pytest.raises(InvalidResumeError, match=r"tool call m1 \(send_email\)") as raised:
+        agent.invoke(Command(resume={"m1": decision}), CFG)
+    assert "{'decision': 'edit', 'arguments': {...}}" in str(raised.value)
+    assert agent.get_state(CFG).interrupts == pending and sent == []
+    agent.invoke(Command(resume={"m1": "approve"}), CFG)
+    assert len(sent) == 1
+
+
 def test_continuing_with_none_asks_again_with_the_same_interrupt():
     agent, _ = mail_agent("done")
     first = agent.invoke("mail bob", CFG).interrupts

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from graph_agent import AppendStrategy, NodeError, RunnableConfig, StreamingOutput, tool
+from graph_agent import (
+    AppendStrategy,
+    GraphSetupError,
+    NodeError,
+    RunnableConfig,
+    StreamingOutput,
+    tool,
+)
 from graph_agent.agent import (
     AgentCommand,
     AgentHook,
@@ -56,6 +63,39 @@ def test_before_hooks_run_in_order_and_after_hooks_in_reverse():
         "a.before_model", "b.before_model", "b.after_model", "a.after_model",
         "b.after_agent", "a.after_agent",
     ]
+
+
+def test_a_hook_runs_only_at_the_positions_it_lists():
+    log = []
+
+    class OnlyBefore(Recorder):
+        positions = ("before_model",)
+
+    agent = ReactAgent("pos", ScriptedChatModel(["ok"]), hooks=[OnlyBefore("o", log)])
+    agent.call("go", CFG)
+    assert log == ["o.before_model"]
+    assert [n for n in agent.graph.view.nodes if n.startswith("OnlyBefore")] == [
+        "OnlyBefore.o.beforeModel"
+    ]
+
+
+def test_a_hook_without_positions_runs_where_it_overrides_a_method():
+    class AfterOnly(ModelHook):
+        def after_model(self, state, config):
+            return None
+
+    assert AfterOnly.positions is None
+    assert AfterOnly().active_positions() == ("after_model",)
+
+
+@pytest.mark.parametrize("positions", [("before_everything",), "before_model"])
+def test_positions_that_are_not_a_tuple_of_position_names_are_refused(positions):
+    class Odd(ModelHook):
+        pass
+
+    Odd.positions = positions
+    with pytest.raises(GraphSetupError, match=r"hook 'Odd.odd' has positions=.*'before_model'"):
+        ReactAgent("odd", ScriptedChatModel([]), hooks=[Odd()]).get_graph()
 
 
 def test_a_hook_update_is_merged_into_the_state():

@@ -16,6 +16,7 @@ from graph_agent.agent import (
 )
 from graph_agent.messages import (
     AssistantMessage,
+    AssistantMessageChunk,
     SystemMessage,
     ToolCall,
     ToolResponseMessage,
@@ -81,6 +82,65 @@ class FlakyModel:
     async def astream(self, messages, tools=None, options=None):
         raise NotImplementedError
         yield
+
+
+class BreaksMidStream:
+    """Streams "Hello " in two chunks, then fails; ``generate`` would answer whole."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def generate(self, messages, tools=None, options=None):
+        self.calls.append("generate")
+        return AssistantMessage("whole answer")
+
+    def stream(self, messages, tools=None, options=None):
+        self.calls.append("stream")
+        yield AssistantMessageChunk("Hel")
+        yield AssistantMessageChunk("lo ")
+        raise ModelError("connection reset mid-stream", status_code=None)
+
+    async def agenerate(self, messages, tools=None, options=None):
+        return self.generate(messages, tools, options)
+
+    async def astream(self, messages, tools=None, options=None):
+        for item in self.stream(messages, tools, options):
+            yield item
+
+
+class Counting:
+    """Wraps a model and records which method each call used."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+        self.calls: list[str] = []
+
+    def generate(self, messages, tools=None, options=None):
+        self.calls.append("generate")
+        return self.model.generate(messages, tools, options)
+
+    def stream(self, messages, tools=None, options=None):
+        self.calls.append("stream")
+        return self.model.stream(messages, tools, options)
+
+    async def agenerate(self, messages, tools=None, options=None):
+        return self.generate(messages, tools, options)
+
+    async def astream(self, messages, tools=None, options=None):
+        for item in self.stream(messages, tools, options):
+            yield item
+
+
+def streamed_text(agent, config) -> tuple[str, BaseException | None]:
+    """The chunks a streamed run showed, and the error it ended with (if any)."""
+    shown: list[str] = []
+    try:
+        for output in agent.stream("hello", config):
+            if isinstance(output, StreamingOutput):
+                shown.append(output.chunk)
+    except Exception as exc:
+        return "".join(shown), exc
+    return "".join(shown), None
 
 
 def test_the_first_registered_model_interceptor_is_outermost():
@@ -221,6 +281,52 @@ def test_model_retry_also_retries_a_streamed_model_call():
     chunks = "".join(o.chunk for o in outputs if isinstance(o, StreamingOutput))
     assert chunks == "streamed answer"
     assert agent.get_state(RunnableConfig(thread_id="t")).values["messages"][-1].text == chunks
+
+
+def test_model_retry_never_retries_a_stream_that_already_showed_chunks():
+    model = BreaksMidStream()
+    agent = ReactAgent("a", model, model_interceptors=[ModelRetryInterceptor(2, backoff=0)])
+    shown, error = streamed_text(agent, RunnableConfig(thread_id="t"))
+    assert shown == "Hello "  # once: a retry would have shown the tokens again
+    assert model.calls == ["stream"]
+    assert isinstance(error, NodeError) and isinstance(error.__cause__, ModelError)
+    assert any("did not retry" in note for note in error.__cause__.__notes__)
+
+
+def test_model_retry_still_retries_a_stream_that_failed_before_its_first_chunk():
+    model = ScriptedChatModel([ModelError("overloaded", status_code=503), "fine"])
+    agent = ReactAgent("a", model, model_interceptors=[ModelRetryInterceptor(2, backoff=0)])
+    assert streamed_text(agent, RunnableConfig(thread_id="t")) == ("fine", None)
+
+
+def test_model_fallback_streams_the_fallback_answer_when_the_caller_streams():
+    primary = ScriptedChatModel([ModelError("down", status_code=500)])
+    fallback = Counting(ScriptedChatModel(["from the fallback"]))
+    agent = ReactAgent("a", primary, model_interceptors=[ModelFallbackInterceptor(fallback)])
+    config = RunnableConfig(thread_id="t")
+    assert streamed_text(agent, config) == ("from the fallback", None)
+    assert fallback.calls == ["stream"]
+    assert agent.get_state(config).values["messages"][-1].text == "from the fallback"
+
+
+def test_model_fallback_generates_when_the_failed_stream_already_showed_chunks():
+    fallback = Counting(ScriptedChatModel(["from the fallback"]))
+    agent = ReactAgent(
+        "a", BreaksMidStream(), model_interceptors=[ModelFallbackInterceptor(fallback)]
+    )
+    config = RunnableConfig(thread_id="t")
+    assert streamed_text(agent, config) == ("Hello ", None)
+    assert fallback.calls == ["generate"]
+    assert agent.get_state(config).values["messages"][-1].text == "from the fallback"
+
+
+def test_model_fallback_generates_when_the_caller_does_not_stream():
+    fallback = Counting(ScriptedChatModel(["from the fallback"]))
+    agent = ReactAgent(
+        "a", FlakyModel(failures=1), model_interceptors=[ModelFallbackInterceptor(fallback)]
+    )
+    assert agent.call("hello").text == "from the fallback"
+    assert fallback.calls == ["generate"]
 
 
 def test_model_fallback_asks_the_fallback_model_with_the_same_request():

@@ -279,3 +279,28 @@ def test_structured_output_sends_the_schema_and_stores_the_validated_answer(serv
     response_format = server.bodies[-1]["response_format"]
     assert response_format["type"] == "json_schema"
     assert response_format["json_schema"]["schema"]["required"] == ["city", "sky"]
+
+
+def test_structured_output_through_the_final_tool_offers_the_schema_as_a_tool(server, model):
+    def final(call_id: str) -> Any:
+        arguments = {"city": "Hangzhou", "sky": "sunny"}
+        calls = [tool_call(call_id, "final_answer", arguments)]
+        return reply_json(completion("", tool_calls=calls, finish_reason="tool_calls"))
+
+    server.enqueue(asks_for_weather(), final("call_f1"), final("call_f2"))
+    agent = ReactAgent(
+        "weather_agent", model, tools=[get_weather], output_schema=Forecast, output_mode="tool"
+    )
+    config = RunnableConfig(thread_id="t")
+    state = agent.invoke("Weather in Hangzhou?", config)
+    assert state["output"] == Forecast(city="Hangzhou", sky="sunny")
+    body = server.bodies[-1]
+    assert "response_format" not in body
+    offered = {t["function"]["name"]: t["function"]["parameters"] for t in body["tools"]}
+    assert offered["final_answer"] == Forecast.model_json_schema()
+    answer = state["messages"][-1]
+    assert answer.tool_calls == [] and answer.finish_reason == "stop"
+    assert json.loads(answer.text) == {"city": "Hangzhou", "sky": "sunny"}
+    # the next turn's history is one the strict server accepts: no unanswered tool call
+    agent.invoke("And now?", config)
+    assert server.bodies[-1]["messages"][-2] == {"role": "assistant", "content": answer.text}

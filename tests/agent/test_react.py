@@ -80,6 +80,42 @@ def test_parallel_tool_calls_run_concurrently_and_results_keep_call_order():
     assert [(r.tool_call_id, r.content) for r in results] == [("a", "first"), ("b", "second")]
 
 
+def test_max_parallel_tools_bounds_how_many_tool_calls_run_at_once():
+    lock = threading.Lock()
+    running = [0]
+    peak = [0]
+
+    @tool
+    def slow(n: int) -> str:
+        """Take a while."""
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.1)
+        with lock:
+            running[0] -= 1
+        return str(n)
+
+    batch = calls(*((f"c{i}", "slow", {"n": i}) for i in range(6)))
+    model = ScriptedChatModel([batch, "done"])
+    state = ReactAgent("par", model, tools=[slow], max_parallel_tools=2).invoke("go", cfg())
+    assert peak[0] == 2
+    results = [m for m in state["messages"] if isinstance(m, ToolResponseMessage)]
+    assert [r.content for r in results] == [str(i) for i in range(6)]
+
+
+def test_get_state_history_passes_before_through():
+    model = ScriptedChatModel(["one", "two"])
+    agent = ReactAgent("hist", model)
+    agent.call("a", cfg())
+    agent.call("b", cfg())
+    history = list(agent.get_state_history(cfg()))
+    older = list(agent.get_state_history(cfg(), before=history[1].config.checkpoint_id))
+    assert [s.config.checkpoint_id for s in older] == [s.config.checkpoint_id for s in history[2:]]
+    limited = list(agent.get_state_history(cfg(), limit=1, before=history[1].config))
+    assert [s.config.checkpoint_id for s in limited] == [history[2].config.checkpoint_id]
+
+
 def test_the_same_thread_remembers_and_the_instruction_is_added_once():
     model = ScriptedChatModel(["Hi Ann.", "You are Ann."])
     agent = ReactAgent("memo", model, instruction="Be kind.")

@@ -134,6 +134,50 @@ GOLDEN = {
     ),
 }
 
+MERMAID_PLAIN = """\
+flowchart TD
+    %% graph "plain"
+    __start__(["__start__"])
+    __model__["__model__"]
+    __end__(("__end__"))
+    __start__ --> __model__
+    __model__ --> __end__
+"""
+
+MERMAID_TOOLS = """\
+flowchart TD
+    %% graph "tools"
+    __start__(["__start__"])
+    __model__["__model__"]
+    __tool__["__tool__"]
+    __end__(("__end__"))
+    __start__ --> __model__
+    __model__ -. "tools" .-> __tool__
+    __model__ -. "end" .-> __end__
+    __tool__ --> __model__
+"""
+
+MERMAID_ONE = """\
+flowchart TD
+    %% graph "one"
+    __start__(["__start__"])
+    Everywhere.everywhere.before["Everywhere.everywhere.before"]
+    Everywhere.everywhere.beforeModel["Everywhere.everywhere.beforeModel"]
+    __model__["__model__"]
+    Everywhere.everywhere.afterModel["Everywhere.everywhere.afterModel"]
+    __tool__["__tool__"]
+    Everywhere.everywhere.after["Everywhere.everywhere.after"]
+    __end__(("__end__"))
+    __start__ --> Everywhere.everywhere.before
+    Everywhere.everywhere.before --> Everywhere.everywhere.beforeModel
+    Everywhere.everywhere.beforeModel --> __model__
+    __model__ --> Everywhere.everywhere.afterModel
+    Everywhere.everywhere.afterModel -. "tools" .-> __tool__
+    Everywhere.everywhere.afterModel -. "end" .-> Everywhere.everywhere.after
+    __tool__ --> Everywhere.everywhere.beforeModel
+    Everywhere.everywhere.after --> __end__
+"""
+
 MERMAID_TWO = """\
 flowchart TD
     %% graph "two"
@@ -182,8 +226,12 @@ def test_the_graph_has_exactly_the_pinned_nodes_and_edges(case):
     assert [(e.source, e.target, e.label, e.conditional) for e in view.edges] == GOLDEN[case].edges
 
 
-def test_the_mermaid_text_of_two_hooks_per_position_is_pinned():
-    assert agent("two").get_graph("mermaid") == MERMAID_TWO
+MERMAID = {"plain": MERMAID_PLAIN, "tools": MERMAID_TOOLS, "one": MERMAID_ONE, "two": MERMAID_TWO}
+
+
+@pytest.mark.parametrize("case", sorted(GOLDEN))
+def test_the_mermaid_text_is_pinned(case):
+    assert agent(case).get_graph("mermaid") == MERMAID[case]
 
 
 def test_the_instruction_hook_is_always_first():

@@ -532,7 +532,7 @@ def test_a_reloaded_class_of_the_same_name_takes_over_its_code() -> None:
     assert type(round_trip(first(value=1), serializer)) is second
 
 
-@pytest.mark.parametrize("code", [-1, 0, 8, 15, 16, 31, 128])
+@pytest.mark.parametrize("code", [-1, 0, 8, 13, 15, 16, 31, 128])
 def test_codes_reserved_or_out_of_range_are_refused(code: int) -> None:
     with pytest.raises(ValueError, match=f"ext code {code}"):
         Serializer().register(Point, code)
@@ -553,6 +553,125 @@ def test_module_functions_use_the_default_serializer(monkeypatch: pytest.MonkeyP
     serde.register(Point, 60)
     assert serde.is_registered(Point)
     assert serde.loads(serde.dumps([Point(x=1, y=2)])) == [Point(x=1, y=2)]
+
+
+def test_classes_registered_without_a_code_round_trip_keyed_by_their_name() -> None:
+    serializer = Serializer()
+    for cls in (Color, Point, Event, Span, Money):
+        serializer.register(cls)
+    value = {
+        "colour": Color.PAIR,
+        "event": Event(at=datetime(2024, 1, 1), where=Point(x=1, y=2), extra=(Color.RED,)),
+        "span": Span(start=datetime(2024, 1, 2), tags=frozenset({"a"})),
+        "price": Money(5, "EUR"),
+    }
+    data = serializer.dumps(value)
+    assert b"tests.checkpoint.test_serde.Point" in data
+    assert msgpack.ExtType(13, b"") in msgpack.unpackb(serializer.dumps(Point(x=1, y=2))[1:])
+    loaded = serializer.loads(data)
+    assert loaded == value and type(loaded["event"].where) is Point
+
+
+def test_registering_by_name_twice_is_a_no_op() -> None:
+    serializer = Serializer()
+    serializer.register(Point)
+    serializer.register(Point)
+    assert serializer.is_registered(Point)
+    assert round_trip(Point(x=3, y=4), serializer) == Point(x=3, y=4)
+
+
+def test_another_class_with_the_same_name_cannot_be_registered_by_name() -> None:
+    serializer = Serializer()
+    serializer.register(_other_model())
+    with pytest.raises(ValueError, match=r"another class is already registered under the name"):
+        serializer.register(_other_model())
+
+
+def test_a_class_registered_with_a_code_keeps_that_code_when_registered_by_name(
+    ser: Serializer,
+) -> None:
+    before = ser.dumps(Point(x=1, y=2))
+    ser.register(Point)
+    assert ser.dumps(Point(x=1, y=2)) == before
+    assert msgpack.unpackb(before[1:])[0] == msgpack.ExtType(35, b"")
+
+
+def test_a_class_registered_by_name_and_then_with_a_code_still_loads_what_its_name_saved() -> None:
+    serializer = Serializer()
+    serializer.register(Point)
+    by_name = serializer.dumps(Point(x=1, y=2))
+    serializer.register(Point, 40)
+    assert msgpack.unpackb(serializer.dumps(Point(x=1, y=2))[1:])[0] == msgpack.ExtType(40, b"")
+    assert serializer.loads(by_name) == Point(x=1, y=2)
+
+
+def test_a_name_no_class_is_registered_under_raises_on_load() -> None:
+    writer = Serializer()
+    writer.register(Point)
+    data = writer.dumps({"p": Point(x=1, y=2)})
+    with pytest.raises(SerializationError, match=r"'tests.checkpoint.test_serde.Point'.*never"):
+        Serializer().loads(data)
+
+
+@pytest.mark.parametrize("payload", [[], [7, {}], [b"name", {}]])
+def test_a_by_name_tag_without_a_name_after_it_raises(payload: list[Any]) -> None:
+    data = b"\x01" + msgpack.packb([msgpack.ExtType(13, b""), *payload])
+    with pytest.raises(SerializationError, match="must be followed by a class name"):
+        Serializer().loads(data)
+
+
+def test_loading_an_unknown_name_imports_nothing() -> None:
+    script = """
+import sys
+import msgpack
+from graph_agent.checkpoint.serde import Serializer
+from graph_agent.graph.errors import SerializationError
+data = b"\\x01" + msgpack.packb([msgpack.ExtType(13, b""), "fractions.Fraction", [1, 3]])
+before = set(sys.modules)
+try:
+    Serializer().loads(data)
+except SerializationError as exc:
+    assert "fractions.Fraction" in str(exc), exc
+else:
+    raise SystemExit("loaded")
+print(sorted(set(sys.modules) - before))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_a_model_registered_by_name_that_no_longer_validates_raises_naming_it() -> None:
+    def model(with_y: bool) -> type[BaseModel]:
+        class Shape(BaseModel):
+            x: int
+            if with_y:
+                y: int
+
+        return Shape
+
+    old, new = model(with_y=False), model(with_y=True)
+    writer, reader = Serializer(), Serializer()
+    writer.register(old)
+    reader.register(new)
+    with pytest.raises(SerializationError, match=r"cannot load \S*Shape \(registered by name\)"):
+        reader.loads(writer.dumps(old(x=1)))
+
+
+def test_save_time_errors_name_paths_into_a_class_registered_by_name() -> None:
+    serializer = Serializer()
+    serializer.register(Wrapper)
+    with pytest.raises(SerializationError, match=r"at state\['w'\]\.payload: object of type"):
+        serializer.dumps({"w": Wrapper(payload=Unregistered())})
+
+
+def test_every_truncation_of_data_keyed_by_name_raises() -> None:
+    serializer = Serializer()
+    serializer.register(Point)
+    data = serializer.dumps([Point(x=1, y=2)])
+    for cut in range(1, len(data)):
+        with pytest.raises(SerializationError):
+            serializer.loads(data[:cut])
 
 
 hashables = st.recursive(

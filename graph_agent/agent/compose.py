@@ -1,0 +1,99 @@
+"""Agents inside other graphs: as a node (:func:`agent_node`) and as a tool (:func:`agent_tool`).
+
+Either way the agent runs as a subgraph (see :mod:`graph_agent.graph.subgraph`): in the
+caller's thread under its own namespace, with the caller's saver, so its interrupts pause the
+caller once and resume inside the agent, and a crash inside it resumes inside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from graph_agent.agent.nodes import RUN_KEY, last_assistant
+from graph_agent.graph.state import OverAllState
+from graph_agent.graph.subgraph import SubgraphNode, run_nested
+from graph_agent.graph.types import RunnableConfig
+from graph_agent.messages import AssistantMessage, BaseMessage, SystemMessage, UserMessage
+from graph_agent.tools import Tool, ToolContext
+
+if TYPE_CHECKING:
+    from graph_agent.agent.react import ReactAgent
+
+
+def agent_node(
+    agent: ReactAgent,
+    *,
+    include_contents: bool = True,
+    return_reasoning_contents: bool = False,
+    output_key: str | None = None,
+) -> SubgraphNode:
+    """``agent`` as a node of another graph that keeps its conversation in ``messages``.
+
+    Args:
+        agent: The agent to run.
+        include_contents: The agent sees the caller's messages; otherwise only the latest one
+            (as a user message).
+        return_reasoning_contents: Every message the agent added comes back (tool calls and
+            results included); by default only its final answer.
+        output_key: Also store the final answer's text under this key.
+    """
+
+    def make_input(state: OverAllState) -> dict[str, Any]:
+        return {"messages": _input_messages(state, include_contents), RUN_KEY: None}
+
+    def make_output(state: OverAllState, values: Mapping[str, Any]) -> dict[str, Any]:
+        seen = {m.id for m in _input_messages(state, include_contents)}
+        added = [
+            m
+            for m in values.get("messages", ())
+            if m.id not in seen and not isinstance(m, SystemMessage)
+        ]
+        _, answer = last_assistant(added)
+        messages = added if return_reasoning_contents else [answer] if answer else []
+        update: dict[str, Any] = {"messages": messages}
+        if output_key is not None and answer is not None:
+            update[output_key] = answer.text
+        if agent.output_schema is not None and agent.output_key in values:
+            update[agent.output_key] = values[agent.output_key]
+        return update
+
+    return SubgraphNode(
+        agent.graph, input=make_input, output=make_output, max_steps=agent._max_steps()
+    )
+
+
+def agent_tool(agent: ReactAgent, name: str | None = None, description: str | None = None) -> Tool:
+    """``agent`` as a tool another agent's model can call with a request in plain words.
+
+    The agent runs in the caller's thread, under a namespace of its own per tool call; its
+    final answer is the tool's result.
+    """
+    tool_name = name or agent.name
+    text = description or agent.description or f"Ask the {agent.name} agent to do a task."
+
+    def run(request: str, ctx: ToolContext) -> str:
+        config = ctx.config if isinstance(ctx.config, RunnableConfig) else RunnableConfig()
+        final = run_nested(
+            agent.graph,
+            lambda: {"messages": [UserMessage(request)], RUN_KEY: None},
+            config,
+            f"{tool_name}:{ctx.call_id}",
+            max_steps=agent._max_steps(),
+        )
+        _, answer = last_assistant(final.value("messages", ()))
+        return answer.text if answer is not None else ""
+
+    run.__doc__ = f"{text}\n\nArgs:\n    request: What to do, in plain words."
+    return Tool.from_function(run, name=tool_name, description=text)
+
+
+def _input_messages(state: OverAllState, include_contents: bool) -> list[BaseMessage]:
+    messages = list(state.value("messages", ()))
+    if include_contents or not messages:
+        return messages
+    latest = messages[-1]
+    if isinstance(latest, UserMessage):
+        return [latest]
+    text = latest.text if isinstance(latest, AssistantMessage | BaseMessage) else str(latest)
+    return [UserMessage(text, id=f"{latest.id}-as-request")]

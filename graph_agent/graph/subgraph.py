@@ -1,0 +1,196 @@
+"""A compiled graph run as one node of another graph.
+
+``StateGraph.add_node("research", research_graph)`` (or an agent) wraps the child in a
+:class:`SubgraphNode`. The child gets the parent's state as input, and its result comes back as
+an update: keys it changed, and for the parent's append keys only the items it appended.
+
+With a saver, the child keeps its own checkpoints in the parent's thread, under the namespace
+``"<node>:<task id>"`` (nested under the parent's own namespace). That gives three properties:
+
+- an ``interrupt()`` inside the child pauses the parent once, with the child's interrupts; the
+  parent's ``Command(resume=...)`` reaches the child, which resumes where it paused;
+- a crash inside the child resumes inside the child (the parent's task id, hence the namespace,
+  is the same when the task runs again), and a child that had finished is not run again;
+- a ``Command(graph=Command.PARENT, goto=...)`` returned in the child (by a node or a tool)
+  stops the child and routes the parent (declare the targets with ``destinations=``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from graph_agent.graph.errors import GraphInterrupted, ParentCommand
+from graph_agent.graph.runner import CompiledGraph, inside_subgraph
+from graph_agent.graph.runtime import TaskContext, emit_chunk
+from graph_agent.graph.state import OverAllState, ReplaceAll, SeqView
+from graph_agent.graph.types import Command, RunnableConfig, StreamingOutput
+
+InputMap = Callable[[OverAllState], dict[str, Any]]
+OutputMap = Callable[[OverAllState, Mapping[str, Any]], dict[str, Any]]
+
+
+def run_nested(
+    child: CompiledGraph,
+    fresh_input: Callable[[], Any],
+    config: RunnableConfig,
+    place: str,
+    *,
+    max_steps: int | None = None,
+) -> OverAllState:
+    """Run ``child`` for the task running now (``config.task``) and return its final state.
+
+    With a saver, the child runs in the task's thread under the namespace ``place`` (nested in
+    the task's own): it resumes with the answers the task was given for the child's interrupts,
+    carries on where it stopped after a crash, and is not run again if it had finished.
+    Without one it runs from ``fresh_input()`` and keeps nothing.
+
+    Raises:
+        GraphInterrupted: the child paused; its interrupts pause the caller too.
+        ParentCommand: the child handed off (``Command.PARENT``).
+    """
+    task = config.task
+    steps = max(config.max_steps, max_steps or 0)
+    saver = task.saver if task is not None else None
+    if task is None or saver is None:
+        child_config = RunnableConfig(
+            max_steps=steps, max_concurrency=config.max_concurrency, context=config.context
+        )
+        app, child_input = child.with_saver(None), fresh_input()
+    else:
+        parent_ns = f"{task.checkpoint_ns}|" if task.checkpoint_ns else ""
+        child_config = RunnableConfig(
+            thread_id=config.thread_id,
+            checkpoint_ns=parent_ns + place,
+            max_steps=steps,
+            max_concurrency=config.max_concurrency,
+            metadata=config.metadata,
+            context=config.context,
+        )
+        app = child.with_saver(saver)
+        child_input = _where_to_start(app, child_config, task, fresh_input)
+    token = inside_subgraph.set(True)
+    try:
+        final = _run(app, child_input, child_config, task)
+    finally:
+        inside_subgraph.reset(token)
+    if final.interrupts:
+        raise GraphInterrupted(final.interrupts)
+    return final
+
+
+def _where_to_start(
+    app: CompiledGraph,
+    config: RunnableConfig,
+    task: TaskContext,
+    fresh_input: Callable[[], Any],
+) -> Any:
+    earlier = app.get_state(config)
+    answers = {i.id: task._resume[i.id] for i in earlier.interrupts if i.id in task._resume}
+    if answers:
+        return Command(resume=answers)
+    if earlier.next or earlier.interrupts:
+        return None  # it crashed or waits: carry on where it stopped
+    if earlier.created_at is not None:
+        return _Finished(earlier.values)  # it finished before the caller's step was lost
+    return fresh_input()
+
+
+def _run(
+    app: CompiledGraph, child_input: Any, config: RunnableConfig, task: TaskContext | None
+) -> OverAllState:
+    if isinstance(child_input, _Finished):
+        return OverAllState(child_input.values)
+    if task is None or not task.streaming:
+        return app.invoke(child_input, config)
+    stream = app.stream(child_input, config, subgraphs=task.stream_subgraphs)
+    while True:
+        try:
+            output = next(stream)
+        except StopIteration as stop:
+            result: OverAllState = stop.value
+            return result
+        if isinstance(output, StreamingOutput) or task.stream_subgraphs:
+            emit_chunk(output)  # forwarded to the caller's stream with this node in its path
+
+
+class SubgraphNode:
+    """The node function that runs ``child`` (see the module docstring).
+
+    Args:
+        child: The compiled graph to run.
+        append_keys: The parent's append keys, for which only new items are handed back.
+        input: Builds the child's input from the parent's state (default: every key).
+        output: Builds the parent's update from (parent state, child's final values) (default:
+            every key the child changed).
+        max_steps: A step budget the child needs (an agent's), when above the caller's.
+    """
+
+    def __init__(
+        self,
+        child: CompiledGraph,
+        *,
+        append_keys: frozenset[str] = frozenset(),
+        input: InputMap | None = None,
+        output: OutputMap | None = None,
+        max_steps: int | None = None,
+    ) -> None:
+        self.child = child
+        self.append_keys = append_keys
+        self.make_input = input or _all_keys
+        self.make_output = output or self._changed_keys
+        self.max_steps = max_steps
+
+    @property
+    def name(self) -> str:
+        return self.child.name
+
+    def __call__(self, state: OverAllState, config: RunnableConfig) -> Any:
+        task = config.task
+        place = f"{task.node}:{task.id}" if task is not None else self.name
+        try:
+            final = run_nested(
+                self.child,
+                lambda: self.make_input(state),
+                config,
+                place,
+                max_steps=self.max_steps,
+            )
+        except ParentCommand as handoff:
+            command = handoff.command
+            return Command(goto=command.goto, update=command.update)
+        return self.make_output(state, final.data())
+
+    def _changed_keys(self, parent: OverAllState, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The child's final values as a parent update: changed keys only; for append keys
+        the items added after the parent's, or the whole list when the child rewrote it."""
+        update: dict[str, Any] = {}
+        for key, value in values.items():
+            old = parent.value(key)
+            if key in self.append_keys and isinstance(value, SeqView | list):
+                before = list(old) if old is not None else []
+                items = list(value)
+                if items[: len(before)] == before:
+                    if len(items) > len(before):
+                        update[key] = items[len(before) :]
+                else:
+                    update[key] = ReplaceAll(items)
+            elif key not in parent or old != value:
+                update[key] = value
+        return update
+
+
+class _Finished:
+    """A child that had finished before the parent's step was lost: its values, not re-run."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self.values = dict(values)
+
+
+def _all_keys(state: OverAllState) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, SeqView) else v for k, v in state.items()}
+
+
+def is_node_graph(obj: Any) -> bool:
+    """True for what ``add_node`` runs as a subgraph: a compiled graph or an agent."""
+    return isinstance(obj, CompiledGraph) or callable(getattr(obj, "as_node", None))
