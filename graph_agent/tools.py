@@ -44,7 +44,8 @@ import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.json_schema import GenerateJsonSchema
 
-from graph_agent.graph.errors import GraphAgentError, GraphSetupError
+from graph_agent.graph.errors import GraphAgentError, GraphSetupError, ParentCommand
+from graph_agent.graph.types import Command
 
 __all__ = [
     "Tool",
@@ -110,6 +111,9 @@ def result_to_text(value: Any) -> str:
 
     A ``str`` is kept as is; anything else (pydantic models, dataclasses, dicts, lists, numbers,
     ``None``) becomes compact JSON; what JSON cannot express falls back to ``str(value)``.
+    A ``Command(graph=Command.PARENT, ...)`` is a handoff, not a result: it stops the agent and
+    routes the graph the agent runs in (raised as
+    :class:`~graph_agent.graph.errors.ParentCommand`).
 
     Example:
         >>> result_to_text({"temp": 21}), result_to_text("ok"), result_to_text(None)
@@ -117,6 +121,8 @@ def result_to_text(value: Any) -> str:
     """
     if isinstance(value, str):
         return value
+    if isinstance(value, Command) and value.graph == Command.PARENT:
+        raise ParentCommand(value)
     return pydantic_core.to_json(value, fallback=str).decode()
 
 

@@ -8,6 +8,13 @@ from graph_agent.agent.builtin_hooks import (
     SummarizationHook,
     ToolCallLimitHook,
 )
+from graph_agent.agent.flows import (
+    FlowAgent,
+    LlmRoutingAgent,
+    LoopAgent,
+    ParallelAgent,
+    SequentialAgent,
+)
 from graph_agent.agent.hooks import (
     AgentCommand,
     AgentHook,
@@ -35,10 +42,13 @@ __all__ = [
     "AgentCommand",
     "AgentHook",
     "AgentLimitError",
+    "FlowAgent",
     "Hook",
     "HumanInTheLoopHook",
     "InstructionAgentHook",
     "JumpTo",
+    "LlmRoutingAgent",
+    "LoopAgent",
     "MessagesAgentHook",
     "MessagesModelHook",
     "ModelCallLimitHook",
@@ -47,7 +57,9 @@ __all__ = [
     "ModelHook",
     "ModelInterceptor",
     "ModelRetryInterceptor",
+    "ParallelAgent",
     "ReactAgent",
+    "SequentialAgent",
     "StructuredOutputError",
     "SummarizationHook",
     "ToolCallLimitHook",

@@ -8,25 +8,36 @@ caller once and resume inside the agent, and a crash inside it resumes inside it
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from graph_agent.agent.nodes import RUN_KEY, last_assistant
+from graph_agent.graph.runner import CompiledGraph
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.subgraph import SubgraphNode, run_nested
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.messages import AssistantMessage, BaseMessage, SystemMessage, UserMessage
 from graph_agent.tools import Tool, ToolContext
 
-if TYPE_CHECKING:
-    from graph_agent.agent.react import ReactAgent
+
+class AgentLike(Protocol):
+    """What runs as an agent inside another graph: a ReactAgent or a flow agent."""
+
+    name: str
+    description: str | None
+
+    @property
+    def graph(self) -> CompiledGraph: ...
+
+    def _max_steps(self) -> int: ...
 
 
 def agent_node(
-    agent: ReactAgent,
+    agent: AgentLike,
     *,
     include_contents: bool = True,
     return_reasoning_contents: bool = False,
     output_key: str | None = None,
+    collect_key: str | None = None,
 ) -> SubgraphNode:
     """``agent`` as a node of another graph that keeps its conversation in ``messages``.
 
@@ -37,7 +48,10 @@ def agent_node(
         return_reasoning_contents: Every message the agent added comes back (tool calls and
             results included); by default only its final answer.
         output_key: Also store the final answer's text under this key.
+        collect_key: Also add ``{agent name: answer text}`` to this (merged) dict key.
     """
+    schema = getattr(agent, "output_schema", None)
+    schema_key = getattr(agent, "output_key", "output")
 
     def make_input(state: OverAllState) -> dict[str, Any]:
         return {"messages": _input_messages(state, include_contents), RUN_KEY: None}
@@ -54,8 +68,10 @@ def agent_node(
         update: dict[str, Any] = {"messages": messages}
         if output_key is not None and answer is not None:
             update[output_key] = answer.text
-        if agent.output_schema is not None and agent.output_key in values:
-            update[agent.output_key] = values[agent.output_key]
+        if collect_key is not None and answer is not None:
+            update[collect_key] = {agent.name: answer.text}
+        if schema is not None and schema_key in values:
+            update[schema_key] = values[schema_key]
         return update
 
     return SubgraphNode(
@@ -63,7 +79,9 @@ def agent_node(
     )
 
 
-def agent_tool(agent: ReactAgent, name: str | None = None, description: str | None = None) -> Tool:
+def agent_tool(
+    agent: AgentLike, name: str | None = None, description: str | None = None
+) -> Tool:
     """``agent`` as a tool another agent's model can call with a request in plain words.
 
     The agent runs in the caller's thread, under a namespace of its own per tool call; its

@@ -110,6 +110,8 @@ class StateGraph:
             )
         if is_node_graph(fn):
             fn = self._subgraph_node(name, fn)
+        elif isinstance(fn, SubgraphNode):
+            self._subgraphs[name] = fn.child.view
         if not callable(fn):
             raise GraphSetupError(f"node {name!r}: {fn!r} is not callable")
         _positional_arity(fn, f"node {name!r}")

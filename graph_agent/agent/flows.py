@@ -1,0 +1,422 @@
+"""Flow agents: teams of agents wired into one graph, with the agent API.
+
+- :class:`SequentialAgent` runs its agents one after another; each sees what the previous ones
+  said.
+- :class:`ParallelAgent` runs them at the same time on the same input and merges their answers.
+- :class:`LlmRoutingAgent` lets a model pick one or several of them (structured output); several
+  run in parallel; a fallback takes over when the choice is empty or invalid.
+- :class:`LoopAgent` runs one agent a number of times, once per item of a list, or until a
+  condition holds.
+
+Each sub-agent runs as a subgraph (``agent.as_node()``), so interrupts, checkpoints and
+streaming go through the team unchanged; teams nest (a team is an agent too).
+
+Example:
+    >>> from graph_agent import ReactAgent
+    >>> from graph_agent.models import ScriptedChatModel
+    >>> writer = ReactAgent("writer", ScriptedChatModel(["A draft."]))
+    >>> editor = ReactAgent("editor", ScriptedChatModel(["A better draft."]))
+    >>> SequentialAgent("pipeline", [writer, editor]).call("Write something.").text
+    'A better draft.'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from graph_agent.agent.compose import AgentLike, agent_node, agent_tool
+from graph_agent.agent.nodes import last_assistant
+from graph_agent.checkpoint.base import CheckpointSaver
+from graph_agent.checkpoint.memory import MemorySaver
+from graph_agent.graph.builder import StateGraph
+from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, GraphSetupError
+from graph_agent.graph.runner import CompiledGraph
+from graph_agent.graph.state import AppendStrategy, KeyStrategy, MergeStrategy, OverAllState
+from graph_agent.graph.subgraph import SubgraphNode
+from graph_agent.graph.types import (
+    END,
+    START,
+    Command,
+    CompileConfig,
+    NodeOutput,
+    RunnableConfig,
+    StateSnapshot,
+)
+from graph_agent.messages import AssistantMessage, BaseMessage, SystemMessage, UserMessage
+from graph_agent.models.base import ChatModel
+from graph_agent.tools import Tool
+
+OUTPUTS_KEY = "outputs"
+"""Where :class:`ParallelAgent` and :class:`LlmRoutingAgent` collect each agent's answer."""
+
+
+class FlowAgent:
+    """The agent API over a graph of sub-agents; subclasses say how they are wired.
+
+    The graph is built on first use (thread-safe). Calls take a string, a message, a list of
+    messages or a state dict, like :class:`~graph_agent.agent.react.ReactAgent`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        saver: CheckpointSaver | None = None,
+        description: str | None = None,
+        key_strategies: Mapping[str, KeyStrategy | Callable[[Any, Any], Any]] | None = None,
+        max_concurrency: int | None = None,
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.saver: CheckpointSaver = saver if saver is not None else MemorySaver()
+        self.key_strategies = dict(key_strategies or {})
+        self.max_concurrency = max_concurrency
+        self._compiled: CompiledGraph | None = None
+        self._lock = threading.Lock()
+
+    def _build(self, graph: StateGraph) -> None:
+        raise NotImplementedError
+
+    def _agents(self) -> Sequence[AgentLike]:
+        raise NotImplementedError
+
+    @property
+    def graph(self) -> CompiledGraph:
+        """The compiled team graph, built once on first use."""
+        if self._compiled is None:
+            with self._lock:
+                if self._compiled is None:
+                    strategies: dict[str, Any] = {
+                        "messages": AppendStrategy(),
+                        OUTPUTS_KEY: MergeStrategy(),
+                    }
+                    strategies.update(self.key_strategies)
+                    graph = StateGraph(self.name, key_strategies=strategies)
+                    self._build(graph)
+                    self._compiled = graph.compile(CompileConfig(saver=self.saver))
+        return self._compiled
+
+    def _max_steps(self) -> int:
+        return 100 + sum(agent._max_steps() for agent in self._agents())
+
+    def _config(self, config: RunnableConfig | None) -> RunnableConfig:
+        config = config or RunnableConfig()
+        changes: dict[str, Any] = {"max_steps": max(config.max_steps, self._max_steps())}
+        if config.thread_id is None:
+            changes["thread_id"] = f"thread-{uuid.uuid4().hex}"
+        if self.max_concurrency is not None:
+            changes["max_concurrency"] = self.max_concurrency
+        return dataclasses.replace(config, **changes)
+
+    # calls
+    def call(self, input: Any, config: RunnableConfig | None = None) -> AssistantMessage:
+        """Run and return the team's final answer (``GraphInterrupted`` when it paused)."""
+        return _answer(self.invoke(input, config))
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
+        return self.graph.invoke(_as_input(input), self._config(config))
+
+    def stream(
+        self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
+    ) -> Iterator[NodeOutput]:
+        return self.graph.stream(_as_input(input), self._config(config), subgraphs=subgraphs)
+
+    async def acall(self, input: Any, config: RunnableConfig | None = None) -> AssistantMessage:
+        return _answer(await self.ainvoke(input, config))
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
+        return await self.graph.ainvoke(_as_input(input), self._config(config))
+
+    async def astream(
+        self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
+    ) -> AsyncIterator[NodeOutput]:
+        async for output in self.graph.astream(
+            _as_input(input), self._config(config), subgraphs=subgraphs
+        ):
+            yield output
+
+    def get_graph(self, fmt: str = "mermaid", *, xray: bool = False) -> str:
+        """The team's graph; with ``xray`` every agent is drawn open."""
+        return self.graph.get_graph(fmt, xray=xray)
+
+    def get_state(self, config: RunnableConfig) -> StateSnapshot:
+        return self.graph.get_state(config)
+
+    def as_node(self, **options: Any) -> SubgraphNode:
+        """This team as a node of another graph (see ``ReactAgent.as_node``)."""
+        return agent_node(self, **options)
+
+    def as_tool(self, name: str | None = None, description: str | None = None) -> Tool:
+        """This team as a tool (see ``ReactAgent.as_tool``)."""
+        return agent_tool(self, name, description)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, agents={[a.name for a in self._agents()]})"
+
+
+class SequentialAgent(FlowAgent):
+    """Runs ``agents`` one after another; each sees the conversation so far, the previous
+    agents' answers included."""
+
+    def __init__(self, name: str, agents: Sequence[AgentLike], **options: Any) -> None:
+        super().__init__(name, **options)
+        self.agents = _checked(name, agents)
+
+    def _agents(self) -> Sequence[AgentLike]:
+        return self.agents
+
+    def _build(self, graph: StateGraph) -> None:
+        previous = START
+        for agent in self.agents:
+            graph.add_node(agent.name, agent_node(agent, collect_key=OUTPUTS_KEY))
+            graph.add_edge(previous, agent.name)
+            previous = agent.name
+        graph.add_edge(previous, END)
+
+
+class ParallelAgent(FlowAgent):
+    """Runs ``agents`` at the same time on the same input (at most ``max_concurrency`` at
+    once) and merges their answers: each final message is appended to ``messages`` in the
+    order the agents were given, and ``outputs`` maps each agent's name to its answer."""
+
+    def __init__(self, name: str, agents: Sequence[AgentLike], **options: Any) -> None:
+        super().__init__(name, **options)
+        self.agents = _checked(name, agents)
+
+    def _agents(self) -> Sequence[AgentLike]:
+        return self.agents
+
+    def _build(self, graph: StateGraph) -> None:
+        for agent in self.agents:
+            graph.add_node(agent.name, agent_node(agent, collect_key=OUTPUTS_KEY))
+            graph.add_edge(START, agent.name)
+            graph.add_edge(agent.name, END)
+
+
+class RouteChoice(BaseModel):
+    """What the routing model answers: the names of the agents to run."""
+
+    agents: list[str]
+
+
+class LlmRoutingAgent(FlowAgent):
+    """Lets ``model`` pick which of ``agents`` handle the request (one or several, as JSON
+    ``{"agents": [names]}``); several run in parallel and their answers merge as in
+    :class:`ParallelAgent`. ``fallback`` runs when the model picks nothing valid (without one,
+    that is an error)."""
+
+    ROUTER = "route"
+
+    def __init__(
+        self,
+        name: str,
+        model: ChatModel,
+        agents: Sequence[AgentLike],
+        *,
+        fallback: AgentLike | None = None,
+        instruction: str | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(name, **options)
+        self.model = model
+        self.agents = _checked(name, [*agents, *([fallback] if fallback else [])])[: len(agents)]
+        self.fallback = fallback
+        self.instruction = instruction
+
+    def _agents(self) -> Sequence[AgentLike]:
+        return [*self.agents, *([self.fallback] if self.fallback else [])]
+
+    def _build(self, graph: StateGraph) -> None:
+        names = [agent.name for agent in self._agents()]
+        if self.ROUTER in names:
+            raise GraphSetupError(f"{self.name}: no agent may be named {self.ROUTER!r}")
+        graph.add_node(self.ROUTER, self._route, destinations=names)
+        graph.add_edge(START, self.ROUTER)
+        for agent in self._agents():
+            graph.add_node(agent.name, agent_node(agent, collect_key=OUTPUTS_KEY))
+            graph.add_edge(agent.name, END)
+
+    def routing_prompt(self) -> str:
+        lines = [
+            self.instruction
+            or "Choose which agents should handle the user's latest request. Pick only the ones "
+            "needed; pick several when the request has several parts.",
+            'Answer with JSON only: {"agents": ["name", ...]}. The agents:',
+        ]
+        lines += [
+            f"- {agent.name}: {agent.description or 'no description'}" for agent in self.agents
+        ]
+        return "\n".join(lines)
+
+    def _route(self, state: OverAllState, config: RunnableConfig) -> Command:
+        conversation = [m for m in state.value("messages", ()) if not isinstance(m, SystemMessage)]
+        reply = self.model.generate(
+            [SystemMessage(self.routing_prompt()), *conversation],
+            None,
+            {"response_format": RouteChoice},
+        )
+        chosen = self._parse(reply.text)
+        if chosen:
+            return Command(goto=chosen)
+        if self.fallback is not None:
+            return Command(goto=self.fallback.name)
+        raise GraphRuntimeError(
+            f"{self.name}: the routing model chose no known agent ({reply.text!r:.120}); known: "
+            f"{', '.join(a.name for a in self.agents)}; give the team a fallback agent"
+        )
+
+    def _parse(self, text: str) -> list[str]:
+        known = [agent.name for agent in self.agents]
+        try:
+            choice = RouteChoice.model_validate_json(_strip_fence(text))
+        except ValidationError:
+            return []
+        return [name for name in known if name in choice.agents]
+
+
+class LoopAgent(FlowAgent):
+    """Runs ``agent`` repeatedly: ``times`` times, once per item of the list at
+    ``items_key`` (the item, as text, is the agent's request), or ``until(state)`` holds
+    (checked after each run; at most ``max_loops`` runs)."""
+
+    PREPARE = "next"
+
+    def __init__(
+        self,
+        name: str,
+        agent: AgentLike,
+        *,
+        times: int | None = None,
+        items_key: str | None = None,
+        until: Callable[[OverAllState], bool] | None = None,
+        max_loops: int = 25,
+        **options: Any,
+    ) -> None:
+        super().__init__(name, **options)
+        modes = [m for m in (times, items_key, until) if m is not None]
+        if len(modes) != 1:
+            raise GraphSetupError(
+                f"LoopAgent {name!r} needs exactly one of times=, items_key= or until="
+            )
+        if times is not None and times < 1:
+            raise GraphSetupError(f"LoopAgent {name!r}: times must be at least 1")
+        self.agent = _checked(name, [agent])[0]
+        self.times, self.items_key, self.until, self.max_loops = times, items_key, until, max_loops
+        self.key_strategies.setdefault("_loop", lambda old, new: new)
+
+    def _agents(self) -> Sequence[AgentLike]:
+        return [self.agent]
+
+    def _max_steps(self) -> int:
+        return 100 + (self.max_loops + 1) * (self.agent._max_steps() + 2)
+
+    def _build(self, graph: StateGraph) -> None:
+        if self.agent.name == self.PREPARE:
+            raise GraphSetupError(f"{self.name}: the agent may not be named {self.PREPARE!r}")
+        per_item = self.items_key is not None
+        graph.add_node(self.PREPARE, self._prepare)
+        graph.add_node(
+            self.agent.name,
+            agent_node(self.agent, include_contents=not per_item, collect_key=OUTPUTS_KEY),
+        )
+        graph.add_edge(START, self.PREPARE)
+        graph.add_edge(self.PREPARE, self.agent.name)
+        graph.add_conditional_edges(
+            self.agent.name, self._again, {"again": self.PREPARE, "done": END}
+        )
+
+    def _prepare(self, state: OverAllState) -> dict[str, Any]:
+        done = state.value("_loop", 0) or 0
+        update: dict[str, Any] = {"_loop": done + 1}
+        if self.items_key is not None:
+            items = list(state.value(self.items_key, ()))
+            if done < len(items):
+                update["item"] = items[done]
+                update["messages"] = UserMessage(str(items[done]))
+        return update
+
+    def _again(self, state: OverAllState) -> str:
+        done = state.value("_loop", 0) or 0
+        if done >= self.max_loops:
+            return "done"
+        if self.times is not None:
+            return "again" if done < self.times else "done"
+        if self.items_key is not None:
+            return "again" if done < len(state.value(self.items_key, ())) else "done"
+        assert self.until is not None
+        return "done" if self.until(state) else "again"
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
+        return self.graph.invoke(_with_loop_reset(input), self._config(config))
+
+    def stream(
+        self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
+    ) -> Iterator[NodeOutput]:
+        return self.graph.stream(
+            _with_loop_reset(input), self._config(config), subgraphs=subgraphs
+        )
+
+
+def _with_loop_reset(input: Any) -> Any:
+    state = _as_input(input)
+    if isinstance(state, dict):
+        state.setdefault("_loop", 0)
+    return state
+
+
+def _checked(team: str, agents: Sequence[AgentLike]) -> list[AgentLike]:
+    agents = list(agents)
+    if not agents:
+        raise GraphSetupError(f"{team}: a team needs at least one agent")
+    names = [agent.name for agent in agents]
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise GraphSetupError(
+            f"{team}: agent names must be unique within a team, {duplicated} repeat"
+        )
+    return agents
+
+
+def _as_input(input: Any) -> Any:
+    if input is None or isinstance(input, Command):
+        return input
+    if isinstance(input, str):
+        return {"messages": [UserMessage(input)]}
+    if isinstance(input, BaseMessage):
+        return {"messages": [input]}
+    if isinstance(input, Mapping):
+        return dict(input)
+    return {"messages": [UserMessage(m) if isinstance(m, str) else m for m in input]}
+
+
+def _answer(state: OverAllState) -> AssistantMessage:
+    if state.interrupts:
+        raise GraphInterrupted(state.interrupts)
+    _, message = last_assistant(state.value("messages", ()))
+    if message is None:
+        raise GraphRuntimeError("the team ended without an answer")
+    return message
+
+
+def _strip_fence(text: str) -> str:
+    text = text.strip()
+    if text.startswith("```"):
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+        text = text.rsplit("```", 1)[0]
+    return text.strip()
+
+
+__all__ = [
+    "FlowAgent",
+    "LlmRoutingAgent",
+    "LoopAgent",
+    "ParallelAgent",
+    "RouteChoice",
+    "SequentialAgent",
+]
