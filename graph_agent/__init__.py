@@ -29,7 +29,7 @@ from graph_agent.agent import (
     ToolInterceptor,
     ToolRetryInterceptor,
 )
-from graph_agent.checkpoint import Checkpoint, CheckpointSaver, MemorySaver, SqliteSaver
+from graph_agent.checkpoint import Checkpoint, CheckpointSaver, MemorySaver
 from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.errors import (
     CheckpointStoreError,
@@ -80,6 +80,7 @@ from graph_agent.tools import Tool, ToolContext, Toolkit, tool
 
 if TYPE_CHECKING:
     from graph_agent.checkpoint.postgres import AsyncPostgresSaver, PostgresSaver
+    from graph_agent.checkpoint.sqlite import SqliteSaver
 
 __all__ = [
     "END",
@@ -158,8 +159,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """The PostgreSQL savers, imported on first use (see :mod:`graph_agent.checkpoint`)."""
-    if name in ("AsyncPostgresSaver", "PostgresSaver"):
+    """The SQLite and PostgreSQL savers, imported on first use (:mod:`graph_agent.checkpoint`)."""
+    if name in ("AsyncPostgresSaver", "PostgresSaver", "SqliteSaver"):
         from graph_agent import checkpoint
 
         return getattr(checkpoint, name)

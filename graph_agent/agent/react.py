@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import enum
@@ -257,14 +256,14 @@ class ReactAgent:
         self, input: AgentInput, config: RunnableConfig | None = None
     ) -> OverAllState:
         """Async :meth:`invoke`."""
-        prepared, run_config = await asyncio.to_thread(self._prepare, input, config)
+        prepared, run_config = await _to_thread(self._prepare, input, config)
         return await self.graph.ainvoke(prepared, run_config)
 
     async def astream(
         self, input: AgentInput, config: RunnableConfig | None = None
     ) -> AsyncIterator[NodeOutput]:
         """Async :meth:`stream`."""
-        prepared, run_config = await asyncio.to_thread(self._prepare, input, config)
+        prepared, run_config = await _to_thread(self._prepare, input, config)
         async for output in self.graph.astream(prepared, run_config):
             yield output
 
@@ -493,3 +492,9 @@ def _coerce_state(input: Any) -> dict[str, Any]:
         f"agent input must be a string, a message, a list of messages, a dict of state, a "
         f"Command or None; got {type(input).__name__}"
     )
+
+
+async def _to_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    import asyncio  # here, not at module level: importing graph_agent should not load asyncio
+
+    return await asyncio.to_thread(fn, *args)
