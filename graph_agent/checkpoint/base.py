@@ -49,11 +49,30 @@ def new_checkpoint_id(after: str | None = None) -> str:
     parent's id) even when the wall clock stepped back since it was made. A seam tests may pin.
     """
     global _last_id
-    floor = _id_micros(after) + 1 if after else 0
     with _id_lock:
-        micros = max(time.time_ns() // 1000, _last_id + 1, floor)
+        micros = time.time_ns() // 1000
+        if micros <= _last_id:
+            micros = _last_id + 1
         _last_id = micros
-    return f"{micros:014x}-{os.getpid() & 0xFFFF:04x}{next(_id_counter) & 0xFFFFFF:06x}"
+        serial = next(_id_counter) & 0xFFFFFF
+    checkpoint_id = f"{micros:014x}-{_pid_tag()}{serial:06x}"
+    if after is not None and checkpoint_id <= after:  # the clock is behind the parent's
+        with _id_lock:
+            micros = _last_id = max(_last_id, _id_micros(after)) + 1
+        checkpoint_id = f"{micros:014x}-{_pid_tag()}{serial:06x}"
+    return checkpoint_id
+
+
+def _pid_tag() -> str:
+    """This process's part of checkpoint ids (kept, but renewed in a forked child)."""
+    global _pid
+    if _pid is None:
+        _pid = f"{os.getpid() & 0xFFFF:04x}"
+    return _pid
+
+
+_pid: str | None = None
+os.register_at_fork(after_in_child=lambda: globals().__setitem__("_pid", None))
 
 
 def _id_micros(checkpoint_id: str) -> int:

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from graph_agent.graph.engine import GraphSpec, Loop, NodeSpec, Write, normalize_return
+from graph_agent.graph.engine import (
+    EMPTY_WRITE,
+    GraphSpec,
+    Loop,
+    NodeSpec,
+    Write,
+    normalize_return,
+)
 from graph_agent.graph.errors import (
     GraphInterrupted,
     GraphRecursionError,
@@ -26,7 +33,13 @@ from graph_agent.graph.errors import (
     InvalidUpdateError,
     NodeError,
 )
-from graph_agent.graph.runtime import RECORD_PREFIX, TaskContext, derive_id, task_id_for
+from graph_agent.graph.runtime import (
+    RECORD_PREFIX,
+    CallContext,
+    TaskContext,
+    derive_id,
+    task_id_for,
+)
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import START, Command, Interrupt, NodeOutput, RunnableConfig
 
@@ -200,9 +213,10 @@ class _Flow:
         self.several = False  # the running step has several tasks (their writes go pending)
         self._config_fields: dict[str, Any] | None = None  # for _task_config, made once needed
         self.answered_now: dict[str, set[str]] = {}  # interrupt ids this call answered, by task
-        self.last_ran: tuple[str, ...] = ()
+        self.last_writes: list[tuple[str, Write]] = []
         self.run_id: str | None = None  # without a saver: makes task ids unique per call
         self.subgraphs = False
+        self._shared: CallContext | None = None
 
     # the call
     def call(self, input: Any) -> Generator[Effect, Any, OverAllState]:
@@ -433,7 +447,8 @@ class _Flow:
                 raise GraphRecursionError(
                     f"graph {self.spec.name!r} ran {steps} supersteps in this call without "
                     f"finishing (max_steps={config.max_steps}); it last ran "
-                    f"{', '.join(self.last_ran)} and would run {', '.join(loop.next)} next. "
+                    f"{', '.join(name for name, _ in self.last_writes)} and would run "
+                    f"{', '.join(loop.next)} next. "
                     "Check the routing for a loop that never ends, or raise "
                     "RunnableConfig(max_steps=...); with a saver the run can be continued "
                     "with invoke(None, config)"
@@ -443,12 +458,15 @@ class _Flow:
             if to_run:
                 self.several = len(tasks) > 1
                 yield RunTasks(to_run, self._on_finish, config.max_concurrency)
-            if blocked or any(task.error is not None for task in tasks):
+            if blocked or (
+                tasks[0].error is not None
+                if len(tasks) == 1
+                else any(task.error is not None for task in tasks)
+            ):
                 paused = yield from self._settle(tasks, blocked)
                 if paused is not None:
                     return paused
-            writes = self._merge(tasks)
-            self.last_ran = tuple(name for name, _ in writes)
+            writes = self.last_writes = self._merge(tasks)
             if durable:
                 yield from self._checkpoint("loop", [name for name, _ in writes])
             if not self.pending.empty:
@@ -469,21 +487,25 @@ class _Flow:
         nodes = self.spec.nodes
         return [self._task(nodes[name], state, step) for name in loop.next]
 
+    def _call_context(self) -> CallContext:
+        """What every task of this call shares, made once."""
+        if self._shared is None:
+            self._shared = CallContext(
+                agent=self.spec.name,
+                thread_id=self.thread_id,
+                run_id=self.run_id,
+                saver=self.saver,
+                checkpoint_ns=self.ns,
+                stream_subgraphs=self.subgraphs,
+                persist_record=self._persist_record if self.saver is not None else None,
+            )
+        return self._shared
+
     def _task(self, node: NodeSpec, state: OverAllState, step: int) -> Task:
         context = TaskContext(
-            node=node.name,
-            step=step,
-            agent=self.spec.name,
-            thread_id=self.thread_id,
-            checkpoint_id=self.checkpoint_id,
-            durable=self.saver is not None,
-            run_id=self.run_id,
-            saver=self.saver,
-            checkpoint_ns=self.ns,
-            stream_subgraphs=self.subgraphs,
+            self._shared or self._call_context(), node.name, step, self.checkpoint_id
         )
-        if context.durable:
-            context._persist_record = self._persist_record
+        if self.saver is not None:
             pending = self.pending
             if pending.records or pending.resume:
                 task_id = context.id
@@ -570,8 +592,14 @@ class _Flow:
             write = task.write
             if write is None:
                 write = done.get(task.context.id) if done else None
-            writes.append((task.node.name, write if write is not None else Write({})))
+            writes.append((task.node.name, write if write is not None else EMPTY_WRITE))
         step = loop.step + 1
+        if len(writes) == 1:  # the common step: no per-step lists
+            name, write = writes[0]
+            loop.apply_writes(((name, write.update),), step)
+            loop.step = step
+            loop.route(((name, write.goto),), self.config)
+            return writes
         loop.apply_writes([(name, w.update) for name, w in writes], step)
         loop.step = step
         loop.route([(name, w.goto) for name, w in writes], self.config)

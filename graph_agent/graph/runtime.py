@@ -9,12 +9,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError
 from graph_agent.graph.types import Interrupt
 
 _current_task: ContextVar[TaskContext | None] = ContextVar("graph_agent_task", default=None)
+_NO_RECORDS: dict[str, Any] = {}  # shared and never written: a task's records start empty
 
 RECORD_PREFIX = "__record__:"
 
@@ -30,6 +32,23 @@ def task_id_for(thread_id: str | None, checkpoint_id: str | None, node: str) -> 
     return derive_id("task", thread_id, checkpoint_id, node)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallContext:
+    """What every task of one call shares (made once per call, not once per task)."""
+
+    agent: str
+    thread_id: str | None = None
+    run_id: str | None = None
+    saver: Any = None
+    checkpoint_ns: str = ""
+    stream_subgraphs: bool = False
+    persist_record: Callable[[TaskContext, str, Any], None] | None = None
+
+    @property
+    def durable(self) -> bool:
+        return self.saver is not None
+
+
 class TaskContext:
     """One node execution inside a superstep.
 
@@ -43,66 +62,52 @@ class TaskContext:
     """
 
     __slots__ = (
+        "_call",
         "_emit",
         "_id",
         "_interrupt_count",
-        "_persist_record",
         "_resume",
-        "agent",
         "checkpoint_id",
-        "checkpoint_ns",
-        "durable",
         "node",
         "records",
-        "run_id",
-        "saver",
         "step",
-        "stream_subgraphs",
-        "thread_id",
         "usage",
     )
 
     def __init__(
         self,
-        *,
+        call: CallContext,
         node: str,
         step: int,
-        agent: str,
-        thread_id: str | None = None,
         checkpoint_id: str | None = None,
-        durable: bool = False,
-        records: dict[str, Any] | None = None,
-        resume: dict[str, Any] | None = None,
-        run_id: str | None = None,
-        saver: Any = None,
-        checkpoint_ns: str = "",
-        stream_subgraphs: bool = False,
     ) -> None:
+        self._call = call
         self.node = node
         self.step = step
-        self.agent = agent
-        self.thread_id = thread_id
         self.checkpoint_id = checkpoint_id
-        self.durable = durable
-        self.run_id = run_id
-        self.saver = saver
-        self.checkpoint_ns = checkpoint_ns
-        self.stream_subgraphs = stream_subgraphs
-        self.records: dict[str, Any] = records if records is not None else {}
+        self.records: dict[str, Any] = _NO_RECORDS
         self.usage: Any = None
-        self._resume: dict[str, Any] = resume if resume is not None else {}
+        self._resume: dict[str, Any] = _NO_RECORDS
         self._interrupt_count = 0
         self._id: str | None = None
         self._emit: Callable[[TaskContext, Any], None] | None = None
-        self._persist_record: Callable[[TaskContext, str, Any], None] | None = None
+
+    agent = property(lambda self: self._call.agent, doc="The graph's (or agent's) name.")
+    thread_id = property(lambda self: self._call.thread_id, doc="The call's thread.")
+    run_id = property(lambda self: self._call.run_id)
+    saver = property(lambda self: self._call.saver, doc="The call's saver, if any.")
+    checkpoint_ns = property(lambda self: self._call.checkpoint_ns, doc="The call's namespace.")
+    stream_subgraphs = property(lambda self: self._call.stream_subgraphs)
+    durable = property(lambda self: self._call.saver is not None)
 
     @property
     def id(self) -> str:
         if self._id is None:
+            call = self._call
             if self.checkpoint_id is None:  # no saver: unique to this call and step
-                self._id = derive_id("task", self.thread_id, self.run_id, self.step, self.node)
+                self._id = derive_id("task", call.thread_id, call.run_id, self.step, self.node)
             else:
-                self._id = task_id_for(self.thread_id, self.checkpoint_id, self.node)
+                self._id = task_id_for(call.thread_id, self.checkpoint_id, self.node)
         return self._id
 
     @property
@@ -112,9 +117,12 @@ class TaskContext:
 
     def record(self, key: str, value: Any) -> None:
         """Keep ``value`` under ``key`` for this task; committed at once when there is a saver."""
+        if self.records is _NO_RECORDS:
+            self.records = {}
         self.records[key] = value
-        if self._persist_record is not None:
-            self._persist_record(self, key, value)
+        persist = self._call.persist_record
+        if persist is not None:
+            persist(self, key, value)
 
     def recorded(self, key: str, default: Any = None) -> Any:
         """The value recorded under ``key`` by this task (possibly in an earlier attempt)."""
