@@ -4,8 +4,10 @@ Run from the repository root: python diagrams/regenerate.py
 (``--check`` only reports stale files and exits 1 if there are any.)
 
 Each target is drawn with ``graph-agent draw`` as Mermaid (.mmd), PlantUML (.puml) and DOT
-(.dot), and rendered to SVG with Graphviz when ``dot`` is installed. tests/cli/test_draw.py
-fails when a committed .mmd/.puml/.dot differs from what the code draws now.
+(.dot), and rendered to SVG with Graphviz when ``dot`` is installed; the targets in ``XRAY``
+are drawn with ``--xray`` (every agent and subgraph open, as a cluster).
+tests/cli/test_draw.py fails when a committed .mmd/.puml/.dot differs from what the code draws
+now.
 """
 
 from __future__ import annotations
@@ -24,8 +26,12 @@ TARGETS = {
     "hooks_and_interceptors_agent": "examples/hooks_and_interceptors.py:agent",
     "workflow": "examples/workflow.py:build",
     "checkpoints_publisher": "examples/checkpoints.py:publisher",
+    "team_xray": "examples/team.py:team.graph",
 }
 """File stem → the ``MODULE:OBJECT`` drawn (paths relative to the repository root)."""
+
+XRAY = frozenset({"team_xray"})
+"""Stems drawn with ``--xray``."""
 
 TEXT_SUFFIXES = {"mermaid": ".mmd", "plantuml": ".puml", "dot": ".dot"}
 
@@ -42,16 +48,18 @@ def main(argv: list[str]) -> int:
         if module.endswith(".py"):
             spec = f"{ROOT / module}:{name}"
         runnable = load_target(spec, default_saver=False).runnable
+        xray = stem in XRAY
         for fmt, suffix in TEXT_SUFFIXES.items():
             path = HERE / f"{stem}{suffix}"
-            text = render_diagram(runnable, fmt)
+            text = render_diagram(runnable, fmt, xray=xray)
             if path.exists() and path.read_bytes() == text:
                 continue
             stale.append(path.name)
             if not check:
                 path.write_bytes(text)
         if not check and shutil.which("dot"):
-            (HERE / f"{stem}.svg").write_bytes(dot_image(runnable.get_graph("dot"), "svg"))
+            dot_text = runnable.get_graph("dot", xray=xray)
+            (HERE / f"{stem}.svg").write_bytes(dot_image(dot_text, "svg"))
     if check:
         print("stale: " + ", ".join(stale) if stale else "all diagrams are up to date")
         return 1 if stale else 0

@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.json_schema import GenerateJsonSchema
 
 from graph_agent.graph.errors import GraphAgentError, GraphSetupError, ParentCommand
+from graph_agent.graph.runtime import current_task
 from graph_agent.graph.types import Command
 
 __all__ = [
@@ -122,7 +123,10 @@ def result_to_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, Command) and value.graph == Command.PARENT:
-        raise ParentCommand(value)
+        task = current_task()  # the tool node, to name it should no parent graph exist
+        if task is None:
+            raise ParentCommand(value)
+        raise ParentCommand(value, node=task.node, step=task.step)
     return pydantic_core.to_json(value, fallback=str).decode()
 
 

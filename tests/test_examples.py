@@ -45,6 +45,23 @@ EXPECTED_OUTPUT = {
         "answer: ACME trades at 101.50 USD, INITECH at 12.25 USD.",
     ],
     "openai_endpoint.py": ["skipping: set OPENAI_API_KEY"],
+    "team.py": [
+        "    [web] research/web/__tool__: search_web -> Graph runtimes checkpoint every step, so a "
+        "crashed agent resumes.",
+        "  [research] research/papers: From the papers: BSP supersteps",
+        "tokens streamed by: papers, web, writer",
+        "answer: Report: Graph runtimes checkpoint every step, so a crashed agent resumes. BSP "
+        "supersteps (Valiant, 1990) make parallel steps deterministic.",
+    ],
+    "supervisor.py": [
+        "supervisor -> billing: Why was I charged twice in May?",
+        "tech -> supervisor: A noisy line; technician booked. (drops 19:00-23:00, noise margin 2 dB)",
+        "tokens streamed by: billing, supervisor, tech",
+        "billing's own run, in the same thread: 4 messages",
+        "answer: Both sorted: 1041-R was a retry; refunded.",
+        "billing: 1041-R was a retry; refunded.",
+        "answers in the conversation: 2",
+    ],
 }
 
 

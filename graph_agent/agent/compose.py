@@ -7,7 +7,7 @@ caller once and resume inside the agent, and a crash inside it resumes inside it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from graph_agent.agent.nodes import RUN_KEY, last_assistant
@@ -46,7 +46,8 @@ def agent_node(
         include_contents: The agent sees the caller's messages; otherwise only the latest one
             (as a user message).
         return_reasoning_contents: Every message the agent added comes back (tool calls and
-            results included); by default only its final answer.
+            results included); by default only its final answer (for a team whose agents
+            answer side by side, like a ParallelAgent, each of their answers).
         output_key: Also store the final answer's text under this key.
         collect_key: Also add ``{agent name: answer text}`` to this (merged) dict key.
     """
@@ -63,13 +64,13 @@ def agent_node(
             for m in values.get("messages", ())
             if m.id not in seen and not isinstance(m, SystemMessage)
         ]
-        _, answer = last_assistant(added)
-        messages = added if return_reasoning_contents else [answer] if answer else []
+        answers = _final_answers(agent, added)
+        messages = added if return_reasoning_contents else answers
         update: dict[str, Any] = {"messages": messages}
-        if output_key is not None and answer is not None:
-            update[output_key] = answer.text
-        if collect_key is not None and answer is not None:
-            update[collect_key] = {agent.name: answer.text}
+        if output_key is not None and answers:
+            update[output_key] = _text(answers)
+        if collect_key is not None and answers:
+            update[collect_key] = {agent.name: _text(answers)}
         if schema is not None and schema_key in values:
             update[schema_key] = values[schema_key]
         return update
@@ -99,11 +100,25 @@ def agent_tool(
             f"{tool_name}:{ctx.call_id}",
             max_steps=agent._max_steps(),
         )
-        _, answer = last_assistant(final.value("messages", ()))
-        return answer.text if answer is not None else ""
+        messages = list(final.value("messages", ()))
+        request_at = next((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), -1)
+        return _text(_final_answers(agent, messages[request_at + 1 :]))
 
     run.__doc__ = f"{text}\n\nArgs:\n    request: What to do, in plain words."
     return Tool.from_function(run, name=tool_name, description=text)
+
+
+def _final_answers(agent: AgentLike, added: Sequence[BaseMessage]) -> list[AssistantMessage]:
+    """What answers the request among the messages a run added: the last answer, or each
+    agent's answer for a team whose agents answer side by side (``ANSWERS_SIDE_BY_SIDE``)."""
+    if getattr(agent, "ANSWERS_SIDE_BY_SIDE", False):
+        return [m for m in added if isinstance(m, AssistantMessage) and not m.tool_calls]
+    _, answer = last_assistant(added)
+    return [answer] if answer is not None else []
+
+
+def _text(answers: Sequence[AssistantMessage]) -> str:
+    return "\n\n".join(answer.text for answer in answers)
 
 
 def _input_messages(state: OverAllState, include_contents: bool) -> list[BaseMessage]:

@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from graph_agent.agent.compose import AgentLike, agent_node, agent_tool
-from graph_agent.agent.nodes import last_assistant
+from graph_agent.agent.nodes import RUN_KEY, last_assistant
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.graph.builder import StateGraph
@@ -62,6 +62,13 @@ class FlowAgent:
     The graph is built on first use (thread-safe). Calls take a string, a message, a list of
     messages or a state dict, like :class:`~graph_agent.agent.react.ReactAgent`.
     """
+
+    PRIVATE_KEYS: frozenset[str] = frozenset({RUN_KEY})
+    """Bookkeeping keys: stored, but left out of ``data()`` and snapshot values."""
+
+    ANSWERS_SIDE_BY_SIDE = False
+    """Whether the team's answer is every answer its agents gave (they ran side by side),
+    not just the last one: what comes back when the team runs as a node or a tool."""
 
     def __init__(
         self,
@@ -97,7 +104,9 @@ class FlowAgent:
                         OUTPUTS_KEY: MergeStrategy(),
                     }
                     strategies.update(self.key_strategies)
-                    graph = StateGraph(self.name, key_strategies=strategies)
+                    graph = StateGraph(
+                        self.name, key_strategies=strategies, private_keys=self.PRIVATE_KEYS
+                    )
                     self._build(graph)
                     self._compiled = graph.compile(CompileConfig(saver=self.saver))
         return self._compiled
@@ -119,25 +128,29 @@ class FlowAgent:
         """Run and return the team's final answer (``GraphInterrupted`` when it paused)."""
         return _answer(self.invoke(input, config))
 
+    def _input(self, input: Any) -> Any:
+        """The graph input for one call (every call path goes through here)."""
+        return _as_input(input)
+
     def invoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
-        return self.graph.invoke(_as_input(input), self._config(config))
+        return self.graph.invoke(self._input(input), self._config(config))
 
     def stream(
         self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
     ) -> Iterator[NodeOutput]:
-        return self.graph.stream(_as_input(input), self._config(config), subgraphs=subgraphs)
+        return self.graph.stream(self._input(input), self._config(config), subgraphs=subgraphs)
 
     async def acall(self, input: Any, config: RunnableConfig | None = None) -> AssistantMessage:
         return _answer(await self.ainvoke(input, config))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
-        return await self.graph.ainvoke(_as_input(input), self._config(config))
+        return await self.graph.ainvoke(self._input(input), self._config(config))
 
     async def astream(
         self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
     ) -> AsyncIterator[NodeOutput]:
         async for output in self.graph.astream(
-            _as_input(input), self._config(config), subgraphs=subgraphs
+            self._input(input), self._config(config), subgraphs=subgraphs
         ):
             yield output
 
@@ -183,7 +196,10 @@ class SequentialAgent(FlowAgent):
 class ParallelAgent(FlowAgent):
     """Runs ``agents`` at the same time on the same input (at most ``max_concurrency`` at
     once) and merges their answers: each final message is appended to ``messages`` in the
-    order the agents were given, and ``outputs`` maps each agent's name to its answer."""
+    order the agents were given, and ``outputs`` maps each agent's name to its answer.
+    As a node or a tool of another agent, the team answers with all of their answers."""
+
+    ANSWERS_SIDE_BY_SIDE = True
 
     def __init__(self, name: str, agents: Sequence[AgentLike], **options: Any) -> None:
         super().__init__(name, **options)
@@ -212,6 +228,7 @@ class LlmRoutingAgent(FlowAgent):
     that is an error)."""
 
     ROUTER = "route"
+    ANSWERS_SIDE_BY_SIDE = True
 
     def __init__(
         self,
@@ -286,6 +303,7 @@ class LoopAgent(FlowAgent):
     (checked after each run; at most ``max_loops`` runs)."""
 
     PREPARE = "next"
+    PRIVATE_KEYS = frozenset({RUN_KEY, "_loop"})
 
     def __init__(
         self,
@@ -352,22 +370,12 @@ class LoopAgent(FlowAgent):
         assert self.until is not None
         return "done" if self.until(state) else "again"
 
-    def invoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
-        return self.graph.invoke(_with_loop_reset(input), self._config(config))
-
-    def stream(
-        self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
-    ) -> Iterator[NodeOutput]:
-        return self.graph.stream(
-            _with_loop_reset(input), self._config(config), subgraphs=subgraphs
-        )
-
-
-def _with_loop_reset(input: Any) -> Any:
-    state = _as_input(input)
-    if isinstance(state, dict):
-        state.setdefault("_loop", 0)
-    return state
+    def _input(self, input: Any) -> Any:
+        """New input starts the count again (sync and async calls alike)."""
+        state = _as_input(input)
+        if isinstance(state, dict):
+            state.setdefault("_loop", 0)
+        return state
 
 
 def _checked(team: str, agents: Sequence[AgentLike]) -> list[AgentLike]:

@@ -24,7 +24,7 @@ from graph_agent.agent.interceptors import (
     run_model_call,
     stream_to_caller,
 )
-from graph_agent.graph.errors import GraphRuntimeError
+from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, ParentCommand
 from graph_agent.graph.runtime import TaskContext
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import RunnableConfig
@@ -471,19 +471,38 @@ def _describe(exc: Exception, call: ToolCall) -> str:
 
 
 def _in_parallel(jobs: Sequence[Any], limit: int) -> list[Any]:
-    """Run ``jobs`` (no-argument callables) on the tool pool, ``limit`` at a time, in order."""
+    """Run ``jobs`` (no-argument callables) on the tool pool, ``limit`` at a time, in order.
+
+    A job that raises (a handoff, a pause, a bug) lets the running ones finish before the
+    error is raised, so none is left running behind the caller's back; after a handoff no new
+    job starts. Pauses of several jobs are raised together, as one.
+    """
     results: list[Any] = [None] * len(jobs)
+    errors: dict[int, BaseException] = {}
     pool = _pool()
     pending: dict[concurrent.futures.Future[Any], int] = {}
     index = 0
     while index < len(jobs) or pending:
-        while index < len(jobs) and len(pending) < limit:
+        handed_off = any(isinstance(e, ParentCommand) for e in errors.values())
+        while index < len(jobs) and len(pending) < limit and not handed_off:
             context = contextvars.copy_context()
             pending[pool.submit(context.run, jobs[index])] = index
             index += 1
+        if not pending:
+            break
         done, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
         for future in done:
-            results[pending.pop(future)] = future.result()
+            position = pending.pop(future)
+            try:
+                results[position] = future.result()
+            except BaseException as exc:
+                errors[position] = exc
+    if errors:
+        raised = [errors[position] for position in sorted(errors)]
+        pauses = [e for e in raised if isinstance(e, GraphInterrupted)]
+        if len(pauses) == len(raised):
+            raise GraphInterrupted([i for pause in pauses for i in pause.interrupts])
+        raise next(e for e in raised if not isinstance(e, GraphInterrupted))
     return results
 
 

@@ -32,11 +32,12 @@ SUFFIXES = {
 }
 
 
-def render_diagram(runnable: ReactAgent | CompiledGraph, fmt: str) -> bytes:
-    """The diagram in ``fmt``: text formats from the graph, images through ``dot``."""
+def render_diagram(runnable: ReactAgent | CompiledGraph, fmt: str, *, xray: bool = False) -> bytes:
+    """The diagram in ``fmt``: text formats from the graph, images through ``dot``. With
+    ``xray``, agents and subgraphs that run as nodes are drawn open, as clusters."""
     if fmt in TEXT_FORMATS:
-        return runnable.get_graph(fmt).encode()
-    return dot_image(runnable.get_graph("dot"), fmt)
+        return runnable.get_graph(fmt, xray=xray).encode()
+    return dot_image(runnable.get_graph("dot", xray=xray), fmt)
 
 
 def dot_image(dot_text: str, fmt: str) -> bytes:
@@ -70,7 +71,7 @@ def draw_command(args: argparse.Namespace) -> int:
             EXIT_USAGE,
         )
     with load_target(args.target, default_saver=False) as target:
-        data = render_diagram(target.runnable, fmt)
+        data = render_diagram(target.runnable, fmt, xray=args.xray)
     if args.output is None:
         if fmt in TEXT_FORMATS:
             sys.stdout.write(data.decode())

@@ -137,6 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="default: from the -o suffix (.mmd .puml .dot .txt .svg .png), else mermaid",
     )
     draw.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    draw.add_argument(
+        "--xray",
+        action="store_true",
+        help="draw agents and subgraphs that run as nodes open, as clusters",
+    )
     _add_common(draw, top=False)
 
     threads = commands.add_parser(

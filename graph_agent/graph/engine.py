@@ -147,7 +147,7 @@ def normalize_return(node: str, step: int, value: Any, destinations: frozenset[s
                     node=node,
                     step=step,
                 )
-            raise ParentCommand(value)
+            raise ParentCommand(value, node=node, step=step)
         if value.resume is not None:
             raise InvalidUpdateError(
                 f"node {node!r} (step {step}) returned Command(resume=...): resume is an input "

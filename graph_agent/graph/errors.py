@@ -109,8 +109,13 @@ class GraphInterrupted(BaseException):
 
 class ParentCommand(BaseException):
     """A node (or a tool) returned ``Command(graph=Command.PARENT, ...)``: the graph it runs in
-    stops, and the graph that runs it as a node applies the command instead."""
+    stops, and the graph that runs it as a node applies the command instead.
 
-    def __init__(self, command: Any) -> None:
+    ``node`` and ``step`` say where it came from (for a tool, the node that ran the tool), so
+    that a handoff with no parent graph to go to can be reported there."""
+
+    def __init__(self, command: Any, *, node: str | None = None, step: int = -1) -> None:
         self.command = command
+        self.node = node
+        self.step = step
         super().__init__(f"handoff to the parent graph: goto={command.goto!r}")

@@ -193,12 +193,13 @@ inside_subgraph: ContextVar[bool] = ContextVar("graph_agent_inside_subgraph", de
 goes to that graph instead of failing."""
 
 
-def _no_parent(run: RunSettings) -> InvalidUpdateError:
+def _no_parent(run: RunSettings, handoff: ParentCommand) -> InvalidUpdateError:
+    where = f"node {handoff.node!r} (step {handoff.step})" if handoff.node else "a node"
     return InvalidUpdateError(
-        f"a node of graph {run.spec.name!r} returned Command(graph=Command.PARENT), but the "
-        "graph is not running inside another graph; return Command(goto=...) to route here",
-        node=run.spec.name,
-        step=-1,
+        f"{where} of graph {run.spec.name!r} handed off with Command(graph=Command.PARENT), but "
+        "the graph is not running inside another graph; return Command(goto=...) to route here",
+        node=handoff.node or run.spec.name,
+        step=handoff.step,
     )
 
 
@@ -244,9 +245,9 @@ def _drive_sync(
             else:
                 assert isinstance(effect, Emit)
                 yield from effect.items
-    except ParentCommand:
+    except ParentCommand as handoff:
         if not inside_subgraph.get():
-            raise _no_parent(run) from None
+            raise _no_parent(run, handoff) from None
         raise
     finally:
         if node_greenlet is not None:
@@ -454,9 +455,9 @@ async def _drive_async(
                 assert isinstance(effect, Emit)
                 for item in effect.items:
                     yield item
-    except ParentCommand:
+    except ParentCommand as handoff:
         if not inside_subgraph.get():
-            raise _no_parent(run) from None
+            raise _no_parent(run, handoff) from None
         raise
     finally:
         if lease is not None:

@@ -41,7 +41,8 @@ def test_a_committed_diagram_equals_what_draw_prints(cli, stem, spec, fmt, suffi
     committed = DIAGRAMS / f"{stem}{suffix}"
     assert committed.exists(), f"missing {committed.name}: run python diagrams/regenerate.py"
 
-    result = cli("draw", _absolute(spec), "--format", fmt)
+    xray = ["--xray"] if stem in REGENERATE.XRAY else []
+    result = cli("draw", _absolute(spec), "--format", fmt, *xray)
 
     assert result.code == 0, result.err
     assert result.out == committed.read_text(), (
@@ -62,6 +63,17 @@ def test_ascii_is_printed(cli):
     result = cli("draw", "graph_agent.demo:agent", "-f", "ascii")
 
     assert "Graph: demo" in result.out and "__model__ -.tools.-> __tool__" in result.out
+
+
+def test_xray_draws_the_agents_of_a_team_open(cli):
+    team = f"{ROOT / 'examples' / 'team.py'}:team.graph"
+
+    closed = cli("draw", team, "-f", "dot")
+    opened = cli("draw", team, "-f", "dot", "--xray")
+
+    assert closed.code == opened.code == 0
+    assert "cluster" not in closed.out and '"research";' in closed.out
+    assert 'subgraph "cluster_1" {' in opened.out and '"research/web/__model__"' in opened.out
 
 
 def test_the_format_follows_the_output_suffix(cli, tmp_path):

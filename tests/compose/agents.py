@@ -1,0 +1,32 @@
+"""Scripted agents for the composition tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph_agent import AssistantMessage, ReactAgent, ToolCall
+from graph_agent.models import ScriptedChatModel
+from graph_agent.models.scripted import ScriptedResponse
+
+
+def scripted(name: str, *replies: ScriptedResponse, **options: Any) -> ReactAgent:
+    """A ReactAgent called ``name`` whose model answers ``replies`` in order."""
+    return ReactAgent(name, ScriptedChatModel(replies), **options)
+
+
+def echo(name: str, **options: Any) -> ReactAgent:
+    """An agent that answers every request with ``"<name>: <the last message's text>"``."""
+    return ReactAgent(
+        name, ScriptedChatModel([lambda request: f"{name}: {request.messages[-1].text}"] * 20),
+        **options,
+    )
+
+
+def calls(*tool_calls: tuple[str, str, dict[str, Any]]) -> AssistantMessage:
+    """An assistant message asking for ``(call id, tool name, arguments)`` calls."""
+    return AssistantMessage(tool_calls=[ToolCall(i, name, args) for i, name, args in tool_calls])
+
+
+def texts(state: Any) -> list[str]:
+    """The text of each message in a state."""
+    return [message.text for message in state["messages"]]
