@@ -585,7 +585,7 @@ def test_workers_killed_at_random_moments_hand_their_threads_to_the_others(serve
     codes = [server.wait(pid, timeout=45) for pid in sorted(live)]
     assert codes == [0] * len(codes)
     figures = check_threads(dsn, threads, killed)
-    assert figures["resumed"] >= 5, f"too few kills landed mid-run: {figures}"
+    assert figures["resumed"] >= 3, f"too few kills landed mid-run: {figures}"
 
 
 def test_a_worker_dying_right_after_a_commit_is_resumed_without_rerunning_that_step(server, dsn):
