@@ -231,12 +231,13 @@ class ReactAgent:
         return self.graph.invoke(prepared, run_config)
 
     def stream(
-        self, input: AgentInput, config: RunnableConfig | None = None
+        self, input: AgentInput, config: RunnableConfig | None = None, *, subgraphs: bool = False
     ) -> Iterator[NodeOutput]:
         """Run, yielding each finished node's output and, while the model answers, its tokens
-        as :class:`~graph_agent.graph.types.StreamingOutput`."""
+        as :class:`~graph_agent.graph.types.StreamingOutput`; with ``subgraphs``, also the node
+        outputs of agents and graphs running inside (their ``path`` says where)."""
         prepared, run_config = self._prepare(input, config)
-        return self.graph.stream(prepared, run_config)
+        return self.graph.stream(prepared, run_config, subgraphs=subgraphs)
 
     def stream_messages(
         self, input: AgentInput, config: RunnableConfig | None = None
@@ -260,11 +261,11 @@ class ReactAgent:
         return await self.graph.ainvoke(prepared, run_config)
 
     async def astream(
-        self, input: AgentInput, config: RunnableConfig | None = None
+        self, input: AgentInput, config: RunnableConfig | None = None, *, subgraphs: bool = False
     ) -> AsyncIterator[NodeOutput]:
         """Async :meth:`stream`."""
         prepared, run_config = await _to_thread(self._prepare, input, config)
-        async for output in self.graph.astream(prepared, run_config):
+        async for output in self.graph.astream(prepared, run_config, subgraphs=subgraphs):
             yield output
 
     async def astream_messages(

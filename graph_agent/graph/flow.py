@@ -567,7 +567,10 @@ class _Flow:
         if failures:
             raise _node_error(failures)
         interrupts: list[Interrupt] = []
+        waiting_node: str | None = None
         for task in tasks:
+            if _interrupted(task) or (blocked and task.context.id in blocked):
+                waiting_node = waiting_node or task.node.name
             if _interrupted(task):
                 task_id = task.context.id
                 assert isinstance(task.error, GraphInterrupted)
@@ -580,7 +583,7 @@ class _Flow:
                 task_id = task.context.id
                 interrupts.extend(i for t, i in self.pending.unanswered() if t == task_id)
         if interrupts:
-            return (yield from self._pause(interrupts, self.loop.step + 1))
+            return (yield from self._pause(interrupts, self.loop.step + 1, waiting_node))
         return None
 
     def _merge(self, tasks: list[Task]) -> list[tuple[str, Write]]:
@@ -666,15 +669,17 @@ class _Flow:
         return (yield from self._pause(new, self.loop.step))
 
     def _pause(
-        self, interrupts: list[Interrupt], step: int
+        self, interrupts: list[Interrupt], step: int, node: str | None = None
     ) -> Generator[Effect, Any, OverAllState]:
-        """Pause with every unanswered interrupt; ``step``: the step that is waiting."""
+        """Pause with every unanswered interrupt; ``step``: the step that is waiting, ``node``:
+        the node of this graph that waits (for an interrupt raised in a subgraph, the node
+        running it), else the first interrupt's."""
         pending = [i for _, i in self.pending.unanswered()]
         for item in interrupts:
             if item not in pending:
                 pending.append(item)
         if self.streaming:
-            yield Emit([self._pause_output(pending, step)])
+            yield Emit([self._pause_output(pending, step, node or pending[0].node)])
         return self._paused(pending)
 
     def _paused(self, interrupts: list[Interrupt]) -> OverAllState:
@@ -739,9 +744,9 @@ class _Flow:
             checkpoint_id=self.checkpoint_id,
         )
 
-    def _pause_output(self, interrupts: list[Interrupt], step: int) -> NodeOutput:
+    def _pause_output(self, interrupts: list[Interrupt], step: int, node: str) -> NodeOutput:
         return NodeOutput(
-            node=interrupts[0].node,
+            node=node,
             agent=self.spec.name,
             step=step,
             update={},

@@ -375,6 +375,7 @@ def _run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator
             future = _thread_pool().submit(context.run, _run_sync_reporting, task, events)
         running[id(task)] = future
 
+    handoff: ParentCommand | None = None
     try:
         while waiting and len(running) < effect.max_concurrency:
             start(waiting.pop())
@@ -386,13 +387,19 @@ def _run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator
             task = event.task
             del running[id(task)]
             if isinstance(event, _Failed):
-                if not isinstance(event.error, _CAUGHT):
+                if isinstance(event.error, ParentCommand):
+                    # a handoff ends this graph's run: let the siblings finish, start no more
+                    handoff = handoff or event.error
+                    waiting.clear()
+                elif not isinstance(event.error, _CAUGHT):
                     raise event.error  # KeyboardInterrupt, SystemExit: not the node's result
                 task.error = event.error
-            else:
+            elif handoff is None:
                 _finish(effect, saver, task, event.value)
             if waiting:
                 start(waiting.pop())
+        if handoff is not None:
+            raise handoff
         while not events.empty():
             leftover = events.get()
             if isinstance(leftover, NodeOutput):

@@ -131,3 +131,22 @@ def test_streaming_a_team_ends_with_the_same_state_as_invoking_it():
     final = nested_team().invoke("Write a report.")
 
     assert [m.text for m in outputs[-1].state["messages"]] == [m.text for m in final["messages"]]
+
+
+def test_a_supervisor_agent_streams_its_sub_agents_node_outputs_when_asked():
+    from graph_agent import ReactAgent, RunnableConfig
+    from graph_agent.messages import AssistantMessage, ToolCall
+    from graph_agent.models import ScriptedChatModel
+
+    helper = ReactAgent("helper", ScriptedChatModel(["helped"]))
+    boss = ReactAgent(
+        "boss",
+        ScriptedChatModel(
+            [AssistantMessage(tool_calls=[ToolCall("h1", "helper", {"request": "help"})]), "done"]
+        ),
+        tools=[helper.as_tool(description="Helps.")],
+    )
+    outputs = list(boss.stream("go", RunnableConfig(thread_id="s"), subgraphs=True))
+    nested = [o for o in outputs if o.agent == "helper" and o.node == "__model__"]
+    assert nested and all(o.path == ("__tool__",) for o in nested)
+    assert any(type(o).__name__ == "NodeOutput" for o in nested)
