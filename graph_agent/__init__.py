@@ -5,30 +5,6 @@ The public API is re-exported here; everything else is internal.
 
 from typing import TYPE_CHECKING, Any
 
-from graph_agent.agent import (
-    AgentCommand,
-    AgentHook,
-    HumanInTheLoopHook,
-    JumpTo,
-    LlmRoutingAgent,
-    LoopAgent,
-    MessagesAgentHook,
-    MessagesModelHook,
-    ModelCallLimitHook,
-    ModelFallbackInterceptor,
-    ModelHook,
-    ModelInterceptor,
-    ModelRetryInterceptor,
-    ParallelAgent,
-    ReactAgent,
-    SequentialAgent,
-    SummarizationHook,
-    ToolCallLimitHook,
-    ToolCallRequest,
-    ToolEmulatorInterceptor,
-    ToolInterceptor,
-    ToolRetryInterceptor,
-)
 from graph_agent.checkpoint import Checkpoint, CheckpointSaver, MemorySaver
 from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.errors import (
@@ -79,6 +55,30 @@ from graph_agent.messages import (
 from graph_agent.tools import Tool, ToolContext, Toolkit, tool
 
 if TYPE_CHECKING:
+    from graph_agent.agent import (
+        AgentCommand,
+        AgentHook,
+        HumanInTheLoopHook,
+        JumpTo,
+        LlmRoutingAgent,
+        LoopAgent,
+        MessagesAgentHook,
+        MessagesModelHook,
+        ModelCallLimitHook,
+        ModelFallbackInterceptor,
+        ModelHook,
+        ModelInterceptor,
+        ModelRetryInterceptor,
+        ParallelAgent,
+        ReactAgent,
+        SequentialAgent,
+        SummarizationHook,
+        ToolCallLimitHook,
+        ToolCallRequest,
+        ToolEmulatorInterceptor,
+        ToolInterceptor,
+        ToolRetryInterceptor,
+)
     from graph_agent.checkpoint.postgres import AsyncPostgresSaver, PostgresSaver
     from graph_agent.checkpoint.sqlite import SqliteSaver
 
@@ -158,8 +158,41 @@ __all__ = [
 ]
 
 
+_AGENT_NAMES = frozenset(
+    {
+        "AgentCommand",
+        "AgentHook",
+        "HumanInTheLoopHook",
+        "JumpTo",
+        "LlmRoutingAgent",
+        "LoopAgent",
+        "MessagesAgentHook",
+        "MessagesModelHook",
+        "ModelCallLimitHook",
+        "ModelFallbackInterceptor",
+        "ModelHook",
+        "ModelInterceptor",
+        "ModelRetryInterceptor",
+        "ParallelAgent",
+        "ReactAgent",
+        "SequentialAgent",
+        "SummarizationHook",
+        "ToolCallLimitHook",
+        "ToolCallRequest",
+        "ToolEmulatorInterceptor",
+        "ToolInterceptor",
+        "ToolRetryInterceptor",
+    }
+)
+
+
 def __getattr__(name: str) -> Any:
-    """The SQLite and PostgreSQL savers, imported on first use (:mod:`graph_agent.checkpoint`)."""
+    """What loads on first use: the agent layer (:mod:`graph_agent.agent`) and the SQLite and
+    PostgreSQL savers (:mod:`graph_agent.checkpoint`), so ``import graph_agent`` stays light."""
+    if name in _AGENT_NAMES:
+        from graph_agent import agent
+
+        return getattr(agent, name)
     if name in ("AsyncPostgresSaver", "PostgresSaver", "SqliteSaver"):
         from graph_agent import checkpoint
 
