@@ -235,7 +235,14 @@ def _drive_sync(
                     yield from _run_concurrently(effect, saver, streaming)
                 elif node_greenlet is not None:
                     if threading.get_ident() == origin_thread:
-                        yield from node_greenlet.run(effect, saver, tasks[0])
+                        task = tasks[0]
+                        event = node_greenlet.start(task)
+                        while isinstance(event, NodeOutput):
+                            yield event
+                            event = node_greenlet.resume(task)
+                        leftovers = node_greenlet.finish(effect, saver, task, event)
+                        if leftovers:
+                            yield from leftovers
                     else:
                         yield from _run_concurrently(effect, saver, streaming)
                 else:
@@ -286,50 +293,59 @@ class _NodeGreenlet:
     refused with a clear error (the driver only takes this path on the stream's own thread).
     """
 
-    __slots__ = ("_caller", "_greenlet", "_thread")
+    __slots__ = ("_buffered", "_caller", "_emit", "_greenlet", "_module", "_thread")
 
     def __init__(self) -> None:
+        import greenlet
+
+        self._module = greenlet
         self._greenlet: greenlet.greenlet | None = None
         self._thread = 0
         self._caller: greenlet.greenlet | None = None
+        self._buffered: list[NodeOutput] = []
+        self._emit = self.emit  # one bound method for every task of the call
 
-    def run(self, effect: RunTasks, saver: Any, task: Task) -> Iterator[NodeOutput]:
-        import greenlet
-
+    def start(self, task: Task) -> Any:
+        """Run ``task`` until it emits its first chunk (returned) or ends (its outcome)."""
         worker = self._greenlet
-        if worker is None or worker.dead or self._thread != threading.get_ident():
-            worker = self._greenlet = greenlet.greenlet(self._serve)
-            self._thread = threading.get_ident()
-        caller = self._caller = greenlet.getcurrent()
+        thread = threading.get_ident()
+        if worker is None or worker.dead or self._thread != thread:
+            worker = self._greenlet = self._module.greenlet(self._serve)
+            self._thread = thread
+        caller = self._caller = self._module.getcurrent()
         if worker.parent is not caller:
             worker.parent = caller  # where an exception the node does not catch goes
         worker.gr_context = contextvars.copy_context()
-        buffered: list[NodeOutput] = []
+        task.context._emit = self._emit
+        return worker.switch(task)
 
-        def emit(context: TaskContext, chunk: Any) -> None:
-            output = _chunk_output(context, chunk)
-            if greenlet.getcurrent() is worker and self._caller is not None:
-                self._caller.switch(output)
-            else:  # emitted from a thread the node started itself: delivered after the node
-                buffered.append(output)
+    def resume(self, task: Task) -> Any:
+        """Carry on after a chunk was yielded: the next chunk, or the node's outcome."""
+        if threading.get_ident() != self._thread:
+            raise GraphRuntimeError(
+                f"the stream was read from another thread while node {task.node.name!r} was "
+                "streaming; read a stream from one thread, or create it in the thread that "
+                "reads it"
+            )
+        self._caller = self._module.getcurrent()
+        assert self._greenlet is not None
+        return self._greenlet.switch()
 
-        task.context._emit = emit
-        event = worker.switch(task)
-        while isinstance(event, NodeOutput):
-            yield event
-            if threading.get_ident() != self._thread:
-                raise GraphRuntimeError(
-                    f"the stream was read from another thread while node {task.node.name!r} "
-                    "was streaming; read a stream from one thread, or create it in the thread "
-                    "that reads it"
-                )
-            self._caller = greenlet.getcurrent()
-            event = worker.switch()
-        yield from buffered
-        if isinstance(event, _Failed):
-            task.error = event.error
+    def finish(self, effect: RunTasks, saver: Any, task: Task, outcome: Any) -> list[NodeOutput]:
+        """Record the node's outcome; return chunks it emitted from threads of its own."""
+        if isinstance(outcome, _Failed):
+            task.error = outcome.error
         else:
-            _finish(effect, saver, task, event.value)
+            _finish(effect, saver, task, outcome.value)
+        buffered, self._buffered = self._buffered, []
+        return buffered
+
+    def emit(self, context: TaskContext, chunk: Any) -> None:
+        output = _chunk_output(context, chunk)
+        if self._module.getcurrent() is self._greenlet and self._caller is not None:
+            self._caller.switch(output)
+        else:  # emitted from a thread the node started itself: delivered after the node
+            self._buffered.append(output)
 
     def _serve(self, task: Task) -> None:
         while True:
@@ -345,10 +361,8 @@ class _NodeGreenlet:
         """End the greenlet (also mid-node, when the caller stopped reading the stream)."""
         worker, self._greenlet = self._greenlet, None
         if worker is not None and not worker.dead and self._thread == threading.get_ident():
-            import greenlet
-
-            worker.parent = greenlet.getcurrent()
-            worker.throw(greenlet.GreenletExit)
+            worker.parent = self._module.getcurrent()
+            worker.throw(self._module.GreenletExit)
 
 
 def _run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator[NodeOutput]:
