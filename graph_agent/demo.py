@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,14 +29,19 @@ from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.demo_tools import UNIT_ALIASES, calculator, clock, convert_units
 from graph_agent.messages import (
     AssistantMessage,
-    AssistantMessageChunk,
     BaseMessage,
     ToolCall,
     ToolResponseMessage,
     Usage,
     UserMessage,
 )
-from graph_agent.models.base import ChatModel, ToolLike, as_tool_definitions, message_to_chunks
+from graph_agent.models.base import (
+    ChatModel,
+    LocalChatModel,
+    ModelRequest,
+    ToolLike,
+    as_tool_definitions,
+)
 
 __all__ = [
     "DEFAULT_QUESTION",
@@ -307,7 +311,7 @@ def _usage(messages: Sequence[BaseMessage], tools: Sequence[Any], reply: Assista
     return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
 
 
-class DemoChatModel:
+class DemoChatModel(LocalChatModel):
     """An offline chat model whose answers are computed from the conversation.
 
     For the latest question it calls the tools the question needs (all at once); once their
@@ -342,45 +346,8 @@ class DemoChatModel:
             message = AssistantMessage(text, finish_reason="stop")
         return message.model_copy(update={"usage": _usage(messages, definitions, message)})
 
-    def generate(
-        self,
-        messages: Sequence[BaseMessage],
-        tools: Sequence[ToolLike] | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> AssistantMessage:
-        return self.reply(messages, tools)
-
-    def stream(
-        self,
-        messages: Sequence[BaseMessage],
-        tools: Sequence[ToolLike] | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> Iterator[AssistantMessageChunk]:
-        for chunk in message_to_chunks(self.reply(messages, tools)):
-            if self.chunk_delay and chunk.text:
-                time.sleep(self.chunk_delay)
-            yield chunk
-
-    async def agenerate(
-        self,
-        messages: Sequence[BaseMessage],
-        tools: Sequence[ToolLike] | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> AssistantMessage:
-        return self.reply(messages, tools)
-
-    async def astream(
-        self,
-        messages: Sequence[BaseMessage],
-        tools: Sequence[ToolLike] | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> AsyncIterator[AssistantMessageChunk]:
-        import asyncio
-
-        for chunk in message_to_chunks(self.reply(messages, tools)):
-            if self.chunk_delay and chunk.text:
-                await asyncio.sleep(self.chunk_delay)
-            yield chunk
+    def _reply(self, request: ModelRequest) -> AssistantMessage:
+        return self.reply(request.messages, request.tools)
 
 
 def build_agent(model: ChatModel | None = None, saver: CheckpointSaver | None = None) -> ReactAgent:

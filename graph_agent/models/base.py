@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
@@ -27,6 +28,7 @@ from graph_agent.messages import (
 __all__ = [
     "ChatModel",
     "ChunkAccumulator",
+    "LocalChatModel",
     "ModelRequest",
     "ToolDefinition",
     "ToolLike",
@@ -185,6 +187,64 @@ def parse_tool_arguments(raw: str | Mapping[str, Any] | None) -> tuple[dict[str,
     if isinstance(value, dict):
         return value, None
     return {}, raw
+
+
+class LocalChatModel:
+    """Base of the models that answer in-process (scripted, replayed, the demo's).
+
+    A subclass implements :meth:`_reply`; ``generate``/``stream`` and their async twins come
+    from it, so every local model streams exactly what it would return. ``chunk_delay``
+    spaces the streamed chunks (seconds), so a terminal shows them arrive.
+    """
+
+    chunk_delay: float = 0.0
+
+    def _reply(self, request: ModelRequest) -> AssistantMessage:
+        raise NotImplementedError
+
+    def generate(
+        self,
+        messages: Sequence[BaseMessage],
+        tools: Iterable[ToolLike] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> AssistantMessage:
+        """The model's answer."""
+        return self._reply(ModelRequest.build(messages, tools, options))
+
+    def stream(
+        self,
+        messages: Sequence[BaseMessage],
+        tools: Iterable[ToolLike] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> Iterator[AssistantMessageChunk]:
+        """The model's answer in chunks (the answer is taken when iteration starts)."""
+        for chunk in message_to_chunks(self.generate(messages, tools, options)):
+            if self.chunk_delay and chunk.text:
+                time.sleep(self.chunk_delay)
+            yield chunk
+
+    async def agenerate(
+        self,
+        messages: Sequence[BaseMessage],
+        tools: Iterable[ToolLike] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> AssistantMessage:
+        """Async :meth:`generate`."""
+        return self.generate(messages, tools, options)
+
+    async def astream(
+        self,
+        messages: Sequence[BaseMessage],
+        tools: Iterable[ToolLike] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[AssistantMessageChunk]:
+        """Async :meth:`stream`."""
+        import asyncio
+
+        for chunk in message_to_chunks(self.generate(messages, tools, options)):
+            if self.chunk_delay and chunk.text:
+                await asyncio.sleep(self.chunk_delay)
+            yield chunk
 
 
 @dataclass

@@ -28,9 +28,9 @@ from graph_agent.messages import AssistantMessage, AssistantMessageChunk, BaseMe
 from graph_agent.models.base import (
     ChatModel,
     ChunkAccumulator,
+    LocalChatModel,
     ModelRequest,
     ToolLike,
-    message_to_chunks,
 )
 from graph_agent.models.errors import UnrecordedRequestError
 from graph_agent.models.scripted import as_reply
@@ -208,7 +208,7 @@ class RecordingChatModel:
         self._save(request, accumulator.message())
 
 
-class ReplayChatModel:
+class ReplayChatModel(LocalChatModel):
     """Answers from a recording made by :class:`RecordingChatModel`, offline.
 
     A request recorded several times gets the recorded answers in order, then the last one
@@ -277,44 +277,6 @@ class ReplayChatModel:
             else:
                 text += f"; the closest recording has {len(recorded['messages'])} messages"
         return text + ". Record it again with RecordingChatModel(inner, path)."
-
-    def generate(
-        self,
-        messages: Sequence[BaseMessage],
-        tools: Sequence[ToolLike] | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> AssistantMessage:
-        """The recorded answer to this request."""
-        return self._reply(ModelRequest.build(messages, tools, options))
-
-    def stream(
-        self,
-        messages: Sequence[BaseMessage],
-        tools: Sequence[ToolLike] | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> Iterator[AssistantMessageChunk]:
-        """The recorded answer, in chunks."""
-        yield from message_to_chunks(self._reply(ModelRequest.build(messages, tools, options)))
-
-    async def agenerate(
-        self,
-        messages: Sequence[BaseMessage],
-        tools: Sequence[ToolLike] | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> AssistantMessage:
-        """Async :meth:`generate`."""
-        return self.generate(messages, tools, options)
-
-    async def astream(
-        self,
-        messages: Sequence[BaseMessage],
-        tools: Sequence[ToolLike] | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> AsyncIterator[AssistantMessageChunk]:
-        """Async :meth:`stream`."""
-        for chunk in self.stream(messages, tools, options):
-            yield chunk
-
 
 def _describe(message: Mapping[str, Any]) -> str:
     text = str(message.get("content", ""))

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeAlias
+from collections.abc import Callable, Iterable
+from typing import TypeAlias
 
 from graph_agent.messages import (
     AssistantMessage,
-    AssistantMessageChunk,
-    BaseMessage,
     new_message_id,
 )
-from graph_agent.models.base import ModelRequest, ToolLike, message_to_chunks
+from graph_agent.models.base import LocalChatModel, ModelRequest
 from graph_agent.models.errors import ModelError
 
 __all__ = ["ScriptedChatModel", "ScriptedResponse"]
@@ -34,7 +32,7 @@ def as_reply(item: AssistantMessage | str) -> AssistantMessage:
     raise TypeError(f"a scripted response must be an AssistantMessage or a str, got {item!r:.100}")
 
 
-class ScriptedChatModel:
+class ScriptedChatModel(LocalChatModel):
     """Replays a fixed list of answers, one per call, and records every request.
 
     Each reply is a copy of the scripted item with a fresh id. ``stream`` yields the same reply
@@ -92,39 +90,3 @@ class ScriptedChatModel:
             item = item(request)
         return as_reply(item)
 
-    def generate(
-        self,
-        messages: Sequence[BaseMessage],
-        tools: Sequence[ToolLike] | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> AssistantMessage:
-        """The next scripted answer."""
-        return self._reply(ModelRequest.build(messages, tools, options))
-
-    def stream(
-        self,
-        messages: Sequence[BaseMessage],
-        tools: Sequence[ToolLike] | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> Iterator[AssistantMessageChunk]:
-        """The next scripted answer in chunks (taken when iteration starts)."""
-        yield from message_to_chunks(self._reply(ModelRequest.build(messages, tools, options)))
-
-    async def agenerate(
-        self,
-        messages: Sequence[BaseMessage],
-        tools: Sequence[ToolLike] | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> AssistantMessage:
-        """Async :meth:`generate`."""
-        return self.generate(messages, tools, options)
-
-    async def astream(
-        self,
-        messages: Sequence[BaseMessage],
-        tools: Sequence[ToolLike] | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> AsyncIterator[AssistantMessageChunk]:
-        """Async :meth:`stream`."""
-        for chunk in self.stream(messages, tools, options):
-            yield chunk
