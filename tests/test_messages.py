@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pydantic
 import pytest
 
@@ -45,6 +47,15 @@ def test_every_message_gets_a_fresh_id_when_none_is_given() -> None:
     ids = {UserMessage("same").id for _ in range(50)}
     assert len(ids) == 50
     assert all(isinstance(i, str) and i for i in ids)
+
+
+def test_fresh_ids_are_uuid4_hex() -> None:
+    for _ in range(200):
+        fresh = UserMessage("x").id
+        assert len(fresh) == 32
+        parsed = uuid.UUID(hex=fresh)
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+        assert parsed.hex == fresh
 
 
 def test_an_explicit_id_is_kept() -> None:
