@@ -68,11 +68,12 @@ class SeqView(Sequence[Any]):
     def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
             return [self._items[i] for i in range(self._len)[index]]
+        length = self._len
         if index < 0:
-            index += self._len
-        if not 0 <= index < self._len:
-            raise IndexError("state list index out of range")
-        return self._items[index]
+            index += length
+        if 0 <= index < length:
+            return self._items[index]
+        raise IndexError("state list index out of range")
 
     def __iter__(self) -> Iterator[Any]:
         return itertools.islice(self._items, self._len)
@@ -140,8 +141,8 @@ class AppendLog:
                 self._remove(item.id)
                 items, ids, pure_append = self.items, self.ids, False
                 continue
-            key = item_id(item)
-            if key is not None:
+            key = item.get("id") if isinstance(item, dict) else getattr(item, "id", None)
+            if key is not None:  # item_id(item), inlined: this runs for every appended item
                 index = ids.get(key)
                 if index is not None:
                     if pure_append:
@@ -286,7 +287,12 @@ class OverAllState(Mapping[str, Any]):
         self.interrupts: tuple[Interrupt, ...] = tuple(interrupts)
 
     def __getitem__(self, key: str) -> Any:
-        return read_only(self._values[key])
+        value = self._values[key]  # read_only(), inlined: the most frequent call of a run
+        if isinstance(value, list):
+            return SeqView(value)
+        if isinstance(value, dict):
+            return MappingProxyType(value)
+        return value
 
     def __contains__(self, key: object) -> bool:
         return key in self._values

@@ -111,6 +111,44 @@ class NodeOutput:
     """Where a nested graph's output comes from: the parent nodes it runs under (``()`` at top)."""
 
 
+# One setter per field, in field order: adding a field to NodeOutput fails here, at import.
+(
+    _set_node,
+    _set_agent,
+    _set_step,
+    _set_update,
+    _set_state,
+    _set_checkpoint_id,
+    _set_usage,
+    _set_interrupts,
+    _set_path,
+) = (getattr(NodeOutput, name).__set__ for name in NodeOutput.__slots__)
+
+
+def node_output(
+    node: str,
+    agent: str,
+    step: int,
+    update: Mapping[str, Any],
+    state: OverAllState | None,
+    checkpoint_id: str | None,
+    usage: Any = None,
+) -> NodeOutput:
+    """``NodeOutput(...)`` for the engine, which makes one per streamed node: the frozen
+    dataclass's ``__init__`` (an ``object.__setattr__`` per field) costs twice as much."""
+    output: NodeOutput = object.__new__(NodeOutput)
+    _set_node(output, node)
+    _set_agent(output, agent)
+    _set_step(output, step)
+    _set_update(output, update)
+    _set_state(output, state)
+    _set_checkpoint_id(output, checkpoint_id)
+    _set_usage(output, usage)
+    _set_interrupts(output, ())
+    _set_path(output, ())
+    return output
+
+
 @dataclass(frozen=True, slots=True)
 class StreamingOutput(NodeOutput):
     """A chunk a running node emitted with ``emit_chunk``: ``chunk`` is its text."""

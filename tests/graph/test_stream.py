@@ -209,3 +209,15 @@ def test_closing_a_stream_while_a_node_is_paused_at_a_chunk_runs_the_nodes_clean
             break
     stream.close()
     assert cleaned.is_set()
+
+
+def test_the_engines_fast_node_output_constructor_equals_the_dataclass():
+    from graph_agent.graph.types import node_output
+
+    fast = node_output("a", "agent", 3, {"x": 1}, None, "ckpt", usage=None)
+    assert fast == NodeOutput(
+        node="a", agent="agent", step=3, update={"x": 1}, state=None, checkpoint_id="ckpt"
+    )
+    assert type(fast) is NodeOutput and fast.interrupts == () and fast.path == ()
+    with pytest.raises(AttributeError):
+        fast.node = "b"  # type: ignore[misc]
