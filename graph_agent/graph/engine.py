@@ -22,6 +22,7 @@ from graph_agent.graph.state import (
     AppendStrategy,
     KeyStrategy,
     OverAllState,
+    ReplaceAll,
     ReplaceStrategy,
     SeqView,
     apply_append,
@@ -136,7 +137,10 @@ def normalize_return(node: str, step: int, value: Any, destinations: frozenset[s
     if value is None:
         return EMPTY_WRITE
     if isinstance(value, dict):
-        _check_keys(node, step, value)
+        for key in value:
+            if type(key) is not str:
+                _check_keys(node, step, value)  # raises, naming the key (a str subclass passes)
+                break
         return Write(value)
     if isinstance(value, Command):
         if value.graph is not None:
@@ -301,13 +305,21 @@ class Loop:
             log = self.logs[key] = AppendLog()
             self.append_base[key] = 0
         try:
-            if not apply_append(log, new):
-                self.rewritten.add(key)
+            # apply_append(), inlined for the usual writes: a list, or one item
+            if type(new) is list:
+                appended_only = log.extend(new)
+            elif isinstance(new, ReplaceAll | list | SeqView):
+                appended_only = apply_append(log, new)
+            else:
+                appended_only = log.extend((new,))
         except KeyError as exc:
             raise InvalidUpdateError(
                 f"node {node!r} (step {step}) wrote to {key!r}: {exc.args[0]}", node=node, step=step
             ) from exc
-        return log.view()
+        if not appended_only:
+            self.rewritten.add(key)
+        items = log.items
+        return SeqView(items, len(items))
 
     @staticmethod
     def _merge(strategy: KeyStrategy, key: str, old: Any, new: Any, node: str, step: int) -> Any:
@@ -348,7 +360,11 @@ class Loop:
                     if seen >= barrier.sources:
                         triggered.add(barrier.target)
                         del self.barrier_seen[barrier.key]
-        self.next = spec.order(triggered)
+        if len(triggered) == 1:  # the common step: one node triggered one node
+            (name,) = triggered
+            self.next = () if name == END else (name,)
+        else:
+            self.next = spec.order(triggered)
         for key in spec.ephemeral_keys:
             # read by this step's routers, then gone: never stored, returned or streamed
             if self.values.pop(key, None) is not None:

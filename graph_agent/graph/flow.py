@@ -41,7 +41,14 @@ from graph_agent.graph.runtime import (
     task_id_for,
 )
 from graph_agent.graph.state import OverAllState
-from graph_agent.graph.types import START, Command, Interrupt, NodeOutput, RunnableConfig
+from graph_agent.graph.types import (
+    START,
+    Command,
+    Interrupt,
+    NodeOutput,
+    RunnableConfig,
+    node_output,
+)
 
 _run_counter = itertools.count()
 WRITE = "__write__"
@@ -437,6 +444,7 @@ class _Flow:
         loop, config, run = self.loop, self.config, self.run
         durable = self.saver is not None
         steps = 0
+        run_tasks = RunTasks([], self._on_finish, config.max_concurrency)  # one for every step
         while loop.next:
             tasks = self._tasks()
             if durable and run.interrupt_before:
@@ -454,10 +462,13 @@ class _Flow:
                     "with invoke(None, config)"
                 )
             steps += 1
-            to_run, blocked = (tasks, _NO_TASK_IDS) if self.pending.empty else self._runnable(tasks)
+            # nothing pending: every task runs, and a step that does not pause adds nothing
+            nothing_pending = self.pending.empty
+            to_run, blocked = (tasks, _NO_TASK_IDS) if nothing_pending else self._runnable(tasks)
             if to_run:
                 self.several = len(tasks) > 1
-                yield RunTasks(to_run, self._on_finish, config.max_concurrency)
+                run_tasks.tasks = to_run
+                yield run_tasks
             if blocked or (
                 tasks[0].error is not None
                 if len(tasks) == 1
@@ -469,7 +480,7 @@ class _Flow:
             writes = self.last_writes = self._merge(tasks)
             if durable:
                 yield from self._checkpoint("loop", [name for name, _ in writes])
-            if not self.pending.empty:
+            if not nothing_pending:
                 self.pending = _Pending(())
             if self.streaming:
                 yield self._step_outputs(tasks, writes)
@@ -485,6 +496,8 @@ class _Flow:
         state = loop.state()
         step = loop.step + 1
         nodes = self.spec.nodes
+        if len(loop.next) == 1:
+            return [self._task(nodes[loop.next[0]], state, step)]
         return [self._task(nodes[name], state, step) for name in loop.next]
 
     def _call_context(self) -> CallContext:
@@ -590,36 +603,42 @@ class _Flow:
         """Merge the step's writes (pending ones for tasks not run again), then route."""
         loop = self.loop
         done = self.pending.done
+        step = loop.step + 1
+        if len(tasks) == 1 and not done:  # the common step: no per-step lists
+            task = tasks[0]
+            name, only = task.node.name, task.write or EMPTY_WRITE
+            loop.apply_writes(((name, only.update),), step)
+            loop.step = step
+            loop.route(((name, only.goto),), self.config)
+            return [(name, only)]
         writes: list[tuple[str, Write]] = []
         for task in tasks:
             write = task.write
             if write is None:
                 write = done.get(task.context.id) if done else None
             writes.append((task.node.name, write if write is not None else EMPTY_WRITE))
-        step = loop.step + 1
-        if len(writes) == 1:  # the common step: no per-step lists
-            name, write = writes[0]
-            loop.apply_writes(((name, write.update),), step)
-            loop.step = step
-            loop.route(((name, write.goto),), self.config)
-            return writes
         loop.apply_writes([(name, w.update) for name, w in writes], step)
         loop.step = step
         loop.route([(name, w.goto) for name, w in writes], self.config)
         return writes
 
     def _step_outputs(self, tasks: list[Task], writes: list[tuple[str, Write]]) -> Emit:
-        state = self.loop.state()
+        state, agent, step, checkpoint_id = (
+            self.loop.state(),
+            self.spec.name,
+            self.loop.step,
+            self.checkpoint_id,
+        )
         return Emit(
             [
-                NodeOutput(
-                    node=task.node.name,
-                    agent=self.spec.name,
-                    step=self.loop.step,
-                    update=self._shown(write.update),
-                    state=state,
-                    checkpoint_id=self.checkpoint_id,
-                    usage=task.context.usage,
+                node_output(
+                    task.node.name,
+                    agent,
+                    step,
+                    self._shown(write.update),
+                    state,
+                    checkpoint_id,
+                    task.context.usage,
                 )
                 for task, (_, write) in zip(tasks, writes, strict=True)
             ]
