@@ -236,8 +236,8 @@ def _drive_sync(
                 elif node_greenlet is not None:
                     if threading.get_ident() == origin_thread:
                         task = tasks[0]
-                        event = node_greenlet.start(task)
-                        while isinstance(event, NodeOutput):
+                        event = node_greenlet.start(task, origin_thread)
+                        while type(event) is not tuple:  # a chunk the node emitted
                             yield event
                             event = node_greenlet.resume(task)
                         leftovers = node_greenlet.finish(effect, saver, task, event)
@@ -245,8 +245,14 @@ def _drive_sync(
                             yield from leftovers
                     else:
                         yield from _run_concurrently(effect, saver, streaming)
-                else:
-                    _run_inline(effect, saver, tasks[0])  # the common step: no thread hop
+                else:  # the common step: one sync node, run in this thread
+                    task = tasks[0]
+                    try:
+                        value = _run_sync(task)
+                    except _CAUGHT as exc:
+                        task.error = exc
+                    else:
+                        _finish(effect, saver, task, value)
             elif type(effect) is SaverCall:
                 reply = getattr(saver, effect.method)(*effect.args)
             else:
@@ -273,14 +279,7 @@ def _finish(effect: RunTasks, saver: Any, task: Task, value: Any) -> None:
         task.engine_error = True
 
 
-def _run_inline(effect: RunTasks, saver: Any, task: Task) -> None:
-    """Run one sync node in this thread."""
-    try:
-        value = _run_sync(task)
-    except _CAUGHT as exc:
-        task.error = exc
-        return
-    _finish(effect, saver, task, value)
+_NO_OUTPUTS: list[NodeOutput] = []  # never appended to
 
 
 class _NodeGreenlet:
@@ -305,10 +304,10 @@ class _NodeGreenlet:
         self._buffered: list[NodeOutput] = []
         self._emit = self.emit  # one bound method for every task of the call
 
-    def start(self, task: Task) -> Any:
-        """Run ``task`` until it emits its first chunk (returned) or ends (its outcome)."""
+    def start(self, task: Task, thread: int) -> Any:
+        """Run ``task`` (on ``thread``, the caller's) until it emits its first chunk (returned)
+        or ends (its outcome, a tuple: see :meth:`_serve`)."""
         worker = self._greenlet
-        thread = threading.get_ident()
         if worker is None or worker.dead or self._thread != thread:
             worker = self._greenlet = self._module.greenlet(self._serve)
             self._thread = thread
@@ -331,14 +330,19 @@ class _NodeGreenlet:
         assert self._greenlet is not None
         return self._greenlet.switch()
 
-    def finish(self, effect: RunTasks, saver: Any, task: Task, outcome: Any) -> list[NodeOutput]:
+    def finish(
+        self, effect: RunTasks, saver: Any, task: Task, outcome: tuple[bool, Any]
+    ) -> list[NodeOutput]:
         """Record the node's outcome; return chunks it emitted from threads of its own."""
-        if isinstance(outcome, _Failed):
-            task.error = outcome.error
+        finished, value = outcome
+        if finished:
+            _finish(effect, saver, task, value)
         else:
-            _finish(effect, saver, task, outcome.value)
-        buffered, self._buffered = self._buffered, []
-        return buffered
+            task.error = value
+        if self._buffered:
+            buffered, self._buffered = self._buffered, []
+            return buffered
+        return _NO_OUTPUTS
 
     def emit(self, context: TaskContext, chunk: Any) -> None:
         output = _chunk_output(context, chunk)
@@ -348,12 +352,14 @@ class _NodeGreenlet:
             self._buffered.append(output)
 
     def _serve(self, task: Task) -> None:
+        """Run each task switched in; switch back ``(True, its return)`` or ``(False, the
+        exception)``: a tuple, which no chunk is (chunks are NodeOutputs)."""
         while True:
-            outcome: _Finished | _Failed
+            outcome: tuple[bool, Any]
             try:
-                outcome = _Finished(task, _run_sync(task))
+                outcome = (True, _run_sync(task))
             except _CAUGHT as exc:
-                outcome = _Failed(task, exc)
+                outcome = (False, exc)
             assert self._caller is not None
             task = self._caller.switch(outcome)
 
