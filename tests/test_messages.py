@@ -175,3 +175,38 @@ def test_remove_message_and_replace_all_are_the_graph_state_markers() -> None:
 def test_messages_round_trip_through_the_checkpoint_serializer(value: object) -> None:
     serde = pytest.importorskip("graph_agent.checkpoint.serde")
     assert serde.loads(serde.dumps([value])) == [value]
+
+
+def test_fresh_ids_are_unique_across_batches_and_threads() -> None:
+    import threading
+
+    seen: list[list[str]] = [[] for _ in range(4)]
+
+    def make(into: list[str]) -> None:
+        into.extend(UserMessage("x").id for _ in range(500))
+
+    workers = [threading.Thread(target=make, args=(ids,)) for ids in seen]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    every = [i for ids in seen for i in ids]
+    assert len(set(every)) == len(every) == 2000
+
+
+def test_a_forked_child_makes_ids_its_parent_never_makes() -> None:
+    import os
+
+    UserMessage("warm the batch up")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, to the parent
+        os.close(read)
+        os.write(write, " ".join(UserMessage("x").id for _ in range(8)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child_ids = set(pipe.read().split())
+    os.waitpid(pid, 0)
+    parent_ids = {UserMessage("x").id for _ in range(8)}
+    assert len(child_ids) == 8 and not child_ids & parent_ids
