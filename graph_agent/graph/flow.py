@@ -98,7 +98,8 @@ class Emit:
     items: list[NodeOutput]
 
 
-Effect = RunTasks | SaverCall | Emit
+Effect = RunTasks | SaverCall | Emit | NodeOutput
+"""A lone NodeOutput is handed to the caller as is: a one-node step's output, the usual one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -622,13 +623,19 @@ class _Flow:
         loop.route([(name, w.goto) for name, w in writes], self.config)
         return writes
 
-    def _step_outputs(self, tasks: list[Task], writes: list[tuple[str, Write]]) -> Emit:
-        state, agent, step, checkpoint_id = (
-            self.loop.state(),
-            self.spec.name,
-            self.loop.step,
-            self.checkpoint_id,
-        )
+    def _step_outputs(self, tasks: list[Task], writes: list[tuple[str, Write]]) -> Effect:
+        loop, agent, checkpoint_id = self.loop, self.spec.name, self.checkpoint_id
+        state, step = loop.state(), loop.step
+        if len(tasks) == 1:
+            return node_output(
+                tasks[0].node.name,
+                agent,
+                step,
+                self._shown(writes[0][1].update),
+                state,
+                checkpoint_id,
+                tasks[0].context.usage,
+            )
         return Emit(
             [
                 node_output(

@@ -253,6 +253,8 @@ def _drive_sync(
                         task.error = exc
                     else:
                         _finish(effect, saver, task, value)
+            elif type(effect) is NodeOutput:
+                yield effect
             elif type(effect) is SaverCall:
                 reply = getattr(saver, effect.method)(*effect.args)
             else:
@@ -476,6 +478,8 @@ async def _drive_async(
             if type(effect) is RunTasks:
                 async for chunk in _arun_tasks(effect, saver, streaming):
                     yield chunk
+            elif type(effect) is NodeOutput:
+                yield effect
             elif type(effect) is SaverCall:
                 reply = await getattr(saver, "a" + effect.method)(*effect.args)
             else:
