@@ -464,7 +464,7 @@ class _Flow:
                 )
             steps += 1
             # nothing pending: every task runs, and a step that does not pause adds nothing
-            nothing_pending = self.pending.empty
+            nothing_pending = not durable or self.pending.empty  # (only a saver brings any)
             to_run, blocked = (tasks, _NO_TASK_IDS) if nothing_pending else self._runnable(tasks)
             if to_run:
                 self.several = len(tasks) > 1
