@@ -7,11 +7,12 @@ samples per implementation in the row's unit. ``report.py`` turns rows into the 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib.util
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,17 +66,17 @@ class Row:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class _NoCollection:
+@contextlib.contextmanager
+def no_collection() -> Iterator[None]:
     """The garbage collector off while timing (as ``timeit`` does): a full collection costs
     what the whole process holds, not what the measured run does, and makes differences noisy."""
-
-    def __enter__(self) -> None:
-        gc.collect()
-        self.was_enabled = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.was_enabled:
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
             gc.enable()
 
 
@@ -84,7 +85,7 @@ def timed(fn: Callable[[], Any], repeat: int, *, warmup: int = 1) -> list[float]
     for _ in range(warmup):
         fn()
     samples = []
-    with _NoCollection():
+    with no_collection():
         for _ in range(repeat):
             started = time.perf_counter()
             fn()
@@ -98,31 +99,13 @@ def timed_together(runs: dict[str, Callable[[], Any]], repeat: int) -> dict[str,
     for run in runs.values():
         run()
     samples: dict[str, list[float]] = {name: [] for name in runs}
-    with _NoCollection():
+    with no_collection():
         for _ in range(repeat):
             for name, run in runs.items():
                 started = time.perf_counter()
                 run()
                 samples[name].append(time.perf_counter() - started)
     return samples
-
-
-def timed_pairs(
-    short: Callable[[], Any], long: Callable[[], Any], repeat: int
-) -> tuple[list[float], list[float]]:
-    """Seconds per call of two runs, interleaved so that drifting noise hits both alike."""
-    short()
-    long()
-    shorts, longs = [], []
-    with _NoCollection():
-        for _ in range(repeat):
-            started = time.perf_counter()
-            short()
-            middle = time.perf_counter()
-            long()
-            shorts.append(middle - started)
-            longs.append(time.perf_counter() - middle)
-    return shorts, longs
 
 
 def micros(seconds: list[float], per: float = 1) -> list[float]:

@@ -4,15 +4,19 @@ W2 runs the ReAct workload (``react.py``) from a one-message conversation withou
 an in-memory saver and with SQLite, on a fresh thread per run.
 
 W4 starts from a 5,000-message history. Taking in the input costs once per run (graph_agent
-copies and, with a saver, stores the 5,000 messages in its first checkpoint), so the per-iteration
-cost is measured as a difference, ``(run(20 iterations) - run(10 iterations)) / 10``, once from
-an empty history and once from 5,000 messages; the row shows the second minus the first, what
-carrying the history costs per iteration (0 when flat). See ``_extra_per_iteration`` for how
-noise is kept out of the difference.
+copies and, with a saver, stores the 5,000 messages in its first checkpoint), so W4 does not
+time whole runs: the model node notes the time each time it starts, and one iteration is the
+time from one model call to the next (the model step's end, routing, the tools step, and the
+checkpoints between; LangGraph writes its checkpoints with ``durability="sync"`` here, so
+that they fall inside the iteration, as graph_agent's do). A sample is the fastest iteration of
+a run from 5,000 messages minus that of a run from one message (noise only ever adds time),
+runs in turns; the row shows the median sample: what carrying the history costs per iteration
+(0 when flat).
 """
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import tempfile
 from collections.abc import Callable
@@ -27,7 +31,7 @@ from benchmarks.harness import (
     Row,
     Settings,
     micros,
-    timed_pairs,
+    no_collection,
     timed_together,
 )
 from benchmarks.react import SaverKind
@@ -81,33 +85,42 @@ def w2(kind: SaverKind, settings: Settings, folder: Path) -> Row:
 
 def w4(kind: SaverKind, settings: Settings) -> Row:
     folder = Path(".")  # only "none" and "memory": nothing is written
-    repeat = settings.repeat_slow
-    short, long = react.ITERATIONS, 2 * react.ITERATIONS
+    iterations, histories = react.ITERATIONS, (0, LONG_HISTORY)
+    runs: dict[str, Callable[[list[float]], Callable[[int], Any]]] = {}
 
-    def ga_runner(iterations: int) -> Callable[[list[Any]], Any]:
-        app = react.graph_agent_react(iterations, react.graph_agent_saver(kind, folder))
-        return react.graph_agent_invoke(app, iterations)
+    def graph_agent_run(clock: list[float]) -> Callable[[int], Any]:
+        saver = react.graph_agent_saver(kind, folder)
+        invoke = react.graph_agent_invoke(
+            react.graph_agent_react(iterations, saver, clock), iterations
+        )
+        inputs = {length: react.history(length) for length in histories}
+        return lambda length: invoke(inputs[length])
 
-    samples: dict[str, list[float]] = {}
-    extra: dict[str, Any] = {}
-    samples[GRAPH_AGENT], extra[GRAPH_AGENT] = _extra_per_iteration(
-        ga_runner(short), ga_runner(long), react.history, repeat
-    )
+    runs[GRAPH_AGENT] = graph_agent_run
     if settings.with_langgraph:
 
-        def lg_runner(iterations: int) -> Callable[[list[Any]], Any]:
-            app = react.langgraph_react(iterations, react.langgraph_saver(kind, folder))
-            return react.langgraph_invoke(app, iterations)
+        def langgraph_run(clock: list[float]) -> Callable[[int], Any]:
+            saver = react.langgraph_saver(kind, folder)
+            app = react.langgraph_react(iterations, saver, clock)
+            # checkpoints written before the next step starts, as graph_agent writes them: in
+            # the background they would overlap the next iteration and escape its time
+            durability = "sync" if saver is not None else None
+            invoke = react.langgraph_invoke(app, iterations, durability)
+            inputs = {length: react.dict_history(length) for length in histories}
+            return lambda length: invoke(inputs[length])
 
-        samples[LANGGRAPH], extra[LANGGRAPH] = _extra_per_iteration(
-            lg_runner(short), lg_runner(long), react.dict_history, repeat
-        )
-    samples[PLAIN], extra[PLAIN] = _extra_per_iteration(
-        lambda m: react.plain_react(m, short),
-        lambda m: react.plain_react(m, long),
-        react.history,
-        settings.repeat,
-    )
+        runs[LANGGRAPH] = langgraph_run
+
+    def plain_run(clock: list[float]) -> Callable[[int], Any]:
+        inputs = {length: react.history(length) for length in histories}
+        return lambda length: react.plain_react(inputs[length], iterations, clock)
+
+    runs[PLAIN] = plain_run
+    samples: dict[str, list[float]] = {}
+    extra: dict[str, dict[str, float]] = {}
+    for name, make in runs.items():
+        clock: list[float] = []
+        samples[name], extra[name] = _extra_per_iteration(make(clock), clock, settings.repeat)
     saver = "no saver" if kind == "none" else "in-memory saver"
     return Row(
         key=f"W4 long history, {saver}",
@@ -120,30 +133,21 @@ def w4(kind: SaverKind, settings: Settings) -> Row:
 
 
 def _extra_per_iteration(
-    short: Callable[[list[Any]], Any],
-    long: Callable[[list[Any]], Any],
-    make_history: Callable[[int], list[Any]],
-    repeat: int,
+    run: Callable[[int], Any], clock: list[float], repeat: int
 ) -> tuple[list[float], dict[str, float]]:
-    """Per-iteration cost at 5,000 messages minus at 0, each as a 20-vs-10 difference.
-
-    The rounds are split into blocks; a block's estimate uses the fastest short and the fastest
-    long run of the block (noise only ever adds time, and a difference of two noisy run times
-    is noisier than either), and each block gives one sample.
-    """
-    blocks = max(2, min(5, repeat // 2))
-    rounds = max(1, repeat // blocks)
-    histories = {length: make_history(length) for length in (0, LONG_HISTORY)}
-    marginal: dict[int, list[float]] = {length: [] for length in histories}
-    for _ in range(blocks):
-        for length, messages in histories.items():
-            shorts, longs = timed_pairs(
-                lambda m=messages: short(m), lambda m=messages: long(m), rounds
-            )
-            marginal[length].append((min(longs) - min(shorts)) * 1e6 / react.ITERATIONS)
+    """µs of the fastest iteration of a run from 5,000 messages minus that of a run from one,
+    ``repeat`` pairs in turns; and the median of those per length."""
+    per_iteration: dict[int, list[float]] = {0: [], LONG_HISTORY: []}
+    run(0)  # warm up
+    with no_collection():
+        for _ in range(repeat):
+            for length, found in per_iteration.items():
+                clock.clear()
+                run(length)
+                found.append(min(b - a for a, b in itertools.pairwise(clock)) * 1e6)
     differences = [
         at_long - at_zero
-        for at_zero, at_long in zip(marginal[0], marginal[LONG_HISTORY], strict=True)
+        for at_zero, at_long in zip(per_iteration[0], per_iteration[LONG_HISTORY], strict=True)
     ]
-    medians = {f"at {length:,}": statistics.median(v) for length, v in marginal.items()}
+    medians = {f"at {length:,}": statistics.median(v) for length, v in per_iteration.items()}
     return differences, medians

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -79,8 +80,12 @@ def history(length: int) -> list[Any]:
     return [*earlier, UserMessage(QUESTION)]
 
 
-def graph_agent_react(iterations: int, saver: Any = None) -> Any:
+def graph_agent_react(iterations: int, saver: Any = None, clock: list[float] | None = None) -> Any:
+    """``clock``: the model node appends ``perf_counter()`` to it each time it starts (W4)."""
+
     def model(state: Any) -> dict[str, Any]:
+        if clock is not None:
+            clock.append(time.perf_counter())
         return {"messages": model_reply(state["messages"][-1], iterations)}
 
     def tools(state: Any) -> dict[str, Any]:
@@ -133,9 +138,13 @@ def graph_agent_stream(app: Any, iterations: int) -> Callable[[list[Any]], int]:
 # the plain loop: the floor
 
 
-def plain_react(messages: list[Any], iterations: int) -> list[Any]:
+def plain_react(
+    messages: list[Any], iterations: int, clock: list[float] | None = None
+) -> list[Any]:
     messages = list(messages)
     while True:
+        if clock is not None:
+            clock.append(time.perf_counter())
         reply = model_reply(messages[-1], iterations)
         messages.append(reply)
         if not reply.tool_calls:
@@ -193,12 +202,16 @@ def dict_history(length: int) -> list[dict[str, Any]]:
     return [*earlier, {"role": "user", "id": uuid.uuid4().hex, "content": QUESTION}]
 
 
-def langgraph_react(iterations: int, checkpointer: Any = None) -> Any:
+def langgraph_react(
+    iterations: int, checkpointer: Any = None, clock: list[float] | None = None
+) -> Any:
     from langgraph.graph import END as LG_END
     from langgraph.graph import START as LG_START
     from langgraph.graph import StateGraph as LGStateGraph
 
     def model(state: DictReactState) -> dict[str, Any]:
+        if clock is not None:
+            clock.append(time.perf_counter())
         return {"messages": [dict_model_reply(state["messages"][-1], iterations)]}
 
     def tools(state: DictReactState) -> dict[str, Any]:
@@ -236,9 +249,15 @@ def langgraph_config(app: Any, iterations: int) -> dict[str, Any]:
     return config
 
 
-def langgraph_invoke(app: Any, iterations: int) -> Callable[[list[dict[str, Any]]], Any]:
+def langgraph_invoke(
+    app: Any, iterations: int, durability: str | None = None
+) -> Callable[[list[dict[str, Any]]], Any]:
+    """``durability``: LangGraph's own setting (``"sync"`` writes each checkpoint before the
+    next step starts; its default writes them in the background)."""
+    extra = {} if durability is None else {"durability": durability}
+
     def invoke(messages: list[dict[str, Any]]) -> Any:
-        return app.invoke({"messages": messages}, langgraph_config(app, iterations))
+        return app.invoke({"messages": messages}, langgraph_config(app, iterations), **extra)
 
     return invoke
 
