@@ -111,7 +111,20 @@ class NodeOutput:
     """Where a nested graph's output comes from: the parent nodes it runs under (``()`` at top)."""
 
 
-# One setter per field, in field order: adding a field to NodeOutput fails here, at import.
+_OUTPUT_FIELDS = (
+    "node",
+    "agent",
+    "step",
+    "update",
+    "state",
+    "checkpoint_id",
+    "usage",
+    "interrupts",
+    "path",
+)
+# node_output() sets every field: a field added to NodeOutput and not here fails at import
+if set(NodeOutput.__slots__) != set(_OUTPUT_FIELDS):
+    raise TypeError("node_output() must set every field of NodeOutput: update _OUTPUT_FIELDS")
 (
     _set_node,
     _set_agent,
@@ -122,7 +135,7 @@ class NodeOutput:
     _set_usage,
     _set_interrupts,
     _set_path,
-) = (getattr(NodeOutput, name).__set__ for name in NodeOutput.__slots__)
+) = (getattr(NodeOutput, name).__set__ for name in _OUTPUT_FIELDS)
 
 
 def node_output(
