@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.cli.conftest import ROOT
+from tests.renderers import require
 
 DIAGRAMS = ROOT / "diagrams"
 
@@ -84,9 +84,9 @@ def test_the_format_follows_the_output_suffix(cli, tmp_path):
     assert (tmp_path / "out" / "demo.puml").read_text().startswith("@startuml")
 
 
-@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz is not installed")
 @pytest.mark.parametrize(("fmt", "magic"), [("svg", b"<svg"), ("png", b"\x89PNG")])
 def test_images_are_rendered_with_graphviz(cli, tmp_path, fmt, magic):
+    require("dot", "apt-get install graphviz")
     result = cli("draw", "graph_agent.demo:agent", "-o", f"demo.{fmt}")
 
     assert result.code == 0, result.err

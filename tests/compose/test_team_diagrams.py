@@ -4,7 +4,6 @@ result renders with Graphviz (and PlantUML and Mermaid when installed)."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -14,6 +13,7 @@ import pytest
 
 from graph_agent import END, START, ParallelAgent, SequentialAgent, StateGraph, tool
 from tests.compose.agents import scripted
+from tests.renderers import mermaid_command, require
 
 
 @tool
@@ -108,8 +108,7 @@ def test_the_xray_plantuml_of_a_nested_team_uses_composite_states():
 
 
 def test_the_xray_plantuml_renders_without_a_syntax_error():
-    if shutil.which("plantuml") is None:
-        pytest.skip("plantuml is not installed (apt-get install plantuml)")
+    require("plantuml", "apt-get install plantuml")
 
     result = run_tool(["plantuml", "-pipe", "-tsvg"], nested_team().get_graph("plantuml", xray=True))
 
@@ -121,14 +120,7 @@ def test_the_xray_plantuml_renders_without_a_syntax_error():
 
 
 def test_the_xray_mermaid_renders_with_mermaid_cli(tmp_path):
-    if shutil.which("mmdc") is None:
-        pytest.skip("mermaid-cli is not installed (npm install -g @mermaid-js/mermaid-cli)")
-    command = ["mmdc", "--quiet", "--input", "-", "--output", str(tmp_path / "team.svg")]
-    chromium = shutil.which("chromium")
-    if chromium is not None:
-        config = {"executablePath": chromium, "args": ["--no-sandbox", "--headless"]}
-        (tmp_path / "puppeteer.json").write_text(json.dumps(config))
-        command += ["--puppeteerConfigFile", str(tmp_path / "puppeteer.json")]
+    command = mermaid_command(tmp_path / "team.svg", tmp_path)
 
     result = run_tool(command, nested_team().get_graph("mermaid", xray=True), cwd=tmp_path)
 

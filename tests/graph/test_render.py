@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -24,6 +23,7 @@ from graph_agent.graph.render import (
     to_mermaid,
     to_plantuml,
 )
+from tests.renderers import mermaid_command, require
 
 FORMATS = ("mermaid", "plantuml", "dot", "ascii")
 
@@ -493,8 +493,7 @@ def test_graphviz_dot_renders_the_dot_output_with_every_node_and_edge(view: Grap
 
 @pytest.mark.parametrize("view", [FAN_LOOP, awkward_view()], ids=["fan_loop", "awkward"])
 def test_plantuml_renders_the_plantuml_output_without_a_syntax_error(view: GraphView) -> None:
-    if shutil.which("plantuml") is None:
-        pytest.skip("plantuml is not installed (apt-get install plantuml)")
+    require("plantuml", "apt-get install plantuml")
     result = run_tool(["plantuml", "-pipe", "-tsvg"], to_plantuml(view))
     assert result.returncode == 0, result.stderr
     for error in ("Syntax Error", "An error has occured", "Exception"):
@@ -507,14 +506,7 @@ def test_plantuml_renders_the_plantuml_output_without_a_syntax_error(view: Graph
 def test_mermaid_cli_renders_the_mermaid_output_with_every_node_and_edge(
     view: GraphView, tmp_path: Path
 ) -> None:
-    if shutil.which("mmdc") is None:
-        pytest.skip("mermaid-cli is not installed (npm install -g @mermaid-js/mermaid-cli)")
-    command = ["mmdc", "--quiet", "--input", "-", "--output", str(tmp_path / "g.svg")]
-    chromium = shutil.which("chromium")
-    if chromium is not None:
-        config = {"executablePath": chromium, "args": ["--no-sandbox", "--headless"]}
-        (tmp_path / "puppeteer.json").write_text(json.dumps(config))
-        command += ["--puppeteerConfigFile", str(tmp_path / "puppeteer.json")]
+    command = mermaid_command(tmp_path / "g.svg", tmp_path)
     result = run_tool(command, to_mermaid(view), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     svg = (tmp_path / "g.svg").read_text()
