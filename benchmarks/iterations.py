@@ -90,9 +90,8 @@ def w4(kind: SaverKind, settings: Settings) -> Row:
 
     def graph_agent_run(clock: list[float]) -> Callable[[int], Any]:
         saver = react.graph_agent_saver(kind, folder)
-        invoke = react.graph_agent_invoke(
-            react.graph_agent_react(iterations, saver, clock), iterations
-        )
+        app = react.graph_agent_react(iterations, saver, clock)
+        invoke = react.graph_agent_invoke(app, iterations, forget=True)  # after the timed part
         inputs = {length: react.history(length) for length in histories}
         return lambda length: invoke(inputs[length])
 
@@ -105,7 +104,7 @@ def w4(kind: SaverKind, settings: Settings) -> Row:
             # checkpoints written before the next step starts, as graph_agent writes them: in
             # the background they would overlap the next iteration and escape its time
             durability = "sync" if saver is not None else None
-            invoke = react.langgraph_invoke(app, iterations, durability)
+            invoke = react.langgraph_invoke(app, iterations, durability, forget=True)
             inputs = {length: react.dict_history(length) for length in histories}
             return lambda length: invoke(inputs[length])
 

@@ -112,13 +112,20 @@ def graph_agent_saver(kind: SaverKind, folder: Path) -> Any:
     return None
 
 
-def graph_agent_invoke(app: Any, iterations: int) -> Callable[[list[Any]], Any]:
-    """One run per call on a fresh thread; returns the final state."""
+def graph_agent_invoke(
+    app: Any, iterations: int, *, forget: bool = False
+) -> Callable[[list[Any]], Any]:
+    """One run per call on a fresh thread; returns the final state. ``forget``: delete the
+    thread after the run (W4: thousands of 5,000-message threads would pile up in memory)."""
     steps = max_steps(iterations)
 
     def invoke(messages: list[Any]) -> Any:
         thread = fresh_thread() if app.saver is not None else None
-        return app.invoke({"messages": messages}, RunnableConfig(thread_id=thread, max_steps=steps))
+        config = RunnableConfig(thread_id=thread, max_steps=steps)
+        final = app.invoke({"messages": messages}, config)
+        if forget and thread is not None:
+            app.saver.delete_thread(thread)
+        return final
 
     return invoke
 
@@ -250,14 +257,19 @@ def langgraph_config(app: Any, iterations: int) -> dict[str, Any]:
 
 
 def langgraph_invoke(
-    app: Any, iterations: int, durability: str | None = None
+    app: Any, iterations: int, durability: str | None = None, *, forget: bool = False
 ) -> Callable[[list[dict[str, Any]]], Any]:
     """``durability``: LangGraph's own setting (``"sync"`` writes each checkpoint before the
-    next step starts; its default writes them in the background)."""
+    next step starts; its default writes them in the background); ``forget``: as for
+    :func:`graph_agent_invoke`."""
     extra = {} if durability is None else {"durability": durability}
 
     def invoke(messages: list[dict[str, Any]]) -> Any:
-        return app.invoke({"messages": messages}, langgraph_config(app, iterations), **extra)
+        config = langgraph_config(app, iterations)
+        final = app.invoke({"messages": messages}, config, **extra)
+        if forget and app.checkpointer is not None:
+            app.checkpointer.delete_thread(config["configurable"]["thread_id"])
+        return final
 
     return invoke
 
