@@ -783,6 +783,7 @@ class _Flow:
 
 
 @functools.cache
+@functools.cache  # import_module() runs several Python frames: once, not per checkpoint
 def _checkpoint_base() -> ModuleType:
     """``graph_agent.checkpoint.base``, imported once a saver needs it."""
     return importlib.import_module("graph_agent.checkpoint.base")
