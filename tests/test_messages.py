@@ -8,6 +8,7 @@ import pydantic
 import pytest
 
 from graph_agent import messages as messages_module
+from graph_agent.checkpoint import serde
 from graph_agent.graph.state import RemoveMessage as StateRemoveMessage
 from graph_agent.graph.state import ReplaceAll as StateReplaceAll
 from graph_agent.messages import (
@@ -173,7 +174,6 @@ def test_remove_message_and_replace_all_are_the_graph_state_markers() -> None:
     ids=lambda v: type(v).__name__,
 )
 def test_messages_round_trip_through_the_checkpoint_serializer(value: object) -> None:
-    serde = pytest.importorskip("graph_agent.checkpoint.serde")
     assert serde.loads(serde.dumps([value])) == [value]
 
 

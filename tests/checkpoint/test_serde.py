@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
+from graph_agent import messages
 from graph_agent.checkpoint import serde
 from graph_agent.checkpoint.serde import MAX_DEPTH, Serializer
 from graph_agent.graph.errors import SerializationError
@@ -280,7 +281,6 @@ def test_a_class_with_dump_and_load_methods_round_trips(ser: Serializer) -> None
 
 
 def test_message_classes_round_trip_through_the_default_serializer() -> None:
-    messages = pytest.importorskip("graph_agent.messages")
     reply = messages.AssistantMessage(
         "sum", tool_calls=[messages.ToolCall("c1", "add", {"a": 1})], usage=messages.Usage()
     )
