@@ -45,20 +45,24 @@ def _branch_names() -> list[str]:
     return [f"branch{i}" for i in range(BRANCHES)]
 
 
-def graph_agent_fanout() -> Any:
-    from graph_agent import END, START, AppendStrategy, StateGraph
-
-    g = StateGraph("fanout", key_strategies={"items": AppendStrategy()})
+def _wired(g: Any, start: str, end: str) -> Any:
+    """The fan-out on a builder with LangGraph's API (graph_agent's StateGraph shares it)."""
     g.add_node("fan", fan)
     names = _branch_names()
     for name, node in zip(names, BRANCH_NODES, strict=True):
         g.add_node(name, node)
         g.add_edge("fan", name)
     g.add_node("join", join)
-    g.add_edge(START, "fan")
+    g.add_edge(start, "fan")
     g.add_edge(names, "join")
-    g.add_edge("join", END)
+    g.add_edge("join", end)
     return g.compile()
+
+
+def graph_agent_fanout() -> Any:
+    from graph_agent import END, START, AppendStrategy, StateGraph
+
+    return _wired(StateGraph("fanout", key_strategies={"items": AppendStrategy()}), START, END)
 
 
 class FanoutState(TypedDict, total=False):
@@ -70,17 +74,7 @@ class FanoutState(TypedDict, total=False):
 def langgraph_fanout() -> Any:
     from langgraph.graph import END, START, StateGraph
 
-    g = StateGraph(FanoutState)
-    g.add_node("fan", fan)
-    names = _branch_names()
-    for name, node in zip(names, BRANCH_NODES, strict=True):
-        g.add_node(name, node)
-        g.add_edge("fan", name)
-    g.add_node("join", join)
-    g.add_edge(START, "fan")
-    g.add_edge(names, "join")
-    g.add_edge("join", END)
-    return g.compile()
+    return _wired(StateGraph(FanoutState), START, END)
 
 
 def plain_fanout() -> dict[str, Any]:
