@@ -16,7 +16,7 @@ import inspect
 import queue
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ from graph_agent.graph.flow import (
     pending_interrupts,
     update_flow,
 )
+from graph_agent.graph.pool import Job, shared_pool
 from graph_agent.graph.render import GraphView
 from graph_agent.graph.runtime import TaskContext, _current_task
 from graph_agent.graph.state import OverAllState
@@ -50,21 +51,6 @@ if TYPE_CHECKING:  # imported where used: a graph with sync nodes never loads th
 
 _CAUGHT = (Exception, GraphInterrupted)
 """What a node may raise and the engine records; KeyboardInterrupt and SystemExit propagate."""
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _thread_pool() -> ThreadPoolExecutor:
-    """A shared pool for parallel sync nodes. Threads are made only when none is idle, so the
-    large cap only matters for deep nesting; a run's own bound is ``max_concurrency``."""
-    global _pool
-    if _pool is None:
-        with _pool_lock:
-            if _pool is None:
-                _pool = ThreadPoolExecutor(max_workers=1024, thread_name_prefix="graph-agent")
-    return _pool
-
 
 _loop_depth: ContextVar[int] = ContextVar("graph_agent_loop_depth", default=0)
 """How many private event loops the current code is nested in (see :class:`_LoopThreads`)."""
@@ -377,7 +363,7 @@ def _run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator
     """Run tasks on the pool / the loop thread, at most ``max_concurrency`` at once."""
     events: queue.SimpleQueue[Any] = queue.SimpleQueue()
     waiting = list(reversed(effect.tasks))
-    running: dict[int, Future[Any]] = {}
+    running: dict[int, Job | Future[Any]] = {}
 
     def emit(context: TaskContext, chunk: Any) -> None:
         events.put(_chunk_output(context, chunk))
@@ -389,13 +375,14 @@ def _run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator
             import asyncio
 
             loop, depth = _loop_threads.loop()
-            future: Future[Any] = asyncio.run_coroutine_threadsafe(
+            running[id(task)] = asyncio.run_coroutine_threadsafe(
                 _run_async_reporting(task, events, depth + 1), loop
             )
         else:
             context = contextvars.copy_context()
-            future = _thread_pool().submit(context.run, _run_sync_reporting, task, events)
-        running[id(task)] = future
+            running[id(task)] = shared_pool().start(
+                context.run, _run_sync_reporting, task, events
+            )
 
     handoff: ParentCommand | None = None
     try:
@@ -427,8 +414,8 @@ def _run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator
             if isinstance(leftover, NodeOutput):
                 yield leftover
     finally:
-        for future in running.values():
-            future.cancel()
+        for started in running.values():
+            started.cancel()  # those not begun yet never will
 
 
 def _run_sync_reporting(task: Task, events: queue.SimpleQueue[Any]) -> None:
@@ -560,7 +547,7 @@ async def _arun_tasks(
                 else:  # the shared pool, not the loop's CPU-sized default executor
                     context = contextvars.copy_context()
                     value = await loop.run_in_executor(
-                        _thread_pool(), context.run, _run_sync, task
+                        shared_pool(), context.run, _run_sync, task
                     )
             except _CAUGHT as exc:
                 task.error = exc

@@ -5,11 +5,8 @@ result renders with Graphviz (and PlantUML and Mermaid when installed)."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
-
-import pytest
 
 from graph_agent import END, START, ParallelAgent, SequentialAgent, StateGraph, tool
 from tests.compose.agents import scripted
@@ -42,9 +39,8 @@ def run_tool(command: list[str], source: str, cwd: Path | None = None) -> subpro
 
 def plain_layout(source: str) -> list[str]:
     """The first word of each ``dot -Tplain`` line (``node``, ``edge``, ...)."""
-    if shutil.which("dot") is None:
-        pytest.fail("graphviz `dot` is not installed: apt-get install graphviz (CI installs it)")
-    result = run_tool(["dot", "-Tplain"], source)
+    dot = require("dot", "apt-get install graphviz")
+    result = run_tool([dot, "-Tplain"], source)
     assert result.returncode == 0, result.stderr
     return [line.split(" ", 1)[0] for line in result.stdout.splitlines()]
 

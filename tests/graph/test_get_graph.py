@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
 
 from graph_agent import END, START, GraphSetupError, StateGraph
 from tests.graph.test_execution import fan_graph
+from tests.renderers import require
 
 
 def test_every_format_shows_the_same_nodes_and_labelled_conditional_edges():
@@ -44,8 +44,7 @@ def test_barriers_commands_and_routers_without_path_map_are_drawn():
 
 
 def test_the_dot_export_renders_with_graphviz():
-    dot = shutil.which("dot")
-    assert dot, "graphviz `dot` is needed (apt-get install graphviz; .ci/run installs it)"
+    dot = require("dot", "apt-get install graphviz")
     result = subprocess.run(
         [dot, "-Tplain"], input=fan_graph().get_graph("dot"), capture_output=True, text=True
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from itertools import pairwise
 from pathlib import Path
@@ -479,12 +478,11 @@ def distinct_node_count(view: GraphView, *, with_start_end: bool = True) -> int:
 
 @pytest.mark.parametrize("view", [FAN_LOOP, awkward_view()], ids=["fan_loop", "awkward"])
 def test_graphviz_dot_renders_the_dot_output_with_every_node_and_edge(view: GraphView) -> None:
-    if shutil.which("dot") is None:
-        pytest.fail("graphviz `dot` is not installed: apt-get install graphviz (CI installs it)")
+    dot = require("dot", "apt-get install graphviz")
     source = to_dot(view)
-    svg = run_tool(["dot", "-Tsvg"], source)
+    svg = run_tool([dot, "-Tsvg"], source)
     assert svg.returncode == 0, svg.stderr
-    plain = run_tool(["dot", "-Tplain"], source)
+    plain = run_tool([dot, "-Tplain"], source)
     assert plain.returncode == 0, plain.stderr
     kinds = [line.split(" ", 1)[0] for line in plain.stdout.splitlines()]
     assert kinds.count("node") == distinct_node_count(view)
