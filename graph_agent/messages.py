@@ -47,23 +47,23 @@ __all__ = [
 ]
 
 
-_IDS_PER_BATCH = 64
-_UUID4_CLEAR = ~((0xF << 76) | (0x3 << 62)) & ((1 << 128) - 1)
-_UUID4_SET = (0x4 << 76) | (0x2 << 62)  # version 4, the RFC 4122 variant
+_IDS_PER_BATCH = 128
+_BATCH_BYTES = 16 * _IDS_PER_BATCH
+# per 16 random bytes: clear the version nibble and the variant bits, then mark version 4 and
+# the RFC 4122 variant, for the whole batch in one integer operation
+_UUID4_KEEP = int.from_bytes(bytes.fromhex("ffffffffffff0fff3fffffffffffffff" * _IDS_PER_BATCH))
+_UUID4_MARK = int.from_bytes(bytes.fromhex("00000000000040008000000000000000" * _IDS_PER_BATCH))
 _id_batch: Iterator[str] = iter(())
 
 
 def _next_batch() -> Iterator[str]:
-    """Fresh uuid4 hex ids from one ``os.urandom`` call: a syscall per id was a third of the
-    cost of making a message."""
+    """Fresh uuid4 hex ids from one ``os.urandom`` call, marked and turned into hex as one
+    integer: a syscall, or a format() call, per id was a third of the cost of making a
+    message."""
     global _id_batch
-    raw = os.urandom(16 * _IDS_PER_BATCH)
-    _id_batch = iter(
-        [
-            format(int.from_bytes(raw[i : i + 16]) & _UUID4_CLEAR | _UUID4_SET, "032x")
-            for i in range(0, len(raw), 16)
-        ]
-    )
+    marked = int.from_bytes(os.urandom(_BATCH_BYTES)) & _UUID4_KEEP | _UUID4_MARK
+    text = marked.to_bytes(_BATCH_BYTES).hex()
+    _id_batch = iter([text[i : i + 32] for i in range(0, len(text), 32)])
     return _id_batch
 
 

@@ -50,13 +50,14 @@ def test_every_message_gets_a_fresh_id_when_none_is_given() -> None:
     assert all(isinstance(i, str) and i for i in ids)
 
 
-def test_fresh_ids_are_uuid4_hex() -> None:
-    for _ in range(200):
-        fresh = UserMessage("x").id
+def test_fresh_ids_are_distinct_uuid4_hex_across_batches() -> None:
+    fresh_ids = [UserMessage("x").id for _ in range(1000)]  # ids come in batches of 128
+    for fresh in fresh_ids:
         assert len(fresh) == 32
         parsed = uuid.UUID(hex=fresh)
         assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
         assert parsed.hex == fresh
+    assert len(set(fresh_ids)) == 1000
 
 
 def test_an_explicit_id_is_kept() -> None:

@@ -55,24 +55,21 @@ def new_checkpoint_id(after: str | None = None) -> str:
             micros = _last_id + 1
         _last_id = micros
         serial = next(_id_counter) & 0xFFFFFF
-    checkpoint_id = f"{micros:014x}-{_pid_tag()}{serial:06x}"
+    checkpoint_id = f"{micros:014x}-{_pid_tag}{serial:06x}"
     if after is not None and checkpoint_id <= after:  # the clock is behind the parent's
         with _id_lock:
             micros = _last_id = max(_last_id, _id_micros(after)) + 1
-        checkpoint_id = f"{micros:014x}-{_pid_tag()}{serial:06x}"
+        checkpoint_id = f"{micros:014x}-{_pid_tag}{serial:06x}"
     return checkpoint_id
 
 
-def _pid_tag() -> str:
-    """This process's part of checkpoint ids (kept, but renewed in a forked child)."""
-    global _pid
-    if _pid is None:
-        _pid = f"{os.getpid() & 0xFFFF:04x}"
-    return _pid
+def _process_tag() -> str:
+    """This process's part of checkpoint ids."""
+    return f"{os.getpid() & 0xFFFF:04x}"
 
 
-_pid: str | None = None
-os.register_at_fork(after_in_child=lambda: globals().__setitem__("_pid", None))
+_pid_tag = _process_tag()
+os.register_at_fork(after_in_child=lambda: globals().__setitem__("_pid_tag", _process_tag()))
 
 
 def _id_micros(checkpoint_id: str) -> int:

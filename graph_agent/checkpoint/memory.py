@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from graph_agent.checkpoint.base import (
@@ -35,6 +35,10 @@ class _StoredBlob(NamedTuple):
     data: bytes
 
 
+_new_stored: Callable[[type[_StoredBlob], tuple[str, str | None, bytes]], _StoredBlob]
+_new_stored = tuple.__new__  # _StoredBlob(*fields) without its Python-level __new__
+
+
 class MemorySaver(CheckpointSaver):
     """Keeps checkpoints in a dict; gone when the process ends.
 
@@ -54,23 +58,24 @@ class MemorySaver(CheckpointSaver):
     def put(self, checkpoint: Checkpoint) -> None:
         thread, ns, checkpoint_id = checkpoint.thread_id, checkpoint.checkpoint_ns, checkpoint.id
         header = encode_header(checkpoint)
-        blobs = [
-            (
-                (thread, ns, key, checkpoint_id),
-                _StoredBlob(blob.kind, blob.base, encode_blob(key, blob)),
+        blobs = {
+            (thread, ns, key, checkpoint_id): _new_stored(
+                _StoredBlob, (blob.kind, blob.base, encode_blob(key, blob))
             )
             for key, blob in checkpoint.blobs.items()
-        ]
+        }
+        thread_key = (thread, ns)
         with self._lock:
-            head = self._heads.get((thread, ns))
-            compare_and_set(checkpoint, head)
+            head = self._heads.get(thread_key)
+            if checkpoint.parent_id != head:
+                compare_and_set(checkpoint, head)  # raises, unless it is an explicit fork
             self._blobs.update(blobs)
-            if head is None:
-                self._headers.setdefault((thread, ns), {})[checkpoint_id] = header
-            else:
-                self._headers[(thread, ns)][checkpoint_id] = header
+            headers = self._headers.get(thread_key)
+            if headers is None:
+                headers = self._headers[thread_key] = {}
+            headers[checkpoint_id] = header
             if head is None or checkpoint_id > head:
-                self._heads[(thread, ns)] = checkpoint_id
+                self._heads[thread_key] = checkpoint_id
 
     def put_writes(
         self,

@@ -132,6 +132,11 @@ class Blob(NamedTuple):
     base: str | None = None
 
 
+_new_blob: Callable[[type[Blob], tuple[str, Any, str | None]], Blob] = tuple.__new__
+"""``Blob(*fields)`` without the named tuple's Python-level ``__new__``: one is made per
+checkpoint and changed key."""
+
+
 def normalize_return(node: str, step: int, value: Any, destinations: frozenset[str]) -> Write:
     """Turn a node's return value into a :class:`Write`, or explain why it cannot be one."""
     if value is None:
@@ -423,20 +428,20 @@ class Loop:
         or items were replaced or removed (then ``full``); other keys store their new value.
         """
         blobs: dict[str, Blob] = {}
+        logs, versions, append_base = self.logs, self.versions, self.append_base
         for key in self.dirty:
-            log = self.logs.get(key)
+            log = logs.get(key)
             if log is None:
-                blobs[key] = Blob("full", self.values[key])
+                blobs[key] = _new_blob(Blob, ("full", self.values[key], None))
             else:
-                blobs[key] = self._append_blob(key, log.items)
-                self.append_base[key] = len(log.items)
-            self.versions[key] = checkpoint_id
+                items = log.items
+                base = versions.get(key)
+                if base is None or key in self.rewritten:
+                    blobs[key] = _new_blob(Blob, ("full", list(items), None))
+                else:
+                    blobs[key] = _new_blob(Blob, ("delta", items[append_base.get(key, 0) :], base))
+                append_base[key] = len(items)
+            versions[key] = checkpoint_id
         self.dirty = set()
         self.rewritten = set()
         return blobs
-
-    def _append_blob(self, key: str, items: list[Any]) -> Blob:
-        base = self.versions.get(key)
-        if key in self.rewritten or base is None:
-            return Blob("full", list(items))
-        return Blob("delta", items[self.append_base.get(key, 0) :], base=base)

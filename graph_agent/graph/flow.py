@@ -480,7 +480,9 @@ class _Flow:
                     return paused
             writes = self.last_writes = self._merge(tasks)
             if durable:
-                yield from self._checkpoint("loop", [name for name, _ in writes])
+                put = self._checkpoint_put("loop", [name for name, _ in writes])
+                yield put
+                self._checkpointed(put)
             if not nothing_pending:
                 self.pending = _Pending(())
             if self.streaming:
@@ -715,6 +717,13 @@ class _Flow:
     def _checkpoint(self, source: str, writers: list[str]) -> Generator[Effect, Any, None]:
         if self.saver is None:
             return
+        put = self._checkpoint_put(source, writers)
+        yield put
+        self._checkpointed(put)
+
+    def _checkpoint_put(self, source: str, writers: list[str]) -> SaverCall:
+        """The saver call storing a new checkpoint of the loop; once it returned, the run
+        moves on to that checkpoint (:meth:`_checkpointed`)."""
         checkpoints = _checkpoint_base()
         loop = self.loop
         checkpoint_id = checkpoints.new_checkpoint_id(after=self.checkpoint_id)
@@ -724,6 +733,7 @@ class _Flow:
             "step": loop.step,
             "writers": writers,
         }
+        barriers = loop.barrier_seen
         checkpoint = checkpoints.Checkpoint(
             id=checkpoint_id,
             thread_id=self.thread_id or "",
@@ -733,11 +743,13 @@ class _Flow:
             next=loop.next,
             blobs=loop.take_blobs(checkpoint_id),
             versions=dict(loop.versions),
-            barriers={k: tuple(sorted(v)) for k, v in loop.barrier_seen.items()},
+            barriers={k: tuple(sorted(v)) for k, v in barriers.items()} if barriers else {},
             metadata=metadata,
         )
-        yield SaverCall("put", (checkpoint,))
-        self.checkpoint_id = checkpoint_id
+        return SaverCall("put", (checkpoint,))
+
+    def _checkpointed(self, put: SaverCall) -> None:
+        self.checkpoint_id = put.args[0].id
         self.fork = False
 
     def _put_writes(self, task_id: str, writes: list[tuple[str, Any]]) -> SaverCall:
