@@ -226,7 +226,7 @@ def _drive_sync(
                         while type(event) is not tuple:  # a chunk the node emitted
                             yield event
                             event = node_greenlet.resume(task)
-                        leftovers = node_greenlet.finish(effect, saver, task, event)
+                        leftovers = node_greenlet.finish(effect, saver, task)
                         if leftovers:
                             yield from leftovers
                     else:
@@ -274,55 +274,70 @@ class _NodeGreenlet:
     """Runs the lone sync nodes of one streamed call in a greenlet, so that each ``emit_chunk``
     switches back to the driver and is yielded the moment it is called.
 
-    One greenlet serves every step of the call (making one costs ten switches); each node runs
-    in a copy of the caller's context, as a node run inline would. A greenlet belongs to the
-    thread that made it: reading a stream from another thread while a node is streaming is
-    refused with a clear error (the driver only takes this path on the stream's own thread).
+    One greenlet serves every step of the call, and afterwards waits, parked, for the next
+    streamed call on its thread (making one, and ending it, costs about as much as a whole
+    ten-step call's switches). Each node runs in a copy of the caller's context, as a node run
+    inline would. A greenlet belongs to the thread that made it: reading a stream from another
+    thread while a node is streaming is refused with a clear error (the driver only takes this
+    path on the stream's own thread).
     """
 
-    __slots__ = ("_buffered", "_caller", "_emit", "_greenlet", "_module", "_thread")
+    __slots__ = (
+        "_buffered",
+        "_busy",
+        "_caller",
+        "_emit",
+        "_getcurrent",
+        "_greenlet",
+        "_module",
+        "_outcome",
+        "_thread",
+    )
 
     def __init__(self) -> None:
         import greenlet
 
         self._module = greenlet
+        self._getcurrent = greenlet.getcurrent
         self._greenlet: greenlet.greenlet | None = None
         self._thread = 0
         self._caller: greenlet.greenlet | None = None
+        self._busy = False  # a node is running (or paused at a chunk) in the greenlet
+        self._outcome: tuple[bool, Any] = _NO_OUTCOME
         self._buffered: list[NodeOutput] = []
         self._emit = self.emit  # one bound method for every task of the call
 
     def start(self, task: Task, thread: int) -> Any:
-        """Run ``task`` (on ``thread``, the caller's) until it emits its first chunk (returned)
-        or ends (its outcome, a tuple: see :meth:`_serve`)."""
+        """Run ``task`` (on ``thread``, the caller's) until it emits its first chunk (a
+        NodeOutput, returned) or ends (an empty tuple: then :meth:`finish`)."""
         worker = self._greenlet
-        if worker is None or worker.dead or self._thread != thread:
-            worker = self._greenlet = self._module.greenlet(self._serve)
+        if worker is None or self._thread != thread or worker.dead:
+            worker = self._greenlet = _parked_greenlet() or self._module.greenlet(_serve)
             self._thread = thread
-        caller = self._caller = self._module.getcurrent()
+        caller = self._caller = self._getcurrent()
         if worker.parent is not caller:
             worker.parent = caller  # where an exception the node does not catch goes
         worker.gr_context = contextvars.copy_context()
         task.context._emit = self._emit
-        return worker.switch(task)
+        self._busy = True
+        return worker.switch(self, task)
 
     def resume(self, task: Task) -> Any:
-        """Carry on after a chunk was yielded: the next chunk, or the node's outcome."""
+        """Carry on after a chunk was yielded: the next chunk, or the end of the node."""
         if threading.get_ident() != self._thread:
             raise GraphRuntimeError(
                 f"the stream was read from another thread while node {task.node.name!r} was "
                 "streaming; read a stream from one thread, or create it in the thread that "
                 "reads it"
             )
-        self._caller = self._module.getcurrent()
+        self._caller = self._getcurrent()
         assert self._greenlet is not None
         return self._greenlet.switch()
 
-    def finish(
-        self, effect: RunTasks, saver: Any, task: Task, outcome: tuple[bool, Any]
-    ) -> list[NodeOutput]:
+    def finish(self, effect: RunTasks, saver: Any, task: Task) -> list[NodeOutput]:
         """Record the node's outcome; return chunks it emitted from threads of its own."""
-        finished, value = outcome
+        (finished, value), self._outcome = self._outcome, _NO_OUTCOME
+        self._busy = False
         if finished:
             _finish(effect, saver, task, value)
         else:
@@ -334,29 +349,66 @@ class _NodeGreenlet:
 
     def emit(self, context: TaskContext, chunk: Any) -> None:
         output = _chunk_output(context, chunk)
-        if self._module.getcurrent() is self._greenlet and self._caller is not None:
+        if self._getcurrent() is self._greenlet and self._caller is not None:
             self._caller.switch(output)
         else:  # emitted from a thread the node started itself: delivered after the node
             self._buffered.append(output)
 
-    def _serve(self, task: Task) -> None:
-        """Run each task switched in; switch back ``(True, its return)`` or ``(False, the
-        exception)``: a tuple, which no chunk is (chunks are NodeOutputs)."""
-        while True:
-            outcome: tuple[bool, Any]
-            try:
-                outcome = (True, _run_sync(task))
-            except _CAUGHT as exc:
-                outcome = (False, exc)
-            assert self._caller is not None
-            task = self._caller.switch(outcome)
-
     def close(self) -> None:
-        """End the greenlet (also mid-node, when the caller stopped reading the stream)."""
+        """Park the greenlet for the next call, or end it (mid-node, when the caller stopped
+        reading the stream: the node's ``finally`` blocks run)."""
         worker, self._greenlet = self._greenlet, None
-        if worker is not None and not worker.dead and self._thread == threading.get_ident():
-            worker.parent = self._module.getcurrent()
-            worker.throw(self._module.GreenletExit)
+        if worker is None or worker.dead or self._thread != threading.get_ident():
+            return
+        if not self._busy and _park(worker):
+            return
+        worker.parent = self._getcurrent()
+        worker.throw(self._module.GreenletExit)
+
+
+_NO_OUTCOME: tuple[bool, Any] = (False, None)
+
+
+def _serve(host: _NodeGreenlet, task: Task) -> None:
+    """A node greenlet's body: run each task switched in and leave its outcome on the host,
+    ``(True, its return)`` or ``(False, the exception)``; switch back with nothing (an empty
+    tuple, which no chunk is). Between tasks, parked or not, it holds no task, host or outcome.
+    """
+    while True:
+        try:
+            host._outcome = (True, _run_sync(task))
+        except _CAUGHT as exc:
+            host._outcome = (False, exc)
+        caller = host._caller
+        assert caller is not None
+        del host, task
+        host, task = caller.switch()
+
+
+_MAX_PARKED = 4
+_parked = threading.local()
+
+
+def _parked_greenlet() -> greenlet.greenlet | None:
+    """An idle node greenlet this thread parked, if any."""
+    idle: list[greenlet.greenlet] | None = getattr(_parked, "idle", None)
+    while idle:
+        worker = idle.pop()
+        if not worker.dead:
+            return worker
+    return None
+
+
+def _park(worker: greenlet.greenlet) -> bool:
+    """Keep an idle node greenlet for this thread's next streamed call (a few at most)."""
+    idle: list[greenlet.greenlet] | None = getattr(_parked, "idle", None)
+    if idle is None:
+        idle = _parked.idle = []
+    if len(idle) >= _MAX_PARKED:
+        return False
+    worker.gr_context = None  # the finished call's context variables go with it
+    idle.append(worker)
+    return True
 
 
 def _run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator[NodeOutput]:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import gc
 import threading
+import weakref
 
 import pytest
 
@@ -209,6 +212,62 @@ def test_closing_a_stream_while_a_node_is_paused_at_a_chunk_runs_the_nodes_clean
             break
     stream.close()
     assert cleaned.is_set()
+
+
+def test_consecutive_streams_on_one_thread_each_stream_live_and_see_their_callers_context():
+    request: contextvars.ContextVar[str] = contextvars.ContextVar("request", default="none")
+
+    def speak(state):
+        emit_chunk(f"{request.get()} {state['i']}")
+        request.set("changed by the node")  # stays in the node's copy of the context
+        return {"i": state["i"] + 1}
+
+    app = live_graph(speak)
+    for name in ("first", "second", "third"):  # the node greenlet is reused between calls
+        request.set(name)
+        items = list(app.stream({"i": 0}))
+        assert [o.chunk for o in items if isinstance(o, StreamingOutput)] == [f"{name} 0"]
+        assert request.get() == name
+
+
+def test_a_finished_stream_keeps_nothing_of_its_run_alive():
+    class Payload:
+        pass
+
+    held = [Payload()]
+    alive = weakref.ref(held[0])
+
+    def keep(state):
+        emit_chunk("working")
+        return {"payload": held[0]}
+
+    outputs = list(live_graph(keep).stream({}))
+    assert outputs[-1].update["payload"] is alive()
+    del outputs
+    held.clear()
+    gc.collect()
+    assert alive() is None
+
+
+def test_a_stream_read_inside_a_streaming_node_streams_too():
+    def inner_talk(state):
+        emit_chunk("inner")
+        return {"inner": True}
+
+    inner = live_graph(inner_talk)
+
+    def outer_talk(state):
+        emit_chunk("outer before")
+        chunks = [o.chunk for o in inner.stream({}) if isinstance(o, StreamingOutput)]
+        emit_chunk("outer after")
+        return {"seen": chunks}
+
+    items = list(live_graph(outer_talk).stream({}))
+    assert [o.chunk for o in items if isinstance(o, StreamingOutput)] == [
+        "outer before",
+        "outer after",
+    ]
+    assert items[-1].update == {"seen": ["inner"]}
 
 
 def test_the_engines_fast_node_output_constructor_equals_the_dataclass():
