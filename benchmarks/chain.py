@@ -76,7 +76,7 @@ def run(settings: Settings) -> list[Row]:
         lg_app = langgraph_chain()
         runs[LANGGRAPH] = lambda: lg_app.invoke({"x": 0})
     runs[PLAIN] = plain_chain
-    seconds = timed_together(runs, settings.repeat)
+    seconds = timed_together(runs, settings.repeat, batch_seconds=settings.batch_seconds)
     return [
         Row(
             key="W1 chain",

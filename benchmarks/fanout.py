@@ -94,7 +94,7 @@ def run(settings: Settings) -> list[Row]:
         lg_app = langgraph_fanout()
         runs[LANGGRAPH] = lambda: lg_app.invoke({"items": []})
     runs[PLAIN] = plain_fanout
-    seconds = timed_together(runs, settings.repeat)
+    seconds = timed_together(runs, settings.repeat, batch_seconds=settings.batch_seconds)
     return [
         Row(
             key="W3 fanout",

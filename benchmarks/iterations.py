@@ -73,7 +73,7 @@ def w2(kind: SaverKind, settings: Settings, folder: Path) -> Row:
         dict_messages = react.dict_history(0)
         runs[LANGGRAPH] = lambda: lg_invoke(dict_messages)
     runs[PLAIN] = lambda: react.plain_react(messages, iterations)
-    seconds = timed_together(runs, repeat)
+    seconds = timed_together(runs, repeat, batch_seconds=settings.batch_seconds)
     return Row(
         key=W2_TITLES[kind],
         unit="µs per iteration",

@@ -27,7 +27,7 @@ def run(settings: Settings) -> list[Row]:
     streams[PLAIN] = lambda: sum(1 for _ in react.plain_react_stream(messages, iterations))
 
     events = {name: count() for name, count in streams.items()}
-    seconds = timed_together(streams, settings.repeat)
+    seconds = timed_together(streams, settings.repeat, batch_seconds=settings.batch_seconds)
     return [
         Row(
             key="W5 stream",
