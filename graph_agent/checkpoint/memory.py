@@ -58,12 +58,10 @@ class MemorySaver(CheckpointSaver):
     def put(self, checkpoint: Checkpoint) -> None:
         thread, ns, checkpoint_id = checkpoint.thread_id, checkpoint.checkpoint_ns, checkpoint.id
         header = encode_header(checkpoint)
-        blobs = {
-            (thread, ns, key, checkpoint_id): _new_stored(
-                _StoredBlob, (blob.kind, blob.base, encode_blob(key, blob))
-            )
-            for key, blob in checkpoint.blobs.items()
-        }
+        blobs = []  # encoded before anything is stored: a value that fails stores nothing
+        for key, blob in checkpoint.blobs.items():
+            stored = _new_stored(_StoredBlob, (blob.kind, blob.base, encode_blob(key, blob)))
+            blobs.append(((thread, ns, key, checkpoint_id), stored))
         thread_key = (thread, ns)
         with self._lock:
             head = self._heads.get(thread_key)

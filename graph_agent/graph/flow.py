@@ -480,7 +480,8 @@ class _Flow:
                     return paused
             writes = self.last_writes = self._merge(tasks)
             if durable:
-                put = self._checkpoint_put("loop", [name for name, _ in writes])
+                writers = [writes[0][0]] if len(writes) == 1 else [name for name, _ in writes]
+                put = self._checkpoint_put("loop", writers)
                 yield put
                 self._checkpointed(put)
             if not nothing_pending:
