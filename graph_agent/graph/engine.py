@@ -83,6 +83,11 @@ class GraphSpec:
     barriers_into: Mapping[str, tuple[BarrierSpec, ...]] = field(init=False)
     append_keys: frozenset[str] = field(init=False)
     rank: Mapping[str, int] = field(init=False)
+    fixed_next: Mapping[str, tuple[str, ...]] = field(init=False)
+    """The next step of a node that only has static edges out and no barrier: the usual
+    routing of one node, without sets (see :meth:`Loop.route`)."""
+    lone_branch: Mapping[str, BranchSpec] = field(init=False)
+    """The router of a node whose only way out is one conditional edge, and no barrier."""
 
     def __post_init__(self) -> None:
         by_source: dict[str, list[BarrierSpec]] = {}
@@ -97,6 +102,20 @@ class GraphSpec:
         append = frozenset(k for k, s in self.strategies.items() if type(s) is AppendStrategy)
         object.__setattr__(self, "append_keys", append)
         object.__setattr__(self, "rank", {name: node.index for name, node in self.nodes.items()})
+        in_barrier = set(by_source) | set(by_target)
+        simple = [name for name in [START, *self.nodes] if name not in in_barrier]
+        fixed = {
+            name: self.order(set(self.edges.get(name, ())))
+            for name in simple
+            if name not in self.branches
+        }
+        object.__setattr__(self, "fixed_next", fixed)
+        lone = {
+            name: self.branches[name][0]
+            for name in simple
+            if len(self.branches.get(name, ())) == 1 and name not in self.edges
+        }
+        object.__setattr__(self, "lone_branch", lone)
 
     def order(self, names: Sequence[str] | set[str]) -> tuple[str, ...]:
         """Node names in ``add_node`` order (END dropped)."""
@@ -341,6 +360,23 @@ class Loop:
     def route(self, ran: Sequence[tuple[str, tuple[str, ...]]], config: RunnableConfig) -> None:
         """Decide the next step's nodes from the nodes that just ran (with their gotos)."""
         spec = self.spec
+        if len(ran) == 1 and not ran[0][1]:  # the usual step: one node ran, no goto
+            node = ran[0][0]
+            fixed = spec.fixed_next.get(node)
+            if fixed is not None:
+                self.next = fixed
+                self._drop_ephemeral()
+                return
+            branch = spec.lone_branch.get(node)
+            if branch is not None:
+                targets = self.evaluate(branch, self.state(), config)
+                if len(targets) == 1:
+                    name = targets[0]
+                    self.next = () if name == END else (name,)
+                else:
+                    self.next = spec.order(set(targets))
+                self._drop_ephemeral()
+                return
         edges, branches, barriers_from = spec.edges, spec.branches, spec.barriers_from
         triggered: set[str] = set()
         state: OverAllState | None = None
@@ -365,13 +401,17 @@ class Loop:
                     if seen >= barrier.sources:
                         triggered.add(barrier.target)
                         del self.barrier_seen[barrier.key]
-        if len(triggered) == 1:  # the common step: one node triggered one node
+        if len(triggered) == 1:  # one node triggered one node
             (name,) = triggered
             self.next = () if name == END else (name,)
         else:
             self.next = spec.order(triggered)
-        for key in spec.ephemeral_keys:
-            # read by this step's routers, then gone: never stored, returned or streamed
+        self._drop_ephemeral()
+
+    def _drop_ephemeral(self) -> None:
+        """Ephemeral keys are read by this step's routers, then gone: never stored, returned
+        or streamed."""
+        for key in self.spec.ephemeral_keys:
             if self.values.pop(key, None) is not None:
                 self.dirty.discard(key)
 

@@ -203,6 +203,35 @@ def test_a_router_can_fan_out_with_a_list_of_keys(driver):
     assert driver.invoke(g.compile(), {})["log"] == ["pick", "x", "z"]
 
 
+def test_a_node_with_a_static_edge_and_a_router_triggers_both_targets(driver):
+    g = StateGraph("both", key_strategies={"log": AppendStrategy()})
+    for name in ("pick", "always", "chosen"):
+        g.add_node(name, logger(name))
+    g.add_edge(START, "pick").add_edge("pick", "always")
+    g.add_conditional_edges("pick", lambda s: "chosen", {"chosen": "chosen"})
+    g.add_edge("always", END).add_edge("chosen", END)
+    assert driver.invoke(g.compile(), {})["log"] == ["pick", "always", "chosen"]
+
+
+def test_a_router_naming_one_node_twice_runs_it_once(driver):
+    g = StateGraph("twice", key_strategies={"log": AppendStrategy()})
+    g.add_node("pick", logger("pick")).add_node("x", logger("x"))
+    g.add_edge(START, "pick").add_edge("x", END)
+    g.add_conditional_edges("pick", lambda s: ["x", "x"])
+    assert driver.invoke(g.compile(), {})["log"] == ["pick", "x"]
+
+
+def test_a_node_with_a_router_and_a_barrier_counts_toward_the_barrier(driver):
+    g = StateGraph("mixed", key_strategies={"log": AppendStrategy()})
+    for name in ("a", "b", "join", "side"):
+        g.add_node(name, logger(name))
+    g.add_edge(START, "a").add_edge(START, "b")
+    g.add_conditional_edges("a", lambda s: "side", {"side": "side"})
+    g.add_edge(["a", "b"], "join")
+    g.add_edge("side", END).add_edge("join", END)
+    assert driver.invoke(g.compile(), {})["log"] == ["a", "b", "join", "side"]
+
+
 def test_a_router_without_path_map_returns_node_names(driver):
     g = StateGraph("names", key_strategies={"log": AppendStrategy()})
     g.add_node("pick", logger("pick")).add_node("chosen", logger("chosen"))
