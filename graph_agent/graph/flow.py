@@ -233,7 +233,7 @@ class _Flow:
             self._check_stateless_input(input)
             self._start(input)
             if self.streaming:
-                yield Emit([self._input_output(input)])
+                yield self._input_output(input)
         else:
             if self.thread_id is None:
                 raise ValueError(
@@ -399,7 +399,7 @@ class _Flow:
         self._start(input)
         yield from self._checkpoint("input", [START])
         if self.streaming:
-            yield Emit([self._input_output(input)])
+            yield self._input_output(input)
         return None
 
     def _answer(self, resume: Any) -> Generator[Effect, Any, None]:
@@ -774,14 +774,10 @@ class _Flow:
         return update
 
     def _input_output(self, input: Any) -> NodeOutput:
-        return NodeOutput(
-            node=START,
-            agent=self.spec.name,
-            step=self.loop.step,
-            update=self._shown(dict(input)),
-            state=self.loop.state(),
-            checkpoint_id=self.checkpoint_id,
-        )
+        loop = self.loop
+        update = self._shown(dict(input))
+        state = loop.state()
+        return node_output(START, self.spec.name, loop.step, update, state, self.checkpoint_id)
 
     def _pause_output(self, interrupts: list[Interrupt], step: int, node: str) -> NodeOutput:
         return NodeOutput(
