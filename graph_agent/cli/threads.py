@@ -25,7 +25,7 @@ from graph_agent.cli.errors import CliError
 from graph_agent.cli.output import make_console, to_json
 from graph_agent.cli.targets import open_existing_saver
 from graph_agent.graph.errors import SerializationError
-from graph_agent.graph.flow import pending_interrupts
+from graph_agent.graph.pending import pending_interrupts
 
 __all__ = ["checkpoint_bytes", "threads_command"]
 

@@ -1,8 +1,8 @@
 """The step machine: which nodes run, how their writes merge, where the run goes next.
 
 Everything here is pure: no threads, no awaits, no saver calls. :class:`Loop` holds one run's
-live state and applies supersteps to it; the drivers in ``runner.py`` execute nodes and I/O
-around it (see ``flow.py`` for the order of events in a call).
+live state and applies supersteps to it; the drivers in ``runner.py`` carry out nodes (with
+``execution.py``) and I/O around it (see ``flow.py`` for the order of events in a call).
 
 A superstep (BSP): the nodes triggered in step *n* run in step *n+1*, each seeing the same state;
 their writes are merged in ``add_node`` order; then every node that ran is routed (static edges,

@@ -13,7 +13,7 @@ import dataclasses
 import functools
 import importlib
 import itertools
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -33,6 +33,7 @@ from graph_agent.graph.errors import (
     InvalidUpdateError,
     NodeError,
 )
+from graph_agent.graph.pending import BREAKPOINT, INTERRUPT, RESUME, WRITE, Pending
 from graph_agent.graph.runtime import (
     RECORD_PREFIX,
     CallContext,
@@ -51,10 +52,6 @@ from graph_agent.graph.types import (
 )
 
 _run_counter = itertools.count()
-WRITE = "__write__"
-INTERRUPT = "__interrupt__"
-BREAKPOINT = "__breakpoint__"
-RESUME = "__resume__"
 _NO_TASK_IDS: frozenset[str] = frozenset()
 
 
@@ -112,72 +109,6 @@ class RunSettings:
     interrupt_after: frozenset[str]
 
 
-class _Pending:
-    """The pending writes of the checkpoint a call starts from, grouped by task.
-
-    ``order`` (node name → ``add_node`` index) sorts interrupts the same way however they
-    were stored: by node, then in the order each node raised them.
-    """
-
-    def __init__(self, writes: Sequence[Any], order: Mapping[str, int] | None = None) -> None:
-        self.order = order
-        self.done: dict[str, Write] = {}
-        self.records: dict[str, dict[str, Any]] = {}
-        self.resume: dict[str, dict[str, Any]] = {}
-        self.interrupts: dict[str, list[Interrupt]] = {}
-        self.static_ids: set[str] = set()
-        for write in writes:
-            task_id, channel, value = write.task_id, write.channel, write.value
-            if channel == WRITE:
-                self.done[task_id] = Write(value["update"], tuple(value["goto"]))
-            elif channel in (INTERRUPT, BREAKPOINT):
-                for item in value:
-                    self.add_interrupt(task_id, item, static=channel == BREAKPOINT)
-            elif channel == RESUME:
-                self.resume.setdefault(task_id, {}).update(value)
-            elif channel.startswith(RECORD_PREFIX):
-                self.records.setdefault(task_id, {})[channel[len(RECORD_PREFIX) :]] = value
-
-    @property
-    def empty(self) -> bool:
-        """True when nothing is pending (the usual case: no task id needs deriving)."""
-        return not (self.done or self.interrupts or self.records or self.resume)
-
-    def add_interrupt(self, task_id: str, item: Interrupt, *, static: bool) -> None:
-        self.interrupts.setdefault(task_id, []).append(item)
-        if static:
-            self.static_ids.add(item.id)
-
-    def stored(self, task_id: str, *, static: bool) -> tuple[str, list[Interrupt]]:
-        """The whole interrupt list of a task, as one pending write (writes replace)."""
-        items = [i for i in self.interrupts.get(task_id, []) if (i.id in self.static_ids) == static]
-        return (BREAKPOINT if static else INTERRUPT, items)
-
-    def dynamic_waiting(self) -> list[tuple[str, Interrupt]]:
-        """Unanswered interrupts raised by ``interrupt()`` (not static breakpoints)."""
-        return [(t, i) for t, i in self.unanswered() if i.id not in self.static_ids]
-
-    def unanswered(self) -> list[tuple[str, Interrupt]]:
-        """Interrupts with no resume value yet, as (task id, interrupt), in node order."""
-        found = [
-            (task_id, item)
-            for task_id, items in self.interrupts.items()
-            for item in items
-            if item.id not in self.resume.get(task_id, {})
-        ]
-        order = self.order
-        if order is not None and len(found) > 1:
-            found.sort(key=lambda pair: order.get(pair[1].node, len(order)))
-        return found
-
-
-def pending_interrupts(
-    writes: Sequence[Any], order: Mapping[str, int] | None = None
-) -> tuple[Interrupt, ...]:
-    """The interrupts still waiting for an answer among a checkpoint's pending writes."""
-    return tuple(item for _, item in _Pending(writes, order).unanswered())
-
-
 def call_flow(
     run: RunSettings,
     input: Any,
@@ -214,7 +145,7 @@ class _Flow:
         self.streaming = streaming
         self.loop = Loop(run.spec)
         self.checkpoint_id: str | None = None
-        self.pending = _Pending(())
+        self.pending = Pending(())
         self.thread_id = config.thread_id
         self.ns = config.checkpoint_ns
         self.fork = False
@@ -279,7 +210,7 @@ class _Flow:
             thread_id=self.thread_id, checkpoint_id=self.checkpoint_id, checkpoint_ns=self.ns
         )
 
-    def _carry_over(self, old: _Pending, old_checkpoint: str) -> Generator[Effect, Any, None]:
+    def _carry_over(self, old: Pending, old_checkpoint: str) -> Generator[Effect, Any, None]:
         """After ``update_state`` without ``as_node``, the step the thread was paused in goes on
         from the new checkpoint: finished nodes' writes, records, unanswered ``interrupt()``s
         and a passed-once breakpoint move to the new task ids, each interrupt id re-derived as
@@ -356,7 +287,7 @@ class _Flow:
             head = yield SaverCall("get", (self.thread_id, None, self.ns))
             self.fork = head is not None and head.id != wanted
             if self.fork:
-                self.pending = _Pending(())
+                self.pending = Pending(())
                 yield from self._checkpoint("fork", [])
         return saved
 
@@ -369,7 +300,7 @@ class _Flow:
             barriers=saved.barriers,
         )
         self.checkpoint_id = saved.id
-        self.pending = _Pending(saved.pending_writes, self.spec.rank)
+        self.pending = Pending(saved.pending_writes, self.spec.rank)
 
     def _treat_input(self, input: Any, saved: Any) -> Generator[Effect, Any, OverAllState | None]:
         """The three cases of DESIGN §3: resume, continue, or a new run on the thread."""
@@ -394,7 +325,7 @@ class _Flow:
             yield from self._answer_static()
             return None
         # a new run on the thread: pending interrupts and writes of the old step are dropped
-        self.pending = _Pending(())
+        self.pending = Pending(())
         self.loop.step = saved.step + 1 if saved is not None else -1
         self._start(input)
         yield from self._checkpoint("input", [START])
@@ -485,7 +416,7 @@ class _Flow:
                 yield put
                 self._checkpointed(put)
             if not nothing_pending:
-                self.pending = _Pending(())
+                self.pending = Pending(())
             if self.streaming:
                 yield self._step_outputs(tasks, writes)
             if durable and run.interrupt_after:

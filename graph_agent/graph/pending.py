@@ -1,0 +1,88 @@
+"""A checkpoint's pending writes, grouped by task: what makes a half-finished superstep
+resumable.
+
+Savers store pending writes as ``(task id, channel, value)``; the channels are a finished
+node's write (:data:`WRITE`), interrupts raised by ``interrupt()`` (:data:`INTERRUPT`) or by a
+static breakpoint (:data:`BREAKPOINT`), resume values given (:data:`RESUME`), and sub-task
+records (``RECORD_PREFIX`` + key). :class:`Pending` reads them back for the flow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from graph_agent.graph.engine import Write
+from graph_agent.graph.runtime import RECORD_PREFIX
+from graph_agent.graph.types import Interrupt
+
+WRITE = "__write__"
+INTERRUPT = "__interrupt__"
+BREAKPOINT = "__breakpoint__"
+RESUME = "__resume__"
+
+
+class Pending:
+    """The pending writes of the checkpoint a call starts from, grouped by task.
+
+    ``order`` (node name → ``add_node`` index) sorts interrupts the same way however they
+    were stored: by node, then in the order each node raised them.
+    """
+
+    def __init__(self, writes: Sequence[Any], order: Mapping[str, int] | None = None) -> None:
+        self.order = order
+        self.done: dict[str, Write] = {}
+        self.records: dict[str, dict[str, Any]] = {}
+        self.resume: dict[str, dict[str, Any]] = {}
+        self.interrupts: dict[str, list[Interrupt]] = {}
+        self.static_ids: set[str] = set()
+        for write in writes:
+            task_id, channel, value = write.task_id, write.channel, write.value
+            if channel == WRITE:
+                self.done[task_id] = Write(value["update"], tuple(value["goto"]))
+            elif channel in (INTERRUPT, BREAKPOINT):
+                for item in value:
+                    self.add_interrupt(task_id, item, static=channel == BREAKPOINT)
+            elif channel == RESUME:
+                self.resume.setdefault(task_id, {}).update(value)
+            elif channel.startswith(RECORD_PREFIX):
+                self.records.setdefault(task_id, {})[channel[len(RECORD_PREFIX) :]] = value
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing is pending (the usual case: no task id needs deriving)."""
+        return not (self.done or self.interrupts or self.records or self.resume)
+
+    def add_interrupt(self, task_id: str, item: Interrupt, *, static: bool) -> None:
+        self.interrupts.setdefault(task_id, []).append(item)
+        if static:
+            self.static_ids.add(item.id)
+
+    def stored(self, task_id: str, *, static: bool) -> tuple[str, list[Interrupt]]:
+        """The whole interrupt list of a task, as one pending write (writes replace)."""
+        items = [i for i in self.interrupts.get(task_id, []) if (i.id in self.static_ids) == static]
+        return (BREAKPOINT if static else INTERRUPT, items)
+
+    def dynamic_waiting(self) -> list[tuple[str, Interrupt]]:
+        """Unanswered interrupts raised by ``interrupt()`` (not static breakpoints)."""
+        return [(t, i) for t, i in self.unanswered() if i.id not in self.static_ids]
+
+    def unanswered(self) -> list[tuple[str, Interrupt]]:
+        """Interrupts with no resume value yet, as (task id, interrupt), in node order."""
+        found = [
+            (task_id, item)
+            for task_id, items in self.interrupts.items()
+            for item in items
+            if item.id not in self.resume.get(task_id, {})
+        ]
+        order = self.order
+        if order is not None and len(found) > 1:
+            found.sort(key=lambda pair: order.get(pair[1].node, len(order)))
+        return found
+
+
+def pending_interrupts(
+    writes: Sequence[Any], order: Mapping[str, int] | None = None
+) -> tuple[Interrupt, ...]:
+    """The interrupts still waiting for an answer among a checkpoint's pending writes."""
+    return tuple(item for _, item in Pending(writes, order).unanswered())
