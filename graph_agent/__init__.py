@@ -78,7 +78,7 @@ if TYPE_CHECKING:
         ToolEmulatorInterceptor,
         ToolInterceptor,
         ToolRetryInterceptor,
-)
+    )
     from graph_agent.checkpoint.postgres import AsyncPostgresSaver, PostgresSaver
     from graph_agent.checkpoint.sqlite import SqliteSaver
 

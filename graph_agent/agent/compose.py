@@ -80,9 +80,7 @@ def agent_node(
     )
 
 
-def agent_tool(
-    agent: AgentLike, name: str | None = None, description: str | None = None
-) -> Tool:
+def agent_tool(agent: AgentLike, name: str | None = None, description: str | None = None) -> Tool:
     """``agent`` as a tool another agent's model can call with a request in plain words.
 
     The agent runs in the caller's thread, under a namespace of its own per tool call; its

@@ -101,9 +101,7 @@ def pending_tool_calls(messages: Sequence[BaseMessage]) -> list[ToolCall]:
     index, message = last_assistant(messages)
     if message is None or not message.tool_calls:
         return []
-    answered = {
-        m.tool_call_id for m in messages[index + 1 :] if isinstance(m, ToolResponseMessage)
-    }
+    answered = {m.tool_call_id for m in messages[index + 1 :] if isinstance(m, ToolResponseMessage)}
     return [call for call in message.tool_calls if call.id not in answered]
 
 
@@ -418,7 +416,10 @@ class ToolNode:
             config=config,
         )
         request = ToolCallRequest(
-            call=call, tool=agent.toolkit.get(call.name), state=state, config=config,
+            call=call,
+            tool=agent.toolkit.get(call.name),
+            state=state,
+            config=config,
             context=context,
         )
         try:
@@ -452,9 +453,7 @@ class ToolNode:
             fixes["name"] = call.name
         if len(response.content) > limit:
             cut = len(response.content) - limit
-            fixes["content"] = (
-                response.content[:limit] + f"\n[... {cut} more characters truncated]"
-            )
+            fixes["content"] = response.content[:limit] + f"\n[... {cut} more characters truncated]"
         return response.model_copy(update=fixes) if fixes else response
 
 

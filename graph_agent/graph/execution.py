@@ -331,9 +331,7 @@ def run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator[
             )
         else:
             context = contextvars.copy_context()
-            running[id(task)] = shared_pool().start(
-                context.run, _run_sync_reporting, task, events
-            )
+            running[id(task)] = shared_pool().start(context.run, _run_sync_reporting, task, events)
 
     handoff: ParentCommand | None = None
     try:
@@ -379,9 +377,7 @@ def _run_sync_reporting(task: Task, events: queue.SimpleQueue[Any]) -> None:
             raise
 
 
-async def _run_async_reporting(
-    task: Task, events: queue.SimpleQueue[Any], depth: int
-) -> None:
+async def _run_async_reporting(task: Task, events: queue.SimpleQueue[Any], depth: int) -> None:
     """On the loop thread: run an async node and report how it ended (whatever it raised)."""
     try:
         events.put(_Finished(task, await run_async(task, depth)))
@@ -401,9 +397,7 @@ async def afinish_task(effect: RunTasks, saver: Any, task: Task, value: Any) -> 
         task.engine_error = True
 
 
-async def arun_tasks(
-    effect: RunTasks, saver: Any, streaming: bool
-) -> AsyncIterator[NodeOutput]:
+async def arun_tasks(effect: RunTasks, saver: Any, streaming: bool) -> AsyncIterator[NodeOutput]:
     import asyncio
 
     tasks = effect.tasks
@@ -440,9 +434,7 @@ async def arun_tasks(
                     value = await run_async(task)
                 else:  # the shared pool, not the loop's CPU-sized default executor
                     context = contextvars.copy_context()
-                    value = await loop.run_in_executor(
-                        shared_pool(), context.run, run_sync, task
-                    )
+                    value = await loop.run_in_executor(shared_pool(), context.run, run_sync, task)
             except CAUGHT as exc:
                 task.error = exc
             else:

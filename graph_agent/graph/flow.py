@@ -277,8 +277,7 @@ class _Flow:
         saved = yield SaverCall("get", (self.thread_id, wanted, self.ns))
         if saved is None and wanted is not None:
             raise ValueError(
-                f"no checkpoint {wanted!r} on this thread; list them with "
-                "get_state_history(config)"
+                f"no checkpoint {wanted!r} on this thread; list them with get_state_history(config)"
             )
         if saved is None:
             return None

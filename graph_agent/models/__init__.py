@@ -64,6 +64,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'graph_agent.models' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
 
+
 __all__ = [
     "ChatModel",
     "ChunkAccumulator",

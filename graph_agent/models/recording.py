@@ -278,6 +278,7 @@ class ReplayChatModel(LocalChatModel):
                 text += f"; the closest recording has {len(recorded['messages'])} messages"
         return text + ". Record it again with RecordingChatModel(inner, path)."
 
+
 def _describe(message: Mapping[str, Any]) -> str:
     text = str(message.get("content", ""))
     text = text if len(text) <= 60 else text[:57] + "..."

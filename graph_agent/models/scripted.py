@@ -89,4 +89,3 @@ class ScriptedChatModel(LocalChatModel):
         if callable(item):
             item = item(request)
         return as_reply(item)
-

@@ -387,8 +387,9 @@ class Trip(BaseModel):
 def test_an_output_schema_nobody_registered_round_trips_through_sqlite(tmp_path):
     answer = {"legs": [{"to": "Rome", "by": "train"}], "first": {"to": "Rome", "by": "train"}}
     path = tmp_path / "agent.db"
-    writer = ReactAgent("a", ScriptedChatModel([json.dumps(answer)]), output_schema=Trip,
-                        saver=SqliteSaver(path))
+    writer = ReactAgent(
+        "a", ScriptedChatModel([json.dumps(answer)]), output_schema=Trip, saver=SqliteSaver(path)
+    )
     assert writer.invoke("plan a trip", cfg())["output"] == Trip.model_validate(answer)
     reader = ReactAgent("a", ScriptedChatModel([]), output_schema=Trip, saver=SqliteSaver(path))
     loaded = reader.get_state(cfg()).values["output"]
@@ -462,8 +463,12 @@ def test_in_tool_mode_the_history_stays_valid_for_the_next_turn():
     assert ran == ["search"] and state["output"] == Weather(city="Oslo", celsius=-3)
     assert_valid_history(list(state["messages"]))
     assert_valid_history(model.requests[2].messages)
-    assert not any(c.name == "final_answer" for m in model.requests[2].messages
-                   if isinstance(m, AssistantMessage) for c in m.tool_calls)
+    assert not any(
+        c.name == "final_answer"
+        for m in model.requests[2].messages
+        if isinstance(m, AssistantMessage)
+        for c in m.tool_calls
+    )
 
 
 def test_in_tool_mode_invalid_arguments_are_answered_with_the_errors_once():
@@ -533,8 +538,13 @@ def test_output_mode_tool_refuses_an_agent_tool_named_final_answer():
         return text
 
     with pytest.raises(GraphSetupError, match="already has one"):
-        ReactAgent("a", ScriptedChatModel([]), tools=[final_answer], output_schema=Weather,
-                   output_mode="tool")
+        ReactAgent(
+            "a",
+            ScriptedChatModel([]),
+            tools=[final_answer],
+            output_schema=Weather,
+            output_mode="tool",
+        )
 
 
 def test_an_unknown_output_mode_is_refused():

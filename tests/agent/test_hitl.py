@@ -49,8 +49,12 @@ def test_a_listed_tool_pauses_the_run_before_anything_runs():
     (pending,) = paused.interrupts
     assert pending.value == {
         "tool_calls": [
-            {"id": "m1", "name": "send_email", "arguments": {"to": "bob", "body": "hi"},
-             "description": "sends mail on your behalf"}
+            {
+                "id": "m1",
+                "name": "send_email",
+                "arguments": {"to": "bob", "body": "hi"},
+                "description": "sends mail on your behalf",
+            }
         ]
     }
     assert sent == []
@@ -70,7 +74,11 @@ def test_approve_runs_the_call_and_the_ungated_ones():
     final = agent.invoke(Command(resume={"m1": {"decision": "approve"}}), CFG)
     assert final["messages"][-1].text == "done" and final.interrupts == ()
     assert sent == [{"to": "bob", "body": "hi"}]
-    results = {m.tool_call_id: m.content for m in model.requests[1].messages if isinstance(m, ToolResponseMessage)}
+    results = {
+        m.tool_call_id: m.content
+        for m in model.requests[1].messages
+        if isinstance(m, ToolResponseMessage)
+    }
     assert results == {"m1": "sent to bob", "l1": "bob@example.com"}
 
 
@@ -82,7 +90,10 @@ def test_edit_replaces_the_arguments_and_history_holds_one_edited_call():
     assert sent == [{"to": "bob", "body": "hello, kindly"}]
     messages = agent.get_state(CFG).values["messages"]
     calls = [c for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
-    assert [(c.id, c.arguments.get("body")) for c in calls] == [("m1", "hello, kindly"), ("l1", None)]
+    assert [(c.id, c.arguments.get("body")) for c in calls] == [
+        ("m1", "hello, kindly"),
+        ("l1", None),
+    ]
 
 
 def test_reject_makes_the_reason_the_result_and_the_call_never_runs():
@@ -90,7 +101,11 @@ def test_reject_makes_the_reason_the_result_and_the_call_never_runs():
     agent.invoke("mail bob", CFG)
     agent.invoke(Command(resume={"m1": {"decision": "reject", "reason": "too early"}}), CFG)
     assert sent == []
-    result = next(m for m in model.requests[1].messages if isinstance(m, ToolResponseMessage) and m.tool_call_id == "m1")
+    result = next(
+        m
+        for m in model.requests[1].messages
+        if isinstance(m, ToolResponseMessage) and m.tool_call_id == "m1"
+    )
     assert result.is_error and "too early" in result.content
 
 
@@ -115,7 +130,9 @@ def test_a_rejected_call_never_runs_even_when_a_hook_jumps_to_tool():
 def test_a_gated_call_without_a_decision_is_refused_and_stays_pending():
     agent, _ = mail_agent("done")
     pending = agent.invoke("mail bob", CFG).interrupts
-    with pytest.raises(InvalidResumeError, match=r"no decision for the tool call\(s\) m1 \(send_email\)"):
+    with pytest.raises(
+        InvalidResumeError, match=r"no decision for the tool call\(s\) m1 \(send_email\)"
+    ):
         agent.invoke(Command(resume={"l1": {"decision": "approve"}}), CFG)
     assert agent.get_state(CFG).interrupts == pending
     assert sent == []
@@ -142,7 +159,11 @@ def test_a_bare_reject_string_rejects_without_a_reason():
     agent.invoke("mail bob", CFG)
     agent.invoke(Command(resume={"m1": "reject"}), CFG)
     assert sent == []
-    result = next(m for m in model.requests[1].messages if isinstance(m, ToolResponseMessage) and m.tool_call_id == "m1")
+    result = next(
+        m
+        for m in model.requests[1].messages
+        if isinstance(m, ToolResponseMessage) and m.tool_call_id == "m1"
+    )
     assert result.is_error and "no reason given" in result.content
 
 
@@ -177,7 +198,9 @@ def test_continuing_with_none_asks_again_with_the_same_interrupt():
 
 
 def test_each_model_answer_with_gated_calls_pauses_once():
-    second_batch = AssistantMessage(tool_calls=[ToolCall("m2", "send_email", {"to": "eve", "body": "yo"})])
+    second_batch = AssistantMessage(
+        tool_calls=[ToolCall("m2", "send_email", {"to": "eve", "body": "yo"})]
+    )
     agent, _ = mail_agent(second_batch, "all sent")
     agent.invoke("mail bob and eve", CFG)
     paused = agent.invoke(Command(resume={"m1": {"decision": "approve"}}), CFG)

@@ -54,14 +54,24 @@ class Recorder(AgentHook, ModelHook):
 
 def test_before_hooks_run_in_order_and_after_hooks_in_reverse():
     log = []
-    model = ScriptedChatModel([AssistantMessage(tool_calls=[ToolCall("c1", "echo", {"text": "x"})]), "done"])
+    model = ScriptedChatModel(
+        [AssistantMessage(tool_calls=[ToolCall("c1", "echo", {"text": "x"})]), "done"]
+    )
     agent = ReactAgent("order", model, tools=[echo], hooks=[Recorder("a", log), Recorder("b", log)])
     agent.call("go", CFG)
     assert log == [
-        "a.before_agent", "b.before_agent",
-        "a.before_model", "b.before_model", "b.after_model", "a.after_model",
-        "a.before_model", "b.before_model", "b.after_model", "a.after_model",
-        "b.after_agent", "a.after_agent",
+        "a.before_agent",
+        "b.before_agent",
+        "a.before_model",
+        "b.before_model",
+        "b.after_model",
+        "a.after_model",
+        "a.before_model",
+        "b.before_model",
+        "b.after_model",
+        "a.after_model",
+        "b.after_agent",
+        "a.after_agent",
     ]
 
 
@@ -106,7 +116,9 @@ def test_a_hook_update_is_merged_into_the_state():
             return None
 
     model = ScriptedChatModel(["ok"])
-    ReactAgent("ctx", model, hooks=[AddContext()]).call("hi", RunnableConfig(context={"user": "ann"}))
+    ReactAgent("ctx", model, hooks=[AddContext()]).call(
+        "hi", RunnableConfig(context={"user": "ann"})
+    )
     assert [m.text for m in model.requests[0].messages] == ["hi", "user=ann"]
 
 
@@ -171,7 +183,9 @@ def test_a_jump_that_the_hook_did_not_declare_is_an_error_naming_it():
         def before_model(self, state, config):
             return {"jump_to": "end"}
 
-    with pytest.raises(NodeError, match=r"Declared.declared.beforeModel.*jump_to='end'.*JumpTo.MODEL"):
+    with pytest.raises(
+        NodeError, match=r"Declared.declared.beforeModel.*jump_to='end'.*JumpTo.MODEL"
+    ):
         ReactAgent("x", ScriptedChatModel(["ok"]), hooks=[Declared()]).call("go")
     # without a can_jump_to the hook has a plain edge: the stray jump_to is ignored
     assert ReactAgent("y", ScriptedChatModel(["ok"]), hooks=[Sneaky()]).call("go").text == "ok"
@@ -234,8 +248,12 @@ def test_hooks_know_their_agent():
 
 def test_run_counters_reset_on_new_input():
     model = ScriptedChatModel(
-        [AssistantMessage(tool_calls=[ToolCall("c1", "echo", {"text": "1"})]), "done",
-         AssistantMessage(tool_calls=[ToolCall("c2", "echo", {"text": "2"})]), "done again"]
+        [
+            AssistantMessage(tool_calls=[ToolCall("c1", "echo", {"text": "1"})]),
+            "done",
+            AssistantMessage(tool_calls=[ToolCall("c2", "echo", {"text": "2"})]),
+            "done again",
+        ]
     )
     agent = ReactAgent("count", model, tools=[echo], max_iterations=1)
     agent.call("first", CFG)

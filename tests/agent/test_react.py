@@ -73,7 +73,13 @@ def test_parallel_tool_calls_run_concurrently_and_results_keep_call_order():
         return name
 
     model = ScriptedChatModel(
-        [calls(("a", "slow", {"name": "first", "delay": 0.05}), ("b", "slow", {"name": "second", "delay": 0.0})), "done"]
+        [
+            calls(
+                ("a", "slow", {"name": "first", "delay": 0.05}),
+                ("b", "slow", {"name": "second", "delay": 0.0}),
+            ),
+            "done",
+        ]
     )
     state = ReactAgent("par", model, tools=[slow]).invoke("go", cfg())
     results = [m for m in state["messages"] if isinstance(m, ToolResponseMessage)]
@@ -122,7 +128,13 @@ def test_the_same_thread_remembers_and_the_instruction_is_added_once():
     agent.call("I am Ann.", cfg())
     agent.call("Who am I?", cfg())
     messages = agent.get_state(cfg()).values["messages"]
-    assert [m.text for m in messages] == ["Be kind.", "I am Ann.", "Hi Ann.", "Who am I?", "You are Ann."]
+    assert [m.text for m in messages] == [
+        "Be kind.",
+        "I am Ann.",
+        "Hi Ann.",
+        "Who am I?",
+        "You are Ann.",
+    ]
     assert isinstance(messages[0], SystemMessage) and messages[0].id == "instruction"
     assert [m.text for m in model.requests[1].messages][:2] == ["Be kind.", "I am Ann."]
 
@@ -227,13 +239,17 @@ def test_a_model_error_is_a_node_error_not_assistant_text():
 
 
 def test_streaming_yields_model_tokens_and_node_outputs_with_usage():
-    reply = AssistantMessage("Hello there, friend.", usage=Usage(prompt_tokens=5, completion_tokens=4, total_tokens=9))
+    reply = AssistantMessage(
+        "Hello there, friend.", usage=Usage(prompt_tokens=5, completion_tokens=4, total_tokens=9)
+    )
     agent = ReactAgent("talker", ScriptedChatModel([reply]))
     outputs = list(agent.stream("hi", cfg()))
     chunks = [o for o in outputs if isinstance(o, StreamingOutput)]
     assert "".join(c.chunk for c in chunks) == "Hello there, friend."
     assert all(c.agent == "talker" and c.node == "__model__" for c in chunks)
-    model_output = next(o for o in outputs if not isinstance(o, StreamingOutput) and o.node == "__model__")
+    model_output = next(
+        o for o in outputs if not isinstance(o, StreamingOutput) and o.node == "__model__"
+    )
     assert model_output.usage == Usage(prompt_tokens=5, completion_tokens=4, total_tokens=9)
     assert outputs.index(chunks[-1]) < outputs.index(model_output)
 
@@ -257,7 +273,10 @@ def test_stream_messages_yields_each_new_message_in_order():
     model = ScriptedChatModel([calls(("c1", "add", {"a": 1, "b": 2})), "3"])
     messages = list(ReactAgent("m", model, tools=[add]).stream_messages("1+2?", cfg()))
     assert [type(m).__name__ for m in messages] == [
-        "UserMessage", "AssistantMessage", "ToolResponseMessage", "AssistantMessage"
+        "UserMessage",
+        "AssistantMessage",
+        "ToolResponseMessage",
+        "AssistantMessage",
     ]
 
 
@@ -297,7 +316,9 @@ def test_a_tool_with_a_tool_context_parameter_learns_its_call():
 
 def test_the_async_twins_match_the_sync_calls():
     async def scenario():
-        model = ScriptedChatModel([calls(("c1", "add", {"a": 1, "b": 2})), "3", "again 3", "x", "y"])
+        model = ScriptedChatModel(
+            [calls(("c1", "add", {"a": 1, "b": 2})), "3", "again 3", "x", "y"]
+        )
         agent = ReactAgent("async", model, tools=[add])
         answer = await agent.acall("1+2", cfg())
         state = await agent.ainvoke("again", cfg())

@@ -87,7 +87,9 @@ def test_every_checkpoint_of_a_delta_chain_loads_exactly(saver):
 def test_unchanged_keys_are_read_from_the_checkpoint_that_wrote_them(saver):
     first = checkpoint(blobs={"x": Blob("full", 1), "y": Blob("full", "kept")})
     saver.put(first)
-    second = checkpoint(parent=first.id, step=1, blobs={"x": Blob("full", 2)}, versions=first.versions)
+    second = checkpoint(
+        parent=first.id, step=1, blobs={"x": Blob("full", 2)}, versions=first.versions
+    )
     saver.put(second)
     assert saver.get("t1").values == {"x": 2, "y": "kept"}
     assert saver.get("t1", first.id).values == {"x": 1, "y": "kept"}

@@ -92,8 +92,12 @@ def test_a_run_whose_thread_was_advanced_by_another_writer_cannot_fork_it(tmp_pa
     other = SqliteSaver(path)  # a writer that ignores the lease, e.g. a buggy tool
     head = other.get("t")
     intruder = Checkpoint(
-        id=new_checkpoint_id(after=head.id), thread_id="t", parent_id=head.id,
-        step=head.step + 1, versions=head.versions, metadata={"source": "update"},
+        id=new_checkpoint_id(after=head.id),
+        thread_id="t",
+        parent_id=head.id,
+        step=head.step + 1,
+        versions=head.versions,
+        metadata={"source": "update"},
     )
     other.put(intruder)
     release.set()

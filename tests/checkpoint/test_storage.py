@@ -19,13 +19,13 @@ def conversation(saver):
 
     def speak(state):
         n = len(state["messages"])
-        return {"messages": {"id": f"m{n}", "role": "assistant", "text": f"message number {n} " * 4}}
+        return {
+            "messages": {"id": f"m{n}", "role": "assistant", "text": f"message number {n} " * 4}
+        }
 
     g.add_node("speak", speak)
     g.add_edge(START, "speak")
-    g.add_conditional_edges(
-        "speak", lambda s: "speak" if len(s["messages"]) < s["turns"] else END
-    )
+    g.add_conditional_edges("speak", lambda s: "speak" if len(s["messages"]) < s["turns"] else END)
     return g.compile(CompileConfig(saver=saver))
 
 
@@ -44,7 +44,9 @@ def test_two_hundred_steps_store_less_than_six_times_fifty_steps(saver):
 def test_every_checkpoint_loads_the_state_that_was_live_then(saver):
     app = conversation(saver)
     config = RunnableConfig(thread_id="live", max_steps=1000)
-    live = {o.checkpoint_id: o.state.data() for o in app.stream({"turns": 150, "messages": []}, config)}
+    live = {
+        o.checkpoint_id: o.state.data() for o in app.stream({"turns": 150, "messages": []}, config)
+    }
     assert len(live) == 151
     for checkpoint_id, state in live.items():
         assert saver.get("live", checkpoint_id).values == state
@@ -61,5 +63,8 @@ def test_a_removal_stores_a_full_copy_and_later_loads_stay_exact(saver):
     app.invoke({"log": []}, config)
     history = list(saver.list("edit"))
     assert [[i["id"] for i in cp.values["log"]] for cp in history] == [
-        ["a", "c", "d"], ["a", "c"], ["a", "b", "c"], []
+        ["a", "c", "d"],
+        ["a", "c"],
+        ["a", "b", "c"],
+        [],
     ]

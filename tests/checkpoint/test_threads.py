@@ -47,7 +47,12 @@ def test_a_checkpoint_is_written_after_every_superstep(saver, driver):
     history = list(app.get_state_history(CFG))
     assert [s.metadata["step"] for s in history] == [2, 1, 0, -1]
     assert [s.metadata["source"] for s in history] == ["loop", "loop", "loop", "input"]
-    assert [s.metadata["writers"] for s in history] == [["publish"], ["review"], ["draft"], ["__start__"]]
+    assert [s.metadata["writers"] for s in history] == [
+        ["publish"],
+        ["review"],
+        ["draft"],
+        ["__start__"],
+    ]
     assert [s.next for s in history] == [(), ("publish",), ("review",), ("draft",)]
     assert history[1].values["log"] == ["draft", "review"]
     assert history[0].parent_config.checkpoint_id == history[1].config.checkpoint_id
@@ -226,7 +231,9 @@ def test_time_travel_forks_without_overwriting_history(saver, driver):
     assert forked["log"] == ["draft", "review", "publish"]
     new_history = list(app.get_state_history(CFG))
     assert len(new_history) == len(history) + 3  # the fork's copy, review, publish
-    assert {s.config.checkpoint_id for s in history} <= {s.config.checkpoint_id for s in new_history}
+    assert {s.config.checkpoint_id for s in history} <= {
+        s.config.checkpoint_id for s in new_history
+    }
     fork_point = new_history[2]
     assert fork_point.metadata["source"] == "fork" and fork_point.next == ("review",)
     assert fork_point.parent_config.checkpoint_id == after_draft.config.checkpoint_id

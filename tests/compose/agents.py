@@ -17,7 +17,8 @@ def scripted(name: str, *replies: ScriptedResponse, **options: Any) -> ReactAgen
 def echo(name: str, **options: Any) -> ReactAgent:
     """An agent that answers every request with ``"<name>: <the last message's text>"``."""
     return ReactAgent(
-        name, ScriptedChatModel([lambda request: f"{name}: {request.messages[-1].text}"] * 20),
+        name,
+        ScriptedChatModel([lambda request: f"{name}: {request.messages[-1].text}"] * 20),
         **options,
     )
 

@@ -17,7 +17,9 @@ class Caller:
     def __init__(self, kind: str) -> None:
         self.kind = kind
 
-    def invoke(self, runnable: Any, input: Any, config: RunnableConfig | None = None) -> OverAllState:
+    def invoke(
+        self, runnable: Any, input: Any, config: RunnableConfig | None = None
+    ) -> OverAllState:
         if self.kind == "sync":
             return runnable.invoke(input, config)
         return asyncio.run(runnable.ainvoke(input, config))

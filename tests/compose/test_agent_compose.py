@@ -183,17 +183,23 @@ def test_two_calls_of_one_agent_tool_run_apart():
     boss = boss_over(
         child.as_tool(),
         replies=(
-            calls(("c1", "researcher", {"request": "one"}), ("c2", "researcher", {"request": "two"})),
+            calls(
+                ("c1", "researcher", {"request": "one"}), ("c2", "researcher", {"request": "two"})
+            ),
             "done",
         ),
     )
 
     final = boss.invoke("go", CFG)
 
-    results = {m.tool_call_id: m.content for m in final["messages"] if isinstance(m, ToolResponseMessage)}
+    results = {
+        m.tool_call_id: m.content for m in final["messages"] if isinstance(m, ToolResponseMessage)
+    }
     assert results == {"c1": "researcher: one", "c2": "researcher: two"}
     for call_id, request in (("c1", "one"), ("c2", "two")):
-        inside = boss.get_state(RunnableConfig(thread_id="t1", checkpoint_ns=f"researcher:{call_id}"))
+        inside = boss.get_state(
+            RunnableConfig(thread_id="t1", checkpoint_ns=f"researcher:{call_id}")
+        )
         assert texts(inside.values)[0] == request
 
 
@@ -250,14 +256,19 @@ def test_approvals_in_two_parallel_agent_tools_pause_the_caller_once_with_both()
     boss = boss_over(
         mailer("left").as_tool(),
         mailer("right").as_tool(),
-        replies=(calls(("c1", "left", {"request": "bob"}), ("c2", "right", {"request": "eve"})), "done"),
+        replies=(
+            calls(("c1", "left", {"request": "bob"}), ("c2", "right", {"request": "eve"})),
+            "done",
+        ),
     )
 
     paused = boss.invoke("go", CFG)
 
     assert [i.value["tool_calls"][0]["id"] for i in paused.interrupts] == ["m-left", "m-right"]
     assert sent == []
-    answers = {i.id: {i.value["tool_calls"][0]["id"]: {"decision": "approve"}} for i in paused.interrupts}
+    answers = {
+        i.id: {i.value["tool_calls"][0]["id"]: {"decision": "approve"}} for i in paused.interrupts
+    }
     final = boss.invoke(Command(resume=answers), CFG)
     assert sorted(sent) == ["bob", "eve"]
     assert texts(final) == ["go", "", "left mailed", "right mailed", "done"]
@@ -287,7 +298,9 @@ def transfer_to_billing(reason: str) -> Command:
 def desk(triage: Any) -> Any:
     graph = StateGraph("desk", key_strategies={"messages": AppendStrategy()})
     graph.add_node("triage", triage, destinations=("billing", "support"))
-    graph.add_node("billing", lambda state: {"messages": AssistantMessage(f"billing: {state['topic']}")})
+    graph.add_node(
+        "billing", lambda state: {"messages": AssistantMessage(f"billing: {state['topic']}")}
+    )
     graph.add_node("support", lambda state: {"messages": AssistantMessage("support")})
     graph.add_edge(START, "triage").add_edge("triage", END)
     graph.add_edge("billing", END).add_edge("support", END)
@@ -305,7 +318,9 @@ def test_a_tool_inside_a_child_agent_hands_off_to_the_parent_with_an_update(call
 
     triage = scripted(
         "triage",
-        calls(("c1", "note", {"text": "first"}), ("c2", "transfer_to_billing", {"reason": "refund"})),
+        calls(
+            ("c1", "note", {"text": "first"}), ("c2", "transfer_to_billing", {"reason": "refund"})
+        ),
         "never reached",
         tools=[note, transfer_to_billing],
     )
@@ -319,9 +334,15 @@ def test_a_tool_inside_a_child_agent_hands_off_to_the_parent_with_an_update(call
 
 
 def test_a_streamed_handoff_shows_the_child_stop_and_the_parent_route(caller):
-    triage = scripted("triage", calls(("c1", "transfer_to_billing", {"reason": "refund"})), tools=[transfer_to_billing])
+    triage = scripted(
+        "triage",
+        calls(("c1", "transfer_to_billing", {"reason": "refund"})),
+        tools=[transfer_to_billing],
+    )
 
-    outputs = caller.stream(desk(triage), {"messages": [UserMessage("Refund?")]}, CFG, subgraphs=True)
+    outputs = caller.stream(
+        desk(triage), {"messages": [UserMessage("Refund?")]}, CFG, subgraphs=True
+    )
 
     finished = [(o.path, o.node) for o in outputs if o.state is not None]
     assert finished == [
@@ -335,7 +356,13 @@ def test_a_streamed_handoff_shows_the_child_stop_and_the_parent_route(caller):
 
 
 def test_a_tool_handoff_in_a_top_level_agent_is_an_invalid_update():
-    agent = scripted("triage", calls(("c1", "transfer_to_billing", {"reason": "refund"})), tools=[transfer_to_billing])
+    agent = scripted(
+        "triage",
+        calls(("c1", "transfer_to_billing", {"reason": "refund"})),
+        tools=[transfer_to_billing],
+    )
 
-    with pytest.raises(InvalidUpdateError, match=r"node '__tool__' \(step 1\) of graph 'triage' handed off"):
+    with pytest.raises(
+        InvalidUpdateError, match=r"node '__tool__' \(step 1\) of graph 'triage' handed off"
+    ):
         agent.invoke("refund please")

@@ -76,7 +76,10 @@ def test_a_sequential_team_runs_its_agents_in_order_each_seeing_the_previous_ans
 
     assert texts(final) == ["Write about graphs.", "A draft.", "editor: A draft."]
     assert final["outputs"] == {"writer": "A draft.", "editor": "editor: A draft."}
-    assert [m.text for m in editor.model.requests[0].messages] == ["Write about graphs.", "A draft."]
+    assert [m.text for m in editor.model.requests[0].messages] == [
+        "Write about graphs.",
+        "A draft.",
+    ]
 
 
 def test_call_returns_the_last_agents_answer():
@@ -128,7 +131,9 @@ def test_max_concurrency_one_runs_the_parallel_agents_one_at_a_time():
         return "done"
 
     agents = [
-        scripted(name, calls((f"c-{name}", "slow", {"name": name})), f"{name} finished", tools=[slow])
+        scripted(
+            name, calls((f"c-{name}", "slow", {"name": name})), f"{name} finished", tools=[slow]
+        )
         for name in ("alpha", "beta", "gamma")
     ]
     team = ParallelAgent("panel", agents, max_concurrency=1)
@@ -167,7 +172,9 @@ def test_every_parallel_agent_sees_the_same_input():
 # LlmRoutingAgent
 
 
-def desk(router: ScriptedChatModel, *, fallback: bool = True) -> tuple[LlmRoutingAgent, dict[str, Any]]:
+def desk(
+    router: ScriptedChatModel, *, fallback: bool = True
+) -> tuple[LlmRoutingAgent, dict[str, Any]]:
     agents = {
         name: echo(name, description=f"handles {name} questions")
         for name in ("tech", "billing", "sales")
@@ -187,7 +194,9 @@ def test_the_routing_model_picks_one_agent(caller):
 
     assert texts(final) == ["Why was I charged twice?", "billing: Why was I charged twice?"]
     assert final["outputs"] == {"billing": "billing: Why was I charged twice?"}
-    assert [len(agents[name].model.requests) for name in ("tech", "billing", "sales", "general")] == [0, 1, 0, 0]
+    assert [
+        len(agents[name].model.requests) for name in ("tech", "billing", "sales", "general")
+    ] == [0, 1, 0, 0]
 
 
 def test_the_routing_model_sees_every_agent_described_and_is_asked_for_json():
@@ -297,15 +306,31 @@ def test_a_loop_over_items_gives_the_agent_one_item_at_a_time(caller):
     worker = echo("worker")
     team = LoopAgent("each", worker, items_key="todo")
 
-    final = caller.invoke(team, {"todo": ["wash", "dry", "fold"], "messages": [UserMessage("Chores.")]})
+    final = caller.invoke(
+        team, {"todo": ["wash", "dry", "fold"], "messages": [UserMessage("Chores.")]}
+    )
 
-    assert texts(final) == ["Chores.", "wash", "worker: wash", "dry", "worker: dry", "fold", "worker: fold"]
-    assert [[m.text for m in r.messages] for r in worker.model.requests] == [["wash"], ["dry"], ["fold"]]
+    assert texts(final) == [
+        "Chores.",
+        "wash",
+        "worker: wash",
+        "dry",
+        "worker: dry",
+        "fold",
+        "worker: fold",
+    ]
+    assert [[m.text for m in r.messages] for r in worker.model.requests] == [
+        ["wash"],
+        ["dry"],
+        ["fold"],
+    ]
     assert final["item"] == "fold"
 
 
 def test_a_loop_runs_until_its_condition_holds():
-    team = LoopAgent("refine", counting_agent(), until=lambda state: state["outputs"]["worker"] == "pass 4")
+    team = LoopAgent(
+        "refine", counting_agent(), until=lambda state: state["outputs"]["worker"] == "pass 4"
+    )
 
     final = team.invoke("Refine.")
 
@@ -343,13 +368,20 @@ def test_a_loop_needs_at_least_one_pass():
 
 
 def test_teams_nest_and_a_nested_team_counts_as_one_agent(caller):
-    research = ParallelAgent("research", [scripted("web", "Web says A."), scripted("papers", "Papers say B.")])
+    research = ParallelAgent(
+        "research", [scripted("web", "Web says A."), scripted("papers", "Papers say B.")]
+    )
     writer = echo("writer")
     team = SequentialAgent("team", [research, writer])
 
     final = caller.invoke(team, "Write a report.")
 
-    assert texts(final) == ["Write a report.", "Web says A.", "Papers say B.", "writer: Papers say B."]
+    assert texts(final) == [
+        "Write a report.",
+        "Web says A.",
+        "Papers say B.",
+        "writer: Papers say B.",
+    ]
     assert [m.text for m in writer.model.requests[0].messages] == texts(final)[:3]
     assert final["outputs"] == {
         "research": "Web says A.\n\nPapers say B.",
@@ -358,7 +390,9 @@ def test_teams_nest_and_a_nested_team_counts_as_one_agent(caller):
 
 
 def test_a_sequential_team_inside_a_team_answers_with_its_last_answer_only():
-    drafting = SequentialAgent("drafting", [scripted("writer", "A draft."), scripted("editor", "An edit.")])
+    drafting = SequentialAgent(
+        "drafting", [scripted("writer", "A draft."), scripted("editor", "An edit.")]
+    )
     team = SequentialAgent("team", [drafting, echo("publisher")])
 
     final = team.invoke("Publish something.")
@@ -368,7 +402,9 @@ def test_a_sequential_team_inside_a_team_answers_with_its_last_answer_only():
 
 def test_a_parallel_team_as_a_tool_answers_with_every_agents_answer():
     panel = ParallelAgent("panel", [scripted("alpha", "Yes."), scripted("beta", "No.")])
-    boss = scripted("boss", calls(("c1", "panel", {"request": "Ship?"})), "Split vote.", tools=[panel.as_tool()])
+    boss = scripted(
+        "boss", calls(("c1", "panel", {"request": "Ship?"})), "Split vote.", tools=[panel.as_tool()]
+    )
 
     final = boss.invoke("Ask the panel.")
 
@@ -391,7 +427,10 @@ def test_a_team_can_be_a_tool_of_an_agent():
     ("make", "message"),
     [
         (lambda: SequentialAgent("empty", []), "empty: a team needs at least one agent"),
-        (lambda: ParallelAgent("twins", [echo("same"), echo("same")]), r"twins: agent names must be unique within a team, \['same'\] repeat"),
+        (
+            lambda: ParallelAgent("twins", [echo("same"), echo("same")]),
+            r"twins: agent names must be unique within a team, \['same'\] repeat",
+        ),
     ],
     ids=["empty", "duplicate-names"],
 )

@@ -48,7 +48,9 @@ class Runs:
         return run
 
 
-def chain(name: str, nodes: list[str], runs: Runs, *, extra: dict[str, Any] | None = None) -> StateGraph:
+def chain(
+    name: str, nodes: list[str], runs: Runs, *, extra: dict[str, Any] | None = None
+) -> StateGraph:
     """START -> nodes... -> END, each appending its name to ``log`` (``extra``: nodes to use
     instead of the counting ones)."""
     graph = StateGraph(name, key_strategies={"log": AppendStrategy()})
@@ -146,11 +148,16 @@ def test_the_child_keeps_its_checkpoints_under_its_namespace_in_the_parent_threa
     namespace = runs.namespaces["a"]
     (work_step,) = [s for s in app.get_state_history(CFG) if s.next == ("work",)]
     assert namespace == f"work:{_task_id(work_step)}"
-    inside = child.with_saver(saver).get_state(RunnableConfig(thread_id="t1", checkpoint_ns=namespace))
+    inside = child.with_saver(saver).get_state(
+        RunnableConfig(thread_id="t1", checkpoint_ns=namespace)
+    )
     assert inside.values == {"log": ["prep", "a", "b"]}
     assert inside.next == ()
     assert inside.config.checkpoint_ns == namespace
-    assert [s.metadata["writers"] for s in app.get_state_history(inside.config)][:2] == [["b"], ["a"]]
+    assert [s.metadata["writers"] for s in app.get_state_history(inside.config)][:2] == [
+        ["b"],
+        ["a"],
+    ]
     assert app.get_state(CFG).values == {"log": ["prep", "a", "b", "after"]}
 
 
@@ -265,7 +272,11 @@ class LosesTheParentsNextCommit(MemorySaver):
         self.armed = True
 
     def put(self, checkpoint: Any) -> None:
-        if self.armed and checkpoint.checkpoint_ns == "" and "work" in checkpoint.metadata.get("writers", ()):
+        if (
+            self.armed
+            and checkpoint.checkpoint_ns == ""
+            and "work" in checkpoint.metadata.get("writers", ())
+        ):
             self.armed = False
             raise OSError("disk detached")
         super().put(checkpoint)
@@ -301,7 +312,9 @@ def test_time_travel_to_before_the_child_runs_it_again_on_the_forked_state():
 # handoff
 
 
-def handoff_desk(child: Any, *, destinations: tuple[str, ...] = ("billing", "support")) -> StateGraph:
+def handoff_desk(
+    child: Any, *, destinations: tuple[str, ...] = ("billing", "support")
+) -> StateGraph:
     desk = StateGraph("desk", key_strategies={"log": AppendStrategy()})
     desk.add_node("triage", child, destinations=destinations)
     desk.add_node("billing", lambda state: {"log": f"billing:{state['topic']}"})
@@ -313,7 +326,10 @@ def handoff_desk(child: Any, *, destinations: tuple[str, ...] = ("billing", "sup
 def test_a_child_node_hands_off_to_a_node_of_the_parent_with_an_update(caller):
     ran: list[str] = []
     child = StateGraph("triage_graph", key_strategies={"log": AppendStrategy()})
-    child.add_node("classify", lambda state: Command(goto="billing", graph=Command.PARENT, update={"topic": "refund"}))
+    child.add_node(
+        "classify",
+        lambda state: Command(goto="billing", graph=Command.PARENT, update={"topic": "refund"}),
+    )
     child.add_node("never", lambda state: ran.append("never"))
     child.add_edge(START, "classify").add_edge("classify", "never").add_edge("never", END)
     app = handoff_desk(child.compile()).compile(CompileConfig(saver=MemorySaver()))
@@ -332,7 +348,9 @@ def test_a_handoff_to_an_undeclared_parent_node_is_an_error_naming_the_fix():
     desk = handoff_desk(child.compile(), destinations=("support",))
     desk.add_edge("support", "billing")  # billing is reachable, but not from triage
 
-    with pytest.raises(InvalidUpdateError, match=r"did not declare.*destinations=\(\.\.\., 'billing'\)"):
+    with pytest.raises(
+        InvalidUpdateError, match=r"did not declare.*destinations=\(\.\.\., 'billing'\)"
+    ):
         desk.compile().invoke({"log": []})
 
 
@@ -357,5 +375,7 @@ def test_a_command_addressed_to_another_graph_is_refused():
     graph.add_node("a", lambda state: Command(goto="b", graph="elsewhere"))
     graph.add_edge(START, "a").add_edge("a", END)
 
-    with pytest.raises(InvalidUpdateError, match=r"only graph a node can address is Command\.PARENT"):
+    with pytest.raises(
+        InvalidUpdateError, match=r"only graph a node can address is Command\.PARENT"
+    ):
         graph.compile().invoke({})

@@ -33,8 +33,12 @@ XRAY_NODES = 2 + 2 + 4 + 3 + 3
 CLUSTERS = ["research", "web", "papers", "writer"]
 
 
-def run_tool(command: list[str], source: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, input=source, capture_output=True, text=True, timeout=120, cwd=cwd)
+def run_tool(
+    command: list[str], source: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command, input=source, capture_output=True, text=True, timeout=120, cwd=cwd
+    )
 
 
 def plain_layout(source: str) -> list[str]:
@@ -52,7 +56,9 @@ def test_the_xray_dot_of_a_nested_team_renders_with_graphviz_with_every_node_and
 
     assert kinds.count("node") == XRAY_NODES
     assert kinds.count("edge") == source.count(" -> ")
-    assert re.findall(r'subgraph "cluster_\d+"', source) == [f'subgraph "cluster_{n}"' for n in range(4)]
+    assert re.findall(r'subgraph "cluster_\d+"', source) == [
+        f'subgraph "cluster_{n}"' for n in range(4)
+    ]
     assert re.findall(r"^\s+label=\"(\w+)\";$", source, flags=re.MULTILINE) == CLUSTERS
     svg = run_tool(["dot", "-Tsvg"], source)
     assert svg.returncode == 0, svg.stderr
@@ -74,7 +80,10 @@ def test_the_xray_dot_nests_clusters_like_the_teams():
     research = source[source.index('label="research"') : source.index('label="writer"')]
 
     assert 'label="web"' in research and 'label="papers"' in research
-    assert '"research/web/__model__" -> "research/web/__tool__" [label="tools", style=dashed];' in source
+    assert (
+        '"research/web/__model__" -> "research/web/__tool__" [label="tools", style=dashed];'
+        in source
+    )
     assert '"__start__" -> "research/__start__";' in source
     assert '"research/__end__" -> "writer/__start__";' in source
     assert '"writer/__end__" -> "__end__";' in source
@@ -89,7 +98,9 @@ def test_the_xray_mermaid_of_a_nested_team_groups_agents_in_subgraphs():
     assert sum(line.strip() == "end" for line in lines) == len(CLUSTERS)
     declared = {m.group(1) for m in re.finditer(r"^\s+(\w+)[\[(]", source, flags=re.MULTILINE)}
     assert len(declared) == XRAY_NODES
-    for source_id, target_id in re.findall(r"^\s+(\w+) -[-.].*?>\s*(\w+)$", source, flags=re.MULTILINE):
+    for source_id, target_id in re.findall(
+        r"^\s+(\w+) -[-.].*?>\s*(\w+)$", source, flags=re.MULTILINE
+    ):
         assert {source_id, target_id} <= declared
 
 
@@ -100,13 +111,18 @@ def test_the_xray_plantuml_of_a_nested_team_uses_composite_states():
     assert composites == CLUSTERS
     assert source.count("{") == source.count("}") == len(CLUSTERS)
     assert source.count("[*]") == 2
-    assert len(re.findall(r"^\s*state \"[^\"]*\" as s\d+$", source, flags=re.MULTILINE)) == XRAY_NODES - 2
+    assert (
+        len(re.findall(r"^\s*state \"[^\"]*\" as s\d+$", source, flags=re.MULTILINE))
+        == XRAY_NODES - 2
+    )
 
 
 def test_the_xray_plantuml_renders_without_a_syntax_error():
     require("plantuml", "apt-get install plantuml")
 
-    result = run_tool(["plantuml", "-pipe", "-tsvg"], nested_team().get_graph("plantuml", xray=True))
+    result = run_tool(
+        ["plantuml", "-pipe", "-tsvg"], nested_team().get_graph("plantuml", xray=True)
+    )
 
     assert result.returncode == 0, result.stderr
     for error in ("Syntax Error", "An error has occured", "Exception"):

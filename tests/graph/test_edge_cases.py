@@ -55,8 +55,6 @@ def asking_graph(runs=None, *, sibling=False):
     return g.compile(CompileConfig(saver=MemorySaver()))
 
 
-
-
 def test_streaming_none_on_a_thread_paused_at_an_interrupt_ends_with_the_interrupts(driver):
     app = asking_graph()
     pending = driver.invoke(app, {}, CFG).interrupts
@@ -85,7 +83,6 @@ def test_none_on_a_thread_finished_after_an_interrupt_after_pause_raises(driver)
     assert app.get_state(CFG).next == () and app.get_state(CFG).interrupts == ()
     with pytest.raises(InvalidResumeError, match="finished"):
         driver.invoke(app, None, CFG)
-
 
 
 request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
@@ -232,8 +229,6 @@ async def test_breaking_out_of_astream_frees_the_thread_for_the_next_call():
     assert result["log"] == ["a", "b"]
 
 
-
-
 class Verdict(enum.Enum):
     ACCEPT = 1
     REJECT = 2
@@ -270,8 +265,6 @@ def test_graph_recursion_error_names_the_last_nodes_run(driver):
     with pytest.raises(GraphRecursionError) as info:
         driver.invoke(g.compile(), {}, RunnableConfig(max_steps=3))
     assert "ping" in str(info.value).replace("pingpong", "")
-
-
 
 
 def test_a_node_error_from_a_nested_graph_is_reported_at_the_outer_node(driver):

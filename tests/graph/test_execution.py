@@ -197,7 +197,9 @@ def test_a_router_can_fan_out_with_a_list_of_keys(driver):
     for name in ("pick", "x", "y", "z"):
         g.add_node(name, logger(name))
     g.add_edge(START, "pick")
-    g.add_conditional_edges("pick", lambda s: ["to_z", "to_x"], {"to_x": "x", "to_y": "y", "to_z": "z"})
+    g.add_conditional_edges(
+        "pick", lambda s: ["to_z", "to_x"], {"to_x": "x", "to_y": "y", "to_z": "z"}
+    )
     for name in ("x", "y", "z"):
         g.add_edge(name, END)
     assert driver.invoke(g.compile(), {})["log"] == ["pick", "x", "z"]
@@ -286,8 +288,11 @@ def test_a_literal_return_annotation_serves_as_path_map(driver):
 
 def test_a_command_updates_and_routes_to_declared_destinations(driver):
     g = StateGraph("cmd", key_strategies={"log": AppendStrategy()})
-    g.add_node("decide", lambda s: Command(goto="right", update={"log": "decide"}),
-               destinations=("left", "right"))
+    g.add_node(
+        "decide",
+        lambda s: Command(goto="right", update={"log": "decide"}),
+        destinations=("left", "right"),
+    )
     g.add_node("left", logger("left")).add_node("right", logger("right"))
     g.add_edge(START, "decide").add_edge("left", END).add_edge("right", END)
     assert driver.invoke(g.compile(), {})["log"] == ["decide", "right"]
@@ -406,8 +411,9 @@ def test_sync_and_async_drivers_give_identical_streams():
     from tests.conftest import Driver
 
     def summary(outputs):
-        return [(o.node, o.step, dict(o.update), o.state.data() if o.state else None)
-                for o in outputs]
+        return [
+            (o.node, o.step, dict(o.update), o.state.data() if o.state else None) for o in outputs
+        ]
 
     sync = summary(Driver("sync").stream(fan_graph(), {"x": 0}))
     asynchronous = summary(Driver("async").stream(fan_graph(), {"x": 0}))

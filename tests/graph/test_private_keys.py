@@ -49,7 +49,8 @@ def jump_graph(saver=None):
     g.add_node("middle", lambda s: {"middle": True})
     g.add_edge(START, "hook").add_edge("middle", END)
     g.add_conditional_edges(
-        "hook", lambda s: "skip" if s.value("jump_to") == "skip" else "next",
+        "hook",
+        lambda s: "skip" if s.value("jump_to") == "skip" else "next",
         {"skip": END, "next": "middle"},
     )
     return g.compile(CompileConfig(saver=saver))

@@ -112,7 +112,8 @@ def test_chunks_from_parallel_sync_nodes_on_worker_threads_are_streamed():
     assert sorted(chunks) == [("b", "b-1"), ("b", "b-2"), ("c", "c-1"), ("c", "c-2")]
     last_chunk = max(i for i, o in enumerate(outputs) if isinstance(o, StreamingOutput))
     first_output = min(
-        i for i, o in enumerate(outputs)
+        i
+        for i, o in enumerate(outputs)
         if not isinstance(o, StreamingOutput) and o.node in ("b", "c")
     )
     assert last_chunk < first_output

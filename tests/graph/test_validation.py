@@ -15,7 +15,10 @@ def test_an_edge_to_an_unknown_node_names_it_and_suggests_a_fix():
     g = StateGraph("g")
     g.add_node("draft", noop)
     g.add_edge(START, "draft").add_edge("draft", "drafty").add_edge("draft", END)
-    with pytest.raises(GraphSetupError, match=r"add_edge\('draft', 'drafty'\): unknown node 'drafty' \(did you mean 'draft'\?\).*add_node"):
+    with pytest.raises(
+        GraphSetupError,
+        match=r"add_edge\('draft', 'drafty'\): unknown node 'drafty' \(did you mean 'draft'\?\).*add_node",
+    ):
         g.compile()
 
 
@@ -32,7 +35,10 @@ def test_a_path_map_naming_an_unknown_node_is_reported():
     g.add_node("a", noop)
     g.add_edge(START, "a")
     g.add_conditional_edges("a", lambda s: "x", {"x": "missing", "y": END})
-    with pytest.raises(GraphSetupError, match=r"path_map names an unknown node.*path_map\['x'\]: unknown node 'missing'"):
+    with pytest.raises(
+        GraphSetupError,
+        match=r"path_map names an unknown node.*path_map\['x'\]: unknown node 'missing'",
+    ):
         g.compile()
 
 
@@ -94,7 +100,10 @@ def test_interrupts_naming_unknown_nodes_are_refused():
 
     g = StateGraph("g")
     g.add_node("publish", noop).add_edge(START, "publish").add_edge("publish", END)
-    with pytest.raises(GraphSetupError, match=r"interrupt_before names unknown node\(s\): 'publsh' \(did you mean 'publish'\?\)"):
+    with pytest.raises(
+        GraphSetupError,
+        match=r"interrupt_before names unknown node\(s\): 'publsh' \(did you mean 'publish'\?\)",
+    ):
         g.compile(CompileConfig(saver=MemorySaver(), interrupt_before=["publsh"]))
 
 
