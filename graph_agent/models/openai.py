@@ -4,11 +4,14 @@ It covers OpenAI, DashScope/Qwen (compatible mode), DeepSeek, vLLM, Ollama and l
 wire format lives in :mod:`graph_agent.models.openai_format`, the retry rules in
 :mod:`graph_agent.models.retry`; this module does the I/O: one lazily created, reused
 ``httpx.Client`` (and one ``httpx.AsyncClient`` per event loop), retries, and SSE streaming.
+The request logic (attempts, fallbacks, decoding) is written once, as generators that yield
+effects; a sync and an async driver carry them out (as the graph engine's flow and drivers do).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -16,7 +19,7 @@ import os
 import ssl
 import threading
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -246,28 +249,11 @@ class OpenAIChatModel:
             ModelError: A subclass saying what failed (see :mod:`graph_agent.models.errors`).
         """
         request = ModelRequest.build(messages, tools, options)
-        body = self._body(request, stream=False)
-        client = self._sync_client()
-        attempt = 0
-        fell_back = False
-        while True:
-            attempt += 1
-            self._log_attempt(body, attempt)
-            try:
-                response = client.post(self._url, json=body)
-            except httpx.TransportError as exc:
-                error, delay = self._failure(attempt, exc=exc)
-            else:
-                if response.is_success:
-                    self._accepted(fell_back=fell_back)
-                    return parse_completion(self._json(response), tools_offered=bool(request.tools))
-                if (fallback := self._fallback_body(body, response)) is not None:
-                    body, fell_back, attempt = fallback, True, 0
-                    continue
-                error, delay = self._failure(attempt, response=response)
-            if delay is None:
-                raise error
-            self.retry.sleep(delay)
+        flow = self._generate_flow(self._body(request, stream=False), bool(request.tools))
+        answer: list[AssistantMessage] = []
+        for _ in self._drive(flow, answer):
+            pass  # a whole answer yields no chunks
+        return answer[0]
 
     async def agenerate(
         self,
@@ -277,28 +263,11 @@ class OpenAIChatModel:
     ) -> AssistantMessage:
         """Async :meth:`generate`."""
         request = ModelRequest.build(messages, tools, options)
-        body = self._body(request, stream=False)
-        client = await self._async_client()
-        attempt = 0
-        fell_back = False
-        while True:
-            attempt += 1
-            self._log_attempt(body, attempt)
-            try:
-                response = await client.post(self._url, json=body)
-            except httpx.TransportError as exc:
-                error, delay = self._failure(attempt, exc=exc)
-            else:
-                if response.is_success:
-                    self._accepted(fell_back=fell_back)
-                    return parse_completion(self._json(response), tools_offered=bool(request.tools))
-                if (fallback := self._fallback_body(body, response)) is not None:
-                    body, fell_back, attempt = fallback, True, 0
-                    continue
-                error, delay = self._failure(attempt, response=response)
-            if delay is None:
-                raise error
-            await self.retry.async_sleep(delay)
+        flow = self._generate_flow(self._body(request, stream=False), bool(request.tools))
+        answer: list[AssistantMessage] = []
+        async for _ in self._adrive(flow, answer):
+            pass
+        return answer[0]
 
     def stream(
         self,
@@ -314,60 +283,10 @@ class OpenAIChatModel:
         finish reason, and a :class:`ModelConnectionError` otherwise.
         """
         request = ModelRequest.build(messages, tools, options)
-        body = self._body(request, stream=True)
-        return self._stream(body, tools_offered=bool(request.tools))
+        flow = self._stream_flow(self._body(request, stream=True), bool(request.tools))
+        return self._drive(flow, [])
 
-    def _stream(
-        self, body: dict[str, Any], *, tools_offered: bool
-    ) -> Iterator[AssistantMessageChunk]:
-        client = self._sync_client()
-        message_id = new_message_id()
-        attempt = 0
-        fell_back = False
-        while True:
-            attempt += 1
-            self._log_attempt(body, attempt)
-            decoder = StreamDecoder(message_id=message_id, tools_offered=tools_offered)
-            yielded = False
-            try:
-                with client.stream("POST", self._url, json=body, headers=_SSE_HEADERS) as response:
-                    if not response.is_success:
-                        response.read()
-                        if (fallback := self._fallback_body(body, response)) is not None:
-                            body, fell_back, attempt = fallback, True, 0
-                            continue
-                        error, delay = self._failure(attempt, response=response)
-                    else:
-                        self._accepted(fell_back=fell_back)
-                        if _is_json(response):
-                            response.read()
-                            message = parse_completion(
-                                self._json(response), tools_offered=tools_offered
-                            )
-                            yield from message_to_chunks(
-                                message.model_copy(update={"id": message_id})
-                            )
-                            return
-                        for event in EventSource(response).iter_sse():
-                            chunk = decoder.feed(event.data)
-                            if chunk is not None:
-                                yielded = True
-                                yield chunk
-                            if decoder.done:
-                                break
-                        self._check_complete(decoder)
-                        return
-            except SSEError as exc:  # a TransportError subclass: catch it first
-                raise self._not_a_stream(exc) from None
-            except httpx.TransportError as exc:
-                error, delay = self._failure(attempt, exc=exc, started=yielded)
-            except ModelConnectionError as exc:
-                error, delay = self._failure(attempt, error=exc, started=yielded)
-            if delay is None or yielded:
-                raise error
-            self.retry.sleep(delay)
-
-    async def astream(
+    def astream(
         self,
         messages: Sequence[BaseMessage],
         tools: Sequence[ToolLike] | None = None,
@@ -375,9 +294,35 @@ class OpenAIChatModel:
     ) -> AsyncIterator[AssistantMessageChunk]:
         """Async :meth:`stream`."""
         request = ModelRequest.build(messages, tools, options)
-        body = self._body(request, stream=True)
-        tools_offered = bool(request.tools)
-        client = await self._async_client()
+        flow = self._stream_flow(self._body(request, stream=True), bool(request.tools))
+        return self._adrive(flow, [])
+
+    # The request logic, written once: generators yielding effects (_Post, _NEXT_EVENT, _Wait)
+    # for a driver to carry out, and chunks for it to pass on; I/O errors are thrown back in.
+
+    def _generate_flow(self, body: dict[str, Any], tools_offered: bool) -> _Flow:
+        attempt = 0
+        fell_back = False
+        while True:
+            attempt += 1
+            self._log_attempt(body, attempt)
+            try:
+                response = yield _Post(body, stream=False)
+            except httpx.TransportError as exc:
+                error, delay = self._failure(attempt, exc=exc)
+            else:
+                if response.is_success:
+                    self._accepted(fell_back=fell_back)
+                    return parse_completion(self._json(response), tools_offered=tools_offered)
+                if (fallback := self._fallback_body(body, response)) is not None:
+                    body, fell_back, attempt = fallback, True, 0
+                    continue
+                error, delay = self._failure(attempt, response=response)
+            if delay is None:
+                raise error
+            yield _Wait(delay)
+
+    def _stream_flow(self, body: dict[str, Any], tools_offered: bool) -> _Flow:
         message_id = new_message_id()
         attempt = 0
         fell_back = False
@@ -387,37 +332,28 @@ class OpenAIChatModel:
             decoder = StreamDecoder(message_id=message_id, tools_offered=tools_offered)
             yielded = False
             try:
-                async with client.stream(
-                    "POST", self._url, json=body, headers=_SSE_HEADERS
-                ) as response:
-                    if not response.is_success:
-                        await response.aread()
-                        if (fallback := self._fallback_body(body, response)) is not None:
-                            body, fell_back, attempt = fallback, True, 0
-                            continue
-                        error, delay = self._failure(attempt, response=response)
-                    else:
-                        self._accepted(fell_back=fell_back)
-                        if _is_json(response):
-                            await response.aread()
-                            message = parse_completion(
-                                self._json(response), tools_offered=tools_offered
-                            )
-                            for whole in message_to_chunks(
-                                message.model_copy(update={"id": message_id})
-                            ):
-                                yield whole
-                            return
-                        async for event in EventSource(response).aiter_sse():
-                            chunk = decoder.feed(event.data)
-                            if chunk is not None:
-                                yielded = True
-                                yield chunk
-                            if decoder.done:
-                                break
-                        self._check_complete(decoder)
-                        return
-            except SSEError as exc:  # a TransportError subclass: catch it first
+                response = yield _Post(body, stream=True)
+                if not response.is_success:
+                    if (fallback := self._fallback_body(body, response)) is not None:
+                        body, fell_back, attempt = fallback, True, 0
+                        continue
+                    error, delay = self._failure(attempt, response=response)
+                else:
+                    self._accepted(fell_back=fell_back)
+                    if _is_json(response):  # a server that ignored "stream": the whole answer
+                        whole = parse_completion(self._json(response), tools_offered=tools_offered)
+                        yield from message_to_chunks(whole.model_copy(update={"id": message_id}))
+                        return None
+                    while (data := (yield _NEXT_EVENT)) is not None:
+                        chunk = decoder.feed(data)
+                        if chunk is not None:
+                            yielded = True
+                            yield chunk
+                        if decoder.done:
+                            break
+                    self._check_complete(decoder)
+                    return None
+            except SSEError as exc:  # a TransportError subclass: caught first
                 raise self._not_a_stream(exc) from None
             except httpx.TransportError as exc:
                 error, delay = self._failure(attempt, exc=exc, started=yielded)
@@ -425,7 +361,99 @@ class OpenAIChatModel:
                 error, delay = self._failure(attempt, error=exc, started=yielded)
             if delay is None or yielded:
                 raise error
-            await self.retry.async_sleep(delay)
+            yield _Wait(delay)
+
+    # The drivers: the same loop, calling or awaiting. A streamed response stays open while the
+    # flow reads its events, and is closed when the flow moves on (or stops, or is abandoned).
+
+    def _drive(self, flow: _Flow, result: list[Any]) -> Iterator[AssistantMessageChunk]:
+        """Run ``flow``, yielding its chunks; its return value goes into ``result``."""
+        client = self._sync_client()
+        with contextlib.closing(flow), contextlib.ExitStack() as open_response:
+            events: Iterator[Any] = iter(())
+            reply: Any = None
+            error: BaseException | None = None
+            while True:
+                try:
+                    effect = flow.send(reply) if error is None else flow.throw(error)
+                except StopIteration as done:
+                    result.append(done.value)
+                    return
+                reply, error = None, None
+                if type(effect) is AssistantMessageChunk:
+                    yield effect
+                elif effect is _NEXT_EVENT:
+                    try:
+                        reply = next(events).data
+                    except StopIteration:
+                        reply = None
+                    except httpx.TransportError as exc:  # SSEError too
+                        error = exc
+                else:
+                    open_response.close()
+                    if type(effect) is _Wait:
+                        self.retry.sleep(effect.seconds)
+                        continue
+                    assert isinstance(effect, _Post)
+                    try:
+                        if not effect.stream:
+                            reply = client.post(self._url, json=effect.body)
+                            continue
+                        request = client.stream(
+                            "POST", self._url, json=effect.body, headers=_SSE_HEADERS
+                        )
+                        reply = open_response.enter_context(request)
+                        if not reply.is_success or _is_json(reply):
+                            reply.read()
+                        else:
+                            events = EventSource(reply).iter_sse()
+                    except httpx.TransportError as exc:
+                        reply, error = None, exc
+
+    async def _adrive(self, flow: _Flow, result: list[Any]) -> AsyncIterator[AssistantMessageChunk]:
+        """Async :meth:`_drive`."""
+        client = await self._async_client()
+        with contextlib.closing(flow):
+            async with contextlib.AsyncExitStack() as open_response:
+                events: AsyncIterator[Any] = _no_events()
+                reply: Any = None
+                error: BaseException | None = None
+                while True:
+                    try:
+                        effect = flow.send(reply) if error is None else flow.throw(error)
+                    except StopIteration as done:
+                        result.append(done.value)
+                        return
+                    reply, error = None, None
+                    if type(effect) is AssistantMessageChunk:
+                        yield effect
+                    elif effect is _NEXT_EVENT:
+                        try:
+                            reply = (await anext(events)).data
+                        except StopAsyncIteration:
+                            reply = None
+                        except httpx.TransportError as exc:  # SSEError too
+                            error = exc
+                    else:
+                        await open_response.aclose()
+                        if type(effect) is _Wait:
+                            await self.retry.async_sleep(effect.seconds)
+                            continue
+                        assert isinstance(effect, _Post)
+                        try:
+                            if not effect.stream:
+                                reply = await client.post(self._url, json=effect.body)
+                                continue
+                            request = client.stream(
+                                "POST", self._url, json=effect.body, headers=_SSE_HEADERS
+                            )
+                            reply = await open_response.enter_async_context(request)
+                            if not reply.is_success or _is_json(reply):
+                                await reply.aread()
+                            else:
+                                events = EventSource(reply).aiter_sse()
+                        except httpx.TransportError as exc:
+                            reply, error = None, exc
 
     def _body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
         body = build_request_body(self.model, request, self.options, stream=stream)
@@ -594,6 +622,36 @@ class OpenAIChatModel:
 
 
 _SSE_HEADERS = {"Accept": "text/event-stream"}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Post:
+    """Effect: send ``body``. The driver sends back the response, its body read unless it is a
+    successful event stream (``stream``), or throws in the ``httpx.TransportError`` it met."""
+
+    body: dict[str, Any]
+    stream: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Wait:
+    """Effect: sleep before the next attempt."""
+
+    seconds: float
+
+
+_NEXT_EVENT = object()
+"""Effect: the data of the open stream's next server-sent event (``None`` at its end); a read
+error, or a body that is not an event stream (``SSEError``), is thrown in."""
+
+_Flow = Generator["_Post | _Wait | object | AssistantMessageChunk", Any, Any]
+
+
+async def _no_events() -> AsyncIterator[Any]:
+    return
+    yield  # an async generator that yields nothing
+
+
 _STARTED_NOTE = " (not retried: part of the answer had already been streamed)"
 
 

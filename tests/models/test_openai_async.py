@@ -78,3 +78,29 @@ def test_one_model_works_across_separate_event_loops(
 
     assert asyncio.run(ask()) == "one"
     assert asyncio.run(ask()) == "two"
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_a_caller_can_stop_reading_a_stream_and_call_again(
+    server: FakeOpenAIServer, make_model: ModelFactory, face: str
+) -> None:
+    server.enqueue(reply_sse(STREAM, stall_after=2), reply_json(completion("next")))
+    model = make_model()
+
+    def sync_face() -> tuple[str, str]:
+        stream = model.stream(HI)
+        first = next(iter(stream)).text
+        stream.close()  # type: ignore[attr-defined]
+        return first, model.generate(HI).text
+
+    async def async_face() -> tuple[str, str]:
+        stream = model.astream(HI)
+        first = (await anext(aiter(stream))).text
+        await stream.aclose()  # type: ignore[attr-defined]
+        try:
+            return first, (await model.agenerate(HI)).text
+        finally:
+            await model.aclose()
+
+    answers = sync_face() if face == "sync" else asyncio.run(async_face())
+    assert answers == ("a", "next")
