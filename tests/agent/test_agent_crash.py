@@ -18,9 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -37,8 +34,8 @@ from graph_agent.graph.runtime import RECORD_PREFIX
 from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage, UserMessage
 from graph_agent.models import ScriptedChatModel
 from graph_agent.models.base import ModelRequest
+from tests.forkserver import ForkServer, child_ready, serve
 
-ROOT = Path(__file__).resolve().parents[2]
 THREAD = "agent-crash"
 CALLS = [f"c{i}" for i in range(6)]
 TOOL_RECORD = RECORD_PREFIX + "tool:"
@@ -93,83 +90,21 @@ class RecordCrashingSaver(SqliteSaver):
                     os._exit(137)
 
 
-def _child(db: str, ledger: str, mode: str, ready_fd: int) -> None:
+def _child(fields: list[str], ready_fd: int) -> None:
+    db, ledger, mode = fields
     kind, _, arg = mode.partition(":")
     saver = RecordCrashingSaver(db, int(arg)) if kind == "record" else SqliteSaver(db)
     agent = build(saver)
     context = {"ledger": ledger}
     if kind == "tool":
         context["die_in"] = arg
-    os.write(ready_fd, b"R")
-    os.close(ready_fd)
+    child_ready(ready_fd)
     agent.invoke("do all six", RunnableConfig(thread_id=THREAD, context=context))
-
-
-def serve() -> None:
-    build(SqliteSaver(":memory:"))  # import and compile once, before forking
-    print("READY", flush=True)
-    for line in sys.stdin:
-        db, ledger, mode = line.rstrip("\n").split("\t")
-        ready_read, ready_write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(ready_read)
-            code = 0
-            try:
-                _child(db, ledger, mode, ready_write)
-            except BaseException:
-                code = 1
-            os._exit(code)
-        os.close(ready_write)
-        os.read(ready_read, 1)
-        os.close(ready_read)
-        print(f"STARTED {pid}", flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(f"EXIT {os.waitstatus_to_exitcode(status)}", flush=True)
-
-
-class ForkServer:
-    def __init__(self) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.agent.test_agent_crash"],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self._read() == "READY"
-
-    def _read(self) -> str:
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline().strip()
-        assert line, "the fork server died"
-        return line
-
-    def start(self, db: Path, ledger: Path, mode: str = "none") -> int:
-        assert self.process.stdin is not None
-        self.process.stdin.write(f"{db}\t{ledger}\t{mode}\n")
-        self.process.stdin.flush()
-        kind, pid = self._read().split()
-        assert kind == "STARTED"
-        return int(pid)
-
-    def kill(self, pid: int) -> None:
-        with contextlib.suppress(ProcessLookupError):  # it may have finished already
-            os.kill(pid, signal.SIGKILL)
-
-    def wait(self) -> int:
-        kind, code = self._read().split()
-        assert kind == "EXIT"
-        return int(code)
-
-    def close(self) -> None:
-        self.process.kill()
-        self.process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ForkServer]:
-    fork_server = ForkServer()
+    fork_server = ForkServer("tests.agent.test_agent_crash")
     yield fork_server
     fork_server.close()
 
@@ -233,7 +168,7 @@ def resume_and_check(db: Path, ledger: Path) -> None:
 
 def full_run_duration(server: ForkServer, tmp_path: Path) -> float:
     db, ledger = tmp_path / "full.db", tmp_path / "full.ledger"
-    server.start(db, ledger)
+    server.start(db, ledger, "none")
     started = time.monotonic()
     assert server.wait() == 0
     duration = time.monotonic() - started
@@ -248,7 +183,7 @@ def test_an_agent_killed_at_random_moments_resumes_without_rerunning_recorded_ca
     rng = random.Random(20261130)
     for attempt in range(10):
         db, ledger = tmp_path / f"kill-{attempt}.db", tmp_path / f"kill-{attempt}.ledger"
-        pid = server.start(db, ledger)
+        pid = server.start(db, ledger, "none")
         time.sleep(rng.uniform(0, duration))
         server.kill(pid)
         server.wait()
@@ -278,4 +213,4 @@ def test_a_call_killed_before_its_result_was_recorded_runs_again_on_resume(serve
 
 
 if __name__ == "__main__":
-    serve()
+    serve(lambda: build(SqliteSaver(":memory:")), _child)

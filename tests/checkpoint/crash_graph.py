@@ -1,21 +1,22 @@
 """The graph the crash tests kill, and the child process that runs it.
 
-:func:`child_main` runs in a separate process (started from a fork server that has imported
-this module, so starting one costs milliseconds): it signals READY once set up, then runs the
-graph on a SqliteSaver; with ``crash_after=k`` the process dies (``os._exit(137)``) right after
-its k-th commit (checkpoint or pending write).
+:func:`_child` runs in a process forked by the fork server (``tests/forkserver.py``, run as
+``python -m tests.checkpoint.crash_graph``, which has imported and compiled this graph once, so
+starting one costs milliseconds): it says it is ready once set up, then runs the graph on a
+SqliteSaver; with ``crash_after=k`` the process dies (``os._exit(137)``) right after its k-th
+commit (checkpoint or pending write).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-import sys
 import time
 from typing import Any
 
 from graph_agent import END, START, AppendStrategy, CompileConfig, RunnableConfig, StateGraph
 from graph_agent.checkpoint.sqlite import SqliteSaver
+from tests.forkserver import child_ready, serve
 
 CHAIN_BEFORE = ["n0", "n1"]
 PARALLEL = {"p1": 0.005, "p2": 0.03, "p3": 0.06}
@@ -75,36 +76,13 @@ class CrashingSaver(SqliteSaver):
         self._committed()
 
 
-def _child(path: str, thread: str, crash_after: int, ready_fd: int) -> None:
-    saver = CrashingSaver(path, crash_after) if crash_after else SqliteSaver(path)
+def _child(fields: list[str], ready_fd: int) -> None:
+    path, thread, crash_after = fields
+    saver = CrashingSaver(path, int(crash_after)) if int(crash_after) else SqliteSaver(path)
     app = build(saver)
-    os.write(ready_fd, b"R")
-    os.close(ready_fd)
+    child_ready(ready_fd)
     app.invoke({"log": []}, RunnableConfig(thread_id=thread))
 
 
-def serve() -> None:
-    build(SqliteSaver(":memory:"))  # compiling imports networkx: do it once, before forking
-    print("READY", flush=True)
-    for line in sys.stdin:
-        path, thread, crash_after = line.rstrip("\n").split("\t")
-        ready_read, ready_write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(ready_read)
-            code = 0
-            try:
-                _child(path, thread, int(crash_after), ready_write)
-            except BaseException:
-                code = 1
-            os._exit(code)
-        os.close(ready_write)
-        os.read(ready_read, 1)
-        os.close(ready_read)
-        print(f"STARTED {pid}", flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(f"EXIT {os.waitstatus_to_exitcode(status)}", flush=True)
-
-
 if __name__ == "__main__":
-    serve()
+    serve(lambda: build(SqliteSaver(":memory:")), _child)

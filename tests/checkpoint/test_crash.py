@@ -9,12 +9,7 @@ committed before the crash ran again (a ledger of task ids run after the crash).
 
 from __future__ import annotations
 
-import contextlib
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,57 +21,20 @@ from graph_agent.checkpoint.sqlite import SqliteSaver
 from graph_agent.graph.pending import WRITE
 from graph_agent.graph.runtime import task_id_for
 from tests.checkpoint.crash_graph import EXPECTED_LOG, build
+from tests.forkserver import ForkServer
 
-ROOT = Path(__file__).resolve().parents[2]
 THREAD = "crash-thread"
-
-
-class ForkServer:
-    """Talks to ``python -m tests.checkpoint.crash_graph``, which forks the crashing runs."""
-
-    def __init__(self) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.checkpoint.crash_graph"],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self._read() == "READY"
-
-    def _read(self) -> str:
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline().strip()
-        assert line, "the fork server died"
-        return line
-
-    def start(self, db: Path, crash_after: int = 0) -> int:
-        assert self.process.stdin is not None
-        self.process.stdin.write(f"{db}\t{THREAD}\t{crash_after}\n")
-        self.process.stdin.flush()
-        kind, pid = self._read().split()
-        assert kind == "STARTED"
-        return int(pid)
-
-    def kill(self, pid: int) -> None:
-        with contextlib.suppress(ProcessLookupError):  # it may have finished already
-            os.kill(pid, signal.SIGKILL)
-
-    def wait(self) -> int:
-        kind, code = self._read().split()
-        assert kind == "EXIT"
-        return int(code)
-
-    def close(self) -> None:
-        self.process.kill()
-        self.process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ForkServer]:
-    fork_server = ForkServer()
+    fork_server = ForkServer("tests.checkpoint.crash_graph")
     yield fork_server
     fork_server.close()
+
+
+def start(server: ForkServer, db: Path, crash_after: int = 0) -> int:
+    return server.start(db, THREAD, crash_after)
 
 
 def committed_tasks(saver: SqliteSaver) -> set[str]:
@@ -115,7 +73,7 @@ def resume_and_check(db: Path) -> None:
 def full_run_profile(server: ForkServer, tmp_path: Path) -> tuple[float, int]:
     """Duration of an uninterrupted run (ready to exit) and how many commits it makes."""
     db = tmp_path / "full.db"
-    server.start(db)
+    start(server, db)
     started = time.monotonic()
     assert server.wait() == 0
     duration = time.monotonic() - started
@@ -131,7 +89,7 @@ def test_a_run_killed_at_random_moments_resumes_to_the_same_end(server, tmp_path
     rng = random.Random(20261129)
     for attempt in range(20):
         db = tmp_path / f"kill-{attempt}.db"
-        pid = server.start(db)
+        pid = start(server, db)
         time.sleep(rng.uniform(0, duration))
         server.kill(pid)
         server.wait()
@@ -145,7 +103,7 @@ def test_a_crash_right_after_each_commit_resumes_without_rerunning_committed_nod
     assert commits >= 10
     for k in range(1, commits + 1):
         db = tmp_path / f"commit-{k}.db"
-        server.start(db, crash_after=k)
+        start(server, db, crash_after=k)
         code = server.wait()
         assert code in (137, 0), f"child exited with {code}"
         resume_and_check(db)
@@ -155,7 +113,7 @@ def test_a_second_process_on_a_running_thread_gets_thread_busy(server, tmp_path)
     from graph_agent import ThreadBusyError
 
     db = tmp_path / "busy.db"
-    server.start(db)
+    start(server, db)
     saver = SqliteSaver(db)
     app = build(saver)
     deadline = time.monotonic() + 10
