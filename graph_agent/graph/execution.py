@@ -10,14 +10,13 @@ returns is handed to the flow with :func:`finish_task`.
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import inspect
 import queue
 import threading
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
-from contextvars import ContextVar
+from contextvars import ContextVar, copy_context
 from typing import TYPE_CHECKING, Any
 
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, ParentCommand
@@ -166,9 +165,6 @@ def finish_task(effect: RunTasks, saver: Any, task: Task, value: Any) -> None:
         task.engine_error = True
 
 
-_NO_OUTPUTS: list[NodeOutput] = []  # never appended to
-
-
 class NodeGreenlet:
     """Runs the lone sync nodes of one streamed call in a greenlet, so that each ``emit_chunk``
     switches back to the driver and is yielded the moment it is called.
@@ -182,15 +178,14 @@ class NodeGreenlet:
     """
 
     __slots__ = (
-        "_buffered",
         "_busy",
         "_caller",
         "_emit",
         "_getcurrent",
         "_greenlet",
         "_module",
-        "_outcome",
         "_thread",
+        "buffered",
     )
 
     def __init__(self) -> None:
@@ -202,13 +197,13 @@ class NodeGreenlet:
         self._thread = 0
         self._caller: greenlet.greenlet | None = None
         self._busy = False  # a node is running (or paused at a chunk) in the greenlet
-        self._outcome: tuple[bool, Any] = _NO_OUTCOME
-        self._buffered: list[NodeOutput] = []
+        self.buffered: list[NodeOutput] = []
         self._emit = self.emit  # one bound method for every task of the call
 
-    def start(self, task: Task, thread: int) -> Any:
-        """Run ``task`` (on ``thread``, the caller's) until it emits its first chunk (a
-        NodeOutput, returned) or ends (an empty tuple: then :meth:`finish`)."""
+    def run(self, effect: RunTasks, saver: Any, task: Task, thread: int) -> Any:
+        """Run ``task`` of ``effect`` (on ``thread``, the caller's) and hand its outcome to
+        the flow, until it emits its first chunk (a NodeOutput, returned) or is done (an
+        empty tuple; chunks it emitted from threads of its own wait in :attr:`buffered`)."""
         worker = self._greenlet
         if worker is None or self._thread != thread or worker.dead:
             worker = self._greenlet = _parked_greenlet() or self._module.greenlet(_serve)
@@ -216,10 +211,10 @@ class NodeGreenlet:
         caller = self._caller = self._getcurrent()
         if worker.parent is not caller:
             worker.parent = caller  # where an exception the node does not catch goes
-        worker.gr_context = contextvars.copy_context()
+        worker.gr_context = copy_context()
         task.context._emit = self._emit
         self._busy = True
-        return worker.switch(self, task)
+        return worker.switch(self, effect, saver, task)
 
     def resume(self, task: Task) -> Any:
         """Carry on after a chunk was yielded: the next chunk, or the end of the node."""
@@ -233,25 +228,17 @@ class NodeGreenlet:
         assert self._greenlet is not None
         return self._greenlet.switch()
 
-    def finish(self, effect: RunTasks, saver: Any, task: Task) -> list[NodeOutput]:
-        """Record the node's outcome; return chunks it emitted from threads of its own."""
-        (finished, value), self._outcome = self._outcome, _NO_OUTCOME
-        self._busy = False
-        if finished:
-            finish_task(effect, saver, task, value)
-        else:
-            task.error = value
-        if self._buffered:
-            buffered, self._buffered = self._buffered, []
-            return buffered
-        return _NO_OUTPUTS
+    def take_buffered(self) -> list[NodeOutput]:
+        """The chunks the last node emitted from threads of its own (delivered after it)."""
+        buffered, self.buffered = self.buffered, []
+        return buffered
 
     def emit(self, context: TaskContext, chunk: Any) -> None:
         output = chunk_output(context, chunk)
         if self._getcurrent() is self._greenlet and self._caller is not None:
             self._caller.switch(output)
         else:  # emitted from a thread the node started itself: delivered after the node
-            self._buffered.append(output)
+            self.buffered.append(output)
 
     def close(self) -> None:
         """Park the greenlet for the next call, or end it (mid-node, when the caller stopped
@@ -265,23 +252,23 @@ class NodeGreenlet:
         worker.throw(self._module.GreenletExit)
 
 
-_NO_OUTCOME: tuple[bool, Any] = (False, None)
-
-
-def _serve(host: NodeGreenlet, task: Task) -> None:
-    """A node greenlet's body: run each task switched in and leave its outcome on the host,
-    ``(True, its return)`` or ``(False, the exception)``; switch back with nothing (an empty
-    tuple, which no chunk is). Between tasks, parked or not, it holds no task, host or outcome.
-    """
+def _serve(host: NodeGreenlet, effect: RunTasks, saver: Any, task: Task) -> None:
+    """A node greenlet's body: run each task switched in, hand its outcome to the flow, and
+    switch back with nothing (an empty tuple, which no chunk is). Between tasks, parked or
+    not, it holds no task, host, effect or value."""
     while True:
         try:
-            host._outcome = (True, run_sync(task))
+            value = run_sync(task)
         except CAUGHT as exc:
-            host._outcome = (False, exc)
+            task.error = exc
+        else:
+            finish_task(effect, saver, task, value)
+            value = None
+        host._busy = False
         caller = host._caller
         assert caller is not None
-        del host, task
-        host, task = caller.switch()
+        del host, effect, saver, task
+        host, effect, saver, task = caller.switch()
 
 
 _MAX_PARKED = 4
@@ -330,7 +317,7 @@ def run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator[
                 _run_async_reporting(task, events, depth + 1), loop
             )
         else:
-            context = contextvars.copy_context()
+            context = copy_context()
             running[id(task)] = shared_pool().start(context.run, _run_sync_reporting, task, events)
 
     handoff: ParentCommand | None = None
@@ -433,7 +420,7 @@ async def arun_tasks(effect: RunTasks, saver: Any, streaming: bool) -> AsyncIter
                 if task.node.is_async:
                     value = await run_async(task)
                 else:  # the shared pool, not the loop's CPU-sized default executor
-                    context = contextvars.copy_context()
+                    context = copy_context()
                     value = await loop.run_in_executor(shared_pool(), context.run, run_sync, task)
             except CAUGHT as exc:
                 task.error = exc

@@ -559,15 +559,16 @@ class _Flow:
     def _step_outputs(self, tasks: list[Task], writes: list[tuple[str, Write]]) -> Effect:
         loop, agent, checkpoint_id = self.loop, self.spec.name, self.checkpoint_id
         state, step = loop.state(), loop.step
-        if len(tasks) == 1:
+        if len(tasks) == 1:  # the usual step
+            task, update = tasks[0], writes[0][1].update
             return node_output(
-                tasks[0].node.name,
+                task.node.name,
                 agent,
                 step,
-                self._shown(writes[0][1].update),
+                self._shown(update) if self.spec.hidden_keys else update,
                 state,
                 checkpoint_id,
-                tasks[0].context.usage,
+                task.context.usage,
             )
         return Emit(
             [

@@ -85,13 +85,12 @@ def _drive_sync(
                 elif node_greenlet is not None:
                     if threading.get_ident() == origin_thread:
                         task = tasks[0]
-                        event = node_greenlet.start(task, origin_thread)
+                        event = node_greenlet.run(effect, saver, task, origin_thread)
                         while type(event) is not tuple:  # a chunk the node emitted
                             yield event
                             event = node_greenlet.resume(task)
-                        leftovers = node_greenlet.finish(effect, saver, task)
-                        if leftovers:
-                            yield from leftovers
+                        if node_greenlet.buffered:
+                            yield from node_greenlet.take_buffered()
                     else:
                         yield from run_concurrently(effect, saver, streaming)
                 else:  # the common step: one sync node, run in this thread
