@@ -310,11 +310,13 @@ class PostgresSaver(CheckpointSaver):
             it every ``lease_ttl / 3`` seconds.
         pool_timeout: Seconds a call waits for a free connection before failing.
 
-    Example:
-        >>> from graph_agent import CompileConfig
-        >>> from graph_agent.checkpoint.postgres import PostgresSaver
-        >>> saver = PostgresSaver("postgresql://postgres@127.0.0.1:5432/test")  # doctest: +SKIP
-        >>> config = CompileConfig(saver=saver)  # doctest: +SKIP
+    Example (needs a running server)::
+
+        from graph_agent import CompileConfig
+        from graph_agent.checkpoint.postgres import PostgresSaver
+
+        saver = PostgresSaver("postgresql://app@127.0.0.1:5432/agents")
+        app = graph.compile(CompileConfig(saver=saver))
     """
 
     def __init__(
@@ -516,11 +518,12 @@ class AsyncPostgresSaver(PostgresSaver):
     with``. The sync methods (``get_state``, a node's ``task.record``, ``prune``...) keep using
     the sync pool and work from any thread.
 
-    Example:
-        >>> async def serve(dsn):  # doctest: +SKIP
-        ...     async with AsyncPostgresSaver(dsn) as saver:
-        ...         app = graph.compile(CompileConfig(saver=saver))
-        ...         await app.ainvoke({"topic": "x"}, RunnableConfig(thread_id="t1"))
+    Example (needs a running server)::
+
+        async def serve(dsn):
+            async with AsyncPostgresSaver(dsn) as saver:
+                app = graph.compile(CompileConfig(saver=saver))
+                await app.ainvoke({"topic": "x"}, RunnableConfig(thread_id="t1"))
     """
 
     def __init__(

@@ -155,9 +155,19 @@ def interrupt(value: Any) -> Any:
     ``Command(resume=...)``. Needs a checkpoint saver.
 
     Example:
-        >>> def review(state):  # doctest: +SKIP
+        >>> from graph_agent import END, START, Command, CompileConfig, MemorySaver
+        >>> from graph_agent import RunnableConfig, StateGraph
+        >>> def review(state):
         ...     answer = interrupt({"draft": state["draft"]})
         ...     return {"approved": answer == "yes"}
+        >>> g = StateGraph("review")
+        >>> _ = g.add_node("review", review).add_edge(START, "review").add_edge("review", END)
+        >>> app = g.compile(CompileConfig(saver=MemorySaver()))
+        >>> config = RunnableConfig(thread_id="t1")
+        >>> app.invoke({"draft": "Hi"}, config).interrupts[0].value
+        {'draft': 'Hi'}
+        >>> app.invoke(Command(resume="yes"), config)["approved"]
+        True
     """
     task = _require_task("interrupt()")
     if not task.durable:
