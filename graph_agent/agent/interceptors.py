@@ -19,6 +19,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any
 
+from graph_agent.graph.errors import ModelError
 from graph_agent.graph.runtime import emit_chunk
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.messages import (
@@ -28,6 +29,13 @@ from graph_agent.messages import (
     ToolResponseMessage,
 )
 from graph_agent.models.base import ChatModel, ModelRequest, fold_chunks
+from graph_agent.models.errors import (
+    ModelAuthenticationError,
+    ModelBadRequestError,
+    ModelNotFoundError,
+    UnrecordedRequestError,
+)
+from graph_agent.models.retry import is_retryable_status
 from graph_agent.tools import Tool, ToolContext
 
 logger = logging.getLogger("graph_agent.agent")
@@ -155,21 +163,30 @@ def _bind_tool(interceptor: ToolInterceptor, call_next: ToolCallFn) -> ToolCallF
 class ModelRetryInterceptor(ModelInterceptor):
     """Retries a failing model call up to ``max_retries`` times, with a short backoff.
 
-    A streamed call that failed after its first chunks reached the caller is not retried (the
-    caller would see the answer twice); its error propagates, like the HTTP client's rule for
-    a stream that has started.
+    Only failures that another attempt may cure are retried (see :func:`is_transient`, or pass
+    ``retry_on``): a wrong API key, an unknown model or a request the server refused fails at
+    once. A streamed call that failed after its first chunks reached the caller is not retried
+    (the caller would see the answer twice); its error propagates, like the HTTP client's rule
+    for a stream that has started.
     """
 
-    def __init__(self, max_retries: int = 2, backoff: float = 0.5) -> None:
+    def __init__(
+        self,
+        max_retries: int = 2,
+        backoff: float = 0.5,
+        *,
+        retry_on: Callable[[Exception], bool] | None = None,
+    ) -> None:
         self.max_retries = max_retries
         self.backoff = backoff
+        self.retry_on = retry_on or is_transient
 
     def intercept(self, request: ModelRequest, call_next: ModelCall) -> AssistantMessage:
         for attempt in range(self.max_retries + 1):
             try:
                 return call_next(request)
             except Exception as exc:
-                if attempt == self.max_retries:
+                if attempt == self.max_retries or not self.retry_on(exc):
                     raise
                 state = current_model_call()
                 if state is not None and state.streamed:
@@ -187,6 +204,37 @@ class ModelRetryInterceptor(ModelInterceptor):
                 )
                 time.sleep(self.backoff * 2**attempt)
         raise AssertionError("unreachable")
+
+
+_PERMANENT = (
+    ModelAuthenticationError,
+    ModelNotFoundError,
+    ModelBadRequestError,
+    UnrecordedRequestError,
+)
+
+
+def is_transient(error: Exception) -> bool:
+    """Whether another attempt may cure ``error``: ``ModelRetryInterceptor``'s default rule.
+
+    Not a wrong API key, an unknown model, a request the server refused (4xx other than 408,
+    409 and 429, a context too long) or a request a replaying model never recorded; yes for
+    connection errors, timeouts, rate limits, server errors, malformed answers, and exceptions
+    that are not :class:`ModelError` (a custom model's own transport errors).
+
+    Example:
+        >>> from graph_agent.models import ModelAuthenticationError, ModelServerError
+        >>> is_transient(ModelServerError("overloaded", status_code=503))
+        True
+        >>> is_transient(ModelAuthenticationError("bad key", status_code=401))
+        False
+    """
+    if not isinstance(error, ModelError):
+        return True
+    if isinstance(error, _PERMANENT):
+        return False
+    status = error.status_code
+    return status is None or status < 400 or is_retryable_status(status)
 
 
 class ModelFallbackInterceptor(ModelInterceptor):

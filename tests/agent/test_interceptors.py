@@ -22,7 +22,19 @@ from graph_agent.messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from graph_agent.models import ModelError, ScriptedChatModel
+from graph_agent.models import (
+    ModelAuthenticationError,
+    ModelBadRequestError,
+    ModelConnectionError,
+    ModelContextLengthError,
+    ModelError,
+    ModelNotFoundError,
+    ModelRateLimitError,
+    ModelResponseError,
+    ModelServerError,
+    ModelTimeoutError,
+    ScriptedChatModel,
+)
 
 
 def calls(*items: tuple[str, str, dict]) -> AssistantMessage:
@@ -272,6 +284,52 @@ def test_model_retry_gives_up_after_max_retries_with_a_node_error():
     assert raised.value.node == "__model__"
     assert isinstance(raised.value.__cause__, ModelError)
     assert model.calls == 3  # the first try and two retries
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ModelAuthenticationError("bad key", status_code=401),
+        ModelNotFoundError("no such model", status_code=404),
+        ModelBadRequestError("refused", status_code=400),
+        ModelContextLengthError("too long", status_code=400),
+        ModelError("refused by a custom model", status_code=422),
+    ],
+    ids=lambda error: type(error).__name__,
+)
+def test_model_retry_fails_at_once_on_an_error_another_attempt_cannot_cure(error):
+    model = ScriptedChatModel([error, "never reached"])
+    agent = ReactAgent("a", model, model_interceptors=[ModelRetryInterceptor(2, backoff=0)])
+    with pytest.raises(NodeError) as raised:
+        agent.call("hello")
+    assert raised.value.__cause__ is error
+    assert len(model.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ModelConnectionError("connection reset"),
+        ModelTimeoutError("read timeout"),
+        ModelRateLimitError("slow down", status_code=429),
+        ModelServerError("overloaded", status_code=503),
+        ModelResponseError("not a completion"),
+        ConnectionError("a custom model's own transport error"),
+    ],
+    ids=lambda error: type(error).__name__,
+)
+def test_model_retry_retries_transient_errors(error):
+    model = ScriptedChatModel([error, "ok"])
+    agent = ReactAgent("a", model, model_interceptors=[ModelRetryInterceptor(2, backoff=0)])
+    assert agent.call("hello").text == "ok"
+    assert len(model.requests) == 2
+
+
+def test_model_retry_follows_its_own_rule_when_given_one():
+    model = ScriptedChatModel([ModelBadRequestError("flaky proxy", status_code=400), "ok"])
+    retry = ModelRetryInterceptor(2, backoff=0, retry_on=lambda error: error.status_code == 400)
+    agent = ReactAgent("a", model, model_interceptors=[retry])
+    assert agent.call("hello").text == "ok"
 
 
 def test_model_retry_also_retries_a_streamed_model_call():
