@@ -117,6 +117,42 @@ class Checkpoint:
     pending_writes: tuple[PendingWrite, ...] = ()
 
 
+def new_checkpoint(
+    checkpoint_id: str,
+    thread_id: str,
+    checkpoint_ns: str,
+    parent_id: str | None,
+    step: int,
+    next_nodes: tuple[str, ...],
+    versions: dict[str, str],
+    barriers: dict[str, tuple[str, ...]],
+    blobs: dict[str, Blob],
+    metadata: dict[str, Any],
+) -> Checkpoint:
+    """``Checkpoint(...)`` with every field given, for the engine, which makes one per
+    superstep: the dataclass ``__init__`` parses keywords and checks each default factory."""
+    checkpoint: Checkpoint = object.__new__(Checkpoint)
+    checkpoint.id = checkpoint_id
+    checkpoint.thread_id = thread_id
+    checkpoint.checkpoint_ns = checkpoint_ns
+    checkpoint.parent_id = parent_id
+    checkpoint.step = step
+    checkpoint.next = next_nodes
+    checkpoint.versions = versions
+    checkpoint.barriers = barriers
+    checkpoint.blobs = blobs
+    checkpoint.metadata = metadata
+    checkpoint.created_at = now()
+    checkpoint.values = {}
+    checkpoint.pending_writes = ()
+    return checkpoint
+
+
+# new_checkpoint() sets every field: one added to Checkpoint and not there fails at import
+if len(Checkpoint.__slots__) != 13:
+    raise TypeError("new_checkpoint() must set every field of Checkpoint")
+
+
 @dataclass(frozen=True, slots=True)
 class Lease:
     """Held by the run that owns a thread; released when the run ends or is cancelled."""

@@ -665,18 +665,19 @@ class _Flow:
             "step": loop.step,
             "writers": writers,
         }
+        blobs = loop.take_blobs(checkpoint_id)  # first: it moves the versions of what changed
         barriers = loop.barrier_seen
-        checkpoint = checkpoints.Checkpoint(
-            id=checkpoint_id,
-            thread_id=self.thread_id or "",
-            checkpoint_ns=self.ns,
-            parent_id=self.checkpoint_id,
-            step=loop.step,
-            next=loop.next,
-            blobs=loop.take_blobs(checkpoint_id),
-            versions=dict(loop.versions),
-            barriers={k: tuple(sorted(v)) for k, v in barriers.items()} if barriers else {},
-            metadata=metadata,
+        checkpoint = checkpoints.new_checkpoint(
+            checkpoint_id,
+            self.thread_id or "",
+            self.ns,
+            self.checkpoint_id,
+            loop.step,
+            loop.next,
+            dict(loop.versions),
+            {k: tuple(sorted(v)) for k, v in barriers.items()} if barriers else {},
+            blobs,
+            metadata,
         )
         return SaverCall("put", (checkpoint,))
 

@@ -116,3 +116,27 @@ def test_a_thread_stays_writable_after_the_wall_clock_steps_back(tmp_path, monke
     result = restarted.invoke({"turns": 5}, config)
     assert len(result["messages"]) == 5
     assert restarted.get_state(config).values["messages"] == result["messages"]
+
+
+def test_the_engines_fast_checkpoint_constructor_equals_the_dataclass(monkeypatch):
+    from datetime import UTC, datetime
+
+    from graph_agent.checkpoint import base
+    from graph_agent.graph.engine import Blob
+
+    moment = datetime(2026, 11, 30, tzinfo=UTC)
+    monkeypatch.setattr(base, "now", lambda: moment)
+    fields = {
+        "thread_id": "t",
+        "checkpoint_ns": "ns",
+        "parent_id": "p",
+        "step": 4,
+        "next": ("a", "b"),
+        "versions": {"x": "c1"},
+        "barriers": {"a+b->j": ("a",)},
+        "blobs": {"x": Blob("full", 1)},
+        "metadata": {"source": "loop", "step": 4, "writers": ["a"]},
+    }
+    fast = base.new_checkpoint("c1", *fields.values())
+    assert fast == base.Checkpoint(id="c1", **fields, created_at=moment)
+    assert fast.created_at == moment and fast.values == {} and fast.pending_writes == ()
