@@ -39,8 +39,23 @@ _new_stored: Callable[[type[_StoredBlob], tuple[str, str | None, bytes]], _Store
 _new_stored = tuple.__new__  # _StoredBlob(*fields) without its Python-level __new__
 
 
+class _Space:
+    """What one thread keeps in one namespace."""
+
+    __slots__ = ("blobs", "head", "headers", "writes")
+
+    def __init__(self) -> None:
+        self.headers: dict[str, bytes] = {}  # checkpoint id -> encoded header
+        self.head: str | None = None  # the newest checkpoint id
+        self.blobs: dict[str, dict[str, _StoredBlob]] = {}  # key -> version -> blob
+        self.writes: dict[str, dict[tuple[str, str], bytes]] = {}  # checkpoint id -> writes
+
+
 class MemorySaver(CheckpointSaver):
     """Keeps checkpoints in a dict; gone when the process ends.
+
+    Each thread's checkpoints are kept apart (per namespace), so what one thread costs to
+    store, load, prune or delete does not grow with the other threads.
 
     Example:
         >>> from graph_agent import MemorySaver, CompileConfig
@@ -50,10 +65,7 @@ class MemorySaver(CheckpointSaver):
     def __init__(self) -> None:
         super().__init__()
         self._lock = threading.RLock()
-        self._headers: dict[tuple[str, str], dict[str, bytes]] = {}
-        self._heads: dict[tuple[str, str], str] = {}  # the newest checkpoint id per thread
-        self._blobs: dict[tuple[str, str, str, str], _StoredBlob] = {}
-        self._writes: dict[tuple[str, str, str], dict[tuple[str, str], bytes]] = {}
+        self._threads: dict[str, dict[str, _Space]] = {}  # thread -> namespace -> storage
 
     def put(self, checkpoint: Checkpoint) -> None:
         thread, ns, checkpoint_id = checkpoint.thread_id, checkpoint.checkpoint_ns, checkpoint.id
@@ -61,19 +73,21 @@ class MemorySaver(CheckpointSaver):
         blobs = []  # encoded before anything is stored: a value that fails stores nothing
         for key, blob in checkpoint.blobs.items():
             stored = _new_stored(_StoredBlob, (blob.kind, blob.base, encode_blob(key, blob)))
-            blobs.append(((thread, ns, key, checkpoint_id), stored))
-        thread_key = (thread, ns)
+            blobs.append((key, stored))
         with self._lock:
-            head = self._heads.get(thread_key)
+            space = self._space(thread, ns)
+            head = space.head
             if checkpoint.parent_id != head:
                 compare_and_set(checkpoint, head)  # raises, unless it is an explicit fork
-            self._blobs.update(blobs)
-            headers = self._headers.get(thread_key)
-            if headers is None:
-                headers = self._headers[thread_key] = {}
-            headers[checkpoint_id] = header
+            versions = space.blobs
+            for key, stored in blobs:
+                by_version = versions.get(key)
+                if by_version is None:
+                    by_version = versions[key] = {}
+                by_version[checkpoint_id] = stored
+            space.headers[checkpoint_id] = header
             if head is None or checkpoint_id > head:
-                self._heads[thread_key] = checkpoint_id
+                space.head = checkpoint_id
 
     def put_writes(
         self,
@@ -85,21 +99,20 @@ class MemorySaver(CheckpointSaver):
     ) -> None:
         encoded = {(task_id, channel): encode_write(channel, value) for channel, value in writes}
         with self._lock:
-            self._writes.setdefault((thread_id, checkpoint_ns, checkpoint_id), {}).update(encoded)
+            space = self._space(thread_id, checkpoint_ns)
+            space.writes.setdefault(checkpoint_id, {}).update(encoded)
 
     def get(
         self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
     ) -> Checkpoint | None:
         with self._lock:
-            headers = self._headers.get((thread_id, checkpoint_ns))
-            if not headers:
+            space = self._threads.get(thread_id, {}).get(checkpoint_ns)
+            if space is None or space.head is None:
                 return None
-            if checkpoint_id is None:
-                checkpoint_id = self._heads[(thread_id, checkpoint_ns)]
-            header = headers.get(checkpoint_id)
+            header = space.headers.get(checkpoint_id or space.head)
             if header is None:
                 return None
-            return self._load(thread_id, checkpoint_ns, header)
+            return self._load(space, thread_id, checkpoint_ns, header)
 
     def list(
         self,
@@ -109,68 +122,67 @@ class MemorySaver(CheckpointSaver):
         checkpoint_ns: str = "",
     ) -> Iterator[Checkpoint]:
         with self._lock:
-            headers = dict(self._headers.get((thread_id, checkpoint_ns), {}))
+            space = self._threads.get(thread_id, {}).get(checkpoint_ns)
+            headers = dict(space.headers) if space is not None else {}
         ids = sorted((i for i in headers if before is None or i < before), reverse=True)
         for checkpoint_id in ids[:limit] if limit is not None else ids:
             with self._lock:
-                checkpoint = self._load(thread_id, checkpoint_ns, headers[checkpoint_id])
+                assert space is not None
+                checkpoint = self._load(space, thread_id, checkpoint_ns, headers[checkpoint_id])
             yield checkpoint  # never while holding the lock: the caller may pause here
 
     def delete_thread(self, thread_id: str) -> None:
         with self._lock:
-            for header_key in [k for k in self._headers if k[0] == thread_id]:
-                del self._headers[header_key]
-                self._heads.pop(header_key, None)
-            for blob_key in [k for k in self._blobs if k[0] == thread_id]:
-                del self._blobs[blob_key]
-            for write_key in [k for k in self._writes if k[0] == thread_id]:
-                del self._writes[write_key]
+            self._threads.pop(thread_id, None)
 
     def prune(self, thread_id: str, keep_last: int) -> int:
         check_keep_last(keep_last)
         removed = 0
         with self._lock:
-            for (thread, ns), headers in list(self._headers.items()):
-                if thread != thread_id:
-                    continue
+            for space in self._threads.get(thread_id, {}).values():
+                headers = space.headers
                 ids = sorted(headers)
                 dropped = ids[: max(0, len(ids) - keep_last)]
                 if not dropped:
                     continue
                 if len(dropped) < len(ids):
-                    self._materialize(thread, ns, headers[ids[len(dropped)]])
+                    self._materialize(space, headers[ids[len(dropped)]])
                 for checkpoint_id in dropped:
                     del headers[checkpoint_id]
-                    self._writes.pop((thread, ns, checkpoint_id), None)
+                    space.writes.pop(checkpoint_id, None)
                 if not headers:
-                    self._heads.pop((thread, ns), None)
+                    space.head = None
                 removed += len(dropped)
-                needed = self._needed_blobs(thread, ns, headers.values())
-                for key in [k for k in self._blobs if k[:2] == (thread, ns)]:
-                    if key not in needed:
-                        del self._blobs[key]
+                needed = self._needed_blobs(space)
+                for key, by_version in list(space.blobs.items()):
+                    for version in [v for v in by_version if (key, v) not in needed]:
+                        del by_version[version]
+                    if not by_version:
+                        del space.blobs[key]
         return removed
 
     def threads(self) -> builtins.list[str]:
         with self._lock:
-            return sorted({thread for thread, _ in self._headers if self._headers[(thread, _)]})
+            return sorted(
+                thread
+                for thread, spaces in self._threads.items()
+                if any(space.headers for space in spaces.values())
+            )
 
     def stored_bytes(self, thread_id: str) -> int:
+        total = 0
         with self._lock:
-            headers = sum(
-                len(data)
-                for (thread, _), stored in self._headers.items()
-                if thread == thread_id
-                for data in stored.values()
-            )
-            blobs = sum(len(b.data) for key, b in self._blobs.items() if key[0] == thread_id)
-            writes = sum(
-                len(data)
-                for key, stored in self._writes.items()
-                if key[0] == thread_id
-                for data in stored.values()
-            )
-        return headers + blobs + writes
+            for space in self._threads.get(thread_id, {}).values():
+                total += sum(len(data) for data in space.headers.values())
+                total += sum(
+                    len(blob.data)
+                    for by_version in space.blobs.values()
+                    for blob in by_version.values()
+                )
+                total += sum(
+                    len(data) for writes in space.writes.values() for data in writes.values()
+                )
+        return total
 
     # async twins: nothing blocks here, so no worker thread is needed
     async def aput(self, checkpoint: Checkpoint) -> None:
@@ -200,48 +212,60 @@ class MemorySaver(CheckpointSaver):
     ) -> builtins.list[Checkpoint]:
         return list(self.list(thread_id, limit, before, checkpoint_ns))
 
-    # loading
-    def _load(self, thread: str, ns: str, header: bytes) -> Checkpoint:
+    # storage and loading
+    def _space(self, thread: str, ns: str) -> _Space:
+        spaces = self._threads.get(thread)
+        if spaces is None:
+            spaces = self._threads[thread] = {}
+        space = spaces.get(ns)
+        if space is None:
+            space = spaces[ns] = _Space()
+        return space
+
+    def _load(self, space: _Space, thread: str, ns: str, header: bytes) -> Checkpoint:
         checkpoint = decode_header(header, thread, ns)
         checkpoint.values = {
-            key: rebuild_value(key, self._chain(thread, ns, key, version))
+            key: rebuild_value(key, self._chain(space, key, version))
             for key, version in checkpoint.versions.items()
         }
-        writes = self._writes.get((thread, ns, checkpoint.id), {})
+        writes = space.writes.get(checkpoint.id, {})
         checkpoint.pending_writes = tuple(
             PendingWrite(task_id, channel, loads(data))
             for (task_id, channel), data in writes.items()
         )
         return checkpoint
 
-    def _chain(
-        self, thread: str, ns: str, key: str, version: str
-    ) -> builtins.list[tuple[str, bytes]]:
+    @staticmethod
+    def _chain(space: _Space, key: str, version: str) -> builtins.list[tuple[str, bytes]]:
         """The blobs that rebuild ``key`` at ``version``: newest first, ending with a full one."""
         chain = []
+        by_version = space.blobs[key]
         current: str | None = version
         while current is not None:
-            blob = self._blobs[(thread, ns, key, current)]
+            blob = by_version[current]
             chain.append((blob.kind, blob.data))
             current = blob.base if blob.kind != "full" else None
         return chain
 
-    def _materialize(self, thread: str, ns: str, header: bytes) -> None:
+    def _materialize(self, space: _Space, header: bytes) -> None:
         """Store every key of this checkpoint whole, so the deltas behind it can go."""
         for key, version in decode_header(header).versions.items():
-            if self._blobs[(thread, ns, key, version)].kind == "full":
+            if space.blobs[key][version].kind == "full":
                 continue
-            value = rebuild_value(key, self._chain(thread, ns, key, version))
+            value = rebuild_value(key, self._chain(space, key, version))
             data = encode_blob(key, Blob("full", value))
-            self._blobs[(thread, ns, key, version)] = _StoredBlob("full", None, data)
+            space.blobs[key][version] = _StoredBlob("full", None, data)
 
-    def _needed_blobs(self, thread: str, ns: str, headers: Any) -> set[tuple[str, str, str, str]]:
+    @staticmethod
+    def _needed_blobs(space: _Space) -> set[tuple[str, str]]:
+        """The (key, version) of every blob a kept checkpoint of ``space`` loads from."""
         needed = set()
-        for header in headers:
+        for header in space.headers.values():
             for key, version in decode_header(header).versions.items():
+                by_version = space.blobs[key]
                 current: str | None = version
-                while current is not None and (thread, ns, key, current) not in needed:
-                    needed.add((thread, ns, key, current))
-                    blob = self._blobs[(thread, ns, key, current)]
+                while current is not None and (key, current) not in needed:
+                    needed.add((key, current))
+                    blob = by_version[current]
                     current = blob.base if blob.kind != "full" else None
         return needed
