@@ -84,9 +84,15 @@ class WorkerPool(Executor):
                 number = self._threads = self._threads + 1
             else:
                 self._backlog += 1  # the next thread to finish takes it
+        if number:  # the thread first: if none can be had, nothing was queued
+            thread = threading.Thread(target=self._work, name=f"{self.name}-{number}", daemon=True)
+            try:
+                thread.start()
+            except BaseException:  # e.g. "can't start new thread"
+                with self._lock:
+                    self._threads -= 1
+                raise
         self._jobs.put(job)
-        if number:
-            threading.Thread(target=self._work, name=f"{self.name}-{number}", daemon=True).start()
         return job
 
     def submit(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> Future[_T]:

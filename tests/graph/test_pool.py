@@ -163,3 +163,29 @@ def test_a_forked_child_starts_its_own_pool() -> None:
     os.waitpid(pid, 0)
     assert reply == "True 42"
     assert pool_module.shared_pool() is parent_pool
+
+
+def test_a_thread_that_cannot_be_started_fails_the_job_and_the_pool_recovers(monkeypatch):
+    pool = WorkerPool(max_threads=2, name="no-threads")
+    ran: list[str] = []
+    real_start = threading.Thread.start
+
+    def refuse(thread: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        pool.start(ran.append, "refused")
+    monkeypatch.setattr(threading.Thread, "start", real_start)
+    # both threads can still be had: two jobs that wait for each other both run
+    first, second = threading.Event(), threading.Event()
+    met: queue.SimpleQueue[bool] = queue.SimpleQueue()
+
+    def meet(mine: threading.Event, theirs: threading.Event) -> None:
+        mine.set()
+        met.put(theirs.wait(5))  # False if the other job never started alongside
+
+    pool.start(meet, first, second)
+    pool.start(meet, second, first)
+    assert [met.get(timeout=WAIT), met.get(timeout=WAIT)] == [True, True]
+    assert ran == []  # the refused job was never queued
