@@ -43,3 +43,28 @@ def test_without_langgraph_the_table_says_so(tmp_path, capsys):
     assert "LangGraph is left out" in printed or "LangGraph is not installed" in printed
     results = json.loads(output.read_text())["results"]
     assert all("langgraph" not in entry for entry in results.values())
+
+
+def test_a_sample_is_a_batch_of_calls_lasting_about_batch_seconds_taken_in_turns():
+    import time
+
+    from benchmarks.harness import timed_together
+
+    calls: list[str] = []
+
+    def fast() -> None:
+        calls.append("fast")
+        time.sleep(0.0005)
+
+    def slow() -> None:
+        calls.append("slow")
+        time.sleep(0.004)
+
+    samples = timed_together({"fast": fast, "slow": slow}, repeat=3, batch_seconds=0.003)
+    assert len(samples["fast"]) == len(samples["slow"]) == 3
+    timed = calls[4:]  # after one warm-up call of each and one call of each to size batches
+    fast_batch = timed.index("slow")
+    assert fast_batch >= 2  # several fast calls make one sample
+    assert timed[fast_batch : fast_batch + 2] == ["slow", "fast"]  # one slow call, then turns
+    # a sample is the time of one call of the batch (a whole fast batch is as long as a slow call)
+    assert 3 * max(samples["fast"]) < min(samples["slow"])

@@ -155,6 +155,16 @@ class _Failed:
         self.error = error
 
 
+def run_inline(effect: RunTasks, saver: Any, task: Task) -> None:
+    """Run a lone sync node in this thread and hand its outcome to the flow."""
+    try:
+        value = run_sync(task)
+    except CAUGHT as exc:
+        task.error = exc
+    else:
+        finish_task(effect, saver, task, value)
+
+
 def finish_task(effect: RunTasks, saver: Any, task: Task, value: Any) -> None:
     try:
         call = effect.on_finish(task, value)
@@ -255,15 +265,9 @@ class NodeGreenlet:
 def _serve(host: NodeGreenlet, effect: RunTasks, saver: Any, task: Task) -> None:
     """A node greenlet's body: run each task switched in, hand its outcome to the flow, and
     switch back with nothing (an empty tuple, which no chunk is). Between tasks, parked or
-    not, it holds no task, host, effect or value."""
+    not, it holds no task, host or effect."""
     while True:
-        try:
-            value = run_sync(task)
-        except CAUGHT as exc:
-            task.error = exc
-        else:
-            finish_task(effect, saver, task, value)
-            value = None
+        run_inline(effect, saver, task)
         host._busy = False
         caller = host._caller
         assert caller is not None

@@ -16,14 +16,7 @@ from typing import Any
 
 from graph_agent.graph import render as render_module
 from graph_agent.graph.errors import InvalidUpdateError, ParentCommand, ThreadBusyError
-from graph_agent.graph.execution import (
-    CAUGHT,
-    NodeGreenlet,
-    arun_tasks,
-    finish_task,
-    run_concurrently,
-    run_sync,
-)
+from graph_agent.graph.execution import NodeGreenlet, arun_tasks, run_concurrently, run_inline
 from graph_agent.graph.flow import (
     Emit,
     RunSettings,
@@ -94,13 +87,7 @@ def _drive_sync(
                     else:
                         yield from run_concurrently(effect, saver, streaming)
                 else:  # the common step: one sync node, run in this thread
-                    task = tasks[0]
-                    try:
-                        value = run_sync(task)
-                    except CAUGHT as exc:
-                        task.error = exc
-                    else:
-                        finish_task(effect, saver, task, value)
+                    run_inline(effect, saver, tasks[0])
             elif type(effect) is NodeOutput:
                 yield effect
             elif type(effect) is SaverCall:

@@ -231,6 +231,23 @@ def test_consecutive_streams_on_one_thread_each_stream_live_and_see_their_caller
         assert request.get() == name
 
 
+def test_a_streamed_call_reuses_the_node_greenlet_the_previous_one_parked():
+    import greenlet
+
+    ran_in: list[object] = []
+
+    def talk(state):
+        ran_in.append(greenlet.getcurrent())
+        emit_chunk("hi")
+        return {}
+
+    app = live_graph(talk)
+    for _ in range(3):
+        list(app.stream({}))
+    assert len(ran_in) == 3 and ran_in[0] is ran_in[1] is ran_in[2]
+    assert ran_in[0] is not greenlet.getcurrent()  # a greenlet of its own, not the caller's
+
+
 def test_a_finished_stream_keeps_nothing_of_its_run_alive():
     class Payload:
         pass
