@@ -123,11 +123,12 @@ class MemorySaver(CheckpointSaver):
     ) -> Iterator[Checkpoint]:
         with self._lock:
             space = self._threads.get(thread_id, {}).get(checkpoint_ns)
-            headers = dict(space.headers) if space is not None else {}
+            if space is None:
+                return
+            headers = dict(space.headers)
         ids = sorted((i for i in headers if before is None or i < before), reverse=True)
         for checkpoint_id in ids[:limit] if limit is not None else ids:
             with self._lock:
-                assert space is not None
                 checkpoint = self._load(space, thread_id, checkpoint_ns, headers[checkpoint_id])
             yield checkpoint  # never while holding the lock: the caller may pause here
 
