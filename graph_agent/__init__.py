@@ -10,6 +10,7 @@ from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.errors import (
     CheckpointStoreError,
     GraphAgentError,
+    GraphCancelledError,
     GraphInterrupted,
     GraphRecursionError,
     GraphRuntimeError,
@@ -98,6 +99,7 @@ __all__ = [
     "CompileConfig",
     "CompiledGraph",
     "GraphAgentError",
+    "GraphCancelledError",
     "GraphInterrupted",
     "GraphRecursionError",
     "GraphRuntimeError",

@@ -37,7 +37,7 @@ import threading
 import types
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, overload
 
 import pydantic_core
@@ -74,6 +74,9 @@ class ToolContext:
             + call id): pass it to external systems so a retried call is not applied twice.
         state: The agent's state (a read-only mapping) when the call was made.
         config: The run's ``RunnableConfig``; ``config.context`` holds per-run values.
+        cancelled: A ``threading.Event`` set when the caller stops waiting (the call timed
+            out): a long tool can check ``ctx.cancelled.is_set()`` and give up. An agent run
+            as a tool (``agent_tool``) stops at its next step when it is set.
 
     Example:
         >>> @tool
@@ -88,6 +91,7 @@ class ToolContext:
     idempotency_key: str = ""
     state: Mapping[str, Any] | None = None
     config: Any = None
+    cancelled: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
 
 
 class ToolArgumentsError(GraphAgentError, ValueError):
@@ -531,7 +535,8 @@ class Tool:
             arguments: The model's arguments, as a mapping or as raw JSON text.
             context: Handed to a :class:`ToolContext` parameter (an empty one when omitted).
             timeout: Seconds to wait; ``None`` waits as long as it takes. A sync function that
-                times out keeps running on a daemon thread.
+                times out keeps running on a daemon thread; ``context.cancelled`` is set so
+                that it can stop.
 
         Raises:
             ToolArgumentsError: The arguments do not fit; the text is meant for the model.
@@ -540,14 +545,14 @@ class Tool:
         """
         call = self._bind(arguments, context)
         if self.is_async:
-            result = _run_coroutine(lambda: self._await_within(call, timeout))
+            result = _run_coroutine(lambda: self._await_within(call, timeout, context))
         elif timeout is None:
             result = call()
         else:
             try:
                 result = _run_blocking_with_timeout(call, timeout, f"tool:{self.name}")
             except concurrent.futures.TimeoutError:
-                raise self._timeout_error(timeout) from None
+                raise self._timeout_error(timeout, context) from None
         if inspect.isawaitable(result):
             result = _run_coroutine(lambda: result)
         return result_to_text(result)
@@ -572,9 +577,11 @@ class Tool:
             'hi'
         """
         call = self._bind(arguments, context)
-        return result_to_text(await self._await_within(call, timeout))
+        return result_to_text(await self._await_within(call, timeout, context))
 
-    async def _await_within(self, call: Callable[[], Any], timeout: float | None) -> Any:
+    async def _await_within(
+        self, call: Callable[[], Any], timeout: float | None, context: ToolContext | None
+    ) -> Any:
         async def run() -> Any:
             if self.is_async:
                 result = call()
@@ -589,9 +596,11 @@ class Tool:
         try:
             return await asyncio.wait_for(run(), timeout)
         except TimeoutError:
-            raise self._timeout_error(timeout) from None
+            raise self._timeout_error(timeout, context) from None
 
-    def _timeout_error(self, timeout: float) -> ToolTimeoutError:
+    def _timeout_error(self, timeout: float, context: ToolContext | None) -> ToolTimeoutError:
+        if context is not None:
+            context.cancelled.set()  # a tool still running on its thread may see it and stop
         return ToolTimeoutError(
             f"Tool '{self.name}' did not finish within {timeout:g} s and was abandoned.",
             tool_name=self.name,

@@ -12,6 +12,7 @@ EXPECTED = {
     "CompileConfig",
     "CompiledGraph",
     "GraphAgentError",
+    "GraphCancelledError",
     "GraphInterrupted",
     "GraphRecursionError",
     "GraphRuntimeError",
@@ -90,6 +91,7 @@ def test_the_error_tree_has_one_root_and_builtin_bases():
     assert issubclass(graph_agent.GraphSetupError, ValueError)
     for error in (
         graph_agent.GraphRecursionError,
+        graph_agent.GraphCancelledError,
         graph_agent.NodeError,
         graph_agent.InvalidUpdateError,
         graph_agent.ThreadBusyError,

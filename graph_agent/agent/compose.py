@@ -14,7 +14,7 @@ from graph_agent.agent.nodes import RUN_KEY, last_assistant
 from graph_agent.graph.runner import CompiledGraph
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.subgraph import SubgraphNode, run_nested
-from graph_agent.graph.types import RunnableConfig
+from graph_agent.graph.types import CancelSignal, RunnableConfig
 from graph_agent.messages import AssistantMessage, BaseMessage, SystemMessage, UserMessage
 from graph_agent.tools import Tool, ToolContext
 
@@ -84,7 +84,9 @@ def agent_tool(agent: AgentLike, name: str | None = None, description: str | Non
     """``agent`` as a tool another agent's model can call with a request in plain words.
 
     The agent runs in the caller's thread, under a namespace of its own per tool call; its
-    final answer is the tool's result.
+    final answer is the tool's result. When the call times out (``tool_timeout``), the agent
+    stops before its next step instead of running on unseen; so it does when the caller's run
+    is cancelled.
     """
     tool_name = name or agent.name
     text = description or agent.description or f"Ask the {agent.name} agent to do a task."
@@ -97,6 +99,7 @@ def agent_tool(agent: AgentLike, name: str | None = None, description: str | Non
             config,
             f"{tool_name}:{ctx.call_id}",
             max_steps=agent._max_steps(),
+            cancel=_Either(config.cancel, ctx.cancelled),
         )
         messages = list(final.value("messages", ()))
         request_at = next((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), -1)
@@ -104,6 +107,18 @@ def agent_tool(agent: AgentLike, name: str | None = None, description: str | Non
 
     run.__doc__ = f"{text}\n\nArgs:\n    request: What to do, in plain words."
     return Tool.from_function(run, name=tool_name, description=text)
+
+
+class _Either:
+    """Set when the caller's run is cancelled or the tool call was given up."""
+
+    __slots__ = ("call", "caller")
+
+    def __init__(self, caller: CancelSignal | None, call: CancelSignal) -> None:
+        self.caller, self.call = caller, call
+
+    def is_set(self) -> bool:
+        return self.call.is_set() or (self.caller is not None and self.caller.is_set())
 
 
 def _final_answers(agent: AgentLike, added: Sequence[BaseMessage]) -> list[AssistantMessage]:

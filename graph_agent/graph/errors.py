@@ -67,6 +67,16 @@ class ThreadBusyError(GraphRuntimeError):
     """Another run is in progress on the same thread."""
 
 
+class GraphCancelledError(GraphRuntimeError):
+    """The run stopped because ``RunnableConfig.cancel`` was set; ``step`` is the superstep
+    that did not start. With a saver the thread stays at its last checkpoint, and
+    ``invoke(None, config)`` carries on from there."""
+
+    def __init__(self, message: str, *, step: int) -> None:
+        super().__init__(message)
+        self.step = step
+
+
 class CheckpointStoreError(GraphRuntimeError):
     """The checkpoint store failed: the connection to the database was lost or refused, no
     connection was free in time, or the server rejected a statement.

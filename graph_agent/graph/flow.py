@@ -27,6 +27,7 @@ from graph_agent.graph.engine import (
     normalize_return,
 )
 from graph_agent.graph.errors import (
+    GraphCancelledError,
     GraphInterrupted,
     GraphRecursionError,
     InvalidResumeError,
@@ -392,6 +393,8 @@ class _Flow:
                     "RunnableConfig(max_steps=...); with a saver the run can be continued "
                     "with invoke(None, config)"
                 )
+            if config.cancel is not None and config.cancel.is_set():
+                raise self._cancelled()
             steps += 1
             # nothing pending: every task runs, and a step that does not pause adds nothing
             nothing_pending = not durable or self.pending.empty  # (only a saver brings any)
@@ -423,6 +426,26 @@ class _Flow:
                 if paused is not None:
                     return paused
         return loop.state()
+
+    def _cancelled(self, *, during: bool = False) -> GraphCancelledError:
+        """``during``: a subgraph in the step stopped with this run (the step did not finish)."""
+        step = self.loop.step + 1
+        where = f"graph {self.spec.name!r}" + (
+            f" on thread {self.thread_id!r}" if self.thread_id is not None else ""
+        )
+        if self.saver is None:
+            after = "nothing was kept (no saver)"
+        else:
+            after = (
+                "the thread stays at its last checkpoint; invoke(None, config) with a "
+                "cancel signal that is not set carries on from there"
+            )
+        when = "during" if during else "before"
+        return GraphCancelledError(
+            f"{where} was cancelled (RunnableConfig.cancel is set) {when} step {step}, which "
+            f"{'runs' if during else 'would run'} {', '.join(self.loop.next)}; {after}",
+            step=step,
+        )
 
     def _tasks(self) -> list[Task]:
         """The tasks of the next superstep, one per triggered node, all seeing one state."""
@@ -512,6 +535,11 @@ class _Flow:
                     resume.pop(interrupt_id, None)
                 yield self._put_writes(task_id, [(RESUME, dict(resume))])
         if failures:
+            cancel = self.config.cancel
+            if cancel is not None and cancel.is_set():
+                for task in failures:  # a subgraph or agent that stopped with this run
+                    if isinstance(task.error, GraphCancelledError):
+                        raise self._cancelled(during=True) from task.error
             raise _node_error(failures)
         interrupts: list[Interrupt] = []
         waiting_node: str | None = None
@@ -723,7 +751,6 @@ class _Flow:
         )
 
 
-@functools.cache
 @functools.cache  # import_module() runs several Python frames: once, not per checkpoint
 def _checkpoint_base() -> ModuleType:
     """``graph_agent.checkpoint.base``, imported once a saver needs it."""

@@ -24,7 +24,7 @@ from graph_agent.graph.errors import GraphInterrupted, ParentCommand
 from graph_agent.graph.runner import CompiledGraph, inside_subgraph
 from graph_agent.graph.runtime import TaskContext, emit_chunk
 from graph_agent.graph.state import OverAllState, ReplaceAll, SeqView
-from graph_agent.graph.types import Command, RunnableConfig, StreamingOutput
+from graph_agent.graph.types import CancelSignal, Command, RunnableConfig, StreamingOutput
 
 InputMap = Callable[[OverAllState], dict[str, Any]]
 OutputMap = Callable[[OverAllState, Mapping[str, Any]], dict[str, Any]]
@@ -37,13 +37,15 @@ def run_nested(
     place: str,
     *,
     max_steps: int | None = None,
+    cancel: CancelSignal | None = None,
 ) -> OverAllState:
     """Run ``child`` for the task running now (``config.task``) and return its final state.
 
     With a saver, the child runs in the task's thread under the namespace ``place`` (nested in
     the task's own): it resumes with the answers the task was given for the child's interrupts,
     carries on where it stopped after a crash, and is not run again if it had finished.
-    Without one it runs from ``fresh_input()`` and keeps nothing.
+    Without one it runs from ``fresh_input()`` and keeps nothing. The child stops when the
+    caller's ``config.cancel`` is set, or ``cancel`` when given (which should cover the former).
 
     Raises:
         GraphInterrupted: the child paused; its interrupts pause the caller too.
@@ -51,10 +53,14 @@ def run_nested(
     """
     task = config.task
     steps = max(config.max_steps, max_steps or 0)
+    cancel = cancel if cancel is not None else config.cancel
     saver = task.saver if task is not None else None
     if task is None or saver is None:
         child_config = RunnableConfig(
-            max_steps=steps, max_concurrency=config.max_concurrency, context=config.context
+            max_steps=steps,
+            max_concurrency=config.max_concurrency,
+            context=config.context,
+            cancel=cancel,
         )
         app, child_input = child.with_saver(None), fresh_input()
     else:
@@ -66,6 +72,7 @@ def run_nested(
             max_concurrency=config.max_concurrency,
             metadata=config.metadata,
             context=config.context,
+            cancel=cancel,
         )
         app = child.with_saver(saver)
         child_input = _where_to_start(app, child_config, task, fresh_input)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from graph_agent.graph.render import END, START
 
@@ -25,6 +25,12 @@ __all__ = [
     "StateSnapshot",
     "StreamingOutput",
 ]
+
+
+class CancelSignal(Protocol):
+    """What ``RunnableConfig.cancel`` takes: a ``threading.Event`` or anything with ``is_set``."""
+
+    def is_set(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +67,13 @@ class RunnableConfig:
     ``metadata`` is stored with the call's checkpoints; ``context`` is a per-run mapping nodes,
     hooks and tools can read, and is never stored. Inside a node ``config.task`` is the running
     task's :class:`~graph_agent.graph.runtime.TaskContext`.
+
+    ``cancel`` (a ``threading.Event``, say) stops the run from outside, e.g. from another
+    thread: once it is set, the run raises
+    :class:`~graph_agent.graph.errors.GraphCancelledError` before its next superstep. Nodes
+    running at that moment finish first, and with a saver the thread stays at its last
+    checkpoint, so ``invoke(None, config)`` (without the set event) carries on. Subgraphs and
+    agents run as nodes or tools stop with it.
     """
 
     thread_id: str | None = None
@@ -72,6 +85,7 @@ class RunnableConfig:
     task: TaskContext | None = field(default=None, compare=False, repr=False)
     checkpoint_ns: str = ""
     """The namespace inside the thread: ``""`` at top level, a subgraph's own otherwise."""
+    cancel: CancelSignal | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:

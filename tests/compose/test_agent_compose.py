@@ -4,6 +4,7 @@ handing off from a tool with ``Command.PARENT``."""
 from __future__ import annotations
 
 import collections
+import time
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from graph_agent import (
     StateGraph,
     StreamingOutput,
     SystemMessage,
+    ThreadBusyError,
     ToolResponseMessage,
     UserMessage,
     tool,
@@ -201,6 +203,49 @@ def test_two_calls_of_one_agent_tool_run_apart():
             RunnableConfig(thread_id="t1", checkpoint_ns=f"researcher:{call_id}")
         )
         assert texts(inside.values)[0] == request
+
+
+def test_an_agent_tool_that_times_out_stops_at_its_next_step_instead_of_running_on():
+    model_calls: list[float] = []
+
+    def slow_step(request: Any) -> AssistantMessage:
+        model_calls.append(time.monotonic())
+        time.sleep(0.05)
+        return calls((f"w{len(model_calls)}", "lookup", {"topic": "more"}))
+
+    worker = scripted("worker", *[slow_step] * 40, tools=[lookup], max_iterations=40)
+    boss = scripted(
+        "boss",
+        calls(("c1", "worker", {"request": "dig"})),
+        "gave up on the worker",
+        tools=[worker.as_tool()],
+        tool_timeout=0.12,
+    )
+
+    final = boss.invoke("go", CFG)
+
+    result = final["messages"][2]
+    assert result.is_error and "did not finish within 0.12 s" in result.content
+    assert texts(final)[-1] == "gave up on the worker"
+    deadline = time.monotonic() + 5
+    inside = RunnableConfig(thread_id="t1", checkpoint_ns="worker:c1")
+    while time.monotonic() < deadline and worker_running(boss, inside):
+        time.sleep(0.02)
+    stopped_at = len(model_calls)
+    time.sleep(0.3)
+    assert len(model_calls) == stopped_at < 8  # it stopped, long before its 40 iterations
+    # its last step is stored and its namespace is free: it can be carried on
+    assert boss.get_state(inside).next
+
+
+def worker_running(agent: Any, config: RunnableConfig) -> bool:
+    """True while a run holds the namespace (another run there would be refused)."""
+    saver = agent.graph.saver
+    try:
+        saver.release(saver.acquire(config.thread_id, config.checkpoint_ns))
+    except ThreadBusyError:
+        return True
+    return False
 
 
 def test_an_approval_inside_an_agent_tool_pauses_the_caller_and_resumes_inside_the_tool():

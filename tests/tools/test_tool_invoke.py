@@ -223,6 +223,34 @@ def test_a_sync_tool_over_its_timeout_is_abandoned_with_a_timeout_error() -> Non
     assert time.monotonic() - started < 2
 
 
+def test_a_timed_out_sync_tool_sees_its_context_cancelled_and_can_stop() -> None:
+    stopped: list[str] = []
+
+    @tool
+    def poll(ctx: ToolContext) -> str:
+        """Works until told to stop."""
+        for _ in range(500):
+            if ctx.cancelled.is_set():
+                stopped.append(ctx.call_id)
+                return "stopped"
+            time.sleep(0.01)
+        return "never told"
+
+    for call_id, run in (
+        ("sync", lambda ctx: poll.invoke({}, ctx, timeout=0.05)),
+        ("async", lambda ctx: asyncio.run(poll.ainvoke({}, ctx, timeout=0.05))),
+    ):
+        context = ToolContext(call_id=call_id)
+        with pytest.raises(ToolTimeoutError):
+            run(context)
+        assert context.cancelled.is_set()
+        deadline = time.monotonic() + 5
+        while call_id not in stopped and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert call_id in stopped
+    assert not ToolContext().cancelled.is_set()  # each context has its own signal
+
+
 def test_an_async_tool_over_its_timeout_is_cancelled() -> None:
     cancelled = threading.Event()
 

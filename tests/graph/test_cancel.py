@@ -1,0 +1,168 @@
+"""Stopping a run from outside: ``RunnableConfig(cancel=event)``."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from graph_agent import (
+    END,
+    START,
+    AppendStrategy,
+    CompileConfig,
+    GraphCancelledError,
+    MemorySaver,
+    NodeError,
+    RunnableConfig,
+    StateGraph,
+)
+
+
+def counting_chain(cancel: threading.Event, *, cancel_in: str | None = None) -> Any:
+    """a → b → c, each appending its name to ``log``; ``cancel_in`` sets ``cancel`` as it runs."""
+    g = StateGraph("chain", key_strategies={"log": AppendStrategy()})
+
+    def step(name: str) -> Any:
+        def node(state: Any) -> dict[str, Any]:
+            if name == cancel_in:
+                cancel.set()
+            return {"log": name}
+
+        return node
+
+    for name in "abc":
+        g.add_node(name, step(name))
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", "c")
+    g.add_edge("c", END)
+    return g
+
+
+def test_a_set_cancel_stops_the_run_before_the_next_step_and_the_thread_carries_on_later():
+    cancel = threading.Event()
+    app = counting_chain(cancel, cancel_in="a").compile(CompileConfig(saver=MemorySaver()))
+    config = RunnableConfig(thread_id="t1", cancel=cancel)
+
+    with pytest.raises(GraphCancelledError) as caught:
+        app.invoke({"log": []}, config)
+
+    assert caught.value.step == 1
+    message = str(caught.value)
+    assert "before step 1" in message and "would run b" in message
+    assert "thread 't1'" in message and "invoke(None, config)" in message
+    snapshot = app.get_state(config)
+    assert list(snapshot.values["log"]) == ["a"]  # a's step was committed, b never started
+    assert snapshot.next == ("b",)
+
+    final = app.invoke(None, RunnableConfig(thread_id="t1"))  # the lease was released
+    assert list(final["log"]) == ["a", "b", "c"]
+
+
+def test_without_a_saver_the_error_says_nothing_was_kept():
+    cancel = threading.Event()
+    app = counting_chain(cancel, cancel_in="b").compile()
+
+    with pytest.raises(GraphCancelledError, match=r"before step 2.*nothing was kept"):
+        app.invoke({"log": []}, RunnableConfig(cancel=cancel))
+
+
+def test_a_cancel_set_before_the_call_runs_no_node():
+    cancel = threading.Event()
+    cancel.set()
+    ran: list[str] = []
+    g = StateGraph("one")
+    g.add_node("only", lambda state: ran.append("only"))
+    g.add_edge(START, "only")
+    g.add_edge("only", END)
+    app = g.compile(CompileConfig(saver=MemorySaver()))
+
+    with pytest.raises(GraphCancelledError, match="before step 0"):
+        app.invoke({}, RunnableConfig(thread_id="t1", cancel=cancel))
+    assert ran == []
+
+
+def test_another_thread_cancels_a_running_call_and_the_node_running_then_finishes():
+    cancel = threading.Event()
+    started, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def slow(state: Any) -> dict[str, Any]:
+        started.set()
+        assert release.wait(5)
+        ran.append("slow")
+        return {"log": "slow"}
+
+    g = StateGraph("g", key_strategies={"log": AppendStrategy()})
+    g.add_node("slow", slow)
+    g.add_node("after", lambda state: ran.append("after"))
+    g.add_edge(START, "slow")
+    g.add_edge("slow", "after")
+    g.add_edge("after", END)
+    app = g.compile(CompileConfig(saver=MemorySaver()))
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            app.invoke({"log": []}, RunnableConfig(thread_id="t1", cancel=cancel))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    assert started.wait(5)
+    cancel.set()
+    release.set()
+    runner.join(5)
+
+    assert len(outcome) == 1 and isinstance(outcome[0], GraphCancelledError)
+    assert ran == ["slow"]
+    assert list(app.get_state(RunnableConfig(thread_id="t1")).values["log"]) == ["slow"]
+
+
+def test_stream_yields_the_finished_steps_then_raises():
+    cancel = threading.Event()
+    app = counting_chain(cancel, cancel_in="b").compile(CompileConfig(saver=MemorySaver()))
+    seen: list[str] = []
+
+    with pytest.raises(GraphCancelledError):
+        for output in app.stream({"log": []}, RunnableConfig(thread_id="t1", cancel=cancel)):
+            seen.append(output.node)
+
+    assert seen == [START, "a", "b"]
+
+
+def test_ainvoke_stops_the_same_way():
+    cancel = threading.Event()
+    app = counting_chain(cancel, cancel_in="a").compile(CompileConfig(saver=MemorySaver()))
+
+    with pytest.raises(GraphCancelledError, match="before step 1"):
+        asyncio.run(app.ainvoke({"log": []}, RunnableConfig(thread_id="t1", cancel=cancel)))
+
+    final = asyncio.run(app.ainvoke(None, RunnableConfig(thread_id="t1")))
+    assert list(final["log"]) == ["a", "b", "c"]
+
+
+def test_a_subgraph_stops_with_its_parent_and_the_parent_reports_the_cancel():
+    cancel = threading.Event()
+    child = counting_chain(cancel, cancel_in="a").compile()
+    parent = StateGraph("parent", key_strategies={"log": AppendStrategy()})
+    parent.add_node("inner", child)
+    parent.add_node("next", lambda state: {"log": "next"})
+    parent.add_edge(START, "inner")
+    parent.add_edge("inner", "next")
+    parent.add_edge("next", END)
+    app = parent.compile(CompileConfig(saver=MemorySaver()))
+    config = RunnableConfig(thread_id="t1", cancel=cancel)
+
+    with pytest.raises(GraphCancelledError, match="during step 0, which runs inner") as caught:
+        app.invoke({"log": []}, config)
+
+    assert not isinstance(caught.value, NodeError)
+    assert isinstance(caught.value.__cause__, GraphCancelledError)  # the child's own
+    final = app.invoke(None, RunnableConfig(thread_id="t1"))
+    # the child carries on inside its namespace: a ran before the cancel and is not run again
+    assert list(final["log"]) == ["a", "b", "c", "next"]
