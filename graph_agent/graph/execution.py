@@ -10,11 +10,14 @@ returns is handed to the flow with :func:`finish_task`.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import dataclasses
 import inspect
 import queue
 import threading
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Collection, Iterator
 from concurrent.futures import Future
 from contextvars import ContextVar, copy_context
 from typing import TYPE_CHECKING, Any
@@ -195,6 +198,7 @@ class NodeGreenlet:
         "_greenlet",
         "_module",
         "_thread",
+        "_waker",
         "buffered",
     )
 
@@ -208,6 +212,7 @@ class NodeGreenlet:
         self._caller: greenlet.greenlet | None = None
         self._busy = False  # a node is running (or paused at a chunk) in the greenlet
         self.buffered: list[NodeOutput] = []
+        self._waker: queue.SimpleQueue[None] | None = None  # made by the first wait()
         self._emit = self.emit  # one bound method for every task of the call
 
     def run(self, effect: RunTasks, saver: Any, task: Task, thread: int) -> Any:
@@ -239,7 +244,8 @@ class NodeGreenlet:
         return self._greenlet.switch()
 
     def take_buffered(self) -> list[NodeOutput]:
-        """The chunks the last node emitted from threads of its own (delivered after it)."""
+        """The chunks the last node emitted from threads of its own and that no
+        :meth:`wait` delivered (they follow the node's end)."""
         buffered, self.buffered = self.buffered, []
         return buffered
 
@@ -247,8 +253,38 @@ class NodeGreenlet:
         output = chunk_output(context, chunk)
         if self._getcurrent() is self._greenlet and self._caller is not None:
             self._caller.switch(output)
-        else:  # emitted from a thread the node started itself: delivered after the node
+        else:  # from a thread the node started: delivered while the node waits, or after it
             self.buffered.append(output)
+            waker = self._waker
+            if waker is not None:
+                waker.put(None)
+
+    def wait(
+        self, futures: Collection[Future[Any]], timeout: float | None, return_when: str
+    ) -> tuple[set[Future[Any]], set[Future[Any]]]:
+        """``concurrent.futures.wait`` for the node in this greenlet, yielding what its threads
+        emit meanwhile (see :func:`wait_delivering`)."""
+        if self._getcurrent() is not self._greenlet or self._caller is None:
+            return concurrent.futures.wait(futures, timeout, return_when)
+        waker = self._waker
+        if waker is None:
+            waker = self._waker = queue.SimpleQueue()
+        for future in futures:
+            future.add_done_callback(lambda _: waker.put(None))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        every = return_when == concurrent.futures.ALL_COMPLETED
+        while True:
+            buffered = self.buffered
+            while buffered:  # oldest first; threads may append meanwhile
+                self._caller.switch(buffered.pop(0))
+            done = {future for future in futures if future.done()}
+            if done and (not every or len(done) == len(futures)):
+                return done, set(futures) - done
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return done, set(futures) - done
+            with contextlib.suppress(queue.Empty):
+                waker.get(timeout=remaining)
 
     def close(self) -> None:
         """Park the greenlet for the next call, or end it (mid-node, when the caller stopped
@@ -273,6 +309,22 @@ def _serve(host: NodeGreenlet, effect: RunTasks, saver: Any, task: Task) -> None
         assert caller is not None
         del host, effect, saver, task
         host, effect, saver, task = caller.switch()
+
+
+def wait_delivering(
+    futures: Collection[Future[Any]],
+    timeout: float | None = None,
+    return_when: str = concurrent.futures.FIRST_COMPLETED,
+) -> tuple[set[Future[Any]], set[Future[Any]]]:
+    """``concurrent.futures.wait`` for a node waiting on threads it started (a tool node's
+    tools): while it waits, the chunks those threads emit reach a ``stream()`` caller as they
+    come, instead of after the node. Anywhere else it is ``concurrent.futures.wait``."""
+    task = _current_task.get()
+    emit = task._emit if task is not None else None
+    host = getattr(emit, "__self__", None)
+    if type(host) is NodeGreenlet:
+        return host.wait(futures, timeout, return_when)
+    return concurrent.futures.wait(futures, timeout, return_when)
 
 
 _MAX_PARKED = 4

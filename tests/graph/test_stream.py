@@ -298,3 +298,50 @@ def test_the_engines_fast_node_output_constructor_equals_the_dataclass():
     assert type(fast) is NodeOutput and fast.interrupts == () and fast.path == ()
     with pytest.raises(AttributeError):
         fast.node = "b"  # type: ignore[misc]
+
+
+def test_chunks_from_threads_a_node_waits_on_reach_the_caller_while_it_waits():
+    # what a tool node does: start threads, wait for them with wait_delivering
+    from concurrent.futures import ThreadPoolExecutor
+
+    from graph_agent.graph.execution import wait_delivering
+
+    heard = {name: threading.Event() for name in ("a", "b")}
+
+    def worker(name):
+        emit_chunk(f"{name} started")
+        # the caller sets heard[name] when the chunk arrives: proof it came while the node waited
+        return name if heard[name].wait(timeout=5) else f"{name}: chunk not delivered live"
+
+    def fan(state):
+        with ThreadPoolExecutor(2) as pool:
+            futures = [pool.submit(contextvars.copy_context().run, worker, n) for n in heard]
+            done, not_done = wait_delivering(futures, return_when="ALL_COMPLETED")
+            assert not not_done and done == set(futures)
+            return {"said": [f.result() for f in futures]}
+
+    outputs = []
+    for item in live_graph(fan).stream({}):
+        outputs.append(item)
+        if isinstance(item, StreamingOutput):
+            heard[item.chunk.split()[0]].set()
+    chunks = sorted(o.chunk for o in outputs if isinstance(o, StreamingOutput))
+    assert chunks == ["a started", "b started"]
+    assert outputs[-1].update == {"said": ["a", "b"]}
+
+
+def test_wait_delivering_times_out_like_concurrent_futures_wait():
+    from concurrent.futures import Future
+
+    from graph_agent.graph.execution import wait_delivering
+
+    never: Future[int] = Future()
+    seen = []
+
+    def node(state):
+        seen.append(wait_delivering([never], timeout=0.05))
+        return {}
+
+    list(live_graph(node).stream({}))  # in a stream's node greenlet
+    live_graph(node).invoke({})  # and inline
+    assert seen == [(set(), {never}), (set(), {never})]
