@@ -6,6 +6,7 @@ changed. Thread id and namespace are not in the header: the saver keys its rows 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -45,10 +46,19 @@ def encode_header(checkpoint: Checkpoint) -> bytes:
 
 
 def decode_header(data: bytes, thread_id: str = "", checkpoint_ns: str = "") -> Checkpoint:
-    """A checkpoint from its header bytes; ``values`` and ``pending_writes`` stay empty."""
+    """A checkpoint from its header bytes; ``values`` and ``pending_writes`` stay empty.
+
+    Raises:
+        SerializationError: the bytes are not a header :func:`encode_header` wrote (a field
+            is missing or has the wrong type): never a checkpoint with hollow fields.
+    """
     header = loads(data)
     if not isinstance(header, dict) or "id" not in header:
         raise SerializationError("stored checkpoint header is not a checkpoint record")
+    problem = _header_problem(header)
+    if problem is not None:
+        shown = header["id"] if isinstance(header["id"], str) else "?"
+        raise SerializationError(f"stored checkpoint header {shown!r} is damaged: {problem}")
     return Checkpoint(
         id=header["id"],
         thread_id=thread_id,
@@ -61,6 +71,45 @@ def decode_header(data: bytes, thread_id: str = "", checkpoint_ns: str = "") -> 
         metadata=dict(header["metadata"]),
         created_at=_created_at(header["created_at"]),
     )
+
+
+def _header_problem(header: dict[Any, Any]) -> str | None:
+    """What is wrong with a decoded header, or None."""
+    missing = _HEADER_FIELDS.difference(header)
+    if missing:
+        return f"field(s) {', '.join(sorted(missing))} missing"
+    if not isinstance(header["id"], str):
+        return "id is not a string"
+    if not (header["parent_id"] is None or isinstance(header["parent_id"], str)):
+        return "parent_id is not a string"
+    if type(header["step"]) is not int:
+        return "step is not an integer"
+    if not (isinstance(header["next"], list) and _strings(header["next"])):
+        return "next is not a list of node names"
+    versions = header["versions"]
+    if not (isinstance(versions, dict) and _strings(versions) and _strings(versions.values())):
+        return "versions is not a map of key names to checkpoint ids"
+    barriers = header["barriers"]
+    if not (
+        isinstance(barriers, dict)
+        and _strings(barriers)
+        and all(isinstance(v, list) and _strings(v) for v in barriers.values())
+    ):
+        return "barriers is not a map of barrier names to node names"
+    if not isinstance(header["metadata"], dict):
+        return "metadata is not a map"
+    if type(header["created_at"]) is not int and not isinstance(header["created_at"], datetime):
+        return "created_at is not a time"
+    return None
+
+
+_HEADER_FIELDS = frozenset(
+    ("id", "parent_id", "step", "next", "versions", "barriers", "metadata", "created_at")
+)
+
+
+def _strings(items: Iterable[Any]) -> bool:
+    return all(isinstance(item, str) for item in items)
 
 
 def _created_at(stored: Any) -> datetime:
