@@ -3,13 +3,15 @@
 Retried: HTTP 408, 409, 429 and 5xx, and connection failures (including timeouts), with
 exponential backoff and jitter, or exactly the wait the server asked for in ``retry-after-ms`` /
 ``Retry-After`` (seconds or an HTTP date). A server asking for more than
-``max_retry_after`` seconds is not waited for: the call fails at once, saying so.
+``max_retry_after`` seconds (or for an infinite wait) is not waited for: the call fails at once,
+saying so. A value that is not a number (``nan``, text) is ignored: the backoff applies.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -35,7 +37,8 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     """The wait a response asks for, in seconds, or ``None`` when it names none (or nonsense).
 
     Reads ``retry-after-ms`` (sent by OpenAI) first, then ``Retry-After`` as seconds or as an
-    HTTP date. Header names are matched case-insensitively.
+    HTTP date. Header names are matched case-insensitively. ``nan`` is nonsense (``None``);
+    ``inf`` stays infinite, a wait longer than any ``max_retry_after``.
 
     Example:
         >>> retry_after_seconds({"Retry-After": "2"})
@@ -44,19 +47,15 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
         0.25
     """
     lowered = {name.lower(): value for name, value in headers.items()}
-    milliseconds = lowered.get("retry-after-ms")
+    milliseconds = _number(lowered.get("retry-after-ms"))
     if milliseconds is not None:
-        try:
-            return max(float(milliseconds) / 1000.0, 0.0)
-        except ValueError:
-            pass
+        return max(milliseconds / 1000.0, 0.0)
     value = lowered.get("retry-after")
     if value is None:
         return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
+    seconds = _number(value)
+    if seconds is not None:
+        return max(seconds, 0.0)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -64,6 +63,19 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max((when - now()).total_seconds(), 0.0)
+
+
+def _number(text: str | None) -> float | None:
+    # float() accepts "nan" and "inf". NaN compares false with every limit (it would pass the
+    # max_retry_after check and crash time.sleep), so it is no number here; inf is kept: a wait
+    # longer than any limit, so the call fails at once.
+    if text is None:
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return None if math.isnan(number) else number
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -121,6 +121,40 @@ def test_a_retry_after_above_120_seconds_fails_at_once_saying_so(
     assert sleeps == []
 
 
+@pytest.mark.parametrize("headers", [{"Retry-After": "nan"}, {"retry-after-ms": "NaN"}])
+def test_a_retry_after_that_is_not_a_number_is_ignored_for_the_backoff(
+    server: FakeOpenAIServer,
+    make_model: ModelFactory,
+    calls: Driver,
+    sleeps: list[float],
+    headers: dict[str, str],
+) -> None:
+    server.enqueue(reply_error(429, "slow down", headers=headers), reply_json(completion("ok")))
+    assert calls.generate(make_model(), HI).text == "ok"
+    assert len(sleeps) == 1
+    assert 0.375 <= sleeps[0] <= 0.5  # the first backoff of the default policy
+
+
+def test_a_retry_after_ms_that_is_not_a_number_falls_back_to_retry_after(
+    server: FakeOpenAIServer, make_model: ModelFactory, sleeps: list[float]
+) -> None:
+    headers = {"Retry-After": "2", "retry-after-ms": "nan"}
+    server.enqueue(reply_error(429, "slow down", headers=headers), reply_json(completion("ok")))
+    make_model().generate(HI)
+    assert sleeps == [2.0]
+
+
+def test_an_infinite_retry_after_fails_at_once_as_too_long(
+    server: FakeOpenAIServer, make_model: ModelFactory, calls: Driver, sleeps: list[float]
+) -> None:
+    server.enqueue(reply_error(429, "quota", headers={"Retry-After": "inf"}))
+    with pytest.raises(ModelRateLimitError, match="longer than the 120 s") as caught:
+        calls.generate(make_model(), HI)
+    assert caught.value.retry_after == float("inf")
+    assert len(server.requests) == 1
+    assert sleeps == []
+
+
 def test_without_retry_after_the_backoff_doubles_with_jitter(
     server: FakeOpenAIServer, make_model: ModelFactory, sleeps: list[float]
 ) -> None:
