@@ -25,7 +25,7 @@ from graph_agent.agent.interceptors import (
     stream_to_caller,
 )
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, ParentCommand
-from graph_agent.graph.runtime import TaskContext
+from graph_agent.graph.runtime import InterruptScope, TaskContext
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.messages import (
@@ -396,7 +396,8 @@ class ToolNode:
             recorded = task.recorded(key)
             if recorded is not None:
                 return recorded  # type: ignore[no-any-return]
-        response = self._execute(call, message, state, config)
+        with InterruptScope(call.id):  # its interrupts get ids of its own, whatever runs beside it
+            response = self._execute(call, message, state, config)
         if task is not None:
             task.record(key, response)
         return response

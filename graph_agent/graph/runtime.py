@@ -16,6 +16,7 @@ from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError
 from graph_agent.graph.types import Interrupt
 
 _current_task: ContextVar[TaskContext | None] = ContextVar("graph_agent_task", default=None)
+_current_scope: ContextVar[InterruptScope | None] = ContextVar("graph_agent_scope", default=None)
 _NO_RECORDS: dict[str, Any] = {}  # shared and never written: a task's records start empty
 
 RECORD_PREFIX = "__record__:"
@@ -136,6 +137,36 @@ class TaskContext:
         return f"TaskContext(node={self.node!r}, step={self.step})"
 
 
+class InterruptScope:
+    """A part of the running task that runs beside its siblings (one tool call of the tool node).
+
+    ``interrupt()`` calls inside ``with InterruptScope(key):`` are numbered on their own, and
+    their ids derive from ``key``: parallel parts of one task then get ids that do not depend on
+    which part reached ``interrupt()`` first, so an answer given by id reaches the part that
+    asked, also when the parts run in another order on resume. ``key`` must be stable across
+    re-runs of the task (a tool call's id). Nodes of a graph run inside the block (an agent used
+    as a tool) number their interrupts as their own tasks, unaffected.
+    """
+
+    __slots__ = ("_token", "count", "key", "task")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.task = _current_task.get()
+        self.count = 0
+        self._token: Any = None
+
+    def __enter__(self) -> InterruptScope:
+        self._token = _current_scope.set(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        _current_scope.reset(self._token)
+
+    def __repr__(self) -> str:
+        return f"InterruptScope(key={self.key!r})"
+
+
 def current_task() -> TaskContext | None:
     """The task running in this context, or ``None`` outside a node."""
     return _current_task.get()
@@ -152,7 +183,9 @@ def interrupt(value: Any) -> Any:
     """Pause the run and ask for input; returns the resume value once the run is resumed.
 
     The node runs again from its top on resume, and this call then returns the value given with
-    ``Command(resume=...)``. Needs a checkpoint saver.
+    ``Command(resume=...)``. Needs a checkpoint saver. The interrupt's id derives from the task
+    and the number of ``interrupt()`` calls before it in the task, or, inside an
+    :class:`InterruptScope` (each tool call of an agent), in that scope.
 
     Example:
         >>> from graph_agent import END, START, Command, CompileConfig, MemorySaver
@@ -175,9 +208,17 @@ def interrupt(value: Any) -> Any:
             f"interrupt() in node {task.node!r} needs a checkpoint saver to resume from: "
             "compile with CompileConfig(saver=MemorySaver()) and call with a thread_id"
         )
-    index = task._interrupt_count
-    task._interrupt_count += 1
-    interrupt_id = derive_id("interrupt", task.thread_id, task.step, task.id, index)
+    scope = _current_scope.get()
+    if scope is not None and scope.task is task:
+        index = scope.count
+        scope.count += 1
+        interrupt_id = derive_id(
+            "interrupt", task.thread_id, task.step, task.id, "scope", scope.key, index
+        )
+    else:
+        index = task._interrupt_count
+        task._interrupt_count += 1
+        interrupt_id = derive_id("interrupt", task.thread_id, task.step, task.id, index)
     if interrupt_id in task._resume:
         return task._resume[interrupt_id]
     raise GraphInterrupted([Interrupt(interrupt_id, value, task.node)])

@@ -9,11 +9,13 @@ import time
 import pytest
 
 from graph_agent import (
+    Command,
     NodeError,
     NodeOutput,
     RunnableConfig,
     StreamingOutput,
     ToolContext,
+    interrupt,
     tool,
 )
 from graph_agent.agent import ReactAgent
@@ -84,6 +86,56 @@ def test_parallel_tool_calls_run_concurrently_and_results_keep_call_order():
     state = ReactAgent("par", model, tools=[slow]).invoke("go", cfg())
     results = [m for m in state["messages"] if isinstance(m, ToolResponseMessage)]
     assert [(r.tool_call_id, r.content) for r in results] == [("a", "first"), ("b", "second")]
+
+
+class _Turns:
+    """Makes one of two parallel tool calls reach ``interrupt()`` first, the other after it."""
+
+    def __init__(self) -> None:
+        self.first = ""
+        self.asked = threading.Event()
+
+    def start(self, first: str) -> None:
+        self.first = first
+        self.asked.clear()
+
+    def ask(self, who: str, question: str) -> str:
+        if who != self.first:
+            assert self.asked.wait(5)
+        try:
+            return str(interrupt({"who": who, "question": question}))
+        finally:
+            if who == self.first:
+                self.asked.set()
+
+
+def test_parallel_tools_that_interrupt_get_their_own_answers_by_id_in_any_order():
+    turns = _Turns()
+
+    @tool
+    def ask(who: str) -> str:
+        """Ask a person two questions."""
+        return ", ".join(turns.ask(who, question) for question in ("name", "age"))
+
+    batch = calls(("a", "ask", {"who": "alice"}), ("b", "ask", {"who": "bob"}))
+    agent = ReactAgent("asker", ScriptedChatModel([batch, "done"]), tools=[ask])
+    config = cfg()
+
+    def answers(paused):
+        assert len(paused.interrupts) == 2
+        return {i.id: f"{i.value['who']}'s {i.value['question']}" for i in paused.interrupts}
+
+    turns.start("alice")
+    first = agent.invoke("ask both", config)
+    turns.start("bob")  # on resume the calls reach interrupt() in the other order
+    second = agent.invoke(Command(resume=answers(first)), config)
+    turns.start("alice")
+    final = agent.invoke(Command(resume=answers(second)), config)
+    results = [m for m in final["messages"] if isinstance(m, ToolResponseMessage)]
+    assert [(r.tool_call_id, r.content) for r in results] == [
+        ("a", "alice's name, alice's age"),
+        ("b", "bob's name, bob's age"),
+    ]
 
 
 def test_max_parallel_tools_bounds_how_many_tool_calls_run_at_once():
