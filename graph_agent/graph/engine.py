@@ -411,9 +411,11 @@ class Loop:
     def _drop_ephemeral(self) -> None:
         """Ephemeral keys are read by this step's routers, then gone: never stored, returned
         or streamed."""
+        values, dirty = self.values, self.dirty
         for key in self.spec.ephemeral_keys:
-            if self.values.pop(key, None) is not None:
-                self.dirty.discard(key)
+            if key in values:  # whatever its value, None included: a dirty key gets stored
+                del values[key]
+                dirty.discard(key)
 
     def route_from_start(self, config: RunnableConfig) -> None:
         self.barrier_seen = {}

@@ -71,6 +71,18 @@ def test_an_ephemeral_key_is_never_streamed_or_stored(driver):
     assert all("jump_to" not in cp.values for cp in saver.list("t"))
 
 
+def test_an_ephemeral_key_written_as_none_is_dropped_and_never_stored(driver):
+    saver = MemorySaver()
+    g = StateGraph("no_jump", ephemeral_keys=["jump_to"])
+    g.add_node("hook", lambda s: {"jump_to": None, "seen": True})
+    g.add_node("middle", lambda s: {"middle": True})
+    g.add_edge(START, "hook").add_edge("middle", END)
+    g.add_conditional_edges("hook", lambda s: "middle" if s.value("jump_to") is None else END)
+    result = driver.invoke(g.compile(CompileConfig(saver=saver)), {}, CFG)
+    assert result == {"seen": True, "middle": True}
+    assert all("jump_to" not in cp.values for cp in saver.list("t"))
+
+
 def test_a_node_refusing_its_resume_value_leaves_the_interrupt_pending(driver):
     def ask(state):
         answer = interrupt("yes or no?")
