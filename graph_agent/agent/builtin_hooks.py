@@ -14,6 +14,7 @@ from graph_agent.agent.nodes import (
     error_response,
     last_assistant,
     pending_tool_calls,
+    rejected_calls,
 )
 from graph_agent.graph.errors import GraphRuntimeError, InvalidResumeError
 from graph_agent.graph.runtime import interrupt
@@ -99,9 +100,9 @@ class HumanInTheLoopHook(ModelHook):
                 ]
             }
         )
-        return self._apply(messages, gated, decisions)
+        return self._apply(state, gated, decisions)
 
-    def _apply(self, messages: Any, gated: list[Any], decisions: Any) -> dict[str, Any]:
+    def _apply(self, state: OverAllState, gated: list[Any], decisions: Any) -> dict[str, Any]:
         if not isinstance(decisions, Mapping):
             raise InvalidResumeError(
                 "resume a tool approval with a dict {call_id: decision}, where a decision is "
@@ -114,7 +115,7 @@ class HumanInTheLoopHook(ModelHook):
                 f"no decision for the tool call(s) {names}: resume with "
                 f"Command(resume={{call_id: decision}}), where a decision is {_DECISION_SHAPES}"
             )
-        _, message = last_assistant(messages)
+        _, message = last_assistant(state.value("messages", ()))
         assert message is not None
         edited = {}
         rejections: dict[str, str] = {}
@@ -134,8 +135,11 @@ class HumanInTheLoopHook(ModelHook):
             ]
             update["messages"] = message.model_copy(update={"tool_calls": calls})  # in place
         if rejections:
-            # the tool node answers these with the reason, in call order, and never runs them
-            update[REJECTED_KEY] = rejections
+            # the tool node answers these with the reason, in call order, and never runs them;
+            # kept with the message id so that they apply to these calls only (another approval
+            # hook may have rejected other calls of the same message before)
+            earlier = rejected_calls(state, message)
+            update[REJECTED_KEY] = {message.id: {**earlier, **rejections}}
         return update
 
 

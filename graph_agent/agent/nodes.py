@@ -44,8 +44,10 @@ if TYPE_CHECKING:
 RUN_KEY = "_agent_run"
 THREAD_KEY = "_agent_thread"
 REJECTED_KEY = "_agent_rejected"
-"""Tool calls a human rejected, by call id, with the reason: the tool node answers them with
-the rejection (in call order, with the other results) instead of running them."""
+"""Tool calls a human rejected, with the reasons, for the assistant message that made them:
+``{message id: {call id: reason}}``. The tool node answers them with the rejection (in call
+order, with the other results) instead of running them, then drops them; new input drops
+them too. Keyed by the message, a rejection never reaches a later call that reuses the id."""
 SUMMARIZE_PROMPT = (
     "You have reached the maximum number of tool-calling steps for this request. Do not call "
     "any more tools. Using what you have found so far, give your best final answer, and say "
@@ -103,6 +105,13 @@ def pending_tool_calls(messages: Sequence[BaseMessage]) -> list[ToolCall]:
         return []
     answered = {m.tool_call_id for m in messages[index + 1 :] if isinstance(m, ToolResponseMessage)}
     return [call for call in message.tool_calls if call.id not in answered]
+
+
+def rejected_calls(state: OverAllState, message: AssistantMessage) -> Mapping[str, str]:
+    """The reasons a human gave for rejecting calls of ``message``, by call id."""
+    value = state.value(REJECTED_KEY)
+    found = value.get(message.id) if isinstance(value, Mapping) else None
+    return found if isinstance(found, Mapping) else {}
 
 
 def unique_call_ids(reply: AssistantMessage, history: Sequence[BaseMessage]) -> AssistantMessage:
@@ -366,28 +375,39 @@ class ToolNode:
             return None
         _, message = last_assistant(state["messages"])
         assert message is not None
-        run = [lambda call=call: self._run_one(call, message, state, config) for call in calls]
+        rejected = rejected_calls(state, message)
+        run = [
+            lambda call=call: self._run_one(call, message, rejected, state, config)
+            for call in calls
+        ]
         if len(run) == 1:
             results = [run[0]()]
         else:
             limit = max(1, self.agent.max_parallel_tools)
             results = _in_parallel(run, limit)
-        rejected = state.value(REJECTED_KEY) or {}
         executed = [call for call in calls if call.id not in rejected]
         run_counts, thread_counts = counters(state, RUN_KEY), counters(state, THREAD_KEY)
         for counts in (run_counts, thread_counts):
             for call in executed:
                 counts["tool_calls"][call.name] = counts["tool_calls"].get(call.name, 0) + 1
-        return {"messages": results, RUN_KEY: run_counts, THREAD_KEY: thread_counts}
+        update: dict[str, Any] = {
+            "messages": results,
+            RUN_KEY: run_counts,
+            THREAD_KEY: thread_counts,
+        }
+        if state.value(REJECTED_KEY) is not None:
+            update[REJECTED_KEY] = None  # answered: no later call can pick them up
+        return update
 
     def _run_one(
         self,
         call: ToolCall,
         message: AssistantMessage,
+        rejected: Mapping[str, str],
         state: OverAllState,
         config: RunnableConfig,
     ) -> ToolResponseMessage:
-        reason = (state.value(REJECTED_KEY) or {}).get(call.id)
+        reason = rejected.get(call.id)
         if reason is not None:
             return error_response(call, f"A human rejected this tool call: {reason}")
         task: TaskContext | None = config.task

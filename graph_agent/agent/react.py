@@ -20,6 +20,7 @@ from graph_agent.agent.interceptors import ModelInterceptor, ToolInterceptor
 from graph_agent.agent.nodes import (
     FINAL_ANSWER_TOOL,
     INTERRUPTED_RESULT,
+    REJECTED_KEY,
     RUN_KEY,
     TOOL_RECORD,
     error_response,
@@ -336,6 +337,7 @@ class ReactAgent:
         if filled:
             state["messages"] = [*filled, *supplied]
         state[RUN_KEY] = None  # new input: a new run, its counters start again
+        state[REJECTED_KEY] = None  # and rejections given in an earlier run are spent
         return state, config
 
     def _accept_results(

@@ -35,7 +35,7 @@ from graph_agent.agent.nodes import (
 )
 from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.errors import GraphSetupError, InvalidUpdateError
-from graph_agent.graph.state import AppendStrategy, MergeStrategy, OverAllState
+from graph_agent.graph.state import AppendStrategy, OverAllState
 from graph_agent.graph.types import END, START, RunnableConfig
 from graph_agent.messages import AssistantMessage, ToolResponseMessage
 
@@ -102,7 +102,7 @@ def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
         after_model=names["after_model"],
         after_agent=names["after_agent"],
     )
-    strategies: dict[str, Any] = {"messages": AppendStrategy(), REJECTED_KEY: MergeStrategy()}
+    strategies: dict[str, Any] = {"messages": AppendStrategy()}
     for hook in hooks:
         strategies.update(hook.state_keys)
     graph = StateGraph(

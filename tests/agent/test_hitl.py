@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 
 from graph_agent import Command, GraphInterrupted, InvalidResumeError, RunnableConfig, tool
-from graph_agent.agent import HumanInTheLoopHook, JumpTo, ModelHook, ReactAgent
-from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage
+from graph_agent.agent import (
+    AgentCommand,
+    HumanInTheLoopHook,
+    JumpTo,
+    MessagesModelHook,
+    ModelHook,
+    ReactAgent,
+)
+from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage, UserMessage
 from graph_agent.models import ScriptedChatModel
 
 CFG = RunnableConfig(thread_id="t1")
@@ -233,3 +240,26 @@ def test_results_including_a_rejection_come_in_call_order():
     results = [m for m in model.requests[1].messages if isinstance(m, ToolResponseMessage)]
     assert [r.tool_call_id for r in results] == ["l1", "m1", "l2"]
     assert results[1].is_error and sent == []
+
+
+class KeepLastTurn(MessagesModelHook):
+    """The model sees only the latest request and what followed it (earlier call ids are gone,
+    so a model that numbers its calls per answer reuses them)."""
+
+    def before_model(self, messages, config):
+        start = max(i for i, m in enumerate(messages) if isinstance(m, UserMessage))
+        return AgentCommand(messages[start:], policy="replace") if start else None
+
+
+def test_a_rejection_does_not_reach_a_later_call_that_reuses_its_id():
+    mail = AssistantMessage(tool_calls=[ToolCall("c0", "send_email", {"to": "bob", "body": "hi"})])
+    find = AssistantMessage(tool_calls=[ToolCall("c0", "lookup", {"name": "bob"})])
+    model = ScriptedChatModel([mail, "not sent", find, "found it"])
+    gate = HumanInTheLoopHook(approve={"send_email": "sends mail"})
+    agent = ReactAgent("mail", model, tools=[send_email, lookup], hooks=[KeepLastTurn(), gate])
+    agent.invoke("mail bob", CFG)
+    agent.invoke(Command(resume={"c0": {"decision": "reject", "reason": "not now"}}), CFG)
+    assert agent.call("bob's address?", CFG).text == "found it"
+    result = model.requests[-1].messages[-1]
+    assert isinstance(result, ToolResponseMessage) and result.tool_call_id == "c0"
+    assert (result.is_error, result.content) == (False, "bob@example.com")
