@@ -75,6 +75,9 @@ class OpenAIChatModel:
     Args:
         model: The model name, e.g. ``"gpt-4o-mini"``, ``"qwen-plus"``, ``"llama3"``.
         base_url: The API root (``.../v1``). Defaults to ``OPENAI_BASE_URL``, else OpenAI's.
+            Requests go to its path plus ``/chat/completions``; a query (Azure's
+            ``?api-version=...``) is kept. A URL that is not ``http(s)://host...`` is a
+            ``ValueError``.
         api_key: Sent as a bearer token. Defaults to ``OPENAI_API_KEY``, but only when
             ``base_url`` is that default too, so your OpenAI key never goes to another server.
             Local servers (Ollama, vLLM, llama.cpp) need none.
@@ -127,13 +130,16 @@ class OpenAIChatModel:
         self.timeout = timeout
         self.retry = dataclasses.replace(retry or RetryPolicy(), max_retries=max_retries)
         self._api_key = SecretStr(api_key or "")
-        self._url = (
-            resolved_base_url
-            if resolved_base_url.endswith("/chat/completions")
-            else f"{resolved_base_url}/chat/completions"
+        base = _parse_base_url(
+            resolved_base_url, source="base_url" if base_url else "OPENAI_BASE_URL"
         )
-        # Shown in repr and errors without credentials a URL might carry (user:pass@, ?key=).
-        self._display_url = str(httpx.URL(resolved_base_url).copy_with(userinfo=b"", query=None))
+        # The endpoint keeps the query (Azure's ?api-version=...) after the path.
+        path = base.path.rstrip("/")
+        if not path.endswith("/chat/completions"):
+            path += "/chat/completions"
+        self._url = base.copy_with(path=path)
+        # Shown in repr, errors and logs without credentials a URL might carry (user:pass@, ?key=).
+        self._display_url = str(base.copy_with(userinfo=b"", query=None))
         self._where = f"model {model!r} at {self._display_url}"
         self._extra_headers = {"User-Agent": _USER_AGENT, **dict(headers or {})}
         # Set once the server refused tool_choice="required" and accepted "auto" instead.
@@ -660,6 +666,23 @@ async def _close_at_loop_shutdown(client: httpx.AsyncClient) -> AsyncGenerator[N
         yield
     finally:
         await client.aclose()
+
+
+def _parse_base_url(base_url: str, *, source: str) -> httpx.URL:
+    """``base_url`` as a URL, or a ``ValueError`` naming ``source`` and what is wrong.
+
+    The URL itself is not repeated: it may carry credentials (user:pass@, ?key=).
+    """
+    fix = f"set {source} to the API root, e.g. 'http://localhost:11434/v1'"
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"{source} is not a valid URL ({exc}); {fix}") from None
+    if url.scheme not in ("http", "https"):
+        raise ValueError(f"{source} must start with http:// or https://; {fix}")
+    if not url.host:
+        raise ValueError(f"{source} names no host; {fix}")
+    return url
 
 
 def _is_json(response: httpx.Response) -> bool:

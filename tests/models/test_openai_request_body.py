@@ -19,9 +19,11 @@ from graph_agent.messages import (
 from graph_agent.models import OpenAIChatModel
 from graph_agent.tools import tool
 
+from .conftest import Driver
 from .openai_fake_server import API_KEY, FakeOpenAIServer, completion, reply_json, tool_call
 
 ModelFactory = Callable[..., OpenAIChatModel]
+HI = [UserMessage("hi")]
 
 
 @tool
@@ -337,6 +339,40 @@ def test_a_base_url_that_already_ends_in_chat_completions_is_used_as_is(
     model = make_model(base_url=server.base_url + "/chat/completions/")
     sent_body(server, model, [UserMessage("x")])
     assert server.requests[-1].path == "/v1/chat/completions"
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "/chat/completions"])
+def test_a_query_in_the_base_url_follows_the_chat_completions_path(
+    server: FakeOpenAIServer, make_model: ModelFactory, calls: Driver, suffix: str
+) -> None:
+    server.enqueue(reply_json(completion("ok")))
+    calls.generate(make_model(base_url=f"{server.base_url}{suffix}?api-version=2024-06-01"), HI)
+    assert server.requests[-1].path == "/v1/chat/completions?api-version=2024-06-01"
+
+
+@pytest.mark.parametrize(
+    ("base_url", "problem"),
+    [
+        ("http://localhost:abc/v1", "is not a valid URL (Invalid port: 'abc')"),
+        ("http://user:hunter2@localhost:abc/v1?key=hunter2", "is not a valid URL"),
+        ("localhost:11434/v1", "must start with http:// or https://"),
+        ("http://", "names no host"),
+    ],
+)
+def test_an_invalid_base_url_is_a_value_error_naming_base_url(base_url: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=r"^base_url ") as caught:
+        OpenAIChatModel("m", base_url=base_url)
+    assert problem in str(caught.value)
+    assert "e.g. 'http://localhost:11434/v1'" in str(caught.value)
+    assert "hunter2" not in str(caught.value)
+
+
+def test_an_invalid_openai_base_url_variable_is_named_in_the_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://localhost:abc/v1")
+    with pytest.raises(ValueError, match=r"^OPENAI_BASE_URL is not a valid URL"):
+        OpenAIChatModel("m")
 
 
 def test_the_sync_client_reuses_one_connection(
