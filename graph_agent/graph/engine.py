@@ -219,8 +219,22 @@ def _goto_targets(
 ) -> tuple[str, ...]:
     if goto is None:
         return ()
-    targets = (goto,) if isinstance(goto, str) else tuple(goto)
+    if isinstance(goto, str):
+        targets: tuple[Any, ...] = (goto,)
+    else:
+        try:
+            targets = tuple(goto)
+        except TypeError:
+            targets = (goto,)  # not iterable: named as the bad target below
     for target in targets:
+        if not isinstance(target, str):
+            raise InvalidUpdateError(
+                f"node {node!r} (step {step}) returned Command(goto={_short(goto)}): goto takes "
+                f"a node name (str), a list of node names, or END, not {type(target).__name__} "
+                f"{_short(target)}",
+                node=node,
+                step=step,
+            )
         if target not in destinations:
             declared = ", ".join(sorted(destinations)) or "none"
             raise InvalidUpdateError(
@@ -336,9 +350,10 @@ class Loop:
                 appended_only = apply_append(log, new)
             else:
                 appended_only = log.extend((new,))
-        except KeyError as exc:
+        except (KeyError, TypeError) as exc:  # an unknown RemoveMessage id, an unhashable id
+            reason = exc.args[0] if exc.args else exc
             raise InvalidUpdateError(
-                f"node {node!r} (step {step}) wrote to {key!r}: {exc.args[0]}", node=node, step=step
+                f"node {node!r} (step {step}) wrote to {key!r}: {reason}", node=node, step=step
             ) from exc
         if not appended_only:
             self.rewritten.add(key)

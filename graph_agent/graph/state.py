@@ -143,7 +143,10 @@ class AppendLog:
                 continue
             key = item.get("id") if isinstance(item, dict) else getattr(item, "id", None)
             if key is not None:  # item_id(item), inlined: this runs for every appended item
-                index = ids.get(key)
+                try:
+                    index = ids.get(key)
+                except TypeError:
+                    raise _unhashable_id(key, f"the item {_short(item)}") from None
                 if index is not None:
                     if pure_append:
                         self._copy_on_write()
@@ -164,10 +167,26 @@ class AppendLog:
         self.ids = dict(self.ids)
 
     def _remove(self, key: Any) -> None:
-        if key not in self.ids:
+        try:
+            present = key in self.ids
+        except TypeError:
+            raise _unhashable_id(key, "RemoveMessage") from None
+        if not present:
             raise KeyError(f"RemoveMessage({key!r}): no item with that id")
         kept = [item for item in self.items if item_id(item) != key]
         self.replace_all(kept)
+
+
+def _unhashable_id(key: Any, what: str) -> TypeError:
+    return TypeError(
+        f"{what} has the id {_short(key)} ({type(key).__name__}), which is unhashable; an id "
+        "an AppendStrategy key matches on must be hashable: use a str (or an int, a tuple)"
+    )
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class KeyStrategy:

@@ -317,6 +317,18 @@ def test_a_goto_outside_the_declared_destinations_is_an_error(driver):
         driver.invoke(g.compile(), {})
 
 
+@pytest.mark.parametrize("goto", [5, 2.5, [5], [["ok"]]])
+def test_a_goto_that_is_not_node_names_is_an_error_naming_node_step_and_value(driver, goto):
+    g = StateGraph("cmd")
+    g.add_node("decide", lambda s: Command(goto=goto), destinations=("ok",))
+    g.add_node("ok", lambda s: {})
+    g.add_edge(START, "decide").add_edge("ok", END)
+    with pytest.raises(InvalidUpdateError, match=r"node 'decide' \(step 0\).*goto takes") as info:
+        driver.invoke(g.compile(), {})
+    assert info.value.node == "decide" and info.value.step == 0
+    assert repr(goto)[:20] in str(info.value)
+
+
 def test_two_parallel_writes_to_a_replace_key_are_an_error(driver):
     g = StateGraph("clash")
     g.add_node("b", lambda s: {"x": 1}).add_node("c", lambda s: {"x": 2})

@@ -81,6 +81,18 @@ def test_removing_an_unknown_id_is_a_clear_error_naming_node_and_key(driver):
     assert info.value.node == "node"
 
 
+@pytest.mark.parametrize(
+    "write", [{"id": ["bad"], "v": 1}, [Item(["bad"], "x")], RemoveMessage(["bad"])]
+)
+def test_an_unhashable_id_is_a_clear_error_naming_node_key_and_id(driver, write):
+    app = one_node_graph(lambda s: {"log": write}, log=AppendStrategy())
+    with pytest.raises(
+        InvalidUpdateError, match=r"node 'node'.*'log'.*\['bad'\].*unhashable"
+    ) as info:
+        driver.invoke(app, {"log": [Item("1", "x")]})
+    assert info.value.node == "node" and info.value.step == 0
+
+
 def test_an_earlier_view_keeps_its_length_after_later_appends():
     log = AppendLog(["a"])
     view = log.view()
