@@ -137,9 +137,13 @@ class OpenAIChatModel:
         path = base.path.rstrip("/")
         if not path.endswith("/chat/completions"):
             path += "/chat/completions"
-        self._url = base.copy_with(path=path)
+        # user:pass@ becomes the client's basic auth (as httpx would do from the URL), so the
+        # request URL, which httpx logs, carries no password.
+        self._url_auth = httpx.BasicAuth(base.username, base.password) if base.userinfo else None
+        self._url = base.copy_with(path=path, userinfo=b"")
         # Shown in repr, errors and logs without credentials a URL might carry (user:pass@, ?key=).
         self._display_url = str(base.copy_with(userinfo=b"", query=None))
+        self._display_endpoint = str(self._url.copy_with(query=None))
         self._where = f"model {model!r} at {self._display_url}"
         self._extra_headers = {"User-Agent": _USER_AGENT, **dict(headers or {})}
         # Set once the server refused tool_choice="required" and accepted "auto" instead.
@@ -190,7 +194,10 @@ class OpenAIChatModel:
         with self._lock:
             if self._client is None or self._client.is_closed:
                 self._client = httpx.Client(
-                    timeout=self.timeout, headers=self._headers(), verify=_shared_ssl_context()
+                    auth=self._url_auth,
+                    timeout=self.timeout,
+                    headers=self._headers(),
+                    verify=_shared_ssl_context(),
                 )
             return self._client
 
@@ -205,7 +212,10 @@ class OpenAIChatModel:
             if entry is not None and not entry[0].is_closed:
                 return entry[0]
             client = httpx.AsyncClient(
-                timeout=self.timeout, headers=self._headers(), verify=_shared_ssl_context()
+                auth=self._url_auth,
+                timeout=self.timeout,
+                headers=self._headers(),
+                verify=_shared_ssl_context(),
             )
             closer = _close_at_loop_shutdown(client)
             self._async_clients[loop] = (client, closer)
@@ -319,7 +329,10 @@ class OpenAIChatModel:
             else:
                 if response.is_success:
                     self._accepted(fell_back=fell_back)
-                    return parse_completion(self._json(response), tools_offered=tools_offered)
+                    try:
+                        return parse_completion(self._json(response), tools_offered=tools_offered)
+                    except ModelResponseError as exc:
+                        raise self._unusable(exc) from None
                 if (fallback := self._fallback_body(body, response)) is not None:
                     body, fell_back, attempt = fallback, True, 0
                     continue
@@ -361,6 +374,8 @@ class OpenAIChatModel:
                     return None
             except SSEError as exc:  # a TransportError subclass: caught first
                 raise self._not_a_stream(exc) from None
+            except ModelResponseError as exc:  # only the answer's parsing raises one here
+                raise self._unusable(exc) from None
             except httpx.TransportError as exc:
                 error, delay = self._failure(attempt, exc=exc, started=yielded)
             except ModelConnectionError as exc:
@@ -504,7 +519,7 @@ class OpenAIChatModel:
     def _log_attempt(self, body: dict[str, Any], attempt: int) -> None:
         logger.debug(
             "POST %s model=%s messages=%d tools=%d stream=%s attempt=%d",
-            self._url,
+            self._display_endpoint,
             body.get("model"),
             len(body.get("messages", ())),
             len(body.get("tools", ())),
@@ -518,12 +533,20 @@ class OpenAIChatModel:
         except ValueError:
             kind = response.headers.get("content-type", "no content-type")
             raise ModelResponseError(
-                self._redact(
-                    f"{self._where} answered HTTP {response.status_code} with a body that is not "
-                    f"JSON ({kind}): {response.text[:200]!r}"
-                ),
+                f"the body of its HTTP {response.status_code} answer is not JSON ({kind}): "
+                f"{response.text[:200]!r}",
                 status_code=response.status_code,
             ) from None
+
+    def _unusable(self, error: ModelResponseError) -> ModelResponseError:
+        """``error``, raised while reading an answer, naming this model and without the key.
+
+        The wire format's errors quote what the server sent, and a server (or a proxy) may echo
+        the key back in an error object, an error event or a body that is not JSON.
+        """
+        return ModelResponseError(
+            self._redact(f"{self._where}: {error}"), status_code=error.status_code
+        )
 
     def _not_a_stream(self, exc: SSEError) -> ModelResponseError:
         return ModelResponseError(

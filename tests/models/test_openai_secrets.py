@@ -38,8 +38,18 @@ FAILURES: dict[str, list[Behaviour]] = {
     "429 echoing the key, retry too far": [reply_error(429, ECHO, headers={"Retry-After": "999"})],
     "500 echoing the key, retries exhausted": [reply_error(500, ECHO)] * 3,
     "plain-text 200 echoing the key": [reply_raw(200, ECHO.encode())],
+    "200 with an error object echoing the key": [reply_json({"error": {"message": ECHO}})],
     "read timeout": [stall(), stall(), stall()],
     "stream cut short": [reply_sse([chunk({"content": "x"})], drop_after=1)],
+    "stream with an error event echoing the key": [
+        reply_sse([{"error": {"message": ECHO}}], done=False)
+    ],
+    "stream with an event that is not JSON, echoing the key": [
+        reply_sse([f"proxy: bad token {API_KEY}"], done=False)
+    ],
+    "stream answered by a JSON error object echoing the key": [
+        reply_json({"error": {"message": ECHO}})
+    ],
 }
 
 
@@ -67,7 +77,7 @@ def test_no_error_text_or_traceback_shows_the_api_key(
 ) -> None:
     server.enqueue(*FAILURES[failure])
     model = make_model(timeout=0.2)
-    if failure == "stream cut short":
+    if failure.startswith("stream"):
         _, error = calls.stream_until_error(model, HI)
     else:
         with pytest.raises(ModelError) as caught:
@@ -128,6 +138,32 @@ def test_credentials_inside_the_base_url_are_not_shown(
         model.generate(HI)
     assert "hunter2" not in repr(model)
     assert "hunter2" not in str(caught.value)
+
+
+def test_credentials_inside_the_base_url_are_not_logged(
+    server: FakeOpenAIServer,
+    make_model: ModelFactory,
+    calls: Driver,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    host = server.base_url.removeprefix("http://")
+    model = make_model(base_url=f"http://user:hunter2@{host}?key=hunter2", api_key=None)
+    server.enqueue(
+        reply_json(completion("ok")), reply_sse([chunk({"content": "ok"}, finish_reason="stop")])
+    )
+    with caplog.at_level(logging.DEBUG):
+        calls.generate(model, HI)
+        calls.stream(model, HI)
+    assert any(record.name == "graph_agent.models.openai" for record in caplog.records)
+    for record in caplog.records:
+        shown = f"{record.getMessage()} {record.args!r}"
+        assert "user:hunter2" not in shown, f"{record.name} logged the password: {shown[:200]}"
+        if record.name.startswith("graph_agent"):
+            assert "hunter2" not in shown, f"{record.name} logged the ?key=: {shown[:200]}"
+    # The password still reaches the server, as basic auth (what httpx makes of user:pass@).
+    assert {request.headers["Authorization"] for request in server.requests} == {
+        "Basic dXNlcjpodW50ZXIy"
+    }
 
 
 @pytest.mark.parametrize("key", ["sk-12345", "hunter2!", API_KEY])
