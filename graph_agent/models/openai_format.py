@@ -21,7 +21,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -53,6 +53,8 @@ logger = logging.getLogger("graph_agent.models.openai")
 
 _RESERVED_OPTIONS = ("messages", "tools", "stream")
 _MAX_SHOWN = 500
+_T = TypeVar("_T")
+_KIND_NAMES: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
 
 
 def message_to_openai(message: BaseMessage) -> dict[str, Any]:
@@ -227,7 +229,8 @@ def parse_completion(data: Any, *, tools_offered: bool) -> AssistantMessage:
     """The :class:`AssistantMessage` of a non-streamed completion (its first choice).
 
     Raises:
-        ModelResponseError: The body is not a completion (no choices, an error object, ...).
+        ModelResponseError: The body is not a completion (no choices, an error object, a field
+            of the wrong JSON type, ...).
     """
     if not isinstance(data, dict):
         raise ModelResponseError(f"expected a JSON object, got {_shorten(json.dumps(data))}")
@@ -236,20 +239,21 @@ def parse_completion(data: Any, *, tools_offered: bool) -> AssistantMessage:
         detail = _message_of(data.get("error")) if data.get("error") else "no choices"
         raise ModelResponseError(f"the response holds no answer: {_shorten(detail)}")
     choice = choices[0]
-    wire = choice.get("message") or {}
+    wire = _expect(choice.get("message") or {}, dict, "choices[0].message")
     tool_calls = []
-    for raw in wire.get("tool_calls") or []:
-        function = raw.get("function") or {}
+    for number, raw in enumerate(_expect(wire.get("tool_calls") or [], list, "tool_calls")):
+        field = f"tool_calls[{number}]"
+        call = _expect(raw, dict, field)
+        function = _expect(call.get("function") or {}, dict, f"{field}.function")
+        call_id = _optional(call.get("id"), str, f"{field}.id")
+        name = _optional(function.get("name"), str, f"{field}.function.name")
         arguments, raw_arguments = parse_tool_arguments(_arguments_text(function.get("arguments")))
         tool_calls.append(
             ToolCall(
-                id=raw.get("id") or "",
-                name=function.get("name") or "",
-                arguments=arguments,
-                raw_arguments=raw_arguments,
+                id=call_id or "", name=name or "", arguments=arguments, raw_arguments=raw_arguments
             )
         )
-    finish_reason = choice.get("finish_reason")
+    finish_reason = _optional(choice.get("finish_reason"), str, "choices[0].finish_reason")
     if tool_calls and not tools_offered:
         _drop_unoffered_calls(len(tool_calls))
         tool_calls = []
@@ -284,7 +288,8 @@ class StreamDecoder:
         """Decode one event's data; ``None`` when it carries nothing new.
 
         Raises:
-            ModelResponseError: The data is not JSON or is an error object.
+            ModelResponseError: The data is not JSON, is an error object, or has a field of the
+                wrong JSON type.
         """
         if data.strip() == "[DONE]":
             self.done = True
@@ -301,14 +306,21 @@ class StreamDecoder:
             raise ModelResponseError(f"the stream reported an error: {_message_of(payload)}")
         content, reasoning, finish_reason = "", "", None
         deltas: list[ToolCallDelta] = []
-        choices = payload.get("choices") or []
-        if choices and isinstance(choices[0], dict):
-            choice = choices[0]
-            wire = choice.get("delta") or choice.get("message") or {}
+        choices = _expect(payload.get("choices") or [], list, "choices")
+        if choices:
+            choice = _expect(choices[0], dict, "choices[0]")
+            wire = _expect(
+                choice.get("delta") or choice.get("message") or {}, dict, "choices[0].delta"
+            )
             content = _text(wire.get("content"))
             reasoning = _reasoning(wire)
-            deltas = [self._tool_call_delta(raw) for raw in wire.get("tool_calls") or []]
-            finish_reason = choice.get("finish_reason")
+            deltas = [
+                self._tool_call_delta(raw, number)
+                for number, raw in enumerate(
+                    _expect(wire.get("tool_calls") or [], list, "tool_calls")
+                )
+            ]
+            finish_reason = _optional(choice.get("finish_reason"), str, "choices[0].finish_reason")
         if deltas and not self.tools_offered:
             new = {d.index for d in deltas} - self._dropped_calls
             if new:
@@ -331,9 +343,12 @@ class StreamDecoder:
             usage=usage,
         )
 
-    def _tool_call_delta(self, raw: dict[str, Any]) -> ToolCallDelta:
-        function = raw.get("function") or {}
-        call_id = raw.get("id") or None
+    def _tool_call_delta(self, piece: Any, number: int) -> ToolCallDelta:
+        field = f"tool_calls[{number}]"
+        raw = _expect(piece, dict, field)
+        function = _expect(raw.get("function") or {}, dict, f"{field}.function")
+        call_id = _optional(raw.get("id"), str, f"{field}.id") or None
+        name = _optional(function.get("name"), str, f"{field}.function.name") or None
         index = raw.get("index")
         if not isinstance(index, int):
             if call_id is not None and call_id in self._index_by_id:
@@ -349,7 +364,7 @@ class StreamDecoder:
         return ToolCallDelta(
             index=index,
             id=call_id,
-            name=function.get("name") or None,
+            name=name,
             arguments=json.dumps(arguments) if isinstance(arguments, dict) else arguments or "",
         )
 
@@ -359,6 +374,23 @@ _CONTEXT_LENGTH = re.compile(
     r"prompt is too long|reduce the length",
     re.IGNORECASE,
 )
+
+
+def _expect(value: Any, kind: type[_T], field: str) -> _T:
+    """``value`` when it has the JSON type ``kind``; else the :class:`ModelResponseError` of an
+    answer that does not follow the format (a broken server or proxy, or not such an API)."""
+    if isinstance(value, kind):
+        return value
+    raise ModelResponseError(
+        f"the answer does not follow the chat-completions format: {field} should be "
+        f"{_KIND_NAMES[kind]}, got {_shorten(json.dumps(value))}; check that base_url is the "
+        "root of an OpenAI-compatible API"
+    )
+
+
+def _optional(value: Any, kind: type[_T], field: str) -> _T | None:
+    """:func:`_expect` for a field that may be ``null`` or missing."""
+    return None if value is None else _expect(value, kind, field)
 
 
 def _shorten(text: str) -> str:

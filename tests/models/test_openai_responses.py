@@ -278,3 +278,85 @@ def test_an_error_event_inside_a_stream_raises_instead_of_ending_quietly(
     assert isinstance(error, ModelResponseError)
     assert "upstream died" in str(error)
     assert len(server.requests) == 1
+
+
+def _choice(choice: dict[str, object]) -> dict[str, object]:
+    return {"choices": [choice]}
+
+
+WRONG_SHAPED_COMPLETIONS = {
+    "message is a string": (
+        _choice({"message": "hello", "finish_reason": "stop"}),
+        "choices[0].message should be an object",
+    ),
+    "tool_calls is an object": (
+        _choice({"message": {"tool_calls": {"id": "c1"}}}),
+        "tool_calls should be a list",
+    ),
+    "tool_calls holds null": (
+        _choice({"message": {"content": "", "tool_calls": [None]}}),
+        "tool_calls[0] should be an object, got null",
+    ),
+    "function is a string": (
+        _choice({"message": {"tool_calls": [{"id": "c1", "function": "get_weather"}]}}),
+        "tool_calls[0].function should be an object",
+    ),
+    "a tool call's id is a number": (
+        _choice({"message": {"tool_calls": [{"id": 7, "function": {"name": "get_weather"}}]}}),
+        "tool_calls[0].id should be a string, got 7",
+    ),
+    "finish_reason is a number": (
+        _choice({"message": {"content": "hi"}, "finish_reason": 1}),
+        "choices[0].finish_reason should be a string, got 1",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", WRONG_SHAPED_COMPLETIONS)
+def test_a_completion_of_the_wrong_shape_is_a_response_error_naming_the_field(
+    server: FakeOpenAIServer, make_model: ModelFactory, calls: Driver, case: str
+) -> None:
+    body, problem = WRONG_SHAPED_COMPLETIONS[case]
+    server.enqueue(reply_json(body))
+    with pytest.raises(ModelResponseError) as caught:
+        calls.generate(make_model(), QUESTION, [get_weather])
+    assert problem in str(caught.value)
+    assert "model 'fake-model' at http://127.0.0.1" in str(caught.value)
+    assert "check that base_url" in str(caught.value)
+
+
+WRONG_SHAPED_CHUNKS = {
+    "choices is an object": ({"choices": {"delta": {}}}, "choices should be a list"),
+    "a choice is a string": ({"choices": ["hi"]}, "choices[0] should be an object"),
+    "delta is a list": ({"choices": [{"delta": ["x"]}]}, "choices[0].delta should be an object"),
+    "a tool-call piece is a string": (
+        chunk({"tool_calls": ["get_weather"]}),
+        "tool_calls[0] should be an object",
+    ),
+    "function is a string": (
+        chunk({"tool_calls": [{"index": 0, "function": "get_weather"}]}),
+        "tool_calls[0].function should be an object",
+    ),
+    "a function name is a list": (
+        chunk({"tool_calls": [{"index": 0, "function": {"name": ["get_weather"]}}]}),
+        "tool_calls[0].function.name should be a string",
+    ),
+    "finish_reason is a number": (
+        chunk({"content": "hi"}, finish_reason=1),  # type: ignore[arg-type]
+        "choices[0].finish_reason should be a string, got 1",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", WRONG_SHAPED_CHUNKS)
+def test_a_stream_chunk_of_the_wrong_shape_is_a_response_error_naming_the_field(
+    server: FakeOpenAIServer, make_model: ModelFactory, calls: Driver, case: str
+) -> None:
+    event, problem = WRONG_SHAPED_CHUNKS[case]
+    server.enqueue(reply_sse([event]))
+    chunks, error = calls.stream_until_error(make_model(), QUESTION, [get_weather])
+    assert chunks == []
+    assert isinstance(error, ModelResponseError)
+    assert problem in str(error)
+    assert "model 'fake-model' at http://127.0.0.1" in str(error)
+    assert len(server.requests) == 1
