@@ -11,7 +11,8 @@
     ├── ModelServerError                       408/409/5xx still after the retries
     ├── ModelConnectionError                   no connection, or it broke (also mid-stream)
     │   └── ModelTimeoutError                  connect/read/write timeout
-    ├── ModelResponseError                     HTTP 200 with something that is not a completion
+    ├── ModelResponseError                     HTTP 200 with something that is not a completion,
+    │                                          or a body that cannot be decompressed
     └── UnrecordedRequestError                 a replayed model got a request it never recorded
 
 Messages carry the server's own message and never the API key.
@@ -78,7 +79,8 @@ class ModelTimeoutError(ModelConnectionError):
 
 
 class ModelResponseError(ModelError):
-    """The server answered with success but the body is not a usable completion."""
+    """The server answered with success but the body is not a usable completion (not JSON, an
+    error object, fields of the wrong type), or sent a body its Content-Encoding cannot decode."""
 
 
 class UnrecordedRequestError(ModelError, LookupError):

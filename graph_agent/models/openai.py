@@ -326,6 +326,8 @@ class OpenAIChatModel:
                 response = yield _Post(body, stream=False)
             except httpx.TransportError as exc:
                 error, delay = self._failure(attempt, exc=exc)
+            except httpx.DecodingError as exc:
+                raise self._undecodable(exc) from exc
             else:
                 if response.is_success:
                     self._accepted(fell_back=fell_back)
@@ -376,6 +378,8 @@ class OpenAIChatModel:
                 raise self._not_a_stream(exc) from None
             except ModelResponseError as exc:  # only the answer's parsing raises one here
                 raise self._unusable(exc) from None
+            except httpx.DecodingError as exc:
+                raise self._undecodable(exc) from exc
             except httpx.TransportError as exc:
                 error, delay = self._failure(attempt, exc=exc, started=yielded)
             except ModelConnectionError as exc:
@@ -408,7 +412,7 @@ class OpenAIChatModel:
                         reply = next(events).data
                     except StopIteration:
                         reply = None
-                    except httpx.TransportError as exc:  # SSEError too
+                    except _IO_ERRORS as exc:  # SSEError too
                         error = exc
                 else:
                     open_response.close()
@@ -428,7 +432,7 @@ class OpenAIChatModel:
                             reply.read()
                         else:
                             events = EventSource(reply).iter_sse()
-                    except httpx.TransportError as exc:
+                    except _IO_ERRORS as exc:
                         reply, error = None, exc
 
     async def _adrive(self, flow: _Flow, result: list[Any]) -> AsyncIterator[AssistantMessageChunk]:
@@ -453,7 +457,7 @@ class OpenAIChatModel:
                             reply = (await anext(events)).data
                         except StopAsyncIteration:
                             reply = None
-                        except httpx.TransportError as exc:  # SSEError too
+                        except _IO_ERRORS as exc:  # SSEError too
                             error = exc
                     else:
                         await open_response.aclose()
@@ -473,7 +477,7 @@ class OpenAIChatModel:
                                 await reply.aread()
                             else:
                                 events = EventSource(reply).aiter_sse()
-                        except httpx.TransportError as exc:
+                        except _IO_ERRORS as exc:
                             reply, error = None, exc
 
     def _body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
@@ -551,6 +555,15 @@ class OpenAIChatModel:
     def _not_a_stream(self, exc: SSEError) -> ModelResponseError:
         return ModelResponseError(
             self._redact(f"{self._where} did not answer with an event stream: {exc}")
+        )
+
+    def _undecodable(self, exc: httpx.DecodingError) -> ModelResponseError:
+        return ModelResponseError(
+            self._redact(
+                f"{self._where} sent a body that does not match its Content-Encoding ({exc}): "
+                "the server, or a proxy in between, compressed it wrongly; passing "
+                "headers={'Accept-Encoding': 'identity'} asks for an uncompressed body"
+            )
         )
 
     def _check_complete(self, decoder: StreamDecoder) -> None:
@@ -651,12 +664,15 @@ class OpenAIChatModel:
 
 
 _SSE_HEADERS = {"Accept": "text/event-stream"}
+# What a driver throws into the flow: a failed connection, or a body it could not decompress.
+_IO_ERRORS = (httpx.TransportError, httpx.DecodingError)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Post:
     """Effect: send ``body``. The driver sends back the response, its body read unless it is a
-    successful event stream (``stream``), or throws in the ``httpx.TransportError`` it met."""
+    successful event stream (``stream``), or throws in the ``httpx.TransportError`` (or
+    ``httpx.DecodingError``) it met."""
 
     body: dict[str, Any]
     stream: bool
@@ -671,7 +687,8 @@ class _Wait:
 
 _NEXT_EVENT = object()
 """Effect: the data of the open stream's next server-sent event (``None`` at its end); a read
-error, or a body that is not an event stream (``SSEError``), is thrown in."""
+error, a body that is not an event stream (``SSEError``) or one that cannot be decompressed
+(``httpx.DecodingError``) is thrown in."""
 
 _Flow = Generator["_Post | _Wait | object | AssistantMessageChunk", Any, Any]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import socket
@@ -21,6 +22,7 @@ from graph_agent.models import (
     ModelContextLengthError,
     ModelNotFoundError,
     ModelRateLimitError,
+    ModelResponseError,
     ModelServerError,
     ModelTimeoutError,
     OpenAIChatModel,
@@ -31,6 +33,7 @@ from graph_agent.models import retry as retry_module
 
 from .conftest import Driver
 from .openai_fake_server import (
+    Behaviour,
     FakeOpenAIServer,
     chunk,
     completion,
@@ -418,3 +421,47 @@ def test_a_consumer_that_stops_early_leaves_the_model_usable(
     assert next(iter(stream)).text == "one "
     stream.close()  # type: ignore[attr-defined]
     assert model.generate(HI).text == "again"
+
+
+def bad_gzip(status: int, content_type: str) -> Behaviour:
+    """A body sent as gzip that is not (as a misconfigured proxy does)."""
+    body = json.dumps(completion("hi")).encode()
+    return reply_raw(status, body, content_type=content_type, headers={"Content-Encoding": "gzip"})
+
+
+@pytest.mark.parametrize(
+    ("call", "reply"),
+    [
+        ("generate", bad_gzip(200, "application/json")),
+        ("generate", bad_gzip(400, "application/json")),
+        ("stream", bad_gzip(200, "text/event-stream")),
+        ("stream", bad_gzip(200, "application/json")),
+        ("stream", bad_gzip(400, "application/json")),
+    ],
+    ids=["generate", "generate-400", "stream", "stream-answered-whole", "stream-400"],
+)
+def test_a_body_that_cannot_be_decompressed_is_a_response_error_naming_the_model(
+    server: FakeOpenAIServer, make_model: ModelFactory, calls: Driver, call: str, reply: Behaviour
+) -> None:
+    server.enqueue(reply)
+    model = make_model()
+    if call == "generate":
+        with pytest.raises(ModelResponseError) as caught:
+            calls.generate(model, HI)
+        error: Exception | None = caught.value
+    else:
+        _, error = calls.stream_until_error(model, HI)
+    assert isinstance(error, ModelResponseError)
+    assert str(error).startswith("model 'fake-model' at http://127.0.0.1:")
+    assert "does not match its Content-Encoding" in str(error)
+    assert "'Accept-Encoding': 'identity'" in str(error)
+    assert len(server.requests) == 1
+
+
+def test_a_body_that_cannot_be_decompressed_leaves_the_model_usable(
+    server: FakeOpenAIServer, make_model: ModelFactory, calls: Driver
+) -> None:
+    server.enqueue(bad_gzip(200, "text/event-stream"), reply_json(completion("fine")))
+    model = make_model()
+    assert isinstance(calls.stream_until_error(model, HI)[1], ModelResponseError)
+    assert calls.generate(model, HI).text == "fine"
