@@ -59,19 +59,28 @@ class _LoopThreads:
         depth = _loop_depth.get()
         with self._lock:
             while len(self._loops) <= depth:
-                self._start()
+                self._start(len(self._loops))
+            if not self._threads[depth].is_alive():
+                # its thread ended (a callback let KeyboardInterrupt or SystemExit out of
+                # run_forever): a call waiting on that loop would wait forever
+                self._loops[depth].close()
+                self._start(depth)
             return self._loops[depth], depth
 
-    def _start(self) -> None:
+    def _start(self, depth: int) -> None:
+        """Start (or restart) the loop at ``depth`` on a new thread."""
         import asyncio
 
         loop = asyncio.new_event_loop()
         thread = threading.Thread(
-            target=loop.run_forever, name=f"graph-agent-loop-{len(self._loops)}", daemon=True
+            target=loop.run_forever, name=f"graph-agent-loop-{depth}", daemon=True
         )
         thread.start()
-        self._loops.append(loop)
-        self._threads.append(thread)
+        if depth < len(self._loops):
+            self._loops[depth], self._threads[depth] = loop, thread
+        else:
+            self._loops.append(loop)
+            self._threads.append(thread)
 
 
 _loop_threads = _LoopThreads()
@@ -97,8 +106,21 @@ def run_sync(task: Task) -> Any:
 
         loop, depth = _loop_threads.loop()
         coroutine = _await(task, result, depth + 1)
-        return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+        result = asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+        if type(result) is _Escaped:
+            raise result.error
     return result
+
+
+class _Escaped:
+    """A KeyboardInterrupt or SystemExit a node raised on a loop thread, carried to the
+    caller's thread to be raised there: raised on the loop thread, it would also leave
+    ``run_forever`` and end the shared loop under every other call using it."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
 
 
 async def _await(task: Task, awaitable: Any, depth: int) -> Any:
@@ -106,6 +128,8 @@ async def _await(task: Task, awaitable: Any, depth: int) -> Any:
     token = _current_task.set(task.context)
     try:
         return await awaitable
+    except (KeyboardInterrupt, SystemExit) as exc:
+        return _Escaped(exc)
     finally:
         _current_task.reset(token)
 
@@ -425,8 +449,12 @@ async def _run_async_reporting(task: Task, events: queue.SimpleQueue[Any], depth
     try:
         events.put(_Finished(task, await run_async(task, depth)))
     except BaseException as exc:
+        # the driver raises what is not the node's result (KeyboardInterrupt, SystemExit) in
+        # the caller's thread; raised here too, it would end the shared loop (see _Escaped)
         events.put(_Failed(task, exc))
-        if not isinstance(exc, CAUGHT):
+        import asyncio
+
+        if isinstance(exc, asyncio.CancelledError):
             raise  # a cancelled coroutine stays cancelled
 
 

@@ -460,3 +460,46 @@ def test_a_graph_invoked_inside_an_async_node_does_not_deadlock():
     outer = StateGraph("outer")
     outer.add_node("o", outer_node).add_edge(START, "o").add_edge("o", END)
     assert outer.compile().invoke({})["y"] == 2
+
+
+def one_node(fn):
+    g = StateGraph("one")
+    g.add_node("n", fn).add_edge(START, "n").add_edge("n", END)
+    return g.compile()
+
+
+async def answers(state):
+    return {"ok": True}
+
+
+def invoke_in_time(app, seconds=5.0):
+    """``app.invoke({})`` on another thread, failing (instead of hanging) if it does not end."""
+    result = {}
+    worker = threading.Thread(target=lambda: result.update(out=app.invoke({})), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"invoke() still running after {seconds}s"
+    return result["out"]
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, SystemExit])
+@pytest.mark.parametrize("kind", ["async node", "sync node returning a coroutine"])
+def test_an_async_node_stopping_the_process_reaches_the_caller_and_spares_the_loop(error, kind):
+    async def stops(state):
+        raise error()
+
+    node = stops if kind == "async node" else (lambda s: stops(s))
+    with pytest.raises(error):
+        one_node(node).invoke({})
+    assert invoke_in_time(one_node(answers)) == {"ok": True}
+
+
+def test_a_private_loop_whose_thread_died_is_replaced():
+    from graph_agent.graph.execution import _loop_threads
+
+    invoke_in_time(one_node(answers))
+    loop, depth = _loop_threads.loop()
+    loop.call_soon_threadsafe(loop.stop)  # run_forever returns: the loop's thread ends
+    _loop_threads._threads[depth].join(5)
+    assert invoke_in_time(one_node(answers)) == {"ok": True}
+    assert _loop_threads.loop()[0] is not loop
