@@ -258,10 +258,12 @@ class _PartialToolCall:
 class ChunkAccumulator:
     """Collects streamed chunks; :meth:`message` is the answer so far (or in full, at the end).
 
-    Tool-call pieces are joined by their ``index``: argument fragments are concatenated, while an
-    ``id`` or ``name`` repeated on every piece (as some servers do) is taken once, never
-    appended. A piece with the index of a finished call but a different id starts a new call
-    (servers that number every parallel call 0).
+    Tool-call pieces are joined by their ``index``: argument fragments are concatenated. The
+    first ``id`` is the call's; a name repeated on every piece (as some servers do) is taken
+    once, a name that continues the one so far replaces it, and any other name piece is appended
+    (a name split over chunks). A piece at the index of a call with another id *and* a name
+    starts a new call (servers that number every parallel call 0); another id without a name is
+    still the same call (servers that put a fresh id on every argument piece).
 
     Example:
         >>> acc = ChunkAccumulator()
@@ -297,15 +299,19 @@ class ChunkAccumulator:
 
     def _add_delta(self, delta: ToolCallDelta) -> None:
         call = self._latest_by_index.get(delta.index)
-        if call is None or (delta.id and call.id and delta.id != call.id):
+        if call is None or (delta.name and delta.id and call.id and delta.id != call.id):
             call = _PartialToolCall(index=delta.index)
             self._calls.append(call)
             self._latest_by_index[delta.index] = call
         if delta.id and not call.id:
             call.id = delta.id
-        # A repeated name is the same name again; a longer one that extends it replaces it.
-        if delta.name and (not call.name or delta.name.startswith(call.name)):
-            call.name = delta.name
+        if delta.name:
+            # The same name again, or the whole name so far and more: it replaces the name;
+            # otherwise it is the next piece of a name split over chunks.
+            if delta.name.startswith(call.name):
+                call.name = delta.name
+            else:
+                call.name += delta.name
         if delta.arguments:
             call.argument_parts.append(delta.arguments)
 

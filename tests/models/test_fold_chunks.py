@@ -80,6 +80,38 @@ def test_a_new_id_at_an_index_already_used_starts_another_call() -> None:
     assert [call.id for call in reply.tool_calls] == ["a", "b"]
 
 
+def test_a_name_split_over_pieces_is_joined() -> None:
+    reply = fold_chunks(
+        [
+            deltas(ToolCallDelta(index=0, id="c1", name="get_wea")),
+            deltas(ToolCallDelta(index=0, name="ther", arguments='{"city": ')),
+            deltas(ToolCallDelta(index=0, arguments='"Paris"}')),
+        ]
+    )
+    assert reply.tool_calls == [ToolCall("c1", "get_weather", {"city": "Paris"})]
+
+
+def test_a_name_sent_whole_so_far_on_each_piece_is_replaced_not_appended() -> None:
+    reply = fold_chunks(
+        [
+            deltas(ToolCallDelta(index=0, id="c1", name="get")),
+            deltas(ToolCallDelta(index=0, name="get_weather", arguments="{}")),
+        ]
+    )
+    assert reply.tool_calls == [ToolCall("c1", "get_weather", {})]
+
+
+def test_a_fresh_id_on_every_nameless_argument_piece_stays_one_call() -> None:
+    reply = fold_chunks(
+        [
+            deltas(ToolCallDelta(index=0, id="c1", name="get_weather")),
+            deltas(ToolCallDelta(index=0, id="c2", arguments='{"city": ')),
+            deltas(ToolCallDelta(index=0, id="c3", arguments='"Paris"}')),
+        ]
+    )
+    assert reply.tool_calls == [ToolCall("c1", "get_weather", {"city": "Paris"})]
+
+
 def test_text_before_tool_calls_is_kept() -> None:
     reply = fold_chunks(
         [

@@ -155,6 +155,44 @@ def test_parallel_calls_all_numbered_zero_are_told_apart_by_their_ids(
     assert [(c.id, c.arguments["city"]) for c in reply.tool_calls] == [("a", "Rome"), ("b", "Oslo")]
 
 
+PARIS_CALL = tool_call("c1", "get_weather", {"city": "Paris"})
+ODD_TOOL_CALL_STREAMS = {
+    # Gemini's OpenAI-compatible endpoint can split the function name over chunks.
+    "a name split over chunks": [
+        chunk({"tool_calls": [tool_delta(0, call_id="c1", name="get_wea", arguments="")]}),
+        chunk({"tool_calls": [tool_delta(0, name="ther", arguments='{"city": ')]}),
+        chunk({"tool_calls": [tool_delta(0, arguments='"Paris"}')]}),
+        chunk({}, finish_reason="tool_calls"),
+    ],
+    # LM Studio can put a fresh id, and an empty name, on every argument piece.
+    "a fresh id on every argument piece": [
+        chunk({"tool_calls": [tool_delta(0, call_id="c1", name="get_weather", arguments="")]}),
+        chunk({"tool_calls": [tool_delta(0, call_id="c2", name="", arguments='{"city": ')]}),
+        chunk({"tool_calls": [tool_delta(0, call_id="c3", name="", arguments='"Paris"}')]}),
+        chunk({}, finish_reason="tool_calls"),
+    ],
+}
+
+
+@pytest.mark.parametrize("shape", ODD_TOOL_CALL_STREAMS)
+def test_an_oddly_streamed_tool_call_folds_into_the_non_streamed_answer(
+    server: FakeOpenAIServer, make_model: ModelFactory, calls: Driver, shape: str
+) -> None:
+    server.enqueue(
+        reply_sse(ODD_TOOL_CALL_STREAMS[shape]),
+        reply_json(completion("", tool_calls=[PARIS_CALL], finish_reason="tool_calls")),
+    )
+    model = make_model()
+    streamed = fold_chunks(calls.stream(model, QUESTION, tools=[get_weather]))
+    whole = calls.generate(model, QUESTION, tools=[get_weather])
+    assert (
+        streamed.tool_calls
+        == whole.tool_calls
+        == [ToolCall("c1", "get_weather", {"city": "Paris"})]
+    )
+    assert streamed.finish_reason == whole.finish_reason == "tool_calls"
+
+
 def test_arguments_sent_as_a_json_object_instead_of_a_string_are_accepted(
     server: FakeOpenAIServer, make_model: ModelFactory, calls: Driver
 ) -> None:
