@@ -10,6 +10,7 @@ become SQL text. One run per thread across processes: a lease row taken under
 from __future__ import annotations
 
 import builtins
+import functools
 import os
 import socket
 import sqlite3
@@ -40,6 +41,13 @@ from graph_agent.graph.engine import Blob
 from graph_agent.graph.errors import GraphRuntimeError, SerializationError, ThreadBusyError
 
 SCHEMA_VERSION = 2
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+_SCHEMA_VERSION_TABLE = (
+    "CREATE TABLE IF NOT EXISTS schema_version "
+    "(version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)",
+)
 
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -80,12 +88,19 @@ SELECT kind, data FROM chain ORDER BY n
 class SqliteSaver(CheckpointSaver):
     """Checkpoints in a SQLite file (created with its folder if missing).
 
+    A file another program made (one with tables that are not graph_agent's, or one that is
+    not a SQLite database) is refused with a :class:`SerializationError` before anything is
+    written to it.
+
     Args:
         path: The database file, or ``":memory:"``.
         durability: ``"normal"`` (survives process crashes) or ``"full"`` (also power loss).
         lease_ttl: Seconds a lease taken on another host lasts without a checkpoint (the file
             is shared over a network); on this host a lease binds while its process lives and
             is taken over at once when it died.
+        read_only: Open an existing graph_agent database only to read it (``get``, ``list``,
+            ``threads``): nothing is created or migrated, and a file without graph_agent's
+            tables is refused. Writing through such a saver fails.
 
     Example:
         >>> from graph_agent import SqliteSaver, CompileConfig
@@ -99,29 +114,69 @@ class SqliteSaver(CheckpointSaver):
         *,
         durability: Literal["normal", "full"] = "normal",
         lease_ttl: float = 60.0,
+        read_only: bool = False,
     ) -> None:
         super().__init__()
         self.path = str(path)
         self.lease_ttl = lease_ttl
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
+        if read_only and self.path == ":memory:":
+            raise ValueError("read_only=True needs a database file, not ':memory:'")
         self._lock = threading.RLock()
         self._lease_refreshed: dict[tuple[str, str], float] = {}
         try:
-            self._conn = sqlite3.connect(
-                self.path, check_same_thread=False, isolation_level=None, timeout=30.0
-            )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            synchronous = "FULL" if durability == "full" else "NORMAL"
-            self._conn.execute(f"PRAGMA synchronous={synchronous}")
-            self._migrate()
-        except sqlite3.OperationalError as exc:
+            if self.path != ":memory:" and not read_only:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._conn = self._connect()
+        except OSError as exc:
+            message = f"cannot open the checkpoint database {self.path}: {exc}"
+            raise GraphRuntimeError(message) from exc
+        try:
+            self._prepare(durability)
+        except (OSError, sqlite3.OperationalError) as exc:
+            self._conn.close()
             message = f"cannot open the checkpoint database {self.path}: {exc}"
             raise GraphRuntimeError(message) from exc
         except sqlite3.DatabaseError as exc:
+            self._conn.close()
             raise SerializationError(
                 f"{self.path} is not a usable graph_agent SQLite database ({exc}); point "
                 "SqliteSaver at another file or move this one away"
+            ) from exc
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _prepare(self, durability: Literal["normal", "full"]) -> None:
+        """Check that the file is ours; then (unless read-only) WAL mode and migrations."""
+        if self.path != ":memory:":
+            _check_sqlite_header(self.path)
+        self._conn.execute("BEGIN")  # one consistent view of the tables, and no write
+        try:
+            self._check_schema(self._conn, for_reading=self.read_only)
+        finally:
+            self._conn.execute("COMMIT")
+        if self.read_only:
+            return
+        # Only now: switching to WAL already writes to the file's header.
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        synchronous = "FULL" if durability == "full" else "NORMAL"
+        self._conn.execute(f"PRAGMA synchronous={synchronous}")
+        self._migrate()
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            if self.read_only:
+                uri = f"{Path(self.path).resolve().as_uri()}?mode=ro"
+                return sqlite3.connect(
+                    uri, uri=True, check_same_thread=False, isolation_level=None, timeout=30.0
+                )
+            return sqlite3.connect(
+                self.path, check_same_thread=False, isolation_level=None, timeout=30.0
+            )
+        except sqlite3.Error as exc:
+            raise GraphRuntimeError(
+                f"cannot open the checkpoint database {self.path}: {exc}"
             ) from exc
 
     def close(self) -> None:
@@ -129,22 +184,63 @@ class SqliteSaver(CheckpointSaver):
         with self._lock:
             self._conn.close()
 
+    def _check_schema(self, conn: sqlite3.Connection, *, for_reading: bool = False) -> int:
+        """The file's schema version, after making sure its tables are graph_agent's.
+
+        A file with no tables is new (version 0). Anything else must have the ``schema_version``
+        table, and each table its version should have, with the columns it should have: a file
+        another program made (LangGraph's ``checkpoints`` table, an application's own tables)
+        is refused before anything is written to it.
+
+        Raises:
+            SerializationError: the tables are someone else's, or from a newer graph_agent; or,
+                ``for_reading``, the file holds no checkpoint tables at all.
+        """
+        found = _table_columns(conn)
+        if not found:
+            if for_reading:
+                raise _not_ours(self.path, "it is empty (no tables)")
+            return 0
+        expected_version_columns = _expected_tables(0)["schema_version"]
+        if found.get("schema_version") != expected_version_columns:
+            tables = ", ".join(sorted(found))
+            raise _not_ours(
+                self.path,
+                f"it holds another program's tables ({tables}) and no graph_agent "
+                "schema_version table",
+            )
+        row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+        current = int(row[0] or 0)
+        if current > SCHEMA_VERSION:
+            raise SerializationError(
+                f"{self.path} has schema version {current}, newer than this "
+                f"graph_agent understands ({SCHEMA_VERSION}); upgrade graph_agent"
+            )
+        for table, columns in _expected_tables(current).items():
+            if table not in found:
+                raise _not_ours(
+                    self.path, f"it is at schema version {current} but has no {table} table"
+                )
+            if found[table] != columns:
+                raise _not_ours(
+                    self.path,
+                    f"its {table} table has the columns ({', '.join(found[table])}), not "
+                    f"graph_agent's ({', '.join(columns)})",
+                )
+        if for_reading and current == 0:
+            raise _not_ours(self.path, "it holds no checkpoint tables yet")
+        return current
+
     def _migrate(self) -> None:
         with self._lock:
             conn = self._conn
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_version "
-                "(version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-            )
             conn.execute("BEGIN IMMEDIATE")
             try:
-                row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-                current = row[0] or 0
-                if current > SCHEMA_VERSION:
-                    raise SerializationError(
-                        f"{self.path} has schema version {current}, newer than this "
-                        f"graph_agent understands ({SCHEMA_VERSION}); upgrade graph_agent"
-                    )
+                # Checked again inside the write lock: another process may have created the
+                # tables since the first look.
+                current = self._check_schema(conn)
+                for statement in _SCHEMA_VERSION_TABLE:
+                    conn.execute(statement)
                 for version in range(current + 1, SCHEMA_VERSION + 1):
                     for statement in _MIGRATIONS[version]:
                         conn.execute(statement)
@@ -477,6 +573,58 @@ def _lease_alive(pid: int, expires_at: float, host: str) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _check_sqlite_header(path: str) -> None:
+    """Refuse a file that is neither empty nor a SQLite database, as SQLite itself does.
+
+    SQLite says "file is not a database" for a longer file, but takes one shorter than a page
+    (a stray byte, a line of text) for an empty database and overwrites it.
+    """
+    try:
+        with open(path, "rb") as file:
+            start = file.read(len(_SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    if start and start != _SQLITE_HEADER:
+        raise sqlite3.DatabaseError("file is not a database")
+
+
+def _not_ours(path: str, reason: str) -> SerializationError:
+    return SerializationError(
+        f"{path} is not a graph_agent checkpoint database: {reason}; use a new file or one "
+        "graph_agent made (this one was left untouched)"
+    )
+
+
+def _table_columns(conn: sqlite3.Connection) -> dict[str, tuple[str, ...]]:
+    """Each table of the database and its column names, in order."""
+    names = [
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    ]
+    return {
+        name: tuple(row[1] for row in conn.execute("SELECT * FROM pragma_table_info(?)", (name,)))
+        for name in names
+    }
+
+
+@functools.cache
+def _expected_tables(version: int) -> dict[str, tuple[str, ...]]:
+    """The tables and columns a graph_agent database at ``version`` has: the migrations up to
+    it, applied to an empty database in memory."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for statement in _SCHEMA_VERSION_TABLE:
+            conn.execute(statement)
+        for step in range(1, version + 1):
+            for statement in _MIGRATIONS[step]:
+                conn.execute(statement)
+        return _table_columns(conn)
+    finally:
+        conn.close()
 
 
 _HOST = socket.gethostname()

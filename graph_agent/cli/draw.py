@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from graph_agent.agent.react import ReactAgent
-from graph_agent.cli.errors import EXIT_USAGE, CliError
+from graph_agent.cli.errors import EXIT_USAGE, CliError, cannot_write
 from graph_agent.cli.targets import load_target
 from graph_agent.graph.runner import CompiledGraph
 
@@ -80,7 +80,10 @@ def draw_command(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(data)
         return 0
     path = Path(args.output)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    except OSError as exc:
+        raise cannot_write("-o", args.output, exc) from exc
     print(f"wrote {path} ({fmt}, {len(data):,} bytes)")
     return 0

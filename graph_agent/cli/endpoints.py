@@ -7,11 +7,16 @@ environment alone never does, so first runs and CI stay offline.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from graph_agent.cli.errors import EXIT_USAGE, CliError
 from graph_agent.models.base import ChatModel
+
+if TYPE_CHECKING:
+    from graph_agent.models.openai import OpenAIChatModel
 
 __all__ = ["Endpoint", "online_model", "wants_online"]
 
@@ -52,26 +57,74 @@ def online_model(
 
     key = _key_from(environ, api_key_env)
     if base_url is not None:
+        _check_url(base_url, "--base-url")
         name = model or environ.get("OPENAI_MODEL") or OPENAI_DEFAULT_MODEL
-        chat = OpenAIChatModel(name, base_url=base_url, api_key=key)
-        return Endpoint(chat, f"{name} at {base_url}")
+        with _bad_url("--base-url"):
+            chat = OpenAIChatModel(name, base_url=base_url, api_key=key)
+        return Endpoint(chat, _shown(chat))
     if environ.get("OPENAI_API_KEY") or environ.get("OPENAI_BASE_URL"):
         url = (environ.get("OPENAI_BASE_URL") or _OPENAI_URL).rstrip("/")
         if url == _OPENAI_URL and not (key or environ.get("OPENAI_API_KEY")):
             raise _missing_key("api.openai.com needs an API key, and OPENAI_API_KEY is not set")
+        _check_url(url, "OPENAI_BASE_URL")
         name = model or environ.get("OPENAI_MODEL") or OPENAI_DEFAULT_MODEL
-        chat = OpenAIChatModel(
-            name, base_url=url, api_key=key or environ.get("OPENAI_API_KEY") or None
-        )
-        return Endpoint(chat, f"{name} at {url}")
+        with _bad_url("OPENAI_BASE_URL"):
+            chat = OpenAIChatModel(
+                name, base_url=url, api_key=key or environ.get("OPENAI_API_KEY") or None
+            )
+        return Endpoint(chat, _shown(chat))
     if environ.get("DASHSCOPE_API_KEY"):
         name = model or DASHSCOPE_DEFAULT_MODEL
-        chat = OpenAIChatModel.dashscope(model=name, api_key=environ["DASHSCOPE_API_KEY"])
+        with _bad_url("DASHSCOPE_BASE_URL"):
+            chat = OpenAIChatModel.dashscope(model=name, api_key=environ["DASHSCOPE_API_KEY"])
         return Endpoint(chat, f"{name} on DashScope")
     raise _missing_key(
         "--online needs a model endpoint, and none is set: no OPENAI_API_KEY, "
         "OPENAI_BASE_URL or DASHSCOPE_API_KEY in the environment"
     )
+
+
+def _url_form(source: str) -> str:
+    example = "http://localhost:11434/v1"
+    shown = f"--base-url {example}" if source.startswith("--") else f"{source}={example}"
+    return f"use the form http://host:port/v1, e.g. {shown}"
+
+
+def _check_url(url: str, source: str) -> None:
+    """Refuse a URL the client cannot use before any request: a bad port, no http(s) scheme
+    (``localhost:11434/v1``), no host. The URL is not repeated: it may carry credentials."""
+    import httpx
+
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise CliError(
+            f"{source} is not a valid URL ({exc})", _url_form(source), EXIT_USAGE
+        ) from None
+    if parsed.scheme not in ("http", "https"):
+        raise CliError(
+            f"{source} must start with http:// or https://", _url_form(source), EXIT_USAGE
+        )
+    if not parsed.host:
+        raise CliError(f"{source} names no host", _url_form(source), EXIT_USAGE)
+
+
+@contextlib.contextmanager
+def _bad_url(source: str) -> Iterator[None]:
+    """What the model client itself refuses in a URL, as a usage error naming ``source``."""
+    import httpx
+
+    try:
+        yield
+    except (ValueError, httpx.InvalidURL) as exc:
+        reason = " ".join(str(exc).split())
+        raise CliError(f"{source} cannot be used: {reason}", _url_form(source), EXIT_USAGE) from exc
+
+
+def _shown(chat: OpenAIChatModel) -> str:
+    """The model and its URL as the client shows them in its repr and errors: without the
+    credentials a URL may carry (``user:pass@``, ``?key=...``)."""
+    return f"{chat.model} at {chat._display_url}"
 
 
 def _key_from(environ: Mapping[str, str], api_key_env: str | None) -> str | None:

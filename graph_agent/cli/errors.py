@@ -8,6 +8,9 @@ corrupt database, a busy thread) into such errors.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from graph_agent.graph.errors import (
     GraphAgentError,
     GraphRecursionError,
@@ -26,7 +29,14 @@ from graph_agent.models.errors import (
     ModelTimeoutError,
 )
 
-__all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_USAGE", "CliError", "explain"]
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
+    "EXIT_USAGE",
+    "CliError",
+    "cannot_write",
+    "explain",
+]
 
 EXIT_ERROR = 1
 """A run or a command failed (the model server, the database, the user's code)."""
@@ -44,6 +54,30 @@ class CliError(Exception):
         self.message = message
         self.hint = hint
         self.exit_code = exit_code
+
+
+def cannot_write(flag: str, path: str | os.PathLike[str], error: OSError) -> CliError:
+    """``flag PATH`` cannot be written: what is in the way, and to give another path.
+
+    Args:
+        flag: The option that named the path (``-o``, ``--db``).
+        path: The path as the user gave it.
+        error: What creating its folder or writing it raised.
+    """
+    target = Path(path)
+    hint = f"give {flag} a file path in a folder you can write to"
+    if target.is_dir():
+        return CliError(f"{flag} {path} is a folder, not a file", hint)
+    blocker = next((folder for folder in target.parents if folder.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        return CliError(f"{flag} {path}: {blocker} is a file, not a folder", hint)
+    reason = error.strerror or str(error)
+    if error.filename is not None and Path(os.fsdecode(error.filename)) != target:
+        return CliError(
+            f"{flag} {path}: cannot create the folder {os.fsdecode(error.filename)} ({reason})",
+            hint,
+        )
+    return CliError(f"{flag} {path} cannot be written ({reason})", hint)
 
 
 def _one_line(text: str) -> str:

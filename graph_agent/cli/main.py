@@ -49,6 +49,19 @@ def _add_db(parser: argparse.ArgumentParser, default: str | None, what: str) -> 
     parser.add_argument("--db", metavar="PATH", default=default, help=what)
 
 
+def _at_least_one(text: str) -> int:
+    """A count of 1 or more; a flag left out, not 0, means "no limit"."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be 1 or more, got {value} (leave it out to see every checkpoint)"
+        )
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``graph-agent``."""
     from graph_agent.cli.draw import FORMATS
@@ -162,7 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(show, top=False)
     history = actions.add_parser("history", help="a thread's checkpoints, newest first")
     history.add_argument("thread")
-    history.add_argument("--limit", type=int, metavar="N", help="only the newest N")
+    history.add_argument(
+        "--limit",
+        type=_at_least_one,
+        metavar="N",
+        help="only the newest N checkpoints, N of 1 or more (default: all of them)",
+    )
     _add_db(history, DEMO_DB, db_help)
     _add_common(history, top=False)
     delete = actions.add_parser("delete", help="delete a thread and its checkpoints")

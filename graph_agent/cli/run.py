@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -16,13 +17,13 @@ from graph_agent.cli.endpoints import online_model, wants_online
 from graph_agent.cli.errors import EXIT_USAGE, CliError
 from graph_agent.cli.output import Reporter, RichReporter, RunSummary, make_reporter, to_json
 from graph_agent.cli.running import execute, new_thread_id, parse_input
-from graph_agent.cli.targets import Target, load_target, open_saver
+from graph_agent.cli.targets import DEMO_DB, Target, db_option, load_target, open_saver
+from graph_agent.graph.errors import InvalidResumeError
 from graph_agent.graph.types import Interrupt, RunnableConfig
 from graph_agent.models.base import ChatModel
 
 __all__ = ["DEMO_DB", "demo_command", "resume_hint", "run_command"]
 
-DEMO_DB = os.path.join(".graph_agent", "demo.db")
 _STREAM_DELAY = 0.02
 """Seconds between the offline model's words on a terminal, so the streaming can be seen."""
 
@@ -71,10 +72,10 @@ def _demo(
         reporter.paused(summary.interrupts, "")
     else:
         reporter.finish(summary)
-    db_flag = "" if args.db == DEMO_DB else f" --db {args.db}"
+    db_flag, shown = db_option(args.db), shlex.quote(thread)
     reporter.note(
-        f'continue: graph-agent demo --thread {thread}{db_flag} "your next question"\n'
-        f"inspect:  graph-agent threads history {thread}{db_flag}"
+        f'continue: graph-agent demo --thread {shown}{db_flag} "your next question"\n'
+        f"inspect:  graph-agent threads history {shown}{db_flag}"
     )
 
 
@@ -109,7 +110,10 @@ def _run(target: Target, args: argparse.Namespace) -> None:
     thread = args.thread or new_thread_id()
     config = RunnableConfig(thread_id=thread)
     reporter: Reporter = make_reporter(plain=args.plain) if args.stream else _Quiet()
-    summary = execute(target, input, config, reporter)
+    try:
+        summary = execute(target, input, config, reporter)
+    except InvalidResumeError as exc:
+        raise _resume_refused(exc, thread, args.db, target) from exc
     if summary.interrupts:
         hint = resume_hint(args.target, thread, args.db, summary.interrupts, target)
         shown = reporter if args.stream else make_reporter(plain=args.plain)
@@ -120,6 +124,25 @@ def _run(target: Target, args: argparse.Namespace) -> None:
         _print_result(summary, target)
     if args.thread is None and isinstance(target.saver, SqliteSaver):
         print(f"thread: {thread} (continue with --thread {thread})", file=sys.stderr)
+
+
+def _resume_refused(
+    error: InvalidResumeError, thread: str, db: str | None, target: Target
+) -> CliError:
+    """The thread does not wait for what ``--resume`` answered: how to see what it waits for."""
+    saver = target.saver
+    path = db if db is not None else saver.path if isinstance(saver, SqliteSaver) else None
+    if path is None:
+        hint = (
+            "a thread kept in memory ends with the command that ran it: run with --db PATH so "
+            "a pause can be answered later"
+        )
+    else:
+        hint = (
+            "show what the thread waits for with: graph-agent threads show "
+            f"{shlex.quote(thread)}{db_option(path)}"
+        )
+    return CliError(" ".join(str(error).split()), hint, EXIT_USAGE)
 
 
 def _print_result(summary: RunSummary, target: Target) -> None:
@@ -145,9 +168,12 @@ def resume_hint(
     calls = value.get("tool_calls") if isinstance(value, Mapping) else None
     if isinstance(calls, list):
         answer = {str(call.get("id")): {"decision": "approve"} for call in calls}
-    db_flag = f" --db {db}" if db else ""
-    resume = json.dumps(answer)
-    return f"resume: graph-agent run {spec} --thread {thread}{db_flag} --resume '{resume}'"
+    db_flag = db_option(db, default=None)
+    resume = shlex.quote(json.dumps(answer))
+    return (
+        f"resume: graph-agent run {shlex.quote(spec)} --thread {shlex.quote(thread)}{db_flag} "
+        f"--resume {resume}"
+    )
 
 
 class _Quiet:

@@ -12,6 +12,8 @@ import importlib
 import importlib.util
 import inspect
 import os
+import shlex
+import sqlite3
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,14 +24,16 @@ from graph_agent.agent.react import ReactAgent
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.sqlite import SqliteSaver
-from graph_agent.cli.errors import EXIT_USAGE, CliError
+from graph_agent.cli.errors import EXIT_USAGE, CliError, cannot_write
 from graph_agent.graph.builder import StateGraph
-from graph_agent.graph.errors import GraphSetupError, SerializationError
+from graph_agent.graph.errors import GraphRuntimeError, GraphSetupError, SerializationError
 from graph_agent.graph.runner import CompiledGraph
 from graph_agent.graph.types import CompileConfig
 
-__all__ = ["Target", "load_target", "open_existing_saver", "open_saver"]
+__all__ = ["DEMO_DB", "Target", "db_option", "load_target", "open_existing_saver", "open_saver"]
 
+DEMO_DB = os.path.join(".graph_agent", "demo.db")
+"""Where ``demo`` keeps its threads and ``threads`` looks by default."""
 _KINDS = (ReactAgent, CompiledGraph, StateGraph)
 _EXAMPLE = "e.g. examples/quickstart.py:agent or mypackage.agents:agent"
 
@@ -146,27 +150,62 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def open_saver(path: str) -> SqliteSaver:
-    """A SqliteSaver on ``path`` (created with its folder when missing)."""
+    """A SqliteSaver on ``path`` (created with its folder when missing).
+
+    Raises:
+        CliError: ``path`` is a folder, cannot be created, or is not a graph_agent database.
+    """
     if Path(path).is_dir():
         raise CliError(f"--db {path} is a folder", "give the path of a database file")
-    try:
-        return SqliteSaver(path)
-    except SerializationError as exc:
-        cause = exc.__cause__ if exc.__cause__ is not None else exc
-        raise CliError(
-            f"{path} is not a usable graph_agent database ({cause})",
-            "give --db a new file or an existing graph_agent database; move this one away",
-        ) from exc
+    return _open(path, read_only=False)
 
 
-def open_existing_saver(path: str) -> SqliteSaver:
-    """A SqliteSaver on a database that must exist already (for reading threads)."""
+def open_existing_saver(path: str, *, read_only: bool = True) -> SqliteSaver:
+    """A SqliteSaver on a graph_agent database that must exist already (for its threads).
+
+    With ``read_only`` (the default) nothing in the file is created or migrated.
+
+    Raises:
+        CliError: there is no file at ``path``, or it is not a graph_agent database.
+    """
     if not Path(path).exists():
         raise CliError(
             f"no database at {path}",
-            f"store a run there first, e.g. graph-agent demo --db {path}",
+            f"store a run there first, e.g. graph-agent demo{db_option(path)}",
         )
-    return open_saver(path)
+    if Path(path).is_dir():
+        raise CliError(f"--db {path} is a folder", "give the path of a database file")
+    return _open(path, read_only=read_only)
+
+
+def _open(path: str, *, read_only: bool) -> SqliteSaver:
+    try:
+        return SqliteSaver(path, read_only=read_only)
+    except SerializationError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, sqlite3.Error):  # damaged, or not a SQLite file at all
+            raise CliError(
+                f"{path} is not a usable graph_agent database ({cause})",
+                "give --db a new file or an existing graph_agent database; move this one away",
+            ) from exc
+        raise CliError(  # another program's database, or a newer graph_agent's
+            " ".join(str(exc).split()),
+            "give --db a new file or a database graph_agent made",
+        ) from exc
+    except GraphRuntimeError as exc:
+        if isinstance(exc.__cause__, OSError):
+            raise cannot_write("--db", path, exc.__cause__) from exc
+        raise CliError(
+            " ".join(str(exc).split()), "give --db a file in a folder you can read and write"
+        ) from exc
+
+
+def db_option(path: str | None, *, default: str | None = DEMO_DB) -> str:
+    """`` --db PATH`` for a command suggested to the user, so that it works as printed; empty
+    when ``path`` is the suggested command's ``default``."""
+    if path is None or path == default:
+        return ""
+    return f" --db {shlex.quote(path)}"
 
 
 def _split(spec: str) -> tuple[str, str]:

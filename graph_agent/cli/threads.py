@@ -9,6 +9,7 @@ wrote, what runs next, the time and the bytes the checkpoint itself stores.
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -23,7 +24,7 @@ from graph_agent.checkpoint.serde import dumps
 from graph_agent.checkpoint.sqlite import SqliteSaver
 from graph_agent.cli.errors import CliError
 from graph_agent.cli.output import make_console, to_json
-from graph_agent.cli.targets import open_existing_saver
+from graph_agent.cli.targets import db_option, open_existing_saver
 from graph_agent.graph.errors import SerializationError
 from graph_agent.graph.pending import pending_interrupts
 
@@ -34,7 +35,7 @@ _NO_WRAP = frozenset({"thread", "checkpoint", "checkpoints", "step", "time", "up
 
 
 def threads_command(args: argparse.Namespace) -> int:
-    saver = open_existing_saver(args.db)
+    saver = open_existing_saver(args.db, read_only=args.action != "delete")
     console = make_console(plain=args.plain)
     plain = args.plain or not console.is_terminal
     try:
@@ -46,7 +47,8 @@ def threads_command(args: argparse.Namespace) -> int:
             hint = f"threads in {args.db}: {', '.join(known[:8])}" if known else "it is empty"
             raise CliError(f"no thread {thread!r} in {args.db}", hint)
         if args.action == "show":
-            return _show(saver, console, plain, thread, args.checkpoint, args.all)
+            history = f"graph-agent threads history {shlex.quote(thread)}{db_option(args.db)}"
+            return _show(saver, console, plain, thread, args.checkpoint, args.all, history)
         if args.action == "history":
             return _history(saver, console, plain, thread, args.limit)
         return _delete(saver, console, thread)
@@ -100,12 +102,13 @@ def _show(
     thread: str,
     checkpoint_id: str | None,
     everything: bool,
+    history_command: str,
 ) -> int:
     checkpoint = saver.get(thread, checkpoint_id)
     if checkpoint is None:
         raise CliError(
             f"thread {thread!r} has no checkpoint {checkpoint_id!r}",
-            f"list them with: graph-agent threads history {thread}",
+            f"list them with: {history_command}",
         )
     values = {
         key: value
@@ -157,7 +160,7 @@ def _history(
     checkpoints = list(saver.list(thread))
     by_id = {c.id: c for c in checkpoints}
     rows = []
-    for checkpoint in checkpoints[:limit] if limit else checkpoints:
+    for checkpoint in checkpoints[:limit] if limit is not None else checkpoints:
         metadata: dict[str, Any] = checkpoint.metadata
         parent = by_id.get(checkpoint.parent_id) if checkpoint.parent_id else None
         source = str(metadata.get("source", ""))

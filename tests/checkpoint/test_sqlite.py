@@ -11,6 +11,7 @@ from graph_agent import (
     END,
     START,
     CompileConfig,
+    GraphRuntimeError,
     RunnableConfig,
     SerializationError,
     StateGraph,
@@ -157,3 +158,102 @@ def test_a_version_one_file_is_migrated(tmp_path):
 def test_prune_refuses_a_negative_count(tmp_path):
     with pytest.raises(ValueError, match="keep_last"):
         SqliteSaver(tmp_path / "x.db").prune("t", -1)
+
+
+def langgraph_database(path):
+    """A file with LangGraph's checkpoint table: another program's, with one row."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "CREATE TABLE checkpoints (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL "
+        "DEFAULT '', checkpoint_id TEXT NOT NULL, parent_checkpoint_id TEXT, type TEXT, "
+        "checkpoint BLOB, metadata BLOB, PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id))"
+    )
+    conn.execute("INSERT INTO checkpoints VALUES ('t1', '', 'c1', NULL, 'msgpack', x'00', x'00')")
+    conn.commit()
+    conn.close()
+    return path
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_another_programs_database_is_refused_and_left_untouched(tmp_path, read_only):
+    path = langgraph_database(tmp_path / "langgraph.sqlite")
+    before = path.read_bytes()
+
+    with pytest.raises(
+        SerializationError,
+        match=r"langgraph.sqlite is not a graph_agent checkpoint database: it holds another "
+        r"program's tables \(checkpoints\) and no graph_agent schema_version table",
+    ):
+        SqliteSaver(path, read_only=read_only)
+
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["langgraph.sqlite"]
+
+
+def test_a_graph_agent_table_with_other_columns_is_refused(tmp_path):
+    path = tmp_path / "x.db"
+    SqliteSaver(path).close()
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE writes")
+    conn.execute("CREATE TABLE writes (thread_id TEXT, payload BLOB)")
+    conn.commit()
+    conn.close()
+
+    with pytest.raises(
+        SerializationError, match=r"its writes table has the columns \(thread_id, payload\)"
+    ):
+        SqliteSaver(path)
+
+
+def test_a_short_file_that_is_not_sqlite_is_refused_instead_of_overwritten(tmp_path):
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"x")
+
+    with pytest.raises(SerializationError, match=r"notes.db is not a usable .* not a database"):
+        SqliteSaver(path)
+
+    assert path.read_bytes() == b"x"
+
+
+def test_an_empty_file_is_a_new_database_but_nothing_to_read(tmp_path):
+    path = tmp_path / "empty.db"
+    path.touch()
+
+    with pytest.raises(SerializationError, match=r"empty.db .* it is empty \(no tables\)"):
+        SqliteSaver(path, read_only=True)
+    assert path.read_bytes() == b""
+    assert SqliteSaver(path).schema_version() == SCHEMA_VERSION
+
+
+def test_read_only_reads_the_threads_and_creates_or_writes_nothing(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "x.db"
+    released = threading.Event()
+    released.set()
+    app = slow_graph(SqliteSaver(path), threading.Event(), released)
+    app.invoke({}, RunnableConfig(thread_id="t"))
+    app.saver.close()
+    before = path.read_bytes()
+
+    reader = SqliteSaver(path, read_only=True)
+
+    assert reader.threads() == ["t"] and reader.get("t").values == {"by": "slow"}
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        reader.delete_thread("t")
+    reader.close()
+    assert path.read_bytes() == before
+    with pytest.raises(GraphRuntimeError, match="cannot open the checkpoint database"):
+        SqliteSaver(tmp_path / "missing.db", read_only=True)
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_a_folder_that_cannot_be_made_is_a_clear_error(tmp_path):
+    (tmp_path / "afile").write_text("x")
+
+    with pytest.raises(GraphRuntimeError, match=r"cannot open the checkpoint database .*afile"):
+        SqliteSaver(tmp_path / "afile" / "x.db")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from graph_agent.cli.errors import CliError
+from tests.checkpoint.test_sqlite import langgraph_database
 from tests.cli.conftest import example
 
 
@@ -87,6 +88,57 @@ CASES = {
         1,
         "corrupt.db is not a usable graph_agent database",
     ),
+    "another program's db for threads": (
+        ["threads", "list", "--db", "@langgraph.sqlite"],
+        1,
+        "langgraph.sqlite is not a graph_agent checkpoint database: it holds another program's "
+        "tables (checkpoints)",
+    ),
+    "another program's db for the demo": (
+        ["demo", "hi", "--db", "@langgraph.sqlite"],
+        1,
+        "langgraph.sqlite is not a graph_agent checkpoint database",
+    ),
+    "a one-byte file for threads": (
+        ["threads", "list", "--db", "@one-byte.db"],
+        1,
+        "one-byte.db is not a usable graph_agent database (file is not a database)",
+    ),
+    "db under a file for the demo": (
+        ["demo", "hi", "--db", "@afile/x.db"],
+        1,
+        "--db afile/x.db: afile is a file, not a folder",
+    ),
+    "db under a file for run": (
+        ["run", "graph_agent.demo:agent", "hi", "--db", "@afile/x.db"],
+        1,
+        "--db afile/x.db: afile is a file, not a folder",
+    ),
+    "draw to a folder": (
+        ["draw", "graph_agent.demo:agent", "-o", "@folder.mmd"],
+        1,
+        "-o folder.mmd is a folder, not a file",
+    ),
+    "draw under a file": (
+        ["draw", "graph_agent.demo:agent", "-o", "@afile/x.mmd"],
+        1,
+        "-o afile/x.mmd: afile is a file, not a folder",
+    ),
+    "a bad port in base-url": (
+        ["demo", "hi", "--base-url", "http://localhost:abc/v1", "--model", "m"],
+        2,
+        "--base-url is not a valid URL (Invalid port: 'abc')",
+    ),
+    "base-url without a scheme": (
+        ["demo", "hi", "--base-url", "localhost:11434/v1", "--model", "m"],
+        2,
+        "--base-url must start with http:// or https://",
+    ),
+    "OPENAI_BASE_URL without a scheme": (
+        ["demo", "hi", "--online", "@env:OPENAI_BASE_URL=localhost:11434/v1"],
+        2,
+        "OPENAI_BASE_URL must start with http:// or https://",
+    ),
     "missing db": (["threads", "list", "--db", "none.db"], 1, "no database at none.db"),
     "unknown thread": (["threads", "show", "nope", "--db", "@demo"], 1, "no thread 'nope' in"),
     "resume with nothing paused": (
@@ -104,11 +156,26 @@ CASES = {
 }
 
 
-def _argv(argv: list[str], cli) -> list[str]:
+def _argv(argv: list[str], cli, monkeypatch) -> list[str]:
     resolved = []
     for arg in argv:
         if arg == "@corrupt.db":
             arg = _corrupt("corrupt.db")
+        elif arg == "@langgraph.sqlite":
+            arg = str(langgraph_database(Path("langgraph.sqlite")))
+        elif arg == "@one-byte.db":
+            Path("one-byte.db").write_bytes(b"x")
+            arg = "one-byte.db"
+        elif arg.startswith("@afile/"):
+            Path("afile").write_text("x")
+            arg = arg[1:]
+        elif arg == "@folder.mmd":
+            Path("folder.mmd").mkdir()
+            arg = "folder.mmd"
+        elif arg.startswith("@env:"):
+            name, _, value = arg.removeprefix("@env:").partition("=")
+            monkeypatch.setenv(name, value)
+            continue
         elif arg == "@boom.py:agent":
             Path("boom.py").write_text('raise RuntimeError("no API key in settings.toml")\n')
             arg = "boom.py:agent"
@@ -120,8 +187,8 @@ def _argv(argv: list[str], cli) -> list[str]:
 
 
 @pytest.mark.parametrize(("argv", "code", "message"), CASES.values(), ids=CASES.keys())
-def test_a_user_error_is_one_line_and_a_hint(cli, argv, code, message):
-    result = cli(*_argv(argv, cli))
+def test_a_user_error_is_one_line_and_a_hint(cli, monkeypatch, argv, code, message):
+    result = cli(*_argv(argv, cli, monkeypatch))
 
     assert result.code == code
     assert len(result.error_lines) == 2, result.err

@@ -96,3 +96,14 @@ def test_a_new_thread_on_a_db_is_named_so_it_can_be_continued(cli):
         thread,
     )
     assert 'Before this you asked: "What is 1 + 2?"' in again.out
+
+
+def test_a_refused_resume_suggests_threads_show_on_the_same_db(cli):
+    result = cli(
+        "run", "graph_agent.demo:agent", "--thread", "t 1", "--resume", '"yes"', "--db", "r.db"
+    )
+
+    assert result.code == 2
+    assert result.error_lines[1] == (
+        "hint: show what the thread waits for with: graph-agent threads show 't 1' --db r.db"
+    )

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from pathlib import Path
 
 import pytest
 
+from tests.checkpoint.test_sqlite import langgraph_database
 from tests.cli.conftest import example
 
 
@@ -111,3 +114,53 @@ def test_a_paused_thread_shows_its_interrupt(cli):
     assert listed.splitlines()[1].split()[3] == "paused"
     assert shown["interrupts"][0]["value"]["question"] == "Publish this draft?"
     assert shown["interrupts"][0]["node"] == "approve"
+
+
+def test_reading_another_programs_database_refuses_it_and_writes_nothing(cli):
+    path = langgraph_database(Path("langgraph.sqlite"))
+    before = path.read_bytes()
+
+    listed = cli("threads", "list", "--db", str(path))
+    shown = cli("threads", "show", "t1", "--db", str(path))
+
+    assert listed.code == shown.code == 1
+    assert "is not a graph_agent checkpoint database" in listed.error_lines[0]
+    assert "Traceback" not in listed.err + shown.err
+    assert path.read_bytes() == before
+    tables = sqlite3.connect(path).execute("SELECT name FROM sqlite_master").fetchall()
+    assert tables == [("checkpoints",), ("sqlite_autoindex_checkpoints_1",)]
+    assert sorted(p.name for p in Path().iterdir()) == ["langgraph.sqlite"]
+
+
+def test_a_one_byte_file_is_refused_and_kept_as_it_was(cli):
+    Path("x.db").write_bytes(b"x")
+
+    result = cli("threads", "list", "--db", "x.db")
+
+    assert result.code == 1
+    assert result.error_lines[0] == (
+        "error: x.db is not a usable graph_agent database (file is not a database)"
+    )
+    assert Path("x.db").read_bytes() == b"x"
+
+
+@pytest.mark.parametrize("limit", ["-1", "0"])
+def test_history_refuses_a_limit_below_one(cli, stored, limit):
+    result = cli("threads", "history", "b", "--db", stored, "--limit", limit)
+
+    assert result.code == 2
+    assert result.error_lines[-1].endswith(
+        f"error: argument --limit: must be 1 or more, got {limit} (leave it out to see every "
+        "checkpoint)"
+    )
+    assert result.out == ""
+
+
+def test_an_unknown_checkpoint_suggests_the_history_on_the_same_db(cli, stored):
+    result = cli("threads", "show", "a", "--db", stored, "--checkpoint", "nope")
+
+    assert result.code == 1
+    assert result.error_lines == [
+        "error: thread 'a' has no checkpoint 'nope'",
+        "hint: list them with: graph-agent threads history a --db runs.db",
+    ]
