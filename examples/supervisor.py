@@ -19,9 +19,11 @@ from graph_agent import (
     RunnableConfig,
     StreamingOutput,
     ToolCall,
+    ToolContext,
     ToolResponseMessage,
     tool,
 )
+from graph_agent.agent.compose import agent_tool_namespace
 from graph_agent.models import ModelRequest, ScriptedChatModel
 
 BILLING_QUESTION = "Why was I charged twice in May?"
@@ -114,10 +116,14 @@ def run_supervisor() -> None:
                     print(f"supervisor -> {call.name}: {call.arguments['request']}")
             elif isinstance(message, ToolResponseMessage):
                 print(f"{message.name} -> supervisor: {message.text}")
-    answer = supervisor.get_state(config).values["messages"][-1]
+    messages = supervisor.get_state(config).values["messages"]
+    answer = messages[-1]
     print("tokens streamed by:", ", ".join(sorted(streamed_by)))
-    # billing ran on the supervisor's thread, under the namespace "<tool>:<call id>"
-    inside = supervisor.get_state(dataclasses.replace(config, checkpoint_ns="billing:d1"))
+    # billing ran on the supervisor's thread, under a namespace of its own for the call d1
+    asked = next(m for m in messages if isinstance(m, AssistantMessage) and m.tool_calls)
+    key = f"{config.thread_id}:{asked.id}:d1"  # what the tool's ToolContext.idempotency_key is
+    namespace = agent_tool_namespace("billing", ToolContext(call_id="d1", idempotency_key=key))
+    inside = supervisor.get_state(dataclasses.replace(config, checkpoint_ns=namespace))
     print("billing's own run, in the same thread:", len(inside.values["messages"]), "messages")
     print("answer:", answer.text)
 

@@ -77,6 +77,9 @@ class ToolContext:
         cancelled: A ``threading.Event`` set when the caller stops waiting (the call timed
             out): a long tool can check ``ctx.cancelled.is_set()`` and give up. An agent run
             as a tool (``agent_tool``) stops at its next step when it is set.
+        attempt: 0 for the first attempt of the call, ``n`` for its ``n``-th retry
+            (``ToolRetryInterceptor`` gives each attempt a fresh context, with its own
+            ``cancelled`` event; ``idempotency_key`` stays the same).
 
     Example:
         >>> @tool
@@ -92,6 +95,7 @@ class ToolContext:
     state: Mapping[str, Any] | None = None
     config: Any = None
     cancelled: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+    attempt: int = 0
 
 
 class ToolArgumentsError(GraphAgentError, ValueError):

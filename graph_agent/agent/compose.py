@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from graph_agent.agent.nodes import RUN_KEY, last_assistant
 from graph_agent.graph.runner import CompiledGraph
+from graph_agent.graph.runtime import derive_id
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.subgraph import SubgraphNode, run_nested
 from graph_agent.graph.types import CancelSignal, RunnableConfig
@@ -83,10 +84,10 @@ def agent_node(
 def agent_tool(agent: AgentLike, name: str | None = None, description: str | None = None) -> Tool:
     """``agent`` as a tool another agent's model can call with a request in plain words.
 
-    The agent runs in the caller's thread, under a namespace of its own per tool call; its
-    final answer is the tool's result. When the call times out (``tool_timeout``), the agent
-    stops before its next step instead of running on unseen; so it does when the caller's run
-    is cancelled.
+    The agent runs in the caller's thread, under a namespace of its own per tool call (see
+    :func:`agent_tool_namespace`); its final answer is the tool's result. When the call times
+    out (``tool_timeout``), the agent stops before its next step instead of running on unseen;
+    so it does when the caller's run is cancelled.
     """
     tool_name = name or agent.name
     text = description or agent.description or f"Ask the {agent.name} agent to do a task."
@@ -97,7 +98,7 @@ def agent_tool(agent: AgentLike, name: str | None = None, description: str | Non
             agent.graph,
             lambda: {"messages": [UserMessage(request)], RUN_KEY: None},
             config,
-            f"{tool_name}:{ctx.call_id}",
+            agent_tool_namespace(tool_name, ctx),
             max_steps=agent._max_steps(),
             cancel=_Either(config.cancel, ctx.cancelled),
         )
@@ -107,6 +108,26 @@ def agent_tool(agent: AgentLike, name: str | None = None, description: str | Non
 
     run.__doc__ = f"{text}\n\nArgs:\n    request: What to do, in plain words."
     return Tool.from_function(run, name=tool_name, description=text)
+
+
+def agent_tool_namespace(tool_name: str, context: ToolContext) -> str:
+    """Where an agent called as a tool keeps its checkpoints in the caller's thread.
+
+    ``"<tool name>:<call id>:<hash>"``, the hash taken of ``context.idempotency_key`` (thread,
+    assistant message and call id): the same when that call runs again after a crash or a
+    pause, so the agent resumes inside it, but new for a later call that reuses the id (models
+    number their calls per answer; a fork from an earlier checkpoint gets a new answer), which
+    therefore never finds an earlier call's finished run. A retry (``context.attempt`` > 0)
+    gets ``":retry<n>"`` added: an abandoned attempt may still hold its namespace until its
+    next step.
+
+    Example:
+        >>> agent_tool_namespace("research", ToolContext(call_id="c7", idempotency_key="t:m:c7"))
+        'research:c7:04768f66'
+    """
+    digest = derive_id("agent_tool", context.idempotency_key)[:8]
+    namespace = f"{tool_name}:{context.call_id}:{digest}"
+    return f"{namespace}:retry{context.attempt}" if context.attempt else namespace
 
 
 class _Either:

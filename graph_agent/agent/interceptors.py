@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
@@ -36,7 +37,7 @@ from graph_agent.models.errors import (
     UnrecordedRequestError,
 )
 from graph_agent.models.retry import is_retryable_status
-from graph_agent.tools import Tool, ToolContext
+from graph_agent.tools import Tool, ToolArgumentsError, ToolContext
 
 logger = logging.getLogger("graph_agent.agent")
 
@@ -267,7 +268,14 @@ class ModelFallbackInterceptor(ModelInterceptor):
 
 
 class ToolRetryInterceptor(ToolInterceptor):
-    """Retries a tool call that raised, up to ``max_retries`` times."""
+    """Retries a tool call that raised, up to ``max_retries`` times.
+
+    Each retry gets a fresh :class:`~graph_agent.tools.ToolContext` (a ``cancelled`` event of
+    its own, ``attempt`` counting up): a call that timed out was abandoned with its event set,
+    and the retry must not start out cancelled. Calls that cannot succeed on another attempt
+    fail at once: an unknown tool and arguments that do not fit the tool
+    (:class:`~graph_agent.tools.ToolArgumentsError`).
+    """
 
     def __init__(self, max_retries: int = 2, backoff: float = 0.0) -> None:
         self.max_retries = max_retries
@@ -275,10 +283,15 @@ class ToolRetryInterceptor(ToolInterceptor):
 
     def intercept(self, request: ToolCallRequest, call_next: ToolCallFn) -> ToolResponseMessage:
         for attempt in range(self.max_retries + 1):
+            if attempt:
+                context = replace(request.context, cancelled=threading.Event(), attempt=attempt)
+                request = replace(request, context=context)
             try:
                 return call_next(request)
+            except ToolArgumentsError:
+                raise
             except Exception:
-                if attempt == self.max_retries:
+                if attempt == self.max_retries or request.tool is None:
                     raise
                 if self.backoff:
                     time.sleep(self.backoff * 2**attempt)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graph_agent import NodeError, RunnableConfig, StreamingOutput, tool
+from graph_agent import NodeError, RunnableConfig, StreamingOutput, ToolContext, tool
 from graph_agent.agent import (
     ModelFallbackInterceptor,
     ModelInterceptor,
@@ -457,6 +457,50 @@ def test_tool_retry_gives_up_and_the_model_sees_the_error():
     result = results(state)["c1"]
     assert result.is_error and "unreachable" in result.content
     assert model.requests[1].messages[-1] == result
+
+
+def test_tool_retry_after_a_timeout_runs_the_call_with_a_fresh_context_not_cancelled():
+    seen: list[tuple[int, bool]] = []
+
+    @tool(timeout=0.1)
+    def fetch(ctx: ToolContext) -> str:
+        """Slow on the first attempt: waits until the caller gives up on it."""
+        seen.append((ctx.attempt, ctx.cancelled.is_set()))
+        if ctx.attempt == 0:
+            ctx.cancelled.wait(5)
+            return "gave up"
+        return "data"
+
+    model = ScriptedChatModel([calls(("c1", "fetch", {})), "ok"])
+    agent = ReactAgent("a", model, tools=[fetch], tool_interceptors=[ToolRetryInterceptor(2)])
+    state = agent.invoke("go", RunnableConfig(thread_id="t"))
+    assert seen == [(0, False), (1, False)]
+    assert (results(state)["c1"].is_error, results(state)["c1"].content) == (False, "data")
+
+
+def test_tool_retry_does_not_retry_bad_arguments_or_an_unknown_tool():
+    attempts: list[int] = []
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    class Count(ToolInterceptor):
+        def intercept(self, request, call_next):
+            attempts.append(1)
+            return call_next(request)
+
+    model = ScriptedChatModel(
+        [calls(("c1", "add", {"a": "one", "b": 2}), ("c2", "nope", {})), "sorry"]
+    )
+    agent = ReactAgent(
+        "a", model, tools=[add], tool_interceptors=[ToolRetryInterceptor(3), Count()]
+    )
+    state = agent.invoke("go", RunnableConfig(thread_id="t"))
+    assert len(attempts) == 2  # one attempt per call
+    assert "Invalid arguments for tool 'add'" in results(state)["c1"].content
+    assert "there is no tool named 'nope'" in results(state)["c2"].content
 
 
 def test_tool_emulator_answers_without_running_the_tool():

@@ -4,6 +4,7 @@ handing off from a tool with ``Command.PARENT``."""
 from __future__ import annotations
 
 import collections
+import threading
 import time
 from typing import Any
 
@@ -24,10 +25,13 @@ from graph_agent import (
     StreamingOutput,
     SystemMessage,
     ThreadBusyError,
+    ToolContext,
     ToolResponseMessage,
     UserMessage,
     tool,
 )
+from graph_agent.agent import ToolRetryInterceptor
+from graph_agent.agent.compose import agent_tool_namespace
 from graph_agent.graph.runtime import task_id_for
 from tests.compose.agents import calls, echo, scripted, texts
 
@@ -145,6 +149,18 @@ def boss_over(*tools: Any, replies: tuple[Any, ...]) -> Any:
     return scripted("boss", *replies, tools=list(tools))
 
 
+def tool_namespace(agent: Any, tool_name: str, call_id: str, attempt: int = 0) -> str:
+    """The namespace of the agent tool's run for the call ``call_id`` on thread t1."""
+    message = next(
+        m
+        for m in agent.get_state(CFG).values["messages"]
+        if isinstance(m, AssistantMessage) and any(c.id == call_id for c in m.tool_calls)
+    )
+    key = f"t1:{message.id}:{call_id}"  # ToolContext.idempotency_key
+    context = ToolContext(call_id=call_id, idempotency_key=key, attempt=attempt)
+    return agent_tool_namespace(tool_name, context)
+
+
 def test_an_agent_as_a_tool_answers_the_parents_call_with_its_final_answer(caller):
     child = echo("researcher", description="Finds facts.")
     boss = boss_over(
@@ -173,7 +189,10 @@ def test_an_agent_tool_runs_on_its_own_namespace_of_the_callers_thread():
     )
     boss.invoke("go", CFG)
 
-    inside = boss.get_state(RunnableConfig(thread_id="t1", checkpoint_ns="ask_research:c7"))
+    namespace = tool_namespace(boss, "ask_research", "c7")
+    inside = boss.get_state(RunnableConfig(thread_id="t1", checkpoint_ns=namespace))
+
+    assert namespace.startswith("ask_research:c7:")
 
     assert texts(inside.values) == ["facts", "researcher: facts"]
     assert texts(boss.get_state(CFG).values) == ["go", "", "researcher: facts", "done"]
@@ -199,9 +218,8 @@ def test_two_calls_of_one_agent_tool_run_apart():
     }
     assert results == {"c1": "researcher: one", "c2": "researcher: two"}
     for call_id, request in (("c1", "one"), ("c2", "two")):
-        inside = boss.get_state(
-            RunnableConfig(thread_id="t1", checkpoint_ns=f"researcher:{call_id}")
-        )
+        namespace = tool_namespace(boss, "researcher", call_id)
+        inside = boss.get_state(RunnableConfig(thread_id="t1", checkpoint_ns=namespace))
         assert texts(inside.values)[0] == request
 
 
@@ -228,7 +246,7 @@ def test_an_agent_tool_that_times_out_stops_at_its_next_step_instead_of_running_
     assert result.is_error and "did not finish within 0.12 s" in result.content
     assert texts(final)[-1] == "gave up on the worker"
     deadline = time.monotonic() + 5
-    inside = RunnableConfig(thread_id="t1", checkpoint_ns="worker:c1")
+    inside = RunnableConfig(thread_id="t1", checkpoint_ns=tool_namespace(boss, "worker", "c1"))
     while time.monotonic() < deadline and worker_running(boss, inside):
         time.sleep(0.02)
     stopped_at = len(model_calls)
@@ -236,6 +254,62 @@ def test_an_agent_tool_that_times_out_stops_at_its_next_step_instead_of_running_
     assert len(model_calls) == stopped_at < 8  # it stopped, long before its 40 iterations
     # its last step is stored and its namespace is free: it can be carried on
     assert boss.get_state(inside).next
+
+
+def test_an_agent_tool_call_that_reuses_an_earlier_call_id_runs_the_agent_again():
+    child = echo("researcher")
+
+    def answer(request: Any) -> str:
+        return f"boss: {request.messages[-1].text}"
+
+    boss = boss_over(
+        child.as_tool(),
+        replies=(
+            "hi!",
+            calls(("call_0", "researcher", {"request": "capital of France?"})),
+            answer,
+            calls(("call_0", "researcher", {"request": "2 + 2?"})),  # the id again, on a fork
+            answer,
+        ),
+    )
+    boss.invoke("hello", CFG)
+    fork = RunnableConfig(thread_id="t1", checkpoint_id=boss.get_state(CFG).config.checkpoint_id)
+
+    assert boss.call("Capital?", CFG).text == "boss: researcher: capital of France?"
+    assert boss.call("Sum?", fork).text == "boss: researcher: 2 + 2?"
+
+
+def test_an_agent_tool_retried_after_a_timeout_runs_again_beside_the_abandoned_attempt():
+    release = threading.Event()
+    replies: list[str] = []
+
+    def first_slow(request: Any) -> str:
+        if not replies:
+            replies.append("first")
+            release.wait(5)  # until the test ends: the abandoned attempt is still running
+            return "too late"
+        replies.append("retry")
+        return "answer from the retry"
+
+    worker = scripted("worker", *[first_slow] * 3)
+    boss = scripted(
+        "boss",
+        calls(("c1", "worker", {"request": "dig"})),
+        "done",
+        tools=[worker.as_tool()],
+        tool_timeout=0.1,
+        tool_interceptors=[ToolRetryInterceptor(1)],
+    )
+    try:
+        final = boss.invoke("go", CFG)
+    finally:
+        release.set()
+
+    result = final["messages"][2]
+    assert (result.is_error, result.content) == (False, "answer from the retry")
+    assert replies == ["first", "retry"]
+    retry = RunnableConfig(thread_id="t1", checkpoint_ns=tool_namespace(boss, "worker", "c1", 1))
+    assert texts(boss.get_state(retry).values) == ["dig", "answer from the retry"]
 
 
 def worker_running(agent: Any, config: RunnableConfig) -> bool:
