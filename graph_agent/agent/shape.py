@@ -37,7 +37,7 @@ from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.errors import GraphSetupError, InvalidUpdateError
 from graph_agent.graph.state import AppendStrategy, OverAllState
 from graph_agent.graph.types import END, START, RunnableConfig
-from graph_agent.messages import AssistantMessage, ToolResponseMessage
+from graph_agent.messages import ToolResponseMessage
 
 MODEL_NODE = "__model__"
 TOOL_NODE = "__tool__"
@@ -235,12 +235,12 @@ def _loop_exit_edges(
         if not has_tools:
             return "end"
         messages = state.value("messages", ())
-        last = messages[-1] if messages else None
-        if isinstance(last, AssistantMessage):
-            return "tools" if pending_tool_calls(messages) else "end"
-        if isinstance(last, ToolResponseMessage):
+        if pending_tool_calls(messages):
+            # also when a hook added a message after the calls (a note, a system message)
+            return "tools"
+        if messages and isinstance(messages[-1], ToolResponseMessage):
             # a hook answered the calls (a human rejected them): on through the tool node,
-            # which runs what is still pending, back to the model
+            # back to the model
             return "tools"
         return "end"
 

@@ -226,6 +226,27 @@ def test_a_messages_hook_can_append():
     assert [m.text for m in model.requests[0].messages] == ["hi", "Remember: be brief."]
 
 
+def test_an_after_model_hook_that_adds_a_message_after_tool_calls_does_not_cancel_them():
+    class Note(ModelHook):
+        def after_model(self, state, config):
+            return {"messages": SystemMessage("(audit: the model answered)")}
+
+    model = ScriptedChatModel(
+        [AssistantMessage(tool_calls=[ToolCall("c1", "echo", {"text": "hi"})]), "done"]
+    )
+    state = ReactAgent("noted", model, tools=[echo], hooks=[Note()]).invoke("go", CFG)
+    kinds = [type(m).__name__ for m in state["messages"]]
+    assert kinds == [
+        "UserMessage",
+        "AssistantMessage",
+        "SystemMessage",
+        "ToolResponseMessage",
+        "AssistantMessage",
+        "SystemMessage",
+    ]
+    assert state["messages"][3].content == "hi" and len(model.requests) == 2
+
+
 def test_a_hook_may_declare_state_keys_with_strategies():
     class Notes(ModelHook):
         state_keys = {"notes": AppendStrategy()}
