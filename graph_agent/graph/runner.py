@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from contextvars import ContextVar
 from typing import Any
 
+from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.graph import render as render_module
 from graph_agent.graph.errors import InvalidUpdateError, ParentCommand, ThreadBusyError
 from graph_agent.graph.execution import NodeGreenlet, arun_tasks, run_concurrently, run_inline
@@ -155,12 +156,45 @@ async def _aacquire(saver: Any, thread_id: str, checkpoint_ns: str) -> Any:
 
     for turn in range(20):
         try:
-            return await saver.aacquire(thread_id, checkpoint_ns)
+            return await _aacquire_once(saver, thread_id, checkpoint_ns)
         except ThreadBusyError:
             if turn == 19:
                 raise
             await asyncio.sleep(0 if turn < 10 else 0.005)
     raise AssertionError("unreachable")
+
+
+async def _aacquire_once(saver: Any, thread_id: str, checkpoint_ns: str) -> Any:
+    """``saver.aacquire``, safe to cancel: a saver taking the lease in a worker thread (or
+    over a connection) may still take it after the caller was cancelled, so the acquire runs
+    shielded and, on cancellation, what it took is released before the cancellation goes on."""
+    aacquire = saver.aacquire
+    if getattr(aacquire, "__func__", None) is CheckpointSaver.aacquire:
+        return await aacquire(thread_id, checkpoint_ns)  # acquire() inline: nothing to cancel
+    import asyncio
+
+    attempt = asyncio.ensure_future(aacquire(thread_id, checkpoint_ns))
+    try:
+        return await asyncio.shield(attempt)
+    except asyncio.CancelledError:
+        giving_back = asyncio.ensure_future(_release_taken(saver, attempt))
+        _giving_back.add(giving_back)  # runs to the end even if this task is cancelled again
+        giving_back.add_done_callback(_giving_back.discard)
+        await asyncio.shield(giving_back)
+        raise
+
+
+_giving_back: set[Any] = set()
+"""The :func:`_release_taken` tasks running (the event loop keeps only weak references)."""
+
+
+async def _release_taken(saver: Any, attempt: Any) -> None:
+    """Wait for an acquire whose caller was cancelled, and release the lease it took."""
+    try:
+        lease = await attempt
+    except Exception:  # it took nothing (ThreadBusyError, a store error)
+        return
+    await saver.arelease(lease)
 
 
 def _exhaust(gen: Generator[Any, None, OverAllState]) -> OverAllState:

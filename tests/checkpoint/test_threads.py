@@ -14,6 +14,7 @@ from graph_agent import (
     CompileConfig,
     GraphRecursionError,
     InvalidResumeError,
+    MemorySaver,
     NodeError,
     RunnableConfig,
     SerializationError,
@@ -414,6 +415,38 @@ async def test_cancelling_a_run_releases_the_thread(saver):
         await run
     assert app.get_state(CFG).next == ("forever",)
     saver.release(saver.acquire("t1"))
+
+
+async def test_cancelling_a_run_while_it_takes_the_lease_releases_the_thread(saver, monkeypatch):
+    import asyncio
+
+    entered, proceed, taken = threading.Event(), threading.Event(), threading.Event()
+    acquire = saver.acquire
+
+    def gated_acquire(thread_id, checkpoint_ns=""):
+        entered.set()
+        proceed.wait(timeout=10)
+        try:
+            return acquire(thread_id, checkpoint_ns)
+        finally:
+            taken.set()
+
+    async def threaded_aacquire(thread_id, checkpoint_ns=""):
+        return await asyncio.to_thread(saver.acquire, thread_id, checkpoint_ns)
+
+    monkeypatch.setattr(saver, "acquire", gated_acquire)
+    if isinstance(saver, MemorySaver):  # a saver taking its lease in a worker thread, as SQLite's
+        monkeypatch.setattr(saver, "aacquire", threaded_aacquire)
+    app = article_graph(saver)
+    run = asyncio.ensure_future(app.ainvoke({"topic": "x"}, CFG))
+    assert await asyncio.to_thread(entered.wait, 10)
+    run.cancel()  # while the worker thread is taking the lease
+    proceed.set()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert await asyncio.to_thread(taken.wait, 10)
+    assert driver_free(saver)
+    assert (await app.ainvoke({"topic": "x"}, CFG))["published"] == "about x"
 
 
 def test_closing_a_stream_early_releases_the_thread(saver):
