@@ -119,8 +119,13 @@ class ToolCallRequest:
     context: ToolContext
 
     def with_arguments(self, arguments: dict[str, Any]) -> ToolCallRequest:
-        """A copy of this request whose call carries ``arguments``."""
-        return replace(self, call=self.call.model_copy(update={"arguments": dict(arguments)}))
+        """A copy of this request whose call carries ``arguments``.
+
+        The model's malformed text (``raw_arguments``) is dropped, so an interceptor can repair
+        arguments that were not valid JSON; the tool then receives ``arguments``.
+        """
+        update = {"arguments": dict(arguments), "raw_arguments": None}
+        return replace(self, call=self.call.model_copy(update=update))
 
 
 class ModelInterceptor:

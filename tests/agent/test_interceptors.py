@@ -267,6 +267,29 @@ def test_a_tool_interceptor_that_edits_the_arguments_changes_what_the_tool_recei
     assert results(state)["c1"].content == "found"
 
 
+def test_a_tool_interceptor_can_repair_arguments_that_were_not_valid_json():
+    received: list[dict] = []
+
+    @tool
+    def search(query: str, limit: int = 10) -> str:
+        """Search."""
+        received.append({"query": query, "limit": limit})
+        return "found"
+
+    class Repair(ToolInterceptor):
+        def intercept(self, request, call_next):
+            if request.call.has_malformed_arguments:
+                request = request.with_arguments({"query": "cats"})
+            return call_next(request)
+
+    broken = ToolCall("c1", "search", {}, raw_arguments='{"query": "cats"')
+    model = ScriptedChatModel([AssistantMessage(tool_calls=[broken]), "ok"])
+    agent = ReactAgent("a", model, tools=[search], tool_interceptors=[Repair()])
+    state = agent.invoke("find cats", RunnableConfig(thread_id="t"))
+    assert received == [{"query": "cats", "limit": 10}]
+    assert (results(state)["c1"].is_error, results(state)["c1"].content) == (False, "found")
+
+
 def test_model_retry_retries_a_failing_model_until_it_answers():
     model = ScriptedChatModel(
         [ModelError("overloaded", status_code=503), ModelError("again", status_code=503), "ok"]
