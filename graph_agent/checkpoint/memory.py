@@ -122,13 +122,19 @@ class MemorySaver(CheckpointSaver):
         checkpoint_ns: str = "",
     ) -> Iterator[Checkpoint]:
         with self._lock:
-            space = self._threads.get(thread_id, {}).get(checkpoint_ns)
+            space = self._space_of(thread_id, checkpoint_ns)
             if space is None:
                 return
             headers = dict(space.headers)
         ids = sorted((i for i in headers if before is None or i < before), reverse=True)
         for checkpoint_id in ids[:limit] if limit is not None else ids:
             with self._lock:
+                # pruned or deleted since the listing began: skipped, as a new list() would
+                if (
+                    checkpoint_id not in space.headers
+                    or self._space_of(thread_id, checkpoint_ns) is not space
+                ):
+                    continue
                 checkpoint = self._load(space, thread_id, checkpoint_ns, headers[checkpoint_id])
             yield checkpoint  # never while holding the lock: the caller may pause here
 
@@ -222,6 +228,9 @@ class MemorySaver(CheckpointSaver):
         if space is None:
             space = spaces[ns] = _Space()
         return space
+
+    def _space_of(self, thread: str, ns: str) -> _Space | None:
+        return self._threads.get(thread, {}).get(ns)
 
     def _load(self, space: _Space, thread: str, ns: str, header: bytes) -> Checkpoint:
         checkpoint = decode_header(header, thread, ns)

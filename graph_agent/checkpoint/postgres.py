@@ -433,7 +433,7 @@ class PostgresSaver(CheckpointSaver):
         self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
     ) -> Checkpoint | None:
         plan = plans.get_plan(thread_id, checkpoint_id, checkpoint_ns)
-        return self._run(plan, doing=f"loading thread {_show(thread_id)}")
+        return self._run(plan, doing=f"loading thread {_show(thread_id)}", transaction=True)
 
     def list(
         self,
@@ -443,10 +443,12 @@ class PostgresSaver(CheckpointSaver):
         checkpoint_ns: str = "",
     ) -> Iterator[Checkpoint]:
         doing = f"listing thread {_show(thread_id)}"
-        plan = plans.headers_plan(thread_id, limit, before, checkpoint_ns)
-        headers = self._run(plan, doing=doing)
-        for header in headers:  # a connection per checkpoint: none is held while paused here
-            yield self._run(plans.load_plan(thread_id, checkpoint_ns, header), doing=doing)
+        ids = self._run(plans.ids_plan(thread_id, limit, before, checkpoint_ns), doing=doing)
+        for checkpoint_id in ids:  # a connection per checkpoint: none is held while paused here
+            plan = plans.get_plan(thread_id, checkpoint_id, checkpoint_ns)
+            checkpoint = self._run(plan, doing=doing, transaction=True)
+            if checkpoint is not None:  # None: pruned or deleted since the listing began
+                yield checkpoint
 
     def delete_thread(self, thread_id: str) -> None:
         self._run(
@@ -576,7 +578,7 @@ class AsyncPostgresSaver(PostgresSaver):
         assert self._apool is not None
         return self._apool
 
-    async def _arun(self, plan: Plan[T], *, doing: str) -> T:
+    async def _arun(self, plan: Plan[T], *, doing: str, transaction: bool = False) -> T:
         pg = _import_psycopg()[0]
         try:
             pool = await self._async_pool()
@@ -588,7 +590,10 @@ class AsyncPostgresSaver(PostgresSaver):
                     await conn.close()
                     await pool.putconn(conn)
                     conn = await pool.getconn()
-                return await _adrive(conn, plan)
+                if not transaction:
+                    return await _adrive(conn, plan)
+                async with conn.transaction():
+                    return await _adrive(conn, plan)
             finally:
                 await pool.putconn(conn)
         except pg.Error as exc:  # pool errors are psycopg errors too
@@ -614,7 +619,7 @@ class AsyncPostgresSaver(PostgresSaver):
         self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
     ) -> Checkpoint | None:
         plan = plans.get_plan(thread_id, checkpoint_id, checkpoint_ns)
-        return await self._arun(plan, doing=f"loading thread {_show(thread_id)}")
+        return await self._arun(plan, doing=f"loading thread {_show(thread_id)}", transaction=True)
 
     async def alist(
         self,
@@ -624,7 +629,7 @@ class AsyncPostgresSaver(PostgresSaver):
         checkpoint_ns: str = "",
     ) -> builtins.list[Checkpoint]:
         plan = plans.list_plan(thread_id, limit, before, checkpoint_ns)
-        return await self._arun(plan, doing=f"listing thread {_show(thread_id)}")
+        return await self._arun(plan, doing=f"listing thread {_show(thread_id)}", transaction=True)
 
     async def aacquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
         lease = CheckpointSaver.acquire(self, thread_id, checkpoint_ns)

@@ -141,6 +141,8 @@ WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s
     AND (%(before)s::text IS NULL OR checkpoint_id < %(before)s::text)
 ORDER BY checkpoint_id DESC LIMIT %(limit)s"""
 
+_IDS = _HEADERS.replace("SELECT header", "SELECT checkpoint_id", 1)
+
 # every key's blob chain (newest first, back to its full copy) and the checkpoint's pending
 # writes, in one round trip. Each link is a primary-key lookup (LATERAL ... LIMIT 1 keeps the
 # planner from turning it into a scan of the thread's blobs); `n < 100000` stops a corrupt chain
@@ -321,9 +323,16 @@ def put_writes_plan(
     )
 
 
+_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+"""First statement of a read that takes several: all of them see one snapshot, so a prune or
+delete committed meanwhile (by any process) is seen whole or not at all. Run in a transaction."""
+
+
 def get_plan(
     thread_id: str, checkpoint_id: str | None, checkpoint_ns: str
 ) -> Plan[Checkpoint | None]:
+    """One checkpoint (the newest for ``None``); run it in a transaction."""
+    yield Query(_SNAPSHOT, {})
     params = {"thread": thread_key(thread_id), "ns": _name(checkpoint_ns), "id": checkpoint_id}
     rows = yield Query(_HEAD_HEADER if checkpoint_id is None else _HEADER, params)
     if not rows:
@@ -331,27 +340,36 @@ def get_plan(
     return (yield from load_plan(thread_id, checkpoint_ns, rows[0][0]))
 
 
-def headers_plan(
+def ids_plan(
     thread_id: str, limit: int | None, before: str | None, checkpoint_ns: str
-) -> Plan[builtins.list[bytes]]:
-    params = {
-        "thread": thread_key(thread_id),
-        "ns": _name(checkpoint_ns),
-        "before": before,
-        "limit": limit,
-    }
-    rows = yield Query(_HEADERS, params)
+) -> Plan[builtins.list[str]]:
+    """The ids of a thread's checkpoints, newest first."""
+    rows = yield Query(_IDS, _listing(thread_id, limit, before, checkpoint_ns))
     return [row[0] for row in rows]
 
 
 def list_plan(
     thread_id: str, limit: int | None, before: str | None, checkpoint_ns: str
 ) -> Plan[builtins.list[Checkpoint]]:
-    headers = yield from headers_plan(thread_id, limit, before, checkpoint_ns)
+    """A thread's checkpoints, newest first, from one snapshot; run it in a transaction."""
+    yield Query(_SNAPSHOT, {})
+    rows = yield Query(_HEADERS, _listing(thread_id, limit, before, checkpoint_ns))
+    headers = [row[0] for row in rows]
     checkpoints = []
     for header in headers:
         checkpoints.append((yield from load_plan(thread_id, checkpoint_ns, header)))
     return checkpoints
+
+
+def _listing(
+    thread_id: str, limit: int | None, before: str | None, checkpoint_ns: str
+) -> dict[str, Any]:
+    return {
+        "thread": thread_key(thread_id),
+        "ns": _name(checkpoint_ns),
+        "before": before,
+        "limit": limit,
+    }
 
 
 def load_plan(thread_id: str, checkpoint_ns: str, header: bytes) -> Plan[Checkpoint]:

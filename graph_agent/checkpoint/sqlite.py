@@ -305,22 +305,7 @@ class SqliteSaver(CheckpointSaver):
     def get(
         self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
     ) -> Checkpoint | None:
-        with self._lock:
-            if checkpoint_id is None:
-                row = self._conn.execute(
-                    "SELECT header FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-                    "ORDER BY checkpoint_id DESC LIMIT 1",
-                    (thread_id, checkpoint_ns),
-                ).fetchone()
-            else:
-                row = self._conn.execute(
-                    "SELECT header FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-                    "AND checkpoint_id = ?",
-                    (thread_id, checkpoint_ns, checkpoint_id),
-                ).fetchone()
-            if row is None:
-                return None
-            return self._load(thread_id, checkpoint_ns, row[0])
+        return self._read(thread_id, checkpoint_ns, checkpoint_id)
 
     def list(
         self,
@@ -329,7 +314,7 @@ class SqliteSaver(CheckpointSaver):
         before: str | None = None,
         checkpoint_ns: str = "",
     ) -> Iterator[Checkpoint]:
-        sql = "SELECT header FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
+        sql = "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
         params: builtins.list[Any] = [thread_id, checkpoint_ns]
         if before is not None:
             sql += " AND checkpoint_id < ?"
@@ -339,11 +324,33 @@ class SqliteSaver(CheckpointSaver):
             sql += " LIMIT ?"
             params.append(limit)
         with self._lock:
-            headers = [row[0] for row in self._conn.execute(sql, params).fetchall()]
-        for header in headers:
-            with self._lock:
-                checkpoint = self._load(thread_id, checkpoint_ns, header)
-            yield checkpoint  # never while holding the lock: the caller may pause here
+            ids = [row[0] for row in self._conn.execute(sql, params).fetchall()]
+        for checkpoint_id in ids:
+            checkpoint = self._read(thread_id, checkpoint_ns, checkpoint_id)
+            if checkpoint is not None:  # None: pruned or deleted since the listing began
+                yield checkpoint  # never while holding the lock: the caller may pause here
+
+    def _read(self, thread: str, ns: str, checkpoint_id: str | None) -> Checkpoint | None:
+        """One checkpoint (the newest for ``None``), read in one transaction: a prune or
+        delete committed meanwhile (by any process) is seen whole or not at all."""
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                if checkpoint_id is None:
+                    row = self._conn.execute(
+                        "SELECT header FROM checkpoints WHERE thread_id = ? "
+                        "AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
+                        (thread, ns),
+                    ).fetchone()
+                else:
+                    row = self._conn.execute(
+                        "SELECT header FROM checkpoints WHERE thread_id = ? "
+                        "AND checkpoint_ns = ? AND checkpoint_id = ?",
+                        (thread, ns, checkpoint_id),
+                    ).fetchone()
+                return None if row is None else self._load(thread, ns, row[0])
+            finally:
+                self._conn.execute("COMMIT")
 
     def delete_thread(self, thread_id: str) -> None:
         with self._transaction() as conn:

@@ -157,6 +157,30 @@ def test_prune_keeps_what_a_fork_from_a_dropped_checkpoint_needs(saver):
     assert saver.get("t1", fork.id).values["log"] == [f"item-{i}" for i in range(6)] + ["forked"]
 
 
+def test_a_listing_skips_what_a_prune_or_delete_took_meanwhile(saver):
+    made = chain(saver, 12)
+    listing = saver.list("t1")
+    first = [next(listing) for _ in range(3)]
+
+    saver.prune("t1", keep_last=5)  # another run or process prunes now
+    rest = list(listing)
+
+    assert [cp.id for cp in first + rest] == [cp.id for cp in reversed(made[-5:])]
+    for cp in rest:
+        assert cp.values["log"] == [f"item-{i}" for i in range(cp.step + 1)]
+    listing = saver.list("t1")
+    next(listing)
+    saver.delete_thread("t1")
+    assert list(listing) == []
+
+
+def test_alist_reads_one_consistent_listing(saver):
+    made = chain(saver, 4)
+    listed = asyncio.run(saver.alist("t1"))
+    assert [cp.id for cp in listed] == [cp.id for cp in reversed(made)]
+    assert asyncio.run(saver.aget("t1", made[1].id)).values["log"] == ["item-0", "item-1"]
+
+
 def test_pending_writes_are_idempotent_and_belong_to_their_checkpoint(saver):
     first, second = chain(saver, 2)
     saver.put_writes("t1", "", first.id, "task-a", [("__write__", {"v": 1}), ("__record__:k", 5)])
