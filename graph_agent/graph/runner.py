@@ -59,7 +59,7 @@ def _drive_sync(
     from worker threads, as web frameworks do, still gets every chunk live)."""
     saver = run.saver
     lease = None
-    if saver is not None and config.thread_id:
+    if saver is not None and config.thread_id is not None:
         lease = saver.acquire(config.thread_id, config.checkpoint_ns)
     node_greenlet = NodeGreenlet() if streaming else None
     try:
@@ -117,7 +117,7 @@ async def _drive_async(
 ) -> AsyncGenerator[NodeOutput, None]:
     saver = run.saver
     lease = None
-    if saver is not None and config.thread_id:
+    if saver is not None and config.thread_id is not None:
         lease = await _aacquire(saver, config.thread_id, config.checkpoint_ns)
     try:
         flow = call_flow(run, input, config, streaming=streaming, subgraphs=subgraphs)

@@ -64,6 +64,9 @@ class Command:
 class RunnableConfig:
     """Per-call settings: which thread, where to start, and the call's limits.
 
+    ``thread_id`` (a non-empty string) names the thread whose checkpoints a saver-backed run
+    continues; one run at a time holds a thread.
+
     ``metadata`` is stored with the call's checkpoints; ``context`` is a per-run mapping nodes,
     hooks and tools can read, and is never stored. Inside a node ``config.task`` is the running
     task's :class:`~graph_agent.graph.runtime.TaskContext`.
@@ -88,6 +91,12 @@ class RunnableConfig:
     cancel: CancelSignal | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        if not self.thread_id and self.thread_id is not None:
+            raise ValueError(
+                f"RunnableConfig(thread_id={self.thread_id!r}) names no thread: pass a "
+                "non-empty id, e.g. RunnableConfig(thread_id='user-42'), or leave thread_id out "
+                "for a run without one"
+            )
         if self.max_steps < 1:
             raise ValueError(f"RunnableConfig.max_steps must be >= 1, got {self.max_steps}")
         if self.max_concurrency < 1:
