@@ -19,7 +19,15 @@ import os
 import ssl
 import threading
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Generator,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from types import TracebackType
 from typing import Any, Self
 
@@ -150,9 +158,11 @@ class OpenAIChatModel:
         self._required_tool_choice_refused = False
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
-        self._async_clients: weakref.WeakKeyDictionary[
+        # Not weak-keyed: the closer holds its loop (through the loop's async generator
+        # finalizer), so a weak key would never die. Entries leave when their loop shuts down.
+        self._async_clients: dict[
             asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncGenerator[None, None]]
-        ] = weakref.WeakKeyDictionary()
+        ] = {}
 
     @classmethod
     def dashscope(
@@ -205,22 +215,35 @@ class OpenAIChatModel:
         # An AsyncClient's connections belong to the loop that opened them, so each loop gets
         # its own client (asyncio.run per call, notebooks, a private runner loop). A started
         # async generator closes it when the loop shuts down (asyncio.run and asyncio.Runner
-        # finalize async generators), so no socket outlives its loop.
+        # finalize async generators), so no socket outlives its loop, and drops the entry, so
+        # no finished loop stays in memory.
         loop = asyncio.get_running_loop()
         with self._lock:
             entry = self._async_clients.get(loop)
             if entry is not None and not entry[0].is_closed:
                 return entry[0]
+            # A loop closed without finalizing its async generators never ran its closer.
+            for closed in [other for other in self._async_clients if other.is_closed()]:
+                del self._async_clients[closed]
             client = httpx.AsyncClient(
                 auth=self._url_auth,
                 timeout=self.timeout,
                 headers=self._headers(),
                 verify=_shared_ssl_context(),
             )
-            closer = _close_at_loop_shutdown(client)
+            forget = functools.partial(_forget_async_client, weakref.ref(self), loop, client)
+            closer = _close_at_loop_shutdown(client, forget)
             self._async_clients[loop] = (client, closer)
         await closer.__anext__()
         return client
+
+    def _forget_async_client(
+        self, loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient
+    ) -> None:
+        with self._lock:
+            entry = self._async_clients.get(loop)
+            if entry is not None and entry[0] is client:
+                del self._async_clients[loop]
 
     def close(self) -> None:
         """Close the sync HTTP client (a new one is made if the model is used again)."""
@@ -701,11 +724,25 @@ async def _no_events() -> AsyncIterator[Any]:
 _STARTED_NOTE = " (not retried: part of the answer had already been streamed)"
 
 
-async def _close_at_loop_shutdown(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
+async def _close_at_loop_shutdown(
+    client: httpx.AsyncClient, forget: Callable[[], None]
+) -> AsyncGenerator[None, None]:
     try:
         yield
     finally:
+        forget()
         await client.aclose()
+
+
+def _forget_async_client(
+    model_ref: weakref.ref[OpenAIChatModel],
+    loop: asyncio.AbstractEventLoop,
+    client: httpx.AsyncClient,
+) -> None:
+    # Through a weak reference: a model no one uses any more need not wait for its loops.
+    model = model_ref()
+    if model is not None:
+        model._forget_async_client(loop, client)
 
 
 def _parse_base_url(base_url: str, *, source: str) -> httpx.URL:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from collections.abc import Callable
 
+import httpx
 import pytest
 
 from graph_agent.messages import UserMessage
@@ -78,6 +81,44 @@ def test_one_model_works_across_separate_event_loops(
 
     assert asyncio.run(ask()) == "one"
     assert asyncio.run(ask()) == "two"
+
+
+def test_event_loops_that_finished_leave_no_client_and_are_freed(
+    server: FakeOpenAIServer, make_model: ModelFactory
+) -> None:
+    server.enqueue(*[reply_json(completion("ok"))] * 30)
+    model = make_model()
+    loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
+    clients: list[httpx.AsyncClient] = []
+
+    async def ask() -> None:  # without aclose(): asyncio.run's shutdown must clean up
+        loop = asyncio.get_running_loop()
+        loops.append(weakref.ref(loop))
+        await model.agenerate(HI)
+        clients.append(model._async_clients[loop][0])
+
+    for _ in range(30):
+        asyncio.run(ask())
+    gc.collect()
+    assert model._async_clients == {}
+    assert all(client.is_closed for client in clients)
+    assert [ref for ref in loops if ref() is not None] == []
+
+
+def test_a_loop_closed_without_finalizing_its_generators_is_dropped_by_the_next_loop(
+    server: FakeOpenAIServer, make_model: ModelFactory
+) -> None:
+    server.enqueue(reply_json(completion("one")), reply_json(completion("two")))
+    model = make_model()
+    bare_loop = asyncio.new_event_loop()
+    assert bare_loop.run_until_complete(model.agenerate(HI)).text == "one"
+    bare_loop.close()  # no shutdown_asyncgens(): the closer never runs
+
+    async def ask() -> tuple[str, int]:
+        return (await model.agenerate(HI)).text, len(model._async_clients)
+
+    assert asyncio.run(ask()) == ("two", 1)
+    assert model._async_clients == {}
 
 
 @pytest.mark.parametrize("face", ["sync", "async"])
