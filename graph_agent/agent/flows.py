@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from graph_agent.agent.compose import AgentLike, agent_node, agent_tool
-from graph_agent.agent.nodes import RUN_KEY, last_assistant
+from graph_agent.agent.nodes import RUN_INPUT_KEY, RUN_KEY, run_answer, run_start
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.graph.builder import StateGraph
@@ -63,7 +63,7 @@ class FlowAgent:
     messages or a state dict, like :class:`~graph_agent.agent.react.ReactAgent`.
     """
 
-    PRIVATE_KEYS: frozenset[str] = frozenset({RUN_KEY})
+    PRIVATE_KEYS: frozenset[str] = frozenset({RUN_KEY, RUN_INPUT_KEY})
     """Bookkeeping keys: stored, but left out of ``data()`` and snapshot values."""
 
     ANSWERS_SIDE_BY_SIDE = False
@@ -128,29 +128,40 @@ class FlowAgent:
         """Run and return the team's final answer (``GraphInterrupted`` when it paused)."""
         return _answer(self.invoke(input, config))
 
-    def _input(self, input: Any) -> Any:
+    def _input(self, input: Any, config: RunnableConfig) -> Any:
         """The graph input for one call (every call path goes through here)."""
-        return _as_input(input)
+        state = _as_input(input)
+        if isinstance(state, dict):  # new input: a new run, whose answer follows its input
+            given = state.get("messages")
+            items = given if isinstance(given, list | tuple) else [given]
+            messages = [m for m in items if isinstance(m, BaseMessage)]
+            earlier = [] if messages else self.graph.get_state(config).values.get("messages", [])
+            state[RUN_INPUT_KEY] = run_start(messages, earlier)
+        return state
 
     def invoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
-        return self.graph.invoke(self._input(input), self._config(config))
+        config = self._config(config)
+        return self.graph.invoke(self._input(input, config), config)
 
     def stream(
         self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
     ) -> Iterator[NodeOutput]:
-        return self.graph.stream(self._input(input), self._config(config), subgraphs=subgraphs)
+        config = self._config(config)
+        return self.graph.stream(self._input(input, config), config, subgraphs=subgraphs)
 
     async def acall(self, input: Any, config: RunnableConfig | None = None) -> AssistantMessage:
         return _answer(await self.ainvoke(input, config))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
-        return await self.graph.ainvoke(self._input(input), self._config(config))
+        config = self._config(config)
+        return await self.graph.ainvoke(self._input(input, config), config)
 
     async def astream(
         self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
     ) -> AsyncIterator[NodeOutput]:
+        config = self._config(config)
         async for output in self.graph.astream(
-            self._input(input), self._config(config), subgraphs=subgraphs
+            self._input(input, config), config, subgraphs=subgraphs
         ):
             yield output
 
@@ -303,7 +314,7 @@ class LoopAgent(FlowAgent):
     (checked after each run; at most ``max_loops`` runs)."""
 
     PREPARE = "next"
-    PRIVATE_KEYS = frozenset({RUN_KEY, "_loop"})
+    PRIVATE_KEYS = frozenset({RUN_KEY, RUN_INPUT_KEY, "_loop"})
 
     def __init__(
         self,
@@ -370,9 +381,9 @@ class LoopAgent(FlowAgent):
         assert self.until is not None
         return "done" if self.until(state) else "again"
 
-    def _input(self, input: Any) -> Any:
+    def _input(self, input: Any, config: RunnableConfig) -> Any:
         """New input starts the count again (sync and async calls alike)."""
-        state = _as_input(input)
+        state = super()._input(input, config)
         if isinstance(state, dict):
             state.setdefault("_loop", 0)
         return state
@@ -406,7 +417,7 @@ def _as_input(input: Any) -> Any:
 def _answer(state: OverAllState) -> AssistantMessage:
     if state.interrupts:
         raise GraphInterrupted(state.interrupts)
-    _, message = last_assistant(state.value("messages", ()))
+    message = run_answer(state)  # never an earlier turn's answer
     if message is None:
         raise GraphRuntimeError("the team ended without an answer")
     return message

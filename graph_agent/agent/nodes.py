@@ -48,6 +48,10 @@ REJECTED_KEY = "_agent_rejected"
 ``{message id: {call id: reason}}``. The tool node answers them with the rejection (in call
 order, with the other results) instead of running them, then drops them; new input drops
 them too. Keyed by the message, a rejection never reaches a later call that reuses the id."""
+RUN_INPUT_KEY = "_agent_input"
+"""The id of the last message of the current run's input (or, when the input added none, of
+the last message before it): the messages the run added follow it. ``None`` on an empty
+thread."""
 SUMMARIZE_PROMPT = (
     "You have reached the maximum number of tool-calling steps for this request. Do not call "
     "any more tools. Using what you have found so far, give your best final answer, and say "
@@ -92,6 +96,29 @@ def last_assistant(messages: Sequence[BaseMessage]) -> tuple[int, AssistantMessa
         if isinstance(message, AssistantMessage):
             return index, message
     return -1, None
+
+
+def run_start(messages: Sequence[BaseMessage], earlier: Sequence[BaseMessage]) -> str | None:
+    """The value of :data:`RUN_INPUT_KEY` for a run whose input adds ``messages`` to a thread
+    that holds ``earlier``."""
+    last = messages[-1] if messages else earlier[-1] if earlier else None
+    return last.id if last is not None else None
+
+
+def run_answer(state: OverAllState) -> AssistantMessage | None:
+    """The last assistant message the current run added, or ``None`` when it added none.
+
+    Messages before the run's input (earlier turns) are never taken for this run's answer.
+    When a hook removed the input message (a rewrite of the history), every message counts.
+    """
+    messages: Sequence[BaseMessage] = state.value("messages", ())
+    start = state.value(RUN_INPUT_KEY)
+    if start is not None:
+        for index in range(len(messages) - 1, -1, -1):
+            if messages[index].id == start:
+                messages = messages[index + 1 :]
+                break
+    return last_assistant(messages)[1]
 
 
 def pending_tool_calls(messages: Sequence[BaseMessage]) -> list[ToolCall]:

@@ -21,12 +21,14 @@ from graph_agent.agent.nodes import (
     FINAL_ANSWER_TOOL,
     INTERRUPTED_RESULT,
     REJECTED_KEY,
+    RUN_INPUT_KEY,
     RUN_KEY,
     TOOL_RECORD,
     error_response,
-    last_assistant,
     messages_of,
     pending_tool_calls,
+    run_answer,
+    run_start,
 )
 from graph_agent.agent.shape import MODEL_NODE, TOOL_NODE, build_graph
 from graph_agent.checkpoint.base import CheckpointSaver
@@ -338,6 +340,7 @@ class ReactAgent:
             state["messages"] = [*filled, *supplied]
         state[RUN_KEY] = None  # new input: a new run, its counters start again
         state[REJECTED_KEY] = None  # and rejections given in an earlier run are spent
+        state[RUN_INPUT_KEY] = run_start(state.get("messages", ()), messages)
         return state, config
 
     def _accept_results(
@@ -403,7 +406,7 @@ class ReactAgent:
     def _answer(state: OverAllState) -> AssistantMessage:
         if state.interrupts:
             raise GraphInterrupted(state.interrupts)
-        _, message = last_assistant(state.value("messages", ()))
+        message = run_answer(state)  # never an earlier turn's answer
         if message is None:
             raise GraphRuntimeError("the run ended without an answer from the model")
         return message

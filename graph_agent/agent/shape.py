@@ -27,6 +27,7 @@ from typing import Any
 from graph_agent.agent.hooks import NODE_SUFFIX, Hook, HookPosition, JumpTo
 from graph_agent.agent.nodes import (
     REJECTED_KEY,
+    RUN_INPUT_KEY,
     RUN_KEY,
     THREAD_KEY,
     ModelNode,
@@ -108,7 +109,7 @@ def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
     graph = StateGraph(
         agent.name,
         key_strategies=strategies,
-        private_keys=[RUN_KEY, THREAD_KEY, REJECTED_KEY],
+        private_keys=[RUN_KEY, THREAD_KEY, REJECTED_KEY, RUN_INPUT_KEY],
         ephemeral_keys=[JUMP_KEY],
     )
     graph._reserved_ok = True

@@ -298,6 +298,7 @@ class _Flow:
             next_nodes=saved.next,
             versions=saved.versions,
             barriers=saved.barriers,
+            chains=saved.chains,
         )
         self.checkpoint_id = saved.id
         self.pending = Pending(saved.pending_writes, self.spec.rank)

@@ -10,6 +10,7 @@ import pytest
 
 from graph_agent import (
     Command,
+    GraphRuntimeError,
     NodeError,
     NodeOutput,
     RunnableConfig,
@@ -18,7 +19,7 @@ from graph_agent import (
     interrupt,
     tool,
 )
-from graph_agent.agent import ReactAgent
+from graph_agent.agent import AgentHook, JumpTo, ReactAgent
 from graph_agent.messages import (
     AssistantMessage,
     SystemMessage,
@@ -160,6 +161,40 @@ def test_max_parallel_tools_bounds_how_many_tool_calls_run_at_once():
     assert peak[0] == 2
     results = [m for m in state["messages"] if isinstance(m, ToolResponseMessage)]
     assert [r.content for r in results] == [str(i) for i in range(6)]
+
+
+class RefusePasswords(AgentHook):
+    """Ends the run before the model when the request mentions a password (adds nothing)."""
+
+    can_jump_to = (JumpTo.END,)
+
+    def before_agent(self, state, config):
+        if "password" in state["messages"][-1].text:
+            return {"jump_to": JumpTo.END}
+        return None
+
+
+def test_call_never_returns_an_earlier_turns_answer_when_the_run_gives_none():
+    model = ScriptedChatModel(["Paris.", "unused"])
+    agent = ReactAgent("guarded", model, hooks=[RefusePasswords()])
+    assert agent.call("Capital of France?", cfg()).text == "Paris."
+    with pytest.raises(GraphRuntimeError, match="ended without an answer"):
+        agent.call("Tell me the admin password", cfg())
+    with pytest.raises(GraphRuntimeError, match="ended without an answer"):
+        asyncio.run(agent.acall("And the root password?", cfg()))
+    assert len(model.requests) == 1
+
+
+def test_call_that_resumes_a_run_returns_the_answer_the_run_gave_before_its_pause():
+    class Review(AgentHook):
+        def after_agent(self, state, config):
+            interrupt({"answer": state["messages"][-1].text})
+
+    agent = ReactAgent("reviewed", ScriptedChatModel(["Paris.", "Rome."]), hooks=[Review()])
+    agent.invoke("Capital of France?", cfg())
+    assert agent.call(Command(resume="ok"), cfg()).text == "Paris."
+    agent.invoke("Capital of Italy?", cfg())
+    assert agent.call(Command(resume="ok"), cfg()).text == "Rome."
 
 
 def test_get_state_history_passes_before_through():

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from graph_agent import (
+    AgentHook,
     GraphSetupError,
+    JumpTo,
     LlmRoutingAgent,
     LoopAgent,
     NodeError,
@@ -86,6 +88,23 @@ def test_call_returns_the_last_agents_answer():
     team = SequentialAgent("pipeline", [scripted("writer", "A draft."), echo("editor")])
 
     assert team.call("Write.").text == "editor: A draft."
+
+
+def test_call_never_returns_an_earlier_turns_answer_when_the_team_gives_none():
+    class RefusePasswords(AgentHook):
+        can_jump_to = (JumpTo.END,)
+
+        def before_agent(self, state, config):
+            if "password" in state["messages"][-1].text:
+                return {"jump_to": JumpTo.END}
+            return None
+
+    team = SequentialAgent("pipeline", [echo("guarded", hooks=[RefusePasswords()])])
+    assert team.call("Capital of France?", CFG).text == "guarded: Capital of France?"
+    with pytest.raises(GraphRuntimeError, match="without an answer"):
+        team.call("Tell me the admin password", CFG)
+    with pytest.raises(GraphRuntimeError, match="without an answer"):
+        team.call({"messages": [], "topic": "passwords"}, CFG)  # input without a message
 
 
 def test_a_team_keeps_its_conversation_on_a_thread():
