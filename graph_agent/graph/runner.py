@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -197,6 +197,34 @@ async def _release_taken(saver: Any, attempt: Any) -> None:
     await saver.arelease(lease)
 
 
+def _call_config(config: Any, method: str) -> RunnableConfig:
+    """The config a call was given (``None``: the defaults), or a TypeError saying what to
+    pass instead (a LangGraph-style dict, say)."""
+    if type(config) is RunnableConfig:
+        return config
+    if config is None:
+        return RunnableConfig()
+    if isinstance(config, RunnableConfig):
+        return config
+    fix = "RunnableConfig(thread_id=...)"
+    if isinstance(config, Mapping):
+        nested = config.get("configurable")
+        given = nested if isinstance(nested, Mapping) else config
+        known = [f"{name}={given[name]!r}" for name in _FIELDS_BY_ID if name in given]
+        if known:
+            fix = f"RunnableConfig({', '.join(known)})"
+    shown = repr(config)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    raise TypeError(
+        f"{method}() takes a RunnableConfig as its config, not {type(config).__name__} {shown}: "
+        f"pass {fix} (from graph_agent import RunnableConfig)"
+    )
+
+
+_FIELDS_BY_ID = ("thread_id", "checkpoint_id", "checkpoint_ns")
+"""The RunnableConfig fields a LangGraph-style ``{"configurable": {...}}`` dict carries."""
+
+
 def _exhaust(gen: Generator[Any, None, OverAllState]) -> OverAllState:
     while True:
         try:
@@ -236,7 +264,7 @@ class CompiledGraph:
 
     def invoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
         """Run to the end (or to a pause) and return the state."""
-        return _exhaust(_drive_sync(self._run, input, config or RunnableConfig(), False))
+        return _exhaust(_drive_sync(self._run, input, _call_config(config, "invoke"), False))
 
     def stream(
         self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
@@ -244,13 +272,13 @@ class CompiledGraph:
         """Run, yielding a :class:`NodeOutput` per finished node and a
         :class:`StreamingOutput` per emitted chunk. With ``subgraphs``, graphs that run inside
         nodes stream their own NodeOutputs too, with the path of nodes they run under."""
-        config = config or RunnableConfig()
+        config = _call_config(config, "stream")
         return _drive_sync(self._run, input, config, True, threading.get_ident(), subgraphs)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
         """Async twin of :meth:`invoke`."""
         result: list[OverAllState] = []
-        run_config = config or RunnableConfig()
+        run_config = _call_config(config, "ainvoke")
         async for _ in _drive_async(self._run, input, run_config, False, result):
             pass
         return result[0]
@@ -260,7 +288,7 @@ class CompiledGraph:
     ) -> AsyncIterator[NodeOutput]:
         """Async twin of :meth:`stream`."""
         result: list[OverAllState] = []
-        run_config = config or RunnableConfig()
+        run_config = _call_config(config, "astream")
         agen = _drive_async(self._run, input, run_config, True, result, subgraphs)
         try:
             async for item in agen:
@@ -325,6 +353,7 @@ class CompiledGraph:
             saver.release(lease)
 
     def _thread(self, config: RunnableConfig, what: str) -> str:
+        config = _call_config(config, what)
         if self._run.saver is None:
             raise ValueError(
                 f"{what} reads the checkpoints of a thread, and graph {self.name!r} has no "

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
-from graph_agent import RunnableConfig
+from graph_agent import END, START, CompileConfig, MemorySaver, RunnableConfig, StateGraph
 
 
 def test_an_empty_thread_id_is_refused_naming_the_fix():
@@ -17,3 +18,37 @@ def test_an_empty_thread_id_is_refused_naming_the_fix():
 def test_an_empty_thread_id_is_refused_on_replace_too():
     with pytest.raises(ValueError, match="names no thread"):
         dataclasses.replace(RunnableConfig(thread_id="t"), thread_id="")
+
+
+def one_node_app(saver=None):
+    g = StateGraph("one")
+    g.add_node("a", lambda s: {"x": 1}).add_edge(START, "a").add_edge("a", END)
+    return g.compile(CompileConfig(saver=saver))
+
+
+LANGGRAPH_STYLE = {"configurable": {"thread_id": "t1"}}
+FIX = re.escape("pass RunnableConfig(thread_id='t1')")
+
+
+@pytest.mark.parametrize("saver", [None, MemorySaver()], ids=["no saver", "memory"])
+def test_a_dict_config_is_refused_naming_the_runnable_config_to_pass(driver, saver):
+    app = one_node_app(saver)
+    with pytest.raises(TypeError, match=r"invoke\(\) takes a RunnableConfig.*not dict.*" + FIX):
+        driver.invoke(app, {}, LANGGRAPH_STYLE)
+    with pytest.raises(TypeError, match=r"stream\(\) takes a RunnableConfig.*" + FIX):
+        driver.stream(app, {}, {"thread_id": "t1"})
+
+
+@pytest.mark.parametrize("method", ["get_state", "get_state_history", "update_state"])
+def test_the_state_methods_refuse_a_dict_config_too(method):
+    app = one_node_app(MemorySaver())
+    call = getattr(app, method)
+    args = (LANGGRAPH_STYLE, {"x": 2}) if method == "update_state" else (LANGGRAPH_STYLE,)
+    with pytest.raises(TypeError, match=rf"{method}\(\) takes a RunnableConfig.*" + FIX):
+        result = call(*args)
+        if method == "get_state_history":  # a generator: checks when first read
+            next(result)
+
+
+def test_no_config_still_means_the_defaults(driver):
+    assert driver.invoke(one_node_app(), {}, None) == {"x": 1}
