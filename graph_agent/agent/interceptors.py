@@ -34,6 +34,7 @@ from graph_agent.models.errors import (
     ModelAuthenticationError,
     ModelBadRequestError,
     ModelNotFoundError,
+    ModelRateLimitError,
     UnrecordedRequestError,
 )
 from graph_agent.models.retry import is_retryable_status
@@ -174,6 +175,11 @@ class ModelRetryInterceptor(ModelInterceptor):
     once. A streamed call that failed after its first chunks reached the caller is not retried
     (the caller would see the answer twice); its error propagates, like the HTTP client's rule
     for a stream that has started.
+
+    A rate limit (:class:`~graph_agent.models.ModelRateLimitError`) that says how long to wait
+    (``retry_after``) is retried no sooner than that; when the wait is longer than
+    ``max_retry_after`` seconds it is not retried at all (an attempt sooner would be refused
+    again), and the error says so in a note.
     """
 
     def __init__(
@@ -182,10 +188,12 @@ class ModelRetryInterceptor(ModelInterceptor):
         backoff: float = 0.5,
         *,
         retry_on: Callable[[Exception], bool] | None = None,
+        max_retry_after: float = 120.0,
     ) -> None:
         self.max_retries = max_retries
         self.backoff = backoff
         self.retry_on = retry_on or is_transient
+        self.max_retry_after = max_retry_after
 
     def intercept(self, request: ModelRequest, call_next: ModelCall) -> AssistantMessage:
         for attempt in range(self.max_retries + 1):
@@ -201,14 +209,26 @@ class ModelRetryInterceptor(ModelInterceptor):
                         "already been streamed to the caller"
                     )
                     raise
+                delay = self.backoff * 2**attempt
+                retry_after = exc.retry_after if isinstance(exc, ModelRateLimitError) else None
+                if retry_after is not None:
+                    if retry_after > self.max_retry_after:
+                        exc.add_note(
+                            f"ModelRetryInterceptor did not retry: the server asked to wait "
+                            f"{retry_after:g} s, longer than its max_retry_after of "
+                            f"{self.max_retry_after:g} s"
+                        )
+                        raise
+                    delay = max(delay, retry_after)
                 logger.warning(
-                    "model call failed (%s: %s); retry %d of %d",
+                    "model call failed (%s: %s); retry %d of %d in %.2f s",
                     type(exc).__name__,
                     exc,
                     attempt + 1,
                     self.max_retries,
+                    delay,
                 )
-                time.sleep(self.backoff * 2**attempt)
+                time.sleep(delay)
         raise AssertionError("unreachable")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from graph_agent import NodeError, RunnableConfig, StreamingOutput, ToolContext, tool
@@ -345,6 +347,28 @@ def test_model_retry_retries_transient_errors(error):
     model = ScriptedChatModel([error, "ok"])
     agent = ReactAgent("a", model, model_interceptors=[ModelRetryInterceptor(2, backoff=0)])
     assert agent.call("hello").text == "ok"
+    assert len(model.requests) == 2
+
+
+def test_model_retry_does_not_retry_a_rate_limit_asking_for_a_longer_wait_than_it_allows():
+    error = ModelRateLimitError("quota", status_code=429, retry_after=600.0)
+    model = ScriptedChatModel([error, "too soon"])
+    retry = ModelRetryInterceptor(2, backoff=0, max_retry_after=120.0)
+    agent = ReactAgent("a", model, model_interceptors=[retry])
+    with pytest.raises(NodeError) as raised:
+        agent.call("hello")
+    assert raised.value.__cause__ is error
+    assert len(model.requests) == 1
+    assert any("asked to wait 600 s" in note and "120 s" in note for note in error.__notes__)
+
+
+def test_model_retry_waits_at_least_as_long_as_a_rate_limit_asks():
+    error = ModelRateLimitError("slow down", status_code=429, retry_after=0.2)
+    model = ScriptedChatModel([error, "ok"])
+    agent = ReactAgent("a", model, model_interceptors=[ModelRetryInterceptor(2, backoff=0)])
+    started = time.monotonic()
+    assert agent.call("hello").text == "ok"
+    assert time.monotonic() - started >= 0.2
     assert len(model.requests) == 2
 
 
