@@ -115,6 +115,10 @@ class Checkpoint:
     created_at: datetime = field(default_factory=now)
     values: dict[str, Any] = field(default_factory=dict)
     pending_writes: tuple[PendingWrite, ...] = ()
+    chains: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Filled on load, for each key rebuilt from appended parts: (how many parts follow its
+    last full copy, how many items that copy holds); the engine decides from it when to store
+    the key whole again (see ``Loop.take_blobs``)."""
 
 
 def new_checkpoint(
@@ -145,11 +149,12 @@ def new_checkpoint(
     checkpoint.created_at = now()
     checkpoint.values = {}
     checkpoint.pending_writes = ()
+    checkpoint.chains = {}
     return checkpoint
 
 
 # new_checkpoint() sets every field: one added to Checkpoint and not there fails at import
-if len(Checkpoint.__slots__) != 13:
+if len(Checkpoint.__slots__) != 14:
     raise TypeError("new_checkpoint() must set every field of Checkpoint")
 
 

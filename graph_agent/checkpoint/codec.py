@@ -6,7 +6,7 @@ changed. Thread id and namespace are not in the header: the saver keys its rows 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -141,11 +141,31 @@ def encode_write(channel: str, value: Any) -> bytes:
 
 def rebuild_value(key: str, chain: list[tuple[str, bytes]]) -> Any:
     """A key's value from its blob chain (newest first, ending with a ``full`` blob)."""
+    return _rebuild(key, chain)[0]
+
+
+def load_values(
+    checkpoint: Checkpoint, chain_of: Callable[[str, str], list[tuple[str, bytes]]]
+) -> None:
+    """Fill ``checkpoint.values``, each key rebuilt from ``chain_of(key, version)`` (its blob
+    chain), and ``checkpoint.chains``."""
+    values, chains = {}, {}
+    for key, version in checkpoint.versions.items():
+        chain = chain_of(key, version)
+        values[key], full_size = _rebuild(key, chain)
+        if len(chain) > 1:
+            chains[key] = (len(chain) - 1, full_size)
+    checkpoint.values = values
+    checkpoint.chains = chains
+
+
+def _rebuild(key: str, chain: list[tuple[str, bytes]]) -> tuple[Any, int]:
+    """The value, and how many items its full copy holds (when the chain has more)."""
     if not chain or chain[-1][0] != "full":
         raise SerializationError(f"stored state[{key!r}] is incomplete: its full copy is missing")
     value = loads(chain[-1][1])
     if len(chain) == 1:
-        return value
+        return value, 0
     if not isinstance(value, list):
         raise SerializationError(f"stored state[{key!r}] has appended items but is not a list")
     items = list(value)
@@ -154,4 +174,4 @@ def rebuild_value(key: str, chain: list[tuple[str, bytes]]) -> Any:
         if kind != "delta" or not isinstance(tail, list):
             raise SerializationError(f"stored state[{key!r}] has a malformed appended part")
         items.extend(tail)
-    return items
+    return items, len(value)

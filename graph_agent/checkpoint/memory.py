@@ -23,6 +23,7 @@ from graph_agent.checkpoint.codec import (
     encode_blob,
     encode_header,
     encode_write,
+    load_values,
     rebuild_value,
 )
 from graph_agent.checkpoint.serde import loads
@@ -234,10 +235,7 @@ class MemorySaver(CheckpointSaver):
 
     def _load(self, space: _Space, thread: str, ns: str, header: bytes) -> Checkpoint:
         checkpoint = decode_header(header, thread, ns)
-        checkpoint.values = {
-            key: rebuild_value(key, self._chain(space, key, version))
-            for key, version in checkpoint.versions.items()
-        }
+        load_values(checkpoint, lambda key, version: self._chain(space, key, version))
         writes = space.writes.get(checkpoint.id, {})
         checkpoint.pending_writes = tuple(
             PendingWrite(task_id, channel, loads(data))

@@ -30,6 +30,7 @@ from graph_agent.checkpoint.codec import (
     encode_blob,
     encode_header,
     encode_write,
+    load_values,
     rebuild_value,
 )
 from graph_agent.checkpoint.serde import loads
@@ -376,9 +377,7 @@ def load_plan(thread_id: str, checkpoint_ns: str, header: bytes) -> Plan[Checkpo
     """The checkpoint of ``header`` with its values and pending writes."""
     checkpoint = decode_header(header, thread_id, checkpoint_ns)
     chains, writes = yield from _chains_plan(thread_id, checkpoint_ns, checkpoint)
-    checkpoint.values = {
-        key: rebuild_value(key, chains.get(key, [])) for key in checkpoint.versions
-    }
+    load_values(checkpoint, lambda key, _: chains.get(key, []))
     checkpoint.pending_writes = tuple(
         PendingWrite(task_id, channel, loads(data)) for task_id, channel, data in writes
     )

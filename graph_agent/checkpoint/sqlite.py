@@ -34,6 +34,7 @@ from graph_agent.checkpoint.codec import (
     encode_blob,
     encode_header,
     encode_write,
+    load_values,
     rebuild_value,
 )
 from graph_agent.checkpoint.serde import loads
@@ -451,13 +452,14 @@ class SqliteSaver(CheckpointSaver):
 
     def _load(self, thread: str, ns: str, header: bytes) -> Checkpoint:
         checkpoint = decode_header(header, thread, ns)
-        values = {}
-        for key, version in checkpoint.versions.items():
-            chain = self._conn.execute(
+
+        def chain_of(key: str, version: str) -> builtins.list[tuple[str, bytes]]:
+            rows = self._conn.execute(
                 _CHAIN_SQL, (thread, ns, key, version, thread, ns, key)
             ).fetchall()
-            values[key] = rebuild_value(key, [(kind, bytes(data)) for kind, data in chain])
-        checkpoint.values = values
+            return [(kind, bytes(data)) for kind, data in rows]
+
+        load_values(checkpoint, chain_of)
         rows = self._conn.execute(
             "SELECT task_id, channel, data FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
             "AND checkpoint_id = ?",

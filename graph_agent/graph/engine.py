@@ -252,6 +252,11 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+FULL_AFTER = 64
+"""Deltas after which an append key is stored whole again, once it has doubled (take_blobs)."""
+_NO_CHAIN = (0, 0)
+
+
 class Loop:
     """One run's live state and position, advanced one superstep at a time.
 
@@ -271,6 +276,7 @@ class Loop:
         self.dirty: set[str] = set()
         self.append_base: dict[str, int] = {}
         self.rewritten: set[str] = set()
+        self.chains: dict[str, tuple[int, int]] = {}  # see take_blobs
         self._state: OverAllState | None = None
         self._state_of: dict[str, Any] | None = None  # the values dict _state shows
 
@@ -282,8 +288,9 @@ class Loop:
         next_nodes: Sequence[str],
         versions: Mapping[str, str],
         barriers: Mapping[str, Sequence[str]],
+        chains: Mapping[str, tuple[int, int]] | None = None,
     ) -> None:
-        """Start from a stored checkpoint's state."""
+        """Start from a stored checkpoint's state (``chains``: its ``Checkpoint.chains``)."""
         append_keys = self.spec.append_keys
         self.values = {}
         self.logs = {}
@@ -301,6 +308,8 @@ class Loop:
         self.dirty = set()
         self.append_base = {k: len(log.items) for k, log in self.logs.items()}
         self.rewritten = set()
+        chains = chains or {}
+        self.chains = {k: chains.get(k, (0, len(log.items))) for k, log in self.logs.items()}
 
     def state(self) -> OverAllState:
         """A read-only view of ``values``; one per ``values`` dict (views are immutable)."""
@@ -483,9 +492,20 @@ class Loop:
 
         An append key stores just the items appended since then (a ``delta``), unless it is new
         or items were replaced or removed (then ``full``); other keys store their new value.
+
+        An append key is also stored whole again once :data:`FULL_AFTER` deltas or more follow
+        its last full copy and the list has at least doubled since that copy. So the deltas a
+        load reads stay within ``FULL_AFTER`` or the items of that copy (when each appends
+        something), and the full copies add up to less than twice the list: storage stays
+        linear in the steps (a copy every 64 steps would make it quadratic again).
         """
         blobs: dict[str, Blob] = {}
-        logs, versions, append_base = self.logs, self.versions, self.append_base
+        logs, versions, append_base, chains = (
+            self.logs,
+            self.versions,
+            self.append_base,
+            self.chains,
+        )
         for key in self.dirty:
             log = logs.get(key)
             if log is None:
@@ -493,10 +513,17 @@ class Loop:
             else:
                 items = log.items
                 base = versions.get(key)
-                if base is None or key in self.rewritten:
+                deltas, full_size = chains.get(key, _NO_CHAIN)
+                if (
+                    base is None
+                    or key in self.rewritten
+                    or (deltas >= FULL_AFTER and len(items) >= 2 * full_size)
+                ):
                     blobs[key] = _new_blob(Blob, ("full", list(items), None))
+                    chains[key] = (0, len(items))
                 else:
                     blobs[key] = _new_blob(Blob, ("delta", items[append_base.get(key, 0) :], base))
+                    chains[key] = (deltas + 1, full_size)
                 append_base[key] = len(items)
             versions[key] = checkpoint_id
         self.dirty = set()

@@ -68,3 +68,38 @@ def test_a_removal_stores_a_full_copy_and_later_loads_stay_exact(saver):
         ["a", "b", "c"],
         [],
     ]
+
+
+def deltas_behind(saver, thread: str) -> list[int]:
+    """For each checkpoint of the thread, oldest first: the deltas a load of it reads."""
+    return [cp.chains.get("messages", (0, 0))[0] for cp in reversed(list(saver.list(thread)))]
+
+
+def test_a_long_list_is_stored_whole_again_so_loads_read_a_bounded_chain(saver):
+    config = RunnableConfig(thread_id="long", max_steps=1000)
+    conversation(saver).invoke({"turns": 300, "messages": []}, config)
+
+    depths = deltas_behind(saver, "long")
+    full_copies = [i for i, depth in enumerate(depths) if depth == 0]
+    # whole at the input (no items), then once 64 deltas or more follow and the list has
+    # doubled since the last full copy (64 items, then 129)
+    assert full_copies == [0, 65, 130, 260]
+    assert max(depths) <= 129  # never more than max(64, the items of the last full copy)
+    for cp in saver.list("long", limit=5):  # the chains still load exactly
+        assert [m["id"] for m in cp.values["messages"]] == [f"m{i}" for i in range(cp.step + 1)]
+
+
+def test_the_chain_count_carries_over_from_call_to_call():
+    # short calls on one thread: each starts from the count its checkpoint was loaded with
+    from graph_agent import MemorySaver
+
+    saver = MemorySaver()
+    config = RunnableConfig(thread_id="turns", max_steps=1000)
+    app = conversation(saver)
+    app.invoke({"turns": 10, "messages": []}, config)
+    for turns in range(20, 310, 10):
+        app.invoke({"turns": turns}, config)
+
+    depths = deltas_behind(saver, "turns")
+    assert max(depths) <= 129
+    assert depths.count(0) >= 4
