@@ -30,6 +30,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import contextvars
+import functools
 import inspect
 import json
 import re
@@ -247,11 +248,40 @@ def _has_description(annotation: Any) -> bool:
     return any(getattr(meta, "description", None) for meta in annotation.__metadata__)
 
 
+def _defining_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """What declares ``fn``'s annotations: the function a ``functools.partial`` wraps, or the
+    ``__call__`` method of a callable object; ``fn`` itself for functions and methods."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.isroutine(fn) or isinstance(fn, type):
+        return fn
+    call = getattr(type(fn), "__call__", None)  # noqa: B004 - the method, not callable()
+    return call if inspect.isroutine(call) else fn
+
+
+def _docstring(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
+    """The description and per-argument docs of ``fn`` (see :func:`_defining_function`); for
+    a callable object, its class's docstring and its ``__call__``'s ``Args:`` entries."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.isroutine(fn) or isinstance(fn, type):
+        return _parse_docstring(inspect.getdoc(fn))
+    call_description, call_arguments = _parse_docstring(inspect.getdoc(_defining_function(fn)))
+    class_description, class_arguments = _parse_docstring(type(fn).__doc__)
+    return class_description or call_description, {**class_arguments, **call_arguments}
+
+
+def _default_name(fn: Callable[..., Any]) -> str:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return getattr(fn, "__name__", None) or type(fn).__name__
+
+
 def _signature_model(
     fn: Callable[..., Any], tool_name: str, descriptions: Mapping[str, str]
 ) -> tuple[type[BaseModel], tuple[_Parameter, ...]]:
     try:
-        hints = typing.get_type_hints(fn, include_extras=True)
+        hints = typing.get_type_hints(_defining_function(fn), include_extras=True)
     except Exception as exc:
         raise TypeError(
             f"cannot resolve the type hints of tool {tool_name!r}: {exc}; define the types it "
@@ -259,7 +289,12 @@ def _signature_model(
         ) from exc
     fields: dict[str, Any] = {}
     parameters: list[_Parameter] = []
+    # arguments a partial binds by keyword stay listed in its signature (as defaults); they
+    # are fixed, not the model's to choose
+    bound = fn.keywords if isinstance(fn, functools.partial) else {}
     for index, parameter in enumerate(inspect.signature(fn).parameters.values()):
+        if parameter.name in bound:
+            continue
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             raise TypeError(
                 f"tool {tool_name!r} has *{parameter.name} or **{parameter.name}: a tool's "
@@ -429,7 +464,7 @@ class Tool:
         description: str | None = None,
         timeout: float | None = None,
     ) -> None:
-        tool_name = name if name is not None else getattr(function, "__name__", "")
+        tool_name = name if name is not None else _default_name(function)
         if not _TOOL_NAME.match(tool_name):
             raise ValueError(
                 f"tool name {tool_name!r} is not allowed: use 1-64 letters, digits, '_' or '-' "
@@ -437,14 +472,12 @@ class Tool:
             )
         if timeout is not None and timeout <= 0:
             raise ValueError(f"tool {tool_name!r}: timeout must be positive, got {timeout}")
-        doc_description, argument_docs = _parse_docstring(inspect.getdoc(function))
+        doc_description, argument_docs = _docstring(function)
         self.function = function
         self.name = tool_name
         self.description = doc_description if description is None else description
         self.timeout = timeout
-        self.is_async = inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
-            getattr(function, "__call__", None)  # noqa: B004 - async callable objects
-        )
+        self.is_async = inspect.iscoroutinefunction(_defining_function(function))
         self.arguments_model, self._parameters = _signature_model(
             function, tool_name, argument_docs
         )
@@ -459,7 +492,12 @@ class Tool:
         description: str | None = None,
         timeout: float | None = None,
     ) -> Tool:
-        """Make a tool of ``function``; ``name``/``description`` default to its name and doc."""
+        """Make a tool of ``function``; ``name``/``description`` default to its name and doc.
+
+        ``function`` may also be a bound method, a callable object (its ``__call__`` gives the
+        parameters, its class the name and description) or a ``functools.partial`` (the
+        arguments it binds are fixed and left out of the schema).
+        """
         return cls(function, name=name, description=description, timeout=timeout)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from dataclasses import dataclass
@@ -321,6 +322,59 @@ def test_a_lambda_needs_an_explicit_name() -> None:
     with pytest.raises(ValueError, match="pass name="):
         Tool.from_function(lambda x: x)
     assert Tool.from_function(lambda x: x, name="identity").invoke({"x": 1}) == "1"
+
+
+class Counter:
+    """Count things."""
+
+    def __call__(self, n: int, ctx: ToolContext) -> str:
+        """Count up to a number.
+
+        Args:
+            n: Where to stop.
+        """
+        return f"{list(range(1, n + 1))} for {ctx.call_id}"
+
+
+class AsyncEcho:
+    async def __call__(self, text: str) -> str:
+        """Repeat the text."""
+        await asyncio.sleep(0)
+        return text
+
+
+def test_a_callable_object_is_a_tool_described_by_its_class_and_its_call() -> None:
+    counter = Tool.from_function(Counter())
+    assert (counter.name, counter.description) == ("Counter", "Count things.")
+    assert counter.parameters["properties"] == {
+        "n": {"description": "Where to stop.", "type": "integer"}
+    }
+    assert counter.invoke({"n": "3"}, ToolContext(call_id="c1")) == "[1, 2, 3] for c1"
+    echo = Tool.from_function(AsyncEcho(), name="echo")
+    assert echo.is_async and echo.description == "Repeat the text."
+    assert echo.invoke({"text": "hi"}) == "hi"
+
+
+def scale(value: float, factor: float, unit: str = "m") -> str:
+    """Scale a length.
+
+    Args:
+        value: The length.
+    """
+    return f"{value * factor}{unit}"
+
+
+def test_a_partial_is_a_tool_of_the_arguments_it_leaves_open() -> None:
+    doubled = Tool.from_function(functools.partial(scale, factor=2.0))
+    assert (doubled.name, doubled.description) == ("scale", "Scale a length.")
+    assert list(doubled.parameters["properties"]) == ["value", "unit"]
+    assert doubled.parameters["required"] == ["value"]
+    assert doubled.invoke({"value": 1.5}) == "3.0m"
+    with pytest.raises(ToolArgumentsError, match="unknown argument"):
+        doubled.invoke({"value": 1.5, "factor": 10})
+    of_one = Tool.from_function(functools.partial(scale, 1.5), name="scale_one")
+    assert list(of_one.parameters["properties"]) == ["factor", "unit"]
+    assert of_one.invoke({"factor": 3, "unit": "cm"}) == "4.5cm"
 
 
 def test_tool_decorator_forms_all_make_tools() -> None:
