@@ -253,7 +253,7 @@ def _short(value: Any, limit: int = 80) -> str:
 
 
 FULL_AFTER = 64
-"""Deltas after which an append key is stored whole again, once it has doubled (take_blobs)."""
+"""Deltas after which an append key is stored whole again, once it has tripled (take_blobs)."""
 _NO_CHAIN = (0, 0)
 
 
@@ -494,10 +494,10 @@ class Loop:
         or items were replaced or removed (then ``full``); other keys store their new value.
 
         An append key is also stored whole again once :data:`FULL_AFTER` deltas or more follow
-        its last full copy and the list has at least doubled since that copy. So the deltas a
-        load reads stay within ``FULL_AFTER`` or the items of that copy (when each appends
-        something), and the full copies add up to less than twice the list: storage stays
-        linear in the steps (a copy every 64 steps would make it quadratic again).
+        its last full copy and the list has at least tripled since that copy. So the deltas a
+        load reads stay within ``FULL_AFTER`` or twice the items of that copy (when each
+        appends something), and the full copies add up to at most 1.5 times the list: storage
+        stays linear in the steps (a copy every 64 steps would make it quadratic again).
         """
         blobs: dict[str, Blob] = {}
         logs, versions, append_base, chains = (
@@ -517,7 +517,7 @@ class Loop:
                 if (
                     base is None
                     or key in self.rewritten
-                    or (deltas >= FULL_AFTER and len(items) >= 2 * full_size)
+                    or (deltas >= FULL_AFTER and len(items) >= 3 * full_size)
                 ):
                     blobs[key] = _new_blob(Blob, ("full", list(items), None))
                     chains[key] = (0, len(items))
