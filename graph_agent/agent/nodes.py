@@ -137,8 +137,14 @@ def pending_tool_calls(messages: Sequence[BaseMessage]) -> list[ToolCall]:
 def rejected_calls(state: OverAllState, message: AssistantMessage) -> Mapping[str, str]:
     """The reasons a human gave for rejecting calls of ``message``, by call id."""
     value = state.value(REJECTED_KEY)
-    found = value.get(message.id) if isinstance(value, Mapping) else None
-    return found if isinstance(found, Mapping) else {}
+    if not isinstance(value, Mapping):
+        return {}
+    found = value.get(message.id)
+    if isinstance(found, Mapping):
+        return found
+    # a checkpoint written before rejections were keyed by message: {call id: reason}; kept
+    # so that an upgrade never runs a call a human rejected (the tool node then drops it)
+    return {k: v for k, v in value.items() if isinstance(v, str)}
 
 
 def unique_call_ids(reply: AssistantMessage, history: Sequence[BaseMessage]) -> AssistantMessage:
