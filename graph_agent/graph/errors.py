@@ -22,7 +22,7 @@ Every message says what was wrong, where (node, key, step) and how to fix it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -109,10 +109,23 @@ class GraphInterrupted(BaseException):
 
     Not a :class:`GraphAgentError`: it derives from ``BaseException`` so that a tool or node
     wrapping its work in ``except Exception`` cannot swallow it by accident.
+
+    Raised by a graph run inside a node (a subgraph, an agent), it also says which of its
+    interrupts came from that nested run (``nested``: their ids derive from the nested graph's
+    tasks, not from the node's) and which of those are static breakpoints (``breakpoints``:
+    ``invoke(None)`` passes them once, as it does at the top level).
     """
 
-    def __init__(self, interrupts: Sequence[Interrupt]) -> None:
+    def __init__(
+        self,
+        interrupts: Sequence[Interrupt],
+        *,
+        nested: Collection[str] = (),
+        breakpoints: Collection[str] = (),
+    ) -> None:
         self.interrupts: tuple[Interrupt, ...] = tuple(interrupts)
+        self.nested: frozenset[str] = frozenset(nested)
+        self.breakpoints: frozenset[str] = frozenset(breakpoints)
         ids = ", ".join(i.id for i in self.interrupts)
         super().__init__(f"run paused on {len(self.interrupts)} interrupt(s): {ids}")
 

@@ -34,7 +34,16 @@ from graph_agent.graph.errors import (
     InvalidUpdateError,
     NodeError,
 )
-from graph_agent.graph.pending import BREAKPOINT, INTERRUPT, RESUME, WRITE, Pending
+from graph_agent.graph.pending import (
+    BREAKPOINT,
+    INTERRUPT,
+    NESTED,
+    RESUME,
+    SUBGRAPH_CONSUMED,
+    SUBGRAPH_TASK,
+    WRITE,
+    Pending,
+)
 from graph_agent.graph.runtime import (
     RECORD_PREFIX,
     CallContext,
@@ -146,7 +155,7 @@ class _Flow:
         self.streaming = streaming
         self.loop = Loop(run.spec)
         self.checkpoint_id: str | None = None
-        self.pending = Pending(())
+        self.pending = Pending((), run.spec.rank)
         self.thread_id = config.thread_id
         self.ns = config.checkpoint_ns
         self.fork = False
@@ -215,7 +224,10 @@ class _Flow:
         """After ``update_state`` without ``as_node``, the step the thread was paused in goes on
         from the new checkpoint: finished nodes' writes, records, unanswered ``interrupt()``s
         and a passed-once breakpoint move to the new task ids, each interrupt id re-derived as
-        the re-run node will derive it, so the same ``Command(resume=...)`` answers it."""
+        the re-run node will derive it, so the same ``Command(resume=...)`` answers it.
+
+        Interrupts raised by a graph nested in the task keep their ids, and so does the nested
+        graph its namespace (the :data:`SUBGRAPH_TASK` record): it resumes where it waits."""
         thread, step = self.thread_id, self.loop.step + 1
         for node in self.loop.next:
             old_id = task_id_for(thread, old_checkpoint, node)
@@ -224,28 +236,45 @@ class _Flow:
             done = old.done.get(old_id)
             if done is not None:
                 writes.append((WRITE, {"update": dict(done.update), "goto": list(done.goto)}))
-            writes.extend((RECORD_PREFIX + k, v) for k, v in old.records.get(old_id, {}).items())
+            records = old.records.get(old_id, {})
+            nested_in, nested = old.nested.get(old_id, (node, frozenset()))
+            if nested and SUBGRAPH_TASK not in records:
+                records = {**records, SUBGRAPH_TASK: old_id}
+            writes.extend((RECORD_PREFIX + k, v) for k, v in records.items())
             answered = old.resume.get(old_id, {})
-            raised = [i for i in old.interrupts.get(old_id, []) if i.id not in old.static_ids]
+            items = old.interrupts.get(old_id, [])
+            static_ids = old.static_ids
+            own = [i for i in items if i.id not in static_ids and i.id not in nested]
             renamed = {
                 item.id: Interrupt(
                     derive_id("interrupt", thread, step, new_id, index), item.value, item.node
                 )
-                for index, item in enumerate(raised)
+                for index, item in enumerate(own)
             }
-            if renamed:
-                writes.append((INTERRUPT, list(renamed.values())))
-                resume = {renamed[i].id: v for i, v in answered.items() if i in renamed}
-                if resume:
-                    writes.append((RESUME, resume))
+            kept = [i for i in items if i.id in nested]
+            raised = [*renamed.values(), *(i for i in kept if i.id not in static_ids)]
+            if raised:
+                writes.append((INTERRUPT, raised))
+            resume = {renamed[i].id: v for i, v in answered.items() if i in renamed}
+            resume.update((i.id, answered[i.id]) for i in kept if i.id in answered)
+            if resume:
+                writes.append((RESUME, resume))
+            breakpoints = [i for i in kept if i.id in static_ids]
             waits = [
                 i
-                for i in old.interrupts.get(old_id, [])
-                if i.id in old.static_ids and i.value == "interrupt_before" and i.id not in answered
+                for i in items
+                if i.id in static_ids
+                and i.id not in nested
+                and i.value == "interrupt_before"
+                and i.id not in answered
             ]
             if waits:  # paused at a breakpoint: it stays paused there, None passes it once
                 before = _before_interrupt(thread, step, new_id)
-                writes.append((BREAKPOINT, [Interrupt(before, "interrupt_before", node)]))
+                breakpoints.append(Interrupt(before, "interrupt_before", node))
+            if breakpoints:
+                writes.append((BREAKPOINT, breakpoints))
+            if nested:
+                writes.append((NESTED, {"node": nested_in, "ids": sorted(nested)}))
             if writes:
                 yield self._put_writes(new_id, writes)
 
@@ -287,7 +316,7 @@ class _Flow:
             head = yield SaverCall("get", (self.thread_id, None, self.ns))
             self.fork = head is not None and head.id != wanted
             if self.fork:
-                self.pending = Pending(())
+                self.pending = Pending((), self.spec.rank)
                 yield from self._checkpoint("fork", [])
         return saved
 
@@ -326,7 +355,7 @@ class _Flow:
             yield from self._answer_static()
             return None
         # a new run on the thread: pending interrupts and writes of the old step are dropped
-        self.pending = Pending(())
+        self.pending = Pending((), self.spec.rank)
         self.loop.step = saved.step + 1 if saved is not None else -1
         self._start(input)
         yield from self._checkpoint("input", [START])
@@ -419,7 +448,7 @@ class _Flow:
                 yield put
                 self._checkpointed(put)
             if not nothing_pending:
-                self.pending = Pending(())
+                self.pending = Pending((), self.spec.rank)
             if self.streaming:
                 yield self._step_outputs(tasks, writes)
             if durable and run.interrupt_after:
@@ -530,11 +559,14 @@ class _Flow:
             given = self.answered_now.get(task_id) if self.answered_now else None
             if given:
                 # the node failed on the answers this call gave it (a wrong shape, a refusal):
-                # those interrupts are pending again, earlier answers stay
-                resume = self.pending.resume[task_id]
-                for interrupt_id in given:
-                    resume.pop(interrupt_id, None)
-                yield self._put_writes(task_id, [(RESUME, dict(resume))])
+                # those interrupts are pending again, earlier answers stay; so do answers a
+                # nested graph took and stored a checkpoint after (a later step of it failed)
+                refused = given.difference(task.context.records.get(SUBGRAPH_CONSUMED, ()))
+                if refused:
+                    resume = self.pending.resume[task_id]
+                    for interrupt_id in refused:
+                        resume.pop(interrupt_id, None)
+                    yield self._put_writes(task_id, [(RESUME, dict(resume))])
         if failures:
             cancel = self.config.cancel
             if cancel is not None and cancel.is_set():
@@ -549,12 +581,19 @@ class _Flow:
                 waiting_node = waiting_node or task.node.name
             if _interrupted(task):
                 task_id = task.context.id
-                assert isinstance(task.error, GraphInterrupted)
-                new = list(task.error.interrupts)
+                paused = task.error
+                assert isinstance(paused, GraphInterrupted)
+                new = list(paused.interrupts)
                 interrupts.extend(new)
+                breakpoints = paused.breakpoints
                 for item in new:
-                    self.pending.add_interrupt(task_id, item, static=False)
-                yield self._put_writes(task_id, [self.pending.stored(task_id, static=False)])
+                    self.pending.add_interrupt(task_id, item, static=item.id in breakpoints)
+                writes = [self.pending.stored(task_id, static=False)]
+                if breakpoints:  # a nested graph's static breakpoints: None passes them once
+                    writes.append(self.pending.stored(task_id, static=True))
+                if paused.nested:
+                    writes.append(self.pending.add_nested(task_id, task.node.name, paused.nested))
+                yield self._put_writes(task_id, writes)
             elif blocked and task.context.id in blocked:
                 task_id = task.context.id
                 interrupts.extend(i for t, i in self.pending.unanswered() if t == task_id)

@@ -3,8 +3,9 @@ resumable.
 
 Savers store pending writes as ``(task id, channel, value)``; the channels are a finished
 node's write (:data:`WRITE`), interrupts raised by ``interrupt()`` (:data:`INTERRUPT`) or by a
-static breakpoint (:data:`BREAKPOINT`), resume values given (:data:`RESUME`), and sub-task
-records (``RECORD_PREFIX`` + key). :class:`Pending` reads them back for the flow.
+static breakpoint (:data:`BREAKPOINT`), resume values given (:data:`RESUME`), which of a task's
+interrupts a graph nested in it raised (:data:`NESTED`), and sub-task records
+(``RECORD_PREFIX`` + key). :class:`Pending` reads them back for the flow.
 """
 
 from __future__ import annotations
@@ -20,13 +21,23 @@ WRITE = "__write__"
 INTERRUPT = "__interrupt__"
 BREAKPOINT = "__breakpoint__"
 RESUME = "__resume__"
+NESTED = "__nested__"
+
+SUBGRAPH_TASK = "__subgraph_task__"
+"""Record key: the task id a subgraph node's namespace derives from, when the task took over
+a paused task after ``update_state`` (so the paused child is found where it waits)."""
+SUBGRAPH_CONSUMED = "__subgraph_consumed__"
+"""Record key: ids of answers a nested graph took and stored a checkpoint after; a later
+failure of the nested graph is then not a refusal of those answers."""
 
 
 class Pending:
     """The pending writes of the checkpoint a call starts from, grouped by task.
 
     ``order`` (node name → ``add_node`` index) sorts interrupts the same way however they
-    were stored: by node, then in the order each node raised them.
+    were stored: by the node whose task raised them (for an interrupt raised inside a
+    subgraph, the node running it, not the child's node named in ``Interrupt.node``), then in
+    the order each task raised them.
     """
 
     def __init__(self, writes: Sequence[Any], order: Mapping[str, int] | None = None) -> None:
@@ -36,6 +47,8 @@ class Pending:
         self.resume: dict[str, dict[str, Any]] = {}
         self.interrupts: dict[str, list[Interrupt]] = {}
         self.static_ids: set[str] = set()
+        self.nested: dict[str, tuple[str, frozenset[str]]] = {}
+        """Per task that ran a graph which paused: (the task's node, the nested ids)."""
         for write in writes:
             task_id, channel, value = write.task_id, write.channel, write.value
             if channel == WRITE:
@@ -43,6 +56,8 @@ class Pending:
             elif channel in (INTERRUPT, BREAKPOINT):
                 for item in value:
                     self.add_interrupt(task_id, item, static=channel == BREAKPOINT)
+            elif channel == NESTED:
+                self.nested[task_id] = (value["node"], frozenset(value["ids"]))
             elif channel == RESUME:
                 self.resume.setdefault(task_id, {}).update(value)
             elif channel.startswith(RECORD_PREFIX):
@@ -54,9 +69,19 @@ class Pending:
         return not (self.done or self.interrupts or self.records or self.resume)
 
     def add_interrupt(self, task_id: str, item: Interrupt, *, static: bool) -> None:
-        self.interrupts.setdefault(task_id, []).append(item)
+        items = self.interrupts.setdefault(task_id, [])
+        if all(i.id != item.id for i in items):  # a nested graph asks again what it still waits for
+            items.append(item)
         if static:
             self.static_ids.add(item.id)
+
+    def add_nested(self, task_id: str, node: str, ids: frozenset[str]) -> tuple[str, Any]:
+        """Note that ``ids`` were raised by a graph running in ``node``'s task; returns the
+        pending write that stores it (every nested id of the task: writes replace)."""
+        earlier = self.nested.get(task_id)
+        ids = ids | earlier[1] if earlier is not None else ids
+        self.nested[task_id] = (node, ids)
+        return (NESTED, {"node": node, "ids": sorted(ids)})
 
     def stored(self, task_id: str, *, static: bool) -> tuple[str, list[Interrupt]]:
         """The whole interrupt list of a task, as one pending write (writes replace)."""
@@ -77,7 +102,13 @@ class Pending:
         ]
         order = self.order
         if order is not None and len(found) > 1:
-            found.sort(key=lambda pair: order.get(pair[1].node, len(order)))
+            nested, last = self.nested, len(order)
+
+            def rank(pair: tuple[str, Interrupt]) -> int:
+                task = nested.get(pair[0])
+                return order.get(task[0] if task is not None else pair[1].node, last)
+
+            found.sort(key=rank)
         return found
 
 

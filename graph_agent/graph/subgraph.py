@@ -8,7 +8,9 @@ With a saver, the child keeps its own checkpoints in the parent's thread, under 
 ``"<node>:<task id>"`` (nested under the parent's own namespace). That gives three properties:
 
 - an ``interrupt()`` inside the child pauses the parent once, with the child's interrupts; the
-  parent's ``Command(resume=...)`` reaches the child, which resumes where it paused;
+  parent's ``Command(resume=...)`` reaches the child, which resumes where it paused (also after
+  ``update_state`` on the parent: the task that takes over keeps the child's namespace); a
+  static breakpoint of the child stays one for the parent, so ``invoke(None)`` passes it once;
 - a crash inside the child resumes inside the child (the parent's task id, hence the namespace,
   is the same when the task runs again), and a child that had finished is not run again;
 - a ``Command(graph=Command.PARENT, goto=...)`` returned in the child (by a node or a tool)
@@ -21,10 +23,17 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from graph_agent.graph.errors import GraphInterrupted, ParentCommand
+from graph_agent.graph.pending import SUBGRAPH_CONSUMED, SUBGRAPH_TASK, Pending
 from graph_agent.graph.runner import CompiledGraph, inside_subgraph
 from graph_agent.graph.runtime import TaskContext, emit_chunk
 from graph_agent.graph.state import OverAllState, ReplaceAll, SeqView
-from graph_agent.graph.types import CancelSignal, Command, RunnableConfig, StreamingOutput
+from graph_agent.graph.types import (
+    CancelSignal,
+    Command,
+    Interrupt,
+    RunnableConfig,
+    StreamingOutput,
+)
 
 InputMap = Callable[[OverAllState], dict[str, Any]]
 OutputMap = Callable[[OverAllState, Mapping[str, Any]], dict[str, Any]]
@@ -79,10 +88,18 @@ def run_nested(
     token = inside_subgraph.set(True)
     try:
         final = _run(app, child_input, child_config, task)
+    except Exception:
+        if isinstance(child_input, Command) and task is not None:
+            _note_consumed(app, child_config, task, child_input.resume)
+        raise
     finally:
         inside_subgraph.reset(token)
     if final.interrupts:
-        raise GraphInterrupted(final.interrupts)
+        raise GraphInterrupted(
+            final.interrupts,
+            nested=[i.id for i in final.interrupts],
+            breakpoints=_breakpoints(saver, child_config, final.interrupts),
+        )
     return final
 
 
@@ -101,6 +118,29 @@ def _where_to_start(
     if earlier.created_at is not None:
         return _Finished(earlier.values)  # it finished before the caller's step was lost
     return fresh_input()
+
+
+def _note_consumed(
+    app: CompiledGraph, config: RunnableConfig, task: TaskContext, answers: dict[str, Any]
+) -> None:
+    """The child failed after being resumed with ``answers``: record those it no longer waits
+    for, so the caller does not take the failure for a refusal of them (the child stored a
+    checkpoint after taking them, and carries on from there)."""
+    waiting = {i.id for i in app.get_state(config).interrupts}
+    consumed = set(task.recorded(SUBGRAPH_CONSUMED, ())) | (answers.keys() - waiting)
+    if consumed:
+        task.record(SUBGRAPH_CONSUMED, sorted(consumed))
+
+
+def _breakpoints(
+    saver: Any, config: RunnableConfig, interrupts: tuple[Interrupt, ...]
+) -> frozenset[str]:
+    """The ids among the paused child's ``interrupts`` that are static breakpoints."""
+    if saver is None:
+        return frozenset()
+    paused = saver.get(config.thread_id, None, config.checkpoint_ns)
+    static = Pending(paused.pending_writes).static_ids if paused is not None else set()
+    return frozenset(i.id for i in interrupts if i.id in static)
 
 
 def _run(
@@ -154,7 +194,9 @@ class SubgraphNode:
 
     def __call__(self, state: OverAllState, config: RunnableConfig) -> Any:
         task = config.task
-        place = f"{task.node}:{task.id}" if task is not None else self.name
+        # after update_state on a paused parent, the task keeps the namespace of the one it
+        # took over, where the child waits
+        place = f"{task.node}:{task.recorded(SUBGRAPH_TASK, task.id)}" if task else self.name
         try:
             final = run_nested(
                 self.child,

@@ -309,6 +309,104 @@ def test_time_travel_to_before_the_child_runs_it_again_on_the_forked_state():
     assert runs.count == {"prep": 1, "a": 2, "b": 2, "after": 2}
 
 
+# interrupts inside the child, as a flat graph has them
+
+
+def test_a_child_failing_after_it_took_the_answer_leaves_nothing_pending_and_none_retries(
+    caller,
+):
+    runs = Runs()
+    runs.fail_once.add("check")
+    child = chain("child", ["ask", "check"], runs, extra={"ask": ask}).compile()
+    app = parent_around(child, runs, MemorySaver())
+    caller.invoke(app, {"log": []}, CFG)
+
+    with pytest.raises(NodeError):
+        caller.invoke(app, Command(resume="yes"), CFG)
+
+    assert app.get_state(CFG).interrupts == ()
+    final = caller.invoke(app, None, CFG)
+    assert final.interrupts == ()
+    assert list(final["log"]) == ["prep", "ask:yes", "check", "after"]
+    assert runs.count == {"prep": 1, "check": 2, "after": 1}
+
+
+def test_a_child_refusing_its_answer_leaves_the_question_pending_in_the_parent():
+    def picky(state: Any) -> dict[str, Any]:
+        answer = interrupt("yes or no?")
+        if answer not in ("yes", "no"):
+            raise ValueError(f"not an answer: {answer!r}")
+        return {"log": f"picky:{answer}"}
+
+    runs = Runs()
+    child = chain("child", ["picky"], runs, extra={"picky": picky}).compile()
+    app = parent_around(child, runs, MemorySaver())
+    (question,) = app.invoke({"log": []}, CFG).interrupts
+
+    with pytest.raises(NodeError):
+        app.invoke(Command(resume="maybe"), CFG)
+
+    assert app.get_state(CFG).interrupts == (question,)
+    final = app.invoke(Command(resume="no"), CFG)
+    assert list(final["log"]) == ["prep", "picky:no", "after"]
+
+
+def test_an_answer_after_update_state_reaches_the_child_waiting_for_it(caller):
+    runs = Runs()
+    child = chain("child", ["before", "ask"], runs, extra={"ask": ask}).compile()
+    app = parent_around(child, runs, MemorySaver())
+    (question,) = caller.invoke(app, {"log": []}, CFG).interrupts
+
+    app.update_state(CFG, {"note": "first"})
+    app.update_state(CFG, {"note": "second"})
+
+    assert app.get_state(CFG).interrupts == (question,)
+    final = caller.invoke(app, Command(resume={question.id: "yes"}), CFG)
+    assert final.interrupts == ()
+    assert list(final["log"]) == ["prep", "before", "ask:yes", "after"]
+    assert final["note"] == "second"
+    assert runs.count == {"prep": 1, "before": 1, "after": 1}
+
+
+def test_none_passes_a_static_breakpoint_of_the_child_once(caller):
+    runs = Runs()
+    child = chain("child", ["a", "b"], runs).compile(
+        CompileConfig(saver=MemorySaver(), interrupt_before=["b"])
+    )
+    app = parent_around(child, runs, MemorySaver())
+    (breakpoint_,) = caller.invoke(app, {"log": []}, CFG).interrupts
+    assert (breakpoint_.node, breakpoint_.value) == ("b", "interrupt_before")
+    assert app.get_state(CFG).interrupts == (breakpoint_,)
+
+    final = caller.invoke(app, None, CFG)
+
+    assert final.interrupts == ()
+    assert list(final["log"]) == ["prep", "a", "b", "after"]
+    assert runs.count == {"prep": 1, "a": 1, "b": 1, "after": 1}
+
+
+def test_interrupts_keep_one_order_when_one_is_raised_in_a_child(caller):
+    def side_by_side() -> Any:
+        child = StateGraph("child")
+        child.add_node("inner", lambda state: {"c": interrupt("child?")})
+        child.add_edge(START, "inner").add_edge("inner", END)
+        graph = StateGraph("parent")
+        graph.add_node("sub", child.compile())  # added first: its interrupt comes first
+        graph.add_node("ask", lambda state: {"p": interrupt("parent?")})
+        graph.add_edge(START, "sub").add_edge(START, "ask")
+        graph.add_edge("sub", END).add_edge("ask", END)
+        return graph.compile(CompileConfig(saver=MemorySaver()))
+
+    app = side_by_side()
+    invoked = caller.invoke(app, {}, CFG).interrupts
+    streamed = caller.stream(side_by_side(), {}, CFG)[-1].interrupts
+
+    assert [i.value for i in invoked] == ["child?", "parent?"]
+    assert [i.value for i in streamed] == ["child?", "parent?"]
+    assert app.get_state(CFG).interrupts == invoked
+    assert caller.invoke(app, None, CFG).interrupts == invoked
+
+
 # handoff
 
 
