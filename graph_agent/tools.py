@@ -400,7 +400,13 @@ def _run_blocking_with_timeout(fn: Callable[[], Any], timeout: float, thread_nam
             future.set_exception(exc)
 
     threading.Thread(target=run, name=thread_name, daemon=True).start()
-    return future.result(timeout)
+    from graph_agent.graph.execution import wait_delivering
+
+    # while it waits, what the tool emits reaches a stream() caller live (an agent tool's tokens)
+    done, _ = wait_delivering([future], timeout)
+    if not done:
+        raise concurrent.futures.TimeoutError
+    return future.result()
 
 
 def _run_coroutine(make_coroutine: Callable[[], Awaitable[Any]]) -> Any:

@@ -25,6 +25,7 @@ from graph_agent.agent.interceptors import (
     stream_to_caller,
 )
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, ParentCommand
+from graph_agent.graph.execution import wait_delivering
 from graph_agent.graph.runtime import InterruptScope, TaskContext
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import RunnableConfig
@@ -543,7 +544,7 @@ def _in_parallel(jobs: Sequence[Any], limit: int) -> list[Any]:
             index += 1
         if not pending:
             break
-        done, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+        done, _ = wait_delivering(pending)  # what tools emit meanwhile streams out live
         for future in done:
             position = pending.pop(future)
             try:

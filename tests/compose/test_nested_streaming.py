@@ -150,3 +150,38 @@ def test_a_supervisor_agent_streams_its_sub_agents_node_outputs_when_asked():
     nested = [o for o in outputs if o.agent == "helper" and o.node == "__model__"]
     assert nested and all(o.path == ("__tool__",) for o in nested)
     assert any(type(o).__name__ == "NodeOutput" for o in nested)
+
+
+def test_tokens_of_an_agent_tool_reach_a_sync_stream_while_the_tool_runs():
+    # the tool runs on a thread of its own (a timeout applies): its tokens must not wait for it
+    import threading
+
+    from graph_agent import AssistantMessage, ReactAgent, RunnableConfig, ToolCall
+    from graph_agent.models.base import LocalChatModel
+
+    heard = threading.Event()
+
+    class Waits(LocalChatModel):
+        """Streams "first ", then waits until the caller has it before streaming "second"."""
+
+        def stream(self, messages, tools=None, options=None):
+            for chunk in super().stream(messages, tools, options):
+                yield chunk
+                if chunk.text == "first ":
+                    assert heard.wait(5), "the first token did not reach the caller live"
+
+        def _reply(self, request):
+            return AssistantMessage("first second")
+
+    helper = ReactAgent("helper", Waits())
+    calls = AssistantMessage(tool_calls=[ToolCall("h1", "helper", {"request": "go"})])
+    boss = scripted("boss", calls, "done", tools=[helper.as_tool()], tool_timeout=10)
+
+    for output in boss.stream("go", RunnableConfig(thread_id="t")):
+        if isinstance(output, StreamingOutput) and output.chunk == "first ":
+            heard.set()
+
+    assert heard.is_set()
+    assert boss.get_state(RunnableConfig(thread_id="t")).values["messages"][2].content == (
+        "first second"
+    )
