@@ -159,6 +159,7 @@ class _Flow:
         self.thread_id = config.thread_id
         self.ns = config.checkpoint_ns
         self.fork = False
+        self.fork_head = ""  # when forking: the thread's newest checkpoint id
         self.several = False  # the running step has several tasks (their writes go pending)
         self._config_fields: dict[str, Any] | None = None  # for _task_config, made once needed
         self.answered_now: dict[str, set[str]] = {}  # interrupt ids this call answered, by task
@@ -316,7 +317,9 @@ class _Flow:
             head = yield SaverCall("get", (self.thread_id, None, self.ns))
             self.fork = head is not None and head.id != wanted
             if self.fork:
+                assert head is not None
                 self.pending = Pending((), self.spec.rank)
+                self.fork_head = head.id  # the fork's id sorts after it, whatever our clock says
                 yield from self._checkpoint("fork", [])
         return saved
 
@@ -726,7 +729,10 @@ class _Flow:
         moves on to that checkpoint (:meth:`_checkpointed`)."""
         checkpoints = _checkpoint_base()
         loop = self.loop
-        checkpoint_id = checkpoints.new_checkpoint_id(after=self.checkpoint_id)
+        after = self.checkpoint_id
+        if self.fork and after is not None and self.fork_head > after:
+            after = self.fork_head
+        checkpoint_id = checkpoints.new_checkpoint_id(after=after)
         metadata = {
             **self.config.metadata,
             "source": "fork" if self.fork else source,

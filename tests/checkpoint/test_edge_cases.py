@@ -118,6 +118,30 @@ def test_a_thread_stays_writable_after_the_wall_clock_steps_back(tmp_path, monke
     assert restarted.get_state(config).values["messages"] == result["messages"]
 
 
+def test_time_travel_from_a_process_whose_clock_is_behind_forks(saver, monkeypatch):
+    g = StateGraph("g", key_strategies={"log": AppendStrategy()})
+    g.add_node("a", lambda s: {"log": "a"}).add_node("b", lambda s: {"log": "b"})
+    g.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+    app = g.compile(CompileConfig(saver=saver))
+    config = RunnableConfig(thread_id="t1")
+    app.invoke({"log": []}, config)
+    before_b = next(s for s in app.get_state_history(config) if s.next == ("b",))
+
+    class BehindClock:  # the process that travels back runs a second behind the writer's
+        @staticmethod
+        def time_ns() -> int:
+            return time.time_ns() - 10**9
+
+    monkeypatch.setattr(base, "time", BehindClock)
+    monkeypatch.setattr(base, "_last_id", 0)  # a new process
+
+    result = app.invoke(None, before_b.config)  # re-runs b on a fork
+
+    assert list(result["log"]) == ["a", "b"]
+    newest = app.get_state(config)
+    assert newest.metadata["source"] == "loop" and newest.values == result.data()
+
+
 def test_the_engines_fast_checkpoint_constructor_equals_the_dataclass(monkeypatch):
     from datetime import UTC, datetime
 
