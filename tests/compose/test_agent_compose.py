@@ -31,7 +31,7 @@ from graph_agent import (
     tool,
 )
 from graph_agent.agent import ToolRetryInterceptor
-from graph_agent.agent.compose import agent_tool_namespace
+from graph_agent.agent.compose import agent_tool, agent_tool_namespace
 from graph_agent.graph.runtime import task_id_for
 from tests.compose.agents import calls, echo, scripted, texts
 
@@ -391,6 +391,84 @@ def test_approvals_in_two_parallel_agent_tools_pause_the_caller_once_with_both()
     final = boss.invoke(Command(resume=answers), CFG)
     assert sorted(sent) == ["bob", "eve"]
     assert texts(final) == ["go", "", "left mailed", "right mailed", "done"]
+
+
+@pytest.mark.parametrize("names", [["left"], ["left", "right"]], ids=["one", "parallel"])
+def test_answers_reach_paused_agent_tools_after_update_state_on_the_caller(names: list[str]):
+    sent: list[str] = []
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send an email."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    def mailer(name: str) -> Any:
+        return scripted(
+            name,
+            lambda request: calls((f"m-{name}", "send_email", {"to": request.messages[-1].text})),
+            f"{name} mailed",
+            tools=[send_email],
+            hooks=[HumanInTheLoopHook(approve={"send_email": "sends mail"})],
+        )
+
+    requests = [(f"c-{name}", name, {"request": f"to-{name}"}) for name in names]
+    boss = boss_over(
+        *(mailer(name).as_tool() for name in names), replies=(calls(*requests), "done")
+    )
+    paused = boss.invoke("go", CFG)
+    assert len(paused.interrupts) == len(names)
+
+    boss.update_state(CFG, {"note": "checked"})
+
+    assert boss.get_state(CFG).interrupts == paused.interrupts
+    answers = {
+        i.id: {i.value["tool_calls"][0]["id"]: {"decision": "approve"}} for i in paused.interrupts
+    }
+    final = boss.invoke(Command(resume=answers), CFG)
+    assert final.interrupts == ()
+    assert sorted(sent) == [f"to-{name}" for name in names]
+    assert texts(final) == ["go", "", *(f"{name} mailed" for name in names), "done"]
+    assert final["note"] == "checked"
+
+
+class _GraphAgent:
+    """A compiled graph posing as an agent, so an agent tool can run a graph with breakpoints."""
+
+    def __init__(self, name: str, graph: Any) -> None:
+        self.name, self.description, self.graph = name, f"The {name} agent.", graph
+
+    def _max_steps(self) -> int:
+        return 10
+
+
+@pytest.mark.parametrize("names", [["left"], ["left", "right"]], ids=["one", "parallel"])
+def test_none_passes_static_breakpoints_inside_agent_tools_once(names: list[str]):
+    ran: list[str] = []
+
+    def reviewer(name: str) -> Any:
+        graph = StateGraph(name, key_strategies={"messages": AppendStrategy()})
+        graph.add_node("draft", lambda state: None)
+        graph.add_node(
+            "publish",
+            lambda state: ran.append(name) or {"messages": [AssistantMessage(f"{name} ok")]},
+        )
+        graph.add_edge(START, "draft").add_edge("draft", "publish").add_edge("publish", END)
+        compiled = graph.compile(CompileConfig(saver=MemorySaver(), interrupt_before=["publish"]))
+        return agent_tool(_GraphAgent(name, compiled))
+
+    requests = [(f"c-{name}", name, {"request": "check"}) for name in names]
+    boss = boss_over(*(reviewer(name) for name in names), replies=(calls(*requests), "done"))
+    paused = boss.invoke("go", CFG)
+    assert [(i.node, i.value) for i in paused.interrupts] == [
+        ("publish", "interrupt_before")
+    ] * len(names)
+
+    final = boss.invoke(None, CFG)
+
+    assert final.interrupts == ()
+    assert sorted(ran) == names
+    assert texts(final) == ["go", "", *(f"{name} ok" for name in names), "done"]
 
 
 def test_tokens_of_an_agent_tool_stream_with_the_tool_agents_name():
