@@ -36,7 +36,7 @@ from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, GraphSetupError
-from graph_agent.graph.runner import CompiledGraph
+from graph_agent.graph.runner import CompiledGraph, check_config
 from graph_agent.graph.state import AppendStrategy, KeyStrategy, MergeStrategy, OverAllState
 from graph_agent.graph.subgraph import SubgraphNode
 from graph_agent.graph.types import (
@@ -114,8 +114,10 @@ class FlowAgent:
     def _max_steps(self) -> int:
         return 100 + sum(agent._max_steps() for agent in self._agents())
 
-    def _config(self, config: RunnableConfig | None) -> RunnableConfig:
-        config = config or RunnableConfig()
+    def _config(self, config: RunnableConfig | None, method: str) -> RunnableConfig:
+        """The config one call of ``method`` runs with (a TypeError for one that is not a
+        RunnableConfig)."""
+        config = check_config(config, method)
         changes: dict[str, Any] = {"max_steps": max(config.max_steps, self._max_steps())}
         if config.thread_id is None:
             changes["thread_id"] = f"thread-{uuid.uuid4().hex}"
@@ -126,7 +128,7 @@ class FlowAgent:
     # calls
     def call(self, input: Any, config: RunnableConfig | None = None) -> AssistantMessage:
         """Run and return the team's final answer (``GraphInterrupted`` when it paused)."""
-        return _answer(self.invoke(input, config))
+        return _answer(self.invoke(input, check_config(config, "call")))
 
     def _input(self, input: Any, config: RunnableConfig) -> Any:
         """The graph input for one call (every call path goes through here)."""
@@ -140,26 +142,26 @@ class FlowAgent:
         return state
 
     def invoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
-        config = self._config(config)
+        config = self._config(config, "invoke")
         return self.graph.invoke(self._input(input, config), config)
 
     def stream(
         self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
     ) -> Iterator[NodeOutput]:
-        config = self._config(config)
+        config = self._config(config, "stream")
         return self.graph.stream(self._input(input, config), config, subgraphs=subgraphs)
 
     async def acall(self, input: Any, config: RunnableConfig | None = None) -> AssistantMessage:
-        return _answer(await self.ainvoke(input, config))
+        return _answer(await self.ainvoke(input, check_config(config, "acall")))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
-        config = self._config(config)
+        config = self._config(config, "ainvoke")
         return await self.graph.ainvoke(self._input(input, config), config)
 
     async def astream(
         self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
     ) -> AsyncIterator[NodeOutput]:
-        config = self._config(config)
+        config = self._config(config, "astream")
         async for output in self.graph.astream(
             self._input(input, config), config, subgraphs=subgraphs
         ):

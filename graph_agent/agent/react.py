@@ -40,7 +40,7 @@ from graph_agent.graph.errors import (
     GraphSetupError,
     InvalidResumeError,
 )
-from graph_agent.graph.runner import CompiledGraph
+from graph_agent.graph.runner import CompiledGraph, check_config
 from graph_agent.graph.runtime import RECORD_PREFIX, task_id_for
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.subgraph import SubgraphNode
@@ -226,11 +226,11 @@ class ReactAgent:
             GraphInterrupted: the run paused (e.g. for a human approval); its ``interrupts``
                 say why. Resume with ``invoke(Command(resume=...), config)``.
         """
-        return self._answer(self.invoke(input, config))
+        return self._answer(self.invoke(input, check_config(config, "call")))
 
     def invoke(self, input: AgentInput, config: RunnableConfig | None = None) -> OverAllState:
         """Run to the end or to a pause; the state's ``interrupts`` say whether it paused."""
-        prepared, run_config = self._prepare(input, config)
+        prepared, run_config = self._prepare(input, config, "invoke")
         return self.graph.invoke(prepared, run_config)
 
     def stream(
@@ -239,14 +239,14 @@ class ReactAgent:
         """Run, yielding each finished node's output and, while the model answers, its tokens
         as :class:`~graph_agent.graph.types.StreamingOutput`; with ``subgraphs``, also the node
         outputs of agents and graphs running inside (their ``path`` says where)."""
-        prepared, run_config = self._prepare(input, config)
+        prepared, run_config = self._prepare(input, config, "stream")
         return self.graph.stream(prepared, run_config, subgraphs=subgraphs)
 
     def stream_messages(
         self, input: AgentInput, config: RunnableConfig | None = None
     ) -> Iterator[BaseMessage]:
         """Run, yielding each message the run adds, in order."""
-        for output in self.stream(input, config):
+        for output in self.stream(input, check_config(config, "stream_messages")):
             if output.state is not None:
                 yield from messages_of(output.update)
 
@@ -254,20 +254,20 @@ class ReactAgent:
         self, input: AgentInput, config: RunnableConfig | None = None
     ) -> AssistantMessage:
         """Async :meth:`call`."""
-        return self._answer(await self.ainvoke(input, config))
+        return self._answer(await self.ainvoke(input, check_config(config, "acall")))
 
     async def ainvoke(
         self, input: AgentInput, config: RunnableConfig | None = None
     ) -> OverAllState:
         """Async :meth:`invoke`."""
-        prepared, run_config = await _to_thread(self._prepare, input, config)
+        prepared, run_config = await _to_thread(self._prepare, input, config, "ainvoke")
         return await self.graph.ainvoke(prepared, run_config)
 
     async def astream(
         self, input: AgentInput, config: RunnableConfig | None = None, *, subgraphs: bool = False
     ) -> AsyncIterator[NodeOutput]:
         """Async :meth:`stream`."""
-        prepared, run_config = await _to_thread(self._prepare, input, config)
+        prepared, run_config = await _to_thread(self._prepare, input, config, "astream")
         async for output in self.graph.astream(prepared, run_config, subgraphs=subgraphs):
             yield output
 
@@ -275,7 +275,7 @@ class ReactAgent:
         self, input: AgentInput, config: RunnableConfig | None = None
     ) -> AsyncIterator[BaseMessage]:
         """Async :meth:`stream_messages`."""
-        async for output in self.astream(input, config):
+        async for output in self.astream(input, check_config(config, "astream_messages")):
             if output.state is not None:
                 for message in messages_of(output.update):
                     yield message
@@ -301,10 +301,11 @@ class ReactAgent:
 
     # input handling
     def _prepare(
-        self, input: AgentInput, config: RunnableConfig | None
+        self, input: AgentInput, config: RunnableConfig | None, method: str
     ) -> tuple[Any, RunnableConfig]:
-        """The graph input and config for one call (DESIGN §5, pending tool recovery)."""
-        config = config or RunnableConfig()
+        """The graph input and config for one call of ``method`` (DESIGN §5, pending tool
+        recovery)."""
+        config = check_config(config, method)
         if config.thread_id is None:
             config = dataclasses.replace(config, thread_id=f"thread-{uuid.uuid4().hex}")
         config = dataclasses.replace(config, max_steps=max(config.max_steps, self._max_steps()))

@@ -197,9 +197,22 @@ async def _release_taken(saver: Any, attempt: Any) -> None:
     await saver.arelease(lease)
 
 
-def _call_config(config: Any, method: str) -> RunnableConfig:
-    """The config a call was given (``None``: the defaults), or a TypeError saying what to
-    pass instead (a LangGraph-style dict, say)."""
+def check_config(config: Any, method: str) -> RunnableConfig:
+    """The config a call of ``method`` was given (``None``: the defaults), or a TypeError
+    saying what to pass instead (a LangGraph-style dict, say).
+
+    Every entry point that takes a config checks it with this first (agents and teams too),
+    so a wrong one fails with this message instead of an AttributeError deeper down.
+
+    Example:
+        >>> check_config(RunnableConfig(thread_id="t"), "invoke").thread_id
+        't'
+        >>> try:
+        ...     check_config({"configurable": {"thread_id": "t"}}, "invoke")
+        ... except TypeError as error:
+        ...     print(str(error).split(": pass ")[1])
+        RunnableConfig(thread_id='t') (from graph_agent import RunnableConfig)
+    """
     if type(config) is RunnableConfig:
         return config
     if config is None:
@@ -219,6 +232,9 @@ def _call_config(config: Any, method: str) -> RunnableConfig:
         f"{method}() takes a RunnableConfig as its config, not {type(config).__name__} {shown}: "
         f"pass {fix} (from graph_agent import RunnableConfig)"
     )
+
+
+_call_config = check_config  # the name it had before agents used it
 
 
 _FIELDS_BY_ID = ("thread_id", "checkpoint_id", "checkpoint_ns")
@@ -264,7 +280,7 @@ class CompiledGraph:
 
     def invoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
         """Run to the end (or to a pause) and return the state."""
-        return _exhaust(_drive_sync(self._run, input, _call_config(config, "invoke"), False))
+        return _exhaust(_drive_sync(self._run, input, check_config(config, "invoke"), False))
 
     def stream(
         self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
@@ -272,13 +288,13 @@ class CompiledGraph:
         """Run, yielding a :class:`NodeOutput` per finished node and a
         :class:`StreamingOutput` per emitted chunk. With ``subgraphs``, graphs that run inside
         nodes stream their own NodeOutputs too, with the path of nodes they run under."""
-        config = _call_config(config, "stream")
+        config = check_config(config, "stream")
         return _drive_sync(self._run, input, config, True, threading.get_ident(), subgraphs)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
         """Async twin of :meth:`invoke`."""
         result: list[OverAllState] = []
-        run_config = _call_config(config, "ainvoke")
+        run_config = check_config(config, "ainvoke")
         async for _ in _drive_async(self._run, input, run_config, False, result):
             pass
         return result[0]
@@ -288,7 +304,7 @@ class CompiledGraph:
     ) -> AsyncIterator[NodeOutput]:
         """Async twin of :meth:`stream`."""
         result: list[OverAllState] = []
-        run_config = _call_config(config, "astream")
+        run_config = check_config(config, "astream")
         agen = _drive_async(self._run, input, run_config, True, result, subgraphs)
         try:
             async for item in agen:
@@ -353,7 +369,7 @@ class CompiledGraph:
             saver.release(lease)
 
     def _thread(self, config: RunnableConfig, what: str) -> str:
-        config = _call_config(config, what)
+        config = check_config(config, what)
         if self._run.saver is None:
             raise ValueError(
                 f"{what} reads the checkpoints of a thread, and graph {self.name!r} has no "

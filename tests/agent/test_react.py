@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 
@@ -29,6 +30,7 @@ from graph_agent.messages import (
     UserMessage,
 )
 from graph_agent.models import ModelError, ScriptedChatModel
+from tests.compose.agents import call_with_config
 
 
 @tool
@@ -195,6 +197,29 @@ def test_call_that_resumes_a_run_returns_the_answer_the_run_gave_before_its_paus
     assert agent.call(Command(resume="ok"), cfg()).text == "Paris."
     agent.invoke("Capital of Italy?", cfg())
     assert agent.call(Command(resume="ok"), cfg()).text == "Rome."
+
+
+AGENT_METHODS = [
+    "call",
+    "invoke",
+    "stream",
+    "stream_messages",
+    "acall",
+    "ainvoke",
+    "astream",
+    "astream_messages",
+    "get_state",
+    "get_state_history",
+    "update_state",
+]
+
+
+@pytest.mark.parametrize("method", AGENT_METHODS)
+def test_a_dict_config_is_refused_naming_the_runnable_config_to_pass(method):
+    agent = ReactAgent("calc", ScriptedChatModel(["unused"]))
+    fix = re.escape("pass RunnableConfig(thread_id='t')")
+    with pytest.raises(TypeError, match=rf"{method}\(\) takes a RunnableConfig.*{fix}"):
+        call_with_config(agent, method, {"configurable": {"thread_id": "t"}})
 
 
 def test_get_state_history_passes_before_through():

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+from collections.abc import Iterator
 from typing import Any
 
 from graph_agent import AssistantMessage, ReactAgent, ToolCall
@@ -31,3 +34,25 @@ def calls(*tool_calls: tuple[str, str, dict[str, Any]]) -> AssistantMessage:
 def texts(state: Any) -> list[str]:
     """The text of each message in a state."""
     return [message.text for message in state["messages"]]
+
+
+def call_with_config(agent: Any, method: str, config: Any) -> None:
+    """Call ``agent.<method>`` with ``config`` (and input, or values for ``update_state``),
+    reading what it returns to the end (a stream, a coroutine)."""
+    if method in ("get_state", "get_state_history"):
+        result = getattr(agent, method)(config)
+    elif method == "update_state":
+        result = agent.update_state(config, {"note": "x"})
+    else:
+        result = getattr(agent, method)("hi", config)
+    if inspect.iscoroutine(result):
+        asyncio.run(result)
+    elif inspect.isasyncgen(result):
+
+        async def drain() -> None:
+            async for _ in result:
+                pass
+
+        asyncio.run(drain())
+    elif isinstance(result, Iterator):
+        list(result)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any
@@ -24,7 +25,7 @@ from graph_agent import (
 )
 from graph_agent.graph.errors import GraphRuntimeError
 from graph_agent.models import ScriptedChatModel
-from tests.compose.agents import calls, echo, scripted, texts
+from tests.compose.agents import call_with_config, calls, echo, scripted, texts
 
 CFG = RunnableConfig(thread_id="t1")
 
@@ -105,6 +106,16 @@ def test_call_never_returns_an_earlier_turns_answer_when_the_team_gives_none():
         team.call("Tell me the admin password", CFG)
     with pytest.raises(GraphRuntimeError, match="without an answer"):
         team.call({"messages": [], "topic": "passwords"}, CFG)  # input without a message
+
+
+@pytest.mark.parametrize(
+    "method", ["call", "invoke", "stream", "acall", "ainvoke", "astream", "get_state"]
+)
+def test_a_team_refuses_a_dict_config_naming_the_runnable_config_to_pass(method):
+    team = SequentialAgent("pipeline", [echo("first")])
+    fix = re.escape("pass RunnableConfig(thread_id='t')")
+    with pytest.raises(TypeError, match=rf"{method}\(\) takes a RunnableConfig.*{fix}"):
+        call_with_config(team, method, {"configurable": {"thread_id": "t"}})
 
 
 def test_a_team_keeps_its_conversation_on_a_thread():
