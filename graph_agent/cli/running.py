@@ -8,10 +8,12 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from graph_agent.agent.nodes import run_answer
 from graph_agent.agent.react import ReactAgent
 from graph_agent.cli.errors import EXIT_USAGE, CliError
 from graph_agent.cli.output import Reporter, RunSummary
 from graph_agent.cli.targets import Target
+from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import Command, Interrupt, NodeOutput, RunnableConfig, StreamingOutput
 from graph_agent.messages import AssistantMessage, Usage
 
@@ -54,12 +56,12 @@ def parse_input(target: Target, text: str | None, resume: str | None = None) -> 
     return value
 
 
-def answer_of(state: dict[str, Any]) -> str | None:
-    """The text of the last assistant message in an agent's state."""
-    for message in reversed(list(state.get("messages", ()))):
-        if isinstance(message, AssistantMessage):
-            return message.text
-    return None
+def answer_of(state: OverAllState) -> str | None:
+    """The text of the answer the current run gave, from an agent's state (with its private
+    keys, as a run returns or streams it), or ``None`` when the run gave none: never an earlier
+    turn's answer, as ``ReactAgent.call`` (see :func:`~graph_agent.agent.nodes.run_answer`)."""
+    message = run_answer(state)
+    return message.text if message is not None else None
 
 
 def execute(target: Target, input: Any, config: RunnableConfig, reporter: Reporter) -> RunSummary:
@@ -99,8 +101,8 @@ def execute(target: Target, input: Any, config: RunnableConfig, reporter: Report
         snapshot = target.runnable.get_state(config)
         summary.state = dict(snapshot.values)
         summary.interrupts = snapshot.interrupts
-    if target.is_agent and not summary.interrupts:
-        summary.answer = answer_of(summary.state)
+    if target.is_agent and not summary.interrupts and last_state is not None:
+        summary.answer = answer_of(last_state)  # snapshot values lack where the run began
     return summary
 
 

@@ -73,6 +73,38 @@ def test_an_approval_pause_suggests_the_resume_and_the_resume_runs_the_decisions
     assert "mail_eve: A human rejected this tool call: on holiday" in done.out
 
 
+GUARDED_AGENT = """
+from graph_agent import ReactAgent
+from graph_agent.agent import AgentHook, JumpTo
+from graph_agent.models import ScriptedChatModel
+
+
+class RefusePasswords(AgentHook):
+    can_jump_to = (JumpTo.END,)
+
+    def before_agent(self, state, config):
+        if "password" in state["messages"][-1].text:
+            return {"jump_to": JumpTo.END}
+        return None
+
+
+agent = ReactAgent("guarded", ScriptedChatModel(["Paris."]), hooks=[RefusePasswords()])
+"""
+
+
+def test_a_run_that_gives_no_answer_prints_none_not_an_earlier_turns(cli, tmp_path):
+    (tmp_path / "guarded.py").write_text(GUARDED_AGENT)
+    target = f"{tmp_path / 'guarded.py'}:agent"
+
+    first = cli("run", target, "Capital of France?", "--db", "g.db", "--thread", "g1")
+    refused = cli("run", target, "Tell me the admin password", "--db", "g.db", "--thread", "g1")
+
+    assert first.code == 0, first.err
+    assert first.out == "Paris.\n"
+    assert refused.code == 0, refused.err
+    assert refused.out == "\n"
+
+
 def test_a_pause_without_a_db_says_it_cannot_be_resumed_later(cli):
     result = cli("run", f"{example('human_in_the_loop.py')}:agent", "Tell the team")
 
