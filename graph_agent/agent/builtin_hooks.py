@@ -76,6 +76,8 @@ class HumanInTheLoopHook(ModelHook):
     """
 
     name = "human_in_the_loop"
+    gates_tools = True
+    """Hooks that run before it in the afterModel chain may not jump to TOOL (build_graph)."""
 
     def __init__(self, approve: Mapping[str, str], name: str | None = None) -> None:
         self.approve = dict(approve)

@@ -74,6 +74,23 @@ def check_unique(hooks: Sequence[Hook]) -> None:
         seen.add(hook.full_name)
 
 
+def _check_no_jump_past_approval(after_model: Sequence[Hook]) -> None:
+    """A jump to TOOL from an afterModel hook that runs before an approval hook (one registered
+    after it: the chain runs last-registered first) would run gated calls unapproved."""
+    for position, hook in enumerate(after_model):
+        if not getattr(hook, "gates_tools", False):
+            continue
+        for earlier in after_model[:position]:
+            if JumpTo.TOOL in earlier.can_jump_to:
+                raise GraphSetupError(
+                    f"hook {earlier.full_name!r} may jump to TOOL from afterModel, and it runs "
+                    f"before {hook.full_name!r} there (afterModel hooks run last-registered "
+                    "first), so its jump would run tool calls that need approval without "
+                    f"asking; register {earlier.full_name!r} before {hook.full_name!r} in "
+                    "hooks=[...]"
+                )
+
+
 def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
     """The agent's StateGraph: nodes and edges exactly as the module docstring draws them."""
     check_unique(hooks)
@@ -92,6 +109,7 @@ def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
         "after_model": list(reversed(by_position["after_model"])),
         "after_agent": list(reversed(by_position["after_agent"])),
     }
+    _check_no_jump_past_approval(run_order["after_model"])
     names = {p: tuple(hook_node_name(h, p) for h in hs) for p, hs in run_order.items()}
     shape = AgentShape(
         entry=(names["before_agent"] + names["before_model"] + (MODEL_NODE,))[0],

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from graph_agent import Command, GraphInterrupted, InvalidResumeError, RunnableConfig, tool
+from graph_agent import (
+    Command,
+    GraphInterrupted,
+    GraphSetupError,
+    InvalidResumeError,
+    RunnableConfig,
+    tool,
+)
 from graph_agent.agent import (
     AgentCommand,
     HumanInTheLoopHook,
@@ -132,6 +139,42 @@ def test_a_rejected_call_never_runs_even_when_a_hook_jumps_to_tool():
     agent.invoke("mail bob", CFG)
     agent.invoke(Command(resume={"m1": {"decision": "reject", "reason": "no"}}), CFG)
     assert hook.pushes == 2 and sent == []
+
+
+def test_a_hook_that_could_jump_past_the_approval_to_the_tools_is_refused_at_build():
+    class FastPath(ModelHook):  # registered after the gate, so it runs before it
+        can_jump_to = (JumpTo.TOOL,)
+
+        def after_model(self, state, config):
+            return {"jump_to": JumpTo.TOOL} if state["messages"][-1].tool_calls else None
+
+    agent, _ = mail_agent("final", hooks=[FastPath()])
+
+    with pytest.raises(
+        GraphSetupError,
+        match=r"'FastPath.fast_path' may jump to TOOL.*"
+        r"register 'FastPath.fast_path' before 'HumanInTheLoopHook",
+    ):
+        agent.invoke("mail bob", CFG)
+    assert sent == []
+
+
+def test_a_hook_registered_before_the_approval_may_jump_to_the_tools_after_it():
+    class FastPath(ModelHook):  # runs after the gate: it sees the human's decisions
+        can_jump_to = (JumpTo.TOOL,)
+
+        def after_model(self, state, config):
+            return {"jump_to": JumpTo.TOOL} if state["messages"][-1].tool_calls else None
+
+    call = ToolCall("m1", "send_email", {"to": "bob", "body": "hi"})
+    model = ScriptedChatModel([AssistantMessage(tool_calls=[call]), "final"])
+    gate = HumanInTheLoopHook(approve={"send_email": "sends mail"})
+    agent = ReactAgent("mail", model, tools=[send_email], hooks=[FastPath(), gate])
+
+    paused = agent.invoke("mail bob", CFG)
+    assert paused.interrupts and sent == []
+    agent.invoke(Command(resume={"m1": "approve"}), CFG)
+    assert sent == [{"to": "bob", "body": "hi"}]
 
 
 def test_a_gated_call_without_a_decision_is_refused_and_stays_pending():
