@@ -89,20 +89,21 @@ class HumanInTheLoopHook(ModelHook):
         gated = [call for call in pending_tool_calls(messages) if call.name in self.approve]
         if not gated:
             return None
-        decisions = interrupt(
-            {
-                "tool_calls": [
-                    {
-                        "id": call.id,
-                        "name": call.name,
-                        "arguments": call.arguments,
-                        "description": self.approve[call.name],
-                    }
-                    for call in gated
-                ]
-            }
-        )
+        decisions = interrupt({"tool_calls": [self._shown(call) for call in gated]})
         return self._apply(state, gated, decisions)
+
+    def _shown(self, call: Any) -> dict[str, Any]:
+        """A gated call as the human sees it; arguments that were not valid JSON come as the
+        model sent them (``raw_arguments``), since ``arguments`` is then empty."""
+        shown = {
+            "id": call.id,
+            "name": call.name,
+            "arguments": call.arguments,
+            "description": self.approve[call.name],
+        }
+        if call.has_malformed_arguments:
+            shown["raw_arguments"] = call.raw_arguments
+        return shown
 
     def _apply(self, state: OverAllState, gated: list[Any], decisions: Any) -> dict[str, Any]:
         if not isinstance(decisions, Mapping):

@@ -75,6 +75,19 @@ def test_a_listed_tool_pauses_the_run_before_anything_runs():
     assert agent.get_state(CFG).interrupts == (pending,)
 
 
+def test_a_call_whose_arguments_were_not_valid_json_shows_the_human_what_the_model_sent():
+    bad = ToolCall("m1", "send_email", {}, raw_arguments='{"to": "bob", "body": "hi"')
+    gate = HumanInTheLoopHook(approve={"send_email": "sends mail"})
+    model = ScriptedChatModel([AssistantMessage(tool_calls=[bad]), "done"])
+    agent = ReactAgent("mail", model, tools=[send_email], hooks=[gate])
+
+    (pending,) = agent.invoke("mail bob", CFG).interrupts
+
+    (shown,) = pending.value["tool_calls"]
+    assert shown["arguments"] == {}
+    assert shown["raw_arguments"] == '{"to": "bob", "body": "hi"'
+
+
 def test_call_raises_graph_interrupted_when_approval_is_needed():
     agent, _ = mail_agent("done")
     with pytest.raises(GraphInterrupted) as info:
