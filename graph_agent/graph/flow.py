@@ -294,6 +294,13 @@ class _Flow:
                 node=START,
                 step=self.loop.step,
             )
+        for key in input:
+            if not isinstance(key, str):
+                raise InvalidUpdateError(
+                    f"the input has the key {key!r}: state keys must be strings",
+                    node=START,
+                    step=self.loop.step,
+                )
         self.loop.apply_writes([(START, dict(input))], self.loop.step)
         self.loop.route_from_start(self.config)
 

@@ -409,6 +409,11 @@ def test_the_input_must_be_a_dict(driver):
         driver.invoke(fan_graph(), "hello")
 
 
+def test_input_keys_must_be_strings_as_node_keys_must(driver):
+    with pytest.raises(InvalidUpdateError, match=r"the input has the key 1: state keys must be"):
+        driver.invoke(fan_graph(), {1: "x"})
+
+
 def test_a_sync_function_returning_a_coroutine_is_awaited(driver):
     async def later(state):
         return {"x": 5}
