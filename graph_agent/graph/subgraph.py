@@ -19,6 +19,7 @@ With a saver, the child keeps its own checkpoints in the parent's thread, under 
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -73,10 +74,9 @@ def run_nested(
         )
         app, child_input = child.with_saver(None), fresh_input()
     else:
-        parent_ns = f"{task.checkpoint_ns}|" if task.checkpoint_ns else ""
         child_config = RunnableConfig(
             thread_id=config.thread_id,
-            checkpoint_ns=parent_ns + place,
+            checkpoint_ns=_namespace(task, place),
             max_steps=steps,
             max_concurrency=config.max_concurrency,
             metadata=config.metadata,
@@ -101,6 +101,30 @@ def run_nested(
             breakpoints=_breakpoints(saver, child_config, final.interrupts),
         )
     return final
+
+
+def _namespace(task: TaskContext, place: str) -> str:
+    """The checkpoint namespace of the graph ``task`` runs at ``place`` (nested in its own)."""
+    return f"{task.checkpoint_ns}|{place}" if task.checkpoint_ns else place
+
+
+def _first_values(saver: Any, thread_id: str | None, namespace: str) -> dict[str, Any] | None:
+    """The values of the first checkpoint in ``namespace`` (a child's input), or ``None``
+    when there is none (or it was pruned).
+
+    Keys the child never wrote keep that checkpoint's id as their version, so the oldest
+    version usually names it: one read instead of the whole history."""
+    newest = saver.get(thread_id, None, namespace)
+    if newest is None:
+        return None
+    first = min(newest.versions.values(), default=None)
+    candidate = saver.get(thread_id, first, namespace) if first is not None else None
+    if candidate is None or candidate.parent_id is not None:  # every key was rewritten
+        oldest = collections.deque(saver.list(thread_id, checkpoint_ns=namespace), maxlen=1)
+        candidate = oldest[0] if oldest else None
+    if candidate is None or candidate.parent_id is not None:
+        return None
+    return dict(candidate.values)
 
 
 def _where_to_start(
@@ -169,7 +193,7 @@ class SubgraphNode:
         append_keys: The parent's append keys, for which only new items are handed back.
         input: Builds the child's input from the parent's state (default: every key).
         output: Builds the parent's update from (parent state, child's final values) (default:
-            every key the child changed).
+            every key the child changed from its input).
         max_steps: A step budget the child needs (an agent's), when above the caller's.
     """
 
@@ -185,7 +209,7 @@ class SubgraphNode:
         self.child = child
         self.append_keys = append_keys
         self.make_input = input or _all_keys
-        self.make_output = output or self._changed_keys
+        self.make_output = output
         self.max_steps = max_steps
 
     @property
@@ -197,34 +221,44 @@ class SubgraphNode:
         # after update_state on a paused parent, the task keeps the namespace of the one it
         # took over, where the child waits
         place = f"{task.node}:{task.recorded(SUBGRAPH_TASK, task.id)}" if task else self.name
+        given: list[dict[str, Any]] = []
+
+        def fresh_input() -> dict[str, Any]:
+            given.append(self.make_input(state))
+            return given[-1]
+
         try:
-            final = run_nested(
-                self.child,
-                lambda: self.make_input(state),
-                config,
-                place,
-                max_steps=self.max_steps,
-            )
+            final = run_nested(self.child, fresh_input, config, place, max_steps=self.max_steps)
         except ParentCommand as handoff:
             command = handoff.command
             return Command(goto=command.goto, update=command.update)
-        return self.make_output(state, final.data())
+        if self.make_output is not None:
+            return self.make_output(state, final.data())
+        if given:  # the child ran from its input in this call: the common case
+            return self._changed_keys(given[-1], final.data())
+        # resumed (or found finished): its input is its first checkpoint, not the parent's
+        # state now, which update_state may have changed while the child waited
+        started = None
+        if task is not None and task.saver is not None:
+            started = _first_values(task.saver, task.thread_id, _namespace(task, place))
+        return self._changed_keys(started if started is not None else state, final.data())
 
-    def _changed_keys(self, parent: OverAllState, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The child's final values as a parent update: changed keys only; for append keys
-        the items added after the parent's, or the whole list when the child rewrote it."""
+    def _changed_keys(self, before: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+        """The child's final values as a parent update: the keys it changed from its input
+        ``before``; for append keys the items it appended, or the whole list when it rewrote
+        it. Keys it left alone are not handed back (the parent may have changed them since)."""
         update: dict[str, Any] = {}
         for key, value in values.items():
-            old = parent.value(key)
+            old = before.get(key)
             if key in self.append_keys and isinstance(value, SeqView | list):
-                before = list(old) if old is not None else []
+                earlier = list(old) if old is not None else []
                 items = list(value)
-                if items[: len(before)] == before:
-                    if len(items) > len(before):
-                        update[key] = items[len(before) :]
+                if items[: len(earlier)] == earlier:
+                    if len(items) > len(earlier):
+                        update[key] = items[len(earlier) :]
                 else:
                     update[key] = ReplaceAll(items)
-            elif key not in parent or old != value:
+            elif key not in before or old != value:
                 update[key] = value
         return update
 

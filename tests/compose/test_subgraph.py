@@ -368,6 +368,30 @@ def test_an_answer_after_update_state_reaches_the_child_waiting_for_it(caller):
     assert runs.count == {"prep": 1, "before": 1, "after": 1}
 
 
+def test_a_resumed_child_hands_back_no_key_it_left_alone_after_update_state(caller):
+    runs = Runs()
+    child = chain("child", ["before", "ask"], runs, extra={"ask": ask}).compile()
+    app = parent_around(child, runs, MemorySaver())
+    caller.invoke(app, {"log": [], "x": 0}, CFG)
+
+    app.update_state(CFG, {"x": 1})
+
+    final = caller.invoke(app, Command(resume="yes"), CFG)
+    assert final.data() == {"log": ["prep", "before", "ask:yes", "after"], "x": 1}
+
+
+def test_a_resumed_child_hands_back_only_the_items_it_appended_after_update_state(caller):
+    runs = Runs()
+    child = chain("child", ["before", "ask"], runs, extra={"ask": ask}).compile()
+    app = parent_around(child, runs, MemorySaver())
+    caller.invoke(app, {"log": []}, CFG)  # the child changes every key it was given
+
+    app.update_state(CFG, {"log": "note"})
+
+    final = caller.invoke(app, Command(resume="yes"), CFG)
+    assert list(final["log"]) == ["prep", "note", "before", "ask:yes", "after"]
+
+
 def test_none_passes_a_static_breakpoint_of_the_child_once(caller):
     runs = Runs()
     child = chain("child", ["a", "b"], runs).compile(
