@@ -91,6 +91,11 @@ class RunnableConfig:
     cancel: CancelSignal | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.thread_id is not None and type(self.thread_id) is not str:
+            raise TypeError(
+                f"RunnableConfig(thread_id={self.thread_id!r}): a thread id is a string, e.g. "
+                f"RunnableConfig(thread_id={str(self.thread_id)!r})"
+            )
         if not self.thread_id and self.thread_id is not None:
             raise ValueError(
                 f"RunnableConfig(thread_id={self.thread_id!r}) names no thread: pass a "

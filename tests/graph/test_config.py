@@ -20,6 +20,12 @@ def test_an_empty_thread_id_is_refused_on_replace_too():
         dataclasses.replace(RunnableConfig(thread_id="t"), thread_id="")
 
 
+@pytest.mark.parametrize("thread", [5, b"t1", ("t", 1)])
+def test_a_thread_id_that_is_not_a_string_is_refused_naming_the_fix(thread):
+    with pytest.raises(TypeError, match=r"a thread id is a string, e\.g\. RunnableConfig"):
+        RunnableConfig(thread_id=thread)
+
+
 def one_node_app(saver=None):
     g = StateGraph("one")
     g.add_node("a", lambda s: {"x": 1}).add_edge(START, "a").add_edge("a", END)
