@@ -530,7 +530,7 @@ def _in_parallel(jobs: Sequence[Any], limit: int) -> list[Any]:
     A job that raises (a handoff, a pause, a bug) lets the running ones finish before the
     error is raised, so none is left running behind the caller's back; after a handoff no new
     job starts. Pauses of several jobs are raised together, as one, which keeps what each
-    says of its interrupts (raised by a nested graph, static breakpoints).
+    says of its interrupts (raised by a nested graph, static breakpoints, their scopes).
     """
     results: list[Any] = [None] * len(jobs)
     errors: dict[int, BaseException] = {}
@@ -560,6 +560,7 @@ def _in_parallel(jobs: Sequence[Any], limit: int) -> list[Any]:
                 [i for pause in pauses for i in pause.interrupts],
                 nested=frozenset().union(*(pause.nested for pause in pauses)),
                 breakpoints=frozenset().union(*(pause.breakpoints for pause in pauses)),
+                scopes={k: v for pause in pauses for k, v in pause.scopes.items()},
             )
         raise next(e for e in raised if not isinstance(e, GraphInterrupted))
     return results

@@ -22,7 +22,7 @@ Every message says what was wrong, where (node, key, step) and how to fix it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -113,7 +113,10 @@ class GraphInterrupted(BaseException):
     Raised by a graph run inside a node (a subgraph, an agent), it also says which of its
     interrupts came from that nested run (``nested``: their ids derive from the nested graph's
     tasks, not from the node's) and which of those are static breakpoints (``breakpoints``:
-    ``invoke(None)`` passes them once, as it does at the top level).
+    ``invoke(None)`` passes them once, as it does at the top level). ``scopes`` gives, for the
+    node's own interrupts raised inside an ``InterruptScope`` (a tool call), the scope's key
+    and the interrupt's index in it: what their ids derive from besides the task, so that
+    ``update_state`` can derive the ids a re-run will use.
     """
 
     def __init__(
@@ -122,10 +125,12 @@ class GraphInterrupted(BaseException):
         *,
         nested: Collection[str] = (),
         breakpoints: Collection[str] = (),
+        scopes: Mapping[str, tuple[str, int]] | None = None,
     ) -> None:
         self.interrupts: tuple[Interrupt, ...] = tuple(interrupts)
         self.nested: frozenset[str] = frozenset(nested)
         self.breakpoints: frozenset[str] = frozenset(breakpoints)
+        self.scopes: Mapping[str, tuple[str, int]] = scopes if scopes is not None else {}
         ids = ", ".join(i.id for i in self.interrupts)
         super().__init__(f"run paused on {len(self.interrupts)} interrupt(s): {ids}")
 

@@ -39,6 +39,7 @@ from graph_agent.graph.pending import (
     INTERRUPT,
     NESTED,
     RESUME,
+    SCOPED,
     SUBGRAPH_CONSUMED,
     SUBGRAPH_TASK,
     WRITE,
@@ -49,6 +50,7 @@ from graph_agent.graph.runtime import (
     CallContext,
     TaskContext,
     derive_id,
+    scoped_interrupt_id,
     task_id_for,
 )
 from graph_agent.graph.state import OverAllState
@@ -227,8 +229,10 @@ class _Flow:
         and a passed-once breakpoint move to the new task ids, each interrupt id re-derived as
         the re-run node will derive it, so the same ``Command(resume=...)`` answers it.
 
-        Interrupts raised by a graph nested in the task keep their ids, and so does the nested
-        graph its namespace (the :data:`SUBGRAPH_TASK` record): it resumes where it waits."""
+        Interrupts raised inside an ``InterruptScope`` (a tool call) are renamed from their
+        scope key and index in it (the :data:`SCOPED` write). Interrupts raised by a graph
+        nested in the task keep their ids, and so does the nested graph its namespace (the
+        :data:`SUBGRAPH_TASK` record): it resumes where it waits."""
         thread, step = self.thread_id, self.loop.step + 1
         for node in self.loop.next:
             old_id = task_id_for(thread, old_checkpoint, node)
@@ -246,12 +250,19 @@ class _Flow:
             items = old.interrupts.get(old_id, [])
             static_ids = old.static_ids
             own = [i for i in items if i.id not in static_ids and i.id not in nested]
-            renamed = {
-                item.id: Interrupt(
-                    derive_id("interrupt", thread, step, new_id, index), item.value, item.node
-                )
-                for index, item in enumerate(own)
-            }
+            scopes = old.scopes.get(old_id, {})
+            renamed: dict[str, Interrupt] = {}
+            moved_scopes: dict[str, tuple[str, int]] = {}
+            index = 0  # interrupts outside a scope are numbered per task, in the order raised
+            for item in own:
+                scope = scopes.get(item.id)
+                if scope is None:
+                    new_item_id = derive_id("interrupt", thread, step, new_id, index)
+                    index += 1
+                else:
+                    new_item_id = scoped_interrupt_id(thread, step, new_id, *scope)
+                    moved_scopes[new_item_id] = scope
+                renamed[item.id] = Interrupt(new_item_id, item.value, item.node)
             kept = [i for i in items if i.id in nested]
             raised = [*renamed.values(), *(i for i in kept if i.id not in static_ids)]
             if raised:
@@ -276,6 +287,8 @@ class _Flow:
                 writes.append((BREAKPOINT, breakpoints))
             if nested:
                 writes.append((NESTED, {"node": nested_in, "ids": sorted(nested)}))
+            if moved_scopes:
+                writes.append((SCOPED, {i: [key, at] for i, (key, at) in moved_scopes.items()}))
             if writes:
                 yield self._put_writes(new_id, writes)
 
@@ -603,6 +616,8 @@ class _Flow:
                     writes.append(self.pending.stored(task_id, static=True))
                 if paused.nested:
                     writes.append(self.pending.add_nested(task_id, task.node.name, paused.nested))
+                if paused.scopes:
+                    writes.append(self.pending.add_scopes(task_id, paused.scopes))
                 yield self._put_writes(task_id, writes)
             elif blocked and task.context.id in blocked:
                 task_id = task.context.id

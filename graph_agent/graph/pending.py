@@ -4,7 +4,8 @@ resumable.
 Savers store pending writes as ``(task id, channel, value)``; the channels are a finished
 node's write (:data:`WRITE`), interrupts raised by ``interrupt()`` (:data:`INTERRUPT`) or by a
 static breakpoint (:data:`BREAKPOINT`), resume values given (:data:`RESUME`), which of a task's
-interrupts a graph nested in it raised (:data:`NESTED`), and sub-task records
+interrupts a graph nested in it raised (:data:`NESTED`), the scope each of its interrupts raised
+inside an ``InterruptScope`` came from (:data:`SCOPED`), and sub-task records
 (``RECORD_PREFIX`` + key). :class:`Pending` reads them back for the flow.
 """
 
@@ -22,6 +23,7 @@ INTERRUPT = "__interrupt__"
 BREAKPOINT = "__breakpoint__"
 RESUME = "__resume__"
 NESTED = "__nested__"
+SCOPED = "__scoped__"
 
 SUBGRAPH_TASK = "__subgraph_task__"
 """Record key: the task id a subgraph node's namespace derives from, when the task took over
@@ -49,6 +51,9 @@ class Pending:
         self.static_ids: set[str] = set()
         self.nested: dict[str, tuple[str, frozenset[str]]] = {}
         """Per task that ran a graph which paused: (the task's node, the nested ids)."""
+        self.scopes: dict[str, dict[str, tuple[str, int]]] = {}
+        """Per task: interrupt id → (scope key, index in the scope), for the interrupts it
+        raised inside an ``InterruptScope``."""
         for write in writes:
             task_id, channel, value = write.task_id, write.channel, write.value
             if channel == WRITE:
@@ -58,6 +63,8 @@ class Pending:
                     self.add_interrupt(task_id, item, static=channel == BREAKPOINT)
             elif channel == NESTED:
                 self.nested[task_id] = (value["node"], frozenset(value["ids"]))
+            elif channel == SCOPED:
+                self.scopes[task_id] = {i: (key, index) for i, (key, index) in value.items()}
             elif channel == RESUME:
                 self.resume.setdefault(task_id, {}).update(value)
             elif channel.startswith(RECORD_PREFIX):
@@ -82,6 +89,13 @@ class Pending:
         ids = ids | earlier[1] if earlier is not None else ids
         self.nested[task_id] = (node, ids)
         return (NESTED, {"node": node, "ids": sorted(ids)})
+
+    def add_scopes(self, task_id: str, scopes: Mapping[str, tuple[str, int]]) -> tuple[str, Any]:
+        """Note the scopes of interrupts ``task_id`` raised; returns the pending write that
+        stores them all (writes replace)."""
+        known = self.scopes.setdefault(task_id, {})
+        known.update(scopes)
+        return (SCOPED, {i: [key, index] for i, (key, index) in known.items()})
 
     def stored(self, task_id: str, *, static: bool) -> tuple[str, list[Interrupt]]:
         """The whole interrupt list of a task, as one pending write (writes replace)."""

@@ -167,6 +167,14 @@ class InterruptScope:
         return f"InterruptScope(key={self.key!r})"
 
 
+def scoped_interrupt_id(
+    thread_id: str | None, step: int, task_id: str, scope_key: str, index: int
+) -> str:
+    """The id of the ``index``-th ``interrupt()`` inside ``InterruptScope(scope_key)`` of a
+    task (also what ``update_state`` renames such an interrupt to for the task taking over)."""
+    return derive_id("interrupt", thread_id, step, task_id, "scope", scope_key, index)
+
+
 def current_task() -> TaskContext | None:
     """The task running in this context, or ``None`` outside a node."""
     return _current_task.get()
@@ -212,13 +220,16 @@ def interrupt(value: Any) -> Any:
     if scope is not None and scope.task is task:
         index = scope.count
         scope.count += 1
-        interrupt_id = derive_id(
-            "interrupt", task.thread_id, task.step, task.id, "scope", scope.key, index
+        interrupt_id = scoped_interrupt_id(task.thread_id, task.step, task.id, scope.key, index)
+        if interrupt_id in task._resume:
+            return task._resume[interrupt_id]
+        raise GraphInterrupted(
+            [Interrupt(interrupt_id, value, task.node)],
+            scopes={interrupt_id: (scope.key, index)},
         )
-    else:
-        index = task._interrupt_count
-        task._interrupt_count += 1
-        interrupt_id = derive_id("interrupt", task.thread_id, task.step, task.id, index)
+    index = task._interrupt_count
+    task._interrupt_count += 1
+    interrupt_id = derive_id("interrupt", task.thread_id, task.step, task.id, index)
     if interrupt_id in task._resume:
         return task._resume[interrupt_id]
     raise GraphInterrupted([Interrupt(interrupt_id, value, task.node)])

@@ -141,6 +141,34 @@ def test_parallel_tools_that_interrupt_get_their_own_answers_by_id_in_any_order(
     ]
 
 
+@pytest.mark.parametrize("people", [["alice"], ["alice", "bob"]], ids=["one", "parallel"])
+def test_tool_calls_that_interrupt_get_their_answers_by_id_after_update_state(people):
+    @tool
+    def ask(who: str) -> str:
+        """Ask a person two questions."""
+        return ", ".join(str(interrupt({"who": who, "question": q})) for q in ("name", "age"))
+
+    batch = calls(*((who[0], "ask", {"who": who}) for who in people))
+    agent = ReactAgent("asker", ScriptedChatModel([batch, "done"]), tools=[ask])
+    config = cfg()
+
+    def update_then_answer(paused):
+        agent.update_state(config, {"note": "edited"})
+        pending = agent.get_state(config).interrupts
+        assert [i.value for i in pending] == [i.value for i in paused.interrupts]
+        answers = {i.id: f"{i.value['who']}'s {i.value['question']}" for i in pending}
+        return agent.invoke(Command(resume=answers), config)
+
+    second = update_then_answer(agent.invoke("ask", config))  # the names
+    final = update_then_answer(second)  # the ages, the names answered before the update
+
+    assert final.interrupts == ()
+    results = [m for m in final["messages"] if isinstance(m, ToolResponseMessage)]
+    assert [(r.tool_call_id, r.content) for r in results] == [
+        (who[0], f"{who}'s name, {who}'s age") for who in people
+    ]
+
+
 def test_max_parallel_tools_bounds_how_many_tool_calls_run_at_once():
     lock = threading.Lock()
     running = [0]
