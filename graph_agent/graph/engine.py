@@ -495,9 +495,9 @@ class Loop:
 
         An append key is also stored whole again once :data:`FULL_AFTER` deltas or more follow
         its last full copy and the list has at least tripled since that copy. So the deltas a
-        load reads stay within ``FULL_AFTER`` or twice the items of that copy (when each
-        appends something), and the full copies add up to at most 1.5 times the list: storage
-        stays linear in the steps (a copy every 64 steps would make it quadratic again).
+        load reads stay within ``FULL_AFTER`` or twice the items of that copy (a write that
+        appends nothing stores nothing), and the full copies add up to at most 1.5 times the
+        list: storage stays linear in the steps (a copy every 64 steps would be quadratic).
         """
         blobs: dict[str, Blob] = {}
         logs, versions, append_base, chains = (
@@ -522,7 +522,10 @@ class Loop:
                     blobs[key] = _new_blob(Blob, ("full", list(items), None))
                     chains[key] = (0, len(items))
                 else:
-                    blobs[key] = _new_blob(Blob, ("delta", items[append_base.get(key, 0) :], base))
+                    start = append_base.get(key, 0)
+                    if start == len(items):  # nothing appended (a write of []): nothing to store
+                        continue
+                    blobs[key] = _new_blob(Blob, ("delta", items[start:], base))
                     chains[key] = (deltas + 1, full_size)
                 append_base[key] = len(items)
             versions[key] = checkpoint_id

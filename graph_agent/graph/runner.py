@@ -226,10 +226,12 @@ def check_config(config: Any, method: str) -> RunnableConfig:
         known = [f"{name}={given[name]!r}" for name in _FIELDS_BY_ID if name in given]
         if known:
             fix = f"RunnableConfig({', '.join(known)})"
-    shown = repr(config)
-    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    # what was given, by type and key names only: its values may hold secrets
+    shown = type(config).__name__
+    if isinstance(config, Mapping):
+        shown += f" with keys {', '.join(map(repr, list(config)[:8]))}"
     raise TypeError(
-        f"{method}() takes a RunnableConfig as its config, not {type(config).__name__} {shown}: "
+        f"{method}() takes a RunnableConfig as its config, not a {shown}: "
         f"pass {fix} (from graph_agent import RunnableConfig)"
     )
 

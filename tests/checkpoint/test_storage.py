@@ -103,3 +103,19 @@ def test_the_chain_count_carries_over_from_call_to_call():
     depths = deltas_behind(saver, "turns")
     assert max(depths) <= 130
     assert depths.count(0) == 3
+
+
+def test_a_write_that_appends_nothing_stores_nothing(saver):
+    g = StateGraph("ticks", key_strategies={"log": AppendStrategy()})
+    g.add_node("tick", lambda s: {"log": [], "n": s["n"] + 1})
+    g.add_edge(START, "tick")
+    g.add_conditional_edges("tick", lambda s: END if s["n"] >= 100 else "tick")
+    app = g.compile(CompileConfig(saver=saver))
+    config = RunnableConfig(thread_id="ticks", max_steps=1000)
+
+    app.invoke({"log": ["a", "b"], "n": 0}, config)
+
+    newest = saver.get("ticks")
+    assert newest.values["log"] == ["a", "b"] and newest.values["n"] == 100
+    assert newest.chains == {}  # read from the input's full copy: no empty deltas in between
+    assert newest.versions["log"] == list(saver.list("ticks"))[-1].id

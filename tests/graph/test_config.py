@@ -39,10 +39,19 @@ FIX = re.escape("pass RunnableConfig(thread_id='t1')")
 @pytest.mark.parametrize("saver", [None, MemorySaver()], ids=["no saver", "memory"])
 def test_a_dict_config_is_refused_naming_the_runnable_config_to_pass(driver, saver):
     app = one_node_app(saver)
-    with pytest.raises(TypeError, match=r"invoke\(\) takes a RunnableConfig.*not dict.*" + FIX):
+    with pytest.raises(TypeError, match=r"invoke\(\) takes a RunnableConfig.*not a dict.*" + FIX):
         driver.invoke(app, {}, LANGGRAPH_STYLE)
     with pytest.raises(TypeError, match=r"stream\(\) takes a RunnableConfig.*" + FIX):
         driver.stream(app, {}, {"thread_id": "t1"})
+
+
+def test_a_refused_config_is_described_without_its_values():
+    config = {"configurable": {"thread_id": "t1", "api_key": "sk-live-abcdef123456"}}
+    with pytest.raises(TypeError) as caught:
+        one_node_app().invoke({}, config)
+    message = str(caught.value)
+    assert "sk-live" not in message
+    assert "not a dict with keys 'configurable'" in message and "thread_id='t1'" in message
 
 
 @pytest.mark.parametrize("method", ["get_state", "get_state_history", "update_state"])
