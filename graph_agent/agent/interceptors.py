@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any
 
-from graph_agent.graph.errors import ModelError
+from graph_agent.graph.errors import GraphCancelledError, ModelError
 from graph_agent.graph.runtime import emit_chunk
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.messages import (
@@ -292,6 +292,9 @@ class ModelFallbackInterceptor(ModelInterceptor):
             raise error from first
 
 
+_ATTEMPT_RECORD = "tool_attempt:"  # a task record: the attempt a retried call is in
+
+
 class ToolRetryInterceptor(ToolInterceptor):
     """Retries a tool call that raised, up to ``max_retries`` times.
 
@@ -299,7 +302,9 @@ class ToolRetryInterceptor(ToolInterceptor):
     its own, ``attempt`` counting up): a call that timed out was abandoned with its event set,
     and the retry must not start out cancelled. Calls that cannot succeed on another attempt
     fail at once: an unknown tool and arguments that do not fit the tool
-    (:class:`~graph_agent.tools.ToolArgumentsError`).
+    (:class:`~graph_agent.tools.ToolArgumentsError`); a cancelled run is not retried either.
+    The attempt under way is recorded in the task, so a call that paused (an agent tool asking
+    for approval) resumes in that attempt, not in the one that failed before it.
     """
 
     def __init__(self, max_retries: int = 2, backoff: float = 0.0) -> None:
@@ -307,13 +312,18 @@ class ToolRetryInterceptor(ToolInterceptor):
         self.backoff = backoff
 
     def intercept(self, request: ToolCallRequest, call_next: ToolCallFn) -> ToolResponseMessage:
-        for attempt in range(self.max_retries + 1):
+        task = request.config.task if request.config is not None else None
+        key = f"{_ATTEMPT_RECORD}{request.call.id}"
+        first = task.recorded(key, 0) if task is not None else 0
+        for attempt in range(first, self.max_retries + 1):
             if attempt:
                 context = replace(request.context, cancelled=threading.Event(), attempt=attempt)
                 request = replace(request, context=context)
+                if task is not None and attempt != first:
+                    task.record(key, attempt)
             try:
                 return call_next(request)
-            except ToolArgumentsError:
+            except (ToolArgumentsError, GraphCancelledError):
                 raise
             except Exception:
                 if attempt == self.max_retries or request.tool is None:

@@ -24,7 +24,12 @@ from graph_agent.agent.interceptors import (
     run_model_call,
     stream_to_caller,
 )
-from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, ParentCommand
+from graph_agent.graph.errors import (
+    GraphCancelledError,
+    GraphInterrupted,
+    GraphRuntimeError,
+    ParentCommand,
+)
 from graph_agent.graph.execution import wait_delivering
 from graph_agent.graph.runtime import InterruptScope, TaskContext
 from graph_agent.graph.state import OverAllState
@@ -480,6 +485,8 @@ class ToolNode:
         try:
             response = chain_tool(agent.tool_interceptors, self._invoke)(request)
         except Exception as exc:
+            if isinstance(exc, GraphCancelledError) and _is_set(config.cancel):
+                raise  # the run stops (an agent tool stopped with it): the call runs again later
             response = error_response(call, _describe(exc, call))
         if not isinstance(response, ToolResponseMessage):
             raise TypeError(
@@ -510,6 +517,10 @@ class ToolNode:
             cut = len(response.content) - limit
             fixes["content"] = response.content[:limit] + f"\n[... {cut} more characters truncated]"
         return response.model_copy(update=fixes) if fixes else response
+
+
+def _is_set(cancel: Any) -> bool:
+    return cancel is not None and bool(cancel.is_set())
 
 
 def error_response(call: ToolCall, text: str) -> ToolResponseMessage:

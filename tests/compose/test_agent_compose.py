@@ -17,6 +17,7 @@ from graph_agent import (
     AssistantMessage,
     Command,
     CompileConfig,
+    GraphCancelledError,
     HumanInTheLoopHook,
     InvalidUpdateError,
     MemorySaver,
@@ -310,6 +311,61 @@ def test_an_agent_tool_retried_after_a_timeout_runs_again_beside_the_abandoned_a
     assert replies == ["first", "retry"]
     retry = RunnableConfig(thread_id="t1", checkpoint_ns=tool_namespace(boss, "worker", "c1", 1))
     assert texts(boss.get_state(retry).values) == ["dig", "answer from the retry"]
+
+
+def test_a_retried_agent_tool_that_pauses_resumes_in_the_attempt_that_paused():
+    model_calls: list[str] = []
+
+    def flaky(request: Any) -> Any:
+        model_calls.append(type(request.messages[-1]).__name__)
+        if len(model_calls) == 1:
+            raise RuntimeError("transient model failure")  # attempt 0 fails here
+        if isinstance(request.messages[-1], ToolResponseMessage):
+            return "mail sent"
+        return calls((f"s{len(model_calls)}", "lookup", {"topic": "mail"}))
+
+    gate = HumanInTheLoopHook(approve={"lookup": "needs approval"})
+    worker = scripted("worker", *[flaky] * 6, tools=[lookup], hooks=[gate])
+    boss = scripted(
+        "boss",
+        calls(("c1", "worker", {"request": "mail bob"})),
+        lambda request: f"boss: {request.messages[-1].text}",
+        tools=[worker.as_tool()],
+        tool_interceptors=[ToolRetryInterceptor(1)],
+    )
+
+    (pause,) = boss.invoke("go", CFG).interrupts  # attempt 1 asks for approval
+    assert [c["id"] for c in pause.value["tool_calls"]] == ["s2"]
+    final = boss.invoke(Command(resume={"s2": "approve"}), CFG)
+
+    assert final.interrupts == () and texts(final)[-1] == "boss: mail sent"
+    assert looked_up == ["mail"]
+    assert len(model_calls) == 3  # the failure, the call asking approval, the answer
+
+
+def test_a_cancel_while_an_agent_tool_works_stops_the_caller_and_the_tool_runs_on_later():
+    cancel = threading.Event()
+
+    def cancelling(request: Any) -> Any:
+        cancel.set()  # the caller is cancelled while the worker is mid-run
+        return calls(("w1", "lookup", {"topic": "x"}))
+
+    worker = scripted("worker", cancelling, "worker answer", tools=[lookup])
+    boss = scripted(
+        "boss",
+        calls(("c1", "worker", {"request": "dig"})),
+        lambda request: f"boss: {request.messages[-1].text}",
+        tools=[worker.as_tool()],
+        tool_interceptors=[ToolRetryInterceptor(2)],
+    )
+
+    with pytest.raises(GraphCancelledError, match="during step 1, which runs __tool__"):
+        boss.invoke("go", RunnableConfig(thread_id="t1", cancel=cancel))
+    stored = boss.get_state(CFG).values["messages"]
+    assert not any(isinstance(m, ToolResponseMessage) for m in stored)  # nothing recorded
+
+    final = boss.invoke(None, CFG)
+    assert texts(final)[-1] == "boss: worker answer"
 
 
 def worker_running(agent: Any, config: RunnableConfig) -> bool:
