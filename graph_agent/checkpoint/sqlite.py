@@ -10,6 +10,7 @@ become SQL text. One run per thread across processes: a lease row taken under
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import os
 import socket
@@ -336,6 +337,7 @@ class SqliteSaver(CheckpointSaver):
         delete committed meanwhile (by any process) is seen whole or not at all."""
         with self._lock:
             self._conn.execute("BEGIN")
+            done = False
             try:
                 if checkpoint_id is None:
                     row = self._conn.execute(
@@ -349,9 +351,15 @@ class SqliteSaver(CheckpointSaver):
                         "AND checkpoint_ns = ? AND checkpoint_id = ?",
                         (thread, ns, checkpoint_id),
                     ).fetchone()
-                return None if row is None else self._load(thread, ns, row[0])
+                checkpoint = None if row is None else self._load(thread, ns, row[0])
+                done = True
             finally:
-                self._conn.execute("COMMIT")
+                if done:
+                    self._conn.execute("COMMIT")
+                elif self._conn.in_transaction:  # never hide the error that got us here
+                    with contextlib.suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
+            return checkpoint
 
     def delete_thread(self, thread_id: str) -> None:
         with self._transaction() as conn:

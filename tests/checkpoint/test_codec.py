@@ -69,3 +69,6 @@ def test_a_saver_refuses_a_damaged_stored_header(tmp_path):
 
     with pytest.raises(SerializationError, match="'0001' is damaged: field"):
         saver.get("t")
+    assert not saver._conn.in_transaction  # the failed read ended its transaction
+    saver.put(Checkpoint(id="0002", thread_id="u", step=0, metadata={"source": "input"}))
+    assert saver.get("u").id == "0002"
