@@ -106,7 +106,8 @@ class ToolCallRequest:
     """One tool call as tool interceptors see it; replace ``call`` to change the arguments.
 
     Attributes:
-        call: The model's tool call (``call.arguments`` are what the tool receives).
+        call: The model's tool call (``call.arguments`` are what the tool receives: a copy,
+            so editing it in place changes this call only, never the message in the history).
         tool: The tool of that name, or ``None`` when the agent has no such tool.
         state: The agent's state when the call was made (read-only).
         config: The run's config (``config.context`` holds per-run values).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
+import copy
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -476,7 +477,9 @@ class ToolNode:
             config=config,
         )
         request = ToolCallRequest(
-            call=call,
+            # the call's own arguments, not the history's: an interceptor editing them in place
+            # must not change the message the checkpoint holds (and the next model call sees)
+            call=call.model_copy(update={"arguments": copy.deepcopy(call.arguments)}),
             tool=agent.toolkit.get(call.name),
             state=state,
             config=config,

@@ -292,6 +292,32 @@ def test_a_tool_interceptor_can_repair_arguments_that_were_not_valid_json():
     assert (results(state)["c1"].is_error, results(state)["c1"].content) == (False, "found")
 
 
+def test_a_tool_interceptor_editing_arguments_in_place_leaves_the_history_alone():
+    received: list[dict] = []
+
+    @tool
+    def greet(user: str) -> str:
+        """Greet."""
+        received.append({"user": user})
+        return "hello"
+
+    class Mask(ToolInterceptor):
+        def intercept(self, request, call_next):
+            request.call.arguments["user"] = "***"  # in place, not with_arguments()
+            return call_next(request)
+
+    call = ToolCall("c1", "greet", {"user": "ada"})
+    model = ScriptedChatModel([AssistantMessage(tool_calls=[call]), "ok"])
+    agent = ReactAgent("a", model, tools=[greet], tool_interceptors=[Mask()])
+    config = RunnableConfig(thread_id="t")
+    state = agent.invoke("hi", config)
+
+    assert received == [{"user": "***"}]  # the tool got the edit
+    for history in (state["messages"], agent.get_state(config).values["messages"]):
+        assert history[1].tool_calls[0].arguments == {"user": "ada"}
+    assert model.requests[1].messages[1].tool_calls[0].arguments == {"user": "ada"}
+
+
 def test_model_retry_retries_a_failing_model_until_it_answers():
     model = ScriptedChatModel(
         [ModelError("overloaded", status_code=503), ModelError("again", status_code=503), "ok"]
