@@ -15,6 +15,7 @@ from graph_agent.agent.nodes import (
     last_assistant,
     pending_tool_calls,
     rejected_calls,
+    rejection_response,
 )
 from graph_agent.graph.errors import GraphRuntimeError, InvalidResumeError
 from graph_agent.graph.runtime import interrupt
@@ -250,7 +251,11 @@ class ToolCallLimitHook(ModelHook):
     """Stops the run before tool calls would exceed ``run_limit`` (this run) or
     ``thread_limit`` (the thread), for one tool (``tool_name``) or all: the pending calls are
     answered with an error and the run ends with a message (``"end"``), or
-    :class:`AgentLimitError` is raised (``"error"``)."""
+    :class:`AgentLimitError` is raised (``"error"``).
+
+    Calls a human rejected (by an approval hook that ran before this one in the afterModel
+    chain) never run, so they are not counted; when the limit ends the run, they keep the
+    human's reason as their result."""
 
     name = "tool_call_limit"
     can_jump_to: ClassVar[tuple[JumpTo, ...]] = (JumpTo.END,)
@@ -278,8 +283,19 @@ class ToolCallLimitHook(ModelHook):
         return made.get(self.tool_name, 0)
 
     def after_model(self, state: OverAllState, config: RunnableConfig) -> Any:
-        pending = pending_tool_calls(state.value("messages", ()))
-        wanted = [c for c in pending if self.tool_name is None or c.name == self.tool_name]
+        messages = state.value("messages", ())
+        pending = pending_tool_calls(messages)
+        if not pending:
+            return None
+        _, message = last_assistant(messages)
+        assert message is not None
+        # a call a human rejected (an approval hook that ran before this one) never runs
+        rejected = rejected_calls(state, message)
+        wanted = [
+            c
+            for c in pending
+            if c.id not in rejected and (self.tool_name is None or c.name == self.tool_name)
+        ]
         if not wanted:
             return None
         reached = _limit_reached(
@@ -294,9 +310,17 @@ class ToolCallLimitHook(ModelHook):
         text = f"Stopped: the {which}tool call limit ({reached}) was reached."
         if self.exit_behavior == "error":
             raise AgentLimitError(text)
-        answers: list[BaseMessage] = [error_response(call, f"Error: {text}") for call in pending]
+        answers: list[BaseMessage] = [
+            rejection_response(call, rejected[call.id])
+            if call.id in rejected
+            else error_response(call, f"Error: {text}")
+            for call in pending
+        ]
         answers.append(AssistantMessage(text, finish_reason="tool_call_limit"))
-        return {"messages": answers, "jump_to": JumpTo.END}
+        update: dict[str, Any] = {"messages": answers, "jump_to": JumpTo.END}
+        if state.value(REJECTED_KEY) is not None:
+            update[REJECTED_KEY] = None  # answered here, as the tool node would have
+        return update
 
 
 def _limit_reached(

@@ -131,8 +131,10 @@ def run_answer(state: OverAllState) -> AssistantMessage | None:
 def pending_tool_calls(messages: Sequence[BaseMessage]) -> list[ToolCall]:
     """Calls of the last assistant message that have no result yet.
 
-    A call a human rejected has a result (the rejection), so it is never pending: every route
-    into the tool node goes through this filter.
+    A call a human rejected has no result until the tool node answers it with the reason
+    (the rejection is held under :data:`REJECTED_KEY`, read with :func:`rejected_calls`), so
+    it is still listed here; the tool node answers it without running it. Code that needs the
+    calls that will actually run leaves out those in :func:`rejected_calls`.
     """
     index, message = last_assistant(messages)
     if message is None or not message.tool_calls:
@@ -449,7 +451,7 @@ class ToolNode:
     ) -> ToolResponseMessage:
         reason = rejected.get(call.id)
         if reason is not None:
-            return error_response(call, f"A human rejected this tool call: {reason}")
+            return rejection_response(call, reason)
         task: TaskContext | None = config.task
         key = f"{TOOL_RECORD}{call.id}"
         if task is not None:
@@ -528,6 +530,11 @@ def _is_set(cancel: Any) -> bool:
 
 def error_response(call: ToolCall, text: str) -> ToolResponseMessage:
     return ToolResponseMessage(tool_call_id=call.id, name=call.name, content=text, is_error=True)
+
+
+def rejection_response(call: ToolCall, reason: str) -> ToolResponseMessage:
+    """The result of a call a human rejected: the reason, as an error the model reads."""
+    return error_response(call, f"A human rejected this tool call: {reason}")
 
 
 def _describe(exc: Exception, call: ToolCall) -> str:

@@ -234,6 +234,48 @@ def test_tool_call_limit_with_error_behavior_raises_without_running_the_tools():
     assert ran == []
 
 
+def test_a_call_a_human_rejected_does_not_count_towards_the_tool_call_limit():
+    model = ScriptedChatModel(
+        [calls(("s1", "search", {"query": "x"}), ("c1", "add", {"a": 1, "b": 2})), "done"]
+    )
+    # afterModel hooks run last-registered first: the approval, then the limit
+    hooks = [ToolCallLimitHook(run_limit=1), HumanInTheLoopHook(approve={"search": "searches"})]
+    agent = ReactAgent("a", model, tools=[add, search], hooks=hooks)
+    assert agent.invoke("go", cfg()).interrupts
+    state = agent.invoke(Command(resume={"s1": {"decision": "reject", "reason": "no"}}), cfg())
+    assert ran == ["add"]
+    results = {
+        m.tool_call_id: m.text for m in state["messages"] if isinstance(m, ToolResponseMessage)
+    }
+    assert results == {"s1": "A human rejected this tool call: no", "c1": "3"}
+    assert state["messages"][-1].text == "done"
+
+
+def test_when_the_tool_call_limit_ends_the_run_a_rejected_call_keeps_the_humans_reason():
+    model = ScriptedChatModel(
+        [
+            calls(
+                ("s1", "search", {"query": "x"}),
+                ("c1", "add", {"a": 1, "b": 2}),
+                ("c2", "add", {"a": 3, "b": 4}),
+            ),
+            "never",
+        ]
+    )
+    hooks = [ToolCallLimitHook(run_limit=1), HumanInTheLoopHook(approve={"search": "searches"})]
+    agent = ReactAgent("a", model, tools=[add, search], hooks=hooks)
+    agent.invoke("go", cfg())
+    state = agent.invoke(Command(resume={"s1": {"decision": "reject", "reason": "no"}}), cfg())
+    assert ran == []
+    results = {
+        m.tool_call_id: m.text for m in state["messages"] if isinstance(m, ToolResponseMessage)
+    }
+    assert results["s1"] == "A human rejected this tool call: no"
+    assert "tool call limit (1)" in results["c1"] and "tool call limit (1)" in results["c2"]
+    assert state["messages"][-1].finish_reason == "tool_call_limit"
+    assert_valid_history(list(state["messages"]))
+
+
 # SummarizationHook
 
 
