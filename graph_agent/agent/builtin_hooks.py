@@ -31,6 +31,8 @@ from graph_agent.messages import (
 from graph_agent.models.base import ChatModel
 
 INSTRUCTION_ID = "instruction"
+SUMMARY_ID = "summary"
+"""The id of the message :class:`SummarizationHook` puts in place of the older conversation."""
 
 
 class AgentLimitError(GraphRuntimeError):
@@ -339,7 +341,10 @@ class SummarizationHook(ModelHook):
     Before a model call, when the estimated size (about four characters per token) exceeds
     ``max_tokens``, every message but the instruction and the last ``messages_to_keep`` is
     replaced by one summary written by ``model`` (the agent's model by default). The cut never
-    separates a tool call from its results.
+    separates a tool call from its results: every kept result keeps the assistant message that
+    made its call, also when other messages (a hook's note) sit between them. When nothing but
+    the earlier summary would be summarised (the model is asked again with no new messages),
+    the history is left as it is.
     """
 
     name = "summarization"
@@ -362,19 +367,45 @@ class SummarizationHook(ModelHook):
             return None
         head = [m for m in messages[:1] if m.id == INSTRUCTION_ID]
         body = messages[len(head) :]
-        cut = max(0, len(body) - self.messages_to_keep)
-        while 0 < cut < len(body) and isinstance(body[cut], ToolResponseMessage):
-            cut -= 1  # keep a tool call together with its results
+        cut = _cut_keeping_calls(body, max(0, len(body) - self.messages_to_keep))
         old, kept = body[:cut], body[cut:]
-        if not old:
-            return None
+        if all(m.id == SUMMARY_ID for m in old):
+            return None  # nothing new: summarising the summary alone would only cost a call
         model = self.model or (self.agent.model if self.agent is not None else None)
         if model is None:
             raise GraphRuntimeError("SummarizationHook needs a model: pass model=...")
         transcript = "\n".join(f"{_role(m)}: {_render(m)}" for m in old)
         summary = model.generate([SystemMessage(self.prompt), UserMessage(transcript)])
-        note = UserMessage(f"Summary of the earlier conversation:\n{summary.text}")
+        note = UserMessage(f"Summary of the earlier conversation:\n{summary.text}", id=SUMMARY_ID)
         return {"messages": ReplaceAll([*head, note, *kept])}
+
+
+def _cut_keeping_calls(body: list[BaseMessage], cut: int) -> int:
+    """``cut`` moved back until every tool result from ``cut`` on has its call there too.
+
+    A result whose call (the assistant message whose ``tool_calls`` own it) was summarised away
+    would reach the model alone, which OpenAI-compatible servers reject. Walking from the end
+    also covers the results of a call that an earlier move brought into the kept part.
+    """
+    index = len(body) - 1
+    while index >= cut:
+        message = body[index]
+        if isinstance(message, ToolResponseMessage):
+            cut = min(cut, _call_index(body, index, message.tool_call_id))
+        index -= 1
+    return cut
+
+
+def _call_index(body: list[BaseMessage], result_index: int, call_id: str) -> int:
+    """The index of the assistant message before ``result_index`` that made call ``call_id``;
+    ``result_index`` itself for a result with no such message (nothing to keep with it)."""
+    for index in range(result_index - 1, -1, -1):
+        message = body[index]
+        if isinstance(message, AssistantMessage) and any(
+            c.id == call_id for c in message.tool_calls
+        ):
+            return index
+    return result_index
 
 
 def estimate_tokens(messages: list[BaseMessage]) -> int:

@@ -12,6 +12,7 @@ from graph_agent import Command, GraphSetupError, NodeError, RunnableConfig, Sql
 from graph_agent.agent import (
     AgentLimitError,
     HumanInTheLoopHook,
+    JumpTo,
     ModelCallLimitHook,
     ModelHook,
     ReactAgent,
@@ -359,6 +360,63 @@ def test_summarising_never_separates_a_tool_call_from_its_results():
     assert "the summary" in state["messages"][1].text
     assert model.requests[2].messages == list(state["messages"])[:-1]
     assert_valid_history(list(state["messages"]))
+
+
+class NoteAfterModel(ModelHook):
+    """Adds a message after each model answer, so that it sits between calls and results."""
+
+    def after_model(self, state, config):
+        return {"messages": SystemMessage("(audit: the model answered)")}
+
+
+def test_summarising_keeps_a_call_with_its_result_when_a_note_sits_between_them():
+    model = ScriptedChatModel([calls(("c1", "search", {"query": "a"})), "final"])
+    summariser = ScriptedChatModel(["the summary"])
+    hooks = [SummarizationHook(max_tokens=50, messages_to_keep=1, model=summariser)]
+    agent = ReactAgent("a", model, tools=[search], hooks=[*hooks, NoteAfterModel()])
+    agent.invoke(long("question"), cfg())
+
+    sent = model.requests[1].messages
+    assert [type(m).__name__ for m in sent] == [
+        "UserMessage",  # the summary
+        "AssistantMessage",
+        "SystemMessage",
+        "ToolResponseMessage",
+    ]
+    assert "the summary" in sent[0].text and sent[1].tool_calls[0].id == "c1"
+
+
+class AskAgainOnceAfterASummary(ModelHook):
+    """Sends the run back to the loop entry once, right after a summary, with nothing new."""
+
+    can_jump_to = (JumpTo.MODEL,)
+
+    def __init__(self) -> None:
+        self.jumped = False
+
+    def before_model(self, state, config):
+        summarised = state["messages"][0].text.startswith("Summary of the earlier")
+        if summarised and not self.jumped:
+            self.jumped = True
+            return {"jump_to": JumpTo.MODEL}
+        return None
+
+
+def test_the_summary_alone_is_not_summarised_again():
+    model = ScriptedChatModel(["first answer", "second answer"])
+    summariser = ScriptedChatModel(["the summary", "a summary of the summary"])
+    hooks = [
+        SummarizationHook(max_tokens=50, messages_to_keep=1, model=summariser),
+        AskAgainOnceAfterASummary(),
+    ]
+    agent = ReactAgent("a", model, hooks=hooks)
+    agent.invoke(long("cats"), cfg())
+    state = agent.invoke(long("dogs"), cfg())
+
+    assert hooks[1].jumped
+    assert len(summariser.requests) == 1
+    assert "the summary" in state["messages"][0].text
+    assert state["messages"][-1].text == "second answer"
 
 
 # structured output
