@@ -20,7 +20,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -54,17 +54,41 @@ class JumpTo(StrEnum):
     """The exit: the afterAgent hooks (they still run), then the end."""
 
 
+_POLICIES = ("append", "replace")
+_COMMAND_SHAPE = (
+    "a messages hook returns AgentCommand(messages, policy='append'|'replace') with message "
+    "objects, e.g. AgentCommand([SystemMessage('be brief')]) or AgentCommand(SystemMessage("
+    "'be brief'))"
+)
+
+
 @dataclass(frozen=True)
 class AgentCommand:
-    """What a messages hook returns: new messages to ``append`` or to ``replace`` all with."""
+    """What a messages hook returns: new messages to ``append`` or to ``replace`` all with.
 
-    messages: Sequence[BaseMessage] = ()
+    ``messages`` is a message or a sequence of messages (kept as a tuple).
+
+    Raises:
+        TypeError: ``messages`` holds something that is not a message (a string, a dict).
+        ValueError: ``policy`` is neither ``"append"`` nor ``"replace"``.
+    """
+
+    messages: BaseMessage | Sequence[BaseMessage] = ()
     policy: Literal["append", "replace"] = "append"
     jump_to: JumpTo | None = None
     update: Mapping[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "messages", _command_messages(self.messages))
+        if self.policy not in _POLICIES:
+            raise ValueError(
+                f"AgentCommand got policy={self.policy!r}; use 'append' (add the messages) or "
+                "'replace' (the messages become the whole history)"
+            )
+
     def as_update(self) -> dict[str, Any]:
         """This command as a state update for the agent graph."""
+        assert not isinstance(self.messages, BaseMessage)  # __post_init__ made it a tuple
         update = dict(self.update)
         if self.policy == "replace":
             update["messages"] = ReplaceAll(self.messages)
@@ -73,6 +97,35 @@ class AgentCommand:
         if self.jump_to is not None:
             update["jump_to"] = self.jump_to
         return update
+
+
+def _command_messages(messages: object) -> tuple[BaseMessage, ...]:
+    """``messages`` as a tuple of messages; a lone message is a tuple of one."""
+    if isinstance(messages, BaseMessage):
+        return (messages,)
+    if isinstance(messages, str | bytes):
+        raise TypeError(
+            f"AgentCommand got the string {_short(messages)} as messages; wrap text in a "
+            f"message: {_COMMAND_SHAPE}"
+        )
+    if isinstance(messages, Mapping) or not isinstance(messages, Iterable):
+        hint = " (other state keys go in update={...})" if isinstance(messages, Mapping) else ""
+        raise TypeError(
+            f"AgentCommand got messages of type {type(messages).__name__}{hint}; {_COMMAND_SHAPE}"
+        )
+    items = tuple(messages)
+    for index, item in enumerate(items):
+        if not isinstance(item, BaseMessage):
+            raise TypeError(
+                f"AgentCommand messages[{index}] is {_short(item)} ({type(item).__name__}), not "
+                f"a message; {_COMMAND_SHAPE}"
+            )
+    return items
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def _snake(name: str) -> str:

@@ -226,6 +226,42 @@ def test_a_messages_hook_can_append():
     assert [m.text for m in model.requests[0].messages] == ["hi", "Remember: be brief."]
 
 
+def test_a_messages_hook_can_append_a_single_message_without_a_list():
+    class Remind(MessagesModelHook):
+        def before_model(self, messages, config):
+            return AgentCommand(SystemMessage("be brief", id="note"))
+
+    model = ScriptedChatModel(["ok"])
+    agent = ReactAgent("remind", model, hooks=[Remind()])
+    agent.invoke("hi", CFG)
+    stored = agent.get_state(CFG).values["messages"]
+    assert [(type(m).__name__, m.text) for m in stored] == [
+        ("UserMessage", "hi"),
+        ("SystemMessage", "be brief"),
+        ("AssistantMessage", "ok"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("messages", "said"),
+    [
+        ("be brief", "got the string 'be brief'"),
+        (["be brief"], r"messages\[0\] is 'be brief' \(str\), not a message"),
+        ({"notes": []}, r"type dict \(other state keys go in update="),
+    ],
+)
+def test_agent_command_refuses_what_is_not_a_message_naming_the_fix(messages, said):
+    with pytest.raises(
+        TypeError, match=rf"{said}.*AgentCommand\(\[SystemMessage\('be brief'\)\]\)"
+    ):
+        AgentCommand(messages)
+
+
+def test_agent_command_refuses_an_unknown_policy_naming_the_two_valid_ones():
+    with pytest.raises(ValueError, match=r"policy='Replace'; use 'append' .* or 'replace'"):
+        AgentCommand([], policy="Replace")
+
+
 def test_an_after_model_hook_that_adds_a_message_after_tool_calls_does_not_cancel_them():
     class Note(ModelHook):
         def after_model(self, state, config):
