@@ -115,9 +115,7 @@ class StateGraph:
         if not callable(fn):
             raise GraphSetupError(f"node {name!r}: {fn!r} is not callable")
         _positional_arity(fn, f"node {name!r}")
-        if isinstance(destinations, str):
-            destinations = (destinations,)
-        self._nodes[name] = _Node(name, fn, tuple(destinations))
+        self._nodes[name] = _Node(name, fn, _destinations(name, destinations))
         return self
 
     def _subgraph_node(self, name: str, child: Any) -> SubgraphNode:
@@ -133,6 +131,16 @@ class StateGraph:
     def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
         """Add an edge. ``add_edge(["b", "c"], "join")`` is a barrier: ``join`` runs once after
         both ``b`` and ``c`` have run since it last ran."""
+        if not isinstance(target, str):
+            one_each = "add_edge once per target"
+            if isinstance(target, Sequence) and target and all(isinstance(t, str) for t in target):
+                one_each = " and ".join(f"add_edge({source!r}, {t!r})" for t in target)
+            raise GraphSetupError(
+                f"add_edge({source!r}, {target!r}): the target must be one node name or END, "
+                f"not {type(target).__name__}. For a fan-out call {one_each}, or route with "
+                "add_conditional_edges(source, router) and a router that returns a list of "
+                "node names"
+            )
         if target == START:
             raise GraphSetupError(f"an edge cannot lead into START ({source!r} -> START)")
         if isinstance(source, str):
@@ -141,8 +149,18 @@ class StateGraph:
             if (source, target) not in self._edges:
                 self._edges.append((source, target))
             return self
-        sources = tuple(dict.fromkeys(source))
-        if not sources or any(not isinstance(s, str) for s in sources):
+        listed: tuple[Any, ...] = (
+            tuple(source)
+            if isinstance(source, Iterable) and not isinstance(source, Mapping)
+            else (source,)
+        )
+        if not all(isinstance(s, str) for s in listed):
+            raise GraphSetupError(
+                f"add_edge({source!r}, {target!r}): the source must be a node name, START, or "
+                "a list of node names (a barrier that waits for all of them)"
+            )
+        sources: tuple[str, ...] = tuple(dict.fromkeys(listed))
+        if not sources:
             raise GraphSetupError(f"a barrier edge needs a list of node names, got {source!r}")
         if START in sources or END in sources:
             raise GraphSetupError(f"a barrier edge waits on nodes, not START/END: {source!r}")
@@ -164,6 +182,11 @@ class StateGraph:
         of keys (fan-out); without one it returns node names or END. A router whose return type
         is a ``Literal[...]`` of node names needs no path_map.
         """
+        if not isinstance(source, str):
+            raise GraphSetupError(
+                f"add_conditional_edges({source!r}, ...): the source must be one node name or "
+                "START; add one add_conditional_edges call per source node"
+            )
         if source == END:
             raise GraphSetupError("conditional edges cannot leave END")
         if not callable(fn):
@@ -180,13 +203,17 @@ class StateGraph:
         if path_map is None:
             mapping = _literal_path_map(fn)
         elif isinstance(path_map, Mapping):
+            _check_path_map_targets(source, path_map, where="path_map[{!r}]")
             mapping = dict(path_map)
-        elif isinstance(path_map, str):
+        elif isinstance(path_map, str) or not isinstance(path_map, Iterable):
             raise GraphSetupError(
-                f"path_map for {source!r} is a string; pass a dict {{key: node}} or a list"
+                f"path_map for {source!r} is {path_map!r}; pass a dict {{key: node}} or a list "
+                "of node names"
             )
         else:
-            mapping = {name: name for name in path_map}
+            names = list(path_map)
+            _check_path_map_targets(source, dict(enumerate(names)), where="path_map item {}")
+            mapping = {name: name for name in names}
         self._branches.append(_Branch(source, fn, mapping))
         return self
 
@@ -265,8 +292,9 @@ class StateGraph:
             for key, target in (branch.path_map or {}).items():
                 how = f"add_conditional_edges({branch.source!r}, ...) path_map[{key!r}]"
                 declared.append((branch.source, target, how))
-            if branch.path_map is None:
-                declared.append((branch.source, END, f"add_conditional_edges({branch.source!r})"))
+            # Declared on its own so that an unknown source is refused even when no path_map
+            # entry names it (an empty path_map).
+            declared.append((branch.source, END, f"add_conditional_edges({branch.source!r}, ...)"))
         for node in self._nodes.values():
             for target in node.destinations:
                 declared.append((node.name, target, f"add_node({node.name!r}, destinations=...)"))
@@ -366,6 +394,50 @@ def _literal_path_map(fn: Callable[..., Any]) -> dict[Hashable, str] | None:
         names = [a for a in typing.get_args(answer) if isinstance(a, str)]
         return {name: name for name in names} or None
     return None
+
+
+def _destinations(node: str, destinations: Any) -> tuple[str, ...]:
+    """``add_node``'s ``destinations`` as a tuple of names, refusing what cannot be one."""
+    if isinstance(destinations, str):
+        destinations = (destinations,)
+    if isinstance(destinations, Mapping) or not isinstance(destinations, Iterable):
+        raise GraphSetupError(
+            f"add_node({node!r}, ..., destinations={destinations!r}): destinations must be a "
+            "tuple of node names (or END) that Command(goto=...) may go to, e.g. "
+            "destinations=('next', END); leave it out when the node returns no Command"
+        )
+    names = tuple(destinations)
+    for name in names:
+        if not isinstance(name, str):
+            raise GraphSetupError(
+                f"add_node({node!r}, ..., destinations={destinations!r}): {name!r} is not a "
+                "node name; destinations must be a tuple of node names (or END)"
+            )
+        if name == START:
+            raise GraphSetupError(
+                f"add_node({node!r}, ..., destinations=...): START cannot be a destination "
+                "(a run passes START only once, when it begins); name the node to go to instead"
+            )
+    return names
+
+
+def _check_path_map_targets(source: str, targets: Mapping[Any, Any], *, where: str) -> None:
+    """Each path_map value (or listed name) must be one node name or END, never START.
+
+    ``where`` formats a key into how the message names the entry."""
+    for key, target in targets.items():
+        entry = where.format(key)
+        if not isinstance(target, str):
+            raise GraphSetupError(
+                f"add_conditional_edges({source!r}, ...): {entry} is {target!r}, but each "
+                "path_map value must be one node name or END. For a fan-out, map each key to "
+                "one node and have the router return a list of keys"
+            )
+        if target == START:
+            raise GraphSetupError(
+                f"add_conditional_edges({source!r}, ...): {entry} is START, which a router "
+                "cannot route to; name the node to go to instead"
+            )
 
 
 def _names(value: Sequence[str], what: str) -> list[str]:

@@ -235,6 +235,14 @@ def _goto_targets(
                 node=node,
                 step=step,
             )
+        if target == START:
+            raise InvalidUpdateError(
+                f"node {node!r} (step {step}) returned Command(goto=START): START cannot be a "
+                "goto target (a run passes START only once, when it begins); goto the node to "
+                "run next by name instead",
+                node=node,
+                step=step,
+            )
         if target not in destinations:
             declared = ", ".join(sorted(destinations)) or "none"
             raise InvalidUpdateError(

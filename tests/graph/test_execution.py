@@ -317,6 +317,17 @@ def test_a_goto_outside_the_declared_destinations_is_an_error(driver):
         driver.invoke(g.compile(), {})
 
 
+def test_a_goto_to_start_is_an_error_saying_start_is_no_goto_target(driver):
+    g = StateGraph("cmd")
+    g.add_node("decide", lambda s: Command(goto=START), destinations=("ok",))
+    g.add_node("ok", lambda s: {})
+    g.add_edge(START, "decide").add_edge("decide", "ok").add_edge("ok", END)
+    with pytest.raises(InvalidUpdateError) as info:
+        driver.invoke(g.compile(), {})
+    assert "START cannot be a goto target" in str(info.value)
+    assert "destinations=" not in str(info.value)
+
+
 @pytest.mark.parametrize("goto", [5, 2.5, [5], [["ok"]]])
 def test_a_goto_that_is_not_node_names_is_an_error_naming_node_step_and_value(driver, goto):
     g = StateGraph("cmd")

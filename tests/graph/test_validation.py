@@ -147,3 +147,73 @@ def test_compile_accepts_a_valid_graph_with_a_conditional_loop():
     g.add_edge(START, "a")
     g.add_conditional_edges("a", lambda s: "done", {"again": "a", "done": END})
     assert g.compile().name == "ok"
+
+
+def test_a_list_as_an_edge_target_is_refused_with_one_edge_per_target_as_the_fix():
+    g = StateGraph("g")
+    with pytest.raises(
+        GraphSetupError,
+        match=r"add_edge\('a', \['b', 'c'\]\): the target must be one node name or END, not "
+        r"list\. For a fan-out call add_edge\('a', 'b'\) and add_edge\('a', 'c'\)",
+    ):
+        g.add_edge("a", ["b", "c"])
+
+
+@pytest.mark.parametrize("source", [None, 5, ["a", None]])
+def test_an_edge_source_that_is_not_node_names_is_refused(source):
+    g = StateGraph("g")
+    with pytest.raises(
+        GraphSetupError, match=r"the source must be a node name, START, or a list of node names"
+    ):
+        g.add_edge(source, "a")
+
+
+def test_a_path_map_value_that_is_a_list_is_refused_with_the_fan_out_fix():
+    g = StateGraph("g")
+    with pytest.raises(
+        GraphSetupError,
+        match=r"add_conditional_edges\('a', \.\.\.\): path_map\['both'\] is \['b', 'c'\].*"
+        r"router return a list of keys",
+    ):
+        g.add_conditional_edges("a", lambda s: "both", {"both": ["b", "c"]})
+
+
+def test_a_listed_path_map_of_non_names_is_refused():
+    g = StateGraph("g")
+    with pytest.raises(GraphSetupError, match=r"path_map item 1 is \['c'\]"):
+        g.add_conditional_edges("a", lambda s: "b", ["b", ["c"]])
+
+
+def test_a_conditional_edge_source_must_be_one_node_name():
+    g = StateGraph("g")
+    with pytest.raises(GraphSetupError, match=r"one add_conditional_edges call per source"):
+        g.add_conditional_edges(["a", "b"], lambda s: END)
+
+
+@pytest.mark.parametrize("destinations", [None, 5, ("b", None), {"b": "b"}])
+def test_destinations_that_are_not_a_tuple_of_names_are_refused(destinations):
+    g = StateGraph("g")
+    with pytest.raises(
+        GraphSetupError, match=r"add_node\('a', \.\.\., destinations=.*tuple of node names"
+    ):
+        g.add_node("a", noop, destinations=destinations)
+
+
+def test_start_is_refused_as_a_destination_or_path_map_target():
+    g = StateGraph("g")
+    with pytest.raises(GraphSetupError, match=r"START cannot be a destination"):
+        g.add_node("a", noop, destinations=(START,))
+    with pytest.raises(GraphSetupError, match=r"path_map\['again'\] is START"):
+        g.add_conditional_edges("a", lambda s: "again", {"again": START})
+
+
+def test_conditional_edges_from_an_unknown_node_are_refused_even_with_an_empty_path_map():
+    g = StateGraph("g")
+    g.add_node("a", noop)
+    g.add_edge(START, "a").add_edge("a", END)
+    g.add_conditional_edges("ghost", lambda s: "x", {})
+    with pytest.raises(
+        GraphSetupError,
+        match=r"add_conditional_edges\('ghost', \.\.\.\): unknown node 'ghost'.*add_node",
+    ):
+        g.compile()
