@@ -139,7 +139,8 @@ class Hook:
     Attributes:
         name: Distinguishes two hooks of one class (``full_name`` is ``Class.name``); defaults
             to the class name in snake case.
-        can_jump_to: The jump targets this hook may return; graph edges exist only for these.
+        can_jump_to: The jump targets this hook may return (``JumpTo`` members or their
+            values, e.g. ``"end"``); graph edges exist only for these.
         positions: Where the hook runs, e.g. ``("before_model",)``; ``None`` (the default)
             means at every position whose method the hook overrides.
         state_keys: Extra state keys the hook uses, with their merge strategies.
@@ -179,6 +180,31 @@ class Hook:
                 "None to run where the hook overrides a method"
             )
         return tuple(dict.fromkeys(explicit))  # each position once
+
+    def jump_targets(self) -> tuple[JumpTo, ...]:
+        """This hook's ``can_jump_to`` as :class:`JumpTo` members (``"end"`` is ``JumpTo.END``).
+
+        Raises:
+            GraphSetupError: ``can_jump_to`` is not a tuple or list, or holds something that is
+                not a jump target.
+        """
+        declared = self.can_jump_to
+        valid = ", ".join(f"JumpTo.{t.name} ({t.value!r})" for t in JumpTo)
+        if not isinstance(declared, tuple | list):
+            raise GraphSetupError(
+                f"hook {self.full_name!r} has can_jump_to={declared!r}; give a tuple of jump "
+                f"targets, e.g. can_jump_to = (JumpTo.END,); the targets are {valid}"
+            )
+        targets = []
+        for entry in declared:
+            try:
+                targets.append(JumpTo(entry))
+            except (ValueError, TypeError):
+                raise GraphSetupError(
+                    f"hook {self.full_name!r} has {entry!r} in can_jump_to, which is not a jump "
+                    f"target; the targets are {valid}"
+                ) from None
+        return tuple(dict.fromkeys(targets))
 
     def before_agent(self, state: Any, config: RunnableConfig) -> Any:
         """Once per run, before anything else."""

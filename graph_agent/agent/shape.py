@@ -20,7 +20,7 @@ edges only for the targets in its ``can_jump_to``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,14 +74,16 @@ def check_unique(hooks: Sequence[Hook]) -> None:
         seen.add(hook.full_name)
 
 
-def _check_no_jump_past_approval(after_model: Sequence[Hook]) -> None:
+def _check_no_jump_past_approval(
+    after_model: Sequence[Hook], jumps: Mapping[str, tuple[JumpTo, ...]]
+) -> None:
     """A jump to TOOL from an afterModel hook that runs before an approval hook (one registered
     after it: the chain runs last-registered first) would run gated calls unapproved."""
     for position, hook in enumerate(after_model):
         if not getattr(hook, "gates_tools", False):
             continue
         for earlier in after_model[:position]:
-            if JumpTo.TOOL in earlier.can_jump_to:
+            if JumpTo.TOOL in jumps[earlier.full_name]:
                 raise GraphSetupError(
                     f"hook {earlier.full_name!r} may jump to TOOL from afterModel, and it runs "
                     f"before {hook.full_name!r} there (afterModel hooks run last-registered "
@@ -92,14 +94,20 @@ def _check_no_jump_past_approval(after_model: Sequence[Hook]) -> None:
 
 
 def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
-    """The agent's StateGraph: nodes and edges exactly as the module docstring draws them."""
+    """The agent's StateGraph: nodes and edges exactly as the module docstring draws them.
+
+    Raises:
+        GraphSetupError: two hooks share a name, a hook's ``positions`` or ``can_jump_to`` is
+            not valid, or a jump cannot be wired (TOOL without tools, TOOL past an approval).
+    """
     check_unique(hooks)
     has_tools = bool(agent.toolkit)
+    jumps = {hook.full_name: hook.jump_targets() for hook in hooks}
     by_position: dict[HookPosition, list[Hook]] = {p: [] for p in NODE_SUFFIX}
     for hook in hooks:
         for position in hook.active_positions():
             by_position[position].append(hook)
-        if JumpTo.TOOL in hook.can_jump_to and not has_tools:
+        if JumpTo.TOOL in jumps[hook.full_name] and not has_tools:
             raise GraphSetupError(
                 f"hook {hook.full_name!r} may jump to TOOL, but agent {agent.name!r} has no tools"
             )
@@ -109,7 +117,7 @@ def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
         "after_model": list(reversed(by_position["after_model"])),
         "after_agent": list(reversed(by_position["after_agent"])),
     }
-    _check_no_jump_past_approval(run_order["after_model"])
+    _check_no_jump_past_approval(run_order["after_model"], jumps)
     names = {p: tuple(hook_node_name(h, p) for h in hs) for p, hs in run_order.items()}
     shape = AgentShape(
         entry=(names["before_agent"] + names["before_model"] + (MODEL_NODE,))[0],
@@ -141,7 +149,7 @@ def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
         graph.add_node(TOOL_NODE, ToolNode(agent))
     for hook in run_order["after_agent"]:
         graph.add_node(hook_node_name(hook, "after_agent"), hook_node(hook, "after_agent"))
-    _wire(graph, shape, run_order, has_tools)
+    _wire(graph, shape, run_order, has_tools, jumps)
     return graph
 
 
@@ -150,6 +158,7 @@ def _wire(
     shape: AgentShape,
     run_order: dict[HookPosition, list[Hook]],
     has_tools: bool,
+    jumps: Mapping[str, tuple[JumpTo, ...]],
 ) -> None:
     graph.add_edge(START, shape.entry)
     chains: list[tuple[HookPosition, str]] = [
@@ -161,16 +170,17 @@ def _wire(
         nodes = [hook_node_name(h, position) for h in run_order[position]]
         successors = [*nodes[1:], after_chain][: len(nodes)]
         for hook, node, successor in zip(run_order[position], nodes, successors, strict=True):
-            _hook_edges(graph, shape, hook, node, successor, position, has_tools)
+            _hook_edges(graph, shape, jumps[hook.full_name], node, successor, position)
     after_model = [hook_node_name(h, "after_model") for h in run_order["after_model"]]
     if after_model:
         graph.add_edge(MODEL_NODE, after_model[0])
     for hook, node, successor in zip(
         run_order["after_model"][:-1], after_model[:-1], after_model[1:], strict=True
     ):
-        _hook_edges(graph, shape, hook, node, successor, "after_model", has_tools)
+        _hook_edges(graph, shape, jumps[hook.full_name], node, successor, "after_model")
     loop_exit_hook = run_order["after_model"][-1] if after_model else None
-    _loop_exit_edges(graph, shape, loop_exit_hook, has_tools)
+    loop_exit_jumps = jumps[loop_exit_hook.full_name] if loop_exit_hook is not None else ()
+    _loop_exit_edges(graph, shape, loop_exit_jumps, has_tools)
     if has_tools:
         graph.add_edge(TOOL_NODE, shape.loop_entry)
 
@@ -178,48 +188,48 @@ def _wire(
 def _hook_edges(
     graph: StateGraph,
     shape: AgentShape,
-    hook: Hook,
+    allowed: tuple[JumpTo, ...],
     node: str,
     successor: str,
     position: HookPosition,
-    has_tools: bool,
 ) -> None:
-    if not hook.can_jump_to:
+    if not allowed:
         graph.add_edge(node, successor)
         return
     end_target = END if position == "after_agent" else shape.exit
     path_map = {"next": successor}
-    path_map.update(_jump_paths(hook, shape, end_target, has_tools))
-    graph.add_conditional_edges(node, _hook_router(hook, node, has_tools), path_map)
+    path_map.update(_jump_paths(allowed, shape, end_target))
+    graph.add_conditional_edges(node, _hook_router(allowed, node), path_map)
 
 
-def _jump_paths(hook: Hook, shape: AgentShape, end_target: str, has_tools: bool) -> dict[str, str]:
+def _jump_paths(allowed: tuple[JumpTo, ...], shape: AgentShape, end_target: str) -> dict[str, str]:
     """Edges for the declared jumps only. A jump to TOOL with nothing pending passes through
     the tool node, which runs only pending calls, on to the loop entry."""
     paths: dict[str, str] = {}
-    if JumpTo.MODEL in hook.can_jump_to:
+    if JumpTo.MODEL in allowed:
         paths["model"] = shape.loop_entry
-    if JumpTo.TOOL in hook.can_jump_to:
+    if JumpTo.TOOL in allowed:
         paths["tool"] = TOOL_NODE
-    if JumpTo.END in hook.can_jump_to:
+    if JumpTo.END in allowed:
         paths["end"] = end_target
     return paths
 
 
-def _hook_router(hook: Hook, node: str, has_tools: bool) -> Callable[[OverAllState], str]:
+def _hook_router(allowed: tuple[JumpTo, ...], node: str) -> Callable[[OverAllState], str]:
     def route(state: OverAllState) -> str:
         jump = state.value(JUMP_KEY)
-        return "next" if jump is None else _jump_key(jump, state, hook, node)
+        return "next" if jump is None else _jump_key(jump, allowed, node)
 
     return route
 
 
-def _jump_key(jump: Any, state: OverAllState, hook: Hook | None, node: str) -> str:
+def _jump_key(jump: Any, allowed: tuple[JumpTo, ...], node: str) -> str:
+    """The path key for ``jump``, one of the hook's ``allowed`` targets (normalised to
+    :class:`JumpTo` by :meth:`Hook.jump_targets`)."""
     try:
         target = JumpTo(jump)
-    except ValueError:
+    except (ValueError, TypeError):
         target = None
-    allowed = hook.can_jump_to if hook is not None else ()
     if target is None or target not in allowed:
         declared = ", ".join(f"JumpTo.{t.name}" for t in allowed) or "none"
         raise InvalidUpdateError(
@@ -232,14 +242,14 @@ def _jump_key(jump: Any, state: OverAllState, hook: Hook | None, node: str) -> s
 
 
 def _loop_exit_edges(
-    graph: StateGraph, shape: AgentShape, hook: Hook | None, has_tools: bool
+    graph: StateGraph, shape: AgentShape, allowed: tuple[JumpTo, ...], has_tools: bool
 ) -> None:
     node = shape.loop_exit
     paths: dict[str, str] = {}
     if has_tools:
         paths = {"tools": TOOL_NODE, "end": shape.exit}
-    if hook is not None and hook.can_jump_to:
-        jumps = _jump_paths(hook, shape, shape.exit, has_tools)
+    if allowed:
+        jumps = _jump_paths(allowed, shape, shape.exit)
         paths.update({("tools" if k == "tool" else k): v for k, v in jumps.items()})
         paths.setdefault("end", shape.exit)
     if not paths:
@@ -249,7 +259,7 @@ def _loop_exit_edges(
     def route(state: OverAllState) -> str:
         jump = state.value(JUMP_KEY)
         if jump is not None:
-            key = _jump_key(jump, state, hook, node)
+            key = _jump_key(jump, allowed, node)
             return "tools" if key == "tool" else key
         if not has_tools:
             return "end"

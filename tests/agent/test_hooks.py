@@ -7,6 +7,7 @@ import pytest
 from graph_agent import (
     AppendStrategy,
     GraphSetupError,
+    InvalidUpdateError,
     NodeError,
     RunnableConfig,
     StreamingOutput,
@@ -189,6 +190,21 @@ def test_a_jump_that_the_hook_did_not_declare_is_an_error_naming_it():
         ReactAgent("x", ScriptedChatModel(["ok"]), hooks=[Declared()]).call("go")
     # without a can_jump_to the hook has a plain edge: the stray jump_to is ignored
     assert ReactAgent("y", ScriptedChatModel(["ok"]), hooks=[Sneaky()]).call("go").text == "ok"
+
+
+def test_a_can_jump_to_of_strings_works_and_an_undeclared_jump_is_still_named():
+    class StopOnEnd(ModelHook):
+        can_jump_to = ("end",)
+
+        def before_model(self, state, config):
+            return {"jump_to": "model" if state["messages"][-1].text == "loop" else "end"}
+
+    agent = ReactAgent("x", ScriptedChatModel(["never"]), hooks=[StopOnEnd()])
+    assert agent.invoke("stop")["messages"][-1].text == "stop"
+    with pytest.raises(NodeError) as raised:
+        agent.invoke("loop")
+    assert isinstance(raised.value.__cause__, InvalidUpdateError)
+    assert "jump_to='model'" in str(raised.value) and "can_jump_to: JumpTo.END" in str(raised.value)
 
 
 def test_jump_to_never_appears_in_state_snapshots_or_streams():

@@ -263,6 +263,28 @@ def test_a_jump_to_tool_without_tools_is_refused():
         ReactAgent("a", ScriptedChatModel([]), hooks=[Second()]).get_graph()
 
 
+@pytest.mark.parametrize(
+    ("can_jump_to", "said"),
+    [
+        (("end", "finish"), r"has 'finish' in can_jump_to, which is not a jump target"),
+        ("end", r"has can_jump_to='end'; give a tuple of jump targets"),
+    ],
+)
+def test_a_can_jump_to_that_is_not_a_tuple_of_targets_is_refused_naming_the_targets(
+    can_jump_to, said
+):
+    class Stopper(ModelHook):
+        def before_model(self, state, config):
+            return None
+
+    Stopper.can_jump_to = can_jump_to
+    with pytest.raises(
+        GraphSetupError,
+        match=rf"'Stopper.stopper' {said}.*JumpTo.MODEL \('model'\), JumpTo.TOOL \('tool'\), JumpTo.END \('end'\)",
+    ):
+        ReactAgent("a", ScriptedChatModel([]), hooks=[Stopper()]).get_graph()
+
+
 def test_the_graph_is_built_once_on_first_use():
     agent_ = agent("tools")
     assert agent_._compiled is None
