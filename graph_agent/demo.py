@@ -93,7 +93,15 @@ CITY_ZONES: dict[str, str] = {
 }
 """Cities the offline model recognises in a question about the time."""
 
-_NUMBER = r"-?\d+(?:\.\d+)?"
+_UNSIGNED = (
+    r"(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+(?:_\d+)*)(?:\.\d+(?:_\d+)*)?|\.\d+(?:_\d+)*)"
+    r"(?:[eE][-+]?\d+)?"
+    r"(?![.,_]?\d)"
+)
+"""A number as people write it: ``1,500``, ``1_000``, ``2.5``, ``2.5e3``; it never stops inside
+a longer token (``1,5000``, ``3.11.2``). Behind the lookbehind that ``_NUMBER`` and ``_ARITHMETIC``
+put before it, it never starts inside one either (``abc123``, the ``500`` of ``1,5000``)."""
+_NUMBER = rf"(?<![\w.,])-?{_UNSIGNED}"
 _UNIT = "|".join(re.escape(name) for name in sorted(UNIT_ALIASES, key=len, reverse=True))
 _UNIT_GROUP = rf"(?<![\w°])(?:{_UNIT})(?![\w°])"
 _CONVERSIONS = (
@@ -117,7 +125,7 @@ _WORD_OPERATORS = (
     (re.compile(r"(?<=\d)\s*[x×]\s*(?=[\d(])"), " * "),
     (re.compile(r"\^"), "**"),
 )
-_ARITHMETIC = re.compile(r"[-+*/%().\d\s]+")
+_ARITHMETIC = re.compile(rf"(?:(?<![\w.,]){_UNSIGNED}|[-+*/%()\s])+")
 _OPERATOR = re.compile(r"\d\s*\)*\s*(?:\*\*|//|[-+*/%])\s*\(*\s*-?\d")
 _TIME = re.compile(r"\b(?:time|date|day|today|clock|o'clock)\b", re.IGNORECASE)
 _ZONE = re.compile(r"\b(?:[A-Z][A-Za-z_]+/)+[A-Z][A-Za-z_]+\b")
@@ -173,7 +181,7 @@ def _find_conversions(question: str) -> list[_Conversion]:
                 _Conversion(
                     match.start(),
                     match.end(),
-                    float(match["value"]),
+                    float(_without_separators(match["value"])),
                     match["source"],
                     match["target"],
                 )
@@ -186,11 +194,17 @@ def _find_expressions(text: str) -> list[str]:
         text = pattern.sub(replacement, text)
     expressions = []
     for match in _ARITHMETIC.finditer(text):
-        candidate = " ".join(match.group().split()).strip(" .")
+        candidate = _without_separators(" ".join(match.group().split()))
         candidate = _balance(candidate)
         if _OPERATOR.search(candidate) and _parses(candidate):
             expressions.append(candidate)
     return expressions
+
+
+def _without_separators(text: str) -> str:
+    """Drop the digit separators of the numbers in ``text`` (the only commas and underscores
+    a match of ``_NUMBER`` or ``_ARITHMETIC`` holds), so Python reads them as one number."""
+    return text.replace(",", "").replace("_", "")
 
 
 def _balance(candidate: str) -> str:

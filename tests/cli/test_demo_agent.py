@@ -159,6 +159,41 @@ def test_the_offline_model_plans_calls_from_the_question(question, calls):
     assert [(c.name, c.arguments) for c in plan_tool_calls(question)] == calls
 
 
+@pytest.mark.parametrize(
+    ("question", "calls"),
+    [
+        ("What is 1,500 * 2?", [("calculator", {"expression": "1500 * 2"})]),
+        ("1,000,000 / 4", [("calculator", {"expression": "1000000 / 4"})]),
+        ("What is 1_000 * 3?", [("calculator", {"expression": "1000 * 3"})]),
+        ("What is 2.5e3 + 1?", [("calculator", {"expression": "2.5e3 + 1"})]),
+        ("1e-3 * 2", [("calculator", {"expression": "1e-3 * 2"})]),
+        (
+            "Convert 1,000 miles to km",
+            [("convert_units", {"value": 1000.0, "from_unit": "miles", "to_unit": "km"})],
+        ),
+        (
+            "how many lb is 1_000.5 kg",
+            [("convert_units", {"value": 1000.5, "from_unit": "kg", "to_unit": "lb"})],
+        ),
+    ],
+)
+def test_the_offline_model_reads_digit_separators_and_exponents(question, calls):
+    assert [(c.name, c.arguments) for c in plan_tool_calls(question)] == calls
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["abc123 + 4", "x2 + 3", "v1.5 + 2", "1,5000 * 2", "python 3.11.2 + 1"],
+)
+def test_the_offline_model_never_reads_a_number_from_inside_another_token(question):
+    assert plan_tool_calls(question) == []
+
+
+def test_the_answer_to_a_question_with_thousands_separators_is_the_right_one():
+    assert build_agent().call("What is 1,500 * 2?").text == "- 1500 * 2 = 3000"
+    assert build_agent().call("Convert 1,000 miles to km").text == "- 1000 miles is 1609.344 km"
+
+
 def test_the_final_answer_uses_the_real_tool_results(monkeypatch):
     _pinned(monkeypatch)
     agent = build_agent()
