@@ -200,6 +200,22 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else f"{text[:57]}..."
 
 
+def _limit(hook: str, argument: str, value: object) -> int | None:
+    """``value`` checked as a call limit: a positive int, or ``None`` for no limit."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"{hook}: {argument} must be a positive int (or None for no limit), got {value!r} "
+            f"({type(value).__name__})"
+        )
+    if value < 1:
+        raise ValueError(
+            f"{hook}: {argument} must be a positive int (or None for no limit), got {value!r}"
+        )
+    return value
+
+
 def _exit_behavior(hook: str, value: object) -> Literal["end", "error"]:
     if value == "end":
         return "end"
@@ -214,7 +230,13 @@ def _exit_behavior(hook: str, value: object) -> Literal["end", "error"]:
 class ModelCallLimitHook(ModelHook):
     """Stops the run when the model was called ``run_limit`` times in this run or
     ``thread_limit`` times on the thread: it ends with a message (``"end"``) or raises
-    :class:`AgentLimitError` (``"error"``)."""
+    :class:`AgentLimitError` (``"error"``).
+
+    Raises:
+        TypeError: a limit is not an int.
+        ValueError: no limit is given, a limit is below 1, or ``exit_behavior`` is neither
+            ``"end"`` nor ``"error"``.
+    """
 
     name = "model_call_limit"
     can_jump_to: ClassVar[tuple[JumpTo, ...]] = (JumpTo.END,)
@@ -227,8 +249,8 @@ class ModelCallLimitHook(ModelHook):
     ) -> None:
         if thread_limit is None and run_limit is None:
             raise ValueError("ModelCallLimitHook needs thread_limit and/or run_limit")
-        self.thread_limit = thread_limit
-        self.run_limit = run_limit
+        self.thread_limit = _limit("ModelCallLimitHook", "thread_limit", thread_limit)
+        self.run_limit = _limit("ModelCallLimitHook", "run_limit", run_limit)
         self.exit_behavior = _exit_behavior("ModelCallLimitHook", exit_behavior)
 
     def before_model(self, state: OverAllState, config: RunnableConfig) -> Any:
@@ -257,7 +279,14 @@ class ToolCallLimitHook(ModelHook):
 
     Calls a human rejected (by an approval hook that ran before this one in the afterModel
     chain) never run, so they are not counted; when the limit ends the run, they keep the
-    human's reason as their result."""
+    human's reason as their result. A ``tool_name`` the agent has no tool for is refused when
+    the agent's graph is built.
+
+    Raises:
+        TypeError: a limit is not an int, or ``tool_name`` not a string.
+        ValueError: no limit is given, a limit is below 1, or ``exit_behavior`` is neither
+            ``"end"`` nor ``"error"``.
+    """
 
     name = "tool_call_limit"
     can_jump_to: ClassVar[tuple[JumpTo, ...]] = (JumpTo.END,)
@@ -271,9 +300,16 @@ class ToolCallLimitHook(ModelHook):
     ) -> None:
         if thread_limit is None and run_limit is None:
             raise ValueError("ToolCallLimitHook needs thread_limit and/or run_limit")
+        if tool_name is not None and not isinstance(tool_name, str):
+            raise TypeError(
+                f"ToolCallLimitHook: tool_name must be a tool's name (or None for all tools), "
+                f"got {tool_name!r} ({type(tool_name).__name__})"
+            )
+        if tool_name == "":
+            raise ValueError("ToolCallLimitHook: tool_name is empty; use None to limit all tools")
         self.tool_name = tool_name
-        self.thread_limit = thread_limit
-        self.run_limit = run_limit
+        self.thread_limit = _limit("ToolCallLimitHook", "thread_limit", thread_limit)
+        self.run_limit = _limit("ToolCallLimitHook", "run_limit", run_limit)
         self.exit_behavior = _exit_behavior("ToolCallLimitHook", exit_behavior)
         if tool_name:
             self.name = f"tool_call_limit_{tool_name}"

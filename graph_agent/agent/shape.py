@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from graph_agent.agent.builtin_hooks import ToolCallLimitHook
 from graph_agent.agent.hooks import NODE_SUFFIX, Hook, HookPosition, JumpTo
 from graph_agent.agent.nodes import (
     REJECTED_KEY,
@@ -93,14 +94,30 @@ def _check_no_jump_past_approval(
                 )
 
 
+def _check_limited_tools(agent: Any, hooks: Sequence[Hook]) -> None:
+    """A per-tool limit on a tool the agent lacks would never limit anything."""
+    tools = tuple(agent.toolkit.names)
+    for hook in hooks:
+        limited = hook.tool_name if isinstance(hook, ToolCallLimitHook) else None
+        if limited is not None and limited not in tools:
+            have = ", ".join(map(repr, tools)) or "none"
+            raise GraphSetupError(
+                f"hook {hook.full_name!r} limits the tool {limited!r}, but agent "
+                f"{agent.name!r} has no tool of that name (its tools: {have}); give one of "
+                "its tool names, or tool_name=None to limit all tools"
+            )
+
+
 def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
     """The agent's StateGraph: nodes and edges exactly as the module docstring draws them.
 
     Raises:
         GraphSetupError: two hooks share a name, a hook's ``positions`` or ``can_jump_to`` is
-            not valid, or a jump cannot be wired (TOOL without tools, TOOL past an approval).
+            not valid, a jump cannot be wired (TOOL without tools, TOOL past an approval), or
+            a ToolCallLimitHook limits a tool the agent does not have.
     """
     check_unique(hooks)
+    _check_limited_tools(agent, hooks)
     has_tools = bool(agent.toolkit)
     jumps = {hook.full_name: hook.jump_targets() for hook in hooks}
     by_position: dict[HookPosition, list[Hook]] = {p: [] for p in NODE_SUFFIX}

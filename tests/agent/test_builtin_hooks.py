@@ -152,6 +152,32 @@ def test_an_exit_behavior_other_than_end_or_error_is_refused(make):
         make(run_limit=1, exit_behavior="stop")
 
 
+@pytest.mark.parametrize("make", [ModelCallLimitHook, ToolCallLimitHook])
+@pytest.mark.parametrize("argument", ["run_limit", "thread_limit"])
+@pytest.mark.parametrize(
+    ("value", "error"), [("2", TypeError), (2.0, TypeError), (True, TypeError), (0, ValueError)]
+)
+def test_a_limit_that_is_not_a_positive_int_is_refused_naming_the_argument(
+    make, argument, value, error
+):
+    with pytest.raises(error, match=rf"{make.__name__}: {argument} must be a positive int"):
+        make(**{argument: value})
+
+
+def test_a_tool_call_limit_on_a_tool_the_agent_lacks_is_refused_when_the_graph_is_built():
+    hook = ToolCallLimitHook("sarch", run_limit=1)
+    agent = ReactAgent("a", ScriptedChatModel([]), tools=[add, search], hooks=[hook])
+    with pytest.raises(
+        GraphSetupError, match=r"limits the tool 'sarch'.*agent 'a'.*its tools: 'add', 'search'"
+    ):
+        agent.get_graph()
+
+
+def test_a_tool_name_that_is_not_a_string_is_refused():
+    with pytest.raises(TypeError, match=r"tool_name must be a tool's name.*got \['search'\]"):
+        ToolCallLimitHook(["search"], run_limit=1)
+
+
 def test_model_call_limit_needs_a_limit():
     with pytest.raises(ValueError, match="thread_limit"):
         ModelCallLimitHook()
