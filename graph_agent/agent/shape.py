@@ -95,16 +95,25 @@ def _check_no_jump_past_approval(
 
 
 def _check_limited_tools(agent: Any, hooks: Sequence[Hook]) -> None:
-    """A per-tool limit on a tool the agent lacks would never limit anything."""
+    """A per-tool limit on a tool the agent lacks would never limit anything, and an approval
+    of one would never be asked: a misspelled name would let the real tool run unapproved."""
     tools = tuple(agent.toolkit.names)
+    have = ", ".join(map(repr, tools)) or "none"
     for hook in hooks:
         limited = hook.tool_name if isinstance(hook, ToolCallLimitHook) else None
         if limited is not None and limited not in tools:
-            have = ", ".join(map(repr, tools)) or "none"
             raise GraphSetupError(
                 f"hook {hook.full_name!r} limits the tool {limited!r}, but agent "
                 f"{agent.name!r} has no tool of that name (its tools: {have}); give one of "
                 "its tool names, or tool_name=None to limit all tools"
+            )
+        gated = getattr(hook, "approve", None) if getattr(hook, "gates_tools", False) else None
+        unknown = [name for name in gated or () if name not in tools]
+        if unknown:
+            raise GraphSetupError(
+                f"hook {hook.full_name!r} asks approval for {', '.join(map(repr, unknown))}, "
+                f"but agent {agent.name!r} has no tool of that name (its tools: {have}); "
+                "name the tools as the agent has them"
             )
 
 
@@ -114,7 +123,8 @@ def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
     Raises:
         GraphSetupError: two hooks share a name, a hook's ``positions`` or ``can_jump_to`` is
             not valid, a jump cannot be wired (TOOL without tools, TOOL past an approval), or
-            a ToolCallLimitHook limits a tool the agent does not have.
+            a ToolCallLimitHook limits, or a HumanInTheLoopHook gates, a tool the agent does not
+            have.
     """
     check_unique(hooks)
     _check_limited_tools(agent, hooks)

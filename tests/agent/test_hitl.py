@@ -190,6 +190,14 @@ def test_a_hook_registered_before_the_approval_may_jump_to_the_tools_after_it():
     assert sent == [{"to": "bob", "body": "hi"}]
 
 
+def test_an_approval_for_a_tool_the_agent_lacks_is_refused_when_built():
+    gate = HumanInTheLoopHook(approve={"sned_email": "typo"})
+    agent = ReactAgent("mail", ScriptedChatModel(["hi"]), tools=[send_email], hooks=[gate])
+
+    with pytest.raises(GraphSetupError, match=r"approval for 'sned_email'.*'send_email'"):
+        agent.invoke("mail bob", CFG)
+
+
 def test_a_gated_call_without_a_decision_is_refused_and_stays_pending():
     agent, _ = mail_agent("done")
     pending = agent.invoke("mail bob", CFG).interrupts
