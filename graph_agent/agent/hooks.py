@@ -185,11 +185,14 @@ class Hook:
         """This hook's ``can_jump_to`` as :class:`JumpTo` members (``"end"`` is ``JumpTo.END``).
 
         Raises:
-            GraphSetupError: ``can_jump_to`` is not a tuple or list, or holds something that is
-                not a jump target.
+            GraphSetupError: ``can_jump_to`` is not a tuple, list or set, or holds something
+                that is not a jump target.
         """
         declared = self.can_jump_to
         valid = ", ".join(f"JumpTo.{t.name} ({t.value!r})" for t in JumpTo)
+        if isinstance(declared, set | frozenset):  # fine too, in JumpTo's order
+            order = list(JumpTo)
+            declared = sorted(declared, key=lambda t: order.index(t) if t in order else -1)
         if not isinstance(declared, tuple | list):
             raise GraphSetupError(
                 f"hook {self.full_name!r} has can_jump_to={declared!r}; give a tuple of jump "

@@ -285,6 +285,21 @@ def test_a_can_jump_to_that_is_not_a_tuple_of_targets_is_refused_naming_the_targ
         ReactAgent("a", ScriptedChatModel([]), hooks=[Stopper()]).get_graph()
 
 
+def test_a_can_jump_to_given_as_a_set_is_wired_in_jump_to_order():
+    class Stopper(ModelHook):
+        can_jump_to = {JumpTo.END, "model"}
+
+        def before_model(self, state, config):
+            return None
+
+    hook = Stopper()
+    assert hook.jump_targets() == (JumpTo.MODEL, JumpTo.END)
+    assert (
+        "Stopper.stopper.beforeModel"
+        in ReactAgent("a", ScriptedChatModel([]), hooks=[hook]).graph.view.nodes
+    )
+
+
 def test_the_graph_is_built_once_on_first_use():
     agent_ = agent("tools")
     assert agent_._compiled is None
