@@ -223,11 +223,6 @@ def interrupt(value: Any) -> Any:
         interrupt_id = scoped_interrupt_id(task.thread_id, task.step, task.id, scope.key, index)
         if interrupt_id in task._resume:
             return task._resume[interrupt_id]
-        if task._resume:  # a pause stored before ids were scoped (a thread older than 0.1.0's
-            # per-call ids) was asked under the task's own count: its answer still counts
-            legacy = derive_id("interrupt", task.thread_id, task.step, task.id, index)
-            if legacy in task._resume:
-                return task._resume[legacy]
         raise GraphInterrupted(
             [Interrupt(interrupt_id, value, task.node)],
             scopes={interrupt_id: (scope.key, index)},

@@ -141,32 +141,6 @@ def test_parallel_tools_that_interrupt_get_their_own_answers_by_id_in_any_order(
     ]
 
 
-def test_a_tool_paused_before_interrupt_ids_were_scoped_takes_its_answer_after_upgrading(
-    monkeypatch,
-):
-    from graph_agent.graph import runtime
-
-    @tool
-    def ask(who: str) -> str:
-        """Ask a person."""
-        return str(interrupt({"who": who}))
-
-    model = ScriptedChatModel([calls(("a", "ask", {"who": "ann"})), "done"])
-    agent = ReactAgent("asker", model, tools=[ask])
-    config = cfg()
-    with monkeypatch.context() as old_release:  # ids as a release before scopes derived them
-        old_release.setattr(runtime.InterruptScope, "__enter__", lambda scope: scope)
-        old_release.setattr(runtime.InterruptScope, "__exit__", lambda scope, *exc: None)
-        (pause,) = agent.invoke("ask ann", config).interrupts
-
-    final = agent.invoke(Command(resume={pause.id: "ann says hi"}), config)
-
-    assert final.interrupts == ()
-    assert [m.content for m in final["messages"] if isinstance(m, ToolResponseMessage)] == [
-        "ann says hi"
-    ]
-
-
 @pytest.mark.parametrize("people", [["alice"], ["alice", "bob"]], ids=["one", "parallel"])
 def test_tool_calls_that_interrupt_get_their_answers_by_id_after_update_state(people):
     @tool
