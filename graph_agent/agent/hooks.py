@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from graph_agent.graph.errors import GraphSetupError
-from graph_agent.graph.state import KeyStrategy, OverAllState, ReplaceAll
+from graph_agent.graph.state import KeyStrategy, OverAllState, RemoveMessage, ReplaceAll
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.messages import BaseMessage
 
@@ -66,7 +66,8 @@ _COMMAND_SHAPE = (
 class AgentCommand:
     """What a messages hook returns: new messages to ``append`` or to ``replace`` all with.
 
-    ``messages`` is a message or a sequence of messages (kept as a tuple).
+    ``messages`` is a message or a sequence of messages (kept as a tuple); with ``"append"``
+    a ``RemoveMessage(id)`` among them deletes that message, as for any append key.
 
     Raises:
         TypeError: ``messages`` holds something that is not a message (a string, a dict).
@@ -99,9 +100,12 @@ class AgentCommand:
         return update
 
 
-def _command_messages(messages: object) -> tuple[BaseMessage, ...]:
-    """``messages`` as a tuple of messages; a lone message is a tuple of one."""
-    if isinstance(messages, BaseMessage):
+def _command_messages(messages: object) -> tuple[Any, ...]:
+    """``messages`` as a tuple of messages (or ``RemoveMessage``s); a lone one is a tuple of
+    one, ``None`` an empty tuple."""
+    if messages is None:
+        return ()
+    if isinstance(messages, BaseMessage | RemoveMessage):
         return (messages,)
     if isinstance(messages, str | bytes):
         raise TypeError(
@@ -115,7 +119,7 @@ def _command_messages(messages: object) -> tuple[BaseMessage, ...]:
         )
     items = tuple(messages)
     for index, item in enumerate(items):
-        if not isinstance(item, BaseMessage):
+        if not isinstance(item, BaseMessage | RemoveMessage):
             raise TypeError(
                 f"AgentCommand messages[{index}] is {_short(item)} ({type(item).__name__}), not "
                 f"a message; {_COMMAND_SHAPE}"

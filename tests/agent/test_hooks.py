@@ -9,6 +9,7 @@ from graph_agent import (
     GraphSetupError,
     InvalidUpdateError,
     NodeError,
+    RemoveMessage,
     RunnableConfig,
     StreamingOutput,
     tool,
@@ -271,6 +272,21 @@ def test_agent_command_refuses_what_is_not_a_message_naming_the_fix(messages, sa
         TypeError, match=rf"{said}.*AgentCommand\(\[SystemMessage\('be brief'\)\]\)"
     ):
         AgentCommand(messages)
+
+
+def test_a_messages_hook_can_remove_a_message_and_none_means_no_messages():
+    class Tidy(MessagesModelHook):
+        def before_model(self, messages, config):
+            notes = [m for m in messages if m.text == "scratch note"]
+            return AgentCommand([RemoveMessage(m.id) for m in notes] or None)
+
+    model = ScriptedChatModel(["ok"])
+    agent = ReactAgent("tidy", model, hooks=[Tidy()])
+    state = agent.invoke([UserMessage("hello"), UserMessage("scratch note")], CFG)
+
+    assert [m.text for m in state["messages"]] == ["hello", "ok"]
+    assert [m.text for m in model.requests[0].messages] == ["hello"]
+    assert AgentCommand(None).messages == ()
 
 
 def test_agent_command_refuses_an_unknown_policy_naming_the_two_valid_ones():
