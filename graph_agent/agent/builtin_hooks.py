@@ -201,17 +201,18 @@ def _short(value: Any) -> str:
 
 
 def _limit(hook: str, argument: str, value: object) -> int | None:
-    """``value`` checked as a call limit: a positive int, or ``None`` for no limit."""
+    """``value`` checked as a call limit: an int of 0 or more (0: no call at all), or ``None``
+    for no limit."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(
-            f"{hook}: {argument} must be a positive int (or None for no limit), got {value!r} "
-            f"({type(value).__name__})"
+            f"{hook}: {argument} must be an int of 0 or more (or None for no limit), got "
+            f"{value!r} ({type(value).__name__})"
         )
-    if value < 1:
+    if value < 0:
         raise ValueError(
-            f"{hook}: {argument} must be a positive int (or None for no limit), got {value!r}"
+            f"{hook}: {argument} must be an int of 0 or more (or None for no limit), got {value!r}"
         )
     return value
 

@@ -108,11 +108,12 @@ def _check_limited_tools(agent: Any, hooks: Sequence[Hook]) -> None:
                 "its tool names, or tool_name=None to limit all tools"
             )
         gated = getattr(hook, "approve", None) if getattr(hook, "gates_tools", False) else None
-        unknown = [name for name in gated or () if name not in tools]
-        if unknown:
+        # one policy may serve a team whose agents have different tools; one that names none
+        # of this agent's tools is a mistake (a misspelled name would leave the tool ungated)
+        if gated and not any(name in tools for name in gated):
             raise GraphSetupError(
-                f"hook {hook.full_name!r} asks approval for {', '.join(map(repr, unknown))}, "
-                f"but agent {agent.name!r} has no tool of that name (its tools: {have}); "
+                f"hook {hook.full_name!r} asks approval for {', '.join(map(repr, gated))}, "
+                f"but agent {agent.name!r} has none of those tools (its tools: {have}); "
                 "name the tools as the agent has them"
             )
 
@@ -123,8 +124,8 @@ def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
     Raises:
         GraphSetupError: two hooks share a name, a hook's ``positions`` or ``can_jump_to`` is
             not valid, a jump cannot be wired (TOOL without tools, TOOL past an approval), or
-            a ToolCallLimitHook limits, or a HumanInTheLoopHook gates, a tool the agent does not
-            have.
+            a ToolCallLimitHook limits a tool the agent does not have, or a HumanInTheLoopHook
+            gates none of its tools.
     """
     check_unique(hooks)
     _check_limited_tools(agent, hooks)

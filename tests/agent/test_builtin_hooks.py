@@ -155,13 +155,32 @@ def test_an_exit_behavior_other_than_end_or_error_is_refused(make):
 @pytest.mark.parametrize("make", [ModelCallLimitHook, ToolCallLimitHook])
 @pytest.mark.parametrize("argument", ["run_limit", "thread_limit"])
 @pytest.mark.parametrize(
-    ("value", "error"), [("2", TypeError), (2.0, TypeError), (True, TypeError), (0, ValueError)]
+    ("value", "error"), [("2", TypeError), (2.0, TypeError), (True, TypeError), (-1, ValueError)]
 )
-def test_a_limit_that_is_not_a_positive_int_is_refused_naming_the_argument(
+def test_a_limit_that_is_not_an_int_of_zero_or_more_is_refused_naming_the_argument(
     make, argument, value, error
 ):
-    with pytest.raises(error, match=rf"{make.__name__}: {argument} must be a positive int"):
+    with pytest.raises(error, match=rf"{make.__name__}: {argument} must be an int of 0 or more"):
         make(**{argument: value})
+
+
+def test_a_tool_call_limit_of_zero_never_runs_the_tool():
+    ran = []
+
+    @tool
+    def delete(path: str) -> str:
+        """Delete a file."""
+        ran.append(path)
+        return "deleted"
+
+    call = AssistantMessage(tool_calls=[ToolCall("d1", "delete", {"path": "/tmp/x"})])
+    hook = ToolCallLimitHook("delete", run_limit=0)
+    agent = ReactAgent("a", ScriptedChatModel([call, "never"]), tools=[delete], hooks=[hook])
+
+    state = agent.invoke("clean up", RunnableConfig(thread_id="t"))
+
+    assert ran == []
+    assert "limit (0) was reached" in state["messages"][-1].content
 
 
 def test_a_tool_call_limit_on_a_tool_the_agent_lacks_is_refused_when_the_graph_is_built():

@@ -190,12 +190,26 @@ def test_a_hook_registered_before_the_approval_may_jump_to_the_tools_after_it():
     assert sent == [{"to": "bob", "body": "hi"}]
 
 
-def test_an_approval_for_a_tool_the_agent_lacks_is_refused_when_built():
+def test_an_approval_policy_naming_none_of_the_agents_tools_is_refused_when_built():
     gate = HumanInTheLoopHook(approve={"sned_email": "typo"})
     agent = ReactAgent("mail", ScriptedChatModel(["hi"]), tools=[send_email], hooks=[gate])
 
     with pytest.raises(GraphSetupError, match=r"approval for 'sned_email'.*'send_email'"):
         agent.invoke("mail bob", CFG)
+
+
+def test_one_approval_policy_may_serve_agents_with_different_tools():
+    policy = {"send_email": "sends mail", "delete_file": "deletes files"}
+    agent = ReactAgent(
+        "mail",
+        ScriptedChatModel(
+            [AssistantMessage(tool_calls=[ToolCall("m1", "send_email", {"to": "b", "body": "x"})])]
+        ),
+        tools=[send_email, lookup],
+        hooks=[HumanInTheLoopHook(approve=policy)],
+    )
+    assert agent.invoke("mail bob", CFG).interrupts  # gated by the shared policy
+    assert sent == []
 
 
 def test_a_gated_call_without_a_decision_is_refused_and_stays_pending():
