@@ -400,11 +400,14 @@ def _destinations(node: str, destinations: Any) -> tuple[str, ...]:
     """``add_node``'s ``destinations`` as a tuple of names, refusing what cannot be one."""
     if isinstance(destinations, str):
         destinations = (destinations,)
-    if isinstance(destinations, Mapping) or not isinstance(destinations, Iterable):
+    elif isinstance(destinations, Mapping):  # LangGraph's {node: edge label}: the nodes
+        destinations = tuple(destinations)
+    if not isinstance(destinations, Iterable):
         raise GraphSetupError(
             f"add_node({node!r}, ..., destinations={destinations!r}): destinations must be a "
             "tuple of node names (or END) that Command(goto=...) may go to, e.g. "
-            "destinations=('next', END); leave it out when the node returns no Command"
+            "destinations=('next', END) (or a dict of node names to edge labels); leave it out "
+            "when the node returns no Command"
         )
     names = tuple(destinations)
     for name in names:

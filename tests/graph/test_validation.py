@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graph_agent import END, START, CompileConfig, GraphSetupError, StateGraph
+from graph_agent import END, START, Command, CompileConfig, GraphSetupError, StateGraph
 
 
 def noop(state):
@@ -190,13 +190,20 @@ def test_a_conditional_edge_source_must_be_one_node_name():
         g.add_conditional_edges(["a", "b"], lambda s: END)
 
 
-@pytest.mark.parametrize("destinations", [None, 5, ("b", None), {"b": "b"}])
+@pytest.mark.parametrize("destinations", [None, 5, ("b", None), {5: "five"}])
 def test_destinations_that_are_not_a_tuple_of_names_are_refused(destinations):
     g = StateGraph("g")
     with pytest.raises(
         GraphSetupError, match=r"add_node\('a', \.\.\., destinations=.*tuple of node names"
     ):
         g.add_node("a", noop, destinations=destinations)
+
+
+def test_destinations_may_be_a_dict_of_node_names_to_edge_labels_as_in_langgraph():
+    g = StateGraph("g")
+    g.add_node("a", lambda s: Command(goto="b"), destinations={"b": "to b", END: "done"})
+    g.add_node("b", lambda s: {"went": "b"}).add_edge(START, "a").add_edge("b", END)
+    assert g.compile().invoke({})["went"] == "b"
 
 
 def test_start_is_refused_as_a_destination_or_path_map_target():
