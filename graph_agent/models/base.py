@@ -77,7 +77,10 @@ class ModelRequest:
     """One call to a chat model: what interceptors receive and may edit before it is sent.
 
     Attributes:
-        messages: The conversation, oldest first.
+        messages: The conversation, oldest first. The list is the request's own: add, drop or
+            replace messages freely; the messages in it are the agent's history itself, so
+            change one with ``message.model_copy(update=...)`` put in its place, never in
+            place (editing ``tool_calls[i].arguments`` in place would change the history).
         tools: The tools the model may call (empty: none).
         options: Extra request fields such as ``temperature``, ``tool_choice`` or
             ``response_format``, merged over the model's own defaults.
