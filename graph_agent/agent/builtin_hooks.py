@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
@@ -32,7 +33,9 @@ from graph_agent.models.base import ChatModel
 
 INSTRUCTION_ID = "instruction"
 SUMMARY_ID = "summary"
-"""The id of the message :class:`SummarizationHook` puts in place of the older conversation."""
+"""How the ids of the messages :class:`SummarizationHook` puts in place of the older
+conversation begin (``"summary-<uuid>"``: unique, so two agents' summaries never replace each
+other where their messages meet, as in a team's shared history)."""
 
 
 class AgentLimitError(GraphRuntimeError):
@@ -406,14 +409,17 @@ class SummarizationHook(ModelHook):
         body = messages[len(head) :]
         cut = _cut_keeping_calls(body, max(0, len(body) - self.messages_to_keep))
         old, kept = body[:cut], body[cut:]
-        if all(m.id == SUMMARY_ID for m in old):
+        if all(m.id.startswith(f"{SUMMARY_ID}-") for m in old):
             return None  # nothing new: summarising the summary alone would only cost a call
         model = self.model or (self.agent.model if self.agent is not None else None)
         if model is None:
             raise GraphRuntimeError("SummarizationHook needs a model: pass model=...")
         transcript = "\n".join(f"{_role(m)}: {_render(m)}" for m in old)
         summary = model.generate([SystemMessage(self.prompt), UserMessage(transcript)])
-        note = UserMessage(f"Summary of the earlier conversation:\n{summary.text}", id=SUMMARY_ID)
+        note = UserMessage(
+            f"Summary of the earlier conversation:\n{summary.text}",
+            id=f"{SUMMARY_ID}-{uuid.uuid4().hex}",
+        )
         return {"messages": ReplaceAll([*head, note, *kept])}
 
 

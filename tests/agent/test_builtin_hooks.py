@@ -464,6 +464,16 @@ def test_the_summary_alone_is_not_summarised_again():
     assert state["messages"][-1].text == "second answer"
 
 
+def test_summaries_have_ids_of_their_own_so_two_never_replace_each_other():
+    ids = []
+    for topic in ("cats", "dogs"):  # e.g. two agents of a team sharing one history
+        hook = SummarizationHook(max_tokens=50, messages_to_keep=1, model=ScriptedChatModel(["s"]))
+        agent = ReactAgent("a", ScriptedChatModel(["first", "second"]), hooks=[hook])
+        agent.invoke(long(topic), cfg())
+        ids.append(agent.invoke(long(topic), cfg())["messages"][0].id)
+    assert all(i.startswith("summary-") for i in ids) and ids[0] != ids[1]
+
+
 # structured output
 
 
