@@ -153,11 +153,8 @@ class SqliteSaver(CheckpointSaver):
         """Check that the file is ours; then (unless read-only) WAL mode and migrations."""
         if self.path != ":memory:":
             _check_sqlite_header(self.path)
-        self._conn.execute("BEGIN")  # one consistent view of the tables, and no write
-        try:
+        with self._reading():  # one consistent view of the tables, and no write
             self._check_schema(self._conn, for_reading=self.read_only)
-        finally:
-            self._conn.execute("COMMIT")
         if self.read_only:
             return
         # Only now: switching to WAL already writes to the file's header.
@@ -260,6 +257,21 @@ class SqliteSaver(CheckpointSaver):
             row = self._conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
         return int(row[0] or 0)
 
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """A read transaction under the saver's lock: one snapshot of the file. A read that
+        fails rolls back, never hiding its error behind a failed COMMIT."""
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                yield
+            except BaseException:
+                if self._conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
     def _transaction(self) -> _Transaction:
         return _Transaction(self._conn, self._lock)
 
@@ -335,31 +347,20 @@ class SqliteSaver(CheckpointSaver):
     def _read(self, thread: str, ns: str, checkpoint_id: str | None) -> Checkpoint | None:
         """One checkpoint (the newest for ``None``), read in one transaction: a prune or
         delete committed meanwhile (by any process) is seen whole or not at all."""
-        with self._lock:
-            self._conn.execute("BEGIN")
-            done = False
-            try:
-                if checkpoint_id is None:
-                    row = self._conn.execute(
-                        "SELECT header FROM checkpoints WHERE thread_id = ? "
-                        "AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
-                        (thread, ns),
-                    ).fetchone()
-                else:
-                    row = self._conn.execute(
-                        "SELECT header FROM checkpoints WHERE thread_id = ? "
-                        "AND checkpoint_ns = ? AND checkpoint_id = ?",
-                        (thread, ns, checkpoint_id),
-                    ).fetchone()
-                checkpoint = None if row is None else self._load(thread, ns, row[0])
-                done = True
-            finally:
-                if done:
-                    self._conn.execute("COMMIT")
-                elif self._conn.in_transaction:  # never hide the error that got us here
-                    with contextlib.suppress(sqlite3.Error):
-                        self._conn.execute("ROLLBACK")
-            return checkpoint
+        with self._reading():
+            if checkpoint_id is None:
+                row = self._conn.execute(
+                    "SELECT header FROM checkpoints WHERE thread_id = ? "
+                    "AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
+                    (thread, ns),
+                ).fetchone()
+            else:
+                row = self._conn.execute(
+                    "SELECT header FROM checkpoints WHERE thread_id = ? "
+                    "AND checkpoint_ns = ? AND checkpoint_id = ?",
+                    (thread, ns, checkpoint_id),
+                ).fetchone()
+            return None if row is None else self._load(thread, ns, row[0])
 
     def delete_thread(self, thread_id: str) -> None:
         with self._transaction() as conn:

@@ -72,3 +72,17 @@ def test_a_saver_refuses_a_damaged_stored_header(tmp_path):
     assert not saver._conn.in_transaction  # the failed read ended its transaction
     saver.put(Checkpoint(id="0002", thread_id="u", step=0, metadata={"source": "input"}))
     assert saver.get("u").id == "0002"
+
+
+def test_a_read_whose_transaction_sqlite_already_ended_raises_its_own_error(tmp_path, monkeypatch):
+    saver = SqliteSaver(tmp_path / "runs.db")
+    saver.put(Checkpoint(id="0001", thread_id="t", step=0, metadata={"source": "input"}))
+
+    def failing_load(thread, ns, header):  # as when SQLite rolls back on a disk error
+        saver._conn.execute("ROLLBACK")
+        raise OSError("disk I/O error")
+
+    monkeypatch.setattr(saver, "_load", failing_load)
+    with pytest.raises(OSError, match="disk I/O error"):  # not "cannot commit"
+        saver.get("t")
+    assert not saver._conn.in_transaction
