@@ -3,11 +3,12 @@
 A checkpoint is written after every superstep. It stores only the keys that changed since its
 parent (:class:`~graph_agent.graph.engine.Blob`): an append key stores the items appended since
 then (a delta), other keys their new value; an append key is stored whole when it is first
-written and whenever items were replaced or removed. Each item is stored once, so a thread's
-storage grows linearly with its steps. ``versions`` maps each key to the id of the checkpoint
-holding its latest blob; a load follows the key's deltas back to its last full copy (one query
-in SQL savers), and ``prune`` rewrites the oldest kept checkpoint's keys whole so the chains
-behind it can go.
+written, whenever items were replaced or removed, and once it has tripled since its last full
+copy (after 64 deltas or more: ``Loop.take_blobs``). So a thread's storage grows linearly with
+its steps, and a load reads a bounded chain of deltas. ``versions`` maps each key to the id of
+the checkpoint holding its latest blob; a load follows the key's deltas back to its last full
+copy (one query in SQL savers), and ``prune`` rewrites the oldest kept checkpoint's keys whole
+so the chains behind it can go.
 
 Pending writes belong to a checkpoint and a task: a node's writes in a superstep with several
 nodes, interrupts raised, resume values given, and sub-task records. They make a half-finished
