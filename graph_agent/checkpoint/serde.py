@@ -78,6 +78,7 @@ from graph_agent.graph.state import RemoveMessage, ReplaceAll, SeqView
 __all__ = [
     "FIRST_USER_CODE",
     "FORMAT_VERSION",
+    "MAX_CONTAINERS",
     "MAX_DEPTH",
     "MAX_PAYLOAD_BYTES",
     "Serializer",
@@ -91,9 +92,16 @@ __all__ = [
 FORMAT_VERSION: Final = 1
 MAX_PAYLOAD_BYTES: Final = 64 * 1024 * 1024
 """Default size limit of stored data, checked before decoding and at save time."""
+MAX_CONTAINERS: Final = 1_000_000
+"""Default limit of the lists and maps one load may build. Each costs 60 to 80 bytes however
+little data it held (an empty array is one byte), so without it a payload under the size limit
+could take gigabytes; it is only counted when the data could hold more (see ``loads``)."""
 MAX_DEPTH: Final = 1024
 """Nesting limit in msgpack containers: the limit msgpack's packer and unpacker both enforce."""
 FIRST_USER_CODE: Final = 32
+_CONTAINER_HEADS: Final = bytes(range(0x80, 0xA0)) + b"\xdc\xdd\xde\xdf"
+"""The bytes a msgpack array or map begins with: data holds no more containers than these."""
+_NOT_CONTAINER_HEADS: Final = bytes(b for b in range(256) if b not in _CONTAINER_HEADS)
 _PACKER_BUFFER: Final = 4096
 """Initial buffer of a Packer (msgpack's default is 256 KiB); it grows as needed."""
 _KEEP_PACKER: Final = 64 * 1024
@@ -393,6 +401,34 @@ class _Decoder:
                 f"cannot load {codec.cls.__qualname__} (ext code {codec.code}): {exc}"
             ) from exc
 
+    def counted(
+        self,
+        list_hook: Callable[[list[Any]], Any],
+        object_hook: Callable[[dict[Any, Any]], Any] | None,
+        limit: int,
+    ) -> tuple[Callable[[list[Any]], Any], Callable[[dict[Any, Any]], Any]]:
+        """The hooks, also counting the containers built: past ``limit`` the load stops."""
+        left = [limit]
+
+        def spend() -> None:
+            left[0] -= 1
+            if left[0] < 0:
+                raise SerializationError(
+                    f"stored data holds more than {limit:,} lists and maps, the limit "
+                    "(max_containers) that keeps a load's memory bounded; it is corrupt, or "
+                    "load it with Serializer(max_containers=...) raised"
+                )
+
+        def counted_list(items: list[Any]) -> Any:
+            spend()
+            return list_hook(items)
+
+        def counted_object(mapping: dict[Any, Any]) -> Any:
+            spend()
+            return mapping if object_hook is None else object_hook(mapping)
+
+        return counted_list, counted_object
+
     def checked_list_hook(self, items: list[Any]) -> Any:
         _reject_timestamps(items)
         return self.list_hook(items)
@@ -432,6 +468,7 @@ class Serializer:
     Args:
         max_payload_bytes: The largest stored data, header included, that :meth:`loads`
             accepts and :meth:`dumps` produces.
+        max_containers: The most lists and maps one :meth:`loads` builds.
 
     Example:
         >>> from pydantic import BaseModel
@@ -444,8 +481,11 @@ class Serializer:
         {'path': (Point(x=1, y=2),)}
     """
 
-    def __init__(self, *, max_payload_bytes: int = MAX_PAYLOAD_BYTES) -> None:
+    def __init__(
+        self, *, max_payload_bytes: int = MAX_PAYLOAD_BYTES, max_containers: int = MAX_CONTAINERS
+    ) -> None:
         self.max_payload_bytes = max_payload_bytes
+        self.max_containers = max_containers
         self._by_type: dict[type, _Codec] = {}
         self._by_code: dict[int, _Codec] = {}
         self._by_name: dict[str, _Codec] = {}
@@ -537,12 +577,21 @@ class Serializer:
         size = len(data)
         checked = _may_hold_timestamp(data)
         decoder = _Decoder(self._by_code)
+        list_hook: Callable[[list[Any]], Any] = (
+            decoder.checked_list_hook if checked else decoder.list_hook
+        )
+        object_hook: Callable[[dict[Any, Any]], Any] | None = (
+            decoder.checked_object_hook if checked else None
+        )
+        limit = self.max_containers
+        if size > limit and len(data.translate(None, _NOT_CONTAINER_HEADS)) > limit:
+            list_hook, object_hook = decoder.counted(list_hook, object_hook, limit)
         try:
             value = msgpack.unpackb(
                 memoryview(data)[1:],
                 ext_hook=decoder.ext_hook,
-                list_hook=decoder.checked_list_hook if checked else decoder.list_hook,
-                object_hook=decoder.checked_object_hook if checked else None,
+                list_hook=list_hook,
+                object_hook=object_hook,
                 strict_map_key=False,
                 max_str_len=size,
                 max_bin_len=size,

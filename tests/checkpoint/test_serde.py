@@ -465,6 +465,29 @@ def test_a_huge_length_prefix_raises_quickly_without_a_big_allocation(header: by
     assert peak < 1_000_000 and clock.perf_counter() - started < 0.5
 
 
+@pytest.mark.parametrize("empty", [b"\x90", b"\x80"], ids=["arrays", "maps"])
+def test_many_empty_containers_stop_at_max_containers_with_bounded_memory(empty: bytes) -> None:
+    count = 200_000  # one byte each, 60-80 bytes each once built
+    data = b"\x01\xdd" + count.to_bytes(4, "big") + empty * count
+    tracemalloc.start()
+    try:
+        with pytest.raises(SerializationError, match=r"more than 20,000 lists and maps"):
+            Serializer(max_containers=20_000).loads(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5_000_000  # 20,000 containers and the outer list's slots, not 200,000
+
+
+def test_data_that_only_looks_container_heavy_loads_whole() -> None:
+    serializer = Serializer(max_containers=1_000)
+    text = "\u0080\u0090" * 5_000  # UTF-8 bytes 0xc2 0x80 / 0xc2 0x90: container heads
+    value = {"note": text, "items": [[i] for i in range(500)]}
+    assert serializer.loads(serializer.dumps(value)) == value
+    with pytest.raises(SerializationError, match="more than 1,000"):
+        serializer.loads(serializer.dumps({"items": [[i] for i in range(1_500)]}))
+
+
 @pytest.mark.parametrize(
     "body",
     [
