@@ -86,6 +86,11 @@ class AgentCommand:
                 f"AgentCommand got policy={self.policy!r}; use 'append' (add the messages) or "
                 "'replace' (the messages become the whole history)"
             )
+        if self.policy == "replace" and any(isinstance(m, RemoveMessage) for m in self.messages):
+            raise ValueError(
+                "AgentCommand(policy='replace') takes the messages to keep; a RemoveMessage "
+                "belongs with policy='append' (or leave the message out of the replacement)"
+            )
 
     def as_update(self) -> dict[str, Any]:
         """This command as a state update for the agent graph."""

@@ -287,6 +287,8 @@ def test_a_messages_hook_can_remove_a_message_and_none_means_no_messages():
     assert [m.text for m in state["messages"]] == ["hello", "ok"]
     assert [m.text for m in model.requests[0].messages] == ["hello"]
     assert AgentCommand(None).messages == ()
+    with pytest.raises(ValueError, match=r"a RemoveMessage belongs with policy='append'"):
+        AgentCommand([RemoveMessage("x")], policy="replace")
 
 
 def test_agent_command_refuses_an_unknown_policy_naming_the_two_valid_ones():
