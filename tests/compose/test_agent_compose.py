@@ -410,8 +410,9 @@ def test_an_approval_inside_an_agent_tool_pauses_the_caller_and_resumes_inside_t
     assert final.interrupts == ()
 
 
-def test_approvals_in_two_parallel_agent_tools_pause_the_caller_once_with_both():
-    sent: list[str] = []
+def approving_mailers(sent: list[str]) -> Any:
+    """Makes agents named ``name`` that mail their request's text with ``send_email`` (which
+    appends to ``sent``) once a human approves, then answer ``"<name> mailed"``."""
 
     @tool
     def send_email(to: str) -> str:
@@ -427,6 +428,13 @@ def test_approvals_in_two_parallel_agent_tools_pause_the_caller_once_with_both()
             tools=[send_email],
             hooks=[HumanInTheLoopHook(approve={"send_email": "sends mail"})],
         )
+
+    return mailer
+
+
+def test_approvals_in_two_parallel_agent_tools_pause_the_caller_once_with_both():
+    sent: list[str] = []
+    mailer = approving_mailers(sent)
 
     boss = boss_over(
         mailer("left").as_tool(),
@@ -452,21 +460,7 @@ def test_approvals_in_two_parallel_agent_tools_pause_the_caller_once_with_both()
 @pytest.mark.parametrize("names", [["left"], ["left", "right"]], ids=["one", "parallel"])
 def test_answers_reach_paused_agent_tools_after_update_state_on_the_caller(names: list[str]):
     sent: list[str] = []
-
-    @tool
-    def send_email(to: str) -> str:
-        """Send an email."""
-        sent.append(to)
-        return f"sent to {to}"
-
-    def mailer(name: str) -> Any:
-        return scripted(
-            name,
-            lambda request: calls((f"m-{name}", "send_email", {"to": request.messages[-1].text})),
-            f"{name} mailed",
-            tools=[send_email],
-            hooks=[HumanInTheLoopHook(approve={"send_email": "sends mail"})],
-        )
+    mailer = approving_mailers(sent)
 
     requests = [(f"c-{name}", name, {"request": f"to-{name}"}) for name in names]
     boss = boss_over(
