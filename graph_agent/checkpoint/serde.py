@@ -105,8 +105,10 @@ _NOT_CONTAINER_HEADS: Final = bytes(b for b in range(256) if b not in _CONTAINER
 _PACKER_BUFFER: Final = 4096
 """Initial buffer of a Packer (msgpack's default is 256 KiB); it grows as needed."""
 _KEEP_PACKER: Final = 64 * 1024
-"""A Packer is kept per thread for the next dumps() unless it packed more than this, so a
-thread keeps at most a small buffer alive after storing a large value."""
+"""A Packer goes back to the idle ones for the next dumps() unless it packed more than this, so
+at most a small buffer stays alive after storing a large value."""
+_IDLE_PACKERS: Final = 8
+"""How many idle Packers a Serializer keeps (one per thread that serializes at a time)."""
 _FIRST_MESSAGE_CODE: Final = 16
 _MAX_CODE: Final = 127
 _NAMED_CODE: Final = 13
@@ -502,7 +504,7 @@ class Serializer:
             return plain(value)
 
         self._default = default
-        self._packers = threading.local()
+        self._idle: list[msgpack.Packer] = []
         for codec in _builtin_codecs():
             self._add(codec)
         self._by_code[_NAMED_CODE] = _name_dispatch(self._by_name)
@@ -539,13 +541,15 @@ class Serializer:
             SerializationError: Something in ``obj`` cannot be stored; the message names the
                 first such value by its path, and why.
         """
-        # A Packer is reused per thread (building one costs more than packing a small value).
-        # It is taken out while in use, so a nested dumps() (from a __graph_agent_dump__) gets
-        # its own; msgpack resets it after an error; one that grew past _KEEP_PACKER is dropped.
-        local = self._packers
-        packer = getattr(local, "packer", None)
-        local.packer = None
-        if packer is None:
+        # Packers are reused (building one costs more than packing a small value). One is taken
+        # from the idle list while in use (list.pop and append are atomic), so another thread or
+        # a nested dumps() (from a __graph_agent_dump__) gets its own; a threading.local lookup
+        # costs as much as packing a small value. msgpack resets a packer after an error; one that grew
+        # past _KEEP_PACKER is dropped.
+        idle = self._idle
+        try:
+            packer = idle.pop()
+        except IndexError:
             packer = msgpack.Packer(
                 default=self._default,
                 use_bin_type=True,
@@ -555,10 +559,11 @@ class Serializer:
         try:
             body: bytes = packer.pack(obj)
         except Exception as exc:
-            local.packer = packer
+            if len(idle) < _IDLE_PACKERS:
+                idle.append(packer)
             raise SerializationError(_describe_failure(obj, root, self._by_type, exc)) from exc
-        if len(body) <= _KEEP_PACKER:
-            local.packer = packer
+        if len(body) <= _KEEP_PACKER and len(idle) < _IDLE_PACKERS:
+            idle.append(packer)
         if len(body) >= self.max_payload_bytes:
             raise SerializationError(
                 f"cannot serialize value at {root}: {len(body) + 1} bytes "

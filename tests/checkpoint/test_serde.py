@@ -769,3 +769,28 @@ def test_a_large_value_then_small_ones_serialize_exactly(ser: Serializer) -> Non
     big = ["x" * 1000] * 200
     assert ser.loads(ser.dumps(big)) == big
     assert ser.dumps([1]) == bytes([serde.FORMAT_VERSION]) + msgpack.packb([1])
+
+
+def test_threads_serializing_at_once_each_get_exact_bytes(ser: Serializer) -> None:
+    # Packers are shared between threads through an idle list: no two may pack into one buffer.
+    import threading
+
+    start = threading.Barrier(16)
+    wrong: list[int] = []
+
+    def work(n: int) -> None:
+        # tuples go through Python (the registry), where another thread may take over mid-pack
+        value = {"thread": n, "items": [(str(n) * (n + 1), n)] * 50}
+        expected = ser.dumps(value)
+        start.wait()
+        for _ in range(300):
+            if ser.dumps(value) != expected:
+                wrong.append(n)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
+    assert len(ser._idle) <= serde._IDLE_PACKERS  # what 16 threads left behind stays bounded
