@@ -544,8 +544,8 @@ class Serializer:
         # Packers are reused (building one costs more than packing a small value). One is taken
         # from the idle list while in use (list.pop and append are atomic), so another thread or
         # a nested dumps() (from a __graph_agent_dump__) gets its own; a threading.local lookup
-        # costs as much as packing a small value. msgpack resets a packer after an error; one that grew
-        # past _KEEP_PACKER is dropped.
+        # costs as much as packing a small value. msgpack resets a packer after an error; one
+        # that grew past _KEEP_PACKER is dropped.
         idle = self._idle
         try:
             packer = idle.pop()
