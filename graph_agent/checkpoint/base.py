@@ -50,27 +50,32 @@ def new_checkpoint_id(after: str | None = None) -> str:
     parent's id) even when the wall clock stepped back since it was made. A seam tests may pin.
     """
     global _last_id
-    with _id_lock:
+    _id_lock.acquire()  # (not ``with``: nothing here raises, and it is made once per step)
+    try:
         micros = time.time_ns() // 1000
         if micros <= _last_id:
             micros = _last_id + 1
         _last_id = micros
         serial = next(_id_counter) & 0xFFFFFF
-    checkpoint_id = f"{micros:014x}-{_pid_tag}{serial:06x}"
+    finally:
+        _id_lock.release()
+    checkpoint_id = _id_format % (micros, serial)
     if after is not None and checkpoint_id <= after:  # the clock is behind the parent's
         with _id_lock:
             micros = _last_id = max(_last_id, _id_micros(after)) + 1
-        checkpoint_id = f"{micros:014x}-{_pid_tag}{serial:06x}"
+        checkpoint_id = _id_format % (micros, serial)
     return checkpoint_id
 
 
-def _process_tag() -> str:
-    """This process's part of checkpoint ids."""
-    return f"{os.getpid() & 0xFFFF:04x}"
+def _id_format_of_process() -> str:
+    """How this process formats checkpoint ids: micros, this process's pid tag, a serial."""
+    return f"%014x-{os.getpid() & 0xFFFF:04x}%06x"
 
 
-_pid_tag = _process_tag()
-os.register_at_fork(after_in_child=lambda: globals().__setitem__("_pid_tag", _process_tag()))
+_id_format = _id_format_of_process()
+os.register_at_fork(
+    after_in_child=lambda: globals().__setitem__("_id_format", _id_format_of_process())
+)
 
 
 def _id_micros(checkpoint_id: str) -> int:
