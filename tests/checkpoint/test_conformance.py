@@ -72,6 +72,27 @@ def test_put_then_get_returns_the_checkpoint_with_its_values(saver):
     assert saver.get("t1", cp.id).id == cp.id
 
 
+def test_changing_a_checkpoint_after_put_changes_nothing_stored(saver):
+    cp = checkpoint(blobs={"log": Blob("full", ["a"])}, tag=["t"])
+    cp.barriers = {"join": ("x",)}
+    saver.put(cp)
+    cp.versions["other"] = cp.id
+    cp.barriers["join"] = ("x", "y")
+    cp.metadata["tag"].append("changed")
+    cp.metadata["writers"].append("b")
+    cp.blobs["log"].value.append("b")
+    got = saver.get("t1")
+    assert got.versions == {"log": cp.id} and got.barriers == {"join": ("x",)}
+    assert got.metadata["tag"] == ["t"] and got.metadata["writers"] == ["a"]
+    assert got.values == {"log": ["a"]} and got.created_at == cp.created_at
+    again = saver.get("t1")  # what one caller does with a loaded checkpoint stays its own
+    got.versions.clear()
+    got.barriers.clear()
+    got.metadata.clear()
+    assert saver.get("t1").versions == again.versions == {"log": cp.id}
+    assert saver.get("t1").barriers == {"join": ("x",)} and saver.get("t1").metadata
+
+
 def test_get_of_an_unknown_thread_or_id_is_none(saver):
     assert saver.get("nobody") is None
     chain(saver, 1)
