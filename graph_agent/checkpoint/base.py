@@ -18,7 +18,6 @@ superstep resumable: finished nodes are not run again.
 from __future__ import annotations
 
 import builtins
-import itertools
 import os
 import threading
 import time
@@ -42,12 +41,14 @@ async def _to_thread(fn: Callable[..., _T], /, *args: Any) -> _T:
 
 _last_id = 0
 _id_lock = threading.Lock()
-_id_counter = itertools.count()
 
 
 def new_checkpoint_id(after: str | None = None) -> str:
     """A fresh checkpoint id: unique, sorting in creation order, and after ``after`` (the
     parent's id) even when the wall clock stepped back since it was made. A seam tests may pin.
+
+    An id is the time in microseconds (14 hex digits), then this process's tag: no two ids of
+    a process share a microsecond, and processes differ by their tags.
     """
     global _last_id
     _id_lock.acquire()  # (not ``with``: nothing here raises, and it is made once per step)
@@ -56,20 +57,20 @@ def new_checkpoint_id(after: str | None = None) -> str:
         if micros <= _last_id:
             micros = _last_id + 1
         _last_id = micros
-        serial = next(_id_counter) & 0xFFFFFF
     finally:
         _id_lock.release()
-    checkpoint_id = _id_format % (micros, serial)
+    checkpoint_id = _id_format % micros
     if after is not None and checkpoint_id <= after:  # the clock is behind the parent's
         with _id_lock:
             micros = _last_id = max(_last_id, _id_micros(after)) + 1
-        checkpoint_id = _id_format % (micros, serial)
+        checkpoint_id = _id_format % micros
     return checkpoint_id
 
 
 def _id_format_of_process() -> str:
-    """How this process formats checkpoint ids: micros, this process's pid tag, a serial."""
-    return f"%014x-{os.getpid() & 0xFFFF:04x}%06x"
+    """How this process formats ids: the micros, then its tag (its pid's low 16 bits and 24
+    random bits, so that processes with the same pid, as in two containers, still differ)."""
+    return f"%014x-{os.getpid() & 0xFFFF:04x}{os.urandom(3).hex()}"
 
 
 _id_format = _id_format_of_process()

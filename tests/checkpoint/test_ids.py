@@ -33,3 +33,11 @@ def test_a_forked_process_makes_ids_with_its_own_pid_tag() -> None:
     mine = new_checkpoint_id()
     assert child_id.split("-")[1][:4] == f"{pid & 0xFFFF:04x}"
     assert mine.split("-")[1][:4] == f"{os.getpid() & 0xFFFF:04x}"
+    # the rest of the tag is random per process: two containers' pid 7 still differ
+    assert child_id.split("-")[1][4:] != mine.split("-")[1][4:]
+
+
+def test_an_id_is_fourteen_hex_digits_of_time_then_a_ten_digit_process_tag() -> None:
+    time_part, tag = new_checkpoint_id().split("-")
+    assert len(time_part) == 14 and len(tag) == 10
+    assert set(time_part + tag) <= set("0123456789abcdef")
