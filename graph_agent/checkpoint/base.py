@@ -73,10 +73,16 @@ def _id_format_of_process() -> str:
     return f"%014x-{os.getpid() & 0xFFFF:04x}{os.urandom(3).hex()}"
 
 
+def _after_fork_in_child() -> None:
+    """A forked process: its own tag, and a fresh lock (another thread of the parent may have
+    held the old one at the fork, and would never release it here)."""
+    global _id_format, _id_lock
+    _id_format = _id_format_of_process()
+    _id_lock = threading.Lock()
+
+
 _id_format = _id_format_of_process()
-os.register_at_fork(
-    after_in_child=lambda: globals().__setitem__("_id_format", _id_format_of_process())
-)
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _id_micros(checkpoint_id: str) -> int:
@@ -126,6 +132,51 @@ class Checkpoint:
     """Filled on load, for each key rebuilt from appended parts: (how many parts follow its
     last full copy, how many items that copy holds); the engine decides from it when to store
     the key whole again (see ``Loop.take_blobs``)."""
+
+    def __post_init__(self) -> None:
+        """A checkpoint built by hand holds the types its fields declare (a list of node names
+        is taken as a tuple), so that every saver stores and refuses the same ones. (The
+        engine builds its own with :func:`new_checkpoint`, which skips this.)"""
+        if isinstance(self.next, list):
+            self.next = tuple(self.next)
+        if self.barriers and any(isinstance(v, list) for v in self.barriers.values()):
+            self.barriers = {k: tuple(v) for k, v in self.barriers.items()}
+        problem = _field_problem(self)
+        if problem is not None:
+            raise TypeError(f"Checkpoint {self.id!r}: {problem}")
+
+
+def _field_problem(checkpoint: Checkpoint) -> str | None:
+    """What is wrong with the types of a checkpoint's fields, or None."""
+
+    def strings(items: Any) -> bool:
+        return all(type(item) is str for item in items)
+
+    if type(checkpoint.id) is not str or type(checkpoint.thread_id) is not str:
+        return "id and thread_id must be strings"
+    if type(checkpoint.checkpoint_ns) is not str:
+        return "checkpoint_ns must be a string"
+    if not (checkpoint.parent_id is None or type(checkpoint.parent_id) is str):
+        return "parent_id must be a string or None"
+    if type(checkpoint.step) is not int:
+        return f"step must be an int, got {type(checkpoint.step).__name__}"
+    if not (isinstance(checkpoint.next, tuple) and strings(checkpoint.next)):
+        return "next must be a tuple of node names (strings)"
+    versions = checkpoint.versions
+    if not (isinstance(versions, dict) and strings(versions) and strings(versions.values())):
+        return "versions must map key names to checkpoint ids (strings)"
+    barriers = checkpoint.barriers
+    if not (
+        isinstance(barriers, dict)
+        and strings(barriers)
+        and all(isinstance(v, tuple) and strings(v) for v in barriers.values())
+    ):
+        return "barriers must map barrier names to tuples of node names"
+    if not isinstance(checkpoint.blobs, dict) or not isinstance(checkpoint.metadata, dict):
+        return "blobs and metadata must be dicts"
+    if not isinstance(checkpoint.created_at, datetime):
+        return f"created_at must be a datetime, got {type(checkpoint.created_at).__name__}"
+    return None
 
 
 def new_checkpoint(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from graph_agent.checkpoint.base import (
@@ -23,6 +23,7 @@ from graph_agent.checkpoint.base import (
     compare_and_set,
 )
 from graph_agent.checkpoint.codec import (
+    decode_header,
     encode_blob,
     encode_header,
     encode_write,
@@ -90,20 +91,7 @@ class MemorySaver(CheckpointSaver):
 
     def put(self, checkpoint: Checkpoint) -> None:
         thread, ns, checkpoint_id = checkpoint.thread_id, checkpoint.checkpoint_ns, checkpoint.id
-        barriers = checkpoint.barriers
-        header = _new_header(
-            _Header,
-            (
-                checkpoint_id,
-                checkpoint.parent_id,
-                checkpoint.step,
-                tuple(checkpoint.next),
-                tuple(checkpoint.versions.items()),
-                {k: tuple(v) for k, v in barriers.items()} if barriers else _NO_BARRIERS,
-                dumps(checkpoint.metadata, root="checkpoint['metadata']"),
-                checkpoint.created_at,
-            ),
-        )
+        header = _header(checkpoint)
         blobs = []  # encoded before anything is stored: a value that fails stores nothing
         for key, blob in checkpoint.blobs.items():
             stored = _new_stored(_StoredBlob, (blob.kind, blob.base, encode_blob(key, blob)))
@@ -212,10 +200,10 @@ class MemorySaver(CheckpointSaver):
 
     def stored_bytes(self, thread_id: str) -> int:
         total = 0
+        headers: builtins.list[_Header] = []
         with self._lock:
             for space in self._threads.get(thread_id, {}).values():
-                # headers are counted as a durable saver stores them
-                total += sum(len(encode_header(_checkpoint(h))) for h in space.headers.values())
+                headers.extend(space.headers.values())
                 total += sum(
                     len(blob.data)
                     for by_version in space.blobs.values()
@@ -224,7 +212,8 @@ class MemorySaver(CheckpointSaver):
                 total += sum(
                     len(data) for writes in space.writes.values() for data in writes.values()
                 )
-        return total
+        # headers are counted as a durable saver stores them (encoded outside the lock)
+        return total + sum(len(encode_header(_checkpoint(header))) for header in headers)
 
     # async twins: nothing blocks here, so no worker thread is needed
     async def aput(self, checkpoint: Checkpoint) -> None:
@@ -311,6 +300,40 @@ class MemorySaver(CheckpointSaver):
                     blob = by_version[current]
                     current = blob.base if blob.kind != "full" else None
         return needed
+
+
+def _header(checkpoint: Checkpoint) -> _Header:
+    """What ``put`` keeps of a checkpoint besides its blobs.
+
+    A header as the engine makes it (a tuple of next nodes, a dict of versions, an int step, a
+    UTC datetime) is kept as it is, in containers of its own. Any other shape goes through a
+    durable saver's encoding and back, so that what SQLite would refuse (a tzinfo it cannot
+    store, a value that is no string) fails here too, naming the field, and what it would
+    change comes back changed the same way. (Only the shape is checked per step, not each
+    name: a Checkpoint built by hand must hold the types its fields declare.)
+    """
+    next_nodes, versions, barriers = checkpoint.next, checkpoint.versions, checkpoint.barriers
+    created_at = checkpoint.created_at
+    metadata = dumps(checkpoint.metadata, root="checkpoint['metadata']")
+    if (
+        type(created_at) is datetime
+        and created_at.tzinfo is UTC
+        and type(checkpoint.step) is int
+        and type(next_nodes) is tuple
+        and type(versions) is dict
+    ):
+        kept = {k: tuple(v) for k, v in barriers.items()} if barriers else _NO_BARRIERS
+        fields = (checkpoint.id, checkpoint.parent_id, checkpoint.step, next_nodes, kept)
+        pairs = tuple(versions.items())
+    else:
+        stored = decode_header(encode_header(checkpoint))
+        fields = (stored.id, stored.parent_id, stored.step, stored.next, stored.barriers)
+        pairs = tuple(stored.versions.items())
+        created_at = stored.created_at
+    checkpoint_id, parent_id, step, next_nodes, kept = fields
+    return _new_header(
+        _Header, (checkpoint_id, parent_id, step, next_nodes, pairs, kept, metadata, created_at)
+    )
 
 
 def _checkpoint(header: _Header, thread: str = "", ns: str = "") -> Checkpoint:

@@ -108,7 +108,8 @@ _KEEP_PACKER: Final = 64 * 1024
 """A Packer goes back to the idle ones for the next dumps() unless it packed more than this, so
 at most a small buffer stays alive after storing a large value."""
 _IDLE_PACKERS: Final = 8
-"""How many idle Packers a Serializer keeps (one per thread that serializes at a time)."""
+"""How many idle Packers a Serializer keeps (one per thread that serializes at a time); the
+check is not atomic, so threads finishing at once may leave a few more."""
 _FIRST_MESSAGE_CODE: Final = 16
 _MAX_CODE: Final = 127
 _NAMED_CODE: Final = 13

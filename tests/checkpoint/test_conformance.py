@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from decimal import Decimal
 
 import pytest
 
-from graph_agent import RemoveMessage, ReplaceAll, ThreadBusyError
+from graph_agent import RemoveMessage, ReplaceAll, SerializationError, ThreadBusyError
 from graph_agent.checkpoint.base import Checkpoint, new_checkpoint_id
 from graph_agent.checkpoint.serde import register
 from graph_agent.graph.engine import Blob
@@ -91,6 +91,34 @@ def test_changing_a_checkpoint_after_put_changes_nothing_stored(saver):
     got.metadata.clear()
     assert saver.get("t1").versions == again.versions == {"log": cp.id}
     assert saver.get("t1").barriers == {"join": ("x",)} and saver.get("t1").metadata
+
+
+def test_a_created_at_no_saver_can_store_is_refused_at_put_storing_nothing(saver):
+    class Zone(tzinfo):  # a tzinfo serde cannot store (only timezone and ZoneInfo)
+        def utcoffset(self, dt):
+            return timedelta(hours=1)
+
+        def dst(self, dt):
+            return timedelta(0)
+
+    cp = checkpoint(blobs={"x": Blob("full", 1)})
+    cp.created_at = datetime.now(Zone())
+    with pytest.raises(SerializationError, match=r"checkpoint\['created_at'\]"):
+        saver.put(cp)
+    assert saver.get("t1") is None
+
+
+def test_a_naive_or_offset_created_at_comes_back_equal(saver):
+    parent = None
+    for moment in (
+        datetime(2024, 5, 1, 12),
+        datetime(2024, 5, 1, 12, tzinfo=timezone(timedelta(hours=8))),
+    ):
+        cp = checkpoint(parent=parent)
+        cp.created_at = moment
+        saver.put(cp)
+        parent = cp.id
+        assert saver.get("t1").created_at == moment
 
 
 def test_get_of_an_unknown_thread_or_id_is_none(saver):

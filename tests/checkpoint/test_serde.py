@@ -793,4 +793,3 @@ def test_threads_serializing_at_once_each_get_exact_bytes(ser: Serializer) -> No
     for thread in threads:
         thread.join()
     assert wrong == []
-    assert len(ser._idle) <= serde._IDLE_PACKERS  # what 16 threads left behind stays bounded
