@@ -20,7 +20,7 @@ from graph_agent import (
     interrupt,
     tool,
 )
-from graph_agent.agent import AgentHook, JumpTo, ReactAgent
+from graph_agent.agent import AgentHook, ReactAgent
 from graph_agent.messages import (
     AssistantMessage,
     SystemMessage,
@@ -30,7 +30,7 @@ from graph_agent.messages import (
     UserMessage,
 )
 from graph_agent.models import ModelError, ScriptedChatModel
-from tests.compose.agents import call_with_config
+from tests.compose.agents import RefusePasswords, call_with_config
 
 
 @tool
@@ -191,17 +191,6 @@ def test_max_parallel_tools_bounds_how_many_tool_calls_run_at_once():
     assert peak[0] == 2
     results = [m for m in state["messages"] if isinstance(m, ToolResponseMessage)]
     assert [r.content for r in results] == [str(i) for i in range(6)]
-
-
-class RefusePasswords(AgentHook):
-    """Ends the run before the model when the request mentions a password (adds nothing)."""
-
-    can_jump_to = (JumpTo.END,)
-
-    def before_agent(self, state, config):
-        if "password" in state["messages"][-1].text:
-            return {"jump_to": JumpTo.END}
-        return None
 
 
 def test_call_never_returns_an_earlier_turns_answer_when_the_run_gives_none():

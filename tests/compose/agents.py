@@ -8,8 +8,20 @@ from collections.abc import Iterator
 from typing import Any
 
 from graph_agent import AssistantMessage, ReactAgent, ToolCall
+from graph_agent.agent import AgentHook, JumpTo
 from graph_agent.models import ScriptedChatModel
 from graph_agent.models.scripted import ScriptedResponse
+
+
+class RefusePasswords(AgentHook):
+    """Ends the run before the model when the request mentions a password (adds nothing)."""
+
+    can_jump_to = (JumpTo.END,)
+
+    def before_agent(self, state: Any, config: Any) -> dict[str, Any] | None:
+        if "password" in state["messages"][-1].text:
+            return {"jump_to": JumpTo.END}
+        return None
 
 
 def scripted(name: str, *replies: ScriptedResponse, **options: Any) -> ReactAgent:

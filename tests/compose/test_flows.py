@@ -10,9 +10,7 @@ from typing import Any
 import pytest
 
 from graph_agent import (
-    AgentHook,
     GraphSetupError,
-    JumpTo,
     LlmRoutingAgent,
     LoopAgent,
     NodeError,
@@ -25,7 +23,14 @@ from graph_agent import (
 )
 from graph_agent.graph.errors import GraphRuntimeError
 from graph_agent.models import ScriptedChatModel
-from tests.compose.agents import call_with_config, calls, echo, scripted, texts
+from tests.compose.agents import (
+    RefusePasswords,
+    call_with_config,
+    calls,
+    echo,
+    scripted,
+    texts,
+)
 
 CFG = RunnableConfig(thread_id="t1")
 
@@ -92,14 +97,6 @@ def test_call_returns_the_last_agents_answer():
 
 
 def test_call_never_returns_an_earlier_turns_answer_when_the_team_gives_none():
-    class RefusePasswords(AgentHook):
-        can_jump_to = (JumpTo.END,)
-
-        def before_agent(self, state, config):
-            if "password" in state["messages"][-1].text:
-                return {"jump_to": JumpTo.END}
-            return None
-
     team = SequentialAgent("pipeline", [echo("guarded", hooks=[RefusePasswords()])])
     assert team.call("Capital of France?", CFG).text == "guarded: Capital of France?"
     with pytest.raises(GraphRuntimeError, match="without an answer"):
