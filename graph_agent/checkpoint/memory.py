@@ -312,25 +312,24 @@ def _header(checkpoint: Checkpoint) -> _Header:
     change comes back changed the same way. (Only the shape is checked per step, not each
     name: a Checkpoint built by hand must hold the types its fields declare.)
     """
+    checkpoint_id, parent_id, step = checkpoint.id, checkpoint.parent_id, checkpoint.step
     next_nodes, versions, barriers = checkpoint.next, checkpoint.versions, checkpoint.barriers
     created_at = checkpoint.created_at
     metadata = dumps(checkpoint.metadata, root="checkpoint['metadata']")
     if (
         type(created_at) is datetime
         and created_at.tzinfo is UTC
-        and type(checkpoint.step) is int
+        and type(step) is int
         and type(next_nodes) is tuple
         and type(versions) is dict
     ):
         kept = {k: tuple(v) for k, v in barriers.items()} if barriers else _NO_BARRIERS
-        fields = (checkpoint.id, checkpoint.parent_id, checkpoint.step, next_nodes, kept)
-        pairs = tuple(versions.items())
     else:
         stored = decode_header(encode_header(checkpoint))
-        fields = (stored.id, stored.parent_id, stored.step, stored.next, stored.barriers)
-        pairs = tuple(stored.versions.items())
+        checkpoint_id, parent_id, step = stored.id, stored.parent_id, stored.step
+        next_nodes, versions, kept = stored.next, stored.versions, stored.barriers
         created_at = stored.created_at
-    checkpoint_id, parent_id, step, next_nodes, kept = fields
+    pairs = tuple(versions.items())
     return _new_header(
         _Header, (checkpoint_id, parent_id, step, next_nodes, pairs, kept, metadata, created_at)
     )
