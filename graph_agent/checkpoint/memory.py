@@ -4,14 +4,19 @@ Values and metadata are serialized exactly as the durable savers store them, so 
 could not be saved to SQLite fails here too, and no stored checkpoint ever aliases live state.
 The rest of a checkpoint's header (ids, step, next nodes, versions, barriers, time) is strings,
 numbers and a datetime: it is kept as it is, in tuples of its own, which takes about half the
-time of encoding it (and the garbage collector soon stops looking at tuples of such values).
+time of encoding it.
+
+What is stored is plain tuples of strings, bytes, numbers and datetimes, in dicts: the garbage
+collector stops tracking such tuples at its next pass, and such dicts at its next full pass, so
+a process holding many threads' checkpoints does not pay for them in every full collection.
+(A NamedTuple instance would stay tracked forever: only exact tuples are untracked.)
 """
 
 from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -33,32 +38,24 @@ from graph_agent.checkpoint.codec import (
 from graph_agent.checkpoint.serde import dumps, loads
 from graph_agent.graph.engine import Blob
 
-
-class _StoredBlob(NamedTuple):
-    kind: str
-    base: str | None
-    data: bytes
-
-
-_new_stored: Callable[[type[_StoredBlob], tuple[str, str | None, bytes]], _StoredBlob]
-_new_stored = tuple.__new__  # _StoredBlob(*fields) without its Python-level __new__
+_StoredBlob = tuple[str, str | None, bytes]  # (kind, base, data): a plain tuple, see above
+_Stored = tuple[Any, ...]  # a header: _Header's fields in a plain tuple
 
 
 class _Header(NamedTuple):
-    """A stored checkpoint without its values: immutable, or containers no one else holds."""
+    """A stored checkpoint without its values: immutable, or containers no one else holds.
+
+    Stored as a plain tuple in this order (see the module docstring); read as this class."""
 
     id: str
     parent_id: str | None
     step: int
     next: tuple[str, ...]
-    versions: tuple[tuple[str, str], ...]  # (key, checkpoint id): half a dict's memory
-    barriers: Mapping[str, tuple[str, ...]]
+    keys: tuple[str, ...]  # the state keys, and the checkpoint id holding each one's blob:
+    versions: tuple[str, ...]  # two tuples of strings, half a dict's memory
+    barriers: tuple[tuple[str, tuple[str, ...]], ...]  # (key, sources): a dict would stay tracked
     metadata: bytes  # serialized: it may hold any of the caller's values
     created_at: datetime
-
-
-_new_header: Callable[[type[_Header], tuple[Any, ...]], _Header] = tuple.__new__
-_NO_BARRIERS: Mapping[str, tuple[str, ...]] = {}  # shared, never changed: loads copy it
 
 
 class _Space:
@@ -67,7 +64,7 @@ class _Space:
     __slots__ = ("blobs", "head", "headers", "writes")
 
     def __init__(self) -> None:
-        self.headers: dict[str, _Header] = {}  # checkpoint id -> header
+        self.headers: dict[str, _Stored] = {}  # checkpoint id -> header, as a plain tuple
         self.head: str | None = None  # the newest checkpoint id
         self.blobs: dict[str, dict[str, _StoredBlob]] = {}  # key -> version -> blob
         self.writes: dict[str, dict[tuple[str, str], bytes]] = {}  # checkpoint id -> writes
@@ -94,8 +91,7 @@ class MemorySaver(CheckpointSaver):
         header = _header(checkpoint)
         blobs = []  # encoded before anything is stored: a value that fails stores nothing
         for key, blob in checkpoint.blobs.items():
-            stored = _new_stored(_StoredBlob, (blob.kind, blob.base, encode_blob(key, blob)))
-            blobs.append((key, stored))
+            blobs.append((key, (blob.kind, blob.base, encode_blob(key, blob))))
         with self._lock:
             space = self._space(thread, ns)
             head = space.head
@@ -200,14 +196,14 @@ class MemorySaver(CheckpointSaver):
 
     def stored_bytes(self, thread_id: str) -> int:
         total = 0
-        headers: builtins.list[_Header] = []
+        headers: builtins.list[_Stored] = []
         with self._lock:
             for space in self._threads.get(thread_id, {}).values():
                 headers.extend(space.headers.values())
                 total += sum(
-                    len(blob.data)
+                    len(data)
                     for by_version in space.blobs.values()
-                    for blob in by_version.values()
+                    for _, _, data in by_version.values()
                 )
                 total += sum(
                     len(data) for writes in space.writes.values() for data in writes.values()
@@ -256,7 +252,7 @@ class MemorySaver(CheckpointSaver):
     def _space_of(self, thread: str, ns: str) -> _Space | None:
         return self._threads.get(thread, {}).get(ns)
 
-    def _load(self, space: _Space, thread: str, ns: str, header: _Header) -> Checkpoint:
+    def _load(self, space: _Space, thread: str, ns: str, header: _Stored) -> Checkpoint:
         checkpoint = _checkpoint(header, thread, ns)
         load_values(checkpoint, lambda key, version: self._chain(space, key, version))
         writes = space.writes.get(checkpoint.id, {})
@@ -273,36 +269,39 @@ class MemorySaver(CheckpointSaver):
         by_version = space.blobs[key]
         current: str | None = version
         while current is not None:
-            blob = by_version[current]
-            chain.append((blob.kind, blob.data))
-            current = blob.base if blob.kind != "full" else None
+            kind, base, data = by_version[current]
+            chain.append((kind, data))
+            current = base if kind != "full" else None
         return chain
 
-    def _materialize(self, space: _Space, header: _Header) -> None:
+    def _materialize(self, space: _Space, header: _Stored) -> None:
         """Store every key of this checkpoint whole, so the deltas behind it can go."""
-        for key, version in header.versions:
-            if space.blobs[key][version].kind == "full":
+        stored = _Header._make(header)
+        for key, version in zip(stored.keys, stored.versions, strict=True):
+            kind, _, _ = space.blobs[key][version]
+            if kind == "full":
                 continue
             value = rebuild_value(key, self._chain(space, key, version))
             data = encode_blob(key, Blob("full", value))
-            space.blobs[key][version] = _StoredBlob("full", None, data)
+            space.blobs[key][version] = ("full", None, data)
 
     @staticmethod
     def _needed_blobs(space: _Space) -> set[tuple[str, str]]:
         """The (key, version) of every blob a kept checkpoint of ``space`` loads from."""
         needed = set()
         for header in space.headers.values():
-            for key, version in header.versions:
+            stored = _Header._make(header)
+            for key, version in zip(stored.keys, stored.versions, strict=True):
                 by_version = space.blobs[key]
                 current: str | None = version
                 while current is not None and (key, current) not in needed:
                     needed.add((key, current))
-                    blob = by_version[current]
-                    current = blob.base if blob.kind != "full" else None
+                    kind, base, _ = by_version[current]
+                    current = base if kind != "full" else None
         return needed
 
 
-def _header(checkpoint: Checkpoint) -> _Header:
+def _header(checkpoint: Checkpoint) -> _Stored:
     """What ``put`` keeps of a checkpoint besides its blobs.
 
     A header as the engine makes it (a tuple of next nodes, a dict of versions, an int step, a
@@ -316,27 +315,27 @@ def _header(checkpoint: Checkpoint) -> _Header:
     next_nodes, versions, barriers = checkpoint.next, checkpoint.versions, checkpoint.barriers
     created_at = checkpoint.created_at
     metadata = dumps(checkpoint.metadata, root="checkpoint['metadata']")
-    if (
+    if not (
         type(created_at) is datetime
         and created_at.tzinfo is UTC
         and type(step) is int
         and type(next_nodes) is tuple
         and type(versions) is dict
     ):
-        kept = {k: tuple(v) for k, v in barriers.items()} if barriers else _NO_BARRIERS
-    else:
         stored = decode_header(encode_header(checkpoint))
         checkpoint_id, parent_id, step = stored.id, stored.parent_id, stored.step
-        next_nodes, versions, kept = stored.next, stored.versions, stored.barriers
+        next_nodes, versions, barriers = stored.next, stored.versions, stored.barriers
         created_at = stored.created_at
-    pairs = tuple(versions.items())
-    return _new_header(
-        _Header, (checkpoint_id, parent_id, step, next_nodes, pairs, kept, metadata, created_at)
-    )
+    # Tuples built from lists, and no tuple of pairs from items(): a tuple the garbage collector
+    # meets before one of its items (items() reuses and re-tracks its pair) stays tracked.
+    kept = tuple([(k, tuple(v)) for k, v in barriers.items()]) if barriers else ()
+    keys, ids = tuple(versions), tuple(versions.values())
+    return (checkpoint_id, parent_id, step, next_nodes, keys, ids, kept, metadata, created_at)
 
 
-def _checkpoint(header: _Header, thread: str = "", ns: str = "") -> Checkpoint:
+def _checkpoint(stored: _Stored, thread: str = "", ns: str = "") -> Checkpoint:
     """A checkpoint from its stored header; ``values`` and ``pending_writes`` stay empty."""
+    header = _Header._make(stored)
     return Checkpoint(
         id=header.id,
         thread_id=thread,
@@ -344,7 +343,7 @@ def _checkpoint(header: _Header, thread: str = "", ns: str = "") -> Checkpoint:
         parent_id=header.parent_id,
         step=header.step,
         next=header.next,
-        versions=dict(header.versions),
+        versions=dict(zip(header.keys, header.versions, strict=True)),
         barriers=dict(header.barriers),
         metadata=loads(header.metadata),
         created_at=header.created_at,

@@ -17,7 +17,7 @@ import inspect
 import queue
 import threading
 import time
-from collections.abc import AsyncIterator, Collection, Iterator
+from collections.abc import AsyncIterator, Callable, Collection, Iterator
 from concurrent.futures import Future
 from contextvars import ContextVar, copy_context
 from typing import TYPE_CHECKING, Any
@@ -237,7 +237,9 @@ class NodeGreenlet:
         self._busy = False  # a node is running (or paused at a chunk) in the greenlet
         self.buffered: list[NodeOutput] = []
         self._waker: queue.SimpleQueue[None] | None = None  # made by the first wait()
-        self._emit = self.emit  # one bound method for every task of the call
+        # one bound method for every task of the call; close() drops it, as it makes a
+        # reference cycle (the call's state would wait for a full garbage collection)
+        self._emit: Callable[[TaskContext, Any], None] | None = self.emit
 
     def run(self, effect: RunTasks, saver: Any, task: Task, thread: int) -> Any:
         """Run ``task`` of ``effect`` (on ``thread``, the caller's) and hand its outcome to
@@ -314,6 +316,7 @@ class NodeGreenlet:
         """Park the greenlet for the next call, or end it (mid-node, when the caller stopped
         reading the stream: the node's ``finally`` blocks run)."""
         worker, self._greenlet = self._greenlet, None
+        self._emit = None
         if worker is None or worker.dead or self._thread != threading.get_ident():
             return
         if not self._busy and _park(worker):

@@ -172,23 +172,28 @@ class _Flow:
 
     # the call
     def call(self, input: Any) -> Generator[Effect, Any, OverAllState]:
-        if self.saver is None:
-            self.run_id = f"run-{next(_run_counter)}"
-            self._check_stateless_input(input)
-            self._start(input)
-            if self.streaming:
-                yield self._input_output(input)
-        else:
-            if self.thread_id is None:
-                raise ValueError(
-                    "this graph has a checkpoint saver, so each call needs a thread: pass "
-                    "RunnableConfig(thread_id='...')"
-                )
-            saved = yield from self._load_start()
-            paused = yield from self._treat_input(input, saved)
-            if paused is not None:
-                return paused
-        return (yield from self._supersteps())
+        try:
+            if self.saver is None:
+                self.run_id = f"run-{next(_run_counter)}"
+                self._check_stateless_input(input)
+                self._start(input)
+                if self.streaming:
+                    yield self._input_output(input)
+            else:
+                if self.thread_id is None:
+                    raise ValueError(
+                        "this graph has a checkpoint saver, so each call needs a thread: pass "
+                        "RunnableConfig(thread_id='...')"
+                    )
+                saved = yield from self._load_start()
+                paused = yield from self._treat_input(input, saved)
+                if paused is not None:
+                    return paused
+            return (yield from self._supersteps())
+        finally:
+            # the shared context holds a method of this flow: without it, the call's state
+            # would be a reference cycle, freed only by a full garbage collection
+            self._shared = None
 
     def update(self, values: Any, as_node: str | None) -> Generator[Effect, Any, RunnableConfig]:
         if self.saver is None or self.thread_id is None:
