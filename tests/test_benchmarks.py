@@ -45,7 +45,7 @@ def test_without_langgraph_the_table_says_so(tmp_path, capsys):
     assert all("langgraph" not in entry for entry in results.values())
 
 
-def test_a_sample_is_a_batch_of_calls_lasting_about_batch_seconds_taken_in_turns():
+def test_a_sample_is_a_batch_of_calls_as_long_as_the_slowest_call_taken_in_turns():
     import time
 
     from benchmarks.harness import timed_together
@@ -63,9 +63,41 @@ def test_a_sample_is_a_batch_of_calls_lasting_about_batch_seconds_taken_in_turns
 
     samples = timed_together({"fast": fast, "slow": slow}, repeat=3, batch_seconds=0.015)
     assert len(samples["fast"]) == len(samples["slow"]) == 3
-    timed = calls[4:]  # after one warm-up call of each and one call of each to size batches
+    timed = calls[8:]  # after one warm-up call of each and three of each to size batches
     fast_batch = timed.index("slow")
-    assert fast_batch >= 2  # several fast calls make one sample
     assert timed[fast_batch : fast_batch + 2] == ["slow", "fast"]  # one slow call, then turns
-    # a sample is the time of one call of the batch (a whole fast batch is as long as a slow call)
+    # a sample is the time of one call of the batch
     assert 3 * max(samples["fast"]) < min(samples["slow"])
+    # and the fast batch lasts about as long as the slow call (not batch_seconds, shorter)
+    assert fast_batch * max(samples["fast"]) > 0.6 * min(samples["slow"]), fast_batch
+
+
+def test_batches_last_at_least_batch_seconds():
+    import time
+
+    from benchmarks.harness import timed_together
+
+    calls: list[str] = []
+
+    def one() -> None:
+        calls.append("one")
+        time.sleep(0.0005)
+
+    def two() -> None:
+        calls.append("two")
+        time.sleep(0.001)
+
+    samples = timed_together({"one": one, "two": two}, repeat=2, batch_seconds=0.02)
+    timed = calls[8:]
+    first_batch = timed.index("two")
+    assert first_batch >= 5  # 20 ms of calls that take at most a few ms each on a busy machine
+    assert first_batch * max(samples["one"]) > 0.01, first_batch
+    assert timed[first_batch:].count("two") >= 2 * 5
+
+
+def test_without_batch_seconds_a_sample_is_one_call():
+    from benchmarks.harness import timed_together
+
+    calls: list[str] = []
+    timed_together({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeat=3)
+    assert calls == ["a", "b"] + ["a", "b"] * 3  # a warm-up call each, then one call per turn

@@ -93,6 +93,37 @@ def test_changing_a_checkpoint_after_put_changes_nothing_stored(saver):
     assert saver.get("t1").barriers == {"join": ("x",)} and saver.get("t1").metadata
 
 
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"source": "loop", "step": 3, "writers": ["a"]},  # a one-node step, as the engine writes
+        {"source": "loop", "step": True, "writers": ["a"]},  # the same shape, other types
+        {"source": "loop", "step": 3, "writers": ("a",)},
+        {"source": "loop", "step": 3, "writers": ["a", "b"]},
+        {"source": "loop", "step": 3, "writers": [1]},
+        {"source": "loop", "step": 3.0, "writers": ["a"]},
+        {"step": 3, "writers": ["a"], "source": "loop"},  # another key order
+        {"source": "loop", "step": 3, "other": ["a"]},
+        {"source": "loop", "step": 3, "writers": ["a"], "user": {"k": [1]}},
+    ],
+)
+def test_metadata_comes_back_equal_with_its_types_and_key_order(saver, metadata):
+    cp = checkpoint()
+    cp.metadata = metadata
+    saver.put(cp)
+    cp.metadata = {}  # replaced after put, and the original changed: nothing stored changes
+    for value in metadata.values():
+        if isinstance(value, list):
+            value.append("changed")
+    got = saver.get("t1").metadata
+    expected = {k: v[:-1] if isinstance(v, list) else v for k, v in metadata.items()}
+    assert got == expected and list(got) == list(expected)
+    assert [type(v) for v in got.values()] == [type(v) for v in expected.values()]
+    assert [type(x) for x in got.get("writers", ())] == [
+        type(x) for x in expected.get("writers", ())
+    ]
+
+
 def test_a_created_at_no_saver_can_store_is_refused_at_put_storing_nothing(saver):
     class Zone(tzinfo):  # a tzinfo serde cannot store (only timezone and ZoneInfo)
         def utcoffset(self, dt):
