@@ -99,7 +99,8 @@ def timed_together(
     call right after another implementation's long one mostly measures that refill: one
     graph_agent W2 run (0.2 ms) after one LangGraph run (4 ms) took 1.6 times as long as in a
     batch; and with 2 ms batches against single 8 ms LangGraph calls, the in-memory W2
-    iteration of graph_agent measured 46 µs, against 40 µs with batches as long as those calls.
+    iteration of graph_agent measured 42–46 µs, against 38–40 µs with batches as long as those
+    calls (the same code, on the same day).
     """
     for run in runs.values():
         run()
