@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+
+import pytest
 
 from benchmarks.__main__ import main
 from benchmarks.harness import GRAPH_AGENT, PLAIN, langgraph_available
@@ -45,54 +48,54 @@ def test_without_langgraph_the_table_says_so(tmp_path, capsys):
     assert all("langgraph" not in entry for entry in results.values())
 
 
-def test_a_sample_is_a_batch_of_calls_as_long_as_the_slowest_call_taken_in_turns():
-    import time
+class FakeClock:
+    """The harness's clock, advanced only by the fake runs: each call takes exactly its time."""
 
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.calls: list[str] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def run(self, name: str, seconds: float) -> Callable[[], None]:
+        def call() -> None:
+            self.calls.append(name)
+            self.now += seconds
+
+        return call
+
+
+@pytest.fixture
+def fake_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    from benchmarks import harness
+
+    fake = FakeClock()
+    monkeypatch.setattr(harness, "clock", fake)
+    return fake
+
+
+def test_a_sample_is_a_batch_of_calls_as_long_as_the_slowest_call_taken_in_turns(
+    fake_clock: FakeClock,
+) -> None:
     from benchmarks.harness import timed_together
 
-    calls: list[str] = []
-
-    # margins wide enough for a busy machine: a fast call may take several times its sleep
-    def fast() -> None:
-        calls.append("fast")
-        time.sleep(0.0002)
-
-    def slow() -> None:
-        calls.append("slow")
-        time.sleep(0.03)
-
-    samples = timed_together({"fast": fast, "slow": slow}, repeat=3, batch_seconds=0.015)
-    assert len(samples["fast"]) == len(samples["slow"]) == 3
-    timed = calls[8:]  # after one warm-up call of each and three of each to size batches
-    fast_batch = timed.index("slow")
-    assert timed[fast_batch : fast_batch + 2] == ["slow", "fast"]  # one slow call, then turns
-    # a sample is the time of one call of the batch
-    assert 3 * max(samples["fast"]) < min(samples["slow"])
-    # and the fast batch lasts about as long as the slow call (not batch_seconds, shorter)
-    assert fast_batch * max(samples["fast"]) > 0.6 * min(samples["slow"]), fast_batch
+    runs = {"fast": fake_clock.run("fast", 0.001), "slow": fake_clock.run("slow", 0.03)}
+    samples = timed_together(runs, repeat=3, batch_seconds=0.015)
+    assert samples == {"fast": [pytest.approx(0.001)] * 3, "slow": [pytest.approx(0.03)] * 3}
+    # a warm-up call of each, three of each to size the batches, then turns: the fast batch
+    # lasts as long as one slow call, not batch_seconds
+    assert fake_clock.calls[:8] == ["fast", "slow"] + ["fast"] * 3 + ["slow"] * 3
+    assert fake_clock.calls[8:] == (["fast"] * 30 + ["slow"]) * 3
 
 
-def test_batches_last_at_least_batch_seconds():
-    import time
-
+def test_batches_last_at_least_batch_seconds(fake_clock: FakeClock) -> None:
     from benchmarks.harness import timed_together
 
-    calls: list[str] = []
-
-    def one() -> None:
-        calls.append("one")
-        time.sleep(0.0005)
-
-    def two() -> None:
-        calls.append("two")
-        time.sleep(0.001)
-
-    samples = timed_together({"one": one, "two": two}, repeat=2, batch_seconds=0.02)
-    timed = calls[8:]
-    first_batch = timed.index("two")
-    assert first_batch >= 5  # 20 ms of calls that take at most a few ms each on a busy machine
-    assert first_batch * max(samples["one"]) > 0.01, first_batch
-    assert timed[first_batch:].count("two") >= 2 * 5
+    runs = {"one": fake_clock.run("one", 0.0005), "two": fake_clock.run("two", 0.001)}
+    samples = timed_together(runs, repeat=2, batch_seconds=0.02)
+    assert samples == {"one": [pytest.approx(0.0005)] * 2, "two": [pytest.approx(0.001)] * 2}
+    assert fake_clock.calls[8:] == (["one"] * 40 + ["two"] * 20) * 2
 
 
 def test_without_batch_seconds_a_sample_is_one_call():

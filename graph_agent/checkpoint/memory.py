@@ -6,10 +6,14 @@ The rest of a checkpoint's header (ids, step, next nodes, versions, barriers, ti
 numbers and a datetime: it is kept as it is, in tuples of its own, which takes about half the
 time of encoding it.
 
-What is stored is plain tuples of strings, bytes, numbers and datetimes, in dicts: the garbage
-collector stops tracking such tuples at its next pass, and such dicts at its next full pass, so
-a process holding many threads' checkpoints does not pay for them in every full collection.
-(A NamedTuple instance would stay tracked forever: only exact tuples are untracked.)
+What is stored per checkpoint is plain tuples of strings, bytes, numbers and datetimes, at most
+two levels deep (but for barriers, which few graphs have), so that the garbage collector stops
+tracking them before they leave its young generations, and a process holding many threads'
+checkpoints does not pay for them in every full collection. (Only exact tuples are untracked,
+never a NamedTuple instance; a collection looks at a tuple before the tuples inside it, so each
+collection of its generation untracks one more level of nesting, and a tuple nested deeper
+would wait for a full collection. Before Python 3.14, full collections also untrack dicts
+holding only such tuples.)
 """
 
 from __future__ import annotations
@@ -39,7 +43,9 @@ from graph_agent.checkpoint.serde import dumps, loads
 from graph_agent.graph.engine import Blob
 
 _StoredBlob = tuple[str, str | None, bytes]  # (kind, base, data): a plain tuple, see above
-_Stored = tuple[Any, ...]  # a header: _Header's fields in a plain tuple
+_Barriers = tuple[tuple[str, tuple[str, ...]], ...]  # (key, sources), rare: may nest deeper
+_Names = tuple[str, ...]
+_Stored = tuple[str, str | None, int, _Names, _Names, _Names, _Barriers, bytes, datetime]  # _Header
 
 
 class _Header(NamedTuple):
@@ -53,7 +59,7 @@ class _Header(NamedTuple):
     next: tuple[str, ...]
     keys: tuple[str, ...]  # the state keys, and the checkpoint id holding each one's blob:
     versions: tuple[str, ...]  # two tuples of strings, half a dict's memory
-    barriers: tuple[tuple[str, tuple[str, ...]], ...]  # (key, sources): a dict would stay tracked
+    barriers: _Barriers  # a dict would stay tracked
     metadata: bytes  # serialized: it may hold any of the caller's values
     created_at: datetime
 
@@ -326,9 +332,7 @@ def _header(checkpoint: Checkpoint) -> _Stored:
         checkpoint_id, parent_id, step = stored.id, stored.parent_id, stored.step
         next_nodes, versions, barriers = stored.next, stored.versions, stored.barriers
         created_at = stored.created_at
-    # Tuples built from lists, and no tuple of pairs from items(): a tuple the garbage collector
-    # meets before one of its items (items() reuses and re-tracks its pair) stays tracked.
-    kept = tuple([(k, tuple(v)) for k, v in barriers.items()]) if barriers else ()
+    kept = tuple((k, tuple(v)) for k, v in barriers.items()) if barriers else ()
     keys, ids = tuple(versions), tuple(versions.values())
     return (checkpoint_id, parent_id, step, next_nodes, keys, ids, kept, metadata, created_at)
 

@@ -238,7 +238,7 @@ class NodeGreenlet:
         self.buffered: list[NodeOutput] = []
         self._waker: queue.SimpleQueue[None] | None = None  # made by the first wait()
         # one bound method for every task of the call; close() drops it, as it makes a
-        # reference cycle (the call's state would wait for a full garbage collection)
+        # reference cycle (the call's state would wait for a collection: forever, with it off)
         self._emit: Callable[[TaskContext, Any], None] | None = self.emit
 
     def run(self, effect: RunTasks, saver: Any, task: Task, thread: int) -> Any:

@@ -191,8 +191,8 @@ class _Flow:
                     return paused
             return (yield from self._supersteps())
         finally:
-            # the shared context holds a method of this flow: without it, the call's state
-            # would be a reference cycle, freed only by a full garbage collection
+            # the shared context holds a method of this flow: kept, the call's state would be
+            # a reference cycle, freed only by the garbage collector (never, with it off)
             self._shared = None
 
     def update(self, values: Any, as_node: str | None) -> Generator[Effect, Any, RunnableConfig]:
@@ -611,6 +611,9 @@ class _Flow:
                 task_id = task.context.id
                 paused = task.error
                 assert isinstance(paused, GraphInterrupted)
+                # its traceback holds the frame that holds the task that holds it: a reference
+                # cycle holding the whole call; no one reads where a pause was raised
+                paused.__traceback__ = None
                 new = list(paused.interrupts)
                 interrupts.extend(new)
                 breakpoints = paused.breakpoints

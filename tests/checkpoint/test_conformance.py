@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import enum
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from decimal import Decimal
@@ -108,6 +109,7 @@ def test_changing_a_checkpoint_after_put_changes_nothing_stored(saver):
     ],
 )
 def test_metadata_comes_back_equal_with_its_types_and_key_order(saver, metadata):
+    metadata = copy.deepcopy(metadata)  # the parameter is shared by every saver's run
     cp = checkpoint()
     cp.metadata = metadata
     saver.put(cp)
