@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.harness import no_collection
 from graph_agent import (
     END,
     START,
@@ -183,16 +184,12 @@ def calls() -> dict[str, Callable[[], Any]]:
 
 @pytest.fixture
 def collector_off() -> Iterator[None]:
-    gc.collect()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        if was_enabled:
-            gc.enable()
+    with no_collection():
+        try:
+            yield
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
 
 
 @pytest.mark.parametrize("name", CALL_NAMES)

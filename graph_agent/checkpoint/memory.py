@@ -49,7 +49,7 @@ _Stored = tuple[str, str | None, int, _Names, _Names, _Names, _Barriers, bytes, 
 
 
 class _Header(NamedTuple):
-    """A stored checkpoint without its values: immutable, or containers no one else holds.
+    """A stored checkpoint without its values, every field immutable.
 
     Stored as a plain tuple in this order (see the module docstring); read as this class."""
 
