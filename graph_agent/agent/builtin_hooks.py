@@ -238,7 +238,7 @@ class ModelCallLimitHook(ModelHook):
 
     Raises:
         TypeError: a limit is not an int.
-        ValueError: no limit is given, a limit is below 1, or ``exit_behavior`` is neither
+        ValueError: no limit is given, a limit is negative, or ``exit_behavior`` is neither
             ``"end"`` nor ``"error"``.
     """
 
@@ -288,8 +288,8 @@ class ToolCallLimitHook(ModelHook):
 
     Raises:
         TypeError: a limit is not an int, or ``tool_name`` not a string.
-        ValueError: no limit is given, a limit is below 1, or ``exit_behavior`` is neither
-            ``"end"`` nor ``"error"``.
+        ValueError: no limit is given, a limit is negative, ``tool_name`` is empty, or
+            ``exit_behavior`` is neither ``"end"`` nor ``"error"``.
     """
 
     name = "tool_call_limit"
