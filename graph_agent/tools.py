@@ -43,6 +43,7 @@ from typing import Any, overload
 
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.dataclasses import is_pydantic_dataclass
 from pydantic.json_schema import GenerateJsonSchema
 
 from graph_agent.graph.errors import GraphAgentError, GraphSetupError, ParentCommand
@@ -185,6 +186,19 @@ class _ToolSchemaGenerator(GenerateJsonSchema):
 
     def field_title_should_be_set(self, schema: Any) -> bool:
         return False
+
+    def dataclass_schema(self, schema: Any) -> Any:
+        # a standard library dataclass refuses unknown fields; pydantic says so in its schema
+        # from 2.14 on only, so say it on every version (one prompt whatever pydantic pip picks)
+        json_schema = super().dataclass_schema(schema)
+        extra = schema.get("config", {}).get("extra_fields_behavior")
+        if (
+            extra in (None, "forbid")
+            and not is_pydantic_dataclass(schema["cls"])
+            and json_schema.get("type") == "object"
+        ):
+            json_schema.setdefault("additionalProperties", False)
+        return json_schema
 
 
 class _RecursiveSchema(Exception):

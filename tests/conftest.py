@@ -42,3 +42,36 @@ class Driver:
 @pytest.fixture(params=["sync", "async"])
 def driver(request: pytest.FixtureRequest) -> Iterator[Driver]:
     yield Driver(request.param)
+
+
+def _needs_postgres(item: pytest.Item) -> bool:
+    """A test of the PostgreSQL saver: in a postgres module, or parametrised with "postgres"."""
+    if "postgres" in item.path.name:
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "postgres" in callspec.params.values()
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _needs_postgres(item):
+            item.add_marker(pytest.mark.postgres)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """When PostgreSQL is down, stop once, saying how to start it (not one error per test)."""
+    needing = sum(1 for item in session.items if item.get_closest_marker("postgres"))
+    if not needing:
+        return
+    from tests.checkpoint.postgres_db import DSN, unreachable
+
+    reason = unreachable()
+    if reason is not None:
+        pytest.exit(
+            f"{needing} selected tests need PostgreSQL, and {DSN!r} cannot be reached "
+            f"({reason}).\nStart it with:  pg_ctlcluster --skip-systemctl-redirect "
+            "$(ls /etc/postgresql) main start\nor point GRAPH_AGENT_TEST_POSTGRES at a server "
+            "(a libpq DSN), or leave those tests out with:  pytest -m 'not postgres'",
+            returncode=pytest.ExitCode.TESTS_FAILED,
+        )

@@ -35,6 +35,16 @@ def _default_dsn() -> str:
 
 DSN = os.environ.get("GRAPH_AGENT_TEST_POSTGRES") or _default_dsn()
 
+
+def unreachable() -> str | None:
+    """Why the test server cannot be used, or None when it answers."""
+    try:
+        psycopg.connect(DSN, connect_timeout=3).close()
+    except psycopg.Error as exc:
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return None
+
+
 _admin: psycopg.Connection[Any] | None = None
 
 

@@ -9,7 +9,8 @@ from datetime import date
 from typing import Annotated, Any, Literal, Optional
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from graph_agent.tools import Tool, ToolContext
 
@@ -211,6 +212,7 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
                         "type": "object",
                         "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
                         "required": ["x", "y"],
+                        "additionalProperties": False,  # on every pydantic, not only 2.14+
                     },
                 }
             },
@@ -271,6 +273,35 @@ def test_a_recursive_model_keeps_its_definitions_instead_of_being_inlined() -> N
     assert schema["$defs"]["TreeNode"]["properties"]["children"]["items"] == {
         "$ref": "#/$defs/TreeNode"
     }
+
+
+@pydantic_dataclass(config=ConfigDict(extra="allow"))
+class OpenPoint:
+    x: float
+
+
+@pydantic_dataclass
+class LaxPoint:
+    x: float
+
+
+def test_a_dataclass_schema_forbids_unknown_fields_exactly_when_validation_does() -> None:
+    def draw(strict: Point, open_point: OpenPoint, lax: LaxPoint) -> str:
+        return ""
+
+    tool = Tool.from_function(draw)
+    properties = tool.parameters["properties"]
+    assert properties["strict"]["additionalProperties"] is False
+    assert properties["open_point"]["additionalProperties"] is True
+    assert "additionalProperties" not in properties["lax"]
+    with_extra = {"x": 1, "z": 3}
+    with pytest.raises(ValidationError, match=r"strict\.z"):
+        tool.arguments_model.model_validate(
+            {"strict": {"y": 2, **with_extra}, "open_point": {"x": 1}, "lax": {"x": 1}}
+        )
+    tool.arguments_model.model_validate(  # the other two take or drop the extra field
+        {"strict": {"x": 1, "y": 2}, "open_point": with_extra, "lax": with_extra}
+    )
 
 
 def test_variadic_parameters_are_refused_with_a_reason() -> None:
