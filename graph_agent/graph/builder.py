@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 import typing
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
@@ -114,7 +115,7 @@ class StateGraph:
             self._subgraphs[name] = fn.child.view
         if not callable(fn):
             raise GraphSetupError(f"node {name!r}: {fn!r} is not callable")
-        _positional_arity(fn, f"node {name!r}")
+        _takes_config(fn, f"node {name!r}")
         self._nodes[name] = _Node(name, fn, _destinations(name, destinations))
         return self
 
@@ -198,7 +199,7 @@ class StateGraph:
                 f"the router on {source!r} is async; routers must be plain functions of the "
                 "state (do async work in a node and store what the router needs)"
             )
-        _positional_arity(fn, f"the router on {source!r}")
+        _takes_config(fn, f"the router on {source!r}")
         mapping: dict[Hashable, str] | None
         if path_map is None:
             mapping = _literal_path_map(fn)
@@ -248,12 +249,11 @@ class StateGraph:
     def _spec(self) -> GraphSpec:
         nodes = {}
         for index, node in enumerate(self._nodes.values()):
-            positional = _positional_arity(node.fn, f"node {node.name!r}")
             nodes[node.name] = NodeSpec(
                 name=node.name,
                 fn=node.fn,
                 index=index,
-                pass_config=positional >= 2,
+                pass_config=_takes_config(node.fn, f"node {node.name!r}"),
                 is_async=_is_async(node.fn),
                 destinations=frozenset(node.destinations),
             )
@@ -262,7 +262,7 @@ class StateGraph:
             edges.setdefault(source, []).append(target)
         branches: dict[str, list[BranchSpec]] = {}
         for branch in self._branches:
-            pass_config = _positional_arity(branch.fn, "router") >= 2
+            pass_config = _takes_config(branch.fn, "router")
             branches.setdefault(branch.source, []).append(
                 BranchSpec(
                     source=branch.source,
@@ -347,23 +347,27 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
 
 
-def _positional_arity(fn: Callable[..., Any], what: str) -> int:
-    """How many positional arguments ``fn`` takes (1: state; 2: state and config)."""
+def _takes_config(fn: Callable[..., Any], what: str) -> bool:
+    """Whether ``fn`` is called as ``fn(state, config)`` rather than ``fn(state)``.
+
+    The config goes to a second positional parameter that has no default, or is named
+    ``config``, or is annotated ``RunnableConfig``. A defaulted one keeps its default: that is
+    the loop-variable idiom (``lambda s, n=n: ...``), whose ``n`` must not become the config.
+    """
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
-        return 1
-    positional = 0
-    required = 0
+        return False
+    positional: list[inspect.Parameter] = []
+    variadic = False
     for parameter in signature.parameters.values():
         if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
-            return 2
-        if parameter.kind in (
+            variadic = True
+        elif parameter.kind in (
             inspect.Parameter.POSITIONAL_ONLY,
             inspect.Parameter.POSITIONAL_OR_KEYWORD,
         ):
-            positional += 1
-            required += parameter.default is inspect.Parameter.empty
+            positional.append(parameter)
         elif (
             parameter.kind is inspect.Parameter.KEYWORD_ONLY
             and parameter.default is inspect.Parameter.empty
@@ -372,7 +376,8 @@ def _positional_arity(fn: Callable[..., Any], what: str) -> int:
                 f"{what} has a required keyword-only parameter {parameter.name!r}; it is called "
                 "as fn(state) or fn(state, config)"
             )
-    if positional == 0:
+    required = sum(parameter.default is inspect.Parameter.empty for parameter in positional)
+    if not positional and not variadic:
         raise GraphSetupError(
             f"{what} takes no arguments; it is called as fn(state) or fn(state, config)"
         )
@@ -380,7 +385,35 @@ def _positional_arity(fn: Callable[..., Any], what: str) -> int:
         raise GraphSetupError(
             f"{what} needs {required} arguments; it is called as fn(state) or fn(state, config)"
         )
-    return min(positional, 2)
+    if len(positional) < 2:
+        return variadic
+    second = positional[1]
+    return (
+        second.default is inspect.Parameter.empty
+        or second.name == "config"
+        or _names_runnable_config(_annotation(fn, second))
+    )
+
+
+def _annotation(fn: Callable[..., Any], parameter: inspect.Parameter) -> Any:
+    """A parameter's annotation, resolved when it can be (``from __future__ import annotations``
+    leaves strings)."""
+    if isinstance(parameter.annotation, str):
+        try:
+            return typing.get_type_hints(fn).get(parameter.name, parameter.annotation)
+        except Exception:
+            return parameter.annotation
+    return parameter.annotation
+
+
+def _names_runnable_config(annotation: Any) -> bool:
+    """``RunnableConfig``, ``RunnableConfig | None`` or an unresolved string naming it (ours, or
+    another library's class of that name: the parameter's intent is the same)."""
+    if isinstance(annotation, str):
+        return re.search(r"\bRunnableConfig\b", annotation) is not None
+    if getattr(annotation, "__name__", None) == "RunnableConfig":
+        return True
+    return any(_names_runnable_config(argument) for argument in typing.get_args(annotation))
 
 
 def _literal_path_map(fn: Callable[..., Any]) -> dict[Hashable, str] | None:

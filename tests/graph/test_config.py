@@ -67,3 +67,75 @@ def test_the_state_methods_refuse_a_dict_config_too(method):
 
 def test_no_config_still_means_the_defaults(driver):
     assert driver.invoke(one_node_app(), {}, None) == {"x": 1}
+
+
+def fan(names, node_factory):
+    """One node per name, all from START to END, built by ``node_factory(name)``."""
+    g = StateGraph("fan")
+    for name in names:
+        g.add_node(name, node_factory(name)).add_edge(START, name).add_edge(name, END)
+    return g.compile()
+
+
+def test_a_lambda_binding_a_loop_variable_keeps_its_default(driver):
+    # the closure idiom: `n` must stay the name, not become the config
+    app = fan(["a", "b"], lambda name: lambda s, n=name: {n: n.upper()})
+    assert driver.invoke(app, {}).data() == {"a": "A", "b": "B"}
+
+
+def test_a_def_binding_a_loop_variable_keeps_its_default(driver):
+    def make(name):
+        def node(state, n=name):
+            return {n: len(n)}
+
+        return node
+
+    app = fan(["ab", "abc"], make)
+    assert driver.invoke(app, {}).data() == {"ab": 2, "abc": 3}
+
+
+def test_a_router_binding_a_loop_variable_keeps_its_default(driver):
+    g = StateGraph("route")
+    g.add_node("a", lambda s: {"x": 1}).add_node("b", lambda s: {"y": 2})
+    g.add_edge(START, "a").add_edge("b", END)
+    g.add_conditional_edges("a", lambda s, target="b": target, ["b"])
+    assert driver.invoke(g.compile(), {}).data() == {"x": 1, "y": 2}
+
+
+def typed_config(state, config: RunnableConfig | None = None):
+    return {"got": type(config).__name__}
+
+
+def named_config(state, config=None):
+    return {"got": type(config).__name__}
+
+
+def required_second(state, cfg):
+    return {"got": type(cfg).__name__}
+
+
+def unresolved_annotation(state, options: langchain_core.RunnableConfig = None):  # noqa: F821
+    # this module defers annotations, and this one cannot be resolved: it stays a string
+    return {"got": type(options).__name__}
+
+
+@pytest.mark.parametrize(
+    "node",
+    [typed_config, named_config, required_second, unresolved_annotation],
+    ids=["annotated", "named config", "required", "unresolved annotation"],
+)
+def test_the_config_goes_to_a_required_named_or_annotated_second_parameter(driver, node):
+    g = StateGraph("one")
+    g.add_node("a", node).add_edge(START, "a").add_edge("a", END)
+    assert driver.invoke(g.compile(), {})["got"] == "RunnableConfig"
+
+
+def test_a_router_gets_the_config_in_a_parameter_named_config(driver):
+    g = StateGraph("route")
+    g.add_node("a", lambda s: {}).add_node("b", lambda s: {"seen": "b"})
+    g.add_edge(START, "a").add_edge("b", END)
+    g.add_conditional_edges(
+        "a", lambda s, config=None: "b" if config.context["go"] else END, ["b", END]
+    )
+    config = RunnableConfig(context={"go": True})
+    assert driver.invoke(g.compile(), {}, config).data() == {"seen": "b"}
