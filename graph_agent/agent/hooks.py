@@ -20,7 +20,9 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -153,7 +155,6 @@ class Hook:
         positions: Where the hook runs, e.g. ``("before_model",)``; ``None`` (the default)
             means at every position whose method the hook overrides.
         state_keys: Extra state keys the hook uses, with their merge strategies.
-        agent: The agent this hook belongs to, set when the agent builds its graph.
     """
 
     name: str = ""
@@ -161,7 +162,21 @@ class Hook:
     state_keys: ClassVar[Mapping[str, KeyStrategy]] = {}
     positions: ClassVar[tuple[HookPosition, ...] | None] = None
     takes_messages: ClassVar[bool] = False
-    agent: ReactAgent | None = None
+
+    @property
+    def agent(self) -> ReactAgent | None:
+        """The agent running this hook. Inside a hook method it is always the agent whose graph
+        is running, also when one hook instance serves several agents; elsewhere it is the last
+        agent that built its graph with this hook (``None`` before any did)."""
+        running = _running.get()
+        if running is not None and running[0] is self:
+            return running[1]
+        built: ReactAgent | None = self.__dict__.get("_built_by")
+        return built
+
+    @agent.setter
+    def agent(self, agent: ReactAgent | None) -> None:
+        self.__dict__["_built_by"] = agent
 
     @property
     def full_name(self) -> str:
@@ -284,6 +299,20 @@ class MessagesModelHook(Hook):
 
     def after_model(self, messages: list[BaseMessage], config: RunnableConfig) -> Any:
         return None
+
+
+_running: ContextVar[tuple[Hook, ReactAgent] | None] = ContextVar("running_hook", default=None)
+"""The hook whose method is running in this context, and the agent running it."""
+
+
+@contextmanager
+def running_for(hook: Hook, agent: ReactAgent) -> Iterator[None]:
+    """While the block runs, ``hook.agent`` is ``agent`` (in this thread or task only)."""
+    token = _running.set((hook, agent))
+    try:
+        yield
+    finally:
+        _running.reset(token)
 
 
 _DEFAULT_METHODS: dict[str, set[Any]] = {

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graph_agent.agent.builtin_hooks import ToolCallLimitHook
-from graph_agent.agent.hooks import NODE_SUFFIX, Hook, HookPosition, JumpTo
+from graph_agent.agent.hooks import NODE_SUFFIX, Hook, HookPosition, JumpTo, running_for
 from graph_agent.agent.nodes import (
     REJECTED_KEY,
     RUN_INPUT_KEY,
@@ -169,14 +169,14 @@ def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
     graph._reserved_ok = True
     for position in ("before_agent", "before_model"):
         for hook in run_order[position]:
-            graph.add_node(hook_node_name(hook, position), hook_node(hook, position))
+            graph.add_node(hook_node_name(hook, position), hook_node(hook, position, agent))
     graph.add_node(MODEL_NODE, ModelNode(agent))
     for hook in run_order["after_model"]:
-        graph.add_node(hook_node_name(hook, "after_model"), hook_node(hook, "after_model"))
+        graph.add_node(hook_node_name(hook, "after_model"), hook_node(hook, "after_model", agent))
     if has_tools:
         graph.add_node(TOOL_NODE, ToolNode(agent))
     for hook in run_order["after_agent"]:
-        graph.add_node(hook_node_name(hook, "after_agent"), hook_node(hook, "after_agent"))
+        graph.add_node(hook_node_name(hook, "after_agent"), hook_node(hook, "after_agent", agent))
     _wire(graph, shape, run_order, has_tools, jumps)
     return graph
 
@@ -304,15 +304,19 @@ def _loop_exit_edges(
     graph.add_conditional_edges(node, route, paths)
 
 
-def hook_node(hook: Hook, position: HookPosition) -> Callable[[OverAllState, RunnableConfig], Any]:
-    """The node function that runs ``hook`` at ``position`` and checks what it returns."""
+def hook_node(
+    hook: Hook, position: HookPosition, agent: Any
+) -> Callable[[OverAllState, RunnableConfig], Any]:
+    """The node function that runs ``hook`` at ``position`` for ``agent`` (what the hook's
+    ``agent`` is while it runs) and checks what it returns."""
     method = getattr(hook, position)
 
     def node(state: OverAllState, config: RunnableConfig) -> Any:
-        if hook.takes_messages:
-            result = method(list(state.value("messages", ())), config)
-        else:
-            result = method(state, config)
+        with running_for(hook, agent):
+            if hook.takes_messages:
+                result = method(list(state.value("messages", ())), config)
+            else:
+                result = method(state, config)
         if result is None:
             return None
         if hasattr(result, "as_update"):

@@ -337,6 +337,41 @@ def test_hooks_know_their_agent():
     assert hook.agent is agent
 
 
+class AgentSpy(ModelHook):
+    """Notes the name of the agent it sees while it runs."""
+
+    def __init__(self):
+        self.seen = []
+
+    def before_model(self, state, config):
+        self.seen.append(self.agent.name)
+
+
+def test_a_hook_shared_by_two_agents_sees_the_agent_that_runs_it():
+    spy = AgentSpy()
+    first = ReactAgent("first", ScriptedChatModel(["1", "3"]), hooks=[spy])
+    second = ReactAgent("second", ScriptedChatModel(["2"]), hooks=[spy])
+    first.call("a")
+    second.call("b")  # built last: its graph holds the hook too
+    first.call("c")
+    assert spy.seen == ["first", "second", "first"]
+
+
+def test_a_summary_by_a_shared_hook_uses_the_running_agents_model():
+    from graph_agent.agent import SummarizationHook
+
+    shared = SummarizationHook(max_tokens=10, messages_to_keep=1)
+    first_model = ScriptedChatModel(["first's summary", "first's answer"])
+    second_model = ScriptedChatModel(["second's summary", "second's answer"])
+    first = ReactAgent("first", first_model, hooks=[shared])
+    second = ReactAgent("second", second_model, hooks=[shared])
+    first.get_graph(), second.get_graph()  # both built: the second built last
+    history = [UserMessage("a long question " * 10), AssistantMessage("a long answer " * 10)]
+    state = first.invoke([*history, UserMessage("next")])
+    assert "first's summary" in state["messages"][0].text
+    assert len(first_model.requests) == 2 and second_model.requests == []
+
+
 def test_run_counters_reset_on_new_input():
     model = ScriptedChatModel(
         [
