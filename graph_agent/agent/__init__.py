@@ -37,6 +37,7 @@ from graph_agent.agent.interceptors import (
 )
 from graph_agent.agent.nodes import StructuredOutputError
 from graph_agent.agent.react import ReactAgent
+from graph_agent.agent.templates import InstructionKeyError
 
 __all__ = [
     "AgentCommand",
@@ -46,6 +47,7 @@ __all__ = [
     "Hook",
     "HumanInTheLoopHook",
     "InstructionAgentHook",
+    "InstructionKeyError",
     "JumpTo",
     "LlmRoutingAgent",
     "LoopAgent",

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 
 from graph_agent.agent.hooks import AgentHook, JumpTo, ModelHook
 from graph_agent.agent.nodes import (
+    INSTRUCTION_ID,
     REJECTED_KEY,
     RUN_KEY,
     THREAD_KEY,
@@ -31,7 +32,6 @@ from graph_agent.messages import (
 )
 from graph_agent.models.base import ChatModel
 
-INSTRUCTION_ID = "instruction"
 SUMMARY_ID = "summary"
 """How the ids of the messages :class:`SummarizationHook` puts in place of the older
 conversation begin (``"summary-<uuid>"``: unique, so two agents' summaries never replace each

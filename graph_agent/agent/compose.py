@@ -29,6 +29,9 @@ class AgentLike(Protocol):
     @property
     def graph(self) -> CompiledGraph: ...
 
+    @property
+    def instruction_keys(self) -> tuple[str, ...]: ...
+
     def _max_steps(self) -> int: ...
 
 
@@ -39,8 +42,13 @@ def agent_node(
     return_reasoning_contents: bool = False,
     output_key: str | None = None,
     collect_key: str | None = None,
+    share_output: bool = True,
 ) -> SubgraphNode:
     """``agent`` as a node of another graph that keeps its conversation in ``messages``.
+
+    The keys the agent's instruction reads (``{key}``) are passed to it from the caller's
+    state, and its output (what it stores at its own ``output_key``) comes back under that key,
+    so a team's later agents read an earlier one's result.
 
     Args:
         agent: The agent to run.
@@ -51,12 +59,15 @@ def agent_node(
             answer side by side, like a ParallelAgent, each of their answers).
         output_key: Also store the final answer's text under this key.
         collect_key: Also add ``{agent name: answer text}`` to this (merged) dict key.
+        share_output: Bring the agent's own output back under its ``output_key`` (a team
+            whose agents run side by side turns this off for a key several of them share).
     """
-    schema = getattr(agent, "output_schema", None)
-    schema_key = getattr(agent, "output_key", "output")
+    own_key: str | None = getattr(agent, "output_key", None) if share_output else None
+    reads = [key for key in agent.instruction_keys if key not in ("messages", RUN_KEY)]
 
     def make_input(state: OverAllState) -> dict[str, Any]:
-        return {"messages": _input_messages(state, include_contents), RUN_KEY: None}
+        passed = {key: state[key] for key in reads if key in state}
+        return {"messages": _input_messages(state, include_contents), RUN_KEY: None, **passed}
 
     def make_output(state: OverAllState, values: Mapping[str, Any]) -> dict[str, Any]:
         seen = {m.id for m in _input_messages(state, include_contents)}
@@ -72,8 +83,8 @@ def agent_node(
             update[output_key] = _text(answers)
         if collect_key is not None and answers:
             update[collect_key] = {agent.name: _text(answers)}
-        if schema is not None and schema_key in values:
-            update[schema_key] = values[schema_key]
+        if own_key is not None and own_key in values:
+            update[own_key] = values[own_key]
         return update
 
     return SubgraphNode(

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 
 from graph_agent.agent.compose import AgentLike, agent_node, agent_tool
 from graph_agent.agent.nodes import RUN_INPUT_KEY, RUN_KEY, run_answer, run_start
+from graph_agent.agent.react import coerce_state
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.graph.builder import StateGraph
@@ -113,6 +114,12 @@ class FlowAgent:
 
     def _max_steps(self) -> int:
         return 100 + sum(agent._max_steps() for agent in self._agents())
+
+    @property
+    def instruction_keys(self) -> tuple[str, ...]:
+        """The state keys its agents' instructions read (passed down to them)."""
+        keys = (key for agent in self._agents() for key in agent.instruction_keys)
+        return tuple(dict.fromkeys(keys))
 
     def _config(self, config: RunnableConfig | None, method: str) -> RunnableConfig:
         """The config one call of ``method`` runs with (a TypeError for one that is not a
@@ -223,9 +230,18 @@ class ParallelAgent(FlowAgent):
 
     def _build(self, graph: StateGraph) -> None:
         for agent in self.agents:
-            graph.add_node(agent.name, agent_node(agent, collect_key=OUTPUTS_KEY))
+            graph.add_node(agent.name, _side_by_side_node(agent, self.agents))
             graph.add_edge(START, agent.name)
             graph.add_edge(agent.name, END)
+
+
+def _side_by_side_node(agent: AgentLike, team: Sequence[AgentLike]) -> SubgraphNode:
+    """``agent`` as a node that may run in the same step as the rest of ``team``: its answer
+    goes to ``outputs``, and its own output key only when no other agent of the team shares
+    it (two writes to one key in a step would clash)."""
+    key = getattr(agent, "output_key", None)
+    shared = sum(getattr(other, "output_key", None) == key for other in team) > 1
+    return agent_node(agent, collect_key=OUTPUTS_KEY, share_output=not shared)
 
 
 class RouteChoice(BaseModel):
@@ -269,7 +285,7 @@ class LlmRoutingAgent(FlowAgent):
         graph.add_node(self.ROUTER, self._route, destinations=names)
         graph.add_edge(START, self.ROUTER)
         for agent in self._agents():
-            graph.add_node(agent.name, agent_node(agent, collect_key=OUTPUTS_KEY))
+            graph.add_node(agent.name, _side_by_side_node(agent, self._agents()))
             graph.add_edge(agent.name, END)
 
     def routing_prompt(self) -> str:
@@ -407,13 +423,7 @@ def _checked(team: str, agents: Sequence[AgentLike]) -> list[AgentLike]:
 def _as_input(input: Any) -> Any:
     if input is None or isinstance(input, Command):
         return input
-    if isinstance(input, str):
-        return {"messages": [UserMessage(input)]}
-    if isinstance(input, BaseMessage):
-        return {"messages": [input]}
-    if isinstance(input, Mapping):
-        return dict(input)
-    return {"messages": [UserMessage(m) if isinstance(m, str) else m for m in input]}
+    return coerce_state(input)
 
 
 def _answer(state: OverAllState) -> AssistantMessage:

@@ -25,6 +25,7 @@ from graph_agent.agent.interceptors import (
     run_model_call,
     stream_to_caller,
 )
+from graph_agent.agent.templates import fill, is_template
 from graph_agent.graph.errors import (
     GraphCancelledError,
     GraphInterrupted,
@@ -48,6 +49,8 @@ from graph_agent.tools import ToolContext
 if TYPE_CHECKING:
     from graph_agent.agent.react import ReactAgent
 
+INSTRUCTION_ID = "instruction"
+"""The id of the message that holds the agent's instruction, first in its history."""
 RUN_KEY = "_agent_run"
 THREAD_KEY = "_agent_thread"
 REJECTED_KEY = "_agent_rejected"
@@ -208,6 +211,9 @@ class _Verdict:
 class ModelNode:
     """``__model__``: one model call through the interceptors, streamed when the caller streams.
 
+    The instruction's ``{key}`` placeholders are filled from the state for each call, and the
+    final answer's text is stored at ``output_key``.
+
     After ``max_iterations`` calls that asked for tools, the next call gets no tools and a
     summarising instruction; its answer carries ``finish_reason="max_iterations"``.
 
@@ -220,6 +226,10 @@ class ModelNode:
 
     def __init__(self, agent: ReactAgent) -> None:
         self.agent = agent
+        instruction = agent.instruction
+        self.instruction_template = (
+            instruction if instruction is not None and is_template(instruction) else None
+        )
         schema = agent.output_schema
         self.final_tool = (
             FinalAnswerTool(parameters=schema.model_json_schema())
@@ -229,7 +239,7 @@ class ModelNode:
 
     def __call__(self, state: OverAllState, config: RunnableConfig) -> dict[str, Any]:
         agent = self.agent
-        history = list(state.value("messages", ()))
+        history = self._with_instruction_filled(state)
         run, thread = counters(state, RUN_KEY), counters(state, THREAD_KEY)
         summarizing = bool(agent.toolkit) and run["iterations"] >= agent.max_iterations
         reply = self._call(self._request(history, summarizing), config)
@@ -241,10 +251,24 @@ class ModelNode:
             update = self._summary_output(reply)
         elif agent.output_schema is not None and self._is_final(reply):
             reply, new_messages, update = self._structured(history, reply, config)
+        elif not reply.tool_calls:
+            update = {agent.output_key: reply.text}
         for counter in (run, thread):
             counter["model_calls"] += 1 + bool(new_messages)
             counter["iterations"] += bool(reply.tool_calls)
         return {"messages": [*new_messages, reply], RUN_KEY: run, THREAD_KEY: thread, **update}
+
+    def _with_instruction_filled(self, state: OverAllState) -> list[BaseMessage]:
+        """The history as the model sees it: the instruction's ``{key}`` placeholders filled
+        from the state now (the stored message keeps the template)."""
+        history = list(state.value("messages", ()))
+        template = self.instruction_template
+        if template is None or not history or history[0].id != INSTRUCTION_ID:
+            return history
+        if history[0].text != template:  # a hook rewrote it: it is no longer the template
+            return history
+        text = fill(template, state, agent=self.agent.name)
+        return [history[0].model_copy(update={"content": text}), *history[1:]]
 
     def _request(self, messages: list[BaseMessage], summarizing: bool) -> ModelRequest:
         """A fresh request: interceptors may edit it without touching the next one."""
@@ -377,7 +401,7 @@ class ModelNode:
         """The summary's output when it happens to match the schema (never an error)."""
         schema = self.agent.output_schema
         if schema is None:
-            return {}
+            return {self.agent.output_key: reply.text}
         try:
             return self._output(schema.model_validate_json(_json_text(reply)))
         except ValidationError:

@@ -23,6 +23,7 @@ from graph_agent.agent.nodes import (
     REJECTED_KEY,
     RUN_INPUT_KEY,
     RUN_KEY,
+    THREAD_KEY,
     TOOL_RECORD,
     error_response,
     messages_of,
@@ -30,7 +31,8 @@ from graph_agent.agent.nodes import (
     run_answer,
     run_start,
 )
-from graph_agent.agent.shape import MODEL_NODE, TOOL_NODE, build_graph
+from graph_agent.agent.shape import JUMP_KEY, MODEL_NODE, TOOL_NODE, build_graph
+from graph_agent.agent.templates import placeholders
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.serde import register
@@ -55,6 +57,9 @@ from graph_agent.messages import AssistantMessage, BaseMessage, ToolResponseMess
 from graph_agent.models.base import ChatModel
 from graph_agent.tools import Tool, Toolkit
 
+_AGENT_KEYS = (RUN_KEY, THREAD_KEY, REJECTED_KEY, RUN_INPUT_KEY, JUMP_KEY)
+"""The agent's own bookkeeping keys: never an output_key."""
+
 AgentInput = str | BaseMessage | Sequence[BaseMessage] | Mapping[str, Any] | Command | None
 
 
@@ -69,18 +74,22 @@ class ReactAgent:
         name: The agent's name (the graph's name, ``NodeOutput.agent``).
         model: Any :class:`~graph_agent.models.ChatModel`.
         tools: ``@tool`` functions, :class:`Tool` objects or plain functions.
-        instruction: The system instruction, put first in every thread.
         hooks: :class:`~graph_agent.agent.hooks.Hook` instances.
         model_interceptors: Wrap each model call, the first outermost.
         tool_interceptors: Wrap each tool call, the first outermost.
         saver: Where threads are kept.
         max_iterations: Model calls that may ask for tools in one run; then one last call
             without tools summarises (``finish_reason="max_iterations"``).
+        instruction: The system instruction, put first in every thread. ``{key}``
+            placeholders are filled from the state at each model call (``{{`` and ``}}`` are
+            literal braces); a key the state lacks is an :class:`InstructionKeyError`.
         output_schema: A pydantic model the final answer must match; the validated object is
             stored at ``output_key``. The schema (and the models, dataclasses and enums its
             fields use) is registered with the checkpoint serializer by name, so it is saved
             and loaded by every saver without a manual ``register``.
-        output_key: Where the validated output is stored in the state.
+        output_key: Where the final answer lands in the state: its text, or the validated
+            object with an ``output_schema``. In a team, the next agents read it (as state,
+            or as ``{output_key}`` in their instruction).
         output_mode: How the model is asked for the schema: ``"response_format"`` (the
             server's structured output) or ``"tool"`` (a ``final_answer`` tool whose
             parameters are the schema, for servers without ``response_format``; the call is
@@ -133,6 +142,11 @@ class ReactAgent:
             raise ValueError(
                 f"output_mode must be 'response_format' or 'tool', got {output_mode!r}"
             )
+        if not isinstance(output_key, str) or output_key in ("", "messages", *_AGENT_KEYS):
+            raise ValueError(
+                f"agent {name!r}: output_key={output_key!r} cannot hold the answer; give a "
+                "state key other than 'messages', e.g. output_key='draft'"
+            )
         self.name = name
         self.description = description
         self.model = model
@@ -159,6 +173,12 @@ class ReactAgent:
         self.model_options = dict(model_options or {})
         self._compiled: CompiledGraph | None = None
         self._lock = threading.Lock()
+
+    @property
+    def instruction_keys(self) -> tuple[str, ...]:
+        """The state keys the instruction's ``{key}`` placeholders read (a team passes them
+        to this agent from its own state)."""
+        return placeholders(self.instruction) if self.instruction else ()
 
     @property
     def saver(self) -> CheckpointSaver:
@@ -297,7 +317,7 @@ class ReactAgent:
     def update_state(
         self, config: RunnableConfig, values: Mapping[str, Any], as_node: str | None = None
     ) -> RunnableConfig:
-        return self.graph.update_state(config, _coerce_state(values), as_node)
+        return self.graph.update_state(config, coerce_state(values), as_node)
 
     # input handling
     def _prepare(
@@ -320,7 +340,7 @@ class ReactAgent:
                 # a finished thread with unanswered calls: route as if the model had just answered
                 config = self._update(config, {}, as_node=MODEL_NODE)
             return None, config
-        state = _coerce_state(input)
+        state = coerce_state(input)
         supplied = state.get("messages", [])
         if supplied and all(isinstance(m, ToolResponseMessage) for m in supplied):
             return self._accept_results(supplied, pending, snapshot, config)
@@ -476,7 +496,7 @@ def _check_results(results: Sequence[ToolResponseMessage], pending: Sequence[Any
         )
 
 
-def _coerce_state(input: Any) -> dict[str, Any]:
+def coerce_state(input: Any) -> dict[str, Any]:
     """A state update from a string, a message, a list of messages or a dict."""
     if isinstance(input, str):
         return {"messages": [UserMessage(input)]}
@@ -485,7 +505,7 @@ def _coerce_state(input: Any) -> dict[str, Any]:
     if isinstance(input, Mapping):
         state = dict(input)
         if isinstance(state.get("messages"), str | BaseMessage | list | tuple):
-            state["messages"] = _coerce_state(state["messages"])["messages"]
+            state["messages"] = coerce_state(state["messages"])["messages"]
         return state
     if isinstance(input, Sequence):
         messages = [UserMessage(m) if isinstance(m, str) else m for m in input]

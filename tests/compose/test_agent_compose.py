@@ -81,7 +81,8 @@ def test_an_agent_as_a_node_sees_the_conversation_and_adds_only_its_final_answer
     final = caller.invoke(host(agent), {"messages": HISTORY})
 
     assert texts(final) == ["old question", "old answer", "latest", "Graphs are nodes and edges."]
-    assert set(final.data()) == {"messages"}
+    assert final.data().keys() == {"messages", "output"}  # output: the agent's output_key
+    assert final["output"] == "Graphs are nodes and edges."
     first_request = agent.model.requests[0].messages
     assert [m.text for m in first_request] == ["Be brief.", "old question", "old answer", "latest"]
     assert looked_up == ["graphs"]
