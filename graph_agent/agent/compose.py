@@ -43,6 +43,7 @@ def agent_node(
     output_key: str | None = None,
     collect_key: str | None = None,
     share_output: bool = True,
+    query_key: str | None = None,
 ) -> SubgraphNode:
     """``agent`` as a node of another graph that keeps its conversation in ``messages``.
 
@@ -61,13 +62,21 @@ def agent_node(
         collect_key: Also add ``{agent name: answer text}`` to this (merged) dict key.
         share_output: Bring the agent's own output back under its ``output_key`` (a team
             whose agents run side by side turns this off for a key several of them share).
+        query_key: A state key mapping agent names to a request of their own (a routing
+            model's ``query``): when it holds one for this agent, the agent gets it as a user
+            message after the messages it sees.
     """
     own_key: str | None = getattr(agent, "output_key", None) if share_output else None
     reads = [key for key in agent.instruction_keys if key not in ("messages", RUN_KEY)]
 
     def make_input(state: OverAllState) -> dict[str, Any]:
         passed = {key: state[key] for key in reads if key in state}
-        return {"messages": _input_messages(state, include_contents), RUN_KEY: None, **passed}
+        messages = _input_messages(state, include_contents)
+        query = _query_for(agent.name, state, query_key)
+        if query is not None:
+            anchor = messages[-1].id if messages else "start"
+            messages = [*messages, UserMessage(query, id=f"{anchor}-query-{agent.name}")]
+        return {"messages": messages, RUN_KEY: None, **passed}
 
     def make_output(state: OverAllState, values: Mapping[str, Any]) -> dict[str, Any]:
         seen = {m.id for m in _input_messages(state, include_contents)}
@@ -151,6 +160,15 @@ class _Either:
 
     def is_set(self) -> bool:
         return self.call.is_set() or (self.caller is not None and self.caller.is_set())
+
+
+def _query_for(name: str, state: OverAllState, query_key: str | None) -> str | None:
+    """The request of its own that ``state[query_key]`` holds for agent ``name``, if any."""
+    if query_key is None:
+        return None
+    queries = state.value(query_key)
+    query = queries.get(name) if isinstance(queries, Mapping) else None
+    return query if isinstance(query, str) and query.strip() else None
 
 
 def _final_answers(agent: AgentLike, added: Sequence[BaseMessage]) -> list[AssistantMessage]:

@@ -235,29 +235,53 @@ class ParallelAgent(FlowAgent):
             graph.add_edge(agent.name, END)
 
 
-def _side_by_side_node(agent: AgentLike, team: Sequence[AgentLike]) -> SubgraphNode:
+def _side_by_side_node(
+    agent: AgentLike, team: Sequence[AgentLike], query_key: str | None = None
+) -> SubgraphNode:
     """``agent`` as a node that may run in the same step as the rest of ``team``: its answer
     goes to ``outputs``, and its own output key only when no other agent of the team shares
     it (two writes to one key in a step would clash)."""
     key = getattr(agent, "output_key", None)
     shared = sum(getattr(other, "output_key", None) == key for other in team) > 1
-    return agent_node(agent, collect_key=OUTPUTS_KEY, share_output=not shared)
+    return agent_node(agent, collect_key=OUTPUTS_KEY, share_output=not shared, query_key=query_key)
+
+
+class RouteTarget(BaseModel):
+    """One chosen agent, with the request it should handle (SAA's routing answer)."""
+
+    agent: str
+    query: str | None = None
 
 
 class RouteChoice(BaseModel):
-    """What the routing model answers: the names of the agents to run."""
+    """What the routing model answers: the agents to run, as names or as
+    ``{"agent": name, "query": text}``."""
 
-    agents: list[str]
+    agents: list[str | RouteTarget]
+
+    def queries(self) -> dict[str, str | None]:
+        """Each chosen agent's name and its own request (``None``: the conversation's), in
+        the order chosen; a name chosen twice keeps its first request."""
+        chosen: dict[str, str | None] = {}
+        for entry in self.agents:
+            name, query = (entry, None) if isinstance(entry, str) else (entry.agent, entry.query)
+            if name not in chosen or chosen[name] is None:
+                chosen[name] = query
+        return chosen
 
 
 class LlmRoutingAgent(FlowAgent):
     """Lets ``model`` pick which of ``agents`` handle the request (one or several, as JSON
-    ``{"agents": [names]}``); several run in parallel and their answers merge as in
-    :class:`ParallelAgent`. ``fallback`` runs when the model picks nothing valid (without one,
+    ``{"agents": [names]}``, or SAA's ``{"agents": [{"agent": name, "query": text}]}``, where
+    each chosen agent gets its query as a request of its own after the conversation); several
+    run in parallel and their answers merge as in :class:`ParallelAgent`. ``fallback`` runs when the model picks nothing valid (without one,
     that is an error)."""
 
     ROUTER = "route"
     ANSWERS_SIDE_BY_SIDE = True
+    QUERIES_KEY = "_route_queries"
+    """The requests of their own the routing model gave the chosen agents, by name."""
+    PRIVATE_KEYS = frozenset({*FlowAgent.PRIVATE_KEYS, QUERIES_KEY})
 
     def __init__(
         self,
@@ -285,7 +309,8 @@ class LlmRoutingAgent(FlowAgent):
         graph.add_node(self.ROUTER, self._route, destinations=names)
         graph.add_edge(START, self.ROUTER)
         for agent in self._agents():
-            graph.add_node(agent.name, _side_by_side_node(agent, self._agents()))
+            node = _side_by_side_node(agent, self._agents(), self.QUERIES_KEY)
+            graph.add_node(agent.name, node)
             graph.add_edge(agent.name, END)
 
     def routing_prompt(self) -> str:
@@ -293,7 +318,9 @@ class LlmRoutingAgent(FlowAgent):
             self.instruction
             or "Choose which agents should handle the user's latest request. Pick only the ones "
             "needed; pick several when the request has several parts.",
-            'Answer with JSON only: {"agents": ["name", ...]}. The agents:',
+            'Answer with JSON only: {"agents": ["name", ...]}; to give an agent a request of '
+            'its own, {"agents": [{"agent": "name", "query": "what it should do"}, ...]}. '
+            "The agents:",
         ]
         lines += [
             f"- {agent.name}: {agent.description or 'no description'}" for agent in self.agents
@@ -309,21 +336,22 @@ class LlmRoutingAgent(FlowAgent):
         )
         chosen = self._parse(reply.text)
         if chosen:
-            return Command(goto=chosen)
+            queries = {name: query for name, query in chosen.items() if query is not None}
+            return Command(goto=list(chosen), update={self.QUERIES_KEY: queries})
         if self.fallback is not None:
-            return Command(goto=self.fallback.name)
+            return Command(goto=self.fallback.name, update={self.QUERIES_KEY: {}})
         raise GraphRuntimeError(
             f"{self.name}: the routing model chose no known agent ({reply.text!r:.120}); known: "
             f"{', '.join(a.name for a in self.agents)}; give the team a fallback agent"
         )
 
-    def _parse(self, text: str) -> list[str]:
-        known = [agent.name for agent in self.agents]
+    def _parse(self, text: str) -> dict[str, str | None]:
+        """The known agents the answer chose, in the team's order, with their requests."""
         try:
-            choice = RouteChoice.model_validate_json(_strip_fence(text))
+            queries = RouteChoice.model_validate_json(_strip_fence(text)).queries()
         except ValidationError:
-            return []
-        return [name for name in known if name in choice.agents]
+            return {}
+        return {a.name: queries[a.name] for a in self.agents if a.name in queries}
 
 
 class LoopAgent(FlowAgent):

@@ -255,10 +255,66 @@ def test_several_chosen_agents_run_in_parallel_and_merge_in_agent_order(caller):
     assert peak == [2]
 
 
+def test_saas_routing_answer_gives_each_chosen_agent_its_own_query(caller):
+    router = ScriptedChatModel(
+        [
+            '{"agents": [{"agent": "billing", "query": "Refund the double charge."}, '
+            '{"agent": "tech", "query": "Why is the wifi down?"}]}'
+        ]
+    )
+    team, agents = desk(router)
+
+    final = caller.invoke(team, "I was charged twice and my wifi is down.")
+
+    assert final["outputs"] == {
+        "tech": "tech: Why is the wifi down?",
+        "billing": "billing: Refund the double charge.",
+    }
+    (billing_request,) = agents["billing"].model.requests
+    assert [m.text for m in billing_request.messages] == [
+        "I was charged twice and my wifi is down.",
+        "Refund the double charge.",
+    ]
+    assert texts(final) == [  # the queries stay inside the agents' own runs
+        "I was charged twice and my wifi is down.",
+        "tech: Why is the wifi down?",
+        "billing: Refund the double charge.",
+    ]
+    assert "_route_queries" not in final.data()
+
+
+def test_a_routing_answer_may_mix_names_and_queries(caller):
+    router = ScriptedChatModel(['{"agents": ["tech", {"agent": "sales", "query": "Discounts?"}]}'])
+    team, _ = desk(router)
+
+    final = caller.invoke(team, "Help.")
+
+    assert final["outputs"] == {"tech": "tech: Help.", "sales": "sales: Discounts?"}
+
+
+def test_a_query_from_an_earlier_routing_never_reaches_a_later_turn():
+    router = ScriptedChatModel(
+        ['{"agents": [{"agent": "tech", "query": "Reset the router."}]}', '{"agents": ["tech"]}']
+    )
+    team, _ = desk(router)
+    team.invoke("first", CFG)
+
+    final = team.invoke("second", CFG)
+
+    assert final["outputs"]["tech"] == "tech: second"
+
+
 @pytest.mark.parametrize(
     "reply",
-    ['{"agents": ["nobody"]}', "I think billing.", '{"agents": []}', '{"agent": "billing"}'],
-    ids=["unknown-name", "not-json", "empty", "wrong-shape"],
+    [
+        '{"agents": ["nobody"]}',
+        "I think billing.",
+        '{"agents": []}',
+        '{"agent": "billing"}',
+        '{"agents": [{"agent": "nobody", "query": "x"}]}',
+        '{"agents": [{"query": "no agent named"}]}',
+    ],
+    ids=["unknown-name", "not-json", "empty", "wrong-shape", "unknown-in-query", "no-agent-field"],
 )
 def test_an_invalid_choice_goes_to_the_fallback_agent(reply):
     team, agents = desk(ScriptedChatModel([reply]))
