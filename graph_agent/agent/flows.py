@@ -274,8 +274,8 @@ class LlmRoutingAgent(FlowAgent):
     """Lets ``model`` pick which of ``agents`` handle the request (one or several, as JSON
     ``{"agents": [names]}``, or SAA's ``{"agents": [{"agent": name, "query": text}]}``, where
     each chosen agent gets its query as a request of its own after the conversation); several
-    run in parallel and their answers merge as in :class:`ParallelAgent`. ``fallback`` runs when the model picks nothing valid (without one,
-    that is an error)."""
+    run in parallel and their answers merge as in :class:`ParallelAgent`. ``fallback`` runs
+    when the model picks nothing valid (without one, that is an error)."""
 
     ROUTER = "route"
     ANSWERS_SIDE_BY_SIDE = True
