@@ -593,6 +593,8 @@ class Tool:
     ) -> str:
         """Validate ``arguments``, call the function (awaiting it if async), return text.
 
+        :meth:`run` takes the same arguments and returns what the function returned.
+
         Args:
             arguments: The model's arguments, as a mapping or as raw JSON text.
             context: Handed to a :class:`ToolContext` parameter (an empty one when omitted).
@@ -605,6 +607,17 @@ class Tool:
             ToolTimeoutError: The call took longer than ``timeout``.
             Exception: Whatever the function raised, unchanged.
         """
+        return result_to_text(self.run(arguments, context, timeout=timeout))
+
+    def run(
+        self,
+        arguments: Mapping[str, Any] | str | None = None,
+        context: ToolContext | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Any:
+        """:meth:`invoke`, returning the function's value (awaited) instead of its text: the
+        agent's tool node applies a returned ``Command(update=..., goto=...)``."""
         call = self._bind(arguments, context)
         if self.is_async:
             result = _run_coroutine(lambda: self._await_within(call, timeout, context))
@@ -617,7 +630,7 @@ class Tool:
                 raise self._timeout_error(timeout, context) from None
         if inspect.isawaitable(result):
             result = _run_coroutine(lambda: result)
-        return result_to_text(result)
+        return result
 
     async def ainvoke(
         self,

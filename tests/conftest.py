@@ -1,4 +1,4 @@
-"""Shared fixtures: every execution test runs through the sync and the async driver."""
+"""Shared fixtures: every execution test runs through the sync and the async face."""
 
 from __future__ import annotations
 
@@ -8,30 +8,36 @@ from typing import Any
 
 import pytest
 
-from graph_agent import CompiledGraph, NodeOutput, OverAllState, RunnableConfig
+from graph_agent import NodeOutput, OverAllState, RunnableConfig
 
 
-class Driver:
-    """Runs a compiled graph through one driver with one call signature."""
+class Caller:
+    """Calls a compiled graph, an agent or a team through one face (``sync`` or ``async``)."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
 
     def invoke(
-        self, app: CompiledGraph, input: Any, config: RunnableConfig | None = None
+        self, runnable: Any, input: Any, config: RunnableConfig | None = None
     ) -> OverAllState:
         if self.kind == "sync":
-            return app.invoke(input, config)
-        return asyncio.run(app.ainvoke(input, config))
+            return runnable.invoke(input, config)
+        return asyncio.run(runnable.ainvoke(input, config))
 
     def stream(
-        self, app: CompiledGraph, input: Any, config: RunnableConfig | None = None
+        self,
+        runnable: Any,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
     ) -> list[NodeOutput]:
+        options = {"subgraphs": True} if subgraphs else {}
         if self.kind == "sync":
-            return list(app.stream(input, config))
+            return list(runnable.stream(input, config, **options))
 
         async def collect() -> list[NodeOutput]:
-            return [item async for item in app.astream(input, config)]
+            return [item async for item in runnable.astream(input, config, **options)]
 
         return asyncio.run(collect())
 
@@ -40,8 +46,15 @@ class Driver:
 
 
 @pytest.fixture(params=["sync", "async"])
-def driver(request: pytest.FixtureRequest) -> Iterator[Driver]:
-    yield Driver(request.param)
+def driver(request: pytest.FixtureRequest) -> Iterator[Caller]:
+    """Runs a graph through the sync or the async driver."""
+    yield Caller(request.param)
+
+
+@pytest.fixture(params=["sync", "async"])
+def caller(request: pytest.FixtureRequest) -> Iterator[Caller]:
+    """Calls a graph, an agent or a team through the sync or the async face."""
+    yield Caller(request.param)
 
 
 def _needs_postgres(item: pytest.Item) -> bool:

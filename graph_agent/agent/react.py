@@ -18,12 +18,12 @@ from graph_agent.agent.compose import agent_node, agent_tool
 from graph_agent.agent.hooks import Hook
 from graph_agent.agent.interceptors import ModelInterceptor, ToolInterceptor
 from graph_agent.agent.nodes import (
+    AGENT_KEYS,
     FINAL_ANSWER_TOOL,
     INTERRUPTED_RESULT,
     REJECTED_KEY,
     RUN_INPUT_KEY,
     RUN_KEY,
-    THREAD_KEY,
     TOOL_RECORD,
     error_response,
     messages_of,
@@ -31,7 +31,7 @@ from graph_agent.agent.nodes import (
     run_answer,
     run_start,
 )
-from graph_agent.agent.shape import JUMP_KEY, MODEL_NODE, TOOL_NODE, build_graph
+from graph_agent.agent.shape import MODEL_NODE, TOOL_NODE, build_graph
 from graph_agent.agent.templates import placeholders
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
@@ -56,9 +56,6 @@ from graph_agent.graph.types import (
 from graph_agent.messages import AssistantMessage, BaseMessage, ToolResponseMessage, UserMessage
 from graph_agent.models.base import ChatModel
 from graph_agent.tools import Tool, Toolkit
-
-_AGENT_KEYS = (RUN_KEY, THREAD_KEY, REJECTED_KEY, RUN_INPUT_KEY, JUMP_KEY)
-"""The agent's own bookkeeping keys: never an output_key."""
 
 AgentInput = str | BaseMessage | Sequence[BaseMessage] | Mapping[str, Any] | Command | None
 
@@ -142,7 +139,7 @@ class ReactAgent:
             raise ValueError(
                 f"output_mode must be 'response_format' or 'tool', got {output_mode!r}"
             )
-        if not isinstance(output_key, str) or output_key in ("", "messages", *_AGENT_KEYS):
+        if not isinstance(output_key, str) or output_key in ("", "messages", *AGENT_KEYS):
             raise ValueError(
                 f"agent {name!r}: output_key={output_key!r} cannot hold the answer; give a "
                 "state key other than 'messages', e.g. output_key='draft'"

@@ -27,6 +27,7 @@ from typing import Any
 from graph_agent.agent.builtin_hooks import ToolCallLimitHook
 from graph_agent.agent.hooks import NODE_SUFFIX, Hook, HookPosition, JumpTo, running_for
 from graph_agent.agent.nodes import (
+    JUMP_KEY,
     REJECTED_KEY,
     RUN_INPUT_KEY,
     RUN_KEY,
@@ -43,7 +44,6 @@ from graph_agent.messages import ToolResponseMessage
 
 MODEL_NODE = "__model__"
 TOOL_NODE = "__tool__"
-JUMP_KEY = "jump_to"
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,7 @@ def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
     for hook in run_order["after_model"]:
         graph.add_node(hook_node_name(hook, "after_model"), hook_node(hook, "after_model", agent))
     if has_tools:
-        graph.add_node(TOOL_NODE, ToolNode(agent))
+        graph.add_node(TOOL_NODE, ToolNode(agent, strategies))
     for hook in run_order["after_agent"]:
         graph.add_node(hook_node_name(hook, "after_agent"), hook_node(hook, "after_agent", agent))
     _wire(graph, shape, run_order, has_tools, jumps)
@@ -210,7 +210,12 @@ def _wire(
     loop_exit_jumps = jumps[loop_exit_hook.full_name] if loop_exit_hook is not None else ()
     _loop_exit_edges(graph, shape, loop_exit_jumps, has_tools)
     if has_tools:
-        graph.add_edge(TOOL_NODE, shape.loop_entry)
+        # on to the model, unless a tool's Command(goto=END) ended the run
+        graph.add_conditional_edges(
+            TOOL_NODE,
+            lambda state: "end" if state.value(JUMP_KEY) == "end" else "model",
+            {"model": shape.loop_entry, "end": shape.exit},
+        )
 
 
 def _hook_edges(

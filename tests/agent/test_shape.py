@@ -70,7 +70,8 @@ GOLDEN = {
             ("__start__", "__model__", None, False),
             ("__model__", "__tool__", "tools", True),
             ("__model__", "__end__", "end", True),
-            ("__tool__", "__model__", None, False),
+            ("__tool__", "__model__", "model", True),
+            ("__tool__", "__end__", "end", True),
         ],
     ),
     "one": Golden(
@@ -89,7 +90,8 @@ GOLDEN = {
             ("__model__", "Everywhere.everywhere.afterModel", None, False),
             ("Everywhere.everywhere.afterModel", "__tool__", "tools", True),
             ("Everywhere.everywhere.afterModel", "Everywhere.everywhere.after", "end", True),
-            ("__tool__", "Everywhere.everywhere.beforeModel", None, False),
+            ("__tool__", "Everywhere.everywhere.beforeModel", "model", True),
+            ("__tool__", "Everywhere.everywhere.after", "end", True),
             ("Everywhere.everywhere.after", "__end__", None, False),
         ],
     ),
@@ -124,7 +126,8 @@ GOLDEN = {
             ("First.first.afterModel", "__tool__", "tools", True),
             ("First.first.afterModel", "Second.second.after", "end", True),
             ("First.first.afterModel", "First.first.beforeModel", "model", True),
-            ("__tool__", "First.first.beforeModel", None, False),
+            ("__tool__", "First.first.beforeModel", "model", True),
+            ("__tool__", "Second.second.after", "end", True),
             ("Second.second.after", "First.first.after", "next", True),
             ("Second.second.after", "__tool__", "tool", True),
             ("First.first.after", "__end__", "next", True),
@@ -154,7 +157,8 @@ flowchart TD
     __start__ --> __model__
     __model__ -. "tools" .-> __tool__
     __model__ -. "end" .-> __end__
-    __tool__ --> __model__
+    __tool__ -. "model" .-> __model__
+    __tool__ -. "end" .-> __end__
 """
 
 MERMAID_ONE = """\
@@ -174,7 +178,8 @@ flowchart TD
     __model__ --> Everywhere.everywhere.afterModel
     Everywhere.everywhere.afterModel -. "tools" .-> __tool__
     Everywhere.everywhere.afterModel -. "end" .-> Everywhere.everywhere.after
-    __tool__ --> Everywhere.everywhere.beforeModel
+    __tool__ -. "model" .-> Everywhere.everywhere.beforeModel
+    __tool__ -. "end" .-> Everywhere.everywhere.after
     Everywhere.everywhere.after --> __end__
 """
 
@@ -210,7 +215,8 @@ flowchart TD
     First.first.afterModel -. "tools" .-> __tool__
     First.first.afterModel -. "end" .-> Second.second.after
     First.first.afterModel -. "model" .-> First.first.beforeModel
-    __tool__ --> First.first.beforeModel
+    __tool__ -. "model" .-> First.first.beforeModel
+    __tool__ -. "end" .-> Second.second.after
     Second.second.after -. "next" .-> First.first.after
     Second.second.after -. "tool" .-> __tool__
     First.first.after -. "next" .-> __end__

@@ -436,15 +436,15 @@ def test_a_sync_function_returning_a_coroutine_is_awaited(driver):
 
 
 def test_sync_and_async_drivers_give_identical_streams():
-    from tests.conftest import Driver
+    from tests.conftest import Caller
 
     def summary(outputs):
         return [
             (o.node, o.step, dict(o.update), o.state.data() if o.state else None) for o in outputs
         ]
 
-    sync = summary(Driver("sync").stream(fan_graph(), {"x": 0}))
-    asynchronous = summary(Driver("async").stream(fan_graph(), {"x": 0}))
+    sync = summary(Caller("sync").stream(fan_graph(), {"x": 0}))
+    asynchronous = summary(Caller("async").stream(fan_graph(), {"x": 0}))
     assert sync == asynchronous
     assert len(sync) == 1 + 4 * 3
 
