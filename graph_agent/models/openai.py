@@ -46,6 +46,7 @@ from graph_agent.models.errors import (
     ModelConnectionError,
     ModelError,
     ModelResponseError,
+    ModelStreamCutError,
     ModelTimeoutError,
 )
 from graph_agent.models.openai_format import (
@@ -318,8 +319,9 @@ class OpenAIChatModel:
 
         A failure before the first chunk is retried like :meth:`generate`; once a chunk was
         yielded, a failure raises (a half-received answer is never retried or completed
-        silently). A stream that ends without ``[DONE]`` is complete if the server sent a
-        finish reason, and a :class:`ModelConnectionError` otherwise.
+        silently). A stream is complete when the server sent a finish reason, with or without
+        ``[DONE]``; one that ends without a finish reason is cut (:class:`ModelStreamCutError`),
+        and is retried from the start only if none of its chunks was yielded yet.
         """
         request = ModelRequest.build(messages, tools, options)
         flow = self._stream_flow(self._body(request, stream=True), bool(request.tools))
@@ -374,7 +376,9 @@ class OpenAIChatModel:
             attempt += 1
             self._log_attempt(body, attempt)
             decoder = StreamDecoder(message_id=message_id, tools_offered=tools_offered)
-            yielded = False
+            # yielded: part of this answer reached the caller, so it is never retried.
+            # streaming: the server answered with an event stream, so a failure now cuts it.
+            yielded = streaming = False
             try:
                 response = yield _Post(body, stream=True)
                 if not response.is_success:
@@ -388,6 +392,7 @@ class OpenAIChatModel:
                         whole = parse_completion(self._json(response), tools_offered=tools_offered)
                         yield from message_to_chunks(whole.model_copy(update={"id": message_id}))
                         return None
+                    streaming = True
                     while (data := (yield _NEXT_EVENT)) is not None:
                         chunk = decoder.feed(data)
                         if chunk is not None:
@@ -404,8 +409,8 @@ class OpenAIChatModel:
             except httpx.DecodingError as exc:
                 raise self._undecodable(exc) from exc
             except httpx.TransportError as exc:
-                error, delay = self._failure(attempt, exc=exc, started=yielded)
-            except ModelConnectionError as exc:
+                error, delay = self._failure(attempt, exc=exc, started=yielded, cut=streaming)
+            except ModelStreamCutError as exc:  # from _check_complete
                 error, delay = self._failure(attempt, error=exc, started=yielded)
             if delay is None or yielded:
                 raise error
@@ -590,13 +595,24 @@ class OpenAIChatModel:
         )
 
     def _check_complete(self, decoder: StreamDecoder) -> None:
-        # llama.cpp may end a finished stream without [DONE]; no finish reason either means the
-        # answer was cut off, and a partial answer must not pass for a whole one.
-        if not decoder.done and decoder.finish_reason is None:
-            raise ModelConnectionError(
-                f"{self._where}: the stream ended before the answer was finished "
-                "(no finish_reason and no [DONE])"
-            )
+        """Raise :class:`ModelStreamCutError` unless the stream sent a finish reason.
+
+        Every complete answer ends with one; ``[DONE]`` alone proves nothing (llama-cpp-python
+        sends it after the chunks it had when another request cuts its stream), and llama.cpp
+        may end a finished stream without ``[DONE]``. A partial answer, or an empty one, must
+        not pass for a whole one (LESSONS #29).
+        """
+        if decoder.finish_reason is not None:
+            return
+        how = (
+            "[DONE] came without a finish_reason, as llama-cpp-python's server sends it when "
+            "another request cuts the stream"
+            if decoder.done
+            else "no finish_reason and no [DONE]"
+        )
+        raise ModelStreamCutError(
+            f"{self._where}: the stream ended before the answer was finished ({how})"
+        )
 
     def _failure(
         self,
@@ -606,11 +622,13 @@ class OpenAIChatModel:
         response: httpx.Response | None = None,
         error: ModelError | None = None,
         started: bool = False,
+        cut: bool = False,
     ) -> _Failure:
         """The error of a failed attempt, and the wait before the next one (``None``: give up).
 
         ``started``: a stream had already yielded part of the answer, so there is no retry
-        (decided here, before any delay is computed or a retry is announced).
+        (decided here, before any delay is computed or a retry is announced). ``cut``: ``exc``
+        broke an event stream the server had begun.
         """
         if response is not None:
             retry_after = retry_after_seconds(response.headers)
@@ -639,12 +657,13 @@ class OpenAIChatModel:
             )
         elif exc is not None:
             delay = None if started else self.retry.delay_before_retry(attempt, None)
-            error = self._transport_error(exc, attempt, started=started)
+            error = self._transport_error(exc, attempt, started=started, cut=cut)
         else:
             assert error is not None
             delay = None if started else self.retry.delay_before_retry(attempt, None)
-            if started:
-                error = type(error)(f"{error}{_STARTED_NOTE}", status_code=error.status_code)
+            if started or (delay is None and attempt > 1):
+                note = _STARTED_NOTE if started else f" (gave up after {attempt} attempts)"
+                error = type(error)(f"{error}{note}", status_code=error.status_code)
         if started:
             logger.debug(
                 "%s: attempt %d failed (%s) after part of the answer was streamed; not retried",
@@ -664,7 +683,7 @@ class OpenAIChatModel:
         return error, delay
 
     def _transport_error(
-        self, exc: httpx.TransportError, attempt: int, *, started: bool = False
+        self, exc: httpx.TransportError, attempt: int, *, started: bool = False, cut: bool = False
     ) -> ModelConnectionError:
         if started:
             tries = _STARTED_NOTE
@@ -676,6 +695,11 @@ class OpenAIChatModel:
                 self._redact(
                     f"{self._where} did not answer in time ({kind}, timeout {self.timeout}){tries}"
                 )
+            )
+        elif cut:
+            detail = str(exc) or type(exc).__name__
+            error = ModelStreamCutError(
+                self._redact(f"{self._where}: the connection broke mid-stream: {detail}{tries}")
             )
         else:
             detail = str(exc) or type(exc).__name__
