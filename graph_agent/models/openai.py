@@ -54,6 +54,7 @@ from graph_agent.models.openai_format import (
     build_request_body,
     parse_completion,
     rejects_required_tool_choice,
+    server_message,
     status_error,
 )
 from graph_agent.models.retry import RetryPolicy, is_retryable_status, retry_after_seconds
@@ -102,9 +103,10 @@ class OpenAIChatModel:
     characters is a placeholder, not a secret, and is not masked).
 
     ``tool_choice`` is sent as given, ``"required"`` included. A server that refuses
-    ``"required"`` the way llama.cpp does (HTTP 500 with an empty body) gets the request once
-    more with ``"auto"`` at once, with a warning; that extra request does not count as a retry.
-    Once such a server has accepted ``"auto"``, this model sends ``"auto"`` for ``"required"``.
+    ``"required"`` the way llama.cpp-based servers do (HTTP 500, with an empty body or an error
+    naming ``tool_choice``) gets the request once more with ``"auto"`` at once, with a warning;
+    that extra request does not count as a retry. Once such a server has accepted ``"auto"``,
+    this model sends ``"auto"`` for ``"required"``.
 
     Example:
         >>> from graph_agent.models import OpenAIChatModel
@@ -344,13 +346,14 @@ class OpenAIChatModel:
     def _generate_flow(self, body: dict[str, Any], tools_offered: bool) -> _Flow:
         attempt = 0
         fell_back = False
+        answered: httpx.Response | None = None  # the last error response an attempt got
         while True:
             attempt += 1
             self._log_attempt(body, attempt)
             try:
                 response = yield _Post(body, stream=False)
             except httpx.TransportError as exc:
-                error, delay = self._failure(attempt, exc=exc)
+                error, delay = self._failure(attempt, exc=exc, answered=answered)
             except httpx.DecodingError as exc:
                 raise self._undecodable(exc) from exc
             else:
@@ -364,6 +367,7 @@ class OpenAIChatModel:
                     body, fell_back, attempt = fallback, True, 0
                     continue
                 error, delay = self._failure(attempt, response=response)
+                answered = response
             if delay is None:
                 raise error
             yield _Wait(delay)
@@ -372,6 +376,7 @@ class OpenAIChatModel:
         message_id = new_message_id()
         attempt = 0
         fell_back = False
+        answered: httpx.Response | None = None  # the last error response an attempt got
         while True:
             attempt += 1
             self._log_attempt(body, attempt)
@@ -386,6 +391,7 @@ class OpenAIChatModel:
                         body, fell_back, attempt = fallback, True, 0
                         continue
                     error, delay = self._failure(attempt, response=response)
+                    answered = response
                 else:
                     self._accepted(fell_back=fell_back)
                     if _is_json(response):  # a server that ignored "stream": the whole answer
@@ -409,7 +415,9 @@ class OpenAIChatModel:
             except httpx.DecodingError as exc:
                 raise self._undecodable(exc) from exc
             except httpx.TransportError as exc:
-                error, delay = self._failure(attempt, exc=exc, started=yielded, cut=streaming)
+                error, delay = self._failure(
+                    attempt, exc=exc, started=yielded, cut=streaming, answered=answered
+                )
             except ModelStreamCutError as exc:  # from _check_complete
                 error, delay = self._failure(attempt, error=exc, started=yielded)
             if delay is None or yielded:
@@ -519,15 +527,17 @@ class OpenAIChatModel:
         self, body: dict[str, Any], response: httpx.Response
     ) -> dict[str, Any] | None:
         """The request to send instead when ``response`` refused ``tool_choice="required"``
-        the llama.cpp way (HTTP 500, empty body); ``None`` for every other failure."""
-        if not rejects_required_tool_choice(body, response.status_code, response.content):
+        the llama.cpp way (HTTP 500, empty or naming tool_choice); ``None`` for every other
+        failure."""
+        if not rejects_required_tool_choice(body, response.status_code, response.text):
             return None
+        message, _ = server_message(response.text)
         logger.warning(
             "%s",
             self._redact(
-                f'{self._where} answered tool_choice="required" with HTTP 500 and an empty body '
-                "(as llama.cpp-based servers do); sending the request again with tool_choice="
-                '"auto", so the model may answer without calling a tool'
+                f'{self._where} refused tool_choice="required" with HTTP 500 ({message}), as '
+                'llama.cpp-based servers do; sending the request again with tool_choice="auto", '
+                "so the model may answer without calling a tool"
             ),
         )
         return {**body, "tool_choice": "auto"}
@@ -605,8 +615,8 @@ class OpenAIChatModel:
         if decoder.finish_reason is not None:
             return
         how = (
-            "[DONE] came without a finish_reason, as llama-cpp-python's server sends it when "
-            "another request cuts the stream"
+            "[DONE] came without a finish_reason; llama-cpp-python's server ends a stream so "
+            "when another request arrives"
             if decoder.done
             else "no finish_reason and no [DONE]"
         )
@@ -623,12 +633,16 @@ class OpenAIChatModel:
         error: ModelError | None = None,
         started: bool = False,
         cut: bool = False,
+        answered: httpx.Response | None = None,
     ) -> _Failure:
         """The error of a failed attempt, and the wait before the next one (``None``: give up).
 
         ``started``: a stream had already yielded part of the answer, so there is no retry
         (decided here, before any delay is computed or a retry is announced). ``cut``: ``exc``
-        broke an event stream the server had begun.
+        broke an event stream the server had begun. ``answered``: the last error response an
+        earlier attempt of this call got; when the last attempt then cannot connect, the call
+        fails with that answer (the server was reached, and its message says what is wrong),
+        noting the failed connection, rather than as a server that cannot be reached.
         """
         if response is not None:
             retry_after = retry_after_seconds(response.headers)
@@ -639,15 +653,9 @@ class OpenAIChatModel:
                 if retryable and not too_long
                 else None
             )
-            error = status_error(
-                response.status_code,
-                response.reason_phrase,
-                response.text,
-                where=self._where,
-                key_configured=bool(self._api_key.get_secret_value()),
+            error = self._status_error(
+                response,
                 attempts=attempt if retryable and not too_long else 1,
-                retry_after=retry_after,
-                redact=self._redact,
                 note=(
                     f"; the server asked to retry after {retry_after:g} s, longer than the "
                     f"{self.retry.max_retry_after:g} s this client waits"
@@ -658,6 +666,13 @@ class OpenAIChatModel:
         elif exc is not None:
             delay = None if started else self.retry.delay_before_retry(attempt, None)
             error = self._transport_error(exc, attempt, started=started, cut=cut)
+            if delay is None and answered is not None and type(error) is ModelConnectionError:
+                error = self._status_error(
+                    answered,
+                    attempts=attempt,
+                    note=f"; the last attempt's connection then failed: {_detail(exc)}",
+                )
+                error.__cause__ = exc
         else:
             assert error is not None
             delay = None if started else self.retry.delay_before_retry(attempt, None)
@@ -682,6 +697,20 @@ class OpenAIChatModel:
             )
         return error, delay
 
+    def _status_error(self, response: httpx.Response, *, attempts: int, note: str) -> ModelError:
+        """The error of an HTTP error ``response``, with the server's own message."""
+        return status_error(
+            response.status_code,
+            response.reason_phrase,
+            response.text,
+            where=self._where,
+            key_configured=bool(self._api_key.get_secret_value()),
+            attempts=attempts,
+            retry_after=retry_after_seconds(response.headers),
+            redact=self._redact,
+            note=note,
+        )
+
     def _transport_error(
         self, exc: httpx.TransportError, attempt: int, *, started: bool = False, cut: bool = False
     ) -> ModelConnectionError:
@@ -697,14 +726,14 @@ class OpenAIChatModel:
                 )
             )
         elif cut:
-            detail = str(exc) or type(exc).__name__
             error = ModelStreamCutError(
-                self._redact(f"{self._where}: the connection broke mid-stream: {detail}{tries}")
+                self._redact(
+                    f"{self._where}: the connection broke mid-stream: {_detail(exc)}{tries}"
+                )
             )
         else:
-            detail = str(exc) or type(exc).__name__
             error = ModelConnectionError(
-                self._redact(f"{self._where}: connection failed: {detail}{tries}")
+                self._redact(f"{self._where}: connection failed: {_detail(exc)}{tries}")
             )
         error.__cause__ = exc
         return error
@@ -788,6 +817,10 @@ def _parse_base_url(base_url: str, *, source: str) -> httpx.URL:
 
 def _is_json(response: httpx.Response) -> bool:
     return "json" in response.headers.get("content-type", "")
+
+
+def _detail(exc: httpx.TransportError) -> str:
+    return str(exc) or type(exc).__name__
 
 
 def _short_reason(error: ModelError) -> str:
