@@ -26,6 +26,7 @@ from graph_agent.models.errors import (
     ModelError,
     ModelNotFoundError,
     ModelRateLimitError,
+    ModelStreamCutError,
     ModelTimeoutError,
 )
 
@@ -128,6 +129,13 @@ def _model_error(error: ModelError) -> CliError:
         return CliError(
             f"the model server did not answer in time: {message}",
             "check that the server is up and not overloaded",
+        )
+    if isinstance(error, ModelStreamCutError):
+        return CliError(
+            f"the model server's answer broke off: {message}",
+            "the server answered, then its stream stopped early; check its log, and send it one "
+            "request at a time (llama-cpp-python's server cuts a stream when another request "
+            "arrives, unless interrupt_requests is off)",
         )
     if isinstance(error, ModelConnectionError):
         return CliError(

@@ -34,6 +34,7 @@ from graph_agent.models.errors import (
     ModelRateLimitError,
     ModelResponseError,
     ModelServerError,
+    ModelStreamCutError,
     ModelTimeoutError,
     UnrecordedRequestError,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponseError",
     "ModelServerError",
+    "ModelStreamCutError",
     "ModelTimeoutError",
     "OpenAIChatModel",
     "RecordingChatModel",

@@ -10,7 +10,10 @@
     ├── ModelRateLimitError                    429 still after the retries, or Retry-After too long
     ├── ModelServerError                       408/409/5xx still after the retries
     ├── ModelConnectionError                   no connection, or it broke (also mid-stream)
-    │   └── ModelTimeoutError                  connect/read/write timeout
+    │   ├── ModelTimeoutError                  connect/read/write timeout
+    │   └── ModelStreamCutError                the server began a streamed answer and it was
+    │                                          cut: the connection dropped, or the stream
+    │                                          ended without a finish reason
     ├── ModelResponseError                     HTTP 200 with something that is not a completion,
     │                                          or a body that cannot be decompressed
     └── UnrecordedRequestError                 a replayed model got a request it never recorded
@@ -32,6 +35,7 @@ __all__ = [
     "ModelRateLimitError",
     "ModelResponseError",
     "ModelServerError",
+    "ModelStreamCutError",
     "ModelTimeoutError",
     "UnrecordedRequestError",
 ]
@@ -76,6 +80,15 @@ class ModelConnectionError(ModelError):
 
 class ModelTimeoutError(ModelConnectionError):
     """Connecting, sending or waiting for the next bytes took longer than the timeout."""
+
+
+class ModelStreamCutError(ModelConnectionError):
+    """The server answered with an event stream, and it stopped before the answer was finished.
+
+    The connection dropped mid-stream, or the stream ended (with or without ``[DONE]``) without
+    a finish reason: llama-cpp-python's server ends a stream that way when another request
+    arrives. The server was reached; what it sent is incomplete and is never kept as an answer.
+    """
 
 
 class ModelResponseError(ModelError):

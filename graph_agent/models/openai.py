@@ -46,6 +46,7 @@ from graph_agent.models.errors import (
     ModelConnectionError,
     ModelError,
     ModelResponseError,
+    ModelStreamCutError,
     ModelTimeoutError,
 )
 from graph_agent.models.openai_format import (
@@ -53,6 +54,7 @@ from graph_agent.models.openai_format import (
     build_request_body,
     parse_completion,
     rejects_required_tool_choice,
+    server_message,
     status_error,
 )
 from graph_agent.models.retry import RetryPolicy, is_retryable_status, retry_after_seconds
@@ -101,9 +103,10 @@ class OpenAIChatModel:
     characters is a placeholder, not a secret, and is not masked).
 
     ``tool_choice`` is sent as given, ``"required"`` included. A server that refuses
-    ``"required"`` the way llama.cpp does (HTTP 500 with an empty body) gets the request once
-    more with ``"auto"`` at once, with a warning; that extra request does not count as a retry.
-    Once such a server has accepted ``"auto"``, this model sends ``"auto"`` for ``"required"``.
+    ``"required"`` the way llama.cpp-based servers do (HTTP 500, with an empty body or an error
+    naming ``tool_choice``) gets the request once more with ``"auto"`` at once, with a warning;
+    that extra request does not count as a retry. Once such a server has accepted ``"auto"``,
+    this model sends ``"auto"`` for ``"required"``.
 
     Example:
         >>> from graph_agent.models import OpenAIChatModel
@@ -318,8 +321,9 @@ class OpenAIChatModel:
 
         A failure before the first chunk is retried like :meth:`generate`; once a chunk was
         yielded, a failure raises (a half-received answer is never retried or completed
-        silently). A stream that ends without ``[DONE]`` is complete if the server sent a
-        finish reason, and a :class:`ModelConnectionError` otherwise.
+        silently). A stream is complete when the server sent a finish reason, with or without
+        ``[DONE]``; one that ends without a finish reason is cut (:class:`ModelStreamCutError`),
+        and is retried from the start only if none of its chunks was yielded yet.
         """
         request = ModelRequest.build(messages, tools, options)
         flow = self._stream_flow(self._body(request, stream=True), bool(request.tools))
@@ -342,13 +346,14 @@ class OpenAIChatModel:
     def _generate_flow(self, body: dict[str, Any], tools_offered: bool) -> _Flow:
         attempt = 0
         fell_back = False
+        answered: httpx.Response | None = None  # the last error response an attempt got
         while True:
             attempt += 1
             self._log_attempt(body, attempt)
             try:
                 response = yield _Post(body, stream=False)
             except httpx.TransportError as exc:
-                error, delay = self._failure(attempt, exc=exc)
+                error, delay = self._failure(attempt, exc=exc, answered=answered)
             except httpx.DecodingError as exc:
                 raise self._undecodable(exc) from exc
             else:
@@ -362,6 +367,7 @@ class OpenAIChatModel:
                     body, fell_back, attempt = fallback, True, 0
                     continue
                 error, delay = self._failure(attempt, response=response)
+                answered = response
             if delay is None:
                 raise error
             yield _Wait(delay)
@@ -370,11 +376,14 @@ class OpenAIChatModel:
         message_id = new_message_id()
         attempt = 0
         fell_back = False
+        answered: httpx.Response | None = None  # the last error response an attempt got
         while True:
             attempt += 1
             self._log_attempt(body, attempt)
             decoder = StreamDecoder(message_id=message_id, tools_offered=tools_offered)
-            yielded = False
+            # yielded: part of this answer reached the caller, so it is never retried.
+            # streaming: the server answered with an event stream, so a failure now cuts it.
+            yielded = streaming = False
             try:
                 response = yield _Post(body, stream=True)
                 if not response.is_success:
@@ -382,12 +391,14 @@ class OpenAIChatModel:
                         body, fell_back, attempt = fallback, True, 0
                         continue
                     error, delay = self._failure(attempt, response=response)
+                    answered = response
                 else:
                     self._accepted(fell_back=fell_back)
                     if _is_json(response):  # a server that ignored "stream": the whole answer
                         whole = parse_completion(self._json(response), tools_offered=tools_offered)
                         yield from message_to_chunks(whole.model_copy(update={"id": message_id}))
                         return None
+                    streaming = True
                     while (data := (yield _NEXT_EVENT)) is not None:
                         chunk = decoder.feed(data)
                         if chunk is not None:
@@ -404,8 +415,10 @@ class OpenAIChatModel:
             except httpx.DecodingError as exc:
                 raise self._undecodable(exc) from exc
             except httpx.TransportError as exc:
-                error, delay = self._failure(attempt, exc=exc, started=yielded)
-            except ModelConnectionError as exc:
+                error, delay = self._failure(
+                    attempt, exc=exc, started=yielded, cut=streaming, answered=answered
+                )
+            except ModelStreamCutError as exc:  # from _check_complete
                 error, delay = self._failure(attempt, error=exc, started=yielded)
             if delay is None or yielded:
                 raise error
@@ -514,15 +527,17 @@ class OpenAIChatModel:
         self, body: dict[str, Any], response: httpx.Response
     ) -> dict[str, Any] | None:
         """The request to send instead when ``response`` refused ``tool_choice="required"``
-        the llama.cpp way (HTTP 500, empty body); ``None`` for every other failure."""
-        if not rejects_required_tool_choice(body, response.status_code, response.content):
+        the llama.cpp way (HTTP 500, empty or naming tool_choice); ``None`` for every other
+        failure."""
+        if not rejects_required_tool_choice(body, response.status_code, response.text):
             return None
+        message, _ = server_message(response.text)
         logger.warning(
             "%s",
             self._redact(
-                f'{self._where} answered tool_choice="required" with HTTP 500 and an empty body '
-                "(as llama.cpp-based servers do); sending the request again with tool_choice="
-                '"auto", so the model may answer without calling a tool'
+                f'{self._where} refused tool_choice="required" with HTTP 500 ({message}), as '
+                'llama.cpp-based servers do; sending the request again with tool_choice="auto", '
+                "so the model may answer without calling a tool"
             ),
         )
         return {**body, "tool_choice": "auto"}
@@ -590,13 +605,24 @@ class OpenAIChatModel:
         )
 
     def _check_complete(self, decoder: StreamDecoder) -> None:
-        # llama.cpp may end a finished stream without [DONE]; no finish reason either means the
-        # answer was cut off, and a partial answer must not pass for a whole one.
-        if not decoder.done and decoder.finish_reason is None:
-            raise ModelConnectionError(
-                f"{self._where}: the stream ended before the answer was finished "
-                "(no finish_reason and no [DONE])"
-            )
+        """Raise :class:`ModelStreamCutError` unless the stream sent a finish reason.
+
+        Every complete answer ends with one; ``[DONE]`` alone proves nothing (llama-cpp-python
+        sends it after the chunks it had when another request cuts its stream), and llama.cpp
+        may end a finished stream without ``[DONE]``. A partial answer, or an empty one, must
+        not pass for a whole one (LESSONS #29).
+        """
+        if decoder.finish_reason is not None:
+            return
+        how = (
+            "[DONE] came without a finish_reason; llama-cpp-python's server ends a stream so "
+            "when another request arrives"
+            if decoder.done
+            else "no finish_reason and no [DONE]"
+        )
+        raise ModelStreamCutError(
+            f"{self._where}: the stream ended before the answer was finished ({how})"
+        )
 
     def _failure(
         self,
@@ -606,11 +632,17 @@ class OpenAIChatModel:
         response: httpx.Response | None = None,
         error: ModelError | None = None,
         started: bool = False,
+        cut: bool = False,
+        answered: httpx.Response | None = None,
     ) -> _Failure:
         """The error of a failed attempt, and the wait before the next one (``None``: give up).
 
         ``started``: a stream had already yielded part of the answer, so there is no retry
-        (decided here, before any delay is computed or a retry is announced).
+        (decided here, before any delay is computed or a retry is announced). ``cut``: ``exc``
+        broke an event stream the server had begun. ``answered``: the last error response an
+        earlier attempt of this call got; when the last attempt then cannot connect, the call
+        fails with that answer (the server was reached, and its message says what is wrong),
+        noting the failed connection, rather than as a server that cannot be reached.
         """
         if response is not None:
             retry_after = retry_after_seconds(response.headers)
@@ -621,15 +653,9 @@ class OpenAIChatModel:
                 if retryable and not too_long
                 else None
             )
-            error = status_error(
-                response.status_code,
-                response.reason_phrase,
-                response.text,
-                where=self._where,
-                key_configured=bool(self._api_key.get_secret_value()),
+            error = self._status_error(
+                response,
                 attempts=attempt if retryable and not too_long else 1,
-                retry_after=retry_after,
-                redact=self._redact,
                 note=(
                     f"; the server asked to retry after {retry_after:g} s, longer than the "
                     f"{self.retry.max_retry_after:g} s this client waits"
@@ -639,12 +665,20 @@ class OpenAIChatModel:
             )
         elif exc is not None:
             delay = None if started else self.retry.delay_before_retry(attempt, None)
-            error = self._transport_error(exc, attempt, started=started)
+            error = self._transport_error(exc, attempt, started=started, cut=cut)
+            if delay is None and answered is not None and type(error) is ModelConnectionError:
+                error = self._status_error(
+                    answered,
+                    attempts=attempt,
+                    note=f"; the last attempt's connection then failed: {_detail(exc)}",
+                )
+                error.__cause__ = exc
         else:
             assert error is not None
             delay = None if started else self.retry.delay_before_retry(attempt, None)
-            if started:
-                error = type(error)(f"{error}{_STARTED_NOTE}", status_code=error.status_code)
+            if started or (delay is None and attempt > 1):
+                note = _STARTED_NOTE if started else f" (gave up after {attempt} attempts)"
+                error = type(error)(f"{error}{note}", status_code=error.status_code)
         if started:
             logger.debug(
                 "%s: attempt %d failed (%s) after part of the answer was streamed; not retried",
@@ -663,8 +697,22 @@ class OpenAIChatModel:
             )
         return error, delay
 
+    def _status_error(self, response: httpx.Response, *, attempts: int, note: str) -> ModelError:
+        """The error of an HTTP error ``response``, with the server's own message."""
+        return status_error(
+            response.status_code,
+            response.reason_phrase,
+            response.text,
+            where=self._where,
+            key_configured=bool(self._api_key.get_secret_value()),
+            attempts=attempts,
+            retry_after=retry_after_seconds(response.headers),
+            redact=self._redact,
+            note=note,
+        )
+
     def _transport_error(
-        self, exc: httpx.TransportError, attempt: int, *, started: bool = False
+        self, exc: httpx.TransportError, attempt: int, *, started: bool = False, cut: bool = False
     ) -> ModelConnectionError:
         if started:
             tries = _STARTED_NOTE
@@ -677,10 +725,15 @@ class OpenAIChatModel:
                     f"{self._where} did not answer in time ({kind}, timeout {self.timeout}){tries}"
                 )
             )
+        elif cut:
+            error = ModelStreamCutError(
+                self._redact(
+                    f"{self._where}: the connection broke mid-stream: {_detail(exc)}{tries}"
+                )
+            )
         else:
-            detail = str(exc) or type(exc).__name__
             error = ModelConnectionError(
-                self._redact(f"{self._where}: connection failed: {detail}{tries}")
+                self._redact(f"{self._where}: connection failed: {_detail(exc)}{tries}")
             )
         error.__cause__ = exc
         return error
@@ -764,6 +817,10 @@ def _parse_base_url(base_url: str, *, source: str) -> httpx.URL:
 
 def _is_json(response: httpx.Response) -> bool:
     return "json" in response.headers.get("content-type", "")
+
+
+def _detail(exc: httpx.TransportError) -> str:
+    return str(exc) or type(exc).__name__
 
 
 def _short_reason(error: ModelError) -> str:

@@ -5,9 +5,9 @@ sends what these build. The format is the one OpenAI documents, with tolerance f
 OpenAI-compatible servers (DashScope, DeepSeek, vLLM, Ollama, llama.cpp) do differently:
 
 - assistant messages are sent with ``content: ""``, never ``null`` (llama.cpp answers 500);
-- ``tool_choice`` is sent as given, ``"required"`` too (OpenAI honours it); llama.cpp answers
-  it with an empty HTTP 500, which the client meets by falling back to ``"auto"``
-  (see :func:`rejects_required_tool_choice`);
+- ``tool_choice`` is sent as given, ``"required"`` too (OpenAI honours it); llama.cpp-based
+  servers may answer it with HTTP 500 (empty, or an error naming ``tool_choice``), which the
+  client meets by falling back to ``"auto"`` (see :func:`rejects_required_tool_choice`);
 - ``tools``, ``tool_choice`` and ``parallel_tool_calls`` are only sent when there are tools;
 - streamed tool-call pieces that repeat the call's id and name are not concatenated;
 - streamed pieces without an ``index`` are placed by their id;
@@ -109,19 +109,30 @@ def _tool_choice(choice: Any) -> Any:
     return choice
 
 
-def rejects_required_tool_choice(body: Mapping[str, Any], status_code: int, content: bytes) -> bool:
+def rejects_required_tool_choice(body: Mapping[str, Any], status_code: int, text: str) -> bool:
     """Whether a failed request looks refused for carrying ``tool_choice: "required"``.
 
-    That is how llama.cpp-based servers refuse it: HTTP 500 with an empty body. A 500 that
-    says anything is an ordinary server error (retried as such).
+    That is how llama.cpp-based servers refuse it: HTTP 500, with an empty body (older
+    llama.cpp) or with an error whose message names ``tool_choice`` (llama.cpp's
+    ``{"error": {"code": 500, "message": ..., "type": "server_error"}}``, llama-cpp-python's
+    ``internal_server_error``, or plain text). Any other 500 is an ordinary server error
+    (retried as such).
 
     Example:
-        >>> rejects_required_tool_choice({"tool_choice": "required"}, 500, b"")
+        >>> rejects_required_tool_choice({"tool_choice": "required"}, 500, "")
         True
-        >>> rejects_required_tool_choice({"tool_choice": "required"}, 500, b'{"error": "x"}')
+        >>> error = '{"error": {"code": 500, "message": "Unsupported tool_choice: required"}}'
+        >>> rejects_required_tool_choice({"tool_choice": "required"}, 500, error)
+        True
+        >>> rejects_required_tool_choice({"tool_choice": "required"}, 500, '{"error": "busy"}')
         False
     """
-    return body.get("tool_choice") == "required" and status_code == 500 and not content.strip()
+    if body.get("tool_choice") != "required" or status_code != 500:
+        return False
+    if not text.strip():
+        return True
+    message, _ = server_message(text)
+    return _NAMES_TOOL_CHOICE.search(message) is not None
 
 
 def _response_format(value: Any) -> Any:
@@ -368,6 +379,8 @@ class StreamDecoder:
             arguments=json.dumps(arguments) if isinstance(arguments, dict) else arguments or "",
         )
 
+
+_NAMES_TOOL_CHOICE = re.compile(r"tool[_ ]?choice", re.IGNORECASE)
 
 _CONTEXT_LENGTH = re.compile(
     r"context.length|context.window|context.size|maximum context|too many tokens|"

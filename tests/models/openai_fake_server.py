@@ -11,7 +11,8 @@ recorded (headers and JSON body). By default the server is as strict as a llama.
   a JSON string get 500.
 
 Replies can be plain JSON, SSE (chunked, with or without ``[DONE]``), a connection dropped in
-the middle of a stream, a stall (for read timeouts), or a function of the request.
+the middle of a stream or before any answer, a stall (for read timeouts), or a function of the
+request.
 """
 
 from __future__ import annotations
@@ -191,6 +192,11 @@ def reply_sse(
         handler.write_chunk(b"")
 
     return behave
+
+
+def hang_up(handler: _Handler, request: RecordedRequest) -> None:
+    """Close the connection without answering (a server that crashed or restarted)."""
+    handler.drop()
 
 
 def stall(seconds: float = 30.0) -> Behaviour:

@@ -370,7 +370,7 @@ def test_a_stream_dropped_before_its_first_chunk_logs_the_retry_it_makes(
         assert fold_chunks(calls.stream(make_model(), HI)).text == "one two three"
     (warning,) = [record.getMessage() for record in caplog.records]
     match = re.search(
-        r"attempt 1 of 3 failed \(ModelConnectionError\); retrying in ([\d.]+) s", warning
+        r"attempt 1 of 3 failed \(ModelStreamCutError\); retrying in ([\d.]+) s", warning
     )
     assert match is not None, warning
     assert sleeps == [pytest.approx(float(match.group(1)), abs=0.005)]

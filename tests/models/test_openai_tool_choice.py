@@ -1,9 +1,10 @@
-"""``tool_choice`` is sent as given; llama.cpp's empty HTTP 500 on ``"required"`` is survived.
+"""``tool_choice`` is sent as given; llama.cpp's HTTP 500 on ``"required"`` is survived.
 
 OpenAI honours ``tool_choice: "required"`` (the model must call a tool); a llama.cpp-based
-server answers it with HTTP 500 and an empty body. The client sends it, and on exactly that
-refusal sends the request once more with ``"auto"`` (no backoff, no retry consumed), warns, and
-once the server has accepted ``"auto"``, sends ``"auto"`` for ``"required"`` from then on.
+server answers it with HTTP 500, with an empty body or (llama-cpp-python, newer llama.cpp) an
+error whose message names ``tool_choice``. The client sends it, and on exactly that refusal
+sends the request once more with ``"auto"`` (no backoff, no retry consumed), warns, and once
+the server has accepted ``"auto"``, sends ``"auto"`` for ``"required"`` from then on.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def fallback_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         record.getMessage()
         for record in caplog.records
-        if record.levelno >= logging.WARNING and "empty body" in record.getMessage()
+        if record.levelno >= logging.WARNING
+        and 'refused tool_choice="required"' in record.getMessage()
     ]
 
 
@@ -197,4 +199,76 @@ def test_an_empty_500_without_required_is_an_ordinary_retry(
     server.enqueue(reply_raw(500), reply_json(completion("ok")))
     assert make_model().generate(QUESTION, [get_weather], {"tool_choice": choice}).text == "ok"
     assert server.bodies[0] == server.bodies[1]
+    assert len(sleeps) == 1
+
+
+REFUSALS_THAT_NAME_TOOL_CHOICE = {
+    "llama.cpp JSON": reply_json(
+        {
+            "error": {
+                "code": 500,
+                "message": "Unsupported tool_choice: required",
+                "type": "server_error",
+            }
+        },
+        status=500,
+    ),
+    "llama-cpp-python JSON": reply_json(
+        {
+            "error": {
+                "message": "tool_choice 'required' is not supported by this chat format",
+                "type": "internal_server_error",
+                "param": None,
+                "code": None,
+            }
+        },
+        status=500,
+    ),
+    "plain text": reply_raw(500, b"Unsupported param: tool_choice"),
+}
+
+
+@pytest.mark.parametrize("refusal", REFUSALS_THAT_NAME_TOOL_CHOICE)
+def test_a_500_on_required_whose_message_names_tool_choice_is_sent_again_at_once_with_auto(
+    server: FakeOpenAIServer,
+    make_model: ModelFactory,
+    calls: Driver,
+    how: str,
+    sleeps: list[float],
+    caplog: pytest.LogCaptureFixture,
+    refusal: str,
+) -> None:
+    server.accepts_tool_choice_required = True  # the scripted refusal answers "required"
+    server.enqueue(REFUSALS_THAT_NAME_TOOL_CHOICE[refusal], tool_call_reply(how))
+    with caplog.at_level(logging.WARNING, logger="graph_agent.models.openai"):
+        reply = ask(calls, how, make_model(), REQUIRED)
+    assert reply.tool_calls == [CALL]
+    assert sent_choices(server) == ["required", "auto"]
+    assert sleeps == []
+    (warning,) = fallback_warnings(caplog)
+    assert "HTTP 500" in warning
+    assert "tool_choice" in warning.split("HTTP 500", 1)[1]  # the server's own message
+
+
+def test_a_500_on_required_naming_tool_choice_is_remembered_like_an_empty_one(
+    server: FakeOpenAIServer, make_model: ModelFactory
+) -> None:
+    server.accepts_tool_choice_required = True
+    model = make_model()
+    server.enqueue(
+        REFUSALS_THAT_NAME_TOOL_CHOICE["llama-cpp-python JSON"],
+        reply_json(completion("a")),
+        reply_json(completion("b")),
+    )
+    model.generate(QUESTION, [get_weather], REQUIRED)
+    model.generate(QUESTION, [get_weather], REQUIRED)
+    assert sent_choices(server) == ["required", "auto", "auto"]
+
+
+def test_a_500_naming_tool_choice_without_required_sent_is_an_ordinary_retry(
+    server: FakeOpenAIServer, make_model: ModelFactory, sleeps: list[float]
+) -> None:
+    server.enqueue(REFUSALS_THAT_NAME_TOOL_CHOICE["llama.cpp JSON"], reply_json(completion("ok")))
+    assert make_model().generate(QUESTION, [get_weather], {"tool_choice": "auto"}).text == "ok"
+    assert sent_choices(server) == ["auto", "auto"]
     assert len(sleeps) == 1
