@@ -88,9 +88,10 @@ def load_target(spec: str, *, db: str | None = None, default_saver: bool = True)
 
     Args:
         spec: ``MODULE:OBJECT``.
-        db: A SQLite file to keep threads in (an agent's saver is replaced until the target
-            is closed; a StateGraph is compiled with it; an already compiled graph must already
-            use that file).
+        db: A SQLite file to keep threads in: an agent's saver is replaced until the target
+            is closed; a StateGraph is compiled with it; a compiled graph without a saver, or
+            with a MemorySaver, runs on it (as LangGraph's server runs a compiled graph on its
+            own checkpointer); a compiled graph on another database must already use that file.
         default_saver: Compile a StateGraph with a MemorySaver when there is no ``db``, so its
             interrupts can be resumed within the process.
 
@@ -117,8 +118,12 @@ def load_target(spec: str, *, db: str | None = None, default_saver: bool = True)
             raise CliError(f"{spec} does not compile: {exc}", "fix the graph", EXIT_USAGE) from exc
         return Target(spec=spec, runnable=compiled, opened=graph_saver)
     assert isinstance(found, CompiledGraph)
-    if db is not None:
-        _check_compiled_saver(spec, found, db)
+    if db is None:
+        return Target(spec=spec, runnable=found)
+    if found.saver is None or isinstance(found.saver, MemorySaver):
+        compiled_saver = open_saver(db)
+        return Target(spec=spec, runnable=found.with_saver(compiled_saver), opened=compiled_saver)
+    _check_compiled_saver(spec, found, db)
     return Target(spec=spec, runnable=found)
 
 
@@ -128,16 +133,10 @@ def _use_saver(agent: ReactAgent, saver: CheckpointSaver) -> None:
 
 
 def _check_compiled_saver(spec: str, graph: CompiledGraph, db: str) -> None:
+    """A graph compiled on a database of its own runs there: ``--db`` must name that file."""
     saver = graph.saver
     if isinstance(saver, SqliteSaver) and _same_file(saver.path, db):
         return
-    if saver is None:
-        raise CliError(
-            f"{spec} was compiled without a saver, so --db cannot keep its threads",
-            "point at the StateGraph instead (it is compiled for you on --db), or compile with "
-            "CompileConfig(saver=SqliteSaver(path))",
-            EXIT_USAGE,
-        )
     raise CliError(
         f"{spec} was compiled with {type(saver).__name__}, which --db {db} cannot replace",
         "drop --db to use the graph's own saver, or point at the StateGraph instead",

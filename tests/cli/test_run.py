@@ -139,3 +139,38 @@ def test_a_refused_resume_suggests_threads_show_on_the_same_db(cli):
     assert result.error_lines[1] == (
         "hint: show what the thread waits for with: graph-agent threads show 't 1' --db r.db"
     )
+
+
+def test_a_graph_compiled_without_a_saver_runs_on_the_db_and_its_thread_is_kept(cli):
+    target = f"{example('workflow.py')}:build"
+
+    result = cli("run", target, '{"topic": "Graphs"}', "--db", "runs.db", "--thread", "w1")
+    shown = cli("threads", "show", "w1", "--db", "runs.db")
+
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["draft"] == "Graphs (v2)"
+    assert shown.code == 0, shown.err
+    assert json.loads(shown.out)["values"]["draft"] == "Graphs (v2)"
+
+
+MEMORY_GRAPH = """
+from graph_agent import END, START, CompileConfig, MemorySaver, StateGraph
+
+g = StateGraph("count")
+g.add_node("add", lambda state: {"count": state.value("count", 0) + 1})
+g.add_edge(START, "add")
+g.add_edge("add", END)
+app = g.compile(CompileConfig(saver=MemorySaver()))
+"""
+
+
+def test_a_graph_compiled_with_a_memory_saver_keeps_its_threads_in_the_db(cli, tmp_path):
+    (tmp_path / "counter.py").write_text(MEMORY_GRAPH)
+    target = f"{tmp_path / 'counter.py'}:app"
+
+    first = cli("run", target, "{}", "--db", "c.db", "--thread", "c1")
+    second = cli("run", target, "{}", "--db", "c.db", "--thread", "c1")
+
+    assert first.code == second.code == 0, first.err + second.err
+    assert json.loads(first.out)["count"] == 1
+    assert json.loads(second.out)["count"] == 2
