@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from graph_agent.cli.errors import explain
-from graph_agent.cli.output import Reporter, format_call, make_reporter, to_json
+from graph_agent.cli.output import (
+    Reporter,
+    format_call,
+    make_reporter,
+    print_error,
+    printable,
+    to_json,
+)
 from graph_agent.cli.running import execute, new_thread_id, parse_input
 from graph_agent.cli.targets import Target, load_target
 from graph_agent.graph.types import Command, Interrupt, RunnableConfig
@@ -81,9 +87,7 @@ def _turn(
         error = explain(exc)
         if error is None or debug:
             raise
-        print(f"error: {error.message}", file=sys.stderr)
-        if error.hint:
-            print(f"hint: {error.hint}", file=sys.stderr)
+        print_error(error)
 
 
 def ask_decisions(interrupts: Sequence[Interrupt]) -> Any:
@@ -99,7 +103,7 @@ def _answer(interrupt: Interrupt) -> Any:
     calls = value.get("tool_calls") if isinstance(value, Mapping) else None
     if isinstance(calls, list) and calls:
         return {str(call["id"]): _decide(call) for call in calls}
-    print(f"{interrupt.node} is waiting: {to_json(value, indent=None)}")
+    print(printable(f"{interrupt.node} is waiting: {to_json(value, indent=None)}"))
     text = _ask("answer (JSON or text)> ")
     try:
         return json.loads(text)
@@ -112,7 +116,7 @@ def _decide(call: Mapping[str, Any]) -> dict[str, Any]:
     arguments = dict(call.get("arguments") or {})
     shown = format_call(ToolCall(id=str(call["id"]), name=str(call["name"]), arguments=arguments))
     reason = f" ({call['description']})" if call.get("description") else ""
-    print(f"approval needed: {shown}{reason}")
+    print(printable(f"approval needed: {shown}{reason}"))
     while True:
         choice = _ask("[a]pprove / [e]dit / [r]eject> ").strip().lower()
         if choice in ("a", "approve", "y", "yes"):
@@ -129,7 +133,7 @@ def _decide(call: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _ask_arguments(current: Mapping[str, Any]) -> dict[str, Any] | None:
-    print(f"current arguments: {json.dumps(current, ensure_ascii=False)}")
+    print(printable(f"current arguments: {json.dumps(current, ensure_ascii=False)}"))
     text = _ask("new arguments (JSON object, empty to go back)> ").strip()
     if not text:
         return None

@@ -236,10 +236,9 @@ def _logging(debug: bool) -> Iterator[None]:
 
 
 def _fail(error: CliError) -> int:
-    sys.stdout.flush()
-    print(f"error: {error.message}", file=sys.stderr)
-    if error.hint:
-        print(f"hint: {error.hint}", file=sys.stderr)
+    from graph_agent.cli.output import print_error
+
+    print_error(error)
     return error.exit_code
 
 

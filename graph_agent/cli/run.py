@@ -15,7 +15,14 @@ from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.sqlite import SqliteSaver
 from graph_agent.cli.endpoints import online_model, wants_online
 from graph_agent.cli.errors import EXIT_USAGE, CliError
-from graph_agent.cli.output import Reporter, RichReporter, RunSummary, make_reporter, to_json
+from graph_agent.cli.output import (
+    Reporter,
+    RichReporter,
+    RunSummary,
+    make_reporter,
+    printable,
+    to_json,
+)
 from graph_agent.cli.running import execute, new_thread_id, parse_input
 from graph_agent.cli.targets import DEMO_DB, Target, db_option, load_target, open_saver
 from graph_agent.graph.errors import InvalidResumeError
@@ -104,7 +111,9 @@ def _run(target: Target, args: argparse.Namespace) -> None:
                 EXIT_USAGE,
             )
         print(
-            f"note: without --db, thread {args.thread} lives only as long as this command",
+            printable(
+                f"note: without --db, thread {args.thread} lives only as long as this command"
+            ),
             file=sys.stderr,
         )
     thread = args.thread or new_thread_id()
@@ -146,10 +155,8 @@ def _resume_refused(
 
 
 def _print_result(summary: RunSummary, target: Target) -> None:
-    if target.is_agent:
-        print(summary.answer if summary.answer is not None else "")
-    else:
-        print(to_json(summary.state))
+    result = (summary.answer or "") if target.is_agent else to_json(summary.state)
+    print(printable(result, multiline=True))
 
 
 def resume_hint(
