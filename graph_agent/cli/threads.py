@@ -27,7 +27,7 @@ from graph_agent.checkpoint.sqlite import SqliteSaver
 from graph_agent.cli.errors import CliError
 from graph_agent.cli.output import make_console, printable, to_json
 from graph_agent.cli.targets import db_option, open_existing_saver
-from graph_agent.graph.errors import SerializationError
+from graph_agent.graph.errors import SerializationError, ThreadBusyError
 from graph_agent.graph.pending import pending_interrupts
 
 __all__ = ["checkpoint_bytes", "threads_command"]
@@ -183,9 +183,21 @@ def _history(
 
 
 def _delete(saver: SqliteSaver, console: Console, thread: str) -> int:
-    count = sum(1 for _ in saver.list(thread))
-    size = saver.stored_bytes(thread)
-    saver.delete_thread(thread)
+    """Delete ``thread`` holding its lease, as a run would: a thread that is running is
+    refused, and no run can start on it meanwhile."""
+    try:
+        lease = saver.acquire(thread)
+    except ThreadBusyError as exc:
+        raise CliError(
+            f"thread {thread!r} is running, so it was not deleted",
+            "wait for its run to finish (or stop it), then delete it",
+        ) from exc
+    try:
+        count = sum(1 for _ in saver.list(thread))
+        size = saver.stored_bytes(thread)
+        saver.delete_thread(thread)
+    finally:
+        saver.release(lease)
     console.print(Text(printable(f"deleted thread {thread} ({count} checkpoints, {size:,} bytes)")))
     return 0
 
