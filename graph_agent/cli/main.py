@@ -62,6 +62,16 @@ def _at_least_one(text: str) -> int:
     return value
 
 
+def _version() -> str:
+    """The installed distribution's version ("unknown" when run from a bare source tree)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("graph-agent")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``graph-agent``."""
     from graph_agent.cli.draw import FORMATS
@@ -73,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_common(parser, top=True)
+    parser.add_argument("--version", action="version", version=f"graph-agent {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     demo = commands.add_parser(
