@@ -9,9 +9,11 @@ works, a line per finished node with its tool calls and results, and a final pan
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
+import time
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -40,12 +42,15 @@ from graph_agent.messages import (
 __all__ = [
     "NodeLine",
     "PlainReporter",
+    "ProgressReporter",
+    "QuietReporter",
     "Reporter",
     "RichReporter",
     "RunSummary",
     "describe_node",
     "format_call",
     "make_console",
+    "make_progress",
     "make_reporter",
     "print_error",
     "printable",
@@ -135,6 +140,22 @@ class RunSummary:
         parts.append(f"{self.elapsed:.2f} s")
         return " · ".join(parts)
 
+    def followed_by(self, later: RunSummary) -> RunSummary:
+        """This run and its continuation (after a pause) as one: the counts, tokens and time
+        of both, the outcome of ``later``."""
+        if self.usage is None or later.usage is None:
+            usage = self.usage or later.usage
+        else:
+            usage = self.usage + later.usage
+        return dataclasses.replace(
+            later,
+            model_calls=self.model_calls + later.model_calls,
+            iterations=self.iterations + later.iterations,
+            tool_calls=self.tool_calls + later.tool_calls,
+            usage=usage,
+            elapsed=self.elapsed + later.elapsed,
+        )
+
 
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
@@ -219,7 +240,13 @@ def describe_node(output: NodeOutput) -> tuple[str, list[NodeLine]]:
 
 
 class Reporter(Protocol):
-    """Receives the events of a run, in order."""
+    """Receives the events of a run, in order.
+
+    ``live`` reporters show what runs now: they also get :meth:`running` after each superstep,
+    with the nodes of the next one.
+    """
+
+    live: bool
 
     def header(self, title: str, details: Mapping[str, str]) -> None: ...
 
@@ -230,6 +257,8 @@ class Reporter(Protocol):
     def token(self, node: str, text: str) -> None: ...
 
     def node(self, output: NodeOutput) -> None: ...
+
+    def running(self, nodes: Sequence[str]) -> None: ...
 
     def paused(self, interrupts: Sequence[Interrupt], hint: str) -> None: ...
 
@@ -261,6 +290,8 @@ class PlainReporter:
 
     ``compact`` (chat) shows only tool calls, results and the answer.
     """
+
+    live = False
 
     def __init__(self, stream: IO[str] | None = None, *, compact: bool = False) -> None:
         self.stream = stream if stream is not None else sys.stdout
@@ -321,6 +352,9 @@ class PlainReporter:
             arrow = {"call": "-> ", "result": "<- ", "error": "<- error ", "update": ""}[line.kind]
             self._line(f"    {arrow}{line.text}")
 
+    def running(self, nodes: Sequence[str]) -> None:
+        pass
+
     def paused(self, interrupts: Sequence[Interrupt], hint: str) -> None:
         self._end_tokens()
         self._write("paused, waiting for input:\n")
@@ -358,6 +392,7 @@ class RichReporter:
         "error": ("✗", "red"),
         "update": ("·", "dim"),
     }
+    live = True
 
     def __init__(self, console: Console, *, compact: bool = False) -> None:
         self.console = console
@@ -425,6 +460,10 @@ class RichReporter:
             arrow, style = self._ARROWS[line.kind]
             self.console.print(Text.assemble(f"     {arrow} ", (printable(line.text), style)))
 
+    def running(self, nodes: Sequence[str]) -> None:
+        self._status = _running(nodes)
+        self._refresh()
+
     def paused(self, interrupts: Sequence[Interrupt], hint: str) -> None:
         self.stop()
         lines = (printable(line) for i in interrupts for line in _interrupt_lines(i))
@@ -461,6 +500,109 @@ class RichReporter:
             self._live = None
 
 
+def _running(nodes: Sequence[str]) -> str:
+    return printable(f"running {', '.join(nodes)}") if nodes else "finishing"
+
+
+class ProgressReporter:
+    """A spinner naming the nodes that run now, and the time so far; nothing else, and nothing
+    left behind. ``run`` without ``--stream`` shows it (on stderr, on a terminal) while it
+    waits for the answer it prints."""
+
+    live = True
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._live: Live | None = None
+        self._spinner = Spinner("dots")
+        self._status = "starting"
+        self._started = 0.0
+
+    def __rich__(self) -> Spinner:
+        elapsed = time.monotonic() - self._started
+        self._spinner.update(text=Text(f"{self._status} · {elapsed:.0f} s", style="dim"))
+        return self._spinner
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.refresh()
+
+    def header(self, title: str, details: Mapping[str, str]) -> None:
+        pass
+
+    def question(self, text: str) -> None:
+        pass
+
+    def start(self) -> None:
+        self._started = time.monotonic()
+        if self._live is None:
+            self._live = Live(self, console=self.console, transient=True, refresh_per_second=10)
+            self._live.start()
+
+    def token(self, node: str, text: str) -> None:
+        self._status = printable(f"{node} is answering")
+        self._refresh()
+
+    def node(self, output: NodeOutput) -> None:
+        self._status = printable(f"{output.node} finished")  # until running() knows more
+        self._refresh()
+
+    def running(self, nodes: Sequence[str]) -> None:
+        self._status = _running(nodes)
+        self._refresh()
+
+    def paused(self, interrupts: Sequence[Interrupt], hint: str) -> None:
+        self.stop()
+
+    def finish(self, summary: RunSummary) -> None:
+        self.stop()
+
+    def note(self, text: str) -> None:
+        pass
+
+    def stop(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+
+class QuietReporter:
+    """Shows nothing: ``run`` without ``--stream`` in plain mode or off a terminal prints only
+    the result."""
+
+    live = False
+
+    def header(self, title: str, details: Mapping[str, str]) -> None:
+        pass
+
+    def question(self, text: str) -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+    def token(self, node: str, text: str) -> None:
+        pass
+
+    def node(self, output: NodeOutput) -> None:
+        pass
+
+    def running(self, nodes: Sequence[str]) -> None:
+        pass
+
+    def paused(self, interrupts: Sequence[Interrupt], hint: str) -> None:
+        pass
+
+    def finish(self, summary: RunSummary) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
 def make_console(*, plain: bool = False, stream: TextIO | None = None) -> Console:
     """A console on ``stream`` (stdout), with colours only when it is a terminal.
 
@@ -475,6 +617,15 @@ def make_console(*, plain: bool = False, stream: TextIO | None = None) -> Consol
         emoji=False,
         soft_wrap=False,
     )
+
+
+def make_progress(*, plain: bool = False) -> Reporter:
+    """A :class:`ProgressReporter` on stderr when it is a terminal (and not ``plain``), else a
+    :class:`QuietReporter`: the result on stdout stays all there is to read or pipe."""
+    console = make_console(plain=plain, stream=sys.stderr)
+    if plain or not console.is_terminal:
+        return QuietReporter()
+    return ProgressReporter(console)
 
 
 def make_reporter(

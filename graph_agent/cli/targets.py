@@ -25,10 +25,12 @@ from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.sqlite import SqliteSaver
 from graph_agent.cli.errors import EXIT_USAGE, CliError, cannot_write
+from graph_agent.cli.unstreamed import UnstreamedModel
 from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.errors import GraphRuntimeError, GraphSetupError, SerializationError
 from graph_agent.graph.runner import CompiledGraph
 from graph_agent.graph.types import CompileConfig
+from graph_agent.models.base import ChatModel
 
 __all__ = ["DEMO_DB", "Target", "db_option", "load_target", "open_existing_saver", "open_saver"]
 
@@ -50,6 +52,7 @@ class Target:
     runnable: ReactAgent | CompiledGraph
     opened: SqliteSaver | None = None
     previous_saver: CheckpointSaver | None = None
+    previous_model: ChatModel | None = None
 
     def __enter__(self) -> Target:
         return self
@@ -58,13 +61,34 @@ class Target:
         self.close()
 
     def close(self) -> None:
-        """Close the database this target opened; restore an agent's own saver."""
+        """Close the database this target opened; restore an agent's own saver and model."""
+        if isinstance(self.runnable, ReactAgent) and self.previous_model is not None:
+            self.runnable.model = self.previous_model
+            self.previous_model = None
         if self.opened is None:
             return
         if isinstance(self.runnable, ReactAgent) and self.previous_saver is not None:
             _use_saver(self.runnable, self.previous_saver)
         self.opened.close()
         self.opened = None
+
+    def ask_model_unstreamed(self) -> None:
+        """Have an agent ask its model for whole answers (see :class:`UnstreamedModel`) until
+        the target is closed.
+
+        Raises:
+            CliError: the target is a graph: its nodes call their models themselves.
+        """
+        if not isinstance(self.runnable, ReactAgent):
+            raise CliError(
+                f"--no-stream-model works on an agent, and {self.spec} is a graph, whose nodes "
+                "call their models themselves",
+                "point at the ReactAgent, or drop --no-stream-model",
+                EXIT_USAGE,
+            )
+        if self.previous_model is None:
+            self.previous_model = self.runnable.model
+            self.runnable.model = UnstreamedModel(self.runnable.model)
 
     @property
     def is_agent(self) -> bool:
