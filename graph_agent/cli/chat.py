@@ -10,14 +10,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from graph_agent.cli.errors import explain
-from graph_agent.cli.output import Reporter, format_call, make_reporter, to_json
-from graph_agent.cli.running import execute, new_thread_id, parse_input
-from graph_agent.cli.targets import Target, load_target
+from graph_agent.cli.output import (
+    Reporter,
+    RunSummary,
+    format_call,
+    make_reporter,
+    print_error,
+    printable,
+    to_json,
+)
+from graph_agent.cli.running import continuable, execute, new_thread_id, parse_input
+from graph_agent.cli.targets import Target, db_option, load_target
 from graph_agent.graph.types import Command, Interrupt, RunnableConfig
 from graph_agent.messages import ToolCall
 
@@ -45,6 +53,8 @@ def chat_command(args: argparse.Namespace) -> int:
 
 
 def _chat(target: Target, args: argparse.Namespace) -> None:
+    if args.no_stream_model:
+        target.ask_model_unstreamed()
     thread = args.thread or new_thread_id("chat")
     config = RunnableConfig(thread_id=thread)
     reporter = make_reporter(plain=args.plain, compact=target.is_agent)
@@ -52,38 +62,79 @@ def _chat(target: Target, args: argparse.Namespace) -> None:
     if args.db:
         details["db"] = args.db
     reporter.header("graph-agent chat", details)
+    again = f"graph-agent chat {shlex.quote(args.target)} --thread {shlex.quote(thread)}"
+    with continuable(target, thread, again + db_option(args.db, default=None), finished_too=True):
+        try:
+            if args.thread:
+                _pick_up(target, config, reporter, debug=args.debug)
+            _converse(target, config, reporter, debug=args.debug)
+        except _EndOfInput:
+            print()
+
+
+def _converse(target: Target, config: RunnableConfig, reporter: Reporter, *, debug: bool) -> None:
+    """Turn after turn, until the user leaves."""
     what = "a message" if target.is_agent else "a JSON object of state keys"
     reporter.note(f"type {what}; /exit or Ctrl-D to leave")
-    try:
-        while True:
-            line = _ask("you> ")
-            if line.strip() in _QUIT:
-                break
-            if not line.strip():
-                continue
-            _turn(target, line, config, reporter, debug=args.debug)
-    except _EndOfInput:
-        print()
+    while True:
+        line = _ask("you> ")
+        if line.strip() in _QUIT:
+            return
+        if line.strip():
+            _turn(target, config, reporter, line, debug=debug)
+
+
+def _pick_up(target: Target, config: RunnableConfig, reporter: Reporter, *, debug: bool) -> None:
+    """Where the thread given with ``--thread`` stands: new; paused (its pending decisions are
+    asked for first, as a new message would drop them); stopped in the middle of a run
+    (finished first); or ready for the next message."""
+    thread = str(config.thread_id)
+    saver = target.saver
+    if saver is None:
+        return
+    if saver.get(thread) is None:
+        reporter.note(f"new thread {thread}")
+        return
+    snapshot = target.runnable.get_state(config)
+    if snapshot.interrupts:
+        reporter.paused(snapshot.interrupts, "answer these first; then the conversation goes on")
+        waiting = RunSummary(thread_id=thread, interrupts=snapshot.interrupts)
+        _turn(target, config, reporter, None, debug=debug, paused=waiting)
+    elif snapshot.next:
+        reporter.note(f"thread {thread} stopped before its run finished: finishing it")
+        _turn(target, config, reporter, None, debug=debug)
+    else:
+        reporter.note(f"continuing thread {thread}")
 
 
 def _turn(
-    target: Target, line: str, config: RunnableConfig, reporter: Reporter, *, debug: bool
+    target: Target,
+    config: RunnableConfig,
+    reporter: Reporter,
+    line: str | None,
+    *,
+    debug: bool,
+    paused: RunSummary | None = None,
 ) -> None:
-    """One message and its run, with every pause answered at the prompt."""
+    """One run with every pause answered at the prompt: of the message ``line``, of the
+    thread's unfinished run (``None``), or the answers to ``paused``. An error is printed and
+    the chat goes on."""
     try:
-        summary = execute(target, parse_input(target, line), config, reporter)
+        if paused is not None:
+            summary = paused
+        else:
+            input = parse_input(target, line) if line is not None else None
+            summary = execute(target, input, config, reporter)
         while summary.interrupts:
             reporter.stop()
             resume = ask_decisions(summary.interrupts)
-            summary = execute(target, Command(resume=resume), config, reporter)
+            summary = summary.followed_by(execute(target, Command(resume=resume), config, reporter))
         reporter.finish(summary)
     except Exception as exc:
         error = explain(exc)
         if error is None or debug:
             raise
-        print(f"error: {error.message}", file=sys.stderr)
-        if error.hint:
-            print(f"hint: {error.hint}", file=sys.stderr)
+        print_error(error)
 
 
 def ask_decisions(interrupts: Sequence[Interrupt]) -> Any:
@@ -99,7 +150,7 @@ def _answer(interrupt: Interrupt) -> Any:
     calls = value.get("tool_calls") if isinstance(value, Mapping) else None
     if isinstance(calls, list) and calls:
         return {str(call["id"]): _decide(call) for call in calls}
-    print(f"{interrupt.node} is waiting: {to_json(value, indent=None)}")
+    print(printable(f"{interrupt.node} is waiting: {to_json(value, indent=None)}"))
     text = _ask("answer (JSON or text)> ")
     try:
         return json.loads(text)
@@ -112,7 +163,7 @@ def _decide(call: Mapping[str, Any]) -> dict[str, Any]:
     arguments = dict(call.get("arguments") or {})
     shown = format_call(ToolCall(id=str(call["id"]), name=str(call["name"]), arguments=arguments))
     reason = f" ({call['description']})" if call.get("description") else ""
-    print(f"approval needed: {shown}{reason}")
+    print(printable(f"approval needed: {shown}{reason}"))
     while True:
         choice = _ask("[a]pprove / [e]dit / [r]eject> ").strip().lower()
         if choice in ("a", "approve", "y", "yes"):
@@ -129,16 +180,19 @@ def _decide(call: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _ask_arguments(current: Mapping[str, Any]) -> dict[str, Any] | None:
-    print(f"current arguments: {json.dumps(current, ensure_ascii=False)}")
-    text = _ask("new arguments (JSON object, empty to go back)> ").strip()
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        print(f"not JSON ({exc.msg}); try again")
-        return None
-    if not isinstance(value, dict):
+    """New arguments for a call, asked until they are a JSON object; ``None`` (an empty line)
+    goes back to approve / edit / reject. A typo never sends the user back there, where the
+    next line would be taken for a decision."""
+    print(printable(f"current arguments: {json.dumps(current, ensure_ascii=False)}"))
+    while True:
+        text = _ask("new arguments (JSON object, empty to go back)> ").strip()
+        if not text:
+            return None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            print(f"not JSON ({exc.msg} at column {exc.colno}); try again")
+            continue
+        if isinstance(value, dict):
+            return value
         print("the arguments must be a JSON object; try again")
-        return None
-    return value

@@ -35,6 +35,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_USAGE",
     "CliError",
+    "RunStopped",
     "cannot_write",
     "explain",
 ]
@@ -55,6 +56,16 @@ class CliError(Exception):
         self.message = message
         self.hint = hint
         self.exit_code = exit_code
+
+
+class RunStopped(KeyboardInterrupt):
+    """Ctrl-C stopped a run; ``advice`` says how to carry it on (empty: nothing to carry on).
+
+    Still a ``KeyboardInterrupt``, so nothing that lets errors pass swallows it."""
+
+    def __init__(self, advice: str) -> None:
+        super().__init__(advice)
+        self.advice = advice
 
 
 def cannot_write(flag: str, path: str | os.PathLike[str], error: OSError) -> CliError:

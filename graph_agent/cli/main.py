@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 
-from graph_agent.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, CliError, explain
+from graph_agent.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, CliError, RunStopped, explain
 
 __all__ = ["build_parser", "main"]
 
@@ -49,6 +49,15 @@ def _add_db(parser: argparse.ArgumentParser, default: str | None, what: str) -> 
     parser.add_argument("--db", metavar="PATH", default=default, help=what)
 
 
+def _add_no_stream_model(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-stream-model",
+        action="store_true",
+        help="ask the model for whole answers, not streamed ones (for servers that lose tool "
+        "calls when streaming); the answer then appears at once",
+    )
+
+
 def _at_least_one(text: str) -> int:
     """A count of 1 or more; a flag left out, not 0, means "no limit"."""
     try:
@@ -62,6 +71,16 @@ def _at_least_one(text: str) -> int:
     return value
 
 
+def _version() -> str:
+    """The installed distribution's version ("unknown" when run from a bare source tree)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("graph-agent")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``graph-agent``."""
     from graph_agent.cli.draw import FORMATS
@@ -73,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_common(parser, top=True)
+    parser.add_argument("--version", action="version", version=f"graph-agent {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     demo = commands.add_parser(
@@ -84,7 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "question", nargs="?", help="what to ask (default: a question using every tool)"
     )
-    demo.add_argument("--thread", help="continue this conversation (default: a new thread)")
+    demo.add_argument(
+        "--thread",
+        help="continue this conversation (default: a new thread); with no question, a run "
+        "stopped by Ctrl-C is finished",
+    )
     _add_db(demo, DEMO_DB, f"SQLite file for the threads (default: {DEMO_DB})")
     demo.add_argument(
         "--online",
@@ -100,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--api-key-env", metavar="VAR", help="read the API key for --base-url from VAR"
     )
+    _add_no_stream_model(demo)
     _add_common(demo, top=False)
 
     run = commands.add_parser(
@@ -118,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--thread", help="the thread to run on (default: a new one)")
     _add_db(run, None, "keep the threads in this SQLite file (created if missing)")
     run.add_argument("--stream", action="store_true", help="show nodes, tokens and tool calls live")
+    _add_no_stream_model(run)
     run.add_argument(
         "--resume",
         metavar="JSON",
@@ -134,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("target", metavar="MODULE:OBJECT")
     chat.add_argument("--thread", help="the thread to talk on (default: a new one)")
     _add_db(chat, None, "keep the thread in this SQLite file")
+    _add_no_stream_model(chat)
     _add_common(chat, top=False)
 
     draw = commands.add_parser(
@@ -236,10 +263,9 @@ def _logging(debug: bool) -> Iterator[None]:
 
 
 def _fail(error: CliError) -> int:
-    sys.stdout.flush()
-    print(f"error: {error.message}", file=sys.stderr)
-    if error.hint:
-        print(f"hint: {error.hint}", file=sys.stderr)
+    from graph_agent.cli.output import print_error
+
+    print_error(error)
     return error.exit_code
 
 
@@ -253,8 +279,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     with _logging(args.debug):
         try:
             return _handler(args.command)(args)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             print("\ninterrupted", file=sys.stderr)
+            if isinstance(stop, RunStopped) and stop.advice:
+                from graph_agent.cli.output import printable
+
+                print(printable(stop.advice), file=sys.stderr)
             return EXIT_INTERRUPTED
         except BrokenPipeError:  # the reader went away (`| head`): stop quietly
             with contextlib.suppress(OSError):

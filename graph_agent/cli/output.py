@@ -9,8 +9,11 @@ works, a line per finished node with its tool calls and results, and a final pan
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import sys
+import time
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -24,6 +27,7 @@ from rich.rule import Rule
 from rich.spinner import Spinner
 from rich.text import Text
 
+from graph_agent.cli.errors import CliError
 from graph_agent.graph.state import ReplaceAll
 from graph_agent.graph.types import START, Interrupt, NodeOutput
 from graph_agent.messages import (
@@ -38,19 +42,63 @@ from graph_agent.messages import (
 __all__ = [
     "NodeLine",
     "PlainReporter",
+    "ProgressReporter",
+    "QuietReporter",
     "Reporter",
     "RichReporter",
     "RunSummary",
     "describe_node",
     "format_call",
     "make_console",
+    "make_progress",
     "make_reporter",
+    "print_error",
+    "printable",
     "to_json",
     "to_jsonable",
 ]
 
 LineKind = Literal["call", "result", "error", "update"]
 _MAX_DETAIL = 240
+
+_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_UNSAFE_IN_TEXT = re.compile(f"[{_CONTROLS}]")
+_UNSAFE_IN_LINE = re.compile(f"[\t\n{_CONTROLS}]")
+_SHORT_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def printable(text: str, *, multiline: bool = False) -> str:
+    """``text`` safe to print: every control character shown as its JSON escape.
+
+    Thread ids, metadata, tool output and answers come from an application's users, models and
+    tools. Printed raw, an escape sequence would drive the terminal (clear it, retitle it, plant
+    a hyperlink), a newline would forge a line of a table, a bidi override would reorder what
+    is read. Every command prints such text through this function (and its consoles never read
+    rich markup, so ``[/oops]`` is shown as written). The escapes are JSON's (``\\n``,
+    ``\\u001b``), so escaped JSON text is still valid JSON.
+
+    Args:
+        text: What to show.
+        multiline: Keep newlines and tabs (an answer, a JSON document); else they are escaped
+            too (an id, a table cell, one line of output).
+    """
+    pattern = _UNSAFE_IN_TEXT if multiline else _UNSAFE_IN_LINE
+    if pattern.search(text) is None:
+        return text
+    return pattern.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    character = match.group()
+    return _SHORT_ESCAPES.get(character) or f"\\u{ord(character):04x}"
+
+
+def print_error(error: CliError) -> None:
+    """``error: what`` and ``hint: how`` on stderr, each one line (ids in them escaped)."""
+    sys.stdout.flush()
+    print(f"error: {printable(error.message)}", file=sys.stderr)
+    if error.hint:
+        print(f"hint: {printable(error.hint)}", file=sys.stderr)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +139,22 @@ class RunSummary:
             )
         parts.append(f"{self.elapsed:.2f} s")
         return " · ".join(parts)
+
+    def followed_by(self, later: RunSummary) -> RunSummary:
+        """This run and its continuation (after a pause) as one: the counts, tokens and time
+        of both, the outcome of ``later``."""
+        if self.usage is None or later.usage is None:
+            usage = self.usage or later.usage
+        else:
+            usage = self.usage + later.usage
+        return dataclasses.replace(
+            later,
+            model_calls=self.model_calls + later.model_calls,
+            iterations=self.iterations + later.iterations,
+            tool_calls=self.tool_calls + later.tool_calls,
+            usage=usage,
+            elapsed=self.elapsed + later.elapsed,
+        )
 
 
 def _plural(count: int, noun: str) -> str:
@@ -176,7 +240,13 @@ def describe_node(output: NodeOutput) -> tuple[str, list[NodeLine]]:
 
 
 class Reporter(Protocol):
-    """Receives the events of a run, in order."""
+    """Receives the events of a run, in order.
+
+    ``live`` reporters show what runs now: they also get :meth:`running` after each superstep,
+    with the nodes of the next one.
+    """
+
+    live: bool
 
     def header(self, title: str, details: Mapping[str, str]) -> None: ...
 
@@ -187,6 +257,8 @@ class Reporter(Protocol):
     def token(self, node: str, text: str) -> None: ...
 
     def node(self, output: NodeOutput) -> None: ...
+
+    def running(self, nodes: Sequence[str]) -> None: ...
 
     def paused(self, interrupts: Sequence[Interrupt], hint: str) -> None: ...
 
@@ -219,6 +291,8 @@ class PlainReporter:
     ``compact`` (chat) shows only tool calls, results and the answer.
     """
 
+    live = False
+
     def __init__(self, stream: IO[str] | None = None, *, compact: bool = False) -> None:
         self.stream = stream if stream is not None else sys.stdout
         self.compact = compact
@@ -229,6 +303,14 @@ class PlainReporter:
         self.stream.write(text)
         self.stream.flush()
 
+    def _line(self, text: str) -> None:
+        """One line of output: anything in ``text`` that would break the line is escaped."""
+        self._write(printable(text) + "\n")
+
+    def _block(self, text: str) -> None:
+        """Lines of output (an answer, a JSON document), control characters escaped."""
+        self._write(printable(text, multiline=True) + "\n")
+
     def _end_tokens(self) -> None:
         if self._mid_line:
             self._write("\n")
@@ -236,10 +318,10 @@ class PlainReporter:
 
     def header(self, title: str, details: Mapping[str, str]) -> None:
         shown = ", ".join(f"{k} {v}" for k, v in details.items())
-        self._write(f"{title}: {shown}\n" if shown else f"{title}\n")
+        self._line(f"{title}: {shown}" if shown else title)
 
     def question(self, text: str) -> None:
-        self._write(f"you: {text}\n")
+        self._block(f"you: {text}")
 
     def start(self) -> None:
         self._streamed = ""
@@ -251,7 +333,7 @@ class PlainReporter:
             self._write("assistant: ")
             self._mid_line = True
         self._streamed += text
-        self._write(text)
+        self._write(printable(text, multiline=True))
 
     def node(self, output: NodeOutput) -> None:
         self._end_tokens()
@@ -260,38 +342,41 @@ class PlainReporter:
             lines = [line for line in lines if line.kind != "update"]
         if output.node == START:
             if not self.compact and lines:
-                self._write(f"input: {lines[0].text}\n")
+                self._line(f"input: {lines[0].text}")
             return
         if self.compact and not lines:
             return
         if not self.compact:
-            self._write(f"[step {output.step}] {output.node}{': ' + summary if summary else ''}\n")
+            self._line(f"[step {output.step}] {output.node}{': ' + summary if summary else ''}")
         for line in lines:
             arrow = {"call": "-> ", "result": "<- ", "error": "<- error ", "update": ""}[line.kind]
-            self._write(f"    {arrow}{line.text}\n")
+            self._line(f"    {arrow}{line.text}")
+
+    def running(self, nodes: Sequence[str]) -> None:
+        pass
 
     def paused(self, interrupts: Sequence[Interrupt], hint: str) -> None:
         self._end_tokens()
         self._write("paused, waiting for input:\n")
         for interrupt in interrupts:
             for line in _interrupt_lines(interrupt):
-                self._write(f"    {line}\n")
+                self._line(f"    {line}")
         if hint:
-            self._write(f"{hint}\n")
+            self._block(hint)
 
     def finish(self, summary: RunSummary) -> None:
         self._end_tokens()
         answer = summary.answer
         if answer is not None and answer.strip() != self._streamed.strip():
-            self._write(f"answer:\n{answer}\n")
+            self._block(f"answer:\n{answer}")
         elif answer is None and summary.state and not self.compact:
-            self._write(f"final state:\n{to_json(summary.state)}\n")
+            self._block(f"final state:\n{to_json(summary.state)}")
         if not self.compact:
-            self._write(f"{summary.stats()}\n")
+            self._line(summary.stats())
 
     def note(self, text: str) -> None:
         self._end_tokens()
-        self._write(f"{text}\n")
+        self._block(text)
 
     def stop(self) -> None:
         self._end_tokens()
@@ -307,6 +392,7 @@ class RichReporter:
         "error": ("✗", "red"),
         "update": ("·", "dim"),
     }
+    live = True
 
     def __init__(self, console: Console, *, compact: bool = False) -> None:
         self.console = console
@@ -325,13 +411,13 @@ class RichReporter:
             self._live.update(self._view(), refresh=True)
 
     def header(self, title: str, details: Mapping[str, str]) -> None:
-        text = Text(title, style="bold")
+        text = Text(printable(title), style="bold")
         for key, value in details.items():
-            text.append(f"  {key} ", style="dim").append(value)
+            text.append(f"  {printable(key)} ", style="dim").append(printable(value))
         self.console.print(text)
 
     def question(self, text: str) -> None:
-        self.console.print(Text.assemble(("you ", "bold magenta"), text))
+        self.console.print(Text.assemble(("you ", "bold magenta"), printable(text, multiline=True)))
 
     def start(self) -> None:
         self._streamed = ""
@@ -346,8 +432,8 @@ class RichReporter:
         if not text:
             return
         self._streamed += text
-        self._streaming.append(text)
-        self._status = f"{node} is answering"
+        self._streaming.append(printable(text, multiline=True))
+        self._status = f"{printable(node)} is answering"
         self._refresh()
 
     def node(self, output: NodeOutput) -> None:
@@ -361,38 +447,44 @@ class RichReporter:
             return
         if output.node == START:
             if lines:
-                self.console.print(Text.assemble(("input ", "bold"), lines[0].text))
+                self.console.print(Text.assemble(("input ", "bold"), printable(lines[0].text)))
             return
         if not self.compact:
             title = Text.assemble(
-                ("✓ ", "green"), (f"{output.step:>2} ", "dim"), (output.node, "bold")
+                ("✓ ", "green"), (f"{output.step:>2} ", "dim"), (printable(output.node), "bold")
             )
             if summary:
                 title.append(f"  {summary}", style="dim")
             self.console.print(title)
         for line in lines:
             arrow, style = self._ARROWS[line.kind]
-            self.console.print(Text.assemble(f"     {arrow} ", (line.text, style)))
+            self.console.print(Text.assemble(f"     {arrow} ", (printable(line.text), style)))
+
+    def running(self, nodes: Sequence[str]) -> None:
+        self._status = _running(nodes)
+        self._refresh()
 
     def paused(self, interrupts: Sequence[Interrupt], hint: str) -> None:
         self.stop()
-        body = Text("\n".join(line for i in interrupts for line in _interrupt_lines(i)))
+        lines = (printable(line) for i in interrupts for line in _interrupt_lines(i))
+        body = Text("\n".join(lines))
         if hint:
-            body.append(f"\n{hint}", style="dim")
+            body.append(f"\n{printable(hint, multiline=True)}", style="dim")
         self.console.print(Panel(body, title="paused: waiting for input", border_style="yellow"))
 
     def finish(self, summary: RunSummary) -> None:
         self.stop()
         if self.compact:
             if summary.answer is not None:
-                self.console.print(Text.assemble(("assistant ", "bold cyan"), summary.answer))
+                answer = printable(summary.answer, multiline=True)
+                self.console.print(Text.assemble(("assistant ", "bold cyan"), answer))
             self.console.print(Text(summary.stats(), style="dim"))
             return
         if summary.answer is not None:
-            body: RenderableType = Text(summary.answer)
+            body: RenderableType = Text(printable(summary.answer, multiline=True))
             title = "answer"
         else:
-            body = Text(to_json(summary.state))
+            body = Text(printable(to_json(summary.state), multiline=True))
             title = "final state"
         stats = Text(summary.stats(), style="dim")
         self.console.print(
@@ -400,7 +492,7 @@ class RichReporter:
         )
 
     def note(self, text: str) -> None:
-        self.console.print(Text(text, style="dim"))
+        self.console.print(Text(printable(text, multiline=True), style="dim"))
 
     def stop(self) -> None:
         if self._live is not None:
@@ -408,15 +500,132 @@ class RichReporter:
             self._live = None
 
 
+def _running(nodes: Sequence[str]) -> str:
+    return printable(f"running {', '.join(nodes)}") if nodes else "finishing"
+
+
+class ProgressReporter:
+    """A spinner naming the nodes that run now, and the time so far; nothing else, and nothing
+    left behind. ``run`` without ``--stream`` shows it (on stderr, on a terminal) while it
+    waits for the answer it prints."""
+
+    live = True
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._live: Live | None = None
+        self._spinner = Spinner("dots")
+        self._status = "starting"
+        self._started = 0.0
+
+    def __rich__(self) -> Spinner:
+        elapsed = time.monotonic() - self._started
+        self._spinner.update(text=Text(f"{self._status} · {elapsed:.0f} s", style="dim"))
+        return self._spinner
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.refresh()
+
+    def header(self, title: str, details: Mapping[str, str]) -> None:
+        pass
+
+    def question(self, text: str) -> None:
+        pass
+
+    def start(self) -> None:
+        self._started = time.monotonic()
+        if self._live is None:
+            self._live = Live(self, console=self.console, transient=True, refresh_per_second=10)
+            self._live.start()
+
+    def token(self, node: str, text: str) -> None:
+        self._status = printable(f"{node} is answering")
+        self._refresh()
+
+    def node(self, output: NodeOutput) -> None:
+        self._status = printable(f"{output.node} finished")  # until running() knows more
+        self._refresh()
+
+    def running(self, nodes: Sequence[str]) -> None:
+        self._status = _running(nodes)
+        self._refresh()
+
+    def paused(self, interrupts: Sequence[Interrupt], hint: str) -> None:
+        self.stop()
+
+    def finish(self, summary: RunSummary) -> None:
+        self.stop()
+
+    def note(self, text: str) -> None:
+        pass
+
+    def stop(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+
+class QuietReporter:
+    """Shows nothing: ``run`` without ``--stream`` in plain mode or off a terminal prints only
+    the result."""
+
+    live = False
+
+    def header(self, title: str, details: Mapping[str, str]) -> None:
+        pass
+
+    def question(self, text: str) -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+    def token(self, node: str, text: str) -> None:
+        pass
+
+    def node(self, output: NodeOutput) -> None:
+        pass
+
+    def running(self, nodes: Sequence[str]) -> None:
+        pass
+
+    def paused(self, interrupts: Sequence[Interrupt], hint: str) -> None:
+        pass
+
+    def finish(self, summary: RunSummary) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
 def make_console(*, plain: bool = False, stream: TextIO | None = None) -> Console:
-    """A console on ``stream`` (stdout), with colours only when it is a terminal."""
+    """A console on ``stream`` (stdout), with colours only when it is a terminal.
+
+    It never reads rich markup in strings (``[link=...]``, ``[/x]``): what it prints is text
+    from users and models, shown as written (and through :func:`printable`).
+    """
     return Console(
         file=stream if stream is not None else sys.stdout,
         no_color=plain,
+        markup=False,
         highlight=False,
         emoji=False,
         soft_wrap=False,
     )
+
+
+def make_progress(*, plain: bool = False) -> Reporter:
+    """A :class:`ProgressReporter` on stderr when it is a terminal (and not ``plain``), else a
+    :class:`QuietReporter`: the result on stdout stays all there is to read or pipe."""
+    console = make_console(plain=plain, stream=sys.stderr)
+    if plain or not console.is_terminal:
+        return QuietReporter()
+    return ProgressReporter(console)
 
 
 def make_reporter(

@@ -15,9 +15,18 @@ from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.sqlite import SqliteSaver
 from graph_agent.cli.endpoints import online_model, wants_online
 from graph_agent.cli.errors import EXIT_USAGE, CliError
-from graph_agent.cli.output import Reporter, RichReporter, RunSummary, make_reporter, to_json
-from graph_agent.cli.running import execute, new_thread_id, parse_input
+from graph_agent.cli.output import (
+    Reporter,
+    RichReporter,
+    RunSummary,
+    make_progress,
+    make_reporter,
+    printable,
+    to_json,
+)
+from graph_agent.cli.running import continuable, execute, new_thread_id, parse_input
 from graph_agent.cli.targets import DEMO_DB, Target, db_option, load_target, open_saver
+from graph_agent.cli.unstreamed import UnstreamedModel
 from graph_agent.graph.errors import InvalidResumeError
 from graph_agent.graph.types import Interrupt, RunnableConfig
 from graph_agent.models.base import ChatModel
@@ -43,6 +52,8 @@ def demo_command(args: argparse.Namespace) -> int:
         live = isinstance(reporter, RichReporter)
         model = DemoChatModel(chunk_delay=_STREAM_DELAY if live else 0.0)
         described = "offline demo model (add --online for a real one)"
+    if args.no_stream_model:
+        model = UnstreamedModel(model)
     saver = open_saver(args.db)
     try:
         _demo(args, build_agent(model, saver), saver, described, reporter)
@@ -61,22 +72,48 @@ def _demo(
     from graph_agent.demo import DEFAULT_QUESTION
 
     thread = args.thread or new_thread_id("demo")
-    question = args.question or DEFAULT_QUESTION
     reporter.header("graph-agent demo", {"model": described, "thread": thread, "db": args.db})
-    if args.thread and saver.get(thread) is not None:
+    db_flag, shown = db_option(args.db), shlex.quote(thread)
+    stored = saver.get(thread) if args.thread else None
+    question: str | None = args.question or DEFAULT_QUESTION
+    if args.thread and stored is None:
+        reporter.note(
+            f"new thread {thread} (not in {args.db}; see graph-agent threads list{db_flag})"
+        )
+    elif stored is not None and stored.next and args.question is None:
+        reporter.note(f"thread {thread} stopped before its run finished: finishing it")
+        question = None  # continue the thread where it stopped
+    elif stored is not None:
         reporter.note(f"continuing thread {thread}")
-    reporter.question(question)
+    if question is not None:
+        reporter.question(question)
     target = Target(spec="graph_agent.demo:agent", runnable=agent)
-    summary = execute(target, question, RunnableConfig(thread_id=thread), reporter)
+    again = f"graph-agent demo --thread {shown}{db_flag}{_model_flags(args)}"
+    with continuable(target, thread, again):
+        summary = execute(target, question, RunnableConfig(thread_id=thread), reporter)
     if summary.interrupts:
         reporter.paused(summary.interrupts, "")
     else:
         reporter.finish(summary)
-    db_flag, shown = db_option(args.db), shlex.quote(thread)
     reporter.note(
-        f'continue: graph-agent demo --thread {shown}{db_flag} "your next question"\n'
+        f'continue: {again} "your next question"\n'
         f"inspect:  graph-agent threads history {shown}{db_flag}"
     )
+
+
+def _model_flags(args: argparse.Namespace) -> str:
+    """The demo's flags that chose its model, for a suggested command to use the same one."""
+    flags = ["--online"] if args.online else []
+    for flag, value in (
+        ("--base-url", args.base_url),
+        ("--model", args.model),
+        ("--api-key-env", args.api_key_env),
+    ):
+        if value is not None:
+            flags += [flag, value]
+    if args.no_stream_model:
+        flags.append("--no-stream-model")
+    return "".join(f" {shlex.quote(flag)}" for flag in flags)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -95,6 +132,8 @@ def _run(target: Target, args: argparse.Namespace) -> None:
             EXIT_USAGE,
         )
     input = parse_input(target, args.input, args.resume)
+    if args.no_stream_model or (not args.stream and target.is_agent):
+        target.ask_model_unstreamed()  # without --stream no token is shown: ask for the whole
     if args.thread is not None and isinstance(target.saver, MemorySaver):
         if args.input is None:
             raise CliError(
@@ -104,16 +143,22 @@ def _run(target: Target, args: argparse.Namespace) -> None:
                 EXIT_USAGE,
             )
         print(
-            f"note: without --db, thread {args.thread} lives only as long as this command",
+            printable(
+                f"note: without --db, thread {args.thread} lives only as long as this command"
+            ),
             file=sys.stderr,
         )
     thread = args.thread or new_thread_id()
     config = RunnableConfig(thread_id=thread)
-    reporter: Reporter = make_reporter(plain=args.plain) if args.stream else _Quiet()
+    reporter = make_reporter(plain=args.plain) if args.stream else make_progress(plain=args.plain)
+    again = f"graph-agent run {shlex.quote(args.target)} --thread {shlex.quote(thread)}"
     try:
-        summary = execute(target, input, config, reporter)
+        with continuable(target, thread, again + db_option(args.db, default=None)):
+            summary = execute(target, input, config, reporter)
     except InvalidResumeError as exc:
         raise _resume_refused(exc, thread, args.db, target) from exc
+    if not args.stream:
+        reporter.stop()  # the progress spinner goes before the result is printed
     if summary.interrupts:
         hint = resume_hint(args.target, thread, args.db, summary.interrupts, target)
         shown = reporter if args.stream else make_reporter(plain=args.plain)
@@ -146,10 +191,8 @@ def _resume_refused(
 
 
 def _print_result(summary: RunSummary, target: Target) -> None:
-    if target.is_agent:
-        print(summary.answer if summary.answer is not None else "")
-    else:
-        print(to_json(summary.state))
+    result = (summary.answer or "") if target.is_agent else to_json(summary.state)
+    print(printable(result, multiline=True))
 
 
 def resume_hint(
@@ -174,34 +217,3 @@ def resume_hint(
         f"resume: graph-agent run {shlex.quote(spec)} --thread {shlex.quote(thread)}{db_flag} "
         f"--resume {resume}"
     )
-
-
-class _Quiet:
-    """A reporter that shows nothing (``run`` without ``--stream`` prints only the result)."""
-
-    def header(self, title: str, details: Mapping[str, str]) -> None:
-        pass
-
-    def question(self, text: str) -> None:
-        pass
-
-    def start(self) -> None:
-        pass
-
-    def token(self, node: str, text: str) -> None:
-        pass
-
-    def node(self, output: Any) -> None:
-        pass
-
-    def paused(self, interrupts: Any, hint: str) -> None:
-        pass
-
-    def finish(self, summary: RunSummary) -> None:
-        pass
-
-    def note(self, text: str) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass

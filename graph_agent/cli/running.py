@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 from graph_agent.agent.nodes import run_answer
 from graph_agent.agent.react import ReactAgent
-from graph_agent.cli.errors import EXIT_USAGE, CliError
+from graph_agent.checkpoint.memory import MemorySaver
+from graph_agent.cli.errors import EXIT_USAGE, CliError, RunStopped
 from graph_agent.cli.output import Reporter, RunSummary
 from graph_agent.cli.targets import Target
+from graph_agent.graph.errors import GraphAgentError
+from graph_agent.graph.pending import pending_interrupts
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import Command, Interrupt, NodeOutput, RunnableConfig, StreamingOutput
-from graph_agent.messages import AssistantMessage, Usage
+from graph_agent.messages import AssistantMessage, ToolResponseMessage, Usage
 
-__all__ = ["answer_of", "execute", "new_thread_id", "parse_input", "parse_json"]
+__all__ = [
+    "answer_of",
+    "continuable",
+    "execute",
+    "new_thread_id",
+    "parse_input",
+    "parse_json",
+]
 
 
 def new_thread_id(prefix: str = "thread") -> str:
@@ -64,6 +76,43 @@ def answer_of(state: OverAllState) -> str | None:
     return message.text if message is not None else None
 
 
+@contextlib.contextmanager
+def continuable(
+    target: Target, thread: str, command: str, *, finished_too: bool = False
+) -> Iterator[None]:
+    """Turn Ctrl-C inside into :class:`RunStopped` naming ``command``, which carries the thread
+    on, when the thread's saver kept what it did.
+
+    Args:
+        target: What ran; its saver tells whether the thread survives the command.
+        thread: The thread that ran.
+        command: The command line that continues it.
+        finished_too: Suggest ``command`` for a thread whose run had finished too (a chat goes
+            on with a finished thread); else only for one stopped in the middle of a run, or
+            paused.
+    """
+    try:
+        yield
+    except RunStopped:
+        raise
+    except KeyboardInterrupt:
+        raise RunStopped(_carry_on(target, thread, command, finished_too)) from None
+
+
+def _carry_on(target: Target, thread: str, command: str, finished_too: bool) -> str:
+    saver = target.saver
+    if saver is None or isinstance(saver, MemorySaver):
+        return "the thread lived in memory and is gone: with --db PATH it can be continued"
+    try:
+        checkpoint = saver.get(thread)
+    except GraphAgentError:  # the database cannot say: no advice rather than a second error
+        return ""
+    if checkpoint is None:
+        return ""
+    unfinished = bool(checkpoint.next) or bool(pending_interrupts(checkpoint.pending_writes))
+    return f"continue: {command}" if unfinished or finished_too else ""
+
+
 def execute(target: Target, input: Any, config: RunnableConfig, reporter: Reporter) -> RunSummary:
     """Stream one call of ``target`` into ``reporter`` and sum it up (answer, stats, pauses).
 
@@ -77,12 +126,18 @@ def execute(target: Target, input: Any, config: RunnableConfig, reporter: Report
     interrupts: dict[str, Interrupt] = {}
     usage: Usage | None = None
     reporter.start()
+    shown_step: str | None = None
     try:
         for output in target.runnable.stream(input, config):
             if isinstance(output, StreamingOutput):
                 reporter.token(output.node, output.chunk)
                 continue
             reporter.node(output)
+            if reporter.live and output.checkpoint_id != shown_step:
+                shown_step = output.checkpoint_id  # once per superstep
+                upcoming = _next_nodes(target, config, output)
+                if upcoming is not None:
+                    reporter.running(upcoming)
             _count(summary, output)
             if isinstance(output.usage, Usage):
                 usage = output.usage if usage is None else usage + output.usage
@@ -106,7 +161,22 @@ def execute(target: Target, input: Any, config: RunnableConfig, reporter: Report
     return summary
 
 
+def _next_nodes(
+    target: Target, config: RunnableConfig, output: NodeOutput
+) -> tuple[str, ...] | None:
+    """The nodes that run after ``output``'s superstep, as its checkpoint records them;
+    ``None`` when unknown (no saver)."""
+    saver = target.saver
+    if saver is None or output.checkpoint_id is None or config.thread_id is None:
+        return None
+    checkpoint = saver.get(config.thread_id, output.checkpoint_id)
+    return checkpoint.next if checkpoint is not None else None
+
+
 def _count(summary: RunSummary, output: NodeOutput) -> None:
+    """Add what ``output`` did: the model's answers (iterations: those asking for tools) and
+    the tool calls that ran, counted by their results, so that a run resumed after an approval
+    counts the calls it ran (the model asked for them before the pause)."""
     messages = output.update.get("messages") if output.update else None
     if not isinstance(messages, list | tuple):
         return
@@ -114,4 +184,5 @@ def _count(summary: RunSummary, output: NodeOutput) -> None:
         if isinstance(message, AssistantMessage):
             summary.model_calls += 1
             summary.iterations += bool(message.tool_calls)
-            summary.tool_calls += len(message.tool_calls)
+        elif isinstance(message, ToolResponseMessage):
+            summary.tool_calls += 1

@@ -25,10 +25,12 @@ from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.sqlite import SqliteSaver
 from graph_agent.cli.errors import EXIT_USAGE, CliError, cannot_write
+from graph_agent.cli.unstreamed import UnstreamedModel
 from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.errors import GraphRuntimeError, GraphSetupError, SerializationError
 from graph_agent.graph.runner import CompiledGraph
 from graph_agent.graph.types import CompileConfig
+from graph_agent.models.base import ChatModel
 
 __all__ = ["DEMO_DB", "Target", "db_option", "load_target", "open_existing_saver", "open_saver"]
 
@@ -50,6 +52,7 @@ class Target:
     runnable: ReactAgent | CompiledGraph
     opened: SqliteSaver | None = None
     previous_saver: CheckpointSaver | None = None
+    previous_model: ChatModel | None = None
 
     def __enter__(self) -> Target:
         return self
@@ -58,13 +61,34 @@ class Target:
         self.close()
 
     def close(self) -> None:
-        """Close the database this target opened; restore an agent's own saver."""
+        """Close the database this target opened; restore an agent's own saver and model."""
+        if isinstance(self.runnable, ReactAgent) and self.previous_model is not None:
+            self.runnable.model = self.previous_model
+            self.previous_model = None
         if self.opened is None:
             return
         if isinstance(self.runnable, ReactAgent) and self.previous_saver is not None:
             _use_saver(self.runnable, self.previous_saver)
         self.opened.close()
         self.opened = None
+
+    def ask_model_unstreamed(self) -> None:
+        """Have an agent ask its model for whole answers (see :class:`UnstreamedModel`) until
+        the target is closed.
+
+        Raises:
+            CliError: the target is a graph: its nodes call their models themselves.
+        """
+        if not isinstance(self.runnable, ReactAgent):
+            raise CliError(
+                f"--no-stream-model works on an agent, and {self.spec} is a graph, whose nodes "
+                "call their models themselves",
+                "point at the ReactAgent, or drop --no-stream-model",
+                EXIT_USAGE,
+            )
+        if self.previous_model is None:
+            self.previous_model = self.runnable.model
+            self.runnable.model = UnstreamedModel(self.runnable.model)
 
     @property
     def is_agent(self) -> bool:
@@ -88,9 +112,10 @@ def load_target(spec: str, *, db: str | None = None, default_saver: bool = True)
 
     Args:
         spec: ``MODULE:OBJECT``.
-        db: A SQLite file to keep threads in (an agent's saver is replaced until the target
-            is closed; a StateGraph is compiled with it; an already compiled graph must already
-            use that file).
+        db: A SQLite file to keep threads in: an agent's saver is replaced until the target
+            is closed; a StateGraph is compiled with it; a compiled graph without a saver, or
+            with a MemorySaver, runs on it (as LangGraph's server runs a compiled graph on its
+            own checkpointer); a compiled graph on another database must already use that file.
         default_saver: Compile a StateGraph with a MemorySaver when there is no ``db``, so its
             interrupts can be resumed within the process.
 
@@ -117,8 +142,12 @@ def load_target(spec: str, *, db: str | None = None, default_saver: bool = True)
             raise CliError(f"{spec} does not compile: {exc}", "fix the graph", EXIT_USAGE) from exc
         return Target(spec=spec, runnable=compiled, opened=graph_saver)
     assert isinstance(found, CompiledGraph)
-    if db is not None:
-        _check_compiled_saver(spec, found, db)
+    if db is None:
+        return Target(spec=spec, runnable=found)
+    if found.saver is None or isinstance(found.saver, MemorySaver):
+        compiled_saver = open_saver(db)
+        return Target(spec=spec, runnable=found.with_saver(compiled_saver), opened=compiled_saver)
+    _check_compiled_saver(spec, found, db)
     return Target(spec=spec, runnable=found)
 
 
@@ -128,16 +157,10 @@ def _use_saver(agent: ReactAgent, saver: CheckpointSaver) -> None:
 
 
 def _check_compiled_saver(spec: str, graph: CompiledGraph, db: str) -> None:
+    """A graph compiled on a database of its own runs there: ``--db`` must name that file."""
     saver = graph.saver
     if isinstance(saver, SqliteSaver) and _same_file(saver.path, db):
         return
-    if saver is None:
-        raise CliError(
-            f"{spec} was compiled without a saver, so --db cannot keep its threads",
-            "point at the StateGraph instead (it is compiled for you on --db), or compile with "
-            "CompileConfig(saver=SqliteSaver(path))",
-            EXIT_USAGE,
-        )
     raise CliError(
         f"{spec} was compiled with {type(saver).__name__}, which --db {db} cannot replace",
         "drop --db to use the graph's own saver, or point at the StateGraph instead",

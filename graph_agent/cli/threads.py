@@ -16,16 +16,18 @@ from typing import Any
 
 from rich import box
 from rich.console import Console, JustifyMethod
+from rich.highlighter import JSONHighlighter
 from rich.table import Table
+from rich.text import Text
 
 from graph_agent.checkpoint.base import Checkpoint
 from graph_agent.checkpoint.codec import encode_header
 from graph_agent.checkpoint.serde import dumps
 from graph_agent.checkpoint.sqlite import SqliteSaver
 from graph_agent.cli.errors import CliError
-from graph_agent.cli.output import make_console, to_json
+from graph_agent.cli.output import make_console, printable, to_json
 from graph_agent.cli.targets import db_option, open_existing_saver
-from graph_agent.graph.errors import SerializationError
+from graph_agent.graph.errors import SerializationError, ThreadBusyError
 from graph_agent.graph.pending import pending_interrupts
 
 __all__ = ["checkpoint_bytes", "threads_command"]
@@ -88,7 +90,7 @@ def _list(saver: SqliteSaver, console: Console, plain: bool, db: str) -> int:
             ]
         )
     if not rows:
-        console.print(f"no threads in {db}")
+        console.print(Text(printable(f"no threads in {db}")))
         return 0
     headers = ["thread", "checkpoints", "step", "next", "updated", "bytes"]
     _table(console, plain, headers, rows, title=f"threads in {db}")
@@ -124,11 +126,11 @@ def _show(
         "interrupts": list(pending_interrupts(checkpoint.pending_writes)),
         "values": values,
     }
-    text = to_json(document)
+    text = printable(to_json(document), multiline=True)
     if plain:
         console.file.write(text + "\n")
     else:
-        console.print_json(text)
+        console.print(JSONHighlighter()(text), soft_wrap=True)
     return 0
 
 
@@ -181,10 +183,22 @@ def _history(
 
 
 def _delete(saver: SqliteSaver, console: Console, thread: str) -> int:
-    count = sum(1 for _ in saver.list(thread))
-    size = saver.stored_bytes(thread)
-    saver.delete_thread(thread)
-    console.print(f"deleted thread {thread} ({count} checkpoints, {size:,} bytes)")
+    """Delete ``thread`` holding its lease, as a run would: a thread that is running is
+    refused, and no run can start on it meanwhile."""
+    try:
+        lease = saver.acquire(thread)
+    except ThreadBusyError as exc:
+        raise CliError(
+            f"thread {thread!r} is running, so it was not deleted",
+            "wait for its run to finish (or stop it), then delete it",
+        ) from exc
+    try:
+        count = sum(1 for _ in saver.list(thread))
+        size = saver.stored_bytes(thread)
+        saver.delete_thread(thread)
+    finally:
+        saver.release(lease)
+    console.print(Text(printable(f"deleted thread {thread} ({count} checkpoints, {size:,} bytes)")))
     return 0
 
 
@@ -196,6 +210,11 @@ def _table(
     *,
     title: str,
 ) -> None:
+    """The rows under the headers: aligned columns in plain mode, a rich table on a terminal.
+    Every cell is one line (through :func:`printable`): an id holding a newline never forges a
+    row."""
+    title = printable(title)
+    rows = [[printable(cell) for cell in row] for row in rows]
     if plain:
         widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
         for row in (headers, *rows):

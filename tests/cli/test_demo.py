@@ -9,7 +9,11 @@ from pathlib import Path
 from tests.models.openai_fake_server import (
     FakeOpenAIServer,
     chunk,
+    completion,
+    dynamic,
+    reply_json,
     reply_sse,
+    tool_call,
     tool_delta,
 )
 
@@ -149,3 +153,64 @@ def test_base_url_and_model_run_the_demo_on_a_real_server_with_the_real_tools(cl
         "convert_units",
     }
     assert json.loads(bodies[1]["messages"][-1]["content"]) == 395
+
+
+def test_a_thread_that_is_not_stored_is_said_to_be_new(cli):
+    cli("demo", "--plain", "--thread", "work", "What is 6 * 7?")
+
+    mistyped = cli("demo", "--plain", "--thread", "wrok", "What did I ask before?")
+
+    assert mistyped.code == 0, mistyped.err
+    assert "new thread wrok (not in .graph_agent/demo.db; see graph-agent threads list)" in (
+        mistyped.out
+    )
+    assert "This is the first thing you asked in this conversation." in mistyped.out
+
+
+def test_ctrl_c_in_the_demo_prints_the_command_that_finishes_the_run(cli, monkeypatch):
+    from graph_agent.demo import DemoChatModel
+
+    answer = DemoChatModel._reply
+
+    def stopped_once(self, request):
+        monkeypatch.setattr(DemoChatModel, "_reply", answer)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(DemoChatModel, "_reply", stopped_once)
+
+    stopped = cli("demo", "--plain", "--thread", "d1", "--db", "d.db", "What is 6 * 7?")
+    continued = cli("demo", "--plain", "--thread", "d1", "--db", "d.db")
+
+    assert stopped.code == 130
+    assert stopped.error_lines == [
+        "interrupted",
+        "continue: graph-agent demo --thread d1 --db d.db",
+    ]
+    assert continued.code == 0, continued.err
+    assert "thread d1 stopped before its run finished: finishing it" in continued.out
+    assert "- 6 * 7 = 42" in continued.out
+    assert "you: " not in continued.out
+
+
+def test_no_stream_model_asks_a_server_whose_streamed_tool_calls_are_lost_unstreamed(cli):
+    def like_the_server(request):
+        if request.body.get("stream"):  # streamed, this server drops the tool calls
+            return reply_sse([chunk({"content": "I cannot."}), chunk(finish_reason="stop")])
+        if request.body["messages"][-1]["role"] == "tool":
+            return reply_json(completion("It is 395."))
+        call = tool_call("c1", "calculator", {"expression": "(17 * 23) + 4"})
+        return reply_json(completion(None, tool_calls=[call], finish_reason="tool_calls"))
+
+    with FakeOpenAIServer() as server:
+        server.enqueue(dynamic(like_the_server), dynamic(like_the_server))
+        result = cli(
+            "demo",
+            *("--plain", "--base-url", server.base_url, "--model", "m", "--no-stream-model"),
+            "17*23+4?",
+        )
+        bodies = server.bodies
+
+    assert result.code == 0, result.err
+    assert "<- calculator: 395" in result.out
+    assert "It is 395." in result.out
+    assert [body.get("stream", False) for body in bodies] == [False, False]

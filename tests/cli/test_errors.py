@@ -57,10 +57,10 @@ CASES = {
         2,
         "INPUT is not valid JSON",
     ),
-    "compiled without saver on a db": (
-        ["run", f"{example('workflow.py')}:build", "{}", "--db", "x.db"],
+    "compiled on another database": (
+        ["run", "@own_db.py:app", "{}", "--db", "x.db"],
         2,
-        "workflow.py:build was compiled without a saver, so --db cannot keep its threads",
+        "own_db.py:app was compiled with SqliteSaver, which --db x.db cannot replace",
     ),
     "missing key": (
         ["demo", "--online"],
@@ -156,6 +156,18 @@ CASES = {
 }
 
 
+OWN_DB_GRAPH = """
+from graph_agent import END, START, CompileConfig, StateGraph
+from graph_agent.checkpoint.sqlite import SqliteSaver
+
+g = StateGraph("own")
+g.add_node("a", lambda state: {"done": True})
+g.add_edge(START, "a")
+g.add_edge("a", END)
+app = g.compile(CompileConfig(saver=SqliteSaver("own.db")))
+"""
+
+
 def _argv(argv: list[str], cli, monkeypatch) -> list[str]:
     resolved = []
     for arg in argv:
@@ -179,6 +191,9 @@ def _argv(argv: list[str], cli, monkeypatch) -> list[str]:
         elif arg == "@boom.py:agent":
             Path("boom.py").write_text('raise RuntimeError("no API key in settings.toml")\n')
             arg = "boom.py:agent"
+        elif arg == "@own_db.py:app":
+            Path("own_db.py").write_text(OWN_DB_GRAPH)
+            arg = "own_db.py:app"
         elif arg == "@demo":
             cli("demo", "--db", "demo.db", "What is 1 + 1?")
             arg = "demo.db"

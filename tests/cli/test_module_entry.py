@@ -25,3 +25,12 @@ def test_importing_graph_agent_does_not_load_the_command_line():
     completed = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
 
     assert completed.stdout.strip() == "[]", completed.stderr
+
+
+def test_version_prints_the_installed_version(program):
+    from importlib.metadata import version
+
+    result = program("--version")
+
+    assert result.code == 0, result.err
+    assert result.out == f"graph-agent {version('graph-agent')}\n"

@@ -164,3 +164,60 @@ def test_an_unknown_checkpoint_suggests_the_history_on_the_same_db(cli, stored):
         "error: thread 'a' has no checkpoint 'nope'",
         "hint: list them with: graph-agent threads history a --db runs.db",
     ]
+
+
+RUNNING_AGENT = """
+import threading
+
+from graph_agent import ReactAgent
+from graph_agent.messages import AssistantMessage
+from graph_agent.models.base import LocalChatModel
+
+started, finish = threading.Event(), threading.Event()
+
+
+class Model(LocalChatModel):
+    def _reply(self, request):
+        started.set()
+        finish.wait(30)
+        return AssistantMessage("done")
+
+
+agent = ReactAgent("slow", Model())
+"""
+
+
+def test_delete_refuses_a_thread_that_is_running_and_the_run_finishes(cli, tmp_path):
+    import sys
+    import threading
+
+    from graph_agent.checkpoint.sqlite import SqliteSaver
+    from graph_agent.cli.targets import load_target
+    from graph_agent.graph.types import RunnableConfig
+
+    (tmp_path / "slow.py").write_text(RUNNING_AGENT)
+    cli("run", "graph_agent.demo:agent", "What is 1 + 1?", "--db", "r.db", "--thread", "busy")
+    target = load_target(f"{tmp_path / 'slow.py'}:agent", db="r.db")
+    module = sys.modules[type(target.runnable.model).__module__]  # its events
+    answers = []
+    run = threading.Thread(
+        target=lambda: answers.append(target.runnable.call("Hi", RunnableConfig(thread_id="busy")))
+    )
+    run.start()
+    try:
+        assert module.started.wait(10)
+        refused = cli("threads", "delete", "busy", "--db", "r.db")
+    finally:
+        module.finish.set()
+        run.join(10)
+        target.close()
+
+    assert refused.code == 1
+    assert refused.error_lines == [
+        "error: thread 'busy' is running, so it was not deleted",
+        "hint: wait for its run to finish (or stop it), then delete it",
+    ]
+    assert answers[0].text == "done"
+    saver = SqliteSaver("r.db")
+    assert [m.text for m in saver.get("busy").values["messages"]][-1] == "done"
+    saver.close()
