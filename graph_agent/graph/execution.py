@@ -517,6 +517,9 @@ async def arun_tasks(effect: RunTasks, saver: Any, streaming: bool) -> AsyncIter
     workers = [asyncio.ensure_future(run_one(task)) for task in tasks]
     done = asyncio.ensure_future(asyncio.gather(*workers))
     done.add_done_callback(lambda _: events.put_nowait(None))
+    # a cancelled call leaves `done` failed with CancelledError and never awaited: retrieve
+    # it, or asyncio logs "exception was never retrieved" when it is collected
+    done.add_done_callback(_retrieve)
     try:
         while True:
             event = await events.get()
@@ -531,3 +534,8 @@ async def arun_tasks(effect: RunTasks, saver: Any, streaming: bool) -> AsyncIter
     finally:
         for worker in workers:
             worker.cancel()
+
+
+def _retrieve(future: Any) -> None:
+    if not future.cancelled():
+        future.exception()

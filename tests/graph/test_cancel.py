@@ -166,3 +166,44 @@ def test_a_subgraph_stops_with_its_parent_and_the_parent_reports_the_cancel():
     final = app.invoke(None, RunnableConfig(thread_id="t1"))
     # the child carries on inside its namespace: a ran before the cancel and is not run again
     assert list(final["log"]) == ["a", "b", "c", "next"]
+
+
+@pytest.mark.parametrize("branches", [1, 2], ids=["one sync node", "parallel sync nodes"])
+def test_cancelling_ainvoke_while_a_sync_node_runs_is_quiet_and_the_thread_resumes(branches):
+    started = threading.Event()
+    release = threading.Event()
+    g = StateGraph("slow", key_strategies={"log": AppendStrategy()})
+    for index in range(branches):
+        name = f"n{index}"
+
+        def node(state: Any, name: str = name) -> dict[str, Any]:
+            started.set()
+            release.wait(5)
+            return {"log": name}
+
+        g.add_node(name, node).add_edge(START, name).add_edge(name, END)
+    app = g.compile(CompileConfig(saver=MemorySaver()))
+    config = RunnableConfig(thread_id="t")
+    reported: list[dict[str, Any]] = []
+
+    async def main() -> Any:
+        asyncio.get_running_loop().set_exception_handler(
+            lambda _, context: reported.append(context)
+        )
+        call = asyncio.create_task(app.ainvoke({}, config))
+        await asyncio.to_thread(started.wait, 5)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        release.set()
+        del call
+        import gc
+
+        gc.collect()  # a future nobody retrieved reports itself when it is collected
+        await asyncio.sleep(0)
+        return await app.ainvoke(None, config)
+
+    final = asyncio.run(main())
+
+    assert reported == []
+    assert sorted(final["log"]) == [f"n{index}" for index in range(branches)]
