@@ -43,6 +43,7 @@ from graph_agent.graph.types import (
     RunnableConfig,
     StateSnapshot,
     StreamingOutput,
+    TaskSnapshot,
 )
 from graph_agent.messages import (
     AssistantMessage,
@@ -141,6 +142,7 @@ __all__ = [
     "SummarizationHook",
     "SystemMessage",
     "TaskContext",
+    "TaskSnapshot",
     "ThreadBusyError",
     "Tool",
     "ToolCall",

@@ -37,6 +37,7 @@ EXPECTED = {
     "StateSnapshot",
     "StreamingOutput",
     "TaskContext",
+    "TaskSnapshot",
     "ThreadBusyError",
     "emit_chunk",
     "interrupt",

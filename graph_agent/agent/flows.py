@@ -178,8 +178,20 @@ class FlowAgent:
         """The team's graph; with ``xray`` every agent is drawn open."""
         return self.graph.get_graph(fmt, xray=xray)
 
-    def get_state(self, config: RunnableConfig) -> StateSnapshot:
-        return self.graph.get_state(config)
+    def get_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
+        """The team's state; with ``subgraphs``, each running agent's too (see
+        :meth:`CompiledGraph.get_state`)."""
+        return self.graph.get_state(config, subgraphs=subgraphs)
+
+    def get_state_history(
+        self,
+        config: RunnableConfig,
+        limit: int | None = None,
+        before: str | RunnableConfig | None = None,
+    ) -> Iterator[StateSnapshot]:
+        """The team's snapshots, newest first (an agent's, with a config naming its
+        namespace, as ``TaskSnapshot.state.config`` does)."""
+        return self.graph.get_state_history(config, limit=limit, before=before)
 
     def as_node(self, **options: Any) -> SubgraphNode:
         """This team as a node of another graph (see ``ReactAgent.as_node``)."""

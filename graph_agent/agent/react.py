@@ -298,8 +298,9 @@ class ReactAgent:
                     yield message
 
     # thread state
-    def get_state(self, config: RunnableConfig) -> StateSnapshot:
-        return self.graph.get_state(config)
+    def get_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
+        """The thread's state (see :meth:`CompiledGraph.get_state`)."""
+        return self.graph.get_state(config, subgraphs=subgraphs)
 
     def get_state_history(
         self,

@@ -36,6 +36,7 @@ from graph_agent.graph.errors import (
 )
 from graph_agent.graph.pending import (
     BREAKPOINT,
+    ERROR,
     INTERRUPT,
     NESTED,
     RESUME,
@@ -601,6 +602,10 @@ class _Flow:
                 for task in failures:  # a subgraph or agent that stopped with this run
                     if isinstance(task.error, GraphCancelledError):
                         raise self._cancelled(during=True) from task.error
+            if self.saver is not None:  # shown by get_state's tasks; a resume runs them again
+                for task in failures:
+                    error = f"{type(task.error).__name__}: {task.error}"[:2000]
+                    yield self._put_writes(task.context.id, [(ERROR, error)])
             raise _node_error(failures)
         interrupts: list[Interrupt] = []
         waiting_node: str | None = None

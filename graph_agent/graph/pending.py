@@ -5,8 +5,9 @@ Savers store pending writes as ``(task id, channel, value)``; the channels are a
 node's write (:data:`WRITE`), interrupts raised by ``interrupt()`` (:data:`INTERRUPT`) or by a
 static breakpoint (:data:`BREAKPOINT`), resume values given (:data:`RESUME`), which of a task's
 interrupts a graph nested in it raised (:data:`NESTED`), the scope each of its interrupts raised
-inside an ``InterruptScope`` came from (:data:`SCOPED`), and sub-task records
-(``RECORD_PREFIX`` + key). :class:`Pending` reads them back for the flow.
+inside an ``InterruptScope`` came from (:data:`SCOPED`), the error a failed attempt raised
+(:data:`ERROR`: shown in snapshots, ignored by a resume, which runs the task again), and
+sub-task records (``RECORD_PREFIX`` + key). :class:`Pending` reads them back for the flow.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ BREAKPOINT = "__breakpoint__"
 RESUME = "__resume__"
 NESTED = "__nested__"
 SCOPED = "__scoped__"
+ERROR = "__error__"
 
 SUBGRAPH_TASK = "__subgraph_task__"
 """Record key: the task id a subgraph node's namespace derives from, when the task took over
@@ -31,6 +33,18 @@ a paused task after ``update_state`` (so the paused child is found where it wait
 SUBGRAPH_CONSUMED = "__subgraph_consumed__"
 """Record key: ids of answers a nested graph took and stored a checkpoint after; a later
 failure of the nested graph is then not a refusal of those answers."""
+
+
+def subgraph_place(node: str, task_id: str, records: Mapping[str, Any]) -> str:
+    """Where the subgraph run by ``node``'s task keeps its checkpoints, relative to the
+    parent's namespace: ``"<node>:<task id>"`` (the id of the task it took over, after
+    ``update_state`` on a paused parent: see :data:`SUBGRAPH_TASK`)."""
+    return f"{node}:{records.get(SUBGRAPH_TASK, task_id)}"
+
+
+def nested_namespace(parent_ns: str, place: str) -> str:
+    """The namespace of a graph run at ``place`` by a task of the graph in ``parent_ns``."""
+    return f"{parent_ns}|{place}" if parent_ns else place
 
 
 class Pending:
@@ -51,6 +65,8 @@ class Pending:
         self.static_ids: set[str] = set()
         self.nested: dict[str, tuple[str, frozenset[str]]] = {}
         """Per task that ran a graph which paused: (the task's node, the nested ids)."""
+        self.errors: dict[str, str] = {}
+        """Per task: the error its last attempt failed with (only shown, never acted on)."""
         self.scopes: dict[str, dict[str, tuple[str, int]]] = {}
         """Per task: interrupt id → (scope key, index in the scope), for the interrupts it
         raised inside an ``InterruptScope``."""
@@ -67,6 +83,8 @@ class Pending:
                 self.scopes[task_id] = {i: (key, index) for i, (key, index) in value.items()}
             elif channel == RESUME:
                 self.resume.setdefault(task_id, {}).update(value)
+            elif channel == ERROR:
+                self.errors[task_id] = str(value)
             elif channel.startswith(RECORD_PREFIX):
                 self.records.setdefault(task_id, {})[channel[len(RECORD_PREFIX) :]] = value
 
@@ -105,6 +123,11 @@ class Pending:
     def dynamic_waiting(self) -> list[tuple[str, Interrupt]]:
         """Unanswered interrupts raised by ``interrupt()`` (not static breakpoints)."""
         return [(t, i) for t, i in self.unanswered() if i.id not in self.static_ids]
+
+    def unanswered_of(self, task_id: str) -> tuple[Interrupt, ...]:
+        """The interrupts ``task_id`` still waits on, in the order it raised them."""
+        answered = self.resume.get(task_id, {})
+        return tuple(i for i in self.interrupts.get(task_id, ()) if i.id not in answered)
 
     def unanswered(self) -> list[tuple[str, Interrupt]]:
         """Interrupts with no resume value yet, as (task id, interrupt), in node order."""

@@ -26,10 +26,11 @@ from graph_agent.graph.flow import (
     call_flow,
     update_flow,
 )
-from graph_agent.graph.pending import pending_interrupts
+from graph_agent.graph.pending import Pending, nested_namespace, subgraph_place
 from graph_agent.graph.render import GraphView
+from graph_agent.graph.runtime import task_id_for
 from graph_agent.graph.state import OverAllState
-from graph_agent.graph.types import NodeOutput, RunnableConfig, StateSnapshot
+from graph_agent.graph.types import NodeOutput, RunnableConfig, StateSnapshot, TaskSnapshot
 
 inside_subgraph: ContextVar[bool] = ContextVar("graph_agent_inside_subgraph", default=False)
 """True while a graph runs as a node of another graph: a handoff (``Command.PARENT``) then
@@ -315,8 +316,14 @@ class CompiledGraph:
             with contextlib.suppress(RuntimeError):
                 await agen.aclose()
 
-    def get_state(self, config: RunnableConfig) -> StateSnapshot:
-        """The thread's state at its newest checkpoint (or at ``config.checkpoint_id``)."""
+    def get_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
+        """The thread's state at its newest checkpoint (or at ``config.checkpoint_id``; in the
+        namespace ``config.checkpoint_ns`` names, a subgraph's, say).
+
+        With ``subgraphs``, each task of the next step that runs a graph of its own (a subgraph
+        or an agent node) carries that graph's state in ``TaskSnapshot.state``, nested as deep
+        as they go: what a paused or failed child holds, and where its history is.
+        """
         thread_id = self._thread(config, "get_state")
         checkpoint = self._run.saver.get(thread_id, config.checkpoint_id, config.checkpoint_ns)
         if checkpoint is None:
@@ -328,7 +335,7 @@ class CompiledGraph:
                 created_at=None,
                 parent_config=None,
             )
-        return self._snapshot(checkpoint)
+        return self._snapshot(checkpoint, subgraphs=subgraphs)
 
     def get_state_history(
         self,
@@ -381,10 +388,11 @@ class CompiledGraph:
             raise ValueError(f"{what} needs RunnableConfig(thread_id=...)")
         return config.thread_id
 
-    def _snapshot(self, checkpoint: Any) -> StateSnapshot:
+    def _snapshot(self, checkpoint: Any, *, subgraphs: bool = False) -> StateSnapshot:
         hidden = self._run.spec.hidden_keys
         thread_id, ns = checkpoint.thread_id, checkpoint.checkpoint_ns
         parent = checkpoint.parent_id
+        pending = Pending(checkpoint.pending_writes, self._run.spec.rank)
         return StateSnapshot(
             values={k: v for k, v in checkpoint.values.items() if k not in hidden},
             next=tuple(checkpoint.next),
@@ -398,8 +406,36 @@ class CompiledGraph:
                 if parent
                 else None
             ),
-            interrupts=pending_interrupts(checkpoint.pending_writes, self._run.spec.rank),
+            interrupts=tuple(item for _, item in pending.unanswered()),
+            tasks=tuple(self._tasks(checkpoint, pending, subgraphs)),
         )
+
+    def _tasks(self, checkpoint: Any, pending: Pending, subgraphs: bool) -> Iterator[TaskSnapshot]:
+        """The next step's tasks as a snapshot shows them."""
+        thread_id, nodes = checkpoint.thread_id, self._run.spec.nodes
+        for name in checkpoint.next:
+            task_id = task_id_for(thread_id, checkpoint.id, name)
+            node = nodes.get(name)
+            child = getattr(node.fn, "child", None) if node is not None else None
+            state = None
+            if subgraphs and isinstance(child, CompiledGraph):
+                records = pending.records.get(task_id, {})
+                place = subgraph_place(name, task_id, records)
+                state = child.with_saver(self._run.saver)._child_state(
+                    thread_id, nested_namespace(checkpoint.checkpoint_ns, place)
+                )
+            yield TaskSnapshot(
+                id=task_id,
+                name=name,
+                interrupts=pending.unanswered_of(task_id),
+                error=pending.errors.get(task_id),
+                state=state,
+            )
+
+    def _child_state(self, thread_id: str, namespace: str) -> StateSnapshot | None:
+        """The state a child graph keeps in ``namespace``, or ``None`` before it stored any."""
+        checkpoint = self._run.saver.get(thread_id, None, namespace)
+        return None if checkpoint is None else self._snapshot(checkpoint, subgraphs=True)
 
     def get_graph(self, fmt: str = "mermaid", *, xray: bool = False) -> str:
         """The graph as ``"mermaid"``, ``"plantuml"``, ``"dot"`` or ``"ascii"`` text; with

@@ -24,7 +24,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from graph_agent.graph.errors import GraphInterrupted, ParentCommand
-from graph_agent.graph.pending import SUBGRAPH_CONSUMED, SUBGRAPH_TASK, Pending
+from graph_agent.graph.pending import (
+    SUBGRAPH_CONSUMED,
+    Pending,
+    nested_namespace,
+    subgraph_place,
+)
 from graph_agent.graph.runner import CompiledGraph, inside_subgraph
 from graph_agent.graph.runtime import TaskContext, emit_chunk
 from graph_agent.graph.state import OverAllState, ReplaceAll, SeqView
@@ -105,7 +110,7 @@ def run_nested(
 
 def _namespace(task: TaskContext, place: str) -> str:
     """The checkpoint namespace of the graph ``task`` runs at ``place`` (nested in its own)."""
-    return f"{task.checkpoint_ns}|{place}" if task.checkpoint_ns else place
+    return nested_namespace(task.checkpoint_ns, place)
 
 
 def _first_values(saver: Any, thread_id: str | None, namespace: str) -> dict[str, Any] | None:
@@ -220,7 +225,7 @@ class SubgraphNode:
         task = config.task
         # after update_state on a paused parent, the task keeps the namespace of the one it
         # took over, where the child waits
-        place = f"{task.node}:{task.recorded(SUBGRAPH_TASK, task.id)}" if task else self.name
+        place = subgraph_place(task.node, task.id, task.records) if task else self.name
         given: list[dict[str, Any]] = []
 
         def fresh_input() -> dict[str, Any]:

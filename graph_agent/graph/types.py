@@ -24,6 +24,7 @@ __all__ = [
     "RunnableConfig",
     "StateSnapshot",
     "StreamingOutput",
+    "TaskSnapshot",
 ]
 
 
@@ -200,7 +201,14 @@ class StreamingOutput(NodeOutput):
 
 @dataclass(frozen=True, slots=True)
 class StateSnapshot:
-    """A thread's state at one checkpoint, as ``get_state`` and ``get_state_history`` give it."""
+    """A thread's state at one checkpoint, as ``get_state`` and ``get_state_history`` give it.
+
+    ``tasks`` are the tasks of the next step (one per node in ``next``), with what the
+    checkpoint knows of each: the interrupts it waits on, the error it failed with, and, from
+    ``get_state(config, subgraphs=True)``, the state of the graph it runs inside (a subgraph or
+    an agent node), whose ``config`` names the child's namespace for its own
+    ``get_state_history``.
+    """
 
     values: dict[str, Any]
     next: tuple[str, ...]
@@ -209,3 +217,20 @@ class StateSnapshot:
     created_at: datetime | None
     parent_config: RunnableConfig | None
     interrupts: tuple[Interrupt, ...] = ()
+    tasks: tuple[TaskSnapshot, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSnapshot:
+    """A task of a snapshot's next step.
+
+    ``error`` is ``"<type>: <message>"`` when the task failed in its last attempt (it runs
+    again when the thread carries on); ``state`` is the graph it runs inside, with
+    ``subgraphs=True`` and when that graph has stored a checkpoint.
+    """
+
+    id: str
+    name: str
+    interrupts: tuple[Interrupt, ...] = ()
+    error: str | None = None
+    state: StateSnapshot | None = None
