@@ -32,6 +32,7 @@ from graph_agent.graph.errors import (
     GraphRuntimeError,
     InvalidUpdateError,
     ParentCommand,
+    exception_text,
 )
 from graph_agent.graph.execution import wait_delivering
 from graph_agent.graph.runtime import InterruptScope, TaskContext
@@ -737,7 +738,7 @@ def _describe(exc: Exception, call: ToolCall) -> str:
 
     if isinstance(exc, ToolArgumentsError | ToolTimeoutError | LookupError | ToolCommandError):
         return f"Error: {exc}"
-    return f"Error: tool {call.name!r} raised {type(exc).__name__}: {exc}"
+    return f"Error: tool {call.name!r} raised {type(exc).__name__}: {exception_text(exc)}"
 
 
 def _in_parallel(jobs: Sequence[Any], limit: int) -> list[Any]:

@@ -72,7 +72,7 @@ from zoneinfo import ZoneInfo
 import msgpack
 from pydantic import BaseModel
 
-from graph_agent.graph.errors import SerializationError
+from graph_agent.graph.errors import SerializationError, exception_text
 from graph_agent.graph.state import RemoveMessage, ReplaceAll, SeqView
 
 __all__ = [
@@ -695,7 +695,7 @@ def _describe_failure(obj: object, root: str, by_type: dict[type, _Codec], exc: 
             return f"cannot serialize value at {_render(step, root)}: {problem}"
         for segment, child in reversed(children):
             stack.append((child, depth + levels, _PathStep(step, segment, child)))
-    return f"cannot serialize value at {root}: {type(exc).__name__}: {exc}"
+    return f"cannot serialize value at {root}: {type(exc).__name__}: {exception_text(exc)}"
 
 
 def _children(value: object, by_type: dict[type, _Codec]) -> tuple[list[tuple[str, Any]], int]:
@@ -732,7 +732,7 @@ def _children(value: object, by_type: dict[type, _Codec]) -> tuple[list[tuple[st
         raise
     except Exception as exc:
         raise _EncodeError(
-            f"{kind.__qualname__} could not be encoded: {type(exc).__name__}: {exc}"
+            f"{kind.__qualname__} could not be encoded: {type(exc).__name__}: {exception_text(exc)}"
         ) from exc
     if codec.code == _NAMED_CODE:
         encoded = encoded[1:]  # [name, *payload]: the name stands where the tag would be

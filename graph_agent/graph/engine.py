@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
-from graph_agent.graph.errors import InvalidUpdateError, NodeError, ParentCommand
+from graph_agent.graph.errors import (
+    InvalidUpdateError,
+    NodeError,
+    ParentCommand,
+    exception_text,
+)
 from graph_agent.graph.state import (
     AppendLog,
     AppendStrategy,
@@ -384,7 +389,7 @@ class Loop:
         except Exception as exc:
             raise InvalidUpdateError(
                 f"node {node!r} (step {step}) wrote to {key!r}, and its strategy {strategy!r} "
-                f"could not merge {_short(new)} into {_short(old)}: {exc}",
+                f"could not merge {_short(new)} into {_short(old)}: {exception_text(exc)}",
                 node=node,
                 step=step,
             ) from exc
@@ -462,7 +467,8 @@ class Loop:
             answer = branch.fn(state, config) if branch.pass_config else branch.fn(state)
         except Exception as exc:
             raise NodeError(
-                f"the router on {source!r} raised {type(exc).__name__}: {exc} (step {step})",
+                f"the router on {source!r} raised {type(exc).__name__}: {exception_text(exc)} "
+                f"(step {step})",
                 node=source,
                 step=step,
             ) from exc

@@ -29,6 +29,19 @@ if TYPE_CHECKING:
     from graph_agent.graph.types import Interrupt
 
 
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, also for an exception whose ``__str__`` raises (then its ``repr``, or at
+    least its type): describing a failure must never fail in turn."""
+    try:
+        return str(exc)
+    except Exception:
+        pass
+    try:
+        return repr(exc)
+    except Exception:
+        return f"<{type(exc).__name__} whose message cannot be shown>"
+
+
 class GraphAgentError(Exception):
     """Root of every error graph_agent raises on purpose."""
 

@@ -33,6 +33,7 @@ from graph_agent.graph.errors import (
     InvalidResumeError,
     InvalidUpdateError,
     NodeError,
+    exception_text,
 )
 from graph_agent.graph.pending import (
     BREAKPOINT,
@@ -604,7 +605,9 @@ class _Flow:
                         raise self._cancelled(during=True) from task.error
             if self.saver is not None:  # shown by get_state's tasks; a resume runs them again
                 for task in failures:
-                    error = f"{type(task.error).__name__}: {task.error}"[:2000]
+                    failed = task.error
+                    assert failed is not None
+                    error = f"{type(failed).__name__}: {exception_text(failed)}"[:2000]
                     yield self._put_writes(task.context.id, [(ERROR, error)])
             raise _node_error(failures)
         interrupts: list[Interrupt] = []
@@ -855,7 +858,7 @@ def _node_error(failures: list[Task]) -> BaseException:
     else:
         node, step = first.node.name, first.context.step
         wrapped = NodeError(
-            f"node {node!r} raised {type(error).__name__}: {error} (step {step})",
+            f"node {node!r} raised {type(error).__name__}: {exception_text(error)} (step {step})",
             node=node,
             step=step,
         )

@@ -315,6 +315,38 @@ def test_a_tool_that_raises_becomes_an_error_result():
     assert result.is_error and "RuntimeError: disk full" in result.content
 
 
+class Unprintable(Exception):
+    """An exception whose message cannot be shown: both __str__ and __repr__ raise."""
+
+    def __str__(self):
+        raise ValueError("no text")
+
+    def __repr__(self):
+        raise ValueError("no repr either")
+
+
+class StrRaises(Exception):
+    def __str__(self):
+        raise ValueError("no text")
+
+
+@pytest.mark.parametrize(
+    ("error", "shown"),
+    [(StrRaises(), "StrRaises: StrRaises()"), (Unprintable(), "whose message cannot be shown")],
+    ids=["str raises", "repr raises too"],
+)
+def test_a_tool_exception_whose_str_raises_still_becomes_an_error_result(error, shown):
+    @tool
+    def explode() -> str:
+        """Always fails."""
+        raise error
+
+    model = ScriptedChatModel([calls(("c1", "explode", {})), "noted"])
+    assert ReactAgent("err", model, tools=[explode]).call("go").text == "noted"
+    result = model.requests[1].messages[-1]
+    assert result.is_error and shown in result.content
+
+
 def test_a_tool_that_hangs_times_out_into_an_error_result():
     @tool(timeout=0.2)
     def hang() -> str:

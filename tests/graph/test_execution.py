@@ -273,6 +273,28 @@ def test_a_router_that_raises_becomes_a_node_error(driver):
     assert isinstance(info.value.__cause__, KeyError)
 
 
+class StrRaises(Exception):
+    def __str__(self):
+        raise ValueError("no text")
+
+
+def test_a_node_or_router_exception_whose_str_raises_is_still_a_node_error(driver):
+    def broken(state):
+        raise StrRaises()
+
+    for where in ("node", "router"):
+        g = StateGraph("bad")
+        g.add_node("pick", broken if where == "node" else lambda s: {})
+        g.add_edge(START, "pick")
+        if where == "router":
+            g.add_conditional_edges("pick", broken, {"x": END})
+        else:
+            g.add_edge("pick", END)
+        with pytest.raises(NodeError, match=r"raised StrRaises: StrRaises\(\)") as info:
+            driver.invoke(g.compile(), {})
+        assert isinstance(info.value.__cause__, StrRaises)
+
+
 def test_a_literal_return_annotation_serves_as_path_map(driver):
     def route(state) -> Literal["yes", "no"]:
         return "yes"
