@@ -473,9 +473,12 @@ class ToolNode:
         _, message = last_assistant(state["messages"])
         assert message is not None
         rejected = rejected_calls(state, message)
+        over_limit = self._over_limit(calls, rejected)
         updates: dict[str, ToolUpdate] = {}
         run = [
-            lambda call=call: self._run_one(call, message, rejected, state, config, updates)
+            (lambda call=call: over_limit[call.id])
+            if call.id in over_limit
+            else (lambda call=call: self._run_one(call, message, rejected, state, config, updates))
             for call in calls
         ]
         if len(run) == 1:
@@ -483,7 +486,7 @@ class ToolNode:
         else:
             limit = max(1, self.agent.max_parallel_tools)
             results = _in_parallel(run, limit)
-        executed = [call for call in calls if call.id not in rejected]
+        executed = [call for call in calls if call.id not in rejected and call.id not in over_limit]
         run_counts, thread_counts = counters(state, RUN_KEY), counters(state, THREAD_KEY)
         for counts in (run_counts, thread_counts):
             for call in executed:
@@ -504,6 +507,21 @@ class ToolNode:
             update.update(commanded)
             update["messages"] = [*results, *extra]  # the results first, as models expect
         return update
+
+    def _over_limit(
+        self, calls: list[ToolCall], rejected: Mapping[str, str]
+    ) -> dict[str, ToolResponseMessage]:
+        """Error results for the calls beyond ``max_tool_calls_per_step`` (they do not run)."""
+        limit = self.agent.max_tool_calls_per_step
+        to_run = [call for call in calls if call.id not in rejected]
+        if len(to_run) <= limit:
+            return {}
+        text = (
+            f"Error: this answer asked for {len(to_run)} tool calls, and at most {limit} run per "
+            "answer, so this one did not run. Call fewer tools at once; ask for this call again "
+            "in your next answer if you still need it."
+        )
+        return {call.id: error_response(call, text) for call in to_run[limit:]}
 
     def _merged(self, outcomes: list[tuple[ToolCall, ToolUpdate]], step: int) -> dict[str, Any]:
         """The writes of the calls' Commands as one update, merged in call order."""

@@ -93,6 +93,8 @@ class ReactAgent:
             stored as an answer holding the validated JSON, not as a tool call).
         tool_timeout: Seconds a tool may run (a tool's own ``timeout`` wins).
         max_parallel_tools: Tool calls of one answer that run at once.
+        max_tool_calls_per_step: Tool calls of one answer that run at all; the rest are
+            answered with an error telling the model to call fewer at once.
         max_tool_output_chars: Longer tool results are cut, with a marker.
         model_options: Extra request fields for every model call (temperature, ...).
 
@@ -128,6 +130,7 @@ class ReactAgent:
         *,
         tool_timeout: float = 60.0,
         max_parallel_tools: int = 8,
+        max_tool_calls_per_step: int = 32,
         max_tool_output_chars: int = 20_000,
         model_options: Mapping[str, Any] | None = None,
         output_mode: Literal["response_format", "tool"] = "response_format",
@@ -135,6 +138,8 @@ class ReactAgent:
     ) -> None:
         if max_iterations < 0:
             raise ValueError(f"max_iterations must be >= 0, got {max_iterations}")
+        if max_tool_calls_per_step < 1:
+            raise ValueError(f"max_tool_calls_per_step must be >= 1, got {max_tool_calls_per_step}")
         if output_mode not in ("response_format", "tool"):
             raise ValueError(
                 f"output_mode must be 'response_format' or 'tool', got {output_mode!r}"
@@ -166,6 +171,7 @@ class ReactAgent:
             _register_output_types(name, output_schema)
         self.tool_timeout = tool_timeout
         self.max_parallel_tools = max_parallel_tools
+        self.max_tool_calls_per_step = max_tool_calls_per_step
         self.max_tool_output_chars = max_tool_output_chars
         self.model_options = dict(model_options or {})
         self._compiled: CompiledGraph | None = None

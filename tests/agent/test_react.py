@@ -347,6 +347,39 @@ def test_a_tool_exception_whose_str_raises_still_becomes_an_error_result(error, 
     assert result.is_error and shown in result.content
 
 
+def test_a_reply_with_more_tool_calls_than_max_tool_calls_per_step_runs_only_that_many():
+    ran = []
+
+    @tool
+    def count(n: int) -> int:
+        """Count a call."""
+        ran.append(n)
+        return n
+
+    many = calls(*[(f"c{n}", "count", {"n": n}) for n in range(300)])
+    model = ScriptedChatModel([many, "done"])
+    state = ReactAgent("busy", model, tools=[count]).invoke("go")
+
+    assert sorted(ran) == list(range(32))  # the default: 32 per answer
+    results = [m for m in state["messages"] if isinstance(m, ToolResponseMessage)]
+    assert [m.tool_call_id for m in results] == [f"c{n}" for n in range(300)]  # every call answered
+    assert not any(m.is_error for m in results[:32])
+    assert all(m.is_error and "at most 32 run per answer" in m.content for m in results[32:])
+    assert state.value("_agent_run")["tool_calls"] == {"count": 32}
+
+
+def test_max_tool_calls_per_step_is_a_setting_of_at_least_one():
+    model = ScriptedChatModel(
+        [calls(("a", "add", {"a": 1, "b": 1}), ("b", "add", {"a": 2, "b": 2})), "ok"]
+    )
+    ReactAgent("calc", model, tools=[add], max_tool_calls_per_step=1).call("go")
+    first, second = model.requests[1].messages[-2:]
+    assert (first.content, first.is_error) == ("2", False)
+    assert second.is_error and "Call fewer tools at once" in second.content
+    with pytest.raises(ValueError, match="max_tool_calls_per_step must be >= 1"):
+        ReactAgent("calc", model, tools=[add], max_tool_calls_per_step=0)
+
+
 def test_a_tool_that_hangs_times_out_into_an_error_result():
     @tool(timeout=0.2)
     def hang() -> str:
