@@ -419,8 +419,31 @@ def _run_blocking_with_timeout(fn: Callable[[], Any], timeout: float, thread_nam
     # while it waits, what the tool emits reaches a stream() caller live (an agent tool's tokens)
     done, _ = wait_delivering([future], timeout)
     if not done:
-        raise concurrent.futures.TimeoutError
+        raise _WaitTimedOut
     return future.result()
+
+
+class _WaitTimedOut(Exception):
+    """The wait for a tool ran out (never confused with a TimeoutError the tool itself raised,
+    such as a socket's)."""
+
+
+async def _at_most(awaitable: Awaitable[Any], timeout: float) -> Any:
+    """``awaitable``'s result, or :class:`_WaitTimedOut` after ``timeout`` seconds (it is
+    cancelled then; a thread it waits on is abandoned)."""
+    import asyncio
+
+    running = asyncio.ensure_future(awaitable)
+    done, _ = await asyncio.wait([running], timeout=timeout)
+    if not done:
+        running.cancel()
+        raise _WaitTimedOut
+    return running.result()
+
+
+_BLOCKED_GRACE = 0.5
+"""Seconds past an async tool's timeout after which its loop is taken to be blocked: its
+own ``wait_for`` would have cut it at the timeout otherwise."""
 
 
 def _run_coroutine(make_coroutine: Callable[[], Awaitable[Any]]) -> Any:
@@ -619,14 +642,25 @@ class Tool:
         """:meth:`invoke`, returning the function's value (awaited) instead of its text: the
         agent's tool node applies a returned ``Command(update=..., goto=...)``."""
         call = self._bind(arguments, context)
-        if self.is_async:
+        if self.is_async and timeout is not None:
+            # on a loop of its own, so that a coroutine blocking its loop (time.sleep in an
+            # async def) is still cut at the timeout, as a sync tool would be
+            try:
+                result = _run_blocking_with_timeout(
+                    lambda: _run_coroutine(lambda: self._await_within(call, timeout, context)),
+                    timeout + _BLOCKED_GRACE,
+                    f"tool:{self.name}",
+                )
+            except _WaitTimedOut:
+                raise self._timeout_error(timeout, context, blocked=True) from None
+        elif self.is_async:
             result = _run_coroutine(lambda: self._await_within(call, timeout, context))
         elif timeout is None:
             result = call()
         else:
             try:
                 result = _run_blocking_with_timeout(call, timeout, f"tool:{self.name}")
-            except concurrent.futures.TimeoutError:
+            except _WaitTimedOut:
                 raise self._timeout_error(timeout, context) from None
         if inspect.isawaitable(result):
             result = _run_coroutine(lambda: result)
@@ -652,7 +686,17 @@ class Tool:
             'hi'
         """
         call = self._bind(arguments, context)
-        return result_to_text(await self._await_within(call, timeout, context))
+        if not self.is_async or timeout is None:
+            return result_to_text(await self._await_within(call, timeout, context))
+        # on a loop of its own (see run): a coroutine that blocks cannot block the caller's
+        own_loop = _run_on_daemon_thread(
+            lambda: _run_coroutine(lambda: self._await_within(call, timeout, context)),
+            f"tool:{self.name}",
+        )
+        try:
+            return result_to_text(await _at_most(own_loop, timeout + _BLOCKED_GRACE))
+        except _WaitTimedOut:
+            raise self._timeout_error(timeout, context, blocked=True) from None
 
     async def _await_within(
         self, call: Callable[[], Any], timeout: float | None, context: ToolContext | None
@@ -666,18 +710,24 @@ class Tool:
 
         if timeout is None:
             return await run()
-        import asyncio
-
         try:
-            return await asyncio.wait_for(run(), timeout)
-        except TimeoutError:
+            return await _at_most(run(), timeout)
+        except _WaitTimedOut:
             raise self._timeout_error(timeout, context) from None
 
-    def _timeout_error(self, timeout: float, context: ToolContext | None) -> ToolTimeoutError:
+    def _timeout_error(
+        self, timeout: float, context: ToolContext | None, *, blocked: bool = False
+    ) -> ToolTimeoutError:
         if context is not None:
             context.cancelled.set()  # a tool still running on its thread may see it and stop
+        why = (
+            " It blocked its event loop (a blocking call such as time.sleep or sync I/O "
+            "inside an async def tool), so it could not be cancelled; it was abandoned."
+            if blocked
+            else " It was abandoned."
+        )
         return ToolTimeoutError(
-            f"Tool '{self.name}' did not finish within {timeout:g} s and was abandoned.",
+            f"Tool '{self.name}' did not finish within {timeout:g} s.{why}",
             tool_name=self.name,
             timeout=timeout,
         )

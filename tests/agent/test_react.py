@@ -380,6 +380,24 @@ def test_max_tool_calls_per_step_is_a_setting_of_at_least_one():
         ReactAgent("calc", model, tools=[add], max_tool_calls_per_step=0)
 
 
+def test_an_async_tool_that_blocks_its_loop_times_out_into_an_error_result_saying_so():
+    release = threading.Event()
+
+    @tool(timeout=0.2)
+    async def blocking() -> str:
+        """Blocks its event loop."""
+        release.wait(10)
+        return "late"
+
+    model = ScriptedChatModel([calls(("c1", "blocking", {})), "gave up"])
+    try:
+        assert ReactAgent("err", model, tools=[blocking]).call("go").text == "gave up"
+    finally:
+        release.set()
+    result = model.requests[1].messages[-1]
+    assert result.is_error and "blocked its event loop" in result.content
+
+
 def test_a_tool_that_hangs_times_out_into_an_error_result():
     @tool(timeout=0.2)
     def hang() -> str:

@@ -224,6 +224,70 @@ def test_a_sync_tool_over_its_timeout_is_abandoned_with_a_timeout_error() -> Non
     assert time.monotonic() - started < 2
 
 
+def test_an_async_tool_that_blocks_its_loop_is_still_cut_at_its_timeout() -> None:
+    release = threading.Event()
+
+    @tool(timeout=0.1)
+    async def blocking() -> str:
+        """Sleeps the wrong way: blocks its event loop."""
+        release.wait(10)  # like time.sleep: no await, so wait_for on its loop cannot fire
+        return "late"
+
+    blocked = r"'blocking' did not finish within 0\.1 s\. It blocked its event loop"
+    with pytest.raises(ToolTimeoutError, match=blocked):
+        blocking.invoke({}, timeout=blocking.timeout)
+    with pytest.raises(ToolTimeoutError, match=blocked):
+        asyncio.run(blocking.ainvoke({}, timeout=blocking.timeout))
+    release.set()
+
+
+def test_an_async_tool_over_its_timeout_that_awaits_is_cut_without_the_blocked_note() -> None:
+    @tool(timeout=0.05)
+    async def slow() -> str:
+        """Takes its time, politely."""
+        await asyncio.sleep(5)
+        return "late"
+
+    for call in (
+        lambda: slow.invoke({}, timeout=0.05),
+        lambda: asyncio.run(slow.ainvoke({}, timeout=0.05)),
+    ):
+        with pytest.raises(ToolTimeoutError) as caught:
+            call()
+        assert "did not finish within 0.05 s. It was abandoned." in str(caught.value)
+
+
+def test_an_async_tool_within_its_timeout_returns_its_result_from_sync_and_async_code() -> None:
+    @tool
+    async def quick(text: str) -> str:
+        """Answers at once."""
+        await asyncio.sleep(0)
+        return text.upper()
+
+    assert quick.invoke({"text": "a"}, timeout=5) == "A"
+    assert asyncio.run(quick.ainvoke({"text": "b"}, timeout=5)) == "B"
+
+
+def test_a_timeout_error_the_tool_raises_itself_is_its_own_error_not_a_tool_timeout() -> None:
+    @tool
+    def sync_fetch() -> str:
+        """Fetches, and its socket times out."""
+        raise TimeoutError("socket timed out")
+
+    @tool
+    async def async_fetch() -> str:
+        """Fetches, and its socket times out."""
+        raise TimeoutError("socket timed out")
+
+    for fetch in (sync_fetch, async_fetch):
+        with pytest.raises(TimeoutError, match="socket timed out") as caught:
+            fetch.invoke({}, timeout=5)
+        assert not isinstance(caught.value, ToolTimeoutError)
+        with pytest.raises(TimeoutError, match="socket timed out") as caught:
+            asyncio.run(fetch.ainvoke({}, timeout=5))
+        assert not isinstance(caught.value, ToolTimeoutError)
+
+
 def test_a_timed_out_sync_tool_sees_its_context_cancelled_and_can_stop() -> None:
     stopped: list[str] = []
 
