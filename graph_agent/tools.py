@@ -568,6 +568,12 @@ class Tool:
         if isinstance(data, str):
             try:
                 data = json.loads(data) if data.strip() else {}
+            except RecursionError:
+                raise ToolArgumentsError(
+                    f"The arguments for tool '{self.name}' are JSON nested too deeply to read "
+                    f"({len(data)} characters). Send the arguments as one flat JSON object.",
+                    tool_name=self.name,
+                ) from None
             except json.JSONDecodeError as exc:
                 shown = data if len(data) <= 200 else data[:197] + "..."
                 raise ToolArgumentsError(

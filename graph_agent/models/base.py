@@ -183,7 +183,7 @@ def parse_tool_arguments(raw: str | Mapping[str, Any] | None) -> tuple[dict[str,
         value = json.loads(raw)
         if isinstance(value, str):
             value = json.loads(value)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # bad, or nested too deep to read
         return {}, raw
     if value is None:
         return {}, None

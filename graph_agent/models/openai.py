@@ -572,6 +572,12 @@ class OpenAIChatModel:
     def _json(self, response: httpx.Response) -> Any:
         try:
             return response.json()
+        except RecursionError:
+            raise ModelResponseError(
+                f"the body of its HTTP {response.status_code} answer is JSON nested too deeply "
+                f"to read ({len(response.content)} bytes)",
+                status_code=response.status_code,
+            ) from None
         except ValueError:
             kind = response.headers.get("content-type", "no content-type")
             raise ModelResponseError(

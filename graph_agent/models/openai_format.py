@@ -311,6 +311,10 @@ class StreamDecoder:
             payload = json.loads(data)
         except json.JSONDecodeError:
             raise ModelResponseError(f"the stream sent invalid JSON: {_shorten(data)}") from None
+        except RecursionError:
+            raise ModelResponseError(
+                f"the stream sent JSON nested too deeply to read: {_shorten(data)}"
+            ) from None
         if not isinstance(payload, dict):
             raise ModelResponseError(f"the stream sent a non-object: {_shorten(data)}")
         if payload.get("error") and not payload.get("choices"):
@@ -435,7 +439,7 @@ def server_message(body: str) -> tuple[str, str]:
         return "(empty response body)", ""
     try:
         data = json.loads(body)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return _shorten(body), ""
     return _shorten(_message_of(data)), _error_code(data)
 
