@@ -364,6 +364,8 @@ class _Flow:
 
     def _treat_input(self, input: Any, saved: Any) -> Generator[Effect, Any, OverAllState | None]:
         """The three cases of DESIGN §3: resume, continue, or a new run on the thread."""
+        if (input is None or isinstance(input, Command)) and saved is not None:
+            self._check_next_nodes(saved)
         if isinstance(input, Command):
             if input.goto is not None or input.update is not None:
                 raise InvalidResumeError(
@@ -392,6 +394,20 @@ class _Flow:
         if self.streaming:
             yield self._input_output(input)
         return None
+
+    def _check_next_nodes(self, saved: Any) -> None:
+        """A thread that stopped before a node this graph no longer has cannot carry on as
+        it is: say so (a silent "finished" would drop the work it was waiting to do)."""
+        missing = [name for name in saved.next if name not in self.spec.nodes]
+        if missing:
+            names = ", ".join(map(repr, missing))
+            raise InvalidResumeError(
+                f"thread {self.thread_id!r} stopped before {names}, which graph "
+                f"{self.spec.name!r} no longer has (renamed or removed since the thread was "
+                f"saved; its nodes now: {', '.join(map(repr, self.spec.nodes))}); move the "
+                "thread on with update_state(config, values, as_node=...) naming the node whose "
+                "edges lead where it should go next, or start a new run with new input"
+            )
 
     def _answer(self, resume: Any) -> Generator[Effect, Any, None]:
         unanswered = self.pending.unanswered()
