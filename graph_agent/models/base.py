@@ -327,18 +327,39 @@ class ChunkAccumulator:
         """The :class:`AssistantMessage` made of the chunks added so far."""
         tool_calls = []
         for call in self._calls:
-            arguments, raw = parse_tool_arguments("".join(call.argument_parts))
+            joined = join_surrogate_pairs("".join(call.argument_parts))
+            arguments, raw = parse_tool_arguments(joined)
             tool_calls.append(
                 ToolCall(id=call.id, name=call.name, arguments=arguments, raw_arguments=raw)
             )
+        reasoning = self._reasoning
         return AssistantMessage(
             id=self._id if self._id is not None else new_message_id(),
-            content="".join(self._content),
+            content=join_surrogate_pairs("".join(self._content)),
             tool_calls=tool_calls,
             finish_reason=self._finish_reason,
             usage=self._usage,
-            reasoning="".join(self._reasoning) if self._reasoning is not None else None,
+            reasoning=join_surrogate_pairs("".join(reasoning)) if reasoning is not None else None,
         )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def join_surrogate_pairs(text: str) -> str:
+    """``text`` with each UTF-16 surrogate pair made the character it encodes.
+
+    A server that streams an emoji as two JSON escapes in two events (``"\\ud83d"``, then
+    ``"\\ude00"``) leaves two halves once the chunks are joined; a lone half with no partner
+    is kept as it is.
+
+    Example:
+        >>> join_surrogate_pairs("\\ud83d" + "\\ude00") == "\\U0001f600"
+        True
+    """
+    if _SURROGATE.search(text) is None:  # the usual text: nothing to do
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
 def fold_chunks(chunks: Iterable[AssistantMessageChunk]) -> AssistantMessage:

@@ -206,3 +206,30 @@ def test_chunks_of_a_message_carry_its_id_and_its_text_word_by_word() -> None:
 )
 def test_tool_arguments_decode_or_stay_raw(raw: object, expected: object) -> None:
     assert parse_tool_arguments(raw) == expected  # type: ignore[arg-type]
+
+
+def test_an_emoji_split_into_two_surrogate_halves_across_chunks_is_joined():
+    halves = [AssistantMessageChunk("smile \ud83d"), AssistantMessageChunk("\ude00!")]
+    assert fold_chunks(halves).text == "smile \U0001f600!"
+
+
+def test_split_surrogate_pairs_are_joined_in_reasoning_and_tool_arguments_too():
+    from graph_agent.messages import ToolCallDelta
+
+    chunks = [
+        AssistantMessageChunk(reasoning="think \ud83e"),
+        AssistantMessageChunk(reasoning="\udd14"),
+        AssistantMessageChunk(
+            tool_call_deltas=[
+                ToolCallDelta(index=0, id="c1", name="say", arguments='{"t": "\ud83d')
+            ]
+        ),
+        AssistantMessageChunk(tool_call_deltas=[ToolCallDelta(index=0, arguments='\ude00"}')]),
+    ]
+    message = fold_chunks(chunks)
+    assert message.reasoning == "think \U0001f914"
+    assert message.tool_calls[0].arguments == {"t": "\U0001f600"}
+
+
+def test_a_lone_surrogate_half_is_kept_as_sent():
+    assert fold_chunks([AssistantMessageChunk("cut \ud83d")]).text == "cut \ud83d"

@@ -360,3 +360,21 @@ def test_a_stream_chunk_of_the_wrong_shape_is_a_response_error_naming_the_field(
     assert problem in str(error)
     assert "model 'fake-model' at http://127.0.0.1" in str(error)
     assert len(server.requests) == 1
+
+
+def test_an_emoji_streamed_as_two_escaped_halves_arrives_whole(
+    server: FakeOpenAIServer, make_model: ModelFactory, calls: Driver
+) -> None:
+    server.enqueue(
+        reply_sse(
+            [
+                chunk({"content": "smile \ud83d"}),  # sent as the JSON escape "\ud83d"
+                chunk({"content": "\ude00"}),
+                chunk({}, finish_reason="stop"),
+            ]
+        )
+    )
+
+    chunks = calls.stream(make_model(), QUESTION)
+
+    assert fold_chunks(chunks).text == "smile \U0001f600"
