@@ -118,8 +118,11 @@ async def _drive_async(
 ) -> AsyncGenerator[NodeOutput, None]:
     saver = run.saver
     lease = None
+    holder = _Holder()
     if saver is not None and config.thread_id is not None:
         lease = await _aacquire(saver, config.thread_id, config.checkpoint_ns)
+        key = (id(saver), config.thread_id, config.checkpoint_ns)
+        _async_holders[key] = holder
     try:
         flow = call_flow(run, input, config, streaming=streaming, subgraphs=subgraphs)
         reply: Any = None
@@ -132,34 +135,60 @@ async def _drive_async(
             reply = None
             if type(effect) is RunTasks:
                 async for chunk in arun_tasks(effect, saver, streaming):
+                    holder.waiting = True
                     yield chunk
+                    holder.waiting = False
             elif type(effect) is NodeOutput:
+                holder.waiting = True
                 yield effect
+                holder.waiting = False
             elif type(effect) is SaverCall:
                 reply = await getattr(saver, "a" + effect.method)(*effect.args)
             else:
                 assert isinstance(effect, Emit)
                 for item in effect.items:
+                    holder.waiting = True
                     yield item
+                    holder.waiting = False
     except ParentCommand as handoff:
         if not inside_subgraph.get():
             raise _no_parent(run, handoff) from None
         raise
     finally:
         if lease is not None:
+            if _async_holders.get(key) is holder:
+                del _async_holders[key]
             await saver.arelease(lease)
 
 
+class _Holder:
+    """An async run holding a thread's lease; ``waiting``: stopped at a yield, waiting for
+    its consumer to ask for more (or to drop the stream)."""
+
+    __slots__ = ("waiting",)
+
+    def __init__(self) -> None:
+        self.waiting = False
+
+
+_async_holders: dict[tuple[int, str, str], _Holder] = {}
+"""The async runs holding a lease in this process, by (saver, thread, namespace)."""
+
+
 async def _aacquire(saver: Any, thread_id: str, checkpoint_ns: str) -> Any:
-    """Take the thread's lease. A stream the caller broke out of releases its lease when the
-    event loop finalizes it, which is scheduled but not yet run: give the loop a few turns."""
+    """Take the thread's lease, or raise :class:`ThreadBusyError` at once, as a sync call
+    does. One wait: a stream the caller broke out of releases its lease when the event loop
+    finalizes it, a few turns later; while the holder is such a stream (stopped at a yield),
+    give the loop those turns."""
     import asyncio
 
+    key = (id(saver), thread_id, checkpoint_ns)
     for turn in range(20):
         try:
             return await _aacquire_once(saver, thread_id, checkpoint_ns)
         except ThreadBusyError:
-            if turn == 19:
+            holder = _async_holders.get(key)
+            if turn == 19 or holder is None or not holder.waiting:
                 raise
             await asyncio.sleep(0 if turn < 10 else 0.005)
     raise AssertionError("unreachable")

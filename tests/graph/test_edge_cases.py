@@ -28,6 +28,7 @@ from graph_agent import (
     RunnableConfig,
     StateGraph,
     StreamingOutput,
+    ThreadBusyError,
     emit_chunk,
     interrupt,
 )
@@ -301,3 +302,32 @@ def test_a_refused_answer_drops_only_the_answer_that_was_refused(driver):
         driver.invoke(app, Command(resume="bad"), CFG)
     assert [i.value for i in app.get_state(CFG).interrupts] == ["second?"]
     assert driver.invoke(app, Command(resume="B"), CFG)["answers"] == ["A", "B"]
+
+
+async def test_a_second_ainvoke_on_a_running_thread_is_refused_at_once_even_if_the_first_ends_soon():
+    async def quick(state):
+        await asyncio.sleep(0.01)  # ends well within the old 47 ms of retries
+        return {"log": "quick"}
+
+    g = StateGraph("quick", key_strategies={"log": AppendStrategy()})
+    g.add_node("q", quick).add_edge(START, "q").add_edge("q", END)
+    app = g.compile(CompileConfig(saver=MemorySaver()))
+
+    first, second = await asyncio.gather(
+        app.ainvoke({}, CFG), app.ainvoke({}, CFG), return_exceptions=True
+    )
+
+    assert first["log"] == ["quick"]
+    assert isinstance(second, ThreadBusyError)
+    assert (await app.ainvoke({}, CFG))["log"] == ["quick", "quick"]  # free again afterwards
+
+
+async def test_breaking_out_of_an_agents_astream_frees_the_thread_for_the_next_call():
+    from graph_agent import ReactAgent
+    from graph_agent.models import ScriptedChatModel
+
+    agent = ReactAgent("a", ScriptedChatModel(["one two three", "again"]))
+    async for _output in agent.astream("hi", CFG):
+        break
+    state = await agent.ainvoke("next", CFG)
+    assert state["messages"][-1].text in ("one two three", "again")
