@@ -132,6 +132,13 @@ class Checkpoint:
     """Filled on load, for each key rebuilt from appended parts: (how many parts follow its
     last full copy, how many items that copy holds); the engine decides from it when to store
     the key whole again (see ``Loop.take_blobs``)."""
+    _engine_built: bool = field(default=False, init=False, repr=False, compare=False)
+    """Set by :func:`new_checkpoint` only: the engine built this checkpoint on its parent, so
+    every version it names is one of its own blobs or its parent's. ``put`` then stores it as
+    it is when that parent is still the newest checkpoint of its thread and namespace (the
+    usual step). Any other checkpoint (built by hand, through ``dataclasses.replace``, loaded
+    with ``get``) has the versions it names looked up first (see
+    :func:`~graph_agent.checkpoint.codec.blobs_to_store`)."""
 
     def __post_init__(self) -> None:
         """A checkpoint built by hand holds the types its fields declare (a list of node names
@@ -208,11 +215,12 @@ def new_checkpoint(
     checkpoint.values = {}
     checkpoint.pending_writes = ()
     checkpoint.chains = {}
+    checkpoint._engine_built = True
     return checkpoint
 
 
 # new_checkpoint() sets every field: one added to Checkpoint and not there fails at import
-if len(Checkpoint.__slots__) != 14:
+if len(Checkpoint.__slots__) != 15:
     raise TypeError("new_checkpoint() must set every field of Checkpoint")
 
 

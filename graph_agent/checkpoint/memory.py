@@ -32,6 +32,7 @@ from graph_agent.checkpoint.base import (
     compare_and_set,
 )
 from graph_agent.checkpoint.codec import (
+    blobs_to_store,
     decode_header,
     encode_blob,
     encode_header,
@@ -101,14 +102,16 @@ class MemorySaver(CheckpointSaver):
         with self._lock:
             space = self._space(thread, ns)
             head = space.head
-            if checkpoint.parent_id != head:
+            if checkpoint.parent_id == head and checkpoint._engine_built:  # the usual step
+                versions = space.blobs
+                for key, stored in blobs:
+                    by_version = versions.get(key)
+                    if by_version is None:
+                        by_version = versions[key] = {}
+                    by_version[checkpoint_id] = stored
+            else:
                 compare_and_set(checkpoint, head)  # raises, unless it is an explicit fork
-            versions = space.blobs
-            for key, stored in blobs:
-                by_version = versions.get(key)
-                if by_version is None:
-                    by_version = versions[key] = {}
-                by_version[checkpoint_id] = stored
+                self._store_blobs(space, checkpoint)
             space.headers[checkpoint_id] = header
             if head is None or checkpoint_id > head:
                 space.head = checkpoint_id
@@ -257,6 +260,23 @@ class MemorySaver(CheckpointSaver):
 
     def _space_of(self, thread: str, ns: str) -> _Space | None:
         return self._threads.get(thread, {}).get(ns)
+
+    @staticmethod
+    def _store_blobs(space: _Space, checkpoint: Checkpoint) -> None:
+        """Store the blobs of a checkpoint other than the engine's next step: its own, and
+        those it names that ``space`` lacks (see :func:`blobs_to_store`); all encoded first,
+        so that a value that fails stores nothing."""
+        by_key = space.blobs
+
+        def is_stored(key: str, version: str) -> bool:
+            return version in by_key.get(key, {})
+
+        encoded = [
+            (key, version, (blob.kind, blob.base, encode_blob(key, blob)))
+            for key, version, blob in blobs_to_store(checkpoint, is_stored)
+        ]
+        for key, version, stored in encoded:
+            by_key.setdefault(key, {})[version] = stored
 
     def _load(self, space: _Space, thread: str, ns: str, header: _Stored) -> Checkpoint:
         checkpoint = _checkpoint(header, thread, ns)

@@ -416,7 +416,11 @@ class PostgresSaver(CheckpointSaver):
 
     # storage
     def put(self, checkpoint: Checkpoint) -> None:
-        self._run(plans.put_plan(checkpoint), doing=_saving(checkpoint))
+        if plans.stored_as_it_is(checkpoint):
+            self._run(plans.put_plan(checkpoint), doing=_saving(checkpoint))
+        else:
+            plan = plans.checked_put_plan(checkpoint)
+            self._run(plan, doing=_saving(checkpoint), transaction=True)
 
     def put_writes(
         self,
@@ -602,7 +606,11 @@ class AsyncPostgresSaver(PostgresSaver):
             plan.close()
 
     async def aput(self, checkpoint: Checkpoint) -> None:
-        await self._arun(plans.put_plan(checkpoint), doing=_saving(checkpoint))
+        if plans.stored_as_it_is(checkpoint):
+            await self._arun(plans.put_plan(checkpoint), doing=_saving(checkpoint))
+        else:
+            plan = plans.checked_put_plan(checkpoint)
+            await self._arun(plan, doing=_saving(checkpoint), transaction=True)
 
     async def aput_writes(
         self,

@@ -26,6 +26,7 @@ from graph_agent.checkpoint.base import (
     compare_and_set,
 )
 from graph_agent.checkpoint.codec import (
+    blobs_to_store,
     decode_header,
     encode_blob,
     encode_header,
@@ -116,15 +117,31 @@ _STORE_ONE_BLOB = """, stored_blobs AS (
     SELECT %(thread)s, %(ns)s, %(key)s::bytea, %(id)s, %(kind)s, %(base)s, %(data)s::bytea
     WHERE EXISTS (SELECT FROM moved)
 )"""
+# a checked put (checked_put_plan) may also store blobs at versions other than its own id
+_STORE_BLOBS_AT = """, stored_blobs AS (
+    INSERT INTO graph_agent_blobs (thread_key, checkpoint_ns, key, version, kind, base, data)
+    SELECT %(thread)s, %(ns)s, b.key, b.version, b.kind, b.base, b.data
+    FROM unnest(%(keys)s::bytea[], %(versions)s::text[], %(kinds)s::text[], %(bases)s::text[],
+        %(datas)s::bytea[]) AS b (key, version, kind, base, data)
+    WHERE EXISTS (SELECT FROM moved)
+)"""
+_MOVE_HEAD = {"next": _MOVE_HEAD_NEXT, "first": _MOVE_HEAD_FIRST, "fork": _MOVE_HEAD_FORK}
 _PUT = {
     (source, one_blob): move + (_STORE_ONE_BLOB if one_blob else _STORE_BLOBS) + _STORE_CHECKPOINT
-    for source, move in (
-        ("next", _MOVE_HEAD_NEXT),
-        ("first", _MOVE_HEAD_FIRST),
-        ("fork", _MOVE_HEAD_FORK),
-    )
+    for source, move in _MOVE_HEAD.items()
     for one_blob in (False, True)
 }
+_CHECKED_PUT = {
+    source: move + _STORE_BLOBS_AT + _STORE_CHECKPOINT for source, move in _MOVE_HEAD.items()
+}
+
+_LOCK_HEAD = """SELECT checkpoint_id FROM graph_agent_heads
+WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s FOR UPDATE"""
+
+_STORED_VERSIONS = """SELECT b.key, b.version FROM graph_agent_blobs AS b
+JOIN unnest(%(keys)s::bytea[], %(versions)s::text[]) AS w (key, version)
+    ON b.key = w.key AND b.version = w.version
+WHERE b.thread_key = %(thread)s AND b.checkpoint_ns = %(ns)s"""
 
 _HEAD = """SELECT checkpoint_id FROM graph_agent_heads
 WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s"""
@@ -259,16 +276,14 @@ def _text(stored: bytes) -> str:
     return bytes(stored).decode("utf-8", "surrogatepass")
 
 
-def put_plan(checkpoint: Checkpoint) -> Plan[None]:
+def put_plan(
+    checkpoint: Checkpoint, blobs: builtins.list[tuple[str, str, Blob]] | None = None
+) -> Plan[None]:
     """One statement: move the thread's head from the parent to this checkpoint (the
-    compare-and-set) and, only if it moved, store the blobs and the header."""
-    keys, kinds, bases, datas = [], [], [], []
-    for key, blob in checkpoint.blobs.items():
-        keys.append(_name(key))
-        kinds.append(blob.kind)
-        bases.append(blob.base)
-        datas.append(encode_blob(key, blob))
-    one_blob = len(keys) == 1
+    compare-and-set) and, only if it moved, store the blobs and the header.
+
+    ``blobs``: what :func:`checked_put_plan` found must be stored, as ``(key, version, blob)``;
+    ``None`` for the engine's next step (:func:`stored_as_it_is`), which stores its own."""
     params: dict[str, Any] = {
         "thread": thread_key(checkpoint.thread_id),
         "thread_id": _name(checkpoint.thread_id),
@@ -278,15 +293,32 @@ def put_plan(checkpoint: Checkpoint) -> Plan[None]:
         "step": checkpoint.step,
         "header": encode_header(checkpoint),
     }
-    if one_blob:
-        params.update(key=keys[0], kind=kinds[0], base=bases[0], data=datas[0])
-    else:
-        params.update(keys=keys, kinds=kinds, bases=bases, datas=datas)
     if checkpoint.metadata.get("source") == "fork":
         source = "fork"
     else:
         source = "first" if checkpoint.parent_id is None else "next"
-    sql = _PUT[(source, one_blob)]
+    if blobs is None:
+        keys, kinds, bases, datas = [], [], [], []
+        for key, blob in checkpoint.blobs.items():
+            keys.append(_name(key))
+            kinds.append(blob.kind)
+            bases.append(blob.base)
+            datas.append(encode_blob(key, blob))
+        one_blob = len(keys) == 1
+        if one_blob:
+            params.update(key=keys[0], kind=kinds[0], base=bases[0], data=datas[0])
+        else:
+            params.update(keys=keys, kinds=kinds, bases=bases, datas=datas)
+        sql = _PUT[(source, one_blob)]
+    else:
+        params.update(
+            keys=[_name(key) for key, _, _ in blobs],
+            versions=[version for _, version, _ in blobs],
+            kinds=[blob.kind for _, _, blob in blobs],
+            bases=[blob.base for _, _, blob in blobs],
+            datas=[encode_blob(key, blob) for key, _, blob in blobs],
+        )
+        sql = _CHECKED_PUT[source]
     for _ in range(3):
         rows = yield Query(sql, params)
         if rows[0][0]:
@@ -299,6 +331,30 @@ def put_plan(checkpoint: Checkpoint) -> Plan[None]:
         f"thread {_show(checkpoint.thread_id)} kept changing while checkpoint {checkpoint.id} "
         "was being saved: another writer is on it. Reload with get_state() and call again"
     )
+
+
+def stored_as_it_is(checkpoint: Checkpoint) -> bool:
+    """Whether :func:`put_plan` may store ``checkpoint`` with its own blobs alone: the engine's
+    next step on its thread, whose statement's compare-and-set proves that its parent (and so
+    every version it names) is there. Any other checkpoint goes through
+    :func:`checked_put_plan`."""
+    return checkpoint._engine_built and checkpoint.metadata.get("source") != "fork"
+
+
+def checked_put_plan(checkpoint: Checkpoint) -> Plan[None]:
+    """Store a checkpoint :func:`stored_as_it_is` refuses, with the blobs it names that its
+    thread and namespace lack (see :func:`blobs_to_store`), or not at all. Run it in a
+    transaction: the head row stays locked from the look-up to the put, as prune locks it."""
+    where = {"thread": thread_key(checkpoint.thread_id), "ns": _name(checkpoint.checkpoint_ns)}
+    head = yield Query(_LOCK_HEAD, where)
+    compare_and_set(checkpoint, head[0][0] if head else None)  # raises, unless a fork
+    named = list(checkpoint.versions.items())
+    named += [(key, blob.base) for key, blob in checkpoint.blobs.items() if blob.base is not None]
+    keys = [_name(key) for key, _ in named]
+    rows = yield Query(_STORED_VERSIONS, {**where, "keys": keys, "versions": [v for _, v in named]})
+    stored = {(_text(key), version) for key, version in rows}
+    blobs = blobs_to_store(checkpoint, lambda key, version: (key, version) in stored)
+    yield from put_plan(checkpoint, blobs)
 
 
 def put_writes_plan(

@@ -31,6 +31,7 @@ from graph_agent.checkpoint.base import (
     compare_and_set,
 )
 from graph_agent.checkpoint.codec import (
+    blobs_to_store,
     decode_header,
     encode_blob,
     encode_header,
@@ -293,13 +294,36 @@ class SqliteSaver(CheckpointSaver):
                 "AND checkpoint_ns = ?",
                 (thread, ns),
             ).fetchone()[0]
-            compare_and_set(checkpoint, head)
+            if checkpoint.parent_id != head or not checkpoint._engine_built:
+                compare_and_set(checkpoint, head)  # raises, unless it is an explicit fork
+                blob_rows = self._blob_rows_to_store(conn, checkpoint)
             conn.executemany("INSERT OR REPLACE INTO blobs VALUES (?, ?, ?, ?, ?, ?, ?)", blob_rows)
             conn.execute(
                 "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?)",
                 (thread, ns, checkpoint_id, checkpoint.parent_id, checkpoint.step, header),
             )
             self._refresh_lease(conn, thread, ns)
+
+    @staticmethod
+    def _blob_rows_to_store(
+        conn: sqlite3.Connection, checkpoint: Checkpoint
+    ) -> builtins.list[tuple[Any, ...]]:
+        """What a checkpoint other than the engine's next step stores (see
+        :func:`blobs_to_store`), as rows."""
+        thread, ns = checkpoint.thread_id, checkpoint.checkpoint_ns
+
+        def is_stored(key: str, version: str) -> bool:
+            row = conn.execute(
+                "SELECT 1 FROM blobs WHERE thread_id = ? AND checkpoint_ns = ? AND key = ? "
+                "AND version = ?",
+                (thread, ns, key, version),
+            ).fetchone()
+            return row is not None
+
+        return [
+            (thread, ns, key, version, blob.kind, blob.base, encode_blob(key, blob))
+            for key, version, blob in blobs_to_store(checkpoint, is_stored)
+        ]
 
     def put_writes(
         self,

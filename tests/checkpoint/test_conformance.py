@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import enum
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from decimal import Decimal
@@ -373,6 +374,64 @@ def test_async_twins_match_the_sync_methods(saver):
     loaded, listed = asyncio.run(scenario())
     assert loaded.values == {"x": 1} and len(loaded.pending_writes) == 1
     assert [cp.id for cp in listed] == [loaded.id]
+
+
+# a checkpoint moved to another thread or namespace
+
+
+@pytest.mark.parametrize(("thread", "ns"), [("t1", "child"), ("t2", ""), ("t2", "child")])
+def test_a_loaded_checkpoint_put_into_another_thread_or_namespace_loads_there(saver, thread, ns):
+    made = chain(saver, 5)
+    source = saver.get("t1")
+    saver.put(dataclasses.replace(source, thread_id=thread, checkpoint_ns=ns, parent_id=None))
+    copied = saver.get(thread, checkpoint_ns=ns)
+    assert copied.id == made[-1].id and copied.values == source.values
+    assert copied.versions == source.versions
+    following = checkpoint(  # the next step there appends a delta to the copied list
+        thread,
+        copied.id,
+        5,
+        ns,
+        {"log": Blob("delta", ["item-5"], base=copied.versions["log"])},
+        copied.versions,
+    )
+    saver.put(following)
+    saver.prune(thread, keep_last=1)
+    assert saver.get(thread, checkpoint_ns=ns).values["log"] == [f"item-{i}" for i in range(6)]
+    assert saver.get("t1").values == source.values
+
+
+def test_a_checkpoint_put_into_another_thread_stays_readable_once_the_source_is_gone(saver):
+    chain(saver, 5)
+    source = saver.get("t1")
+    saver.put(dataclasses.replace(source, thread_id="t2", parent_id=None))
+    saver.delete_thread("t1")
+    assert saver.get("t2").values == source.values
+
+
+def test_an_explicit_fork_into_another_namespace_keeps_its_parent_and_loads(saver):
+    made = chain(saver, 3)
+    source = saver.get("t1")
+    fork = dataclasses.replace(source, checkpoint_ns="child", metadata={"source": "fork"})
+    saver.put(fork)
+    copied = saver.get("t1", checkpoint_ns="child")
+    assert copied.parent_id == made[-2].id and copied.values == source.values
+
+
+def test_a_checkpoint_naming_a_version_its_thread_lacks_and_no_value_is_refused(saver):
+    made = chain(saver, 3)
+    dangling = checkpoint("t2", versions={"log": made[-1].versions["log"]})
+    with pytest.raises(SerializationError, match=r"state\['log'\].*no value"):
+        saver.put(dangling)
+    assert saver.get("t2") is None and "t2" not in saver.threads()
+
+
+def test_a_delta_on_a_version_its_thread_lacks_is_refused_storing_nothing(saver):
+    made = chain(saver, 3)
+    delta = Blob("delta", ["item-3"], base=made[-1].versions["log"])
+    with pytest.raises(SerializationError, match=r"state\['log'\]"):
+        saver.put(checkpoint("t2", blobs={"log": delta, "x": Blob("full", 1)}))
+    assert saver.get("t2") is None and saver.stored_bytes("t2") == 0
 
 
 # every type a checkpoint stores, written by nodes, read back through a fresh saver
