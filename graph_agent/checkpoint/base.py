@@ -289,6 +289,20 @@ class CheckpointSaver:
         """
         raise NotImplementedError
 
+    def copy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
+        """Copy a thread: every checkpoint of every namespace, with the same ids, metadata and
+        pending writes, and the blobs they load from, in one transaction.
+
+        The copy stands alone: pruning or deleting the source leaves it readable, and runs on
+        either thread go on apart. A run in progress on the source goes on there alone; the
+        copy holds what the source had committed when it was taken.
+
+        Raises:
+            ValueError: ``src_thread_id`` has no checkpoints, or ``dst_thread_id`` already has
+                some (a copy never merges two histories: delete the target first to replace it).
+        """
+        raise NotImplementedError
+
     def threads(self) -> builtins.list[str]:
         """Every thread id with at least one checkpoint."""
         raise NotImplementedError
@@ -315,6 +329,9 @@ class CheckpointSaver:
         self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
     ) -> Checkpoint | None:
         return await _to_thread(self.get, thread_id, checkpoint_id, checkpoint_ns)
+
+    async def acopy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
+        await _to_thread(self.copy_thread, src_thread_id, dst_thread_id)
 
     async def alist(
         self,
@@ -361,6 +378,21 @@ def compare_and_set(checkpoint: Checkpoint, head: str | None) -> None:
         f"thread {_show(checkpoint.thread_id)} moved on while this run was working (it started "
         f"from checkpoint {checkpoint.parent_id!r}, the newest is now {head!r}); another run "
         "wrote to it. Reload with get_state() and call again"
+    )
+
+
+def nothing_to_copy(src_thread_id: str) -> ValueError:
+    return ValueError(
+        f"copy_thread: thread {_show(src_thread_id)} has no checkpoints to copy; check the "
+        "thread id (saver.threads() lists those with checkpoints)"
+    )
+
+
+def copy_target_taken(dst_thread_id: str) -> ValueError:
+    return ValueError(
+        f"copy_thread: thread {_show(dst_thread_id)} already has checkpoints, and a copy never "
+        "merges two histories; copy into a new thread id, or call "
+        f"delete_thread({_show(dst_thread_id)}) first to replace them"
     )
 
 

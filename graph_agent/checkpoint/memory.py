@@ -30,6 +30,8 @@ from graph_agent.checkpoint.base import (
     PendingWrite,
     check_keep_last,
     compare_and_set,
+    copy_target_taken,
+    nothing_to_copy,
 )
 from graph_agent.checkpoint.codec import (
     blobs_to_store,
@@ -75,6 +77,15 @@ class _Space:
         self.head: str | None = None  # the newest checkpoint id
         self.blobs: dict[str, dict[str, _StoredBlob]] = {}  # key -> version -> blob
         self.writes: dict[str, dict[tuple[str, str], bytes]] = {}  # checkpoint id -> writes
+
+    def copy(self) -> _Space:
+        """A space of its own with the same contents (which are immutable: shared)."""
+        copied = _Space()
+        copied.headers = dict(self.headers)
+        copied.head = self.head
+        copied.blobs = {key: dict(by_version) for key, by_version in self.blobs.items()}
+        copied.writes = {checkpoint: dict(writes) for checkpoint, writes in self.writes.items()}
+        return copied
 
 
 class MemorySaver(CheckpointSaver):
@@ -169,6 +180,16 @@ class MemorySaver(CheckpointSaver):
         with self._lock:
             self._threads.pop(thread_id, None)
 
+    def copy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
+        with self._lock:
+            spaces = self._threads.get(src_thread_id, {})
+            copied = {ns: space.copy() for ns, space in spaces.items() if space.headers}
+            if not copied:
+                raise nothing_to_copy(src_thread_id)
+            if any(space.headers for space in self._threads.get(dst_thread_id, {}).values()):
+                raise copy_target_taken(dst_thread_id)
+            self._threads[dst_thread_id] = copied
+
     def prune(self, thread_id: str, keep_last: int) -> int:
         check_keep_last(keep_last)
         removed = 0
@@ -238,6 +259,9 @@ class MemorySaver(CheckpointSaver):
         self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
     ) -> Checkpoint | None:
         return self.get(thread_id, checkpoint_id, checkpoint_ns)
+
+    async def acopy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
+        self.copy_thread(src_thread_id, dst_thread_id)
 
     async def alist(
         self,

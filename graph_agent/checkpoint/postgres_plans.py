@@ -24,6 +24,8 @@ from graph_agent.checkpoint.base import (
     PendingWrite,
     _show,
     compare_and_set,
+    copy_target_taken,
+    nothing_to_copy,
 )
 from graph_agent.checkpoint.codec import (
     blobs_to_store,
@@ -142,6 +144,32 @@ _STORED_VERSIONS = """SELECT b.key, b.version FROM graph_agent_blobs AS b
 JOIN unnest(%(keys)s::bytea[], %(versions)s::text[]) AS w (key, version)
     ON b.key = w.key AND b.version = w.version
 WHERE b.thread_key = %(thread)s AND b.checkpoint_ns = %(ns)s"""
+
+_ANY_CHECKPOINT = "SELECT FROM graph_agent_heads WHERE thread_key = %(thread)s LIMIT 1"
+
+# copy_thread: each table's rows of the source thread, under the target's key (leases stay);
+# pending writes in the order they were written
+_COPY_THREAD = (
+    """INSERT INTO graph_agent_heads (thread_key, checkpoint_ns, checkpoint_id, thread_id)
+    SELECT %(dst)s, checkpoint_ns, checkpoint_id, %(dst_id)s FROM graph_agent_heads
+    WHERE thread_key = %(src)s""",
+    """INSERT INTO graph_agent_checkpoints
+        (thread_key, checkpoint_ns, checkpoint_id, parent_id, step, header)
+    SELECT %(dst)s, checkpoint_ns, checkpoint_id, parent_id, step, header
+    FROM graph_agent_checkpoints WHERE thread_key = %(src)s""",
+    # (leftovers of the target without a checkpoint, which nothing loads, give way)
+    """INSERT INTO graph_agent_blobs (thread_key, checkpoint_ns, key, version, kind, base, data)
+    SELECT %(dst)s, checkpoint_ns, key, version, kind, base, data FROM graph_agent_blobs
+    WHERE thread_key = %(src)s
+    ON CONFLICT (thread_key, checkpoint_ns, key, version) DO UPDATE
+    SET kind = EXCLUDED.kind, base = EXCLUDED.base, data = EXCLUDED.data""",
+    """INSERT INTO graph_agent_writes
+        (thread_key, checkpoint_ns, checkpoint_id, task_id, channel, data)
+    SELECT %(dst)s, checkpoint_ns, checkpoint_id, task_id, channel, data
+    FROM graph_agent_writes WHERE thread_key = %(src)s ORDER BY seq
+    ON CONFLICT (thread_key, checkpoint_ns, checkpoint_id, task_id, channel)
+    DO UPDATE SET data = EXCLUDED.data""",
+)
 
 _HEAD = """SELECT checkpoint_id FROM graph_agent_heads
 WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s"""
@@ -471,6 +499,23 @@ def _chains_plan(
     }
     writes.sort()
     return chains, [(task_id, channel, data) for _, task_id, channel, data in writes]
+
+
+def copy_thread_plan(src_thread_id: str, dst_thread_id: str) -> Plan[None]:
+    """Copy a thread's rows under another thread id, from one snapshot; run it in a
+    transaction."""
+    yield Query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", {})
+    params = {
+        "src": thread_key(src_thread_id),
+        "dst": thread_key(dst_thread_id),
+        "dst_id": _name(dst_thread_id),
+    }
+    if not (yield Query(_ANY_CHECKPOINT, {"thread": params["src"]})):
+        raise nothing_to_copy(src_thread_id)
+    if (yield Query(_ANY_CHECKPOINT, {"thread": params["dst"]})):
+        raise copy_target_taken(dst_thread_id)
+    for sql in _COPY_THREAD:
+        yield Query(sql, params)
 
 
 def delete_thread_plan(thread_id: str) -> Plan[None]:

@@ -29,6 +29,8 @@ from graph_agent.checkpoint.base import (
     _show,
     check_keep_last,
     compare_and_set,
+    copy_target_taken,
+    nothing_to_copy,
 )
 from graph_agent.checkpoint.codec import (
     blobs_to_store,
@@ -86,6 +88,22 @@ WITH RECURSIVE chain(kind, base, data, n) AS (
 )
 SELECT kind, data FROM chain ORDER BY n
 """
+
+
+_ANY_CHECKPOINT = "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1"
+
+# copy_thread: each table's rows of the source thread, under the target's id (leases stay)
+_COPY_THREAD = (
+    "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_id, step, header) "
+    "SELECT ?, checkpoint_ns, checkpoint_id, parent_id, step, header FROM checkpoints "
+    "WHERE thread_id = ?",
+    # (leftovers of the target without a checkpoint, which nothing loads, give way)
+    "INSERT OR REPLACE INTO blobs (thread_id, checkpoint_ns, key, version, kind, base, data) "
+    "SELECT ?, checkpoint_ns, key, version, kind, base, data FROM blobs WHERE thread_id = ?",
+    "INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, channel, "
+    "data) SELECT ?, checkpoint_ns, checkpoint_id, task_id, channel, data FROM writes "
+    "WHERE thread_id = ?",
+)
 
 
 class SqliteSaver(CheckpointSaver):
@@ -390,6 +408,15 @@ class SqliteSaver(CheckpointSaver):
         with self._transaction() as conn:
             for table in ("checkpoints", "blobs", "writes", "leases"):
                 conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+
+    def copy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
+        with self._transaction() as conn:
+            if conn.execute(_ANY_CHECKPOINT, (src_thread_id,)).fetchone() is None:
+                raise nothing_to_copy(src_thread_id)
+            if conn.execute(_ANY_CHECKPOINT, (dst_thread_id,)).fetchone() is not None:
+                raise copy_target_taken(dst_thread_id)
+            for sql in _COPY_THREAD:
+                conn.execute(sql, (dst_thread_id, src_thread_id))
 
     def prune(self, thread_id: str, keep_last: int) -> int:
         check_keep_last(keep_last)

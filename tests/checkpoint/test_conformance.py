@@ -376,7 +376,7 @@ def test_async_twins_match_the_sync_methods(saver):
     assert [cp.id for cp in listed] == [loaded.id]
 
 
-# a checkpoint moved to another thread or namespace
+# a checkpoint moved to another thread or namespace, and copy_thread
 
 
 @pytest.mark.parametrize(("thread", "ns"), [("t1", "child"), ("t2", ""), ("t2", "child")])
@@ -432,6 +432,85 @@ def test_a_delta_on_a_version_its_thread_lacks_is_refused_storing_nothing(saver)
     with pytest.raises(SerializationError, match=r"state\['log'\]"):
         saver.put(checkpoint("t2", blobs={"log": delta, "x": Blob("full", 1)}))
     assert saver.get("t2") is None and saver.stored_bytes("t2") == 0
+
+
+def two_namespaces_with_writes(saver, thread="src"):
+    """A thread with 5 checkpoints at top level, 3 in 'child:1', pending writes in both."""
+    top = chain(saver, 5, thread=thread)
+    child = chain(saver, 3, thread=thread, ns="child:1")
+    saver.put_writes(thread, "", top[-1].id, "task-a", [("__write__", {"v": (1, "a")})])
+    saver.put_writes(thread, "child:1", child[0].id, "task-b", [("__record__:k", 5)])
+    return top, child
+
+
+STORED = ("id", "parent_id", "step", "next", "versions", "barriers", "metadata", "created_at")
+
+
+def snapshot_of(saver, thread):
+    """Everything a thread holds, per namespace, newest first."""
+    return {
+        ns: [
+            (*(getattr(cp, name) for name in STORED), cp.values, cp.pending_writes)
+            for cp in saver.list(thread, checkpoint_ns=ns)
+        ]
+        for ns in ("", "child:1")
+    }
+
+
+def test_copy_thread_copies_every_namespace_checkpoint_and_pending_write(saver):
+    two_namespaces_with_writes(saver)
+    before = snapshot_of(saver, "src")
+    saver.copy_thread("src", "dst")
+    assert snapshot_of(saver, "dst") == snapshot_of(saver, "src") == before
+    assert len(before[""]) == 5 and len(before["child:1"]) == 3
+    assert saver.get("dst").pending_writes[0].value == {"v": (1, "a")}
+    assert sorted(saver.threads()) == ["dst", "src"]
+
+
+def test_a_copied_thread_stays_readable_after_its_source_is_pruned_then_deleted(saver):
+    two_namespaces_with_writes(saver)
+    copied = snapshot_of(saver, "src")
+    saver.copy_thread("src", "dst")
+    saver.prune("src", keep_last=1)
+    assert snapshot_of(saver, "dst") == copied
+    saver.delete_thread("src")
+    assert snapshot_of(saver, "dst") == copied
+
+
+def test_a_copied_thread_and_its_source_go_on_apart(saver):
+    two_namespaces_with_writes(saver)
+    saver.copy_thread("src", "dst")
+    for thread, item in (("src", "from-src"), ("dst", "from-dst")):
+        head = saver.get(thread)
+        blob = Blob("delta", [item], base=head.versions["log"])
+        saver.put(checkpoint(thread, head.id, 5, "", {"log": blob}, head.versions))
+    assert saver.get("src").values["log"][-2:] == ["item-4", "from-src"]
+    assert saver.get("dst").values["log"][-2:] == ["item-4", "from-dst"]
+    saver.prune("dst", keep_last=1)
+    assert len(list(saver.list("src"))) == 6
+
+
+def test_copy_thread_onto_a_thread_with_checkpoints_is_refused_and_changes_nothing(saver):
+    two_namespaces_with_writes(saver)
+    chain(saver, 2, thread="dst")
+    before = snapshot_of(saver, "dst")
+    with pytest.raises(ValueError, match=r"'dst' already has checkpoints.*delete_thread"):
+        saver.copy_thread("src", "dst")
+    with pytest.raises(ValueError, match="already has checkpoints"):
+        saver.copy_thread("src", "src")
+    assert snapshot_of(saver, "dst") == before
+
+
+def test_copy_thread_of_a_thread_without_checkpoints_is_refused(saver):
+    with pytest.raises(ValueError, match=r"'nobody' has no checkpoints"):
+        saver.copy_thread("nobody", "dst")
+    assert saver.get("dst") is None
+
+
+def test_acopy_thread_matches_copy_thread(saver):
+    two_namespaces_with_writes(saver)
+    asyncio.run(saver.acopy_thread("src", "dst"))
+    assert snapshot_of(saver, "dst") == snapshot_of(saver, "src")
 
 
 # every type a checkpoint stores, written by nodes, read back through a fresh saver
