@@ -132,6 +132,13 @@ class Checkpoint:
     """Filled on load, for each key rebuilt from appended parts: (how many parts follow its
     last full copy, how many items that copy holds); the engine decides from it when to store
     the key whole again (see ``Loop.take_blobs``)."""
+    _engine_built: bool = field(default=False, init=False, repr=False, compare=False)
+    """Set by :func:`new_checkpoint` only: the engine built this checkpoint on its parent, so
+    every version it names is one of its own blobs or its parent's. ``put`` then stores it as
+    it is when that parent is still the newest checkpoint of its thread and namespace (the
+    usual step). Any other checkpoint (built by hand, through ``dataclasses.replace``, loaded
+    with ``get``) has the versions it names looked up first (see
+    :func:`~graph_agent.checkpoint.codec.blobs_to_store`)."""
 
     def __post_init__(self) -> None:
         """A checkpoint built by hand holds the types its fields declare (a list of node names
@@ -208,11 +215,12 @@ def new_checkpoint(
     checkpoint.values = {}
     checkpoint.pending_writes = ()
     checkpoint.chains = {}
+    checkpoint._engine_built = True
     return checkpoint
 
 
 # new_checkpoint() sets every field: one added to Checkpoint and not there fails at import
-if len(Checkpoint.__slots__) != 14:
+if len(Checkpoint.__slots__) != 15:
     raise TypeError("new_checkpoint() must set every field of Checkpoint")
 
 
@@ -281,6 +289,20 @@ class CheckpointSaver:
         """
         raise NotImplementedError
 
+    def copy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
+        """Copy a thread: every checkpoint of every namespace, with the same ids, metadata and
+        pending writes, and the blobs they load from, in one transaction.
+
+        The copy stands alone: pruning or deleting the source leaves it readable, and runs on
+        either thread go on apart. A run in progress on the source goes on there alone; the
+        copy holds what the source had committed when it was taken.
+
+        Raises:
+            ValueError: ``src_thread_id`` has no checkpoints, or ``dst_thread_id`` already has
+                some (a copy never merges two histories: delete the target first to replace it).
+        """
+        raise NotImplementedError
+
     def threads(self) -> builtins.list[str]:
         """Every thread id with at least one checkpoint."""
         raise NotImplementedError
@@ -307,6 +329,9 @@ class CheckpointSaver:
         self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
     ) -> Checkpoint | None:
         return await _to_thread(self.get, thread_id, checkpoint_id, checkpoint_ns)
+
+    async def acopy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
+        await _to_thread(self.copy_thread, src_thread_id, dst_thread_id)
 
     async def alist(
         self,
@@ -353,6 +378,21 @@ def compare_and_set(checkpoint: Checkpoint, head: str | None) -> None:
         f"thread {_show(checkpoint.thread_id)} moved on while this run was working (it started "
         f"from checkpoint {checkpoint.parent_id!r}, the newest is now {head!r}); another run "
         "wrote to it. Reload with get_state() and call again"
+    )
+
+
+def nothing_to_copy(src_thread_id: str) -> ValueError:
+    return ValueError(
+        f"copy_thread: thread {_show(src_thread_id)} has no checkpoints to copy; check the "
+        "thread id (saver.threads() lists those with checkpoints)"
+    )
+
+
+def copy_target_taken(dst_thread_id: str) -> ValueError:
+    return ValueError(
+        f"copy_thread: thread {_show(dst_thread_id)} already has checkpoints, and a copy never "
+        "merges two histories; copy into a new thread id, or call "
+        f"delete_thread({_show(dst_thread_id)}) first to replace them"
     )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from graph_agent.checkpoint.base import Checkpoint
+from graph_agent.checkpoint.base import Checkpoint, _show
 from graph_agent.checkpoint.serde import dumps, loads, register
 from graph_agent.graph.engine import Blob
 from graph_agent.graph.errors import SerializationError
@@ -132,6 +132,48 @@ def encode_blob(key: str, blob: Blob) -> bytes:
         raise SerializationError(
             f"{exc}. Nothing was saved: the thread stays at its last checkpoint"
         ) from exc
+
+
+def blobs_to_store(
+    checkpoint: Checkpoint, is_stored: Callable[[str, str], bool]
+) -> list[tuple[str, str, Blob]]:
+    """What ``put`` must store so that ``checkpoint`` loads in its thread and namespace, as
+    ``(key, version, blob)``; ``is_stored(key, version)`` tells whether a blob is there already.
+
+    That is its own blobs (at its id), and for each version it names that is not stored there
+    (it was stored in another thread or namespace: the checkpoint was loaded there and put
+    here) the key's value whole, from the checkpoint's ``values``. An appended part whose base
+    is not stored there becomes the key's whole value the same way.
+
+    Raises:
+        SerializationError: a version the checkpoint names is not stored there, and the
+            checkpoint holds no value to store for it: it could never load, so nothing is
+            stored.
+    """
+    own_id, values, versions = checkpoint.id, checkpoint.values, checkpoint.versions
+    blobs: list[tuple[str, str, Blob]] = []
+    for key, blob in checkpoint.blobs.items():
+        if blob.kind == "delta" and (blob.base is None or not is_stored(key, blob.base)):
+            if key not in values or versions.get(key) != own_id:
+                raise _unloadable(checkpoint, key, f"appends to version {blob.base!r}")
+            blob = Blob("full", values[key])
+        blobs.append((key, own_id, blob))
+    for key, version in versions.items():
+        if (version == own_id and key in checkpoint.blobs) or is_stored(key, version):
+            continue
+        if key not in values:
+            raise _unloadable(checkpoint, key, f"is at version {version!r}")
+        blobs.append((key, version, Blob("full", values[key])))
+    return blobs
+
+
+def _unloadable(checkpoint: Checkpoint, key: str, what: str) -> SerializationError:
+    return SerializationError(
+        f"checkpoint {checkpoint.id!r} cannot be stored in thread {_show(checkpoint.thread_id)}"
+        f" (namespace {checkpoint.checkpoint_ns!r}): its state[{key!r}] {what}, which is not "
+        "stored there, and the checkpoint holds no value for it. Put a checkpoint loaded with "
+        "get() (its values are stored with it), or copy a whole thread with copy_thread()"
+    )
 
 
 def encode_write(channel: str, value: Any) -> bytes:

@@ -30,8 +30,11 @@ from graph_agent.checkpoint.base import (
     PendingWrite,
     check_keep_last,
     compare_and_set,
+    copy_target_taken,
+    nothing_to_copy,
 )
 from graph_agent.checkpoint.codec import (
+    blobs_to_store,
     decode_header,
     encode_blob,
     encode_header,
@@ -75,6 +78,15 @@ class _Space:
         self.blobs: dict[str, dict[str, _StoredBlob]] = {}  # key -> version -> blob
         self.writes: dict[str, dict[tuple[str, str], bytes]] = {}  # checkpoint id -> writes
 
+    def copy(self) -> _Space:
+        """A space of its own with the same contents (which are immutable: shared)."""
+        copied = _Space()
+        copied.headers = dict(self.headers)
+        copied.head = self.head
+        copied.blobs = {key: dict(by_version) for key, by_version in self.blobs.items()}
+        copied.writes = {checkpoint: dict(writes) for checkpoint, writes in self.writes.items()}
+        return copied
+
 
 class MemorySaver(CheckpointSaver):
     """Keeps checkpoints in a dict; gone when the process ends.
@@ -101,14 +113,16 @@ class MemorySaver(CheckpointSaver):
         with self._lock:
             space = self._space(thread, ns)
             head = space.head
-            if checkpoint.parent_id != head:
+            if checkpoint.parent_id == head and checkpoint._engine_built:  # the usual step
+                versions = space.blobs
+                for key, stored in blobs:
+                    by_version = versions.get(key)
+                    if by_version is None:
+                        by_version = versions[key] = {}
+                    by_version[checkpoint_id] = stored
+            else:
                 compare_and_set(checkpoint, head)  # raises, unless it is an explicit fork
-            versions = space.blobs
-            for key, stored in blobs:
-                by_version = versions.get(key)
-                if by_version is None:
-                    by_version = versions[key] = {}
-                by_version[checkpoint_id] = stored
+                self._store_blobs(space, checkpoint)
             space.headers[checkpoint_id] = header
             if head is None or checkpoint_id > head:
                 space.head = checkpoint_id
@@ -165,6 +179,16 @@ class MemorySaver(CheckpointSaver):
     def delete_thread(self, thread_id: str) -> None:
         with self._lock:
             self._threads.pop(thread_id, None)
+
+    def copy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
+        with self._lock:
+            spaces = self._threads.get(src_thread_id, {})
+            copied = {ns: space.copy() for ns, space in spaces.items() if space.headers}
+            if not copied:
+                raise nothing_to_copy(src_thread_id)
+            if any(space.headers for space in self._threads.get(dst_thread_id, {}).values()):
+                raise copy_target_taken(dst_thread_id)
+            self._threads[dst_thread_id] = copied
 
     def prune(self, thread_id: str, keep_last: int) -> int:
         check_keep_last(keep_last)
@@ -236,6 +260,9 @@ class MemorySaver(CheckpointSaver):
     ) -> Checkpoint | None:
         return self.get(thread_id, checkpoint_id, checkpoint_ns)
 
+    async def acopy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
+        self.copy_thread(src_thread_id, dst_thread_id)
+
     async def alist(
         self,
         thread_id: str,
@@ -257,6 +284,23 @@ class MemorySaver(CheckpointSaver):
 
     def _space_of(self, thread: str, ns: str) -> _Space | None:
         return self._threads.get(thread, {}).get(ns)
+
+    @staticmethod
+    def _store_blobs(space: _Space, checkpoint: Checkpoint) -> None:
+        """Store the blobs of a checkpoint other than the engine's next step: its own, and
+        those it names that ``space`` lacks (see :func:`blobs_to_store`); all encoded first,
+        so that a value that fails stores nothing."""
+        by_key = space.blobs
+
+        def is_stored(key: str, version: str) -> bool:
+            return version in by_key.get(key, {})
+
+        encoded = [
+            (key, version, (blob.kind, blob.base, encode_blob(key, blob)))
+            for key, version, blob in blobs_to_store(checkpoint, is_stored)
+        ]
+        for key, version, stored in encoded:
+            by_key.setdefault(key, {})[version] = stored
 
     def _load(self, space: _Space, thread: str, ns: str, header: _Stored) -> Checkpoint:
         checkpoint = _checkpoint(header, thread, ns)

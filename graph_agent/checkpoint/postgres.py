@@ -416,7 +416,11 @@ class PostgresSaver(CheckpointSaver):
 
     # storage
     def put(self, checkpoint: Checkpoint) -> None:
-        self._run(plans.put_plan(checkpoint), doing=_saving(checkpoint))
+        if plans.stored_as_it_is(checkpoint):
+            self._run(plans.put_plan(checkpoint), doing=_saving(checkpoint))
+        else:
+            plan = plans.checked_put_plan(checkpoint)
+            self._run(plan, doing=_saving(checkpoint), transaction=True)
 
     def put_writes(
         self,
@@ -456,6 +460,10 @@ class PostgresSaver(CheckpointSaver):
             doing=f"deleting thread {_show(thread_id)}",
             transaction=True,
         )
+
+    def copy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
+        plan = plans.copy_thread_plan(src_thread_id, dst_thread_id)
+        self._run(plan, doing=_copying(src_thread_id, dst_thread_id), transaction=True)
 
     def prune(self, thread_id: str, keep_last: int) -> int:
         check_keep_last(keep_last)
@@ -514,11 +522,11 @@ class PostgresSaver(CheckpointSaver):
 class AsyncPostgresSaver(PostgresSaver):
     """A :class:`PostgresSaver` whose async methods are natively async.
 
-    ``aput``, ``aput_writes``, ``aget``, ``alist``, ``aacquire`` and ``arelease`` run on an
-    ``AsyncConnectionPool`` opened in the event loop that first calls one of them, and bound to
-    it: make the saver inside the loop that serves your runs (a server's), e.g. in ``async
-    with``. The sync methods (``get_state``, a node's ``task.record``, ``prune``...) keep using
-    the sync pool and work from any thread.
+    ``aput``, ``aput_writes``, ``aget``, ``alist``, ``acopy_thread``, ``aacquire`` and
+    ``arelease`` run on an ``AsyncConnectionPool`` opened in the event loop that first calls one
+    of them, and bound to it: make the saver inside the loop that serves your runs (a
+    server's), e.g. in ``async with``. The sync methods (``get_state``, a node's
+    ``task.record``, ``prune``...) keep using the sync pool and work from any thread.
 
     Example (needs a running server)::
 
@@ -602,7 +610,11 @@ class AsyncPostgresSaver(PostgresSaver):
             plan.close()
 
     async def aput(self, checkpoint: Checkpoint) -> None:
-        await self._arun(plans.put_plan(checkpoint), doing=_saving(checkpoint))
+        if plans.stored_as_it_is(checkpoint):
+            await self._arun(plans.put_plan(checkpoint), doing=_saving(checkpoint))
+        else:
+            plan = plans.checked_put_plan(checkpoint)
+            await self._arun(plan, doing=_saving(checkpoint), transaction=True)
 
     async def aput_writes(
         self,
@@ -630,6 +642,10 @@ class AsyncPostgresSaver(PostgresSaver):
     ) -> builtins.list[Checkpoint]:
         plan = plans.list_plan(thread_id, limit, before, checkpoint_ns)
         return await self._arun(plan, doing=f"listing thread {_show(thread_id)}", transaction=True)
+
+    async def acopy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
+        plan = plans.copy_thread_plan(src_thread_id, dst_thread_id)
+        await self._arun(plan, doing=_copying(src_thread_id, dst_thread_id), transaction=True)
 
     async def aacquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
         lease = CheckpointSaver.acquire(self, thread_id, checkpoint_ns)
@@ -662,6 +678,10 @@ class AsyncPostgresSaver(PostgresSaver):
 
 def _saving(checkpoint: Checkpoint) -> str:
     return f"saving checkpoint {checkpoint.id} of thread {_show(checkpoint.thread_id)}"
+
+
+def _copying(src_thread_id: str, dst_thread_id: str) -> str:
+    return f"copying thread {_show(src_thread_id)} to {_show(dst_thread_id)}"
 
 
 def _saving_writes(thread_id: str, checkpoint_id: str) -> str:

@@ -24,8 +24,11 @@ from graph_agent.checkpoint.base import (
     PendingWrite,
     _show,
     compare_and_set,
+    copy_target_taken,
+    nothing_to_copy,
 )
 from graph_agent.checkpoint.codec import (
+    blobs_to_store,
     decode_header,
     encode_blob,
     encode_header,
@@ -116,15 +119,57 @@ _STORE_ONE_BLOB = """, stored_blobs AS (
     SELECT %(thread)s, %(ns)s, %(key)s::bytea, %(id)s, %(kind)s, %(base)s, %(data)s::bytea
     WHERE EXISTS (SELECT FROM moved)
 )"""
+# a checked put (checked_put_plan) may also store blobs at versions other than its own id
+_STORE_BLOBS_AT = """, stored_blobs AS (
+    INSERT INTO graph_agent_blobs (thread_key, checkpoint_ns, key, version, kind, base, data)
+    SELECT %(thread)s, %(ns)s, b.key, b.version, b.kind, b.base, b.data
+    FROM unnest(%(keys)s::bytea[], %(versions)s::text[], %(kinds)s::text[], %(bases)s::text[],
+        %(datas)s::bytea[]) AS b (key, version, kind, base, data)
+    WHERE EXISTS (SELECT FROM moved)
+)"""
+_MOVE_HEAD = {"next": _MOVE_HEAD_NEXT, "first": _MOVE_HEAD_FIRST, "fork": _MOVE_HEAD_FORK}
 _PUT = {
     (source, one_blob): move + (_STORE_ONE_BLOB if one_blob else _STORE_BLOBS) + _STORE_CHECKPOINT
-    for source, move in (
-        ("next", _MOVE_HEAD_NEXT),
-        ("first", _MOVE_HEAD_FIRST),
-        ("fork", _MOVE_HEAD_FORK),
-    )
+    for source, move in _MOVE_HEAD.items()
     for one_blob in (False, True)
 }
+_CHECKED_PUT = {
+    source: move + _STORE_BLOBS_AT + _STORE_CHECKPOINT for source, move in _MOVE_HEAD.items()
+}
+
+_LOCK_HEAD = """SELECT checkpoint_id FROM graph_agent_heads
+WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s FOR UPDATE"""
+
+_STORED_VERSIONS = """SELECT b.key, b.version FROM graph_agent_blobs AS b
+JOIN unnest(%(keys)s::bytea[], %(versions)s::text[]) AS w (key, version)
+    ON b.key = w.key AND b.version = w.version
+WHERE b.thread_key = %(thread)s AND b.checkpoint_ns = %(ns)s"""
+
+_ANY_CHECKPOINT = "SELECT FROM graph_agent_heads WHERE thread_key = %(thread)s LIMIT 1"
+
+# copy_thread: each table's rows of the source thread, under the target's key (leases stay);
+# pending writes in the order they were written
+_COPY_THREAD = (
+    """INSERT INTO graph_agent_heads (thread_key, checkpoint_ns, checkpoint_id, thread_id)
+    SELECT %(dst)s, checkpoint_ns, checkpoint_id, %(dst_id)s FROM graph_agent_heads
+    WHERE thread_key = %(src)s""",
+    """INSERT INTO graph_agent_checkpoints
+        (thread_key, checkpoint_ns, checkpoint_id, parent_id, step, header)
+    SELECT %(dst)s, checkpoint_ns, checkpoint_id, parent_id, step, header
+    FROM graph_agent_checkpoints WHERE thread_key = %(src)s""",
+    # (leftovers of the target without a checkpoint, which nothing loads, give way)
+    """INSERT INTO graph_agent_blobs (thread_key, checkpoint_ns, key, version, kind, base, data)
+    SELECT %(dst)s, checkpoint_ns, key, version, kind, base, data FROM graph_agent_blobs
+    WHERE thread_key = %(src)s
+    ON CONFLICT (thread_key, checkpoint_ns, key, version) DO UPDATE
+    SET kind = EXCLUDED.kind, base = EXCLUDED.base, data = EXCLUDED.data""",
+    """INSERT INTO graph_agent_writes
+        (thread_key, checkpoint_ns, checkpoint_id, task_id, channel, data)
+    SELECT %(dst)s, checkpoint_ns, checkpoint_id, task_id, channel, data
+    FROM graph_agent_writes WHERE thread_key = %(src)s ORDER BY seq
+    ON CONFLICT (thread_key, checkpoint_ns, checkpoint_id, task_id, channel)
+    DO UPDATE SET data = EXCLUDED.data""",
+)
 
 _HEAD = """SELECT checkpoint_id FROM graph_agent_heads
 WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s"""
@@ -259,16 +304,14 @@ def _text(stored: bytes) -> str:
     return bytes(stored).decode("utf-8", "surrogatepass")
 
 
-def put_plan(checkpoint: Checkpoint) -> Plan[None]:
+def put_plan(
+    checkpoint: Checkpoint, blobs: builtins.list[tuple[str, str, Blob]] | None = None
+) -> Plan[None]:
     """One statement: move the thread's head from the parent to this checkpoint (the
-    compare-and-set) and, only if it moved, store the blobs and the header."""
-    keys, kinds, bases, datas = [], [], [], []
-    for key, blob in checkpoint.blobs.items():
-        keys.append(_name(key))
-        kinds.append(blob.kind)
-        bases.append(blob.base)
-        datas.append(encode_blob(key, blob))
-    one_blob = len(keys) == 1
+    compare-and-set) and, only if it moved, store the blobs and the header.
+
+    ``blobs``: what :func:`checked_put_plan` found must be stored, as ``(key, version, blob)``;
+    ``None`` for the engine's next step (:func:`stored_as_it_is`), which stores its own."""
     params: dict[str, Any] = {
         "thread": thread_key(checkpoint.thread_id),
         "thread_id": _name(checkpoint.thread_id),
@@ -278,15 +321,32 @@ def put_plan(checkpoint: Checkpoint) -> Plan[None]:
         "step": checkpoint.step,
         "header": encode_header(checkpoint),
     }
-    if one_blob:
-        params.update(key=keys[0], kind=kinds[0], base=bases[0], data=datas[0])
-    else:
-        params.update(keys=keys, kinds=kinds, bases=bases, datas=datas)
     if checkpoint.metadata.get("source") == "fork":
         source = "fork"
     else:
         source = "first" if checkpoint.parent_id is None else "next"
-    sql = _PUT[(source, one_blob)]
+    if blobs is None:
+        keys, kinds, bases, datas = [], [], [], []
+        for key, blob in checkpoint.blobs.items():
+            keys.append(_name(key))
+            kinds.append(blob.kind)
+            bases.append(blob.base)
+            datas.append(encode_blob(key, blob))
+        one_blob = len(keys) == 1
+        if one_blob:
+            params.update(key=keys[0], kind=kinds[0], base=bases[0], data=datas[0])
+        else:
+            params.update(keys=keys, kinds=kinds, bases=bases, datas=datas)
+        sql = _PUT[(source, one_blob)]
+    else:
+        params.update(
+            keys=[_name(key) for key, _, _ in blobs],
+            versions=[version for _, version, _ in blobs],
+            kinds=[blob.kind for _, _, blob in blobs],
+            bases=[blob.base for _, _, blob in blobs],
+            datas=[encode_blob(key, blob) for key, _, blob in blobs],
+        )
+        sql = _CHECKED_PUT[source]
     for _ in range(3):
         rows = yield Query(sql, params)
         if rows[0][0]:
@@ -299,6 +359,30 @@ def put_plan(checkpoint: Checkpoint) -> Plan[None]:
         f"thread {_show(checkpoint.thread_id)} kept changing while checkpoint {checkpoint.id} "
         "was being saved: another writer is on it. Reload with get_state() and call again"
     )
+
+
+def stored_as_it_is(checkpoint: Checkpoint) -> bool:
+    """Whether :func:`put_plan` may store ``checkpoint`` with its own blobs alone: the engine's
+    next step on its thread, whose statement's compare-and-set proves that its parent (and so
+    every version it names) is there. Any other checkpoint goes through
+    :func:`checked_put_plan`."""
+    return checkpoint._engine_built and checkpoint.metadata.get("source") != "fork"
+
+
+def checked_put_plan(checkpoint: Checkpoint) -> Plan[None]:
+    """Store a checkpoint :func:`stored_as_it_is` refuses, with the blobs it names that its
+    thread and namespace lack (see :func:`blobs_to_store`), or not at all. Run it in a
+    transaction: the head row stays locked from the look-up to the put, as prune locks it."""
+    where = {"thread": thread_key(checkpoint.thread_id), "ns": _name(checkpoint.checkpoint_ns)}
+    head = yield Query(_LOCK_HEAD, where)
+    compare_and_set(checkpoint, head[0][0] if head else None)  # raises, unless a fork
+    named = list(checkpoint.versions.items())
+    named += [(key, blob.base) for key, blob in checkpoint.blobs.items() if blob.base is not None]
+    keys = [_name(key) for key, _ in named]
+    rows = yield Query(_STORED_VERSIONS, {**where, "keys": keys, "versions": [v for _, v in named]})
+    stored = {(_text(key), version) for key, version in rows}
+    blobs = blobs_to_store(checkpoint, lambda key, version: (key, version) in stored)
+    yield from put_plan(checkpoint, blobs)
 
 
 def put_writes_plan(
@@ -415,6 +499,23 @@ def _chains_plan(
     }
     writes.sort()
     return chains, [(task_id, channel, data) for _, task_id, channel, data in writes]
+
+
+def copy_thread_plan(src_thread_id: str, dst_thread_id: str) -> Plan[None]:
+    """Copy a thread's rows under another thread id, from one snapshot; run it in a
+    transaction."""
+    yield Query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", {})
+    params = {
+        "src": thread_key(src_thread_id),
+        "dst": thread_key(dst_thread_id),
+        "dst_id": _name(dst_thread_id),
+    }
+    if not (yield Query(_ANY_CHECKPOINT, {"thread": params["src"]})):
+        raise nothing_to_copy(src_thread_id)
+    if (yield Query(_ANY_CHECKPOINT, {"thread": params["dst"]})):
+        raise copy_target_taken(dst_thread_id)
+    for sql in _COPY_THREAD:
+        yield Query(sql, params)
 
 
 def delete_thread_plan(thread_id: str) -> Plan[None]:

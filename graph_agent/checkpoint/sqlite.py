@@ -29,8 +29,11 @@ from graph_agent.checkpoint.base import (
     _show,
     check_keep_last,
     compare_and_set,
+    copy_target_taken,
+    nothing_to_copy,
 )
 from graph_agent.checkpoint.codec import (
+    blobs_to_store,
     decode_header,
     encode_blob,
     encode_header,
@@ -85,6 +88,22 @@ WITH RECURSIVE chain(kind, base, data, n) AS (
 )
 SELECT kind, data FROM chain ORDER BY n
 """
+
+
+_ANY_CHECKPOINT = "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1"
+
+# copy_thread: each table's rows of the source thread, under the target's id (leases stay)
+_COPY_THREAD = (
+    "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_id, step, header) "
+    "SELECT ?, checkpoint_ns, checkpoint_id, parent_id, step, header FROM checkpoints "
+    "WHERE thread_id = ?",
+    # (leftovers of the target without a checkpoint, which nothing loads, give way)
+    "INSERT OR REPLACE INTO blobs (thread_id, checkpoint_ns, key, version, kind, base, data) "
+    "SELECT ?, checkpoint_ns, key, version, kind, base, data FROM blobs WHERE thread_id = ?",
+    "INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, channel, "
+    "data) SELECT ?, checkpoint_ns, checkpoint_id, task_id, channel, data FROM writes "
+    "WHERE thread_id = ?",
+)
 
 
 class SqliteSaver(CheckpointSaver):
@@ -293,13 +312,36 @@ class SqliteSaver(CheckpointSaver):
                 "AND checkpoint_ns = ?",
                 (thread, ns),
             ).fetchone()[0]
-            compare_and_set(checkpoint, head)
+            if checkpoint.parent_id != head or not checkpoint._engine_built:
+                compare_and_set(checkpoint, head)  # raises, unless it is an explicit fork
+                blob_rows = self._blob_rows_to_store(conn, checkpoint)
             conn.executemany("INSERT OR REPLACE INTO blobs VALUES (?, ?, ?, ?, ?, ?, ?)", blob_rows)
             conn.execute(
                 "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?)",
                 (thread, ns, checkpoint_id, checkpoint.parent_id, checkpoint.step, header),
             )
             self._refresh_lease(conn, thread, ns)
+
+    @staticmethod
+    def _blob_rows_to_store(
+        conn: sqlite3.Connection, checkpoint: Checkpoint
+    ) -> builtins.list[tuple[Any, ...]]:
+        """What a checkpoint other than the engine's next step stores (see
+        :func:`blobs_to_store`), as rows."""
+        thread, ns = checkpoint.thread_id, checkpoint.checkpoint_ns
+
+        def is_stored(key: str, version: str) -> bool:
+            row = conn.execute(
+                "SELECT 1 FROM blobs WHERE thread_id = ? AND checkpoint_ns = ? AND key = ? "
+                "AND version = ?",
+                (thread, ns, key, version),
+            ).fetchone()
+            return row is not None
+
+        return [
+            (thread, ns, key, version, blob.kind, blob.base, encode_blob(key, blob))
+            for key, version, blob in blobs_to_store(checkpoint, is_stored)
+        ]
 
     def put_writes(
         self,
@@ -366,6 +408,15 @@ class SqliteSaver(CheckpointSaver):
         with self._transaction() as conn:
             for table in ("checkpoints", "blobs", "writes", "leases"):
                 conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+
+    def copy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
+        with self._transaction() as conn:
+            if conn.execute(_ANY_CHECKPOINT, (src_thread_id,)).fetchone() is None:
+                raise nothing_to_copy(src_thread_id)
+            if conn.execute(_ANY_CHECKPOINT, (dst_thread_id,)).fetchone() is not None:
+                raise copy_target_taken(dst_thread_id)
+            for sql in _COPY_THREAD:
+                conn.execute(sql, (dst_thread_id, src_thread_id))
 
     def prune(self, thread_id: str, keep_last: int) -> int:
         check_keep_last(keep_last)

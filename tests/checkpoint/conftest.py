@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -30,3 +30,25 @@ def saver(request: pytest.FixtureRequest, tmp_path) -> Iterator[CheckpointSaver]
             yield postgres
         return
     yield make_saver(request.param, tmp_path)
+
+
+@pytest.fixture
+def reopen(saver: CheckpointSaver) -> Iterator[Callable[[], CheckpointSaver]]:
+    """Opens another saver on the storage of ``saver``, as a new process would (nothing cached
+    in the first one helps it); for ``MemorySaver``, whose storage is itself, the same one."""
+    opened: list[SqliteSaver | PostgresSaver] = []
+
+    def open_again() -> CheckpointSaver:
+        fresh: SqliteSaver | PostgresSaver
+        if isinstance(saver, PostgresSaver):
+            fresh = PostgresSaver(saver.conninfo, pool_size=2)
+        elif isinstance(saver, SqliteSaver):
+            fresh = SqliteSaver(saver.path)
+        else:
+            return saver
+        opened.append(fresh)
+        return fresh
+
+    yield open_again
+    for fresh in opened:
+        fresh.close()

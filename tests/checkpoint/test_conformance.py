@@ -4,16 +4,32 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import enum
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from decimal import Decimal
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
-from graph_agent import RemoveMessage, ReplaceAll, SerializationError, ThreadBusyError
+from graph_agent import (
+    END,
+    START,
+    AppendStrategy,
+    CompileConfig,
+    MergeStrategy,
+    RemoveMessage,
+    ReplaceAll,
+    RunnableConfig,
+    SerializationError,
+    StateGraph,
+    ThreadBusyError,
+)
 from graph_agent.checkpoint.base import Checkpoint, new_checkpoint_id
 from graph_agent.checkpoint.serde import register
 from graph_agent.graph.engine import Blob
+from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage, UserMessage
 
 
 class Color(enum.Enum):
@@ -358,3 +374,214 @@ def test_async_twins_match_the_sync_methods(saver):
     loaded, listed = asyncio.run(scenario())
     assert loaded.values == {"x": 1} and len(loaded.pending_writes) == 1
     assert [cp.id for cp in listed] == [loaded.id]
+
+
+# a checkpoint moved to another thread or namespace, and copy_thread
+
+
+@pytest.mark.parametrize(("thread", "ns"), [("t1", "child"), ("t2", ""), ("t2", "child")])
+def test_a_loaded_checkpoint_put_into_another_thread_or_namespace_loads_there(saver, thread, ns):
+    made = chain(saver, 5)
+    source = saver.get("t1")
+    saver.put(dataclasses.replace(source, thread_id=thread, checkpoint_ns=ns, parent_id=None))
+    copied = saver.get(thread, checkpoint_ns=ns)
+    assert copied.id == made[-1].id and copied.values == source.values
+    assert copied.versions == source.versions
+    following = checkpoint(  # the next step there appends a delta to the copied list
+        thread,
+        copied.id,
+        5,
+        ns,
+        {"log": Blob("delta", ["item-5"], base=copied.versions["log"])},
+        copied.versions,
+    )
+    saver.put(following)
+    saver.prune(thread, keep_last=1)
+    assert saver.get(thread, checkpoint_ns=ns).values["log"] == [f"item-{i}" for i in range(6)]
+    assert saver.get("t1").values == source.values
+
+
+def test_a_checkpoint_put_into_another_thread_stays_readable_once_the_source_is_gone(saver):
+    chain(saver, 5)
+    source = saver.get("t1")
+    saver.put(dataclasses.replace(source, thread_id="t2", parent_id=None))
+    saver.delete_thread("t1")
+    assert saver.get("t2").values == source.values
+
+
+def test_an_explicit_fork_into_another_namespace_keeps_its_parent_and_loads(saver):
+    made = chain(saver, 3)
+    source = saver.get("t1")
+    fork = dataclasses.replace(source, checkpoint_ns="child", metadata={"source": "fork"})
+    saver.put(fork)
+    copied = saver.get("t1", checkpoint_ns="child")
+    assert copied.parent_id == made[-2].id and copied.values == source.values
+
+
+def test_a_checkpoint_naming_a_version_its_thread_lacks_and_no_value_is_refused(saver):
+    made = chain(saver, 3)
+    dangling = checkpoint("t2", versions={"log": made[-1].versions["log"]})
+    with pytest.raises(SerializationError, match=r"state\['log'\].*no value"):
+        saver.put(dangling)
+    assert saver.get("t2") is None and "t2" not in saver.threads()
+
+
+def test_a_delta_on_a_version_its_thread_lacks_is_refused_storing_nothing(saver):
+    made = chain(saver, 3)
+    delta = Blob("delta", ["item-3"], base=made[-1].versions["log"])
+    with pytest.raises(SerializationError, match=r"state\['log'\]"):
+        saver.put(checkpoint("t2", blobs={"log": delta, "x": Blob("full", 1)}))
+    assert saver.get("t2") is None and saver.stored_bytes("t2") == 0
+
+
+def two_namespaces_with_writes(saver, thread="src"):
+    """A thread with 5 checkpoints at top level, 3 in 'child:1', pending writes in both."""
+    top = chain(saver, 5, thread=thread)
+    child = chain(saver, 3, thread=thread, ns="child:1")
+    saver.put_writes(thread, "", top[-1].id, "task-a", [("__write__", {"v": (1, "a")})])
+    saver.put_writes(thread, "child:1", child[0].id, "task-b", [("__record__:k", 5)])
+    return top, child
+
+
+STORED = ("id", "parent_id", "step", "next", "versions", "barriers", "metadata", "created_at")
+
+
+def snapshot_of(saver, thread):
+    """Everything a thread holds, per namespace, newest first."""
+    return {
+        ns: [
+            (*(getattr(cp, name) for name in STORED), cp.values, cp.pending_writes)
+            for cp in saver.list(thread, checkpoint_ns=ns)
+        ]
+        for ns in ("", "child:1")
+    }
+
+
+def test_copy_thread_copies_every_namespace_checkpoint_and_pending_write(saver):
+    two_namespaces_with_writes(saver)
+    before = snapshot_of(saver, "src")
+    saver.copy_thread("src", "dst")
+    assert snapshot_of(saver, "dst") == snapshot_of(saver, "src") == before
+    assert len(before[""]) == 5 and len(before["child:1"]) == 3
+    assert saver.get("dst").pending_writes[0].value == {"v": (1, "a")}
+    assert sorted(saver.threads()) == ["dst", "src"]
+
+
+def test_a_copied_thread_stays_readable_after_its_source_is_pruned_then_deleted(saver):
+    two_namespaces_with_writes(saver)
+    copied = snapshot_of(saver, "src")
+    saver.copy_thread("src", "dst")
+    saver.prune("src", keep_last=1)
+    assert snapshot_of(saver, "dst") == copied
+    saver.delete_thread("src")
+    assert snapshot_of(saver, "dst") == copied
+
+
+def test_a_copied_thread_and_its_source_go_on_apart(saver):
+    two_namespaces_with_writes(saver)
+    saver.copy_thread("src", "dst")
+    for thread, item in (("src", "from-src"), ("dst", "from-dst")):
+        head = saver.get(thread)
+        blob = Blob("delta", [item], base=head.versions["log"])
+        saver.put(checkpoint(thread, head.id, 5, "", {"log": blob}, head.versions))
+    assert saver.get("src").values["log"][-2:] == ["item-4", "from-src"]
+    assert saver.get("dst").values["log"][-2:] == ["item-4", "from-dst"]
+    saver.prune("dst", keep_last=1)
+    assert len(list(saver.list("src"))) == 6
+
+
+def test_copy_thread_onto_a_thread_with_checkpoints_is_refused_and_changes_nothing(saver):
+    two_namespaces_with_writes(saver)
+    chain(saver, 2, thread="dst")
+    before = snapshot_of(saver, "dst")
+    with pytest.raises(ValueError, match=r"'dst' already has checkpoints.*delete_thread"):
+        saver.copy_thread("src", "dst")
+    with pytest.raises(ValueError, match="already has checkpoints"):
+        saver.copy_thread("src", "src")
+    assert snapshot_of(saver, "dst") == before
+
+
+def test_copy_thread_of_a_thread_without_checkpoints_is_refused(saver):
+    with pytest.raises(ValueError, match=r"'nobody' has no checkpoints"):
+        saver.copy_thread("nobody", "dst")
+    assert saver.get("dst") is None
+
+
+def test_acopy_thread_matches_copy_thread(saver):
+    two_namespaces_with_writes(saver)
+    asyncio.run(saver.acopy_thread("src", "dst"))
+    assert snapshot_of(saver, "dst") == snapshot_of(saver, "src")
+
+
+# every type a checkpoint stores, written by nodes, read back through a fresh saver
+
+
+class Mood(enum.Enum):
+    CALM = "calm"
+
+
+class Reading(BaseModel):
+    """A registered model whose fields hold the stored types too."""
+
+    label: str
+    pair: tuple[int, str]
+    extra: Any = None
+
+
+register(Mood, 91)
+register(Reading, 92)
+
+
+def every_stored_type():
+    return {
+        "tuple": (1, "a"),
+        "nested_tuple": (1, (2, ("x", b"y"))),
+        "set": {1, 2},
+        "frozenset": frozenset({"f"}),
+        "bytes": b"\x00\xff",
+        "aware": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        "naive": datetime(2026, 1, 2, 3, 4, 5),
+        "enum": Mood.CALM,
+        "model": Reading(label="r", pair=(1, "a"), extra={"k": (2, {3})}),
+        "messages": [
+            UserMessage("hi"),
+            AssistantMessage(tool_calls=[ToolCall("c1", "look", {"at": [1, 2]})]),
+            ToolResponseMessage(tool_call_id="c1", content="seen"),
+        ],
+        "in_list": [(1, 2), {3}, Mood.CALM],
+        "in_dict": {"k": (5, 6), 7: b"b", "when": datetime(2026, 5, 1, tzinfo=UTC)},
+    }
+
+
+def typed(value):
+    """``value`` as a tree that tells apart every type in it (a tuple from a list...)."""
+    if isinstance(value, dict):
+        return ("dict", sorted((repr(typed(k)), typed(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, [typed(item) for item in value])
+    if isinstance(value, set | frozenset):
+        return (type(value).__name__, sorted(map(repr, map(typed, value))))
+    if isinstance(value, BaseModel):
+        return (type(value).__name__, typed(dict(value)))
+    return (type(value).__name__, value)
+
+
+def test_every_stored_type_comes_back_the_same_through_a_fresh_saver(saver, reopen):
+    payload = every_stored_type()
+    graph = StateGraph("types", key_strategies={"log": AppendStrategy(), "merged": MergeStrategy()})
+    graph.add_node("first", lambda s: {"replaced": payload, "log": [payload], "merged": payload})
+    graph.add_node("then", lambda s: {"log": [(2, "b"), payload], "merged": {"late": (3, "c")}})
+    graph.add_edge(START, "first").add_edge("first", "then").add_edge("then", END)
+    config = RunnableConfig(thread_id="types", metadata={"payload": payload, "pair": (1, "a")})
+    graph.compile(CompileConfig(saver=saver)).invoke({"given": (0, "z")}, config)
+
+    newest, *_ = reopen().list("types")
+    expected = {
+        "given": (0, "z"),
+        "replaced": payload,
+        "log": [payload, (2, "b"), payload],
+        "merged": {**payload, "late": (3, "c")},
+    }
+    assert typed(newest.values) == typed(expected)
+    assert typed(newest.metadata["payload"]) == typed(payload)
+    assert typed(newest.metadata["pair"]) == typed((1, "a"))

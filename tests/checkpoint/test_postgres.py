@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -371,7 +372,12 @@ async def test_the_async_saver_runs_storage_natively_on_its_event_loop(dsn):
         with pytest.raises(ThreadBusyError, match="busy"):
             await saver.aacquire("t")
         await saver.arelease(lease)
-        assert saver._apool is not None and saver._apool.get_stats()["requests_num"] >= 8
+        await saver.acopy_thread("t", "copy")
+        assert (await saver.aget("copy")).values == loaded.values
+        moved = dataclasses.replace(loaded, checkpoint_ns="child", parent_id=None)
+        await saver.aput(moved)  # a checked put: its blob is not stored in "child"
+        assert (await saver.aget("t", checkpoint_ns="child")).values == loaded.values
+        assert saver._apool is not None and saver._apool.get_stats()["requests_num"] >= 12
         assert saver.get("t").id == second.id  # the sync face sees the same rows
 
 

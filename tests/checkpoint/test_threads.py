@@ -461,3 +461,20 @@ def test_closing_a_stream_early_releases_the_thread(saver):
 def driver_free(saver) -> bool:
     saver.release(saver.acquire("t1"))
     return True
+
+
+def test_a_copied_thread_goes_on_from_its_sources_state_and_leaves_the_source_alone(saver, driver):
+    app = article_graph(saver)
+    driver.invoke(app, {"topic": "x"}, CFG)
+    copy = RunnableConfig(thread_id="copy")
+    saver.copy_thread("t1", "copy")
+    assert app.get_state(copy).values == app.get_state(CFG).values
+    saver.delete_thread("t1")
+
+    result = driver.invoke(app, {"topic": "y"}, copy)
+    assert result["log"] == ["draft", "review", "publish"] * 2
+    assert result["published"] == "about y"
+    *_, first_draft = (s for s in app.get_state_history(copy) if s.next == ("review",))
+    forked = driver.invoke(app, None, first_draft.config)  # time travel on the copy
+    assert forked["log"] == ["draft", "review", "publish"]
+    assert app.get_state(CFG).values == {}
