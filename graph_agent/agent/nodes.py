@@ -602,9 +602,11 @@ class ToolNode:
         updates: dict[str, ToolUpdate],
     ) -> ToolResponseMessage:
         agent = self.agent
+        task = config.task
+        thread = task.id_thread if task is not None else config.thread_id
         context = ToolContext(
             call_id=call.id,
-            idempotency_key=f"{config.thread_id}:{message.id}:{call.id}",
+            idempotency_key=f"{thread}:{message.id}:{call.id}",
             state=state,
             config=config,
         )

@@ -42,6 +42,7 @@ from graph_agent.graph.errors import (
     GraphSetupError,
     InvalidResumeError,
 )
+from graph_agent.graph.pending import Pending
 from graph_agent.graph.runner import CompiledGraph, check_config
 from graph_agent.graph.runtime import RECORD_PREFIX, task_id_for
 from graph_agent.graph.state import OverAllState
@@ -409,7 +410,8 @@ class ReactAgent:
         saved = self.saver.get(config.thread_id, checkpoint_id)
         if saved is None:
             return {}
-        task = task_id_for(config.thread_id, checkpoint_id, TOOL_NODE)
+        ids_thread = Pending(saved.pending_writes).ids_thread or config.thread_id
+        task = task_id_for(ids_thread, checkpoint_id, TOOL_NODE)
         prefix = RECORD_PREFIX + TOOL_RECORD
         return {
             write.value.tool_call_id: write.value

@@ -297,6 +297,13 @@ class CheckpointSaver:
         either thread go on apart. A run in progress on the source goes on there alone; the
         copy holds what the source had committed when it was taken.
 
+        A copy taken while the source was paused or stopped in the middle of a step goes on
+        as the source would: each copied checkpoint with pending writes gets one more (see
+        :data:`graph_agent.graph.pending.IDS_THREAD`) naming the thread their ids were made
+        for, so the same ``Command(resume=...)`` answers the copy's interrupts and nodes that
+        had finished are not run again. That step's tasks keep the source's task ids (and tool
+        calls their idempotency keys); every later step has ids of the copy's own.
+
         Raises:
             ValueError: ``src_thread_id`` has no checkpoints, or ``dst_thread_id`` already has
                 some (a copy never merges two histories: delete the target first to replace it).

@@ -44,6 +44,7 @@ from graph_agent.checkpoint.codec import (
 )
 from graph_agent.checkpoint.serde import dumps, loads
 from graph_agent.graph.engine import Blob
+from graph_agent.graph.pending import COPY_TASK, IDS_THREAD
 
 _StoredBlob = tuple[str, str | None, bytes]  # (kind, base, data): a plain tuple, see above
 _Barriers = tuple[tuple[str, tuple[str, ...]], ...]  # (key, sources), rare: may nest deeper
@@ -186,6 +187,13 @@ class MemorySaver(CheckpointSaver):
             copied = {ns: space.copy() for ns, space in spaces.items() if space.headers}
             if not copied:
                 raise nothing_to_copy(src_thread_id)
+            # a copied checkpoint with pending writes names the thread their ids were derived
+            # for (one it names already, from an earlier copy, stays)
+            ids_thread = encode_write(IDS_THREAD, src_thread_id)
+            for space in copied.values():
+                for writes in space.writes.values():
+                    if writes:
+                        writes.setdefault((COPY_TASK, IDS_THREAD), ids_thread)
             if any(space.headers for space in self._threads.get(dst_thread_id, {}).values()):
                 raise copy_target_taken(dst_thread_id)
             self._threads[dst_thread_id] = copied

@@ -39,6 +39,7 @@ from graph_agent.checkpoint.codec import (
 from graph_agent.checkpoint.serde import loads
 from graph_agent.graph.engine import Blob
 from graph_agent.graph.errors import SerializationError, ThreadBusyError
+from graph_agent.graph.pending import COPY_TASK, IDS_THREAD
 
 T = TypeVar("T")
 
@@ -169,6 +170,14 @@ _COPY_THREAD = (
     FROM graph_agent_writes WHERE thread_key = %(src)s ORDER BY seq
     ON CONFLICT (thread_key, checkpoint_ns, checkpoint_id, task_id, channel)
     DO UPDATE SET data = EXCLUDED.data""",
+    # a copied checkpoint with pending writes names the thread their ids were derived for
+    # (one it names already, from an earlier copy, stays)
+    """INSERT INTO graph_agent_writes
+        (thread_key, checkpoint_ns, checkpoint_id, task_id, channel, data)
+    SELECT DISTINCT %(dst)s, checkpoint_ns, checkpoint_id, %(copy_task)s, %(ids_channel)s,
+        %(ids_thread)s::bytea
+    FROM graph_agent_writes WHERE thread_key = %(src)s
+    ON CONFLICT (thread_key, checkpoint_ns, checkpoint_id, task_id, channel) DO NOTHING""",
 )
 
 _HEAD = """SELECT checkpoint_id FROM graph_agent_heads
@@ -509,6 +518,9 @@ def copy_thread_plan(src_thread_id: str, dst_thread_id: str) -> Plan[None]:
         "src": thread_key(src_thread_id),
         "dst": thread_key(dst_thread_id),
         "dst_id": _name(dst_thread_id),
+        "copy_task": COPY_TASK,
+        "ids_channel": _name(IDS_THREAD),
+        "ids_thread": encode_write(IDS_THREAD, src_thread_id),
     }
     if not (yield Query(_ANY_CHECKPOINT, {"thread": params["src"]})):
         raise nothing_to_copy(src_thread_id)

@@ -44,6 +44,7 @@ from graph_agent.checkpoint.codec import (
 from graph_agent.checkpoint.serde import loads
 from graph_agent.graph.engine import Blob
 from graph_agent.graph.errors import GraphRuntimeError, SerializationError, ThreadBusyError
+from graph_agent.graph.pending import COPY_TASK, IDS_THREAD
 
 SCHEMA_VERSION = 2
 
@@ -103,6 +104,13 @@ _COPY_THREAD = (
     "INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, channel, "
     "data) SELECT ?, checkpoint_ns, checkpoint_id, task_id, channel, data FROM writes "
     "WHERE thread_id = ?",
+)
+_NAME_IDS_THREAD = (
+    # a copied checkpoint with pending writes names the thread their ids were derived for
+    # (one it names already, from an earlier copy, stays)
+    "INSERT OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, channel, "
+    "data) SELECT DISTINCT ?, checkpoint_ns, checkpoint_id, ?, ?, ? FROM writes "
+    "WHERE thread_id = ?"
 )
 
 
@@ -417,6 +425,11 @@ class SqliteSaver(CheckpointSaver):
                 raise copy_target_taken(dst_thread_id)
             for sql in _COPY_THREAD:
                 conn.execute(sql, (dst_thread_id, src_thread_id))
+            ids_thread = encode_write(IDS_THREAD, src_thread_id)
+            conn.execute(
+                _NAME_IDS_THREAD,
+                (dst_thread_id, COPY_TASK, IDS_THREAD, ids_thread, src_thread_id),
+            )
 
     def prune(self, thread_id: str, keep_last: int) -> int:
         check_keep_last(keep_last)

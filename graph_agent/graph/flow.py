@@ -242,7 +242,7 @@ class _Flow:
         :data:`SUBGRAPH_TASK` record): it resumes where it waits."""
         thread, step = self.thread_id, self.loop.step + 1
         for node in self.loop.next:
-            old_id = task_id_for(thread, old_checkpoint, node)
+            old_id = task_id_for(old.ids_thread or thread, old_checkpoint, node)
             new_id = task_id_for(thread, self.checkpoint_id, node)
             writes: list[tuple[str, Any]] = []
             done = old.done.get(old_id)
@@ -553,6 +553,8 @@ class _Flow:
         )
         if self.saver is not None:
             pending = self.pending
+            if pending.ids_thread is not None:
+                context.ids_thread = pending.ids_thread
             if pending.records or pending.resume:
                 task_id = context.id
                 context.records = dict(pending.records.get(task_id, {}))
@@ -720,7 +722,7 @@ class _Flow:
                 continue
             task_id = task.context.id
             item = Interrupt(
-                _before_interrupt(self.thread_id, task.context.step, task_id),
+                _before_interrupt(task.context.id_thread, task.context.step, task_id),
                 "interrupt_before",
                 task.node.name,
             )

@@ -26,6 +26,12 @@ RESUME = "__resume__"
 NESTED = "__nested__"
 SCOPED = "__scoped__"
 ERROR = "__error__"
+IDS_THREAD = "__ids_thread__"
+"""Channel of the one write ``copy_thread`` adds to a copied checkpoint that has pending
+writes (under the task id :data:`COPY_TASK`): the thread those writes' task and interrupt ids
+were derived for. The step after that checkpoint derives its ids from it, so the copy finds
+its finished nodes, records and interrupts where the source left them."""
+COPY_TASK = "__copy__"
 
 SUBGRAPH_TASK = "__subgraph_task__"
 """Record key: the task id a subgraph node's namespace derives from, when the task took over
@@ -65,6 +71,9 @@ class Pending:
         self.static_ids: set[str] = set()
         self.nested: dict[str, tuple[str, frozenset[str]]] = {}
         """Per task that ran a graph which paused: (the task's node, the nested ids)."""
+        self.ids_thread: str | None = None
+        """The thread this checkpoint's step derives its ids from, when not its own (a copy:
+        see :data:`IDS_THREAD`)."""
         self.errors: dict[str, str] = {}
         """Per task: the error its last attempt failed with (only shown, never acted on)."""
         self.scopes: dict[str, dict[str, tuple[str, int]]] = {}
@@ -85,6 +94,8 @@ class Pending:
                 self.resume.setdefault(task_id, {}).update(value)
             elif channel == ERROR:
                 self.errors[task_id] = str(value)
+            elif channel == IDS_THREAD and isinstance(value, str):
+                self.ids_thread = value
             elif channel.startswith(RECORD_PREFIX):
                 self.records.setdefault(task_id, {})[channel[len(RECORD_PREFIX) :]] = value
 

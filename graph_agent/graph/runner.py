@@ -443,7 +443,7 @@ class CompiledGraph:
         """The next step's tasks as a snapshot shows them."""
         thread_id, nodes = checkpoint.thread_id, self._run.spec.nodes
         for name in checkpoint.next:
-            task_id = task_id_for(thread_id, checkpoint.id, name)
+            task_id = task_id_for(pending.ids_thread or thread_id, checkpoint.id, name)
             node = nodes.get(name)
             child = getattr(node.fn, "child", None) if node is not None else None
             state = None

@@ -69,6 +69,7 @@ class TaskContext:
         "_interrupt_count",
         "_resume",
         "checkpoint_id",
+        "ids_thread",
         "node",
         "records",
         "step",
@@ -86,6 +87,7 @@ class TaskContext:
         self.node = node
         self.step = step
         self.checkpoint_id = checkpoint_id
+        self.ids_thread: str | None = None  # a copied step's: see id_thread
         self.records: dict[str, Any] = _NO_RECORDS
         self.usage: Any = None
         self._resume: dict[str, Any] = _NO_RECORDS
@@ -102,13 +104,20 @@ class TaskContext:
     durable = property(lambda self: self._call.saver is not None)
 
     @property
+    def id_thread(self) -> str | None:
+        """The thread this task's ids (its own, its interrupts', idempotency keys) derive from:
+        the call's, except in the step after a checkpoint ``copy_thread`` copied with pending
+        writes, whose ids stay those of the thread they were made in."""
+        return self.ids_thread or self._call.thread_id
+
+    @property
     def id(self) -> str:
         if self._id is None:
             call = self._call
             if self.checkpoint_id is None:  # no saver: unique to this call and step
                 self._id = derive_id("task", call.thread_id, call.run_id, self.step, self.node)
             else:
-                self._id = task_id_for(call.thread_id, self.checkpoint_id, self.node)
+                self._id = task_id_for(self.id_thread, self.checkpoint_id, self.node)
         return self._id
 
     @property
@@ -220,7 +229,7 @@ def interrupt(value: Any) -> Any:
     if scope is not None and scope.task is task:
         index = scope.count
         scope.count += 1
-        interrupt_id = scoped_interrupt_id(task.thread_id, task.step, task.id, scope.key, index)
+        interrupt_id = scoped_interrupt_id(task.id_thread, task.step, task.id, scope.key, index)
         if interrupt_id in task._resume:
             return task._resume[interrupt_id]
         raise GraphInterrupted(
@@ -229,7 +238,7 @@ def interrupt(value: Any) -> Any:
         )
     index = task._interrupt_count
     task._interrupt_count += 1
-    interrupt_id = derive_id("interrupt", task.thread_id, task.step, task.id, index)
+    interrupt_id = derive_id("interrupt", task.id_thread, task.step, task.id, index)
     if interrupt_id in task._resume:
         return task._resume[interrupt_id]
     raise GraphInterrupted([Interrupt(interrupt_id, value, task.node)])

@@ -29,6 +29,7 @@ from graph_agent import (
 from graph_agent.checkpoint.base import Checkpoint, new_checkpoint_id
 from graph_agent.checkpoint.serde import register
 from graph_agent.graph.engine import Blob
+from graph_agent.graph.pending import COPY_TASK, IDS_THREAD
 from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage, UserMessage
 
 
@@ -446,24 +447,32 @@ def two_namespaces_with_writes(saver, thread="src"):
 STORED = ("id", "parent_id", "step", "next", "versions", "barriers", "metadata", "created_at")
 
 
-def snapshot_of(saver, thread):
-    """Everything a thread holds, per namespace, newest first."""
-    return {
-        ns: [
-            (*(getattr(cp, name) for name in STORED), cp.values, cp.pending_writes)
-            for cp in saver.list(thread, checkpoint_ns=ns)
-        ]
-        for ns in ("", "child:1")
-    }
+def snapshot_of(saver, thread, *, copied_from=None):
+    """Everything a thread holds, per namespace, newest first; for a copy (``copied_from``),
+    without the write naming the source on each checkpoint with pending writes, after
+    checking it is there (see IDS_THREAD)."""
+    snapshot = {}
+    for ns in ("", "child:1"):
+        rows = []
+        for cp in saver.list(thread, checkpoint_ns=ns):
+            writes = cp.pending_writes
+            if copied_from is not None and writes:
+                alias = [w for w in writes if w.channel == IDS_THREAD]
+                assert [(w.task_id, w.value) for w in alias] == [(COPY_TASK, copied_from)]
+                writes = tuple(w for w in writes if w.channel != IDS_THREAD)
+            rows.append((*(getattr(cp, name) for name in STORED), cp.values, writes))
+        snapshot[ns] = rows
+    return snapshot
 
 
 def test_copy_thread_copies_every_namespace_checkpoint_and_pending_write(saver):
     two_namespaces_with_writes(saver)
     before = snapshot_of(saver, "src")
     saver.copy_thread("src", "dst")
-    assert snapshot_of(saver, "dst") == snapshot_of(saver, "src") == before
+    assert snapshot_of(saver, "dst", copied_from="src") == snapshot_of(saver, "src") == before
     assert len(before[""]) == 5 and len(before["child:1"]) == 3
-    assert saver.get("dst").pending_writes[0].value == {"v": (1, "a")}
+    copied_writes = saver.get("dst").pending_writes
+    assert next(w.value for w in copied_writes if w.channel != IDS_THREAD) == {"v": (1, "a")}
     assert sorted(saver.threads()) == ["dst", "src"]
 
 
@@ -472,9 +481,9 @@ def test_a_copied_thread_stays_readable_after_its_source_is_pruned_then_deleted(
     copied = snapshot_of(saver, "src")
     saver.copy_thread("src", "dst")
     saver.prune("src", keep_last=1)
-    assert snapshot_of(saver, "dst") == copied
+    assert snapshot_of(saver, "dst", copied_from="src") == copied
     saver.delete_thread("src")
-    assert snapshot_of(saver, "dst") == copied
+    assert snapshot_of(saver, "dst", copied_from="src") == copied
 
 
 def test_a_copied_thread_and_its_source_go_on_apart(saver):
@@ -510,7 +519,7 @@ def test_copy_thread_of_a_thread_without_checkpoints_is_refused(saver):
 def test_acopy_thread_matches_copy_thread(saver):
     two_namespaces_with_writes(saver)
     asyncio.run(saver.acopy_thread("src", "dst"))
-    assert snapshot_of(saver, "dst") == snapshot_of(saver, "src")
+    assert snapshot_of(saver, "dst", copied_from="src") == snapshot_of(saver, "src")
 
 
 # every type a checkpoint stores, written by nodes, read back through a fresh saver
