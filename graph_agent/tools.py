@@ -680,7 +680,10 @@ class Tool:
         timeout: float | None = None,
     ) -> str:
         """Async :meth:`invoke`: sync functions run on a daemon thread, so a timeout can abandon
-        them without blocking the event loop.
+        them without blocking the event loop; async ones run on the caller's loop (they may use
+        what lives on it, such as a shared HTTP client), so one that blocks that loop (a
+        ``time.sleep`` inside ``async def``) holds the caller up until it returns. The agent's
+        tool node calls :meth:`run` instead, which cuts such a tool at its timeout.
 
         Example:
             >>> import asyncio
@@ -692,17 +695,7 @@ class Tool:
             'hi'
         """
         call = self._bind(arguments, context)
-        if not self.is_async or timeout is None:
-            return result_to_text(await self._await_within(call, timeout, context))
-        # on a loop of its own (see run): a coroutine that blocks cannot block the caller's
-        own_loop = _run_on_daemon_thread(
-            lambda: _run_coroutine(lambda: self._await_within(call, timeout, context)),
-            f"tool:{self.name}",
-        )
-        try:
-            return result_to_text(await _at_most(own_loop, timeout + _BLOCKED_GRACE))
-        except _WaitTimedOut:
-            raise self._timeout_error(timeout, context, blocked=True) from None
+        return result_to_text(await self._await_within(call, timeout, context))
 
     async def _await_within(
         self, call: Callable[[], Any], timeout: float | None, context: ToolContext | None

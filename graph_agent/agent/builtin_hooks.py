@@ -7,11 +7,9 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from graph_agent.agent.hooks import AgentHook, JumpTo, ModelHook
+from graph_agent.agent.keys import REJECTED_KEY, RUN_KEY, THREAD_KEY
 from graph_agent.agent.nodes import (
     INSTRUCTION_ID,
-    REJECTED_KEY,
-    RUN_KEY,
-    THREAD_KEY,
     counters,
     error_response,
     last_assistant,

@@ -7,10 +7,11 @@ caller once and resume inside the agent, and a crash inside it resumes inside it
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from graph_agent.agent.nodes import RUN_KEY, last_assistant
+from graph_agent.agent.keys import RUN_KEY
+from graph_agent.agent.nodes import last_assistant
 from graph_agent.graph.runner import CompiledGraph
 from graph_agent.graph.runtime import derive_id
 from graph_agent.graph.state import OverAllState
@@ -32,6 +33,9 @@ class AgentLike(Protocol):
     @property
     def instruction_keys(self) -> tuple[str, ...]: ...
 
+    @property
+    def output_keys(self) -> tuple[str, ...]: ...
+
     def _max_steps(self) -> int: ...
 
 
@@ -42,14 +46,14 @@ def agent_node(
     return_reasoning_contents: bool = False,
     output_key: str | None = None,
     collect_key: str | None = None,
-    share_output: bool = True,
+    share_output: bool | Callable[[OverAllState], bool] = True,
     query_key: str | None = None,
 ) -> SubgraphNode:
     """``agent`` as a node of another graph that keeps its conversation in ``messages``.
 
     The keys the agent's instruction reads (``{key}``) are passed to it from the caller's
-    state, and its output (what it stores at its own ``output_key``) comes back under that key,
-    so a team's later agents read an earlier one's result.
+    state, and its output (what it stores at its ``output_key``; a team's, what its agents
+    store) comes back under that key, so a team's later agents read an earlier one's result.
 
     Args:
         agent: The agent to run.
@@ -61,12 +65,13 @@ def agent_node(
         output_key: Also store the final answer's text under this key.
         collect_key: Also add ``{agent name: answer text}`` to this (merged) dict key.
         share_output: Bring the agent's own output back under its ``output_key`` (a team
-            whose agents run side by side turns this off for a key several of them share).
+            whose agents run side by side turns this off for a key several of them share);
+            a callable decides from the caller's state when the agent runs.
         query_key: A state key mapping agent names to a request of their own (a routing
             model's ``query``): when it holds one for this agent, the agent gets it as a user
             message after the messages it sees.
     """
-    own_key: str | None = getattr(agent, "output_key", None) if share_output else None
+    own_keys = agent.output_keys
     reads = [key for key in agent.instruction_keys if key not in ("messages", RUN_KEY)]
 
     def make_input(state: OverAllState) -> dict[str, Any]:
@@ -92,8 +97,9 @@ def agent_node(
             update[output_key] = _text(answers)
         if collect_key is not None and answers:
             update[collect_key] = {agent.name: _text(answers)}
-        if own_key is not None and own_key in values:
-            update[own_key] = values[own_key]
+        share = share_output(state) if callable(share_output) else share_output
+        if share:
+            update.update((key, values[key]) for key in own_keys if key in values)
         return update
 
     return SubgraphNode(

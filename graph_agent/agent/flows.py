@@ -31,7 +31,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from graph_agent.agent.compose import AgentLike, agent_node, agent_tool
-from graph_agent.agent.nodes import RUN_INPUT_KEY, RUN_KEY, run_answer, run_start
+from graph_agent.agent.keys import RUN_INPUT_KEY, RUN_KEY
+from graph_agent.agent.nodes import run_answer, run_start
 from graph_agent.agent.react import coerce_state
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
@@ -114,6 +115,11 @@ class FlowAgent:
 
     def _max_steps(self) -> int:
         return 100 + sum(agent._max_steps() for agent in self._agents())
+
+    @property
+    def output_keys(self) -> tuple[str, ...]:
+        """The keys a run of this team hands back to a graph it runs in: its agents'."""
+        return tuple(dict.fromkeys(key for agent in self._agents() for key in agent.output_keys))
 
     @property
     def instruction_keys(self) -> tuple[str, ...]:
@@ -248,14 +254,21 @@ class ParallelAgent(FlowAgent):
 
 
 def _side_by_side_node(
-    agent: AgentLike, team: Sequence[AgentLike], query_key: str | None = None
+    agent: AgentLike,
+    team: Sequence[AgentLike],
+    query_key: str | None = None,
+    chosen_key: str | None = None,
 ) -> SubgraphNode:
     """``agent`` as a node that may run in the same step as the rest of ``team``: its answer
-    goes to ``outputs``, and its own output key only when no other agent of the team shares
-    it (two writes to one key in a step would clash)."""
-    key = getattr(agent, "output_key", None)
-    shared = sum(getattr(other, "output_key", None) == key for other in team) > 1
-    return agent_node(agent, collect_key=OUTPUTS_KEY, share_output=not shared, query_key=query_key)
+    goes to ``outputs``, and its own output key only when no other agent of the team that runs
+    beside it shares the key (two writes to one key in a step would clash): always when no
+    other agent has it, else when ``chosen_key`` (the agents a router chose) names it alone."""
+    keys = set(agent.output_keys)
+    shared = any(keys & set(other.output_keys) for other in team if other is not agent)
+    share: bool | Callable[[OverAllState], bool] = not shared
+    if shared and chosen_key is not None:
+        share = lambda state: list(state.value(chosen_key, ())) == [agent.name]  # noqa: E731
+    return agent_node(agent, collect_key=OUTPUTS_KEY, share_output=share, query_key=query_key)
 
 
 class RouteTarget(BaseModel):
@@ -293,7 +306,9 @@ class LlmRoutingAgent(FlowAgent):
     ANSWERS_SIDE_BY_SIDE = True
     QUERIES_KEY = "_route_queries"
     """The requests of their own the routing model gave the chosen agents, by name."""
-    PRIVATE_KEYS = frozenset({*FlowAgent.PRIVATE_KEYS, QUERIES_KEY})
+    CHOSEN_KEY = "_route_chosen"
+    """The agents the routing model chose, by name (one alone shares its output key)."""
+    PRIVATE_KEYS = frozenset({*FlowAgent.PRIVATE_KEYS, QUERIES_KEY, CHOSEN_KEY})
 
     def __init__(
         self,
@@ -321,7 +336,7 @@ class LlmRoutingAgent(FlowAgent):
         graph.add_node(self.ROUTER, self._route, destinations=names)
         graph.add_edge(START, self.ROUTER)
         for agent in self._agents():
-            node = _side_by_side_node(agent, self._agents(), self.QUERIES_KEY)
+            node = _side_by_side_node(agent, self._agents(), self.QUERIES_KEY, self.CHOSEN_KEY)
             graph.add_node(agent.name, node)
             graph.add_edge(agent.name, END)
 
@@ -349,9 +364,13 @@ class LlmRoutingAgent(FlowAgent):
         chosen = self._parse(reply.text)
         if chosen:
             queries = {name: query for name, query in chosen.items() if query is not None}
-            return Command(goto=list(chosen), update={self.QUERIES_KEY: queries})
+            update = {self.QUERIES_KEY: queries, self.CHOSEN_KEY: list(chosen)}
+            return Command(goto=list(chosen), update=update)
         if self.fallback is not None:
-            return Command(goto=self.fallback.name, update={self.QUERIES_KEY: {}})
+            fallback = self.fallback.name
+            return Command(
+                goto=fallback, update={self.QUERIES_KEY: {}, self.CHOSEN_KEY: [fallback]}
+            )
         raise GraphRuntimeError(
             f"{self.name}: the routing model chose no known agent ({reply.text!r:.120}); known: "
             f"{', '.join(a.name for a in self.agents)}; give the team a fallback agent"

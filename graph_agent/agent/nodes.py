@@ -14,7 +14,7 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -25,19 +25,31 @@ from graph_agent.agent.interceptors import (
     run_model_call,
     stream_to_caller,
 )
+from graph_agent.agent.keys import (
+    REJECTED_KEY,
+    RUN_INPUT_KEY,
+    RUN_KEY,
+    THREAD_KEY,
+)
 from graph_agent.agent.templates import fill, is_template
+from graph_agent.agent.tool_commands import (
+    ToolCommandError,
+    ToolUpdate,
+    command_updates,
+    from_command,
+)
+from graph_agent.graph.engine import Updates
 from graph_agent.graph.errors import (
     GraphCancelledError,
     GraphInterrupted,
     GraphRuntimeError,
-    InvalidUpdateError,
     ParentCommand,
     exception_text,
 )
 from graph_agent.graph.execution import wait_delivering
 from graph_agent.graph.runtime import InterruptScope, TaskContext
-from graph_agent.graph.state import AppendStrategy, KeyStrategy, OverAllState, ReplaceStrategy
-from graph_agent.graph.types import END, Command, RunnableConfig
+from graph_agent.graph.state import OverAllState
+from graph_agent.graph.types import Command, RunnableConfig
 from graph_agent.messages import (
     AssistantMessage,
     BaseMessage,
@@ -53,19 +65,6 @@ if TYPE_CHECKING:
 
 INSTRUCTION_ID = "instruction"
 """The id of the message that holds the agent's instruction, first in its history."""
-JUMP_KEY = "jump_to"
-"""Where a hook (or a tool's ``Command.goto``) asks the router after it to jump: ephemeral."""
-RUN_KEY = "_agent_run"
-THREAD_KEY = "_agent_thread"
-REJECTED_KEY = "_agent_rejected"
-"""Tool calls a human rejected, with the reasons, for the assistant message that made them:
-``{message id: {call id: reason}}``. The tool node answers them with the rejection (in call
-order, with the other results) instead of running them, then drops them; new input drops
-them too. Keyed by the message, a rejection never reaches a later call that reuses the id."""
-RUN_INPUT_KEY = "_agent_input"
-"""The id of the last message of the current run's input (or, when the input added none, of
-the last message before it): the messages the run added follow it. ``None`` on an empty
-thread."""
 SUMMARIZE_PROMPT = (
     "You have reached the maximum number of tool-calling steps for this request. Do not call "
     "any more tools. Using what you have found so far, give your best final answer, and say "
@@ -79,8 +78,6 @@ TOOL_RECORD = "tool:"
 TOOL_UPDATE_RECORD = "tool-update:"
 """Prefix of the record of what a call's ``Command`` wrote besides its result
 (``tool-update:<call id>``), kept before the result so a replayed call loses nothing."""
-AGENT_KEYS = frozenset({RUN_KEY, THREAD_KEY, REJECTED_KEY, RUN_INPUT_KEY, JUMP_KEY})
-"""The agent's own bookkeeping keys: no tool or output may write them."""
 FINAL_ANSWER_TOOL = "final_answer"
 """The tool the model answers through when ``output_mode="tool"``."""
 
@@ -432,19 +429,6 @@ def _short_errors(error: ValidationError) -> str:
     )
 
 
-class ToolCommandError(ValueError):
-    """A tool returned a ``Command`` the agent cannot apply; the model reads why."""
-
-
-class ToolUpdate(NamedTuple):
-    """What a tool's ``Command`` asks besides its result: state writes (``messages`` apart),
-    messages to add after the step's results, and a jump (``"end"``) or ``None``."""
-
-    update: dict[str, Any]
-    messages: list[BaseMessage]
-    goto: str | None
-
-
 class ToolNode:
     """``__tool__``: runs the pending calls of the last assistant message, in parallel.
 
@@ -461,12 +445,14 @@ class ToolNode:
     still run), ``goto="model"`` is the usual way on.
     """
 
-    def __init__(self, agent: ReactAgent, strategies: Mapping[str, KeyStrategy]) -> None:
+    def __init__(self, agent: ReactAgent, private_keys: frozenset[str]) -> None:
         self.agent = agent
-        self.strategies = strategies
-        """The agent graph's declared keys: how the writes of several tools merge."""
+        self.private_keys = private_keys
+        """The private keys hooks declare: the only ones a tool's Command may write."""
 
-    def __call__(self, state: OverAllState, config: RunnableConfig) -> dict[str, Any] | None:
+    def __call__(
+        self, state: OverAllState, config: RunnableConfig
+    ) -> dict[str, Any] | Updates | None:
         calls = pending_tool_calls(state.value("messages", ()))
         if not calls:
             return None
@@ -499,13 +485,7 @@ class ToolNode:
         if state.value(REJECTED_KEY) is not None:
             update[REJECTED_KEY] = None  # answered: no later call can pick them up
         if updates:
-            task = config.task
-            step = task.step if task is not None else -1
-            outcomes = [(call, updates[call.id]) for call in calls if call.id in updates]
-            commanded = self._merged(outcomes, step)
-            extra = commanded.pop("messages", [])
-            update.update(commanded)
-            update["messages"] = [*results, *extra]  # the results first, as models expect
+            return command_updates(update, [(c, updates[c.id]) for c in calls if c.id in updates])
         return update
 
     def _over_limit(
@@ -522,45 +502,6 @@ class ToolNode:
             "in your next answer if you still need it."
         )
         return {call.id: error_response(call, text) for call in to_run[limit:]}
-
-    def _merged(self, outcomes: list[tuple[ToolCall, ToolUpdate]], step: int) -> dict[str, Any]:
-        """The writes of the calls' Commands as one update, merged in call order."""
-        writes: dict[str, list[tuple[ToolCall, Any]]] = {}
-        for call, outcome in outcomes:
-            for key, value in outcome.update.items():
-                writes.setdefault(key, []).append((call, value))
-        merged = {key: self._fold(key, values, step) for key, values in writes.items()}
-        extra = [m for _, outcome in outcomes for m in outcome.messages]
-        if extra:
-            merged["messages"] = extra
-        if any(outcome.goto == "end" for _, outcome in outcomes):
-            merged[JUMP_KEY] = "end"
-        return merged
-
-    def _fold(self, key: str, values: list[tuple[ToolCall, Any]], step: int) -> Any:
-        """Several calls' writes to ``key`` as one write, by the key's strategy."""
-        if len(values) == 1:
-            return values[0][1]
-        strategy = self.strategies.get(key)
-        if type(strategy) is AppendStrategy:
-            items: list[Any] = []
-            for _, value in values:
-                items.extend(value if isinstance(value, list | tuple) else [value])
-            return items
-        if strategy is None or type(strategy) is ReplaceStrategy:
-            (first, _), (second, _) = values[0], values[1]
-            raise InvalidUpdateError(
-                f"tools {first.name!r} (call {first.id}) and {second.name!r} (call {second.id}) "
-                f"both wrote the key {key!r} in step {step}; a replaced key takes one write per "
-                "step: declare it with an AppendStrategy/MergeStrategy or a merge callable (a "
-                "hook's state_keys), or let one tool write it",
-                node="__tool__",
-                step=step,
-            )
-        merged = values[0][1]
-        for _, value in values[1:]:
-            merged = strategy.merge(merged, value)
-        return merged
 
     def _run_one(
         self,
@@ -647,69 +588,10 @@ class ToolNode:
         timeout = tool.timeout if tool.timeout is not None else self.agent.tool_timeout
         value = tool.run(arguments, request.context, timeout=timeout)
         if isinstance(value, Command) and value.graph is None:
-            response, updates[call.id] = self._from_command(call, value)
+            response, updates[call.id] = from_command(call, value, self.private_keys)
             return response
         text = result_to_text(value)
         return ToolResponseMessage(tool_call_id=call.id, name=call.name, content=text)
-
-    def _from_command(
-        self, call: ToolCall, command: Command
-    ) -> tuple[ToolResponseMessage, ToolUpdate]:
-        """The call's result and the rest of what its ``Command`` asks, checked.
-
-        Raises:
-            ToolCommandError: the Command cannot be applied (the model reads why).
-        """
-        where = f"tool {call.name!r} returned Command"
-        if command.resume is not None:
-            raise ToolCommandError(f"{where}(resume=...): a tool cannot answer interrupts")
-        update = command.update if command.update is not None else {}
-        if not isinstance(update, Mapping):
-            raise ToolCommandError(f"{where}(update={update!r:.60}): update must be a dict")
-        writes: dict[str, Any] = {}
-        for key, value in update.items():
-            if key in AGENT_KEYS or (
-                isinstance(key, str) and key.startswith("_") and key not in self.strategies
-            ):
-                raise ToolCommandError(
-                    f"{where}(update={{{key!r}: ...}}): {key!r} is private to the agent; a tool "
-                    "may write public keys, and private ones a hook declares in its state_keys"
-                )
-            if key != "messages":
-                writes[key] = value
-        response, extra = self._command_messages(call, update.get("messages"), where)
-        if response is None:
-            text = result_to_text(writes) if writes else "Done."
-            response = ToolResponseMessage(tool_call_id=call.id, name=call.name, content=text)
-        return response, ToolUpdate(writes, extra, _tool_goto(command.goto, where))
-
-    @staticmethod
-    def _command_messages(
-        call: ToolCall, messages: Any, where: str
-    ) -> tuple[ToolResponseMessage | None, list[BaseMessage]]:
-        """The call's own result among a Command's messages, and the other messages."""
-        items = [] if messages is None else messages
-        if not isinstance(items, list | tuple):
-            items = [items]
-        response: ToolResponseMessage | None = None
-        extra: list[BaseMessage] = []
-        for item in items:
-            if not isinstance(item, BaseMessage):
-                raise ToolCommandError(
-                    f"{where}(update={{'messages': [...]}}) holding {type(item).__name__}: a "
-                    "tool adds messages (a ToolResponseMessage for its call first of all), not "
-                    "removals or replacements of the history"
-                )
-            if isinstance(item, ToolResponseMessage):
-                if item.tool_call_id != call.id or response is not None:
-                    raise ToolCommandError(
-                        f"{where} with a result for call {item.tool_call_id!r}; a tool answers "
-                        f"its own call once: ToolResponseMessage(tool_call_id={call.id!r}, ...)"
-                    )
-                response = item
-            else:
-                extra.append(item)
-        return response, extra
 
     def _fit(self, response: ToolResponseMessage, call: ToolCall) -> ToolResponseMessage:
         """Match the response to its call and cut output above the size cap."""
@@ -723,21 +605,6 @@ class ToolNode:
             cut = len(response.content) - limit
             fixes["content"] = response.content[:limit] + f"\n[... {cut} more characters truncated]"
         return response.model_copy(update=fixes) if fixes else response
-
-
-def _tool_goto(goto: Any, where: str) -> str | None:
-    """A tool's ``Command.goto`` as a jump after the tool step: ``"end"`` or ``None``."""
-    targets = [goto] if isinstance(goto, str) or goto is None else list(goto)
-    jump: str | None = None
-    for target in targets:
-        if target in (END, "end"):
-            jump = "end"
-        elif target not in (None, "model", "__model__"):
-            raise ToolCommandError(
-                f"{where}(goto={target!r}); after a tool step the run goes on to the model, or "
-                "ends with goto=END"
-            )
-    return jump
 
 
 def _is_set(cancel: Any) -> bool:

@@ -17,13 +17,10 @@ from graph_agent.agent.builtin_hooks import InstructionAgentHook
 from graph_agent.agent.compose import agent_node, agent_tool
 from graph_agent.agent.hooks import Hook
 from graph_agent.agent.interceptors import ModelInterceptor, ToolInterceptor
+from graph_agent.agent.keys import AGENT_KEYS, REJECTED_KEY, RUN_INPUT_KEY, RUN_KEY
 from graph_agent.agent.nodes import (
-    AGENT_KEYS,
     FINAL_ANSWER_TOOL,
     INTERRUPTED_RESULT,
-    REJECTED_KEY,
-    RUN_INPUT_KEY,
-    RUN_KEY,
     TOOL_RECORD,
     error_response,
     messages_of,
@@ -177,6 +174,11 @@ class ReactAgent:
         self.model_options = dict(model_options or {})
         self._compiled: CompiledGraph | None = None
         self._lock = threading.Lock()
+
+    @property
+    def output_keys(self) -> tuple[str, ...]:
+        """The keys a run of this agent hands back to a graph it runs in: its output key."""
+        return (self.output_key,)
 
     @property
     def instruction_keys(self) -> tuple[str, ...]:

@@ -26,16 +26,8 @@ from typing import Any
 
 from graph_agent.agent.builtin_hooks import ToolCallLimitHook
 from graph_agent.agent.hooks import NODE_SUFFIX, Hook, HookPosition, JumpTo, running_for
-from graph_agent.agent.nodes import (
-    JUMP_KEY,
-    REJECTED_KEY,
-    RUN_INPUT_KEY,
-    RUN_KEY,
-    THREAD_KEY,
-    ModelNode,
-    ToolNode,
-    pending_tool_calls,
-)
+from graph_agent.agent.keys import JUMP_KEY, REJECTED_KEY, RUN_INPUT_KEY, RUN_KEY, THREAD_KEY
+from graph_agent.agent.nodes import ModelNode, ToolNode, pending_tool_calls
 from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.errors import GraphSetupError, InvalidUpdateError
 from graph_agent.graph.state import AppendStrategy, OverAllState
@@ -174,7 +166,8 @@ def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
     for hook in run_order["after_model"]:
         graph.add_node(hook_node_name(hook, "after_model"), hook_node(hook, "after_model", agent))
     if has_tools:
-        graph.add_node(TOOL_NODE, ToolNode(agent, strategies))
+        private = frozenset(key for key in strategies if key.startswith("_"))
+        graph.add_node(TOOL_NODE, ToolNode(agent, private))
     for hook in run_order["after_agent"]:
         graph.add_node(hook_node_name(hook, "after_agent"), hook_node(hook, "after_agent", agent))
     _wire(graph, shape, run_order, has_tools, jumps)

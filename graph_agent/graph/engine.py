@@ -132,10 +132,31 @@ class GraphSpec:
 
 @dataclass(slots=True)
 class Write:
-    """A node's normalized return: its partial update and its ``Command.goto`` targets."""
+    """A node's normalized return: its partial update and its ``Command.goto`` targets.
+
+    ``parts``, when a node returned :class:`Updates`: the writes to merge, in order, each as
+    if written by a node of its own (``update`` then only shows them together)."""
 
     update: Mapping[str, Any]
     goto: tuple[str, ...] = ()
+    parts: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+
+    def labelled(self, node: str) -> list[tuple[str, Mapping[str, Any]]]:
+        """The writes to merge for ``node``: its update, or its parts named ``node (label)``."""
+        if not self.parts:
+            return [(node, self.update)]
+        return [(f"{node} ({label})" if label else node, part) for label, part in self.parts]
+
+
+@dataclass(frozen=True, slots=True)
+class Updates:
+    """What an engine-internal node (the agent's tool node) returns to have several writes
+    merged in order, each by the keys' strategies, as if each came from a node of its own:
+    two of them writing one replaced key is an :class:`InvalidUpdateError` naming both
+    ``labels``. ``goto`` as in :class:`Command`."""
+
+    parts: tuple[tuple[str, Mapping[str, Any]], ...]
+    goto: str | Sequence[str] | None = None
 
 
 EMPTY_WRITE = Write(MappingProxyType({}))
@@ -201,12 +222,32 @@ def normalize_return(node: str, step: int, value: Any, destinations: frozenset[s
     if isinstance(value, Mapping):
         _check_keys(node, step, value)
         return Write(dict(value))
+    if isinstance(value, Updates):
+        for _, part in value.parts:
+            _check_keys(node, step, part)
+        parts = tuple((label, dict(part)) for label, part in value.parts)
+        goto = _goto_targets(node, step, value.goto, destinations)
+        return Write(_shown_together(parts), goto, parts)
     raise InvalidUpdateError(
         f"node {node!r} (step {step}) returned {type(value).__name__} {_short(value)}; a node "
         "must return a dict of state updates (e.g. {'key': value}), a Command, or None",
         node=node,
         step=step,
     )
+
+
+def _shown_together(parts: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    """Several writes as one update to show (streams): lists written to one key are joined,
+    any other value is the last one written."""
+    shown: dict[str, Any] = {}
+    for _, part in parts:
+        for key, value in part.items():
+            earlier = shown.get(key)
+            if type(earlier) is list and type(value) is list:
+                shown[key] = [*earlier, *value]
+            else:
+                shown[key] = value
+    return shown
 
 
 def _check_keys(node: str, step: int, update: Mapping[Any, Any]) -> None:

@@ -594,7 +594,10 @@ class _Flow:
         task.write = normalize_return(node.name, task.context.step, value, node.destinations)
         if not self.several or self.saver is None:
             return None
-        stored = {"update": dict(task.write.update), "goto": list(task.write.goto)}
+        write = task.write
+        stored: dict[str, Any] = {"update": dict(write.update), "goto": list(write.goto)}
+        if write.parts:
+            stored["parts"] = [[label, dict(part)] for label, part in write.parts]
         return self._put_writes(task.context.id, [(WRITE, stored)])
 
     def _settle(
@@ -621,13 +624,17 @@ class _Flow:
                 for task in failures:  # a subgraph or agent that stopped with this run
                     if isinstance(task.error, GraphCancelledError):
                         raise self._cancelled(during=True) from task.error
+            raised = _node_error(failures)
             if self.saver is not None:  # shown by get_state's tasks; a resume runs them again
-                for task in failures:
-                    failed = task.error
-                    assert failed is not None
-                    error = f"{type(failed).__name__}: {exception_text(failed)}"[:2000]
-                    yield self._put_writes(task.context.id, [(ERROR, error)])
-            raise _node_error(failures)
+                try:
+                    for task in failures:
+                        failed = task.error
+                        assert failed is not None
+                        error = f"{type(failed).__name__}: {exception_text(failed)}"[:2000]
+                        yield self._put_writes(task.context.id, [(ERROR, error)])
+                except Exception as store_error:  # the node's error is what the caller needs
+                    raised.add_note(f"(its error could not be stored for get_state: {store_error})")
+            raise raised
         interrupts: list[Interrupt] = []
         waiting_node: str | None = None
         for task in tasks:
@@ -668,7 +675,9 @@ class _Flow:
         if len(tasks) == 1 and not done:  # the common step: no per-step lists
             task = tasks[0]
             name, only = task.node.name, task.write or EMPTY_WRITE
-            loop.apply_writes(((name, only.update),), step)
+            loop.apply_writes(
+                ((name, only.update),) if not only.parts else only.labelled(name), step
+            )
             loop.step = step
             loop.route(((name, only.goto),), self.config)
             return [(name, only)]
@@ -678,7 +687,7 @@ class _Flow:
             if write is None:
                 write = done.get(task.context.id) if done else None
             writes.append((task.node.name, write if write is not None else EMPTY_WRITE))
-        loop.apply_writes([(name, w.update) for name, w in writes], step)
+        loop.apply_writes([labelled for name, w in writes for labelled in w.labelled(name)], step)
         loop.step = step
         loop.route([(name, w.goto) for name, w in writes], self.config)
         return writes

@@ -82,7 +82,8 @@ class Pending:
         for write in writes:
             task_id, channel, value = write.task_id, write.channel, write.value
             if channel == WRITE:
-                self.done[task_id] = Write(value["update"], tuple(value["goto"]))
+                parts = tuple((label, part) for label, part in value.get("parts", ()))
+                self.done[task_id] = Write(value["update"], tuple(value["goto"]), parts)
             elif channel in (INTERRUPT, BREAKPOINT):
                 for item in value:
                     self.add_interrupt(task_id, item, static=channel == BREAKPOINT)
@@ -102,7 +103,7 @@ class Pending:
     @property
     def empty(self) -> bool:
         """True when nothing is pending (the usual case: no task id needs deriving)."""
-        return not (self.done or self.interrupts or self.records or self.resume)
+        return not (self.done or self.interrupts or self.records or self.resume or self.ids_thread)
 
     def add_interrupt(self, task_id: str, item: Interrupt, *, static: bool) -> None:
         items = self.interrupts.setdefault(task_id, [])

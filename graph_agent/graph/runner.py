@@ -364,7 +364,7 @@ class CompiledGraph:
                 created_at=None,
                 parent_config=None,
             )
-        return self._snapshot(checkpoint, subgraphs=subgraphs)
+        return self._graph_in(config.checkpoint_ns)._snapshot(checkpoint, subgraphs=subgraphs)
 
     def get_state_history(
         self,
@@ -377,8 +377,9 @@ class CompiledGraph:
         if isinstance(before, RunnableConfig):
             before = before.checkpoint_id
         saver, ns = self._run.saver, config.checkpoint_ns
+        graph = self._graph_in(ns)
         for checkpoint in saver.list(thread_id, limit=limit, before=before, checkpoint_ns=ns):
-            yield self._snapshot(checkpoint)
+            yield graph._snapshot(checkpoint)
 
     def update_state(
         self, config: RunnableConfig, values: Any, as_node: str | None = None
@@ -453,13 +454,29 @@ class CompiledGraph:
                 state = child.with_saver(self._run.saver)._child_state(
                     thread_id, nested_namespace(checkpoint.checkpoint_ns, place)
                 )
+            interrupts = pending.unanswered_of(task_id)
+            # an error outlived by a later attempt that finished or paused is not shown
+            failed = not interrupts and task_id not in pending.done
             yield TaskSnapshot(
                 id=task_id,
                 name=name,
-                interrupts=pending.unanswered_of(task_id),
-                error=pending.errors.get(task_id),
+                interrupts=interrupts,
+                error=pending.errors.get(task_id) if failed else None,
                 state=state,
             )
+
+    def _graph_in(self, namespace: str) -> CompiledGraph:
+        """The graph whose checkpoints ``namespace`` holds: this one's, or a subgraph's found
+        by walking the namespace's ``node:task`` segments (a child's snapshot shows its own
+        keys and next tasks); as far as it resolves (an agent called as a tool is no node)."""
+        graph: CompiledGraph = self
+        for segment in namespace.split("|") if namespace else ():
+            node = graph._run.spec.nodes.get(segment.rpartition(":")[0])
+            child = getattr(node.fn, "child", None) if node is not None else None
+            if not isinstance(child, CompiledGraph):
+                break
+            graph = child.with_saver(self._run.saver)
+        return graph
 
     def _child_state(self, thread_id: str, namespace: str) -> StateSnapshot | None:
         """The state a child graph keeps in ``namespace``, or ``None`` before it stored any."""

@@ -14,7 +14,7 @@ from graph_agent import (
     AppendStrategy,
     Command,
     InvalidUpdateError,
-    NodeError,
+    ReplaceAll,
     RunnableConfig,
     SqliteSaver,
     ToolContext,
@@ -125,14 +125,56 @@ def test_two_tools_writing_one_replaced_key_is_an_invalid_update(caller):
     )
     agent = ReactAgent("a", model, tools=[set_mood])
 
-    with pytest.raises(NodeError) as caught:
+    with pytest.raises(InvalidUpdateError) as caught:
         caller.invoke(agent, "moods")
 
-    cause = caught.value.__cause__
-    assert isinstance(cause, InvalidUpdateError)
-    assert "tools 'set_mood' (call c1) and 'set_mood' (call c2) both wrote the key 'mood'" in str(
-        cause
+    message = str(caught.value)
+    assert "(tool 'set_mood', call c1)" in message and "(tool 'set_mood', call c2)" in message
+    assert "both wrote the key 'mood'" in message
+
+
+def tally(old, new):
+    """A merge rule that is not associative over writes: counts the writes it is given."""
+    return {"writes": (old or {"writes": 0})["writes"] + 1, "last": new}
+
+
+class Declares(AgentHook):
+    """Declares keys with the strategies a user would: a plain merge function, an append key."""
+
+    state_keys = {"tally": tally, "pairs": AppendStrategy()}
+
+
+@tool
+def count(n: int) -> Command:
+    """Count a write."""
+    return Command(update={"tally": n, "pairs": (n, n * 10)})
+
+
+def test_several_tools_writes_merge_as_separate_writes_by_any_strategy(caller):
+    model = ScriptedChatModel(
+        [calls(("c1", "count", {"n": 1}), ("c2", "count", {"n": 2})), "counted"]
     )
+    agent = ReactAgent("a", model, tools=[count], hooks=[Declares()])
+
+    state = caller.invoke(agent, {"messages": "count", "tally": "input", "pairs": [(0, 0)]})
+
+    assert state["tally"] == {"writes": 3, "last": 2}  # the input's write, then one per tool
+    assert state["pairs"] == [(0, 0), (1, 10), (2, 20)]  # a tuple stays one item
+
+
+@tool
+def reset_pairs() -> Command:
+    """Start the pairs over."""
+    return Command(update={"pairs": ReplaceAll([(9, 9)])})
+
+
+def test_a_replace_all_from_one_tool_then_an_append_from_the_next_apply_in_call_order():
+    model = ScriptedChatModel([calls(("c1", "reset_pairs", {}), ("c2", "count", {"n": 3})), "ok"])
+    agent = ReactAgent("a", model, tools=[reset_pairs, count], hooks=[Declares()])
+
+    state = agent.invoke({"messages": "go", "pairs": [(0, 0)]})
+
+    assert state["pairs"] == [(9, 9), (3, 30)]
 
 
 def test_goto_end_ends_the_run_after_the_tool_step_and_after_agent_hooks_still_run(caller):

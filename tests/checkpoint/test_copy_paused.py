@@ -154,3 +154,31 @@ def test_a_copy_of_an_agent_waiting_for_approval_runs_the_approved_call_once(sav
 
     assert final["messages"][-1].text == "Sent."
     assert sent == ["ada"]
+
+
+def test_only_the_copied_step_keeps_the_source_threads_ids(saver):
+    """A copy stopped after a failed one-node step (its only pending write is the error):
+    the step that runs again derives its ids from the source, every later step from the copy."""
+    seen: dict[str, str | None] = {}
+    failures = [True]
+
+    def node(name: str) -> Any:
+        def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
+            seen[name] = config.task.id_thread
+            if name == "b" and failures and failures.pop():
+                raise RuntimeError("b broke")
+            return {"log": name}
+
+        return run
+
+    graph = StateGraph("chain", key_strategies={"log": AppendStrategy()})
+    for name in "abc":
+        graph.add_node(name, node(name))
+    graph.add_edge(START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", END)
+    app = graph.compile(CompileConfig(saver=saver))
+    with pytest.raises(NodeError):
+        app.invoke({}, SOURCE)
+    saver.copy_thread("source", "copy")
+
+    assert app.invoke(None, COPY)["log"] == ["a", "b", "c"]
+    assert seen == {"a": "source", "b": "source", "c": "copy"}

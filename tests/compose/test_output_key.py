@@ -7,6 +7,7 @@ import pytest
 from pydantic import BaseModel
 
 from graph_agent import (
+    LlmRoutingAgent,
     NodeError,
     ParallelAgent,
     ReactAgent,
@@ -138,3 +139,28 @@ def test_parallel_agents_sharing_an_output_key_run_side_by_side_without_clashing
     assert state["outputs"] == {"first": "1", "second": "2", "third": "3"}
     assert state["third_answer"] == "3"  # its own key comes back
     assert "output" not in state  # two agents share it: it stays in their own state
+
+
+def test_a_routing_team_that_chose_one_agent_hands_on_its_output_even_when_keys_are_shared():
+    first = ReactAgent("first", ScriptedChatModel(["from first"]), description="one")
+    second = ReactAgent("second", ScriptedChatModel(["from second"]), description="two")
+    router = ScriptedChatModel(['{"agents": ["second"]}'])
+    team = LlmRoutingAgent("desk", router, [first, second])
+    editor_model = ScriptedChatModel([lambda request: request.messages[0].text])
+    editor = ReactAgent("editor", editor_model, instruction="Improve: {output}")
+
+    state = SequentialAgent("pipeline", [team, editor]).invoke("go")
+
+    assert editor_model.requests[0].messages[0].text == "Improve: from second"
+    assert state["output"] == "Improve: from second"
+
+
+def test_a_routing_team_that_chose_several_agents_sharing_a_key_hands_on_neither():
+    first = ReactAgent("first", ScriptedChatModel(["from first"]))
+    second = ReactAgent("second", ScriptedChatModel(["from second"]))
+    router = ScriptedChatModel(['{"agents": ["first", "second"]}'])
+
+    state = LlmRoutingAgent("desk", router, [first, second]).invoke("go")
+
+    assert "output" not in state
+    assert state["outputs"] == {"first": "from first", "second": "from second"}

@@ -164,3 +164,30 @@ def test_an_agent_node_waiting_for_approval_shows_its_conversation():
     assert task.state.values["messages"][-1].tool_calls[0].name == "send_email"
     assert task.interrupts[0].value["tool_calls"][0]["id"] == "c1"
     assert agent.get_state(CFG, subgraphs=True).tasks == ()  # the agent's own thread is empty
+    # the child's history read through the parent shows the child as its own snapshots do
+    newest = next(app.get_state_history(task.state.config))
+    assert newest.values.keys() == task.state.values.keys() == {"messages"}
+    assert [t.name for t in newest.tasks] == [t.name for t in task.state.tasks]
+    assert app.get_state(task.state.config).values.keys() == {"messages"}
+
+
+def test_a_task_that_failed_then_paused_shows_its_interrupt_not_the_old_error(saver):
+    attempts = []
+
+    def flaky(state: Any) -> dict[str, Any]:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RuntimeError("api down")
+        return {"log": f"ok:{interrupt('go on?')}"}
+
+    graph = StateGraph("flaky", key_strategies={"log": AppendStrategy()})
+    graph.add_node("flaky", flaky).add_edge(START, "flaky").add_edge("flaky", END)
+    app = graph.compile(CompileConfig(saver=saver))
+    with pytest.raises(NodeError):
+        app.invoke({}, CFG)
+    assert "api down" in (app.get_state(CFG).tasks[0].error or "")
+
+    app.invoke(None, CFG)
+
+    (task,) = app.get_state(CFG).tasks
+    assert [i.value for i in task.interrupts] == ["go on?"] and task.error is None

@@ -14,8 +14,10 @@ from graph_agent import (
     START,
     AppendStrategy,
     Command,
+    CompileConfig,
     GraphRecursionError,
     InvalidUpdateError,
+    MemorySaver,
     NodeError,
     RunnableConfig,
     StateGraph,
@@ -541,3 +543,36 @@ def test_a_private_loop_whose_thread_died_is_replaced():
     _loop_threads._threads[depth].join(5)
     assert invoke_in_time(one_node(answers)) == {"ok": True}
     assert _loop_threads.loop()[0] is not loop
+
+
+def test_ordered_writes_of_one_node_survive_a_sibling_failure_and_apply_in_order_on_resume(driver):
+    """An engine-internal node (the agent's tool node) may return several writes to merge in
+    order; in a step of several nodes they are stored as they were returned, and a resume
+    that only re-runs the failed sibling merges them the same way."""
+    from graph_agent.graph.engine import Updates
+
+    failures = [True]
+
+    def many(state):
+        return Updates((("", {"log": ["first"], "n": 1}), ("second", {"log": ["second"], "n": 2})))
+
+    def sibling(state):
+        if failures and failures.pop():
+            raise RuntimeError("not yet")
+        return {"log": "sibling"}
+
+    g = StateGraph(
+        "parts", key_strategies={"log": AppendStrategy(), "n": lambda old, new: (old or 0) + new}
+    )
+    g.add_node("many", many).add_node("sibling", sibling)
+    g.add_edge(START, "many").add_edge(START, "sibling")
+    g.add_edge("many", END).add_edge("sibling", END)
+    app = g.compile(CompileConfig(saver=MemorySaver()))
+    config = RunnableConfig(thread_id="t")
+    with pytest.raises(NodeError):
+        driver.invoke(app, {"n": 10}, config)
+
+    final = driver.invoke(app, None, config)
+
+    assert final["log"] == ["first", "second", "sibling"]
+    assert final["n"] == 13  # each write merged in turn: 10 + 1 + 2

@@ -236,9 +236,22 @@ def test_an_async_tool_that_blocks_its_loop_is_still_cut_at_its_timeout() -> Non
     blocked = r"'blocking' did not finish within 0\.1 s\. It blocked its event loop"
     with pytest.raises(ToolTimeoutError, match=blocked):
         blocking.invoke({}, timeout=blocking.timeout)
-    with pytest.raises(ToolTimeoutError, match=blocked):
-        asyncio.run(blocking.ainvoke({}, timeout=blocking.timeout))
     release.set()
+
+
+def test_ainvoke_runs_an_async_tool_on_the_callers_loop_so_it_can_use_what_lives_there():
+    async def main() -> str:
+        loop_future = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_later(0.01, loop_future.set_result, "from the loop")
+
+        @tool
+        async def wait_for_the_loop() -> str:
+            """Awaits a future of the caller's loop."""
+            return await loop_future
+
+        return await wait_for_the_loop.ainvoke({}, timeout=5)
+
+    assert asyncio.run(main()) == "from the loop"
 
 
 def test_an_async_tool_over_its_timeout_that_awaits_is_cut_without_the_blocked_note() -> None:
