@@ -370,24 +370,23 @@ class CheckpointSaver:
     def check_lease(self, thread_id: str, checkpoint_ns: str = "") -> None:
         """Raise :class:`ThreadBusyError` if this saver held the thread's lease and lost it.
 
-        A run's lease can be lost while the run goes on (its lease session was cut off and
-        another process took the thread meanwhile, or its lease lapsed): from then on another
-        run may be working on the thread. The savers call this before every write, so such a
-        run stops at its next step boundary. A node about to cause a side effect (charge a
-        card) may call it too: ``task = config.task;
-        task.saver.check_lease(task.thread_id, task.checkpoint_ns)``. No round trip: it reads
-        what the saver's lease heartbeat found.
+        A run's lease can be lost while the run goes on: its PostgreSQL lease session was cut
+        off and another process took the thread meanwhile, or its lease expired and was taken
+        (a lease that binds by expiry only). From then on another run may be working on the
+        thread. :class:`~graph_agent.checkpoint.postgres.PostgresSaver` calls this before every
+        write, so such a run stops at its next step boundary (a SQLite lease, which binds
+        while its process lives, is lost only by expiring: its next commit notices). A node
+        about to cause a side effect (charge a card) may call it too::
+
+            task = config.task
+            task.saver.check_lease(task.thread_id, task.checkpoint_ns)
+
+        No round trip in the usual case: it reads what the saver's lease heartbeat found.
         """
         if self._lost_leases:
             owner = self._leases.get((thread_id, checkpoint_ns))
             if owner is not None and owner in self._lost_leases:
                 raise lease_lost(thread_id, self._lost_leases[owner])
-
-    def _lease_is_lost(self, owner: str, how: str) -> None:
-        """Record that a lease this saver holds was taken or lapsed (if it still holds it)."""
-        with self._lease_lock:
-            if owner in self._leases.values():
-                self._lost_leases[owner] = how
 
     async def aacquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
         return self.acquire(thread_id, checkpoint_ns)
