@@ -264,7 +264,17 @@ class _LeaseSession:
                 self._watcher.start()
 
     def reconnect(self) -> None:
+        """Reconnect the session, which an acquire found without its lock, unless the watcher
+        did meanwhile: a session of ours that answers holds its lock (it is taken on connect
+        and never given back), and closing it would free the saver's leases for a moment."""
+        pg, _ = _import_psycopg()
         with self._lock:
+            if self._conn is not None and not _hung_up(self._conn):
+                try:
+                    self._conn.execute("SELECT 1")
+                    return
+                except pg.Error:
+                    pass
             self._connect()
 
     def took(self, started: float) -> None:
@@ -443,7 +453,8 @@ class PostgresSaver(CheckpointSaver):
         pool_size: Most connections the pool opens (one more is kept for leases).
         lease_ttl: Seconds a lease outlives its holder's last heartbeat when the holder's host
             is unreachable (a crashed process's lease is taken over at once); the holder extends
-            it every ``lease_ttl / 3`` seconds.
+            it every ``lease_ttl / 3`` seconds, and a run whose lease lapsed and was taken
+            stops before its next step.
         pool_timeout: Seconds a call waits for a free connection before failing.
 
     Example (needs a running server)::

@@ -11,9 +11,11 @@ still answers signals): a process taking leases holds a lock on one byte of the 
 ``-lease`` file, which the kernel drops when the process ends, and its lease rows name that
 byte (:mod:`~graph_agent.checkpoint.liveness`). So on the same machine a lease binds exactly
 while its process lives, however long its run takes, in any PID namespace or container sharing
-the file, and a crashed process's lease is taken over at once. A lease written on another host
-(a file shared over the network), or where no lock can be taken (Windows), binds until it
-expires: ``lease_ttl`` after the run's last checkpoint.
+the file, and a crashed process's lease is taken over at once. Leave the ``-lease`` file in
+place, like the ``-wal`` and ``-shm`` files, while processes use the database. A lease written
+on another host (a file shared over the network), or where no lock can be taken (Windows),
+binds until it expires: ``lease_ttl`` after the run's last checkpoint; a run whose lease
+expired and was taken stops at its next commit.
 """
 
 from __future__ import annotations
@@ -590,15 +592,17 @@ class SqliteSaver(CheckpointSaver):
         """This process's liveness lock on the database's ``-lease`` file (taken on the first
         lease, again in a forked child) and the identity its lease rows carry."""
         pid = os.getpid()
-        if self._liveness is None or self._liveness[0] != pid:
-            if self.path == ":memory:":  # no other process sees this database
-                key, identity = None, liveness.process_token()
-            else:
-                key, identity = liveness.hold(self.path + "-lease")
-            self._liveness = (pid, key, identity)
-            if key is not None:
-                self._let_go = weakref.finalize(self, liveness.let_go, key)
-        return self._liveness[1], self._liveness[2]
+        with self._lock:
+            if self._liveness is None or self._liveness[0] != pid:
+                if self.path == ":memory:":  # no other process sees this database
+                    key, identity = None, liveness.process_token()
+                else:
+                    key, identity = liveness.hold(self.path + "-lease")
+                self._liveness = (pid, key, identity)
+                if self._let_go is not None:  # the parent's, in a forked child: not ours
+                    self._let_go.detach()
+                self._let_go = weakref.finalize(self, liveness.let_go, key) if key else None
+            return self._liveness[1], self._liveness[2]
 
     def release(self, lease: Lease) -> None:
         try:

@@ -6,7 +6,9 @@
   until the process is killed (a crash mid-run, leaving the lease row behind);
 - ``resume``: continues thread ``t`` with ``invoke(None)``; prints one JSON line, ``{"pid": ...,
   "values": ...}`` or ``{"pid": ..., "error": "..."}``;
-- ``take``: takes the lease on thread ``t`` and exits at once without releasing it.
+- ``take``: takes the lease on thread ``t`` and exits at once without releasing it;
+- ``fork``: takes (and gives back) a lease, forks, and exits once the child, using the same
+  saver, holds the lease on thread ``t``; prints ``child <pid>``. The child sleeps until killed.
 """
 
 from __future__ import annotations
@@ -53,6 +55,18 @@ def main(mode: str, path: str) -> None:
     elif mode == "take":
         saver.acquire(THREAD)
         os._exit(0)
+    elif mode == "fork":
+        saver.release(saver.acquire("parent's"))  # this process now holds its liveness lock
+        taken_read, taken_write = os.pipe()
+        child = os.fork()
+        if child == 0:
+            saver.acquire(THREAD)
+            os.write(taken_write, b"T")
+            while True:
+                time.sleep(60)
+        assert os.read(taken_read, 1) == b"T"
+        print(f"child {child}", flush=True)
+        os._exit(0)  # the parent ends (its lock goes with it); the child runs on
     else:
         raise ValueError(mode)
 

@@ -132,6 +132,26 @@ def test_a_lease_held_by_an_unreaped_zombie_process_is_taken_over(tmp_path):
         taker.stdout.close()
 
 
+def test_a_forked_child_holds_its_leases_by_its_own_lock_not_its_parents(tmp_path):
+    db = tmp_path / "x.db"
+    parent = holder("fork", db, namespace=False)
+    child = int(read_line(parent).removeprefix("child "))
+    try:
+        parent.wait(timeout=30)  # the parent is gone, and the lock it held with it
+        with pytest.raises(ThreadBusyError, match=f"process {child}"):
+            SqliteSaver(db).acquire(THREAD)
+    finally:
+        os.kill(child, signal.SIGKILL)
+        assert parent.stdout is not None
+        parent.stdout.close()
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{child}").exists():  # reaped by init once it dies
+        assert time.monotonic() < deadline, "the child never died"
+        time.sleep(0.01)
+    saver = SqliteSaver(db)
+    saver.release(saver.acquire(THREAD))
+
+
 def put_lease_row(db: Path, *, pid: int, expires_in: float, process: str) -> None:
     """A lease row for thread ``t`` of this host, as another process would write it."""
     import socket
