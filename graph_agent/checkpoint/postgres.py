@@ -886,7 +886,8 @@ def _reclaim_unclosed(session: _LeaseSession, pool: Any, where: str) -> None:
             pool.close()
 
     with contextlib.suppress(RuntimeError):  # at shutdown, the process's end closes them
-        threading.Thread(target=close_both, name="graph_agent-postgres-reclaim").start()
+        closer = threading.Thread(target=close_both, name="graph_agent-reclaim", daemon=True)
+        closer.start()
 
 
 def _saving(checkpoint: Checkpoint) -> str:
