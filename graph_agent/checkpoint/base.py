@@ -245,6 +245,9 @@ class CheckpointSaver:
     def __init__(self) -> None:
         self._leases: dict[tuple[str, str], str] = {}
         self._lease_lock = threading.Lock()
+        self._lost_leases: dict[str, str] = {}
+        """Owners of leases this saver holds but found taken or lapsed, and how: the run stops
+        at its next write (:meth:`check_lease`)."""
 
     # storage: subclasses implement these
     def put(self, checkpoint: Checkpoint) -> None:
@@ -369,12 +372,43 @@ class CheckpointSaver:
         with self._lease_lock:
             if self._leases.get(key) == lease.owner:
                 del self._leases[key]
+            self._lost_leases.pop(lease.owner, None)
+
+    def check_lease(self, thread_id: str, checkpoint_ns: str = "") -> None:
+        """Raise :class:`ThreadBusyError` if this saver held the thread's lease and lost it.
+
+        A run's lease can be lost while the run goes on: its PostgreSQL lease session was cut
+        off and another process took the thread meanwhile, or its lease expired and was taken
+        (a lease that binds by expiry only). From then on another run may be working on the
+        thread. :class:`~graph_agent.checkpoint.postgres.PostgresSaver` calls this before every
+        write, so such a run stops at its next step boundary (a SQLite lease, which binds
+        while its process lives, is lost only by expiring: its next commit notices). A node
+        about to cause a side effect (charge a card) may call it too::
+
+            task = config.task
+            task.saver.check_lease(task.thread_id, task.checkpoint_ns)
+
+        No round trip in the usual case: it reads what the saver's lease heartbeat found.
+        """
+        if self._lost_leases:
+            owner = self._leases.get((thread_id, checkpoint_ns))
+            if owner is not None and owner in self._lost_leases:
+                raise lease_lost(thread_id, self._lost_leases[owner])
 
     async def aacquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
         return self.acquire(thread_id, checkpoint_ns)
 
     async def arelease(self, lease: Lease) -> None:
         self.release(lease)
+
+
+def lease_lost(thread_id: str, how: str) -> ThreadBusyError:
+    return ThreadBusyError(
+        f"this run lost its lease on thread {_show(thread_id)} ({how}) and stopped before its "
+        "next write, since another run may be working on the thread now. Nothing was written; "
+        "the thread stays at its last checkpoint (or where that other run takes it): check "
+        "get_state() and call again once it is free"
+    )
 
 
 def compare_and_set(checkpoint: Checkpoint, head: str | None) -> None:

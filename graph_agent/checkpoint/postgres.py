@@ -21,12 +21,28 @@ Same storage model as :mod:`~graph_agent.checkpoint.sqlite` (headers, one blob p
   ``lease_ttl / 3`` seconds, so a node may run far longer than ``lease_ttl``. When a holder
   crashes, its connection closes, PostgreSQL drops the advisory lock and the lease is taken over
   at once; when its host is cut off (the server still thinks the session is alive), the lease is
-  taken over once it expires. Why not a session advisory lock per thread: a pooled connection is
-  shared by many runs and recycled by the pool, so a lock taken on it would outlive its run or
-  vanish with the connection, and unlocking needs that very connection back; taking every
+  taken over once it expires. Why not a session advisory lock per thread: a pooled connection
+  is shared by many runs and recycled by the pool, so a lock taken on it would outlive its run
+  or vanish with the connection, and unlocking needs that very connection back; taking every
   thread's lock on one dedicated connection instead would funnel all the process's runs through
   it. A row per lease and one advisory lock per saver keep ``acquire`` a single statement on any
   pooled connection, for one extra connection per saver.
+- **A run that lost its lease stops at its next step boundary.** A lease session cut off while
+  its process lives (a terminated backend, a network blip) frees the lock just as a crash does,
+  so another process may take the thread at once. The session's watcher notices at once (its
+  socket turns readable), reconnects and locks the same key again: leases nobody took meanwhile
+  bind again and their runs go on; those taken (or expired, when no heartbeat reached the server
+  for ``lease_ttl``) are recorded as lost, and ``put``/``put_writes`` refuse to write for their
+  runs with :class:`ThreadBusyError` (:meth:`PostgresSaver.check_lease`), so the next node never
+  runs. That check reads two fields the watcher keeps: no round trip (nor system call) unless
+  the session is in doubt. The window that remains: the node running when the lease was lost runs
+  to its end, and the process that took the thread may run the same node meanwhile, so its side
+  effects can happen twice (only the first of the two checkpoints is stored: history stays
+  linear). A node can narrow that window by calling ``check_lease`` right before a side effect.
+- **Close a saver when done** (``close()``, or ``with PostgresSaver(...) as saver:``). Its lease
+  watcher refers to the saver's lease tables, not to the saver, so one nobody closed is still
+  collected: it then warns (``ResourceWarning``, as an unclosed file does) and closes its pool
+  and lease session, instead of holding their connections until the server has none left.
 - **Connections are checked on checkout** without a round trip: an idle connection the server
   has written to (a terminated backend's last words) or closed is discarded and another taken.
   A connection lost mid-statement raises :class:`CheckpointStoreError`; nothing is half-written
@@ -59,7 +75,11 @@ import contextlib
 import logging
 import secrets
 import select
+import socket
 import threading
+import time
+import warnings
+import weakref
 from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -180,46 +200,103 @@ def _where(conninfo: str) -> str:
 
 class _LeaseSession:
     """The saver's lease liveness: one connection outside the pool holding a session advisory
-    lock on a random key, and a heartbeat thread extending the saver's leases.
+    lock on a random key, and a watcher thread that extends the saver's leases every
+    ``lease_ttl / 3`` seconds and wakes at once when that connection dies.
 
     Leases name the key; while this connection lives the lock is held and the leases bind. If
     the process dies, PostgreSQL ends the session and frees the lock, so other processes take
-    the leases over at once. If the connection is lost while the process lives, the heartbeat
-    reconnects and locks the same key again, which revives the leases nobody took meanwhile.
+    the leases over at once. If the connection is lost while the process lives, the watcher
+    reconnects at once and locks the same key again, which revives the leases nobody took
+    meanwhile; those taken (or lapsed and taken: no heartbeat reached the server for
+    ``lease_ttl``) are recorded as lost, and their runs stop at their next write
+    (:meth:`PostgresSaver.check_lease`).
+
+    It refers to the saver's lease tables, never to the saver, so that a saver nobody closed
+    can still be collected (and its finalizer closes this session).
     """
 
-    def __init__(self, saver: PostgresSaver) -> None:
-        self._saver = saver
+    def __init__(
+        self,
+        conninfo: str,
+        lease_ttl: float,
+        leases: dict[tuple[str, str], str],
+        leases_lock: threading.Lock,
+        lost: dict[str, str],
+    ) -> None:
+        self.conninfo = conninfo
+        self.lease_ttl = lease_ttl
+        self._leases, self._leases_lock, self._lost = leases, leases_lock, lost
         self.key = secrets.randbits(63)
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._heartbeat: threading.Thread | None = None
+        self._watcher: threading.Thread | None = None
+        self._wake: tuple[socket.socket, socket.socket] | None = None
         self._forget: set[str] = set()  # owners whose release failed: deleted on the next beat
+        self._suspect = False  # the connection was seen dead: the leases are in doubt
+        self._deadline = 0.0  # monotonic time until which every held lease surely has not expired
 
     @property
     def ready(self) -> bool:
         conn = self._conn
         return conn is not None and not _hung_up(conn)
 
+    def trusted(self) -> bool:
+        """Whether the held leases surely still bind, known without a round trip or a system
+        call: the watcher has not seen the session die, and no lease can have expired since
+        the last heartbeat. False means: :meth:`confirm` with the server."""
+        return not self._suspect and self._conn is not None and time.monotonic() < self._deadline
+
     def ensure(self) -> None:
         """Connect and lock the key, if not done or if the connection was lost."""
-        if self._heartbeat is not None and self.ready:
+        if self._watcher is not None and self.ready:
             return  # the usual case, without the lock (ready is checked again under it)
         with self._lock:
             if self._stop.is_set():
                 raise CheckpointStoreError("the PostgresSaver is closed; make a new one")
             if self._conn is None or _hung_up(self._conn):
                 self._connect()
-            if self._heartbeat is None:
-                self._heartbeat = threading.Thread(
-                    target=self._beat, name="graph_agent-postgres-leases", daemon=True
+            if self._watcher is None:
+                self._wake = socket.socketpair()
+                self._watcher = threading.Thread(
+                    target=self._watch, name="graph_agent-postgres-leases", daemon=True
                 )
-                self._heartbeat.start()
+                self._watcher.start()
 
     def reconnect(self) -> None:
+        """Reconnect the session, which an acquire found without its lock, unless the watcher
+        did meanwhile: a session of ours that answers holds its lock (it is taken on connect
+        and never given back), and closing it would free the saver's leases for a moment."""
+        pg, _ = _import_psycopg()
         with self._lock:
+            if self._conn is not None and not _hung_up(self._conn):
+                try:
+                    self._conn.execute("SELECT 1")
+                    return
+                except pg.Error:
+                    pass
             self._connect()
+
+    def took(self, started: float) -> None:
+        """A lease was taken by a statement sent at ``started`` (monotonic): it expires
+        ``lease_ttl`` later, after every lease held before it."""
+        with self._leases_lock:
+            first = len(self._leases) == 1
+        if first:
+            self._deadline = started + self.lease_ttl
+
+    def confirm(self) -> None:
+        """Check the held leases with the server now: reconnect if the session was lost
+        (locking the same key revives the leases nobody took), extend them, and record those
+        found taken as lost.
+
+        Raises:
+            CheckpointStoreError: the server cannot be reached (nothing is known then).
+        """
+        with self._lock:
+            if self._stop.is_set():
+                raise CheckpointStoreError("the PostgresSaver is closed; make a new one")
+            self._beat()
 
     def forget_later(self, owner: str) -> None:
         with self._lock:
@@ -227,13 +304,19 @@ class _LeaseSession:
 
     def close(self) -> None:
         self._stop.set()
-        heartbeat = self._heartbeat
-        if heartbeat is not None and heartbeat is not threading.current_thread():
-            heartbeat.join(timeout=10)
+        watcher, wake = self._watcher, self._wake
+        if wake is not None:
+            with contextlib.suppress(OSError):
+                wake[1].send(b"x")
+        if watcher is not None and watcher is not threading.current_thread():
+            watcher.join(timeout=10)
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            if wake is not None:
+                wake[0].close()
+                wake[1].close()
 
     def _connect(self) -> None:
         pg, _ = _import_psycopg()
@@ -241,7 +324,7 @@ class _LeaseSession:
             self._conn.close()
             self._conn = None
         try:
-            conn = pg.connect(self._saver.conninfo, autocommit=True, connect_timeout=10)
+            conn = pg.connect(self.conninfo, autocommit=True, connect_timeout=10)
             # the lock of a just-died session of ours may still be held for a moment
             for _ in range(100):
                 locked = conn.execute(
@@ -255,40 +338,103 @@ class _LeaseSession:
             else:  # the old session still lives (cut off from us): move our leases to a new key
                 old, self.key = self.key, secrets.randbits(63)
                 conn.execute("SELECT pg_advisory_lock(%s::bigint)", (self.key,))
-                owners = self._saver._held_owners()
+                owners = self._held()
                 conn.execute(plans.MOVE_LEASES, {"old": old, "new": self.key, "owners": owners})
         except pg.Error as exc:
             raise _store_error(exc, "opening the lease session") from exc
         self._conn = conn
 
-    def _beat(self) -> None:
-        interval = self._saver.lease_ttl / 3
-        while not self._stop.wait(interval):
-            try:
-                self._refresh()
-            except Exception as exc:  # the next beat reconnects; the leases bind meanwhile
-                _log.warning("graph_agent: could not extend PostgreSQL leases: %s", exc)
+    def _held(self) -> builtins.list[str]:
+        with self._leases_lock:
+            return sorted(self._leases.values())
 
-    def _refresh(self) -> None:
-        owners = self._saver._held_owners()
-        with self._lock:
-            if self._conn is None or _hung_up(self._conn):
-                self._connect()
-            assert self._conn is not None
-            forget = sorted(self._forget)
+    def _watch(self) -> None:
+        """The watcher thread: a heartbeat every ``lease_ttl / 3`` seconds, and one at once
+        when the session's connection dies (its socket turns readable: see :func:`_hung_up`)."""
+        interval = self.lease_ttl / 3
+        due = time.monotonic() + interval
+        while True:
+            readable = self._wait(due - time.monotonic())
+            if self._stop.is_set():
+                return
+            if readable:
+                self._suspect = True  # writes stop trusting the leases until the next beat
+            elif time.monotonic() < due:
+                continue
             try:
-                if owners:
-                    self._conn.execute(
-                        plans.HEARTBEAT,
-                        {"ttl": self._saver.lease_ttl, "session": self.key, "owners": owners},
-                    )
-                if forget:
-                    self._conn.execute(plans.FORGET, {"session": self.key, "owners": forget})
-            except Exception:
-                self._conn.close()
-                self._conn = None
-                raise
-            self._forget.difference_update(forget)
+                with self._lock:
+                    if self._stop.is_set():
+                        return
+                    if time.monotonic() < due and self.ready:
+                        self._suspect = False  # that was the reply to another thread's beat
+                        continue
+                    self._beat()
+                due = time.monotonic() + interval
+            except Exception as exc:  # retried soon; the leases bind until they expire
+                _log.warning("graph_agent: could not extend PostgreSQL leases: %s", exc)
+                due = time.monotonic() + min(interval, 1.0)
+
+    def _wait(self, timeout: float) -> bool:
+        """Sleep until ``timeout`` passes, :meth:`close` wakes us, or the session's socket
+        turns readable (then True)."""
+        assert self._wake is not None
+        waker = self._wake[0]
+        watched: builtins.list[Any] = [waker]
+        conn = self._conn
+        if conn is not None:
+            try:
+                watched.append(conn.fileno())
+            except Exception:  # closed meanwhile
+                return True
+        try:
+            readable, _, _ = select.select(watched, [], [], max(0.0, timeout))
+        except (OSError, ValueError):  # a descriptor closed meanwhile
+            return True
+        return any(item is not waker for item in readable)
+
+    def _beat(self) -> None:
+        """Reconnect if needed, extend the held leases, record those found taken; under
+        ``self._lock``."""
+        reconnected = self._conn is None or _hung_up(self._conn)
+        if reconnected:
+            self._suspect = True
+            self._connect()
+        assert self._conn is not None
+        owners, forget = self._held(), sorted(self._forget)
+        started = time.monotonic()
+        try:
+            if owners:
+                rows = self._conn.execute(
+                    plans.HEARTBEAT,
+                    {"ttl": self.lease_ttl, "session": self.key, "owners": owners},
+                ).fetchall()
+                self._record_lost(set(owners) - {owner for (owner,) in rows}, reconnected)
+            if forget:
+                self._conn.execute(plans.FORGET, {"session": self.key, "owners": forget})
+        except Exception:
+            self._conn.close()
+            self._conn = None
+            raise
+        self._forget.difference_update(forget)
+        self._deadline = started + self.lease_ttl
+        self._suspect = False
+
+    def _record_lost(self, owners: set[str], reconnected: bool) -> None:
+        """Leases found taken by another run (or released meanwhile: those are gone from the
+        table of held leases, and ignored)."""
+        if not owners:
+            return
+        how = (
+            "its PostgreSQL lease session was cut off, and another run took the thread before "
+            "it reconnected"
+            if reconnected
+            else f"no heartbeat reached PostgreSQL for lease_ttl={self.lease_ttl} s, so its "
+            "lease expired and another run took the thread"
+        )
+        with self._leases_lock:
+            held = set(self._leases.values())
+            for owner in owners & held:
+                self._lost[owner] = how
 
 
 class PostgresSaver(CheckpointSaver):
@@ -307,7 +453,8 @@ class PostgresSaver(CheckpointSaver):
         pool_size: Most connections the pool opens (one more is kept for leases).
         lease_ttl: Seconds a lease outlives its holder's last heartbeat when the holder's host
             is unreachable (a crashed process's lease is taken over at once); the holder extends
-            it every ``lease_ttl / 3`` seconds.
+            it every ``lease_ttl / 3`` seconds, and a run whose lease lapsed and was taken
+            stops before its next step.
         pool_timeout: Seconds a call waits for a free connection before failing.
 
     Example (needs a running server)::
@@ -338,7 +485,9 @@ class PostgresSaver(CheckpointSaver):
         self.lease_ttl = lease_ttl
         self.pool_timeout = pool_timeout
         self.where = _where(dsn)
-        self._session = _LeaseSession(self)
+        self._session = _LeaseSession(
+            dsn, lease_ttl, self._leases, self._lease_lock, self._lost_leases
+        )
         try:
             # connect once directly: a wrong DSN or a down server fails here, at once
             with pg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
@@ -357,6 +506,11 @@ class PostgresSaver(CheckpointSaver):
             name="graph_agent",
             open=True,
         )
+        # a saver nobody closed: its heartbeat must not keep it (and its connections) alive
+        self._finalizer = weakref.finalize(
+            self, _reclaim_unclosed, self._session, self._pool, self.where
+        )
+        self._finalizer.atexit = False  # at exit, the process's end closes the connections
 
     # setup
     def setup(self) -> None:
@@ -375,6 +529,7 @@ class PostgresSaver(CheckpointSaver):
 
     def close(self) -> None:
         """Close the pool and the lease session (further use raises)."""
+        self._finalizer.detach()
         self._session.close()
         self._pool.close()
 
@@ -416,6 +571,7 @@ class PostgresSaver(CheckpointSaver):
 
     # storage
     def put(self, checkpoint: Checkpoint) -> None:
+        self.check_lease(checkpoint.thread_id, checkpoint.checkpoint_ns)
         if plans.stored_as_it_is(checkpoint):
             self._run(plans.put_plan(checkpoint), doing=_saving(checkpoint))
         else:
@@ -430,6 +586,7 @@ class PostgresSaver(CheckpointSaver):
         task_id: str,
         writes: Sequence[tuple[str, Any]],
     ) -> None:
+        self.check_lease(thread_id, checkpoint_ns)
         plan = plans.put_writes_plan(thread_id, checkpoint_ns, checkpoint_id, task_id, writes)
         self._run(plan, doing=_saving_writes(thread_id, checkpoint_id))
 
@@ -487,7 +644,9 @@ class PostgresSaver(CheckpointSaver):
             self._session.ensure()
             for _ in range(2):
                 plan = plans.acquire_plan(lease, self._session.key, self.lease_ttl)
+                started = time.monotonic()
                 if self._run(plan, doing=f"taking thread {_show(thread_id)}"):
+                    self._session.took(started)
                     return lease
                 self._session.reconnect()
             raise CheckpointStoreError(
@@ -514,9 +673,32 @@ class PostgresSaver(CheckpointSaver):
     async def arelease(self, lease: Lease) -> None:
         await asyncio.to_thread(self.release, lease)
 
-    def _held_owners(self) -> builtins.list[str]:
-        with self._lease_lock:
-            return sorted(self._leases.values())
+    def check_lease(self, thread_id: str, checkpoint_ns: str = "") -> None:
+        """Raise :class:`ThreadBusyError` if this saver's lease on the thread was lost.
+
+        ``put`` and ``put_writes`` call it first, so a run that lost its lease stops at its
+        next step boundary, before the next node runs. When the lease session is up and the
+        last heartbeat is recent (the usual case) it costs no round trip; otherwise it asks the
+        server first (reconnecting the session, which revives the lease if nobody took it).
+
+        What remains: a node that was running when the lease was lost runs to its end, and
+        another process may run the same node meanwhile (its side effects happen twice);
+        only the first of the two checkpoints is stored. A node may call this before a side
+        effect to narrow that window (see :meth:`CheckpointSaver.check_lease`).
+        """
+        if self._lease_in_doubt(thread_id, checkpoint_ns):
+            self._session.confirm()
+            CheckpointSaver.check_lease(self, thread_id, checkpoint_ns)
+
+    def _lease_in_doubt(self, thread_id: str, checkpoint_ns: str) -> bool:
+        """Whether this saver holds the thread's lease and cannot vouch for it without asking
+        the server (or already knows it lost it)."""
+        if not self._leases:
+            return False
+        owner = self._leases.get((thread_id, checkpoint_ns))
+        if owner is None:
+            return False
+        return owner in self._lost_leases or not self._session.trusted()
 
 
 class AsyncPostgresSaver(PostgresSaver):
@@ -610,6 +792,10 @@ class AsyncPostgresSaver(PostgresSaver):
             plan.close()
 
     async def aput(self, checkpoint: Checkpoint) -> None:
+        if self._lease_in_doubt(checkpoint.thread_id, checkpoint.checkpoint_ns):
+            await asyncio.to_thread(
+                self.check_lease, checkpoint.thread_id, checkpoint.checkpoint_ns
+            )
         if plans.stored_as_it_is(checkpoint):
             await self._arun(plans.put_plan(checkpoint), doing=_saving(checkpoint))
         else:
@@ -624,6 +810,8 @@ class AsyncPostgresSaver(PostgresSaver):
         task_id: str,
         writes: Sequence[tuple[str, Any]],
     ) -> None:
+        if self._lease_in_doubt(thread_id, checkpoint_ns):
+            await asyncio.to_thread(self.check_lease, thread_id, checkpoint_ns)
         plan = plans.put_writes_plan(thread_id, checkpoint_ns, checkpoint_id, task_id, writes)
         await self._arun(plan, doing=_saving_writes(thread_id, checkpoint_id))
 
@@ -654,7 +842,9 @@ class AsyncPostgresSaver(PostgresSaver):
                 await asyncio.to_thread(self._session.ensure)
             for _ in range(2):
                 plan = plans.acquire_plan(lease, self._session.key, self.lease_ttl)
+                started = time.monotonic()
                 if await self._arun(plan, doing=f"taking thread {_show(thread_id)}"):
+                    self._session.took(started)
                     return lease
                 await asyncio.to_thread(self._session.reconnect)
             raise CheckpointStoreError(
@@ -674,6 +864,30 @@ class AsyncPostgresSaver(PostgresSaver):
             _log.warning("graph_agent: %s", exc)
         finally:
             CheckpointSaver.release(self, lease)
+
+
+def _reclaim_unclosed(session: _LeaseSession, pool: Any, where: str) -> None:
+    """The finalizer of a :class:`PostgresSaver` collected without ``close()``: warn, as an
+    unclosed file does, and close its lease session and pool (on a thread of their own: a
+    collection may happen on any thread, one of the pool's included, and closing joins
+    threads)."""
+    warnings.warn(
+        f"a PostgresSaver on {where} was never closed; its connections are closed now. Call "
+        "close() when done with it, or use it as a context manager (with PostgresSaver(...) "
+        "as saver: ...)",
+        ResourceWarning,
+        stacklevel=2,
+    )
+
+    def close_both() -> None:
+        with contextlib.suppress(Exception):
+            session.close()
+        with contextlib.suppress(Exception):
+            pool.close()
+
+    with contextlib.suppress(RuntimeError):  # at shutdown, the process's end closes them
+        closer = threading.Thread(target=close_both, name="graph_agent-reclaim", daemon=True)
+        closer.start()
 
 
 def _saving(checkpoint: Checkpoint) -> str:

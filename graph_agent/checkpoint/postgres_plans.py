@@ -260,8 +260,10 @@ WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s"""
 _RELEASE = """DELETE FROM graph_agent_leases
 WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND owner = %(owner)s"""
 
+# extends the saver's leases; those it does not return were taken by another run
 HEARTBEAT = """UPDATE graph_agent_leases SET expires_at = now() + make_interval(secs => %(ttl)s)
-WHERE session_key = %(session)s::bigint AND owner = ANY(%(owners)s::text[])"""
+WHERE session_key = %(session)s::bigint AND owner = ANY(%(owners)s::text[])
+RETURNING owner"""
 
 MOVE_LEASES = """UPDATE graph_agent_leases SET session_key = %(new)s::bigint
 WHERE session_key = %(old)s::bigint AND owner = ANY(%(owners)s::text[])"""

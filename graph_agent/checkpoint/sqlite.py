@@ -3,8 +3,19 @@
 WAL journal with ``synchronous=NORMAL`` by default: a committed checkpoint survives a crash of
 the process (``durability="full"`` also survives power loss, at an fsync per commit). A
 checkpoint and its blobs are one transaction. Only parameterised SQL: thread ids and keys never
-become SQL text. One run per thread across processes: a lease row taken under
-``BEGIN IMMEDIATE``; the lease of a crashed process (dead pid, or expired) is taken over.
+become SQL text.
+
+One run per thread across processes: a lease row taken under ``BEGIN IMMEDIATE``. Whether its
+holder lives is never judged from its PID (a restarted container's app is PID 1 again, a zombie
+still answers signals): a process taking leases holds a lock on one byte of the database's
+``-lease`` file, which the kernel drops when the process ends, and its lease rows name that
+byte (:mod:`~graph_agent.checkpoint.liveness`). So on the same machine a lease binds exactly
+while its process lives, however long its run takes, in any PID namespace or container sharing
+the file, and a crashed process's lease is taken over at once. Leave the ``-lease`` file in
+place, like the ``-wal`` and ``-shm`` files, while processes use the database. A lease written
+on another host (a file shared over the network), or where no lock can be taken (Windows),
+binds until it expires: ``lease_ttl`` after the run's last checkpoint; a run whose lease
+expired and was taken stops at its next commit.
 """
 
 from __future__ import annotations
@@ -17,10 +28,12 @@ import socket
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from graph_agent.checkpoint import liveness
 from graph_agent.checkpoint.base import (
     Checkpoint,
     CheckpointSaver,
@@ -30,6 +43,7 @@ from graph_agent.checkpoint.base import (
     check_keep_last,
     compare_and_set,
     copy_target_taken,
+    lease_lost,
     nothing_to_copy,
 )
 from graph_agent.checkpoint.codec import (
@@ -46,7 +60,7 @@ from graph_agent.graph.engine import Blob
 from graph_agent.graph.errors import GraphRuntimeError, SerializationError, ThreadBusyError
 from graph_agent.graph.pending import COPY_TASK, IDS_THREAD
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -76,6 +90,8 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             PRIMARY KEY (thread_id, checkpoint_ns)) WITHOUT ROWID""",
     ),
     2: ("ALTER TABLE leases ADD COLUMN host TEXT NOT NULL DEFAULT ''",),
+    # who holds the lease, beyond its pid: see graph_agent.checkpoint.liveness
+    3: ("ALTER TABLE leases ADD COLUMN process TEXT NOT NULL DEFAULT ''",),
 }
 
 _CHAIN_SQL = """
@@ -124,9 +140,10 @@ class SqliteSaver(CheckpointSaver):
     Args:
         path: The database file, or ``":memory:"``.
         durability: ``"normal"`` (survives process crashes) or ``"full"`` (also power loss).
-        lease_ttl: Seconds a lease taken on another host lasts without a checkpoint (the file
-            is shared over a network); on this host a lease binds while its process lives and
-            is taken over at once when it died.
+        lease_ttl: Seconds a lease taken on another host (the file is shared over a network),
+            or where no lock can be taken (Windows), lasts after its run's last checkpoint; on
+            this host a lease binds while its process lives and is taken over at once when it
+            died (see the module docstring).
         read_only: Open an existing graph_agent database only to read it (``get``, ``list``,
             ``threads``): nothing is created or migrated, and a file without graph_agent's
             tables is refused. Writing through such a saver fails.
@@ -153,6 +170,9 @@ class SqliteSaver(CheckpointSaver):
             raise ValueError("read_only=True needs a database file, not ':memory:'")
         self._lock = threading.RLock()
         self._lease_refreshed: dict[tuple[str, str], float] = {}
+        self._liveness: tuple[int, tuple[int, int] | None, str] | None = None
+        """(pid, liveness lock key, identity) once this saver took a lease: see _identity()."""
+        self._let_go: weakref.finalize[Any, Any] | None = None
         try:
             if self.path != ":memory:" and not read_only:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -209,6 +229,8 @@ class SqliteSaver(CheckpointSaver):
         """Close the connection (further use raises)."""
         with self._lock:
             self._conn.close()
+            if self._let_go is not None:
+                self._let_go()
 
     def _check_schema(self, conn: sqlite3.Connection, *, for_reading: bool = False) -> int:
         """The file's schema version, after making sure its tables are graph_agent's.
@@ -547,20 +569,22 @@ class SqliteSaver(CheckpointSaver):
     def acquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
         lease = super().acquire(thread_id, checkpoint_ns)
         try:
+            key, identity = self._identity()
             with self._transaction() as conn:
                 row = conn.execute(
-                    "SELECT owner, pid, expires_at, host FROM leases WHERE thread_id = ? AND "
+                    "SELECT pid, expires_at, host, process FROM leases WHERE thread_id = ? AND "
                     "checkpoint_ns = ?",
                     (thread_id, checkpoint_ns),
                 ).fetchone()
-                if row is not None and _lease_alive(row[1], row[2], row[3]):
+                if row is not None and _lease_binds(key, *row):
                     raise ThreadBusyError(
-                        f"thread {_show(thread_id)} is busy: process {row[1]} is running it "
-                        f"({self.path}); wait for it to finish, or use another thread_id"
+                        f"thread {_show(thread_id)} is busy: process {row[0]} on {row[2]} is "
+                        f"running it ({self.path}); wait for it to finish, or use another "
+                        "thread_id"
                     )
                 conn.execute(
                     "INSERT OR REPLACE INTO leases (thread_id, checkpoint_ns, owner, pid, "
-                    "expires_at, host) VALUES (?, ?, ?, ?, ?, ?)",
+                    "expires_at, host, process) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (
                         thread_id,
                         checkpoint_ns,
@@ -568,6 +592,7 @@ class SqliteSaver(CheckpointSaver):
                         os.getpid(),
                         self._expiry(),
                         _HOST,
+                        identity,
                     ),
                 )
         except BaseException:
@@ -575,6 +600,22 @@ class SqliteSaver(CheckpointSaver):
             raise
         self._lease_refreshed[(thread_id, checkpoint_ns)] = time.monotonic()
         return lease
+
+    def _identity(self) -> tuple[tuple[int, int] | None, str]:
+        """This process's liveness lock on the database's ``-lease`` file (taken on the first
+        lease, again in a forked child) and the identity its lease rows carry."""
+        pid = os.getpid()
+        with self._lock:
+            if self._liveness is None or self._liveness[0] != pid:
+                if self.path == ":memory:":  # no other process sees this database
+                    key, identity = None, liveness.process_token()
+                else:
+                    key, identity = liveness.hold(self.path + "-lease")
+                self._liveness = (pid, key, identity)
+                if self._let_go is not None:  # the parent's, in a forked child: not ours
+                    self._let_go.detach()
+                self._let_go = weakref.finalize(self, liveness.let_go, key) if key else None
+            return self._liveness[1], self._liveness[2]
 
     def release(self, lease: Lease) -> None:
         try:
@@ -601,16 +642,21 @@ class SqliteSaver(CheckpointSaver):
         return time.time() + self.lease_ttl
 
     def _refresh_lease(self, conn: sqlite3.Connection, thread: str, ns: str) -> None:
-        """Extend a held lease, at most twice per ``lease_ttl`` (it rides on a commit)."""
+        """Extend a held lease, at most twice per ``lease_ttl`` (it rides on a commit). A lease
+        found taken meanwhile (it bound only by its expiry, which passed) stops the run: the
+        commit is rolled back."""
         key = (thread, ns)
         refreshed = self._lease_refreshed.get(key)
         if refreshed is None or time.monotonic() - refreshed < self.lease_ttl / 2:
             return
-        conn.execute(
+        owner = self._leases.get(key)
+        extended = conn.execute(
             "UPDATE leases SET expires_at = ? WHERE thread_id = ? AND checkpoint_ns = ? "
-            "AND pid = ?",
-            (self._expiry(), thread, ns, os.getpid()),
-        )
+            "AND owner = ?",
+            (self._expiry(), thread, ns, owner),
+        ).rowcount
+        if owner is not None and not extended:
+            raise lease_lost(thread, "it expired and another process took the thread")
         self._lease_refreshed[key] = time.monotonic()
 
 
@@ -637,24 +683,20 @@ class _Transaction:
             self.lock.release()
 
 
-def _lease_alive(pid: int, expires_at: float, host: str) -> bool:
-    """Whether a lease still binds.
+def _lease_binds(
+    liveness_key: tuple[int, int] | None, pid: int, expires_at: float, host: str, process: str
+) -> bool:
+    """Whether a lease row still binds, as seen by a process holding ``liveness_key``.
 
-    On this host it binds while its process lives, however long its run takes (a crashed
-    process's lease is taken over at once). A lease written on another host binds until it
-    expires; its run extends it with each checkpoint.
+    On this host it binds while its process lives (its liveness lock is held), however long
+    its run takes. A lease written on another host, or one naming no lock, binds until it
+    expires (unless, on this host, no process has its PID).
     """
-    if host != _HOST:
-        return expires_at >= time.time()
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    if host == _HOST:
+        alive = liveness.holder_alive(liveness_key, process, pid)
+        if alive != "unknown":
+            return alive == "alive"
+    return expires_at >= time.time()
 
 
 def _check_sqlite_header(path: str) -> None:

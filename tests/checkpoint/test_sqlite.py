@@ -129,7 +129,10 @@ def test_a_run_that_outlives_lease_ttl_keeps_its_thread(tmp_path):
 
 def test_a_lease_from_another_host_binds_until_it_expires(tmp_path):
     saver = SqliteSaver(tmp_path / "x.db")
-    insert = "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?)"
+    insert = (
+        "INSERT OR REPLACE INTO leases (thread_id, checkpoint_ns, owner, pid, expires_at, host) "
+        "VALUES (?, ?, ?, ?, ?, ?)"
+    )
     saver._conn.execute(insert, ("t", "", "them", 1, time.time() + 60, "another-host"))
     with pytest.raises(ThreadBusyError):
         saver.acquire("t")
@@ -151,7 +154,7 @@ def test_a_version_one_file_is_migrated(tmp_path):
     conn.commit()
     conn.close()
     saver = SqliteSaver(path)
-    assert saver.schema_version() == 2
+    assert saver.schema_version() == SCHEMA_VERSION
     saver.release(saver.acquire("t"))
 
 
