@@ -293,6 +293,8 @@ class ModelNode:
 
     def _call(self, request: ModelRequest, config: RunnableConfig) -> AssistantMessage:
         task = config.task
+        if task is not None:
+            task.check_lease()  # a run that lost its thread calls no model (the other run does)
         model = self.agent.model
         streaming = task is not None and task.streaming
 
@@ -524,6 +526,8 @@ class ToolNode:
                 if kept is not None:
                     updates[call.id] = ToolUpdate(*kept)
                 return recorded  # type: ignore[no-any-return]
+        if task is not None:
+            task.check_lease()  # a run that lost its thread runs no tool (the other run does)
         with InterruptScope(call.id):  # its interrupts get ids of its own, whatever runs beside it
             response = self._execute(call, message, state, config, updates)
         if response.is_error:

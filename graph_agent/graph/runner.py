@@ -66,13 +66,14 @@ def _drive_sync(
     try:
         flow = call_flow(run, input, config, streaming=streaming, subgraphs=subgraphs)
         reply: Any = None
+        failed: Exception | None = None  # a saver call's error, handed to the flow that made it
         while True:
             try:
-                effect = flow.send(reply)
+                effect = flow.send(reply) if failed is None else flow.throw(failed)
             except StopIteration as stop:
                 result: OverAllState = stop.value
                 return result
-            reply = None
+            reply = failed = None
             if type(effect) is RunTasks:
                 tasks = effect.tasks
                 if len(tasks) > 1 or tasks[0].node.is_async:
@@ -93,7 +94,10 @@ def _drive_sync(
             elif type(effect) is NodeOutput:
                 yield effect
             elif type(effect) is SaverCall:
-                reply = getattr(saver, effect.method)(*effect.args)
+                try:
+                    reply = getattr(saver, effect.method)(*effect.args)
+                except Exception as exc:
+                    failed = exc
             else:
                 assert isinstance(effect, Emit)
                 yield from effect.items
@@ -126,13 +130,14 @@ async def _drive_async(
     try:
         flow = call_flow(run, input, config, streaming=streaming, subgraphs=subgraphs)
         reply: Any = None
+        failed: Exception | None = None  # a saver call's error, handed to the flow that made it
         while True:
             try:
-                effect = flow.send(reply)
+                effect = flow.send(reply) if failed is None else flow.throw(failed)
             except StopIteration as stop:
                 result.append(stop.value)
                 return
-            reply = None
+            reply = failed = None
             if type(effect) is RunTasks:
                 async for chunk in arun_tasks(effect, saver, streaming):
                     holder.waiting = True
@@ -143,7 +148,10 @@ async def _drive_async(
                 yield effect
                 holder.waiting = False
             elif type(effect) is SaverCall:
-                reply = await getattr(saver, "a" + effect.method)(*effect.args)
+                try:
+                    reply = await getattr(saver, "a" + effect.method)(*effect.args)
+                except Exception as exc:
+                    failed = exc
             else:
                 assert isinstance(effect, Emit)
                 for item in effect.items:

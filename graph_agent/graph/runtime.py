@@ -125,6 +125,14 @@ class TaskContext:
         """True when the caller streams: chunks sent with ``emit_chunk`` reach it live."""
         return self._emit is not None
 
+    def check_lease(self) -> None:
+        """Raise :class:`~graph_agent.graph.errors.ThreadBusyError` when this run has lost its
+        thread to another run (see ``CheckpointSaver.check_lease``): call it right before a
+        side effect that must not happen twice. No round trip: it reads what the saver knows."""
+        call = self._call
+        if call.saver is not None and call.thread_id is not None:
+            call.saver.check_lease(call.thread_id, call.checkpoint_ns)
+
     def record(self, key: str, value: Any) -> None:
         """Keep ``value`` under ``key`` for this task; committed at once when there is a saver."""
         if self.records is _NO_RECORDS:

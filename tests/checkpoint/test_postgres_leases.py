@@ -232,3 +232,45 @@ def test_savers_never_closed_warn_and_give_their_connections_back_when_collected
             forget_a_saver()
         gc.collect()
     wait_until(lambda: not backends_of(dsn), what="the forgotten savers' connections to close")
+
+
+def test_a_node_that_checks_its_lease_before_a_side_effect_skips_it_once_the_thread_is_taken(
+    dsn, monkeypatch
+):
+    ledger: list[tuple[str, str]] = []
+    waiting, go_on = threading.Event(), threading.Event()
+
+    def charge(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        waiting.set()
+        assert go_on.wait(timeout=30)
+        config.task.check_lease()  # right before the side effect
+        ledger.append(("A", "charge"))
+        return {"charged": True}
+
+    with PostgresSaver(dsn) as saver_a, PostgresSaver(dsn) as saver_b:
+        g = StateGraph("shop")
+        g.add_node("charge", charge).add_edge(START, "charge").add_edge("charge", END)
+        app = g.compile(CompileConfig(saver=saver_a))
+        errors: list[BaseException] = []
+        worker = threading.Thread(target=lambda: _run_catching(app, errors))
+        worker.start()
+        assert waiting.wait(timeout=10)
+        reconnect = hold_back_reconnection(saver_a, monkeypatch)
+        cut_off(saver_a)
+        taken = saver_b.acquire(CONFIG.thread_id or "")  # another run takes the thread
+        reconnect.set()
+        wait_until(lambda: saver_a._lost_leases, what="A to learn it lost its lease")
+        go_on.set()
+        worker.join(timeout=30)
+        saver_b.release(taken)
+
+    assert ledger == []
+    (error,) = errors
+    assert isinstance(error.__cause__, ThreadBusyError) and "lost its lease" in str(error)
+
+
+def _run_catching(app: Any, errors: list[BaseException]) -> None:
+    try:
+        app.invoke({"order": 1}, CONFIG)
+    except BaseException as exc:
+        errors.append(exc)

@@ -191,3 +191,29 @@ def test_a_task_that_failed_then_paused_shows_its_interrupt_not_the_old_error(sa
 
     (task,) = app.get_state(CFG).tasks
     assert [i.value for i in task.interrupts] == ["go on?"] and task.error is None
+
+
+class ErrorsCannotBeStored(MemorySaver):
+    """A store that fails exactly when the engine keeps a failed task's error."""
+
+    def put_writes(self, thread_id, checkpoint_ns, checkpoint_id, task_id, writes):
+        if any(channel == "__error__" for channel, _ in writes):
+            raise OSError("disk full")
+        super().put_writes(thread_id, checkpoint_ns, checkpoint_id, task_id, writes)
+
+
+def test_a_store_failing_to_keep_a_nodes_error_never_hides_that_error(caller):
+    def broken(state: Any) -> dict[str, Any]:
+        raise ValueError("the real problem")
+
+    graph = StateGraph("broken")
+    graph.add_node("broken", broken).add_edge(START, "broken").add_edge("broken", END)
+    app = graph.compile(CompileConfig(saver=ErrorsCannotBeStored()))
+
+    with pytest.raises(NodeError) as caught:
+        caller.invoke(app, {}, CFG)
+
+    assert isinstance(caught.value.__cause__, ValueError)
+    assert any(
+        "could not be stored" in note and "disk full" in note for note in caught.value.__notes__
+    )
