@@ -894,6 +894,6 @@ def _node_error(failures: list[Task]) -> BaseException:
         assert other.error is not None
         wrapped.add_note(
             f"node {other.node.name!r} also failed in this step: "
-            f"{type(other.error).__name__}: {other.error}"
+            f"{type(other.error).__name__}: {exception_text(other.error)}"
         )
     return wrapped
