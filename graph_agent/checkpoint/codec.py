@@ -143,7 +143,8 @@ def blobs_to_store(
     That is its own blobs (at its id), and for each version it names that is not stored there
     (it was stored in another thread or namespace: the checkpoint was loaded there and put
     here) the key's value whole, from the checkpoint's ``values``. An appended part whose base
-    is not stored there becomes the key's whole value the same way.
+    is not stored there, or does not sort before the checkpoint's id (a chain only leads back
+    to older versions: see :func:`load_values`), becomes the key's whole value the same way.
 
     Raises:
         SerializationError: a version the checkpoint names is not stored there, and the
@@ -153,7 +154,9 @@ def blobs_to_store(
     own_id, values, versions = checkpoint.id, checkpoint.values, checkpoint.versions
     blobs: list[tuple[str, str, Blob]] = []
     for key, blob in checkpoint.blobs.items():
-        if blob.kind == "delta" and (blob.base is None or not is_stored(key, blob.base)):
+        if blob.kind == "delta" and (
+            blob.base is None or not blob.base < own_id or not is_stored(key, blob.base)
+        ):
             if key not in values or versions.get(key) != own_id:
                 raise _unloadable(checkpoint, key, f"appends to version {blob.base!r}")
             blob = Blob("full", values[key])
@@ -181,39 +184,104 @@ def encode_write(channel: str, value: Any) -> bytes:
     return dumps(value, root=f"write[{channel!r}]")
 
 
-def rebuild_value(key: str, chain: list[tuple[str, bytes]]) -> Any:
-    """A key's value from its blob chain (newest first, ending with a ``full`` blob)."""
-    return _rebuild(key, chain)[0]
+Link = tuple[str, str, str | None, bytes]
+"""One stored blob of a key's chain: ``(version, kind, base, data)``."""
 
 
-def load_values(
-    checkpoint: Checkpoint, chain_of: Callable[[str, str], list[tuple[str, bytes]]]
-) -> None:
-    """Fill ``checkpoint.values``, each key rebuilt from ``chain_of(key, version)`` (its blob
-    chain), and ``checkpoint.chains``."""
+def rebuild_value(
+    key: str, version: str, chain: list[Link], thread_id: str, checkpoint_ns: str
+) -> Any:
+    """A key's value at ``version`` from its blob chain (see :func:`load_values`)."""
+    return _rebuild(key, chain, version, _place(thread_id, checkpoint_ns))[0]
+
+
+def load_values(checkpoint: Checkpoint, chain_of: Callable[[str, str], list[Link]]) -> None:
+    """Fill ``checkpoint.values``, each key rebuilt from ``chain_of(key, version)``, and
+    ``checkpoint.chains``.
+
+    ``chain_of`` returns the key's blobs from ``version`` back, newest first: each delta's
+    base follows it only when it sorts before the delta's own version (a base is the id of an
+    older checkpoint), so a chain that loops ends at once; a complete chain ends with a
+    ``full`` blob. The checks here turn any other end into a :class:`SerializationError`.
+    """
     values, chains = {}, {}
+    place = _place(checkpoint.thread_id, checkpoint.checkpoint_ns)
     for key, version in checkpoint.versions.items():
         chain = chain_of(key, version)
-        values[key], full_size = _rebuild(key, chain)
+        values[key], full_size = _rebuild(key, chain, version, place)
         if len(chain) > 1:
             chains[key] = (len(chain) - 1, full_size)
     checkpoint.values = values
     checkpoint.chains = chains
 
 
-def _rebuild(key: str, chain: list[tuple[str, bytes]]) -> tuple[Any, int]:
+def follows(kind: str, base: str | None, version: str) -> str | None:
+    """The version a chain goes on to after the blob ``(version, kind, base)``, or None where
+    it ends: at a full copy, or at a base that does not sort before ``version`` (a loop)."""
+    if kind == "full" or base is None or not base < version:
+        return None
+    return base
+
+
+def needed_versions(
+    wanted: Iterable[tuple[str, str]], link_of: Callable[[str, str], tuple[str, str | None] | None]
+) -> set[tuple[str, str]]:
+    """The ``(key, version)`` of every blob the ``wanted`` ``(key, version)`` pairs load from;
+    ``link_of(key, version)`` is a stored blob's ``(kind, base)``, or None if it is missing."""
+    needed: set[tuple[str, str]] = set()
+    for key, version in wanted:
+        current: str | None = version
+        while current is not None and (key, current) not in needed:
+            link = link_of(key, current)
+            if link is None:
+                break
+            needed.add((key, current))
+            current = follows(link[0], link[1], current)
+    return needed
+
+
+def _place(thread_id: str, checkpoint_ns: str) -> str:
+    where = f"thread {_show(thread_id)}"
+    return f"{where} (namespace {checkpoint_ns!r})" if checkpoint_ns else where
+
+
+def _rebuild(key: str, chain: list[Link], version: str, place: str) -> tuple[Any, int]:
     """The value, and how many items its full copy holds (when the chain has more)."""
-    if not chain or chain[-1][0] != "full":
-        raise SerializationError(f"stored state[{key!r}] is incomplete: its full copy is missing")
-    value = loads(chain[-1][1])
+    if not chain or chain[-1][1] != "full":
+        raise _damaged(key, place, _chain_end_problem(chain, version))
+    value = loads(chain[-1][3])
     if len(chain) == 1:
         return value, 0
     if not isinstance(value, list):
-        raise SerializationError(f"stored state[{key!r}] has appended items but is not a list")
+        raise _damaged(key, place, "it has appended parts but its full copy is not a list")
     items = list(value)
-    for kind, data in reversed(chain[:-1]):
-        tail = loads(data)
-        if kind != "delta" or not isinstance(tail, list):
-            raise SerializationError(f"stored state[{key!r}] has a malformed appended part")
+    for link in reversed(chain[:-1]):
+        tail = loads(link[3])
+        if link[1] != "delta" or not isinstance(tail, list):
+            raise _damaged(key, place, f"its appended part at version {link[0]!r} is malformed")
         items.extend(tail)
     return items, len(value)
+
+
+def _chain_end_problem(chain: list[Link], version: str) -> str:
+    """Why a chain that does not end with a full copy ended where it did."""
+    if not chain:
+        return f"its blob at version {version!r} is missing"
+    last_version, kind, base, _ = chain[-1]
+    if kind != "delta":
+        return f"its blob at version {last_version!r} is of unknown kind {kind!r}"
+    if base is None:
+        return f"its appended part at version {last_version!r} names no version it appends to"
+    if not base < last_version:
+        return (
+            f"its chain of appended parts loops: version {last_version!r} appends to "
+            f"{base!r}, which is not older"
+        )
+    return f"version {base!r}, which version {last_version!r} appends to, is missing"
+
+
+def _damaged(key: str, place: str, problem: str) -> SerializationError:
+    return SerializationError(
+        f"stored state[{key!r}] of {place} is damaged: {problem}. This checkpoint cannot "
+        "load: go on from an older one (RunnableConfig(checkpoint_id=...)), or delete the thread"
+    )

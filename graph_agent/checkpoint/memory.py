@@ -34,12 +34,15 @@ from graph_agent.checkpoint.base import (
     nothing_to_copy,
 )
 from graph_agent.checkpoint.codec import (
+    Link,
     blobs_to_store,
     decode_header,
     encode_blob,
     encode_header,
     encode_write,
+    follows,
     load_values,
+    needed_versions,
     rebuild_value,
 )
 from graph_agent.checkpoint.serde import dumps, loads
@@ -194,14 +197,14 @@ class MemorySaver(CheckpointSaver):
         check_keep_last(keep_last)
         removed = 0
         with self._lock:
-            for space in self._threads.get(thread_id, {}).values():
+            for ns, space in self._threads.get(thread_id, {}).items():
                 headers = space.headers
                 ids = sorted(headers)
                 dropped = ids[: max(0, len(ids) - keep_last)]
                 if not dropped:
                     continue
                 if len(dropped) < len(ids):
-                    self._materialize(space, headers[ids[len(dropped)]])
+                    self._materialize(space, thread_id, ns, headers[ids[len(dropped)]])
                 for checkpoint_id in dropped:
                     del headers[checkpoint_id]
                     space.writes.pop(checkpoint_id, None)
@@ -313,42 +316,42 @@ class MemorySaver(CheckpointSaver):
         return checkpoint
 
     @staticmethod
-    def _chain(space: _Space, key: str, version: str) -> builtins.list[tuple[str, bytes]]:
-        """The blobs that rebuild ``key`` at ``version``: newest first, ending with a full one."""
-        chain = []
-        by_version = space.blobs[key]
+    def _chain(space: _Space, key: str, version: str) -> builtins.list[Link]:
+        """The blobs that rebuild ``key`` at ``version``, newest first (see
+        :func:`load_values`: ending with a full one unless the chain is damaged)."""
+        chain: builtins.list[Link] = []
+        by_version = space.blobs.get(key, {})
         current: str | None = version
-        while current is not None:
-            kind, base, data = by_version[current]
-            chain.append((kind, data))
-            current = base if kind != "full" else None
+        while current is not None and (stored := by_version.get(current)) is not None:
+            kind, base, data = stored
+            chain.append((current, kind, base, data))
+            current = follows(kind, base, current)
         return chain
 
-    def _materialize(self, space: _Space, header: _Stored) -> None:
+    def _materialize(self, space: _Space, thread: str, ns: str, header: _Stored) -> None:
         """Store every key of this checkpoint whole, so the deltas behind it can go."""
         stored = _Header._make(header)
         for key, version in zip(stored.keys, stored.versions, strict=True):
-            kind, _, _ = space.blobs[key][version]
-            if kind == "full":
+            chain = self._chain(space, key, version)
+            if len(chain) == 1 and chain[0][1] == "full":
                 continue
-            value = rebuild_value(key, self._chain(space, key, version))
+            value = rebuild_value(key, version, chain, thread, ns)
             data = encode_blob(key, Blob("full", value))
             space.blobs[key][version] = ("full", None, data)
 
     @staticmethod
     def _needed_blobs(space: _Space) -> set[tuple[str, str]]:
         """The (key, version) of every blob a kept checkpoint of ``space`` loads from."""
-        needed = set()
+        wanted: builtins.list[tuple[str, str]] = []
         for header in space.headers.values():
             stored = _Header._make(header)
-            for key, version in zip(stored.keys, stored.versions, strict=True):
-                by_version = space.blobs[key]
-                current: str | None = version
-                while current is not None and (key, current) not in needed:
-                    needed.add((key, current))
-                    kind, base, _ = by_version[current]
-                    current = base if kind != "full" else None
-        return needed
+            wanted.extend(zip(stored.keys, stored.versions, strict=True))
+
+        def link_of(key: str, version: str) -> tuple[str, str | None] | None:
+            stored = space.blobs.get(key, {}).get(version)
+            return None if stored is None else (stored[0], stored[1])
+
+        return needed_versions(wanted, link_of)
 
 
 def _header(checkpoint: Checkpoint) -> _Stored:

@@ -33,12 +33,14 @@ from graph_agent.checkpoint.base import (
     nothing_to_copy,
 )
 from graph_agent.checkpoint.codec import (
+    Link,
     blobs_to_store,
     decode_header,
     encode_blob,
     encode_header,
     encode_write,
     load_values,
+    needed_versions,
     rebuild_value,
 )
 from graph_agent.checkpoint.serde import loads
@@ -77,16 +79,19 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("ALTER TABLE leases ADD COLUMN host TEXT NOT NULL DEFAULT ''",),
 }
 
+# A key's blobs from one version back to its full copy, newest first. A delta's base is
+# followed only when it sorts before the delta's own version (a base is an older checkpoint's
+# id), so a chain that loops stops at once; the code reading it says why it stopped.
 _CHAIN_SQL = """
-WITH RECURSIVE chain(kind, base, data, n) AS (
-    SELECT kind, base, data, 0 FROM blobs
+WITH RECURSIVE chain(version, kind, base, data, n) AS (
+    SELECT version, kind, base, data, 0 FROM blobs
     WHERE thread_id = ? AND checkpoint_ns = ? AND key = ? AND version = ?
     UNION ALL
-    SELECT b.kind, b.base, b.data, chain.n + 1 FROM blobs AS b JOIN chain
+    SELECT b.version, b.kind, b.base, b.data, chain.n + 1 FROM blobs AS b JOIN chain
     ON b.thread_id = ? AND b.checkpoint_ns = ? AND b.key = ? AND b.version = chain.base
-    WHERE chain.kind != 'full'
+    WHERE chain.kind != 'full' AND chain.base < chain.version
 )
-SELECT kind, data FROM chain ORDER BY n
+SELECT version, kind, base, data FROM chain ORDER BY n
 """
 
 
@@ -454,14 +459,8 @@ class SqliteSaver(CheckpointSaver):
                 (thread, ns),
             )
         }
-        needed: set[tuple[str, str]] = set()
-        for _, header in kept:
-            for key, version in decode_header(header).versions.items():
-                current: str | None = version
-                while current is not None and (key, current) not in needed:
-                    needed.add((key, current))
-                    kind, base = bases[(key, current)]
-                    current = base if kind != "full" else None
+        wanted = [pair for _, header in kept for pair in decode_header(header).versions.items()]
+        needed = needed_versions(wanted, lambda key, version: bases.get((key, version)))
         conn.executemany(
             "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND "
             "checkpoint_id = ?",
@@ -480,11 +479,11 @@ class SqliteSaver(CheckpointSaver):
 
     def _materialize(self, conn: sqlite3.Connection, thread: str, ns: str, header: bytes) -> None:
         """Store every key of this checkpoint whole, so the deltas behind it can go."""
-        for key, version in decode_header(header).versions.items():
-            chain = conn.execute(_CHAIN_SQL, (thread, ns, key, version, thread, ns, key)).fetchall()
-            if len(chain) <= 1:
+        for key, version in decode_header(header, thread, ns).versions.items():
+            chain = _chain(conn, thread, ns, key, version)
+            if len(chain) == 1 and chain[0][1] == "full":
                 continue
-            value = rebuild_value(key, [(kind, bytes(data)) for kind, data in chain])
+            value = rebuild_value(key, version, chain, thread, ns)
             conn.execute(
                 "UPDATE blobs SET kind = 'full', base = NULL, data = ? WHERE thread_id = ? AND "
                 "checkpoint_ns = ? AND key = ? AND version = ?",
@@ -512,14 +511,8 @@ class SqliteSaver(CheckpointSaver):
 
     def _load(self, thread: str, ns: str, header: bytes) -> Checkpoint:
         checkpoint = decode_header(header, thread, ns)
-
-        def chain_of(key: str, version: str) -> builtins.list[tuple[str, bytes]]:
-            rows = self._conn.execute(
-                _CHAIN_SQL, (thread, ns, key, version, thread, ns, key)
-            ).fetchall()
-            return [(kind, bytes(data)) for kind, data in rows]
-
-        load_values(checkpoint, chain_of)
+        conn = self._conn
+        load_values(checkpoint, lambda key, version: _chain(conn, thread, ns, key, version))
         rows = self._conn.execute(
             "SELECT task_id, channel, data FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
             "AND checkpoint_id = ?",
@@ -622,6 +615,14 @@ class _Transaction:
             self.conn.execute("ROLLBACK" if exc_type is not None else "COMMIT")
         finally:
             self.lock.release()
+
+
+def _chain(
+    conn: sqlite3.Connection, thread: str, ns: str, key: str, version: str
+) -> builtins.list[Link]:
+    """The blobs that rebuild ``key`` at ``version``, newest first (see :func:`load_values`)."""
+    rows = conn.execute(_CHAIN_SQL, (thread, ns, key, version, thread, ns, key)).fetchall()
+    return [(at, kind, base, bytes(data)) for at, kind, base, data in rows]
 
 
 def _lease_alive(pid: int, expires_at: float, host: str) -> bool:

@@ -1,0 +1,93 @@
+"""Conformance for damaged storage: rows a crash, a bad disk or a hand edit left wrongly shaped
+load as a typed error naming the thread and what is wrong, at once, on every saver."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from graph_agent import (
+    SerializationError,
+)
+from graph_agent.checkpoint.base import CheckpointSaver
+from graph_agent.checkpoint.sqlite import SqliteSaver
+from graph_agent.graph.engine import Blob
+from tests.checkpoint import tamper
+from tests.checkpoint.test_conformance import chain, checkpoint
+
+
+def outcome_within(seconds: float, saver: CheckpointSaver, call: Callable[[], Any]) -> Any:
+    """What ``call()`` returned or raised, failing the test if it takes longer than
+    ``seconds`` (a SQLite query still running then is interrupted, so the test ends)."""
+    result: list[Any] = []
+
+    def run() -> None:
+        try:
+            result.append(call())
+        except BaseException as exc:
+            result.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    started = time.perf_counter()
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        if isinstance(saver, SqliteSaver):
+            saver._conn.interrupt()
+        worker.join(10)
+        pytest.fail(f"the call was still running after {seconds} s")
+    return result[0], time.perf_counter() - started
+
+
+# a delta chain that loops
+
+
+@pytest.mark.parametrize("loop", ["self", "two"])
+def test_a_delta_chain_that_loops_is_a_serialization_error_naming_thread_and_key_at_once(
+    saver, loop
+):
+    made = chain(saver, 3, thread="looping")
+    newest, middle = made[-1].id, made[-2].id
+    if loop == "self":
+        tamper.set_blob_base(saver, "looping", "log", newest, base=newest)
+    else:
+        tamper.set_blob_base(saver, "looping", "log", middle, base=newest)
+    chain(saver, 2, thread="neighbour")
+
+    for load in (lambda: saver.get("looping"), lambda: list(saver.list("looping"))):
+        error, elapsed = outcome_within(5, saver, load)
+        assert isinstance(error, SerializationError), error
+        assert "'looping'" in str(error) and "state['log']" in str(error)
+        assert "loops" in str(error)
+        assert elapsed < 0.5, elapsed
+    assert saver.get("neighbour").values["log"] == ["item-0", "item-1"]
+
+
+def test_a_delta_whose_base_is_gone_is_a_serialization_error_naming_thread_and_key(saver):
+    made = chain(saver, 2, thread="broken")
+    tamper.set_blob_base(saver, "broken", "log", made[-1].id, base="0000-gone")
+
+    with pytest.raises(SerializationError, match=r"state\['log'\] of thread 'broken'.*0000-gone"):
+        saver.get("broken")
+
+
+def test_a_checkpoint_whose_delta_names_a_later_base_is_stored_whole_and_loads(saver):
+    first = checkpoint(blobs={"log": Blob("full", ["a"])})
+    saver.put(first)
+    second = checkpoint(parent=first.id, step=1, blobs={"log": Blob("full", ["a", "b"])})
+    saver.put(second)
+    # a hand-built checkpoint that sorts before `second` yet appends to it: put stores it
+    # whole (from its values), since a chain only ever leads back to older versions
+    forked = checkpoint(step=2, source="fork", blobs={})
+    forked.id = first.id[:-1] + "~"  # sorts after first, before second
+    forked.parent_id = first.id
+    forked.versions = {"log": forked.id}
+    forked.blobs = {"log": Blob("delta", ["c"], base=second.id)}
+    forked.values = {"log": ["a", "b", "c"]}
+    saver.put(forked)
+
+    assert saver.get("t1", forked.id).values["log"] == ["a", "b", "c"]
