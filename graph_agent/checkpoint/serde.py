@@ -20,7 +20,8 @@ code        type                                   payload
 8 / 9 / 10  tuple / set / frozenset                the items
 11 / 12     RemoveMessage / ReplaceAll             their fields (graph_agent.graph.state)
 13          a registered class keyed by its name   its registry name, then its own payload
-14-15       reserved for built-ins
+14          str holding lone surrogates            its UTF-8 with ``surrogatepass``
+15          reserved for built-ins
 16-31       graph_agent.messages classes           registered by that module
 32-127      your types: ``register(cls, code)``    see below
 ==========  =====================================  ==========================================
@@ -43,6 +44,11 @@ or trailing bytes, data over the size limit (checked before decoding), nesting d
 :data:`MAX_DEPTH` or a value that no longer validates raise
 :class:`~graph_agent.graph.errors.SerializationError`. :func:`dumps` fails the same way at save
 time, naming the key path of the first value it cannot store, so what saves also loads.
+
+Every ``str`` is stored exactly, also one holding lone UTF-16 surrogates (``os.listdir()``
+names of undecodable bytes, half of a split emoji), which UTF-8 cannot encode: such a string
+is stored under ext code 14. :meth:`Serializer.dumps` only looks for them once packing failed,
+so ordinary text costs nothing more.
 
 Not stored exactly: ``bytearray`` and ``memoryview`` come back as ``bytes``; a ``timezone``'s
 name and the ``fold`` of a datetime without a ZoneInfo zone are dropped; private attributes of
@@ -113,6 +119,7 @@ check is not atomic, so threads finishing at once may leave a few more."""
 _FIRST_MESSAGE_CODE: Final = 16
 _MAX_CODE: Final = 127
 _NAMED_CODE: Final = 13
+_SURROGATES_CODE: Final = 14
 _HEADER: Final = bytes([FORMAT_VERSION])
 # msgpack decodes ext type -1 (its Timestamp) itself, bypassing ext_hook: data that may hold one
 # is decoded with hooks that reject it (see _may_hold_timestamp).
@@ -360,6 +367,34 @@ def _same_definition(old: type, new: type) -> bool:
     return (old.__module__, old.__qualname__) == (new.__module__, new.__qualname__)
 
 
+def _with_surrogates_tagged(value: Any) -> Any:
+    """``value`` with each string UTF-8 cannot encode (it holds a lone surrogate) replaced by
+    its ext 14 form, in the plain lists and dicts msgpack packs itself; other values are left
+    to the packer's ``default``, which tags the strings in what it returns the same way."""
+    kind = type(value)
+    if kind is str:
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return _new_ext(msgpack.ExtType, (_SURROGATES_CODE, _surrogates_kept(value)))
+        return value
+    if kind is list:
+        return [_with_surrogates_tagged(item) for item in value]
+    if kind is dict:
+        return {_with_surrogates_tagged(k): _with_surrogates_tagged(v) for k, v in value.items()}
+    return value
+
+
+def _surrogates_kept(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+_SURROGATES: Final = _leaf(
+    str, _SURROGATES_CODE, _surrogates_kept, lambda data: data.decode("utf-8", "surrogatepass")
+)
+"""Decodes ext 14; never looked up by type (msgpack packs every other ``str`` itself)."""
+
+
 class _Decoder:
     """The msgpack hooks of one :meth:`Serializer.loads` call."""
 
@@ -509,6 +544,7 @@ class Serializer:
         for codec in _builtin_codecs():
             self._add(codec)
         self._by_code[_NAMED_CODE] = _name_dispatch(self._by_name)
+        self._by_code[_SURROGATES_CODE] = _SURROGATES
 
     def register(self, cls: type, code: int | None = None) -> None:
         """Make ``cls`` storable under ext ``code``, or by its name without one; idempotent.
@@ -559,6 +595,8 @@ class Serializer:
             )
         try:
             body: bytes = packer.pack(obj)
+        except UnicodeEncodeError:  # a lone surrogate (msgpack reset the packer: it is reused)
+            body = self._pack_keeping_surrogates(obj, root)
         except Exception as exc:
             if len(idle) < _IDLE_PACKERS:
                 idle.append(packer)
@@ -571,6 +609,21 @@ class Serializer:
                 f"exceed max_payload_bytes={self.max_payload_bytes}"
             )
         return _HEADER + body
+
+    def _pack_keeping_surrogates(self, obj: object, root: str) -> bytes:
+        """Pack ``obj`` storing each string UTF-8 cannot encode under ext code 14: the slow
+        path :meth:`dumps` takes once packing failed on one."""
+        default = self._default
+
+        def keeping_surrogates(value: object) -> Any:
+            return _with_surrogates_tagged(default(value))
+
+        packer = msgpack.Packer(default=keeping_surrogates, use_bin_type=True, strict_types=True)
+        try:
+            body: bytes = packer.pack(_with_surrogates_tagged(obj))
+        except Exception as exc:
+            raise SerializationError(_describe_failure(obj, root, self._by_type, exc)) from exc
+        return body
 
     def loads(self, data: bytes | bytearray | memoryview) -> Any:
         """Rebuild a value from :meth:`dumps` output, building only registered types.
@@ -706,11 +759,7 @@ def _children(value: object, by_type: dict[type, _Codec]) -> tuple[list[tuple[st
     kind = type(value)
     if kind in _NATIVE or kind is msgpack.ExtType:
         return [], 0
-    if isinstance(value, str) and kind is str:
-        try:
-            value.encode()
-        except UnicodeEncodeError as exc:
-            raise _EncodeError(f"string is not valid UTF-8 ({exc.reason})") from exc
+    if kind is str:
         return [], 0
     if isinstance(value, list) and kind is list:
         return [(f"[{index}]", item) for index, item in enumerate(value)], 1

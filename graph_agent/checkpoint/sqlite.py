@@ -302,13 +302,18 @@ class SqliteSaver(CheckpointSaver):
     # storage
     def put(self, checkpoint: Checkpoint) -> None:
         header = encode_header(checkpoint)
-        thread, ns, checkpoint_id = (
-            checkpoint.thread_id,
-            checkpoint.checkpoint_ns,
-            checkpoint.id,
-        )
+        thread, ns = _sql_name(checkpoint.thread_id), _sql_name(checkpoint.checkpoint_ns)
+        checkpoint_id = checkpoint.id
         blob_rows = [
-            (thread, ns, key, checkpoint_id, blob.kind, blob.base, encode_blob(key, blob))
+            (
+                thread,
+                ns,
+                _sql_name(key),
+                checkpoint_id,
+                blob.kind,
+                blob.base,
+                encode_blob(key, blob),
+            )
             for key, blob in checkpoint.blobs.items()
         ]
         with self._transaction() as conn:
@@ -325,7 +330,7 @@ class SqliteSaver(CheckpointSaver):
                 "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?)",
                 (thread, ns, checkpoint_id, checkpoint.parent_id, checkpoint.step, header),
             )
-            self._refresh_lease(conn, thread, ns)
+            self._refresh_lease(conn, checkpoint.thread_id, checkpoint.checkpoint_ns)
 
     @staticmethod
     def _blob_rows_to_store(
@@ -333,18 +338,18 @@ class SqliteSaver(CheckpointSaver):
     ) -> builtins.list[tuple[Any, ...]]:
         """What a checkpoint other than the engine's next step stores (see
         :func:`blobs_to_store`), as rows."""
-        thread, ns = checkpoint.thread_id, checkpoint.checkpoint_ns
+        thread, ns = _sql_name(checkpoint.thread_id), _sql_name(checkpoint.checkpoint_ns)
 
         def is_stored(key: str, version: str) -> bool:
             row = conn.execute(
                 "SELECT 1 FROM blobs WHERE thread_id = ? AND checkpoint_ns = ? AND key = ? "
                 "AND version = ?",
-                (thread, ns, key, version),
+                (thread, ns, _sql_name(key), version),
             ).fetchone()
             return row is not None
 
         return [
-            (thread, ns, key, version, blob.kind, blob.base, encode_blob(key, blob))
+            (thread, ns, _sql_name(key), version, blob.kind, blob.base, encode_blob(key, blob))
             for key, version, blob in blobs_to_store(checkpoint, is_stored)
         ]
 
@@ -356,8 +361,9 @@ class SqliteSaver(CheckpointSaver):
         task_id: str,
         writes: Sequence[tuple[str, Any]],
     ) -> None:
+        thread, ns = _sql_name(thread_id), _sql_name(checkpoint_ns)
         rows = [
-            (thread_id, checkpoint_ns, checkpoint_id, task_id, channel, encode_write(channel, v))
+            (thread, ns, checkpoint_id, task_id, _sql_name(channel), encode_write(channel, v))
             for channel, v in writes
         ]
         with self._transaction() as conn:
@@ -376,7 +382,7 @@ class SqliteSaver(CheckpointSaver):
         checkpoint_ns: str = "",
     ) -> Iterator[Checkpoint]:
         sql = "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
-        params: builtins.list[Any] = [thread_id, checkpoint_ns]
+        params: builtins.list[Any] = [_sql_name(thread_id), _sql_name(checkpoint_ns)]
         if before is not None:
             sql += " AND checkpoint_id < ?"
             params.append(before)
@@ -394,44 +400,46 @@ class SqliteSaver(CheckpointSaver):
     def _read(self, thread: str, ns: str, checkpoint_id: str | None) -> Checkpoint | None:
         """One checkpoint (the newest for ``None``), read in one transaction: a prune or
         delete committed meanwhile (by any process) is seen whole or not at all."""
+        where = (_sql_name(thread), _sql_name(ns))
         with self._reading():
             if checkpoint_id is None:
                 row = self._conn.execute(
                     "SELECT header FROM checkpoints WHERE thread_id = ? "
                     "AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
-                    (thread, ns),
+                    where,
                 ).fetchone()
             else:
                 row = self._conn.execute(
                     "SELECT header FROM checkpoints WHERE thread_id = ? "
                     "AND checkpoint_ns = ? AND checkpoint_id = ?",
-                    (thread, ns, checkpoint_id),
+                    (*where, checkpoint_id),
                 ).fetchone()
             return None if row is None else self._load(thread, ns, row[0])
 
     def delete_thread(self, thread_id: str) -> None:
         with self._transaction() as conn:
             for table in ("checkpoints", "blobs", "writes", "leases"):
-                conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+                conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (_sql_name(thread_id),))
 
     def copy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
+        src, dst = _sql_name(src_thread_id), _sql_name(dst_thread_id)
         with self._transaction() as conn:
-            if conn.execute(_ANY_CHECKPOINT, (src_thread_id,)).fetchone() is None:
+            if conn.execute(_ANY_CHECKPOINT, (src,)).fetchone() is None:
                 raise nothing_to_copy(src_thread_id)
-            if conn.execute(_ANY_CHECKPOINT, (dst_thread_id,)).fetchone() is not None:
+            if conn.execute(_ANY_CHECKPOINT, (dst,)).fetchone() is not None:
                 raise copy_target_taken(dst_thread_id)
             for sql in _COPY_THREAD:
-                conn.execute(sql, (dst_thread_id, src_thread_id))
+                conn.execute(sql, (dst, src))
 
     def prune(self, thread_id: str, keep_last: int) -> int:
         check_keep_last(keep_last)
         removed = 0
         with self._transaction() as conn:
             namespaces = [
-                row[0]
+                _name_of(row[0])
                 for row in conn.execute(
                     "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?",
-                    (thread_id,),
+                    (_sql_name(thread_id),),
                 )
             ]
             for ns in namespaces:
@@ -441,10 +449,11 @@ class SqliteSaver(CheckpointSaver):
     def _prune_namespace(
         self, conn: sqlite3.Connection, thread: str, ns: str, keep_last: int
     ) -> int:
+        where = (_sql_name(thread), _sql_name(ns))
         rows = conn.execute(
             "SELECT checkpoint_id, header FROM checkpoints WHERE thread_id = ? AND "
             "checkpoint_ns = ? ORDER BY checkpoint_id DESC",
-            (thread, ns),
+            where,
         ).fetchall()
         kept, dropped = rows[:keep_last], rows[keep_last:]
         if not dropped:
@@ -452,11 +461,11 @@ class SqliteSaver(CheckpointSaver):
         if kept:
             self._materialize(conn, thread, ns, kept[-1][1])
         bases = {
-            (key, version): (kind, base)
+            (_name_of(key), version): (kind, base)
             for key, version, kind, base in conn.execute(
                 "SELECT key, version, kind, base FROM blobs WHERE thread_id = ? AND "
                 "checkpoint_ns = ?",
-                (thread, ns),
+                where,
             )
         }
         wanted = [pair for _, header in kept for pair in decode_header(header).versions.items()]
@@ -464,16 +473,20 @@ class SqliteSaver(CheckpointSaver):
         conn.executemany(
             "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND "
             "checkpoint_id = ?",
-            [(thread, ns, checkpoint_id) for checkpoint_id, _ in dropped],
+            [(*where, checkpoint_id) for checkpoint_id, _ in dropped],
         )
         conn.executemany(
             "DELETE FROM writes WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-            [(thread, ns, checkpoint_id) for checkpoint_id, _ in dropped],
+            [(*where, checkpoint_id) for checkpoint_id, _ in dropped],
         )
         conn.executemany(
             "DELETE FROM blobs WHERE thread_id = ? AND checkpoint_ns = ? AND key = ? AND "
             "version = ?",
-            [(thread, ns, key, version) for key, version in bases if (key, version) not in needed],
+            [
+                (*where, _sql_name(key), version)
+                for key, version in bases
+                if (key, version) not in needed
+            ],
         )
         return len(dropped)
 
@@ -487,7 +500,11 @@ class SqliteSaver(CheckpointSaver):
             conn.execute(
                 "UPDATE blobs SET kind = 'full', base = NULL, data = ? WHERE thread_id = ? AND "
                 "checkpoint_ns = ? AND key = ? AND version = ?",
-                (encode_blob(key, Blob("full", value)), thread, ns, key, version),
+                (
+                    encode_blob(key, Blob("full", value)),
+                    *(_sql_name(name) for name in (thread, ns, key)),
+                    version,
+                ),
             )
 
     def threads(self) -> builtins.list[str]:
@@ -495,7 +512,7 @@ class SqliteSaver(CheckpointSaver):
             rows = self._conn.execute(
                 "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id"
             ).fetchall()
-        return [row[0] for row in rows]
+        return [_name_of(row[0]) for row in rows]
 
     def stored_bytes(self, thread_id: str) -> int:
         """Bytes of checkpoint data stored for a thread (headers, blobs and pending writes)."""
@@ -506,7 +523,7 @@ class SqliteSaver(CheckpointSaver):
                 "SELECT SUM(LENGTH(data)) FROM blobs WHERE thread_id = ?",
                 "SELECT SUM(LENGTH(data)) FROM writes WHERE thread_id = ?",
             ):
-                total += self._conn.execute(sql, (thread_id,)).fetchone()[0] or 0
+                total += self._conn.execute(sql, (_sql_name(thread_id),)).fetchone()[0] or 0
         return total
 
     def _load(self, thread: str, ns: str, header: bytes) -> Checkpoint:
@@ -516,10 +533,11 @@ class SqliteSaver(CheckpointSaver):
         rows = self._conn.execute(
             "SELECT task_id, channel, data FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
             "AND checkpoint_id = ?",
-            (thread, ns, checkpoint.id),
+            (_sql_name(thread), _sql_name(ns), checkpoint.id),
         ).fetchall()
         checkpoint.pending_writes = tuple(
-            PendingWrite(task_id, channel, loads(bytes(data))) for task_id, channel, data in rows
+            PendingWrite(task_id, _name_of(channel), loads(bytes(data)))
+            for task_id, channel, data in rows
         )
         return checkpoint
 
@@ -531,7 +549,7 @@ class SqliteSaver(CheckpointSaver):
                 row = conn.execute(
                     "SELECT owner, pid, expires_at, host FROM leases WHERE thread_id = ? AND "
                     "checkpoint_ns = ?",
-                    (thread_id, checkpoint_ns),
+                    (_sql_name(thread_id), _sql_name(checkpoint_ns)),
                 ).fetchone()
                 if row is not None and _lease_alive(row[1], row[2], row[3]):
                     raise ThreadBusyError(
@@ -542,8 +560,8 @@ class SqliteSaver(CheckpointSaver):
                     "INSERT OR REPLACE INTO leases (thread_id, checkpoint_ns, owner, pid, "
                     "expires_at, host) VALUES (?, ?, ?, ?, ?, ?)",
                     (
-                        thread_id,
-                        checkpoint_ns,
+                        _sql_name(thread_id),
+                        _sql_name(checkpoint_ns),
                         lease.owner,
                         os.getpid(),
                         self._expiry(),
@@ -561,7 +579,7 @@ class SqliteSaver(CheckpointSaver):
             with self._transaction() as conn:
                 conn.execute(
                     "DELETE FROM leases WHERE thread_id = ? AND checkpoint_ns = ? AND owner = ?",
-                    (lease.thread_id, lease.checkpoint_ns, lease.owner),
+                    (_sql_name(lease.thread_id), _sql_name(lease.checkpoint_ns), lease.owner),
                 )
         finally:
             self._lease_refreshed.pop((lease.thread_id, lease.checkpoint_ns), None)
@@ -589,7 +607,7 @@ class SqliteSaver(CheckpointSaver):
         conn.execute(
             "UPDATE leases SET expires_at = ? WHERE thread_id = ? AND checkpoint_ns = ? "
             "AND pid = ?",
-            (self._expiry(), thread, ns, os.getpid()),
+            (self._expiry(), _sql_name(thread), _sql_name(ns), os.getpid()),
         )
         self._lease_refreshed[key] = time.monotonic()
 
@@ -621,8 +639,28 @@ def _chain(
     conn: sqlite3.Connection, thread: str, ns: str, key: str, version: str
 ) -> builtins.list[Link]:
     """The blobs that rebuild ``key`` at ``version``, newest first (see :func:`load_values`)."""
-    rows = conn.execute(_CHAIN_SQL, (thread, ns, key, version, thread, ns, key)).fetchall()
+    where = (_sql_name(thread), _sql_name(ns), _sql_name(key))
+    rows = conn.execute(_CHAIN_SQL, (*where, version, *where)).fetchall()
     return [(at, kind, base, bytes(data)) for at, kind, base, data in rows]
+
+
+def _sql_name(name: str) -> str | bytes:
+    """A name (thread id, namespace, key, channel) as a SQL parameter: the text itself, or,
+    when UTF-8 cannot encode it (a lone surrogate, as in an ``os.listdir()`` name), a blob of
+    its UTF-8 with ``surrogatepass``. SQLite text must be valid UTF-8; a blob never equals a
+    text, so the two forms cannot collide, and names stored before stay as they were."""
+    if name.isascii():
+        return name
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogatepass")
+    return name
+
+
+def _name_of(stored: str | bytes) -> str:
+    """A name read back from a column :func:`_sql_name` wrote."""
+    return stored if isinstance(stored, str) else bytes(stored).decode("utf-8", "surrogatepass")
 
 
 def _lease_alive(pid: int, expires_at: float, host: str) -> bool:

@@ -25,11 +25,14 @@ from graph_agent import (
     SerializationError,
     StateGraph,
     ThreadBusyError,
+    tool,
 )
+from graph_agent.agent import ReactAgent
 from graph_agent.checkpoint.base import Checkpoint, new_checkpoint_id
 from graph_agent.checkpoint.serde import register
 from graph_agent.graph.engine import Blob
 from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage, UserMessage
+from graph_agent.models import ScriptedChatModel
 
 
 class Color(enum.Enum):
@@ -349,7 +352,9 @@ def test_a_thread_can_be_held_by_one_run_at_a_time(saver):
     saver.release(other)
 
 
-@pytest.mark.parametrize("thread", ["../x", "a'b\"c;--", "nul\x00byte", "x" * 10_000, "ü/\\"])
+@pytest.mark.parametrize(
+    "thread", ["../x", "a'b\"c;--", "nul\x00byte", "x" * 10_000, "ü/\\", "lone\udcffsurrogate"]
+)
 def test_odd_thread_ids_are_opaque_strings(saver, thread):
     chain(saver, 2, thread=thread)
     chain(saver, 1, thread="plain")
@@ -358,6 +363,26 @@ def test_odd_thread_ids_are_opaque_strings(saver, thread):
     saver.release(saver.acquire(thread))
     saver.delete_thread(thread)
     assert saver.get(thread) is None and saver.get("plain") is not None
+
+
+def test_lone_surrogates_in_names_values_metadata_and_writes_come_back_exactly(saver, reopen):
+    # what os.listdir() returns for undecodable bytes, and half of a split surrogate pair
+    odd = "report-\udcff.txt"
+    thread, ns, key, channel = f"t-{odd}", f"ns-{odd}", f"key-{odd}", f"__record__:{odd}"
+    stored = {odd: [odd, ("\ud83d", b"x")], "plain": "ok"}
+    cp = checkpoint(thread, ns=ns, blobs={key: Blob("full", stored)}, name=odd)
+    saver.put(cp)
+    saver.put_writes(thread, ns, cp.id, "task", [(channel, odd)])
+    saver.release(saver.acquire(thread, ns))
+
+    fresh = reopen()
+    loaded = fresh.get(thread, checkpoint_ns=ns)
+    assert loaded.values == {key: stored} and loaded.metadata["name"] == odd
+    assert [(w.task_id, w.channel, w.value) for w in loaded.pending_writes] == [
+        ("task", channel, odd)
+    ]
+    assert [c.id for c in fresh.list(thread, checkpoint_ns=ns)] == [cp.id]
+    assert fresh.threads() == [thread]
 
 
 def test_async_twins_match_the_sync_methods(saver):
@@ -585,3 +610,30 @@ def test_every_stored_type_comes_back_the_same_through_a_fresh_saver(saver, reop
     assert typed(newest.values) == typed(expected)
     assert typed(newest.metadata["payload"]) == typed(payload)
     assert typed(newest.metadata["pair"]) == typed((1, "a"))
+
+
+# a tool's result with a lone surrogate, through an agent
+
+
+@pytest.mark.parametrize("thread", ["files", "files-\udcff"])
+def test_an_agent_whose_tool_returns_a_lone_surrogate_finishes_with_the_exact_string(
+    saver, reopen, thread
+):
+    name = "photo-\udcff.jpg"  # os.listdir() of a file whose name is not UTF-8
+
+    @tool
+    def list_files() -> str:
+        """List the files."""
+        return f"{name}\nnotes.txt"
+
+    model = ScriptedChatModel(
+        [AssistantMessage(tool_calls=[ToolCall("c1", "list_files", {})]), "Two files."]
+    )
+    agent = ReactAgent("lister", model, tools=[list_files], saver=saver)
+    config = RunnableConfig(thread_id=thread)
+
+    assert agent.call("What files are there?", config).text == "Two files."
+    (response,) = [m for m in reopen().get(thread).values["messages"] if m.role == "tool"]
+    assert isinstance(response, ToolResponseMessage) and not response.is_error
+    assert response.content == f"{name}\nnotes.txt"
+    assert model.requests[1].messages[-1].content == response.content
