@@ -10,16 +10,20 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from graph_agent.checkpoint.base import Checkpoint, _show
+from graph_agent.checkpoint.base import Checkpoint, PendingWrite, _show
 from graph_agent.checkpoint.serde import dumps, loads, register
 from graph_agent.graph.engine import Blob
 from graph_agent.graph.errors import SerializationError
+from graph_agent.graph.pending import write_problem
 from graph_agent.graph.types import Interrupt
 
 register(Interrupt, 31)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+_FIRST_MICROS = (datetime.min.replace(tzinfo=UTC) - _EPOCH) // _MICROSECOND
+_LAST_MICROS = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // _MICROSECOND
+"""The stored times (UTC microseconds since the epoch) a datetime can hold."""
 
 
 def encode_header(checkpoint: Checkpoint) -> bytes:
@@ -58,7 +62,8 @@ def decode_header(data: bytes, thread_id: str = "", checkpoint_ns: str = "") -> 
     problem = _header_problem(header)
     if problem is not None:
         shown = header["id"] if isinstance(header["id"], str) else "?"
-        raise SerializationError(f"stored checkpoint header {shown!r} is damaged: {problem}")
+        place = f" of {_place(thread_id, checkpoint_ns)}" if thread_id else ""
+        raise SerializationError(f"stored checkpoint header {shown!r}{place} is damaged: {problem}")
     return Checkpoint(
         id=header["id"],
         thread_id=thread_id,
@@ -98,8 +103,11 @@ def _header_problem(header: dict[Any, Any]) -> str | None:
         return "barriers is not a map of barrier names to node names"
     if not isinstance(header["metadata"], dict):
         return "metadata is not a map"
-    if type(header["created_at"]) is not int and not isinstance(header["created_at"], datetime):
+    created_at = header["created_at"]
+    if type(created_at) is not int and not isinstance(created_at, datetime):
         return "created_at is not a time"
+    if type(created_at) is int and not _FIRST_MICROS <= created_at <= _LAST_MICROS:
+        return f"created_at is {created_at} microseconds from 1970, beyond any datetime"
     return None
 
 
@@ -180,8 +188,36 @@ def _unloadable(checkpoint: Checkpoint, key: str, what: str) -> SerializationErr
 
 
 def encode_write(channel: str, value: Any) -> bytes:
-    """A pending write's value as bytes."""
+    """A pending write's value as bytes.
+
+    Raises:
+        SerializationError: the value cannot be stored, or it is not of the shape the engine
+            reads back from one of its own channels (see :func:`write_problem`).
+    """
+    problem = write_problem(channel, value)
+    if problem is not None:
+        raise SerializationError(f"cannot store pending write {channel!r}: {problem}")
     return dumps(value, root=f"write[{channel!r}]")
+
+
+def decode_write(checkpoint: Checkpoint, task_id: str, channel: str, data: bytes) -> PendingWrite:
+    """A stored pending write of ``checkpoint``, once its shape is known good.
+
+    Raises:
+        SerializationError: the data does not load, or holds a shape the engine cannot read
+            back from that channel (a damaged row), naming the write and the thread.
+    """
+    value = loads(data)
+    problem = write_problem(channel, value)
+    if problem is not None:
+        place = _place(checkpoint.thread_id, checkpoint.checkpoint_ns)
+        raise SerializationError(
+            f"stored pending write {channel!r} of task {task_id!r} at checkpoint "
+            f"{checkpoint.id!r} of {place} is damaged: {problem}. This checkpoint cannot "
+            "load: go on from an older one (RunnableConfig(checkpoint_id=...)), or delete the "
+            "thread"
+        )
+    return PendingWrite(task_id, channel, value)
 
 
 Link = tuple[str, str, str | None, bytes]

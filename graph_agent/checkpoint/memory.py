@@ -27,7 +27,6 @@ from typing import Any, NamedTuple
 from graph_agent.checkpoint.base import (
     Checkpoint,
     CheckpointSaver,
-    PendingWrite,
     check_keep_last,
     compare_and_set,
     copy_target_taken,
@@ -37,6 +36,7 @@ from graph_agent.checkpoint.codec import (
     Link,
     blobs_to_store,
     decode_header,
+    decode_write,
     encode_blob,
     encode_header,
     encode_write,
@@ -310,7 +310,7 @@ class MemorySaver(CheckpointSaver):
         load_values(checkpoint, lambda key, version: self._chain(space, key, version))
         writes = space.writes.get(checkpoint.id, {})
         checkpoint.pending_writes = tuple(
-            PendingWrite(task_id, channel, loads(data))
+            decode_write(checkpoint, task_id, channel, data)
             for (task_id, channel), data in writes.items()
         )
         return checkpoint

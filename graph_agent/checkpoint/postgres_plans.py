@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 from graph_agent.checkpoint.base import (
     Checkpoint,
     Lease,
-    PendingWrite,
     _show,
     compare_and_set,
     copy_target_taken,
@@ -31,6 +30,7 @@ from graph_agent.checkpoint.codec import (
     Link,
     blobs_to_store,
     decode_header,
+    decode_write,
     encode_blob,
     encode_header,
     encode_write,
@@ -38,7 +38,6 @@ from graph_agent.checkpoint.codec import (
     needed_versions,
     rebuild_value,
 )
-from graph_agent.checkpoint.serde import loads
 from graph_agent.graph.engine import Blob
 from graph_agent.graph.errors import SerializationError, ThreadBusyError
 
@@ -466,7 +465,7 @@ def load_plan(thread_id: str, checkpoint_ns: str, header: bytes) -> Plan[Checkpo
     chains, writes = yield from _chains_plan(thread_id, checkpoint_ns, checkpoint)
     load_values(checkpoint, lambda key, _: chains.get(key, []))
     checkpoint.pending_writes = tuple(
-        PendingWrite(task_id, channel, loads(data)) for task_id, channel, data in writes
+        decode_write(checkpoint, task_id, channel, data) for task_id, channel, data in writes
     )
     return checkpoint
 

@@ -25,7 +25,6 @@ from graph_agent.checkpoint.base import (
     Checkpoint,
     CheckpointSaver,
     Lease,
-    PendingWrite,
     _show,
     check_keep_last,
     compare_and_set,
@@ -36,6 +35,7 @@ from graph_agent.checkpoint.codec import (
     Link,
     blobs_to_store,
     decode_header,
+    decode_write,
     encode_blob,
     encode_header,
     encode_write,
@@ -43,9 +43,13 @@ from graph_agent.checkpoint.codec import (
     needed_versions,
     rebuild_value,
 )
-from graph_agent.checkpoint.serde import loads
 from graph_agent.graph.engine import Blob
-from graph_agent.graph.errors import GraphRuntimeError, SerializationError, ThreadBusyError
+from graph_agent.graph.errors import (
+    CheckpointStoreError,
+    GraphRuntimeError,
+    SerializationError,
+    ThreadBusyError,
+)
 
 SCHEMA_VERSION = 2
 
@@ -282,22 +286,28 @@ class SqliteSaver(CheckpointSaver):
         return int(row[0] or 0)
 
     @contextlib.contextmanager
-    def _reading(self) -> Iterator[None]:
+    def _reading(self, doing: str | None = None) -> Iterator[None]:
         """A read transaction under the saver's lock: one snapshot of the file. A read that
-        fails rolls back, never hiding its error behind a failed COMMIT."""
+        fails rolls back, never hiding its error behind a failed COMMIT. A failure of SQLite
+        itself (a disk error, a file locked too long) while ``doing`` something is a
+        :class:`CheckpointStoreError`; without ``doing`` (opening the file) it stays as it is."""
         with self._lock:
-            self._conn.execute("BEGIN")
             try:
-                yield
-            except BaseException:
-                if self._conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+                self._conn.execute("BEGIN")
+                try:
+                    yield
+                except BaseException:
+                    _roll_back(self._conn)
+                    raise
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                _roll_back(self._conn)
+                if doing is None:
+                    raise
+                raise _store_error(exc, self.path, doing) from exc
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._conn, self._lock)
+    def _transaction(self, doing: str = "writing") -> _Transaction:
+        return _Transaction(self._conn, self._lock, self.path, doing)
 
     # storage
     def put(self, checkpoint: Checkpoint) -> None:
@@ -316,7 +326,7 @@ class SqliteSaver(CheckpointSaver):
             )
             for key, blob in checkpoint.blobs.items()
         ]
-        with self._transaction() as conn:
+        with self._transaction(_saving(checkpoint)) as conn:
             head = conn.execute(
                 "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? "
                 "AND checkpoint_ns = ?",
@@ -366,7 +376,10 @@ class SqliteSaver(CheckpointSaver):
             (thread, ns, checkpoint_id, task_id, _sql_name(channel), encode_write(channel, v))
             for channel, v in writes
         ]
-        with self._transaction() as conn:
+        doing = (
+            f"saving pending writes after checkpoint {checkpoint_id} of thread {_show(thread_id)}"
+        )
+        with self._transaction(doing) as conn:
             conn.executemany("INSERT OR REPLACE INTO writes VALUES (?, ?, ?, ?, ?, ?)", rows)
 
     def get(
@@ -401,7 +414,7 @@ class SqliteSaver(CheckpointSaver):
         """One checkpoint (the newest for ``None``), read in one transaction: a prune or
         delete committed meanwhile (by any process) is seen whole or not at all."""
         where = (_sql_name(thread), _sql_name(ns))
-        with self._reading():
+        with self._reading(f"loading thread {_show(thread)}"):
             if checkpoint_id is None:
                 row = self._conn.execute(
                     "SELECT header FROM checkpoints WHERE thread_id = ? "
@@ -417,13 +430,14 @@ class SqliteSaver(CheckpointSaver):
             return None if row is None else self._load(thread, ns, row[0])
 
     def delete_thread(self, thread_id: str) -> None:
-        with self._transaction() as conn:
+        with self._transaction(f"deleting thread {_show(thread_id)}") as conn:
             for table in ("checkpoints", "blobs", "writes", "leases"):
                 conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (_sql_name(thread_id),))
 
     def copy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
         src, dst = _sql_name(src_thread_id), _sql_name(dst_thread_id)
-        with self._transaction() as conn:
+        doing = f"copying thread {_show(src_thread_id)} to {_show(dst_thread_id)}"
+        with self._transaction(doing) as conn:
             if conn.execute(_ANY_CHECKPOINT, (src,)).fetchone() is None:
                 raise nothing_to_copy(src_thread_id)
             if conn.execute(_ANY_CHECKPOINT, (dst,)).fetchone() is not None:
@@ -434,7 +448,7 @@ class SqliteSaver(CheckpointSaver):
     def prune(self, thread_id: str, keep_last: int) -> int:
         check_keep_last(keep_last)
         removed = 0
-        with self._transaction() as conn:
+        with self._transaction(f"pruning thread {_show(thread_id)}") as conn:
             namespaces = [
                 _name_of(row[0])
                 for row in conn.execute(
@@ -536,7 +550,7 @@ class SqliteSaver(CheckpointSaver):
             (_sql_name(thread), _sql_name(ns), checkpoint.id),
         ).fetchall()
         checkpoint.pending_writes = tuple(
-            PendingWrite(task_id, _name_of(channel), loads(bytes(data)))
+            decode_write(checkpoint, task_id, _name_of(channel), bytes(data))
             for task_id, channel, data in rows
         )
         return checkpoint
@@ -613,24 +627,44 @@ class SqliteSaver(CheckpointSaver):
 
 
 class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) under the saver's lock."""
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) under the saver's lock.
 
-    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock) -> None:
+    A failure of SQLite itself (a full disk, a file locked too long, a read-only file) leaves
+    nothing half-written and is raised as a :class:`CheckpointStoreError` saying what was
+    being ``doing``.
+    """
+
+    def __init__(
+        self, conn: sqlite3.Connection, lock: threading.RLock, path: str, doing: str
+    ) -> None:
         self.conn = conn
         self.lock = lock
+        self.path = path
+        self.doing = doing
 
     def __enter__(self) -> sqlite3.Connection:
         self.lock.acquire()
         try:
             self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            self.lock.release()
+            raise _store_error(exc, self.path, self.doing) from exc
         except BaseException:
             self.lock.release()
             raise
         return self.conn
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         try:
-            self.conn.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+            if exc is None:
+                try:
+                    self.conn.execute("COMMIT")
+                    return
+                except sqlite3.Error as failed:
+                    exc = failed
+            _roll_back(self.conn)
+            if isinstance(exc, sqlite3.Error):
+                raise _store_error(exc, self.path, self.doing) from exc
         finally:
             self.lock.release()
 
@@ -642,6 +676,26 @@ def _chain(
     where = (_sql_name(thread), _sql_name(ns), _sql_name(key))
     rows = conn.execute(_CHAIN_SQL, (*where, version, *where)).fetchall()
     return [(at, kind, base, bytes(data)) for at, kind, base, data in rows]
+
+
+def _saving(checkpoint: Checkpoint) -> str:
+    return f"saving checkpoint {checkpoint.id} of thread {_show(checkpoint.thread_id)}"
+
+
+def _store_error(exc: sqlite3.Error, path: str, doing: str) -> CheckpointStoreError:
+    """A failure of SQLite itself, as the typed error a caller can handle."""
+    return CheckpointStoreError(
+        f"SQLite failed while {doing} ({path}): {exc}. Nothing was half-written: the thread "
+        "stays at its last stored checkpoint; free disk space (or fix the file's permissions) "
+        "and call again to resume from it"
+    )
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """End a failed transaction, if SQLite has not already (it does on a full disk)."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 def _sql_name(name: str) -> str | bytes:

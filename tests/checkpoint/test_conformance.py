@@ -225,7 +225,7 @@ def test_namespaces_are_isolated(saver):
 def test_delete_thread_forgets_everything_of_that_thread_only(saver):
     made = chain(saver, 3, thread="gone")
     chain(saver, 1, thread="stays")
-    saver.put_writes("gone", "", made[-1].id, "task", [("__write__", {"x": 1})])
+    saver.put_writes("gone", "", made[-1].id, "task", [("out", {"x": 1})])
     saver.delete_thread("gone")
     assert saver.get("gone") is None and list(saver.list("gone")) == []
     assert saver.get("stays") is not None
@@ -284,14 +284,14 @@ def test_alist_reads_one_consistent_listing(saver):
 
 def test_pending_writes_are_idempotent_and_belong_to_their_checkpoint(saver):
     first, second = chain(saver, 2)
-    saver.put_writes("t1", "", first.id, "task-a", [("__write__", {"v": 1}), ("__record__:k", 5)])
-    saver.put_writes("t1", "", first.id, "task-a", [("__write__", {"v": 2})])
-    saver.put_writes("t1", "", first.id, "task-b", [("__write__", {"v": 3})])
+    saver.put_writes("t1", "", first.id, "task-a", [("out", {"v": 1}), ("__record__:k", 5)])
+    saver.put_writes("t1", "", first.id, "task-a", [("out", {"v": 2})])
+    saver.put_writes("t1", "", first.id, "task-b", [("out", {"v": 3})])
     writes = {(w.task_id, w.channel): w.value for w in saver.get("t1", first.id).pending_writes}
     assert writes == {
-        ("task-a", "__write__"): {"v": 2},
+        ("task-a", "out"): {"v": 2},
         ("task-a", "__record__:k"): 5,
-        ("task-b", "__write__"): {"v": 3},
+        ("task-b", "out"): {"v": 3},
     }
     assert saver.get("t1", second.id).pending_writes == ()
 
@@ -389,7 +389,7 @@ def test_async_twins_match_the_sync_methods(saver):
     async def scenario():
         cp = checkpoint(blobs={"x": Blob("full", 1)})
         await saver.aput(cp)
-        await saver.aput_writes("t1", "", cp.id, "task", [("__write__", {"x": 2})])
+        await saver.aput_writes("t1", "", cp.id, "task", [("out", {"x": 2})])
         loaded = await saver.aget("t1")
         listed = await saver.alist("t1", limit=5)
         lease = await saver.aacquire("t1")
@@ -463,7 +463,7 @@ def two_namespaces_with_writes(saver, thread="src"):
     """A thread with 5 checkpoints at top level, 3 in 'child:1', pending writes in both."""
     top = chain(saver, 5, thread=thread)
     child = chain(saver, 3, thread=thread, ns="child:1")
-    saver.put_writes(thread, "", top[-1].id, "task-a", [("__write__", {"v": (1, "a")})])
+    saver.put_writes(thread, "", top[-1].id, "task-a", [("out", {"v": (1, "a")})])
     saver.put_writes(thread, "child:1", child[0].id, "task-b", [("__record__:k", 5)])
     return top, child
 

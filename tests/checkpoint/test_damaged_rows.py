@@ -11,12 +11,22 @@ from typing import Any
 import pytest
 
 from graph_agent import (
+    END,
+    START,
+    CompileConfig,
+    RunnableConfig,
     SerializationError,
+    StateGraph,
 )
 from graph_agent.checkpoint.base import CheckpointSaver
+from graph_agent.checkpoint.codec import encode_header
+from graph_agent.checkpoint.postgres import PostgresSaver
+from graph_agent.checkpoint.serde import dumps, loads
 from graph_agent.checkpoint.sqlite import SqliteSaver
 from graph_agent.graph.engine import Blob
+from graph_agent.graph.types import Interrupt
 from tests.checkpoint import tamper
+from tests.checkpoint.postgres_db import fresh_schema
 from tests.checkpoint.test_conformance import chain, checkpoint
 
 
@@ -91,3 +101,77 @@ def test_a_checkpoint_whose_delta_names_a_later_base_is_stored_whole_and_loads(s
     saver.put(forked)
 
     assert saver.get("t1", forked.id).values["log"] == ["a", "b", "c"]
+
+
+# pending writes and headers of the wrong shape
+
+
+def paused_graph(saver):
+    """A one-node graph whose first run stores a checkpoint to tamper with."""
+    g = StateGraph("shapes")
+    g.add_node("work", lambda s: {"n": s["n"] + 1})
+    g.add_edge(START, "work").add_edge("work", END)
+    return g.compile(CompileConfig(saver=saver, interrupt_before=("work",)))
+
+
+BAD_WRITES = [
+    ("__interrupt__", "please answer", "a list of Interrupt"),
+    ("__breakpoint__", [{"id": "i1"}], "a list of Interrupt"),
+    ("__interrupt__", [Interrupt(7, "v", "work")], "a list of Interrupt"),
+    ("__resume__", ["yes"], "a map of interrupt ids"),
+    ("__write__", b"junk", "a map with 'update'"),
+    ("__write__", {"update": {"n": 1}}, "a map with 'update'"),
+    ("__write__", {"update": {"n": 1}, "goto": "work"}, "a map with 'update'"),
+    ("__nested__", {"node": "work"}, "a map with 'node'"),
+    ("__scoped__", {"i1": "scope"}, "a map of interrupt ids to"),
+]
+
+
+@pytest.mark.parametrize(("channel", "value", "expected"), BAD_WRITES)
+def test_a_stored_pending_write_of_the_wrong_shape_is_a_serialization_error_naming_it(
+    saver, channel, value, expected
+):
+    app, config = paused_graph(saver), RunnableConfig(thread_id="shapes")
+    app.invoke({"n": 0}, config)
+    newest = saver.get("shapes").id
+    tamper.add_write_row(saver, "shapes", newest, "task-1", channel, dumps(value))
+
+    for load in (lambda: app.get_state(config), lambda: app.invoke(None, config)):
+        with pytest.raises(SerializationError) as caught:
+            load()
+        message = str(caught.value)
+        assert f"{channel!r}" in message and "'task-1'" in message, message
+        assert "thread 'shapes'" in message and expected in message, message
+
+
+@pytest.mark.parametrize(("channel", "value", "expected"), BAD_WRITES)
+def test_put_writes_refuses_a_pending_write_the_engine_could_not_read_back(
+    saver, channel, value, expected
+):
+    (first,) = chain(saver, 1)
+    with pytest.raises(SerializationError, match=expected):
+        saver.put_writes("t1", "", first.id, "task-1", [(channel, value)])
+    assert saver.get("t1").pending_writes == ()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def durable_saver(request: pytest.FixtureRequest, tmp_path):
+    """The savers that store a checkpoint's header as bytes (MemorySaver keeps its fields)."""
+    if request.param == "sqlite":
+        yield SqliteSaver(tmp_path / "runs.db")
+        return
+    with fresh_schema() as dsn, PostgresSaver(dsn, pool_size=2) as postgres:
+        yield postgres
+
+
+@pytest.mark.parametrize("created_at", [2**62, -(2**62)])
+def test_a_stored_header_whose_time_is_out_of_range_is_a_serialization_error(
+    durable_saver, created_at
+):
+    (first,) = chain(durable_saver, 1)
+    header = loads(encode_header(first))
+    header["created_at"] = created_at
+    tamper.set_header(durable_saver, "t1", first.id, dumps(header))
+
+    with pytest.raises(SerializationError, match=r"of thread 't1' is damaged: created_at"):
+        durable_saver.get("t1")
