@@ -40,8 +40,9 @@ Loading looks the name up in the registry and never imports it: a name that no c
 registered under in this process is refused like an unknown code.
 
 Loading never imports or builds a type that is not registered: an unknown ext code, truncated
-or trailing bytes, data over the size limit (checked before decoding), nesting deeper than
-:data:`MAX_DEPTH` or a value that no longer validates raise
+or trailing bytes, data over the size limit (checked before decoding), data that would take
+more memory than :data:`MAX_DECODED_RATIO` allows (also checked before decoding), nesting
+deeper than :data:`MAX_DEPTH` or a value that no longer validates raise
 :class:`~graph_agent.graph.errors.SerializationError`. :func:`dumps` fails the same way at save
 time, naming the key path of the first value it cannot store, so what saves also loads.
 
@@ -78,6 +79,7 @@ from zoneinfo import ZoneInfo
 import msgpack
 from pydantic import BaseModel
 
+from graph_agent.checkpoint.footprint import MOST_PER_BYTE, decoded_size
 from graph_agent.graph.errors import SerializationError, exception_text
 from graph_agent.graph.state import RemoveMessage, ReplaceAll, SeqView
 
@@ -85,6 +87,7 @@ __all__ = [
     "FIRST_USER_CODE",
     "FORMAT_VERSION",
     "MAX_CONTAINERS",
+    "MAX_DECODED_RATIO",
     "MAX_DEPTH",
     "MAX_PAYLOAD_BYTES",
     "Serializer",
@@ -102,6 +105,13 @@ MAX_CONTAINERS: Final = 1_000_000
 """Default limit of the lists and maps one load may build. Each costs 60 to 80 bytes however
 little data it held (an empty array is one byte), so without it a payload under the size limit
 could take gigabytes; it is only counted when the data could hold more (see ``loads``)."""
+MAX_DECODED_RATIO: Final = 16
+"""Default limit of the memory one load may build, per stored byte: at most this many times
+the data's size, counting data under a quarter of ``max_payload_bytes`` as that quarter (so any
+load may take 256 MiB by default). Real checkpoints take 1 to 14 times their size (text 1-3,
+messages 7-10, lists of numbers 4-14); data of millions of tiny strings or numbers would take
+20 to 60 times, and is refused before anything is built (see
+:mod:`~graph_agent.checkpoint.footprint`)."""
 MAX_DEPTH: Final = 1024
 """Nesting limit in msgpack containers: the limit msgpack's packer and unpacker both enforce."""
 FIRST_USER_CODE: Final = 32
@@ -507,6 +517,8 @@ class Serializer:
         max_payload_bytes: The largest stored data, header included, that :meth:`loads`
             accepts and :meth:`dumps` produces.
         max_containers: The most lists and maps one :meth:`loads` builds.
+        max_decoded_ratio: How much memory one :meth:`loads` may build, per stored byte (see
+            :data:`MAX_DECODED_RATIO`).
 
     Example:
         >>> from pydantic import BaseModel
@@ -520,10 +532,15 @@ class Serializer:
     """
 
     def __init__(
-        self, *, max_payload_bytes: int = MAX_PAYLOAD_BYTES, max_containers: int = MAX_CONTAINERS
+        self,
+        *,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        max_containers: int = MAX_CONTAINERS,
+        max_decoded_ratio: int = MAX_DECODED_RATIO,
     ) -> None:
         self.max_payload_bytes = max_payload_bytes
         self.max_containers = max_containers
+        self.max_decoded_ratio = max_decoded_ratio
         self._by_type: dict[type, _Codec] = {}
         self._by_code: dict[int, _Codec] = {}
         self._by_name: dict[str, _Codec] = {}
@@ -629,11 +646,19 @@ class Serializer:
         """Rebuild a value from :meth:`dumps` output, building only registered types.
 
         Raises:
-            SerializationError: The data is not bytes, too large, truncated, has trailing
-                bytes, an unknown version or ext code, is too deep, or a value fails to load.
+            SerializationError: The data is not bytes, too large (or would take too much
+                memory), truncated, has trailing bytes, an unknown version or ext code, is too
+                deep, or a value fails to load.
         """
         data = _checked_input(data, self.max_payload_bytes)
         size = len(data)
+        budget = self.max_decoded_ratio * max(size, self.max_payload_bytes // 4)
+        if size * MOST_PER_BYTE > budget and decoded_size(data, budget) is None:
+            raise SerializationError(
+                f"stored data of {size:,} bytes would take more than {budget:,} bytes of memory "
+                f"to load (max_decoded_ratio={self.max_decoded_ratio}: it holds millions of tiny "
+                "values); it is corrupt, or load it with Serializer(max_decoded_ratio=...) raised"
+            )
         checked = _may_hold_timestamp(data)
         decoder = _Decoder(self._by_code)
         list_hook: Callable[[list[Any]], Any] = (

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
 from graph_agent import messages
-from graph_agent.checkpoint import serde
+from graph_agent.checkpoint import footprint, serde
 from graph_agent.checkpoint.serde import MAX_DEPTH, Serializer
 from graph_agent.graph.errors import SerializationError
 from graph_agent.graph.state import RemoveMessage, ReplaceAll
@@ -567,6 +567,68 @@ def test_data_that_only_looks_container_heavy_loads_whole() -> None:
     assert serializer.loads(serializer.dumps(value)) == value
     with pytest.raises(SerializationError, match="more than 1,000"):
         serializer.loads(serializer.dumps({"items": [[i] for i in range(1_500)]}))
+
+
+def tiny_strings(count: int) -> bytes:
+    """Stored data of ``count`` 2-character strings: 3 bytes each, about 60 once loaded."""
+    return b"\x01\xdd" + count.to_bytes(4, "big") + b"\xa2ab" * count
+
+
+def test_data_of_a_million_tiny_strings_is_refused_before_anything_is_built() -> None:
+    data = tiny_strings(1_000_000)  # 3 MB that would take 60 MB
+    serializer = Serializer(max_payload_bytes=len(data) + 1)  # may take 16 times 3 MB
+    tracemalloc.start()
+    try:
+        with pytest.raises(SerializationError, match=r"would take more than [\d,]+ bytes"):
+            serializer.loads(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000
+    assert Serializer(max_payload_bytes=len(data) + 1, max_decoded_ratio=24).loads(data) == (
+        ["ab"] * 1_000_000
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [messages.UserMessage("ok"), messages.AssistantMessage(content="ok")] * 10_000,
+        [
+            messages.AssistantMessage(tool_calls=[messages.ToolCall(f"c{i}", "add", {"a": i})])
+            for i in range(5_000)
+        ],
+        [{"id": i, "name": f"user{i}", "score": i / 2, "tags": ["a", "b"]} for i in range(20_000)],
+        [i * 7919 % 50_000 for i in range(300_000)],  # token ids
+        [i / 3 for i in range(100_000)],
+        ["a line of a long tool output " * 8] * 5_000,
+    ],
+    ids=["short-messages", "tool-calls", "records", "token-ids", "floats", "text"],
+)
+def test_real_checkpoints_load_within_the_memory_bound_and_near_its_estimate(
+    value: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = serde.dumps(value)
+    estimate = footprint.decoded_size(data, 2**62)
+    # as if this were the largest data allowed: the budget is 16 times its size, checked
+    monkeypatch.setattr(serde.default_serializer, "max_payload_bytes", len(data))
+    tracemalloc.start()
+    try:
+        loaded = serde.loads(data)
+        taken = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert loaded == value
+    assert estimate is not None and 0.5 < estimate / taken < 2.5, (estimate, taken)
+
+
+def test_small_data_is_loaded_without_walking_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    def walked(*args: Any) -> None:
+        raise AssertionError("walked data that fits any budget")
+
+    monkeypatch.setattr(serde, "decoded_size", walked)
+    value = [messages.UserMessage("hi")] * 10_000
+    assert serde.loads(serde.dumps(value)) == value
 
 
 @pytest.mark.parametrize(
