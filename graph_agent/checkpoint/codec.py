@@ -231,9 +231,49 @@ def rebuild_value(
     return _rebuild(key, chain, version, _place(thread_id, checkpoint_ns))[0]
 
 
-def load_values(checkpoint: Checkpoint, chain_of: Callable[[str, str], list[Link]]) -> None:
+class DecodedBlobs:
+    """The blobs a listing of checkpoints (``get_state_history``) has decoded, by key and
+    version, so that a blob several checkpoints share is decoded once per listing: a key
+    unchanged for many steps, and the full copy and deltas behind an append key.
+
+    The checkpoints of a listing share such values (the same object): treat what they hold as
+    read-only, as the engine does. A listing goes newest first, and a checkpoint loads only
+    blobs stored at or before its own id, so :meth:`keep_up_to` drops the blobs no later
+    checkpoint of the listing can need. Blobs are told apart by kind too: a prune meanwhile
+    rewrites a delta whole, at the same version.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self) -> None:
+        self._values: dict[tuple[str, str, str], Any] = {}
+
+    def load(self, key: str, link: Link) -> Any:
+        """The decoded blob ``link`` of ``key``."""
+        version, kind, _, data = link
+        found = self._values.get((key, version, kind), _MISSING)
+        if found is _MISSING:
+            found = self._values[(key, version, kind)] = loads(data)
+        return found
+
+    def keep_up_to(self, checkpoint_id: str) -> None:
+        """Forget the blobs stored after ``checkpoint_id``: the next checkpoints (older) never
+        load them."""
+        for stored in [pair for pair in self._values if pair[1] > checkpoint_id]:
+            del self._values[stored]
+
+
+_MISSING = object()
+
+
+def load_values(
+    checkpoint: Checkpoint,
+    chain_of: Callable[[str, str], list[Link]],
+    decoded: DecodedBlobs | None = None,
+) -> None:
     """Fill ``checkpoint.values``, each key rebuilt from ``chain_of(key, version)``, and
-    ``checkpoint.chains``.
+    ``checkpoint.chains``; with ``decoded`` (a listing's), blobs it has already decoded are
+    reused.
 
     ``chain_of`` returns the key's blobs from ``version`` back, newest first: each delta's
     base follows it only when it sorts before the delta's own version (a base is the id of an
@@ -242,9 +282,11 @@ def load_values(checkpoint: Checkpoint, chain_of: Callable[[str, str], list[Link
     """
     values, chains = {}, {}
     place = _place(checkpoint.thread_id, checkpoint.checkpoint_ns)
+    if decoded is not None:
+        decoded.keep_up_to(checkpoint.id)
     for key, version in checkpoint.versions.items():
         chain = chain_of(key, version)
-        values[key], full_size = _rebuild(key, chain, version, place)
+        values[key], full_size = _rebuild(key, chain, version, place, decoded)
         if len(chain) > 1:
             chains[key] = (len(chain) - 1, full_size)
     checkpoint.values = values
@@ -281,18 +323,24 @@ def _place(thread_id: str, checkpoint_ns: str) -> str:
     return f"{where} (namespace {checkpoint_ns!r})" if checkpoint_ns else where
 
 
-def _rebuild(key: str, chain: list[Link], version: str, place: str) -> tuple[Any, int]:
+def _rebuild(
+    key: str, chain: list[Link], version: str, place: str, decoded: DecodedBlobs | None = None
+) -> tuple[Any, int]:
     """The value, and how many items its full copy holds (when the chain has more)."""
     if not chain or chain[-1][1] != "full":
         raise _damaged(key, place, _chain_end_problem(chain, version))
-    value = loads(chain[-1][3])
+
+    def load(link: Link) -> Any:
+        return loads(link[3]) if decoded is None else decoded.load(key, link)
+
+    value = load(chain[-1])
     if len(chain) == 1:
         return value, 0
     if not isinstance(value, list):
         raise _damaged(key, place, "it has appended parts but its full copy is not a list")
     items = list(value)
     for link in reversed(chain[:-1]):
-        tail = loads(link[3])
+        tail = load(link)
         if link[1] != "delta" or not isinstance(tail, list):
             raise _damaged(key, place, f"its appended part at version {link[0]!r} is malformed")
         items.extend(tail)

@@ -19,6 +19,7 @@ holding only such tuples.)
 from __future__ import annotations
 
 import builtins
+import functools
 import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ from graph_agent.checkpoint.base import (
     nothing_to_copy,
 )
 from graph_agent.checkpoint.codec import (
+    DecodedBlobs,
     Link,
     blobs_to_store,
     decode_header,
@@ -168,6 +170,7 @@ class MemorySaver(CheckpointSaver):
                 return
             headers = dict(space.headers)
         ids = sorted((i for i in headers if before is None or i < before), reverse=True)
+        decoded = DecodedBlobs()
         for checkpoint_id in ids[:limit] if limit is not None else ids:
             with self._lock:
                 # pruned or deleted since the listing began: skipped, as a new list() would
@@ -176,7 +179,8 @@ class MemorySaver(CheckpointSaver):
                     or self._space_of(thread_id, checkpoint_ns) is not space
                 ):
                     continue
-                checkpoint = self._load(space, thread_id, checkpoint_ns, headers[checkpoint_id])
+                header = headers[checkpoint_id]
+                checkpoint = self._load(space, thread_id, checkpoint_ns, header, decoded)
             yield checkpoint  # never while holding the lock: the caller may pause here
 
     def delete_thread(self, thread_id: str) -> None:
@@ -305,9 +309,17 @@ class MemorySaver(CheckpointSaver):
         for key, version, stored in encoded:
             by_key.setdefault(key, {})[version] = stored
 
-    def _load(self, space: _Space, thread: str, ns: str, header: _Stored) -> Checkpoint:
+    def _load(
+        self,
+        space: _Space,
+        thread: str,
+        ns: str,
+        header: _Stored,
+        decoded: DecodedBlobs | None = None,
+    ) -> Checkpoint:
         checkpoint = _checkpoint(header, thread, ns)
-        load_values(checkpoint, lambda key, version: self._chain(space, key, version))
+        chain_of = functools.partial(self._chain, space)
+        load_values(checkpoint, chain_of, decoded)
         writes = space.writes.get(checkpoint.id, {})
         checkpoint.pending_writes = tuple(
             decode_write(checkpoint, task_id, channel, data)

@@ -27,6 +27,7 @@ from graph_agent.checkpoint.base import (
     nothing_to_copy,
 )
 from graph_agent.checkpoint.codec import (
+    DecodedBlobs,
     Link,
     blobs_to_store,
     decode_header,
@@ -416,15 +417,19 @@ delete committed meanwhile (by any process) is seen whole or not at all. Run in 
 
 
 def get_plan(
-    thread_id: str, checkpoint_id: str | None, checkpoint_ns: str
+    thread_id: str,
+    checkpoint_id: str | None,
+    checkpoint_ns: str,
+    decoded: DecodedBlobs | None = None,
 ) -> Plan[Checkpoint | None]:
-    """One checkpoint (the newest for ``None``); run it in a transaction."""
+    """One checkpoint (the newest for ``None``); run it in a transaction. ``decoded``: the
+    blobs a listing has decoded so far (see :class:`DecodedBlobs`)."""
     yield Query(_SNAPSHOT, {})
     params = {"thread": thread_key(thread_id), "ns": _name(checkpoint_ns), "id": checkpoint_id}
     rows = yield Query(_HEAD_HEADER if checkpoint_id is None else _HEADER, params)
     if not rows:
         return None
-    return (yield from load_plan(thread_id, checkpoint_ns, rows[0][0]))
+    return (yield from load_plan(thread_id, checkpoint_ns, rows[0][0], decoded))
 
 
 def ids_plan(
@@ -442,9 +447,9 @@ def list_plan(
     yield Query(_SNAPSHOT, {})
     rows = yield Query(_HEADERS, _listing(thread_id, limit, before, checkpoint_ns))
     headers = [row[0] for row in rows]
-    checkpoints = []
+    checkpoints, decoded = [], DecodedBlobs()
     for header in headers:
-        checkpoints.append((yield from load_plan(thread_id, checkpoint_ns, header)))
+        checkpoints.append((yield from load_plan(thread_id, checkpoint_ns, header, decoded)))
     return checkpoints
 
 
@@ -459,11 +464,13 @@ def _listing(
     }
 
 
-def load_plan(thread_id: str, checkpoint_ns: str, header: bytes) -> Plan[Checkpoint]:
+def load_plan(
+    thread_id: str, checkpoint_ns: str, header: bytes, decoded: DecodedBlobs | None = None
+) -> Plan[Checkpoint]:
     """The checkpoint of ``header`` with its values and pending writes."""
     checkpoint = decode_header(header, thread_id, checkpoint_ns)
     chains, writes = yield from _chains_plan(thread_id, checkpoint_ns, checkpoint)
-    load_values(checkpoint, lambda key, _: chains.get(key, []))
+    load_values(checkpoint, lambda key, _: chains.get(key, []), decoded)
     checkpoint.pending_writes = tuple(
         decode_write(checkpoint, task_id, channel, data) for task_id, channel, data in writes
     )

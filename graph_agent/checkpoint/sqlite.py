@@ -32,6 +32,7 @@ from graph_agent.checkpoint.base import (
     nothing_to_copy,
 )
 from graph_agent.checkpoint.codec import (
+    DecodedBlobs,
     Link,
     blobs_to_store,
     decode_header,
@@ -405,12 +406,19 @@ class SqliteSaver(CheckpointSaver):
             params.append(limit)
         with self._lock:
             ids = [row[0] for row in self._conn.execute(sql, params).fetchall()]
+        decoded = DecodedBlobs()
         for checkpoint_id in ids:
-            checkpoint = self._read(thread_id, checkpoint_ns, checkpoint_id)
+            checkpoint = self._read(thread_id, checkpoint_ns, checkpoint_id, decoded)
             if checkpoint is not None:  # None: pruned or deleted since the listing began
                 yield checkpoint  # never while holding the lock: the caller may pause here
 
-    def _read(self, thread: str, ns: str, checkpoint_id: str | None) -> Checkpoint | None:
+    def _read(
+        self,
+        thread: str,
+        ns: str,
+        checkpoint_id: str | None,
+        decoded: DecodedBlobs | None = None,
+    ) -> Checkpoint | None:
         """One checkpoint (the newest for ``None``), read in one transaction: a prune or
         delete committed meanwhile (by any process) is seen whole or not at all."""
         where = (_sql_name(thread), _sql_name(ns))
@@ -427,7 +435,7 @@ class SqliteSaver(CheckpointSaver):
                     "AND checkpoint_ns = ? AND checkpoint_id = ?",
                     (*where, checkpoint_id),
                 ).fetchone()
-            return None if row is None else self._load(thread, ns, row[0])
+            return None if row is None else self._load(thread, ns, row[0], decoded)
 
     def delete_thread(self, thread_id: str) -> None:
         with self._transaction(f"deleting thread {_show(thread_id)}") as conn:
@@ -540,10 +548,13 @@ class SqliteSaver(CheckpointSaver):
                 total += self._conn.execute(sql, (_sql_name(thread_id),)).fetchone()[0] or 0
         return total
 
-    def _load(self, thread: str, ns: str, header: bytes) -> Checkpoint:
+    def _load(
+        self, thread: str, ns: str, header: bytes, decoded: DecodedBlobs | None = None
+    ) -> Checkpoint:
         checkpoint = decode_header(header, thread, ns)
         conn = self._conn
-        load_values(checkpoint, lambda key, version: _chain(conn, thread, ns, key, version))
+        chain_of = functools.partial(_chain, conn, thread, ns)
+        load_values(checkpoint, chain_of, decoded)
         rows = self._conn.execute(
             "SELECT task_id, channel, data FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
             "AND checkpoint_id = ?",

@@ -80,7 +80,7 @@ def test_a_read_whose_transaction_sqlite_already_ended_raises_its_own_error(tmp_
     saver = SqliteSaver(tmp_path / "runs.db")
     saver.put(Checkpoint(id="0001", thread_id="t", step=0, metadata={"source": "input"}))
 
-    def failing_load(thread, ns, header):  # as when SQLite rolls back on a disk error
+    def failing_load(thread, ns, header, decoded=None):  # as when SQLite rolls back on a disk error
         saver._conn.execute("ROLLBACK")
         raise OSError("disk I/O error")
 

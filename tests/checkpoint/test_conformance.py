@@ -28,6 +28,7 @@ from graph_agent import (
     tool,
 )
 from graph_agent.agent import ReactAgent
+from graph_agent.checkpoint import codec
 from graph_agent.checkpoint.base import Checkpoint, new_checkpoint_id
 from graph_agent.checkpoint.serde import register
 from graph_agent.graph.engine import Blob
@@ -637,3 +638,34 @@ def test_an_agent_whose_tool_returns_a_lone_surrogate_finishes_with_the_exact_st
     assert isinstance(response, ToolResponseMessage) and not response.is_error
     assert response.content == f"{name}\nnotes.txt"
     assert model.requests[1].messages[-1].content == response.content
+
+
+# a history walk decodes what several checkpoints share once
+
+
+def test_a_history_walk_decodes_a_blob_shared_by_several_checkpoints_once(saver, monkeypatch):
+    big = {"rows": [f"row {i}" for i in range(20_000)]}  # ~200 kB stored, written once
+    g = StateGraph("history", key_strategies={"log": AppendStrategy()})
+    g.add_node("step", lambda s: {"log": [len(s["log"])]})
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", lambda s: "step" if len(s["log"]) < 20 else END)
+    app = g.compile(CompileConfig(saver=saver))
+    config = RunnableConfig(thread_id="long")
+    app.invoke({"big": big, "log": []}, config)
+
+    decoded_big = []
+    real_loads = codec.loads
+
+    def counting_loads(data):
+        value = real_loads(data)
+        if isinstance(value, dict) and "rows" in value:
+            decoded_big.append(value)
+        return value
+
+    monkeypatch.setattr(codec, "loads", counting_loads)
+    history = list(app.get_state_history(config))
+
+    assert len(history) == 21 and len(decoded_big) == 1
+    assert all(snapshot.values["big"] is history[0].values["big"] for snapshot in history)
+    assert [len(snapshot.values["log"]) for snapshot in history] == list(range(20, -1, -1))
+    assert history[0].values["big"] == big
