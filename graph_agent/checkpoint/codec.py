@@ -14,7 +14,7 @@ from graph_agent.checkpoint.base import Checkpoint, PendingWrite, _show
 from graph_agent.checkpoint.serde import dumps, loads, register
 from graph_agent.graph.engine import Blob
 from graph_agent.graph.errors import SerializationError
-from graph_agent.graph.pending import write_problem
+from graph_agent.graph.pending import ENGINE_CHANNELS, write_problem
 from graph_agent.graph.types import Interrupt
 
 register(Interrupt, 31)
@@ -194,8 +194,7 @@ def encode_write(channel: str, value: Any) -> bytes:
         SerializationError: the value cannot be stored, or it is not of the shape the engine
             reads back from one of its own channels (see :func:`write_problem`).
     """
-    problem = write_problem(channel, value)
-    if problem is not None:
+    if channel in ENGINE_CHANNELS and (problem := write_problem(channel, value)) is not None:
         raise SerializationError(f"cannot store pending write {channel!r}: {problem}")
     return dumps(value, root=f"write[{channel!r}]")
 

@@ -16,6 +16,7 @@ walks data that could exceed its budget at :data:`MOST_PER_BYTE`.
 
 from __future__ import annotations
 
+import math
 from typing import Final
 
 _SLOT: Final = 8
@@ -87,8 +88,12 @@ _LENGTH_WIDTH: Final = {
 }
 _STRING_HEADS: Final = frozenset((*range(0xA0, 0xC0), 0xD9, 0xDA, 0xDB))
 
-MOST_PER_BYTE: Final = max(
-    _COST[head] / (1 + _SKIP[head] + abs(_ITEMS[head])) for head in range(256) if _SKIP[head] >= 0
+MOST_PER_BYTE: Final = math.ceil(
+    max(
+        _COST[head] / (1 + _SKIP[head] + abs(_ITEMS[head]))
+        for head in range(256)
+        if _SKIP[head] >= 0
+    )
 )
 """The most memory one byte of data can cost (an empty dict: 72): data no larger than
 ``budget / MOST_PER_BYTE`` fits any budget without a walk. (A token whose length follows its

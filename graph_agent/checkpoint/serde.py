@@ -410,13 +410,9 @@ class Serializer:
         """
         data = _checked_input(data, self.max_payload_bytes)
         size = len(data)
-        budget = self.max_decoded_ratio * max(size, self.max_payload_bytes // 4)
-        if size * MOST_PER_BYTE > budget and decoded_size(data, budget) is None:
-            raise SerializationError(
-                f"stored data of {size:,} bytes would take more than {budget:,} bytes of memory "
-                f"to load (max_decoded_ratio={self.max_decoded_ratio}: it holds millions of tiny "
-                "values); it is corrupt, or load it with Serializer(max_decoded_ratio=...) raised"
-            )
+        floor = self.max_decoded_ratio * (self.max_payload_bytes >> 2)  # what any load may take
+        if size * MOST_PER_BYTE > floor:  # (rare: the data may take more than that)
+            self._check_footprint(data, max(floor, self.max_decoded_ratio * size))
         checked = _may_hold_timestamp(data)
         decoder = _Decoder(self._by_code)
         list_hook: Callable[[list[Any]], Any] = (
@@ -454,6 +450,16 @@ class Serializer:
         if decoder.open_tags:
             raise SerializationError("stored data is malformed: a type tag outside its array")
         return value
+
+    def _check_footprint(self, data: bytes, budget: int) -> None:
+        """Refuse data that would take more than ``budget`` bytes of memory to load."""
+        if decoded_size(data, budget) is None:
+            raise SerializationError(
+                f"stored data of {len(data):,} bytes would take more than {budget:,} bytes of "
+                f"memory to load (max_decoded_ratio={self.max_decoded_ratio}: it holds millions "
+                "of tiny values); it is corrupt, or load it with Serializer(max_decoded_ratio=...) "
+                "raised"
+            )
 
     def _add_named(self, cls: type) -> None:
         if cls in self._by_type:

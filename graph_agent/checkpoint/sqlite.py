@@ -17,7 +17,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -287,7 +287,7 @@ class SqliteSaver(CheckpointSaver):
         return int(row[0] or 0)
 
     @contextlib.contextmanager
-    def _reading(self, doing: str | None = None) -> Iterator[None]:
+    def _reading(self, doing: _Doing | None = None, about: Any = None) -> Iterator[None]:
         """A read transaction under the saver's lock: one snapshot of the file. A read that
         fails rolls back, never hiding its error behind a failed COMMIT. A failure of SQLite
         itself (a disk error, a file locked too long) while ``doing`` something is a
@@ -305,21 +305,26 @@ class SqliteSaver(CheckpointSaver):
                 _roll_back(self._conn)
                 if doing is None:
                     raise
-                raise _store_error(exc, self.path, doing) from exc
+                raise _store_error(exc, self.path, doing, about) from exc
 
-    def _transaction(self, doing: str = "writing") -> _Transaction:
-        return _Transaction(self._conn, self._lock, self.path, doing)
+    def _transaction(self, doing: _Doing = "writing", about: Any = None) -> _Transaction:
+        return _Transaction(self._conn, self._lock, self.path, doing, about)
 
     # storage
     def put(self, checkpoint: Checkpoint) -> None:
         header = encode_header(checkpoint)
-        thread, ns = _sql_name(checkpoint.thread_id), _sql_name(checkpoint.checkpoint_ns)
+        # names as SQL parameters (_sql_name), checked inline: this runs once per step, and a
+        # call per name would cost 1% of it
+        thread: str | bytes = checkpoint.thread_id
+        ns: str | bytes = checkpoint.checkpoint_ns
+        if not (checkpoint.thread_id.isascii() and checkpoint.checkpoint_ns.isascii()):
+            thread, ns = _sql_name(checkpoint.thread_id), _sql_name(checkpoint.checkpoint_ns)
         checkpoint_id = checkpoint.id
         blob_rows = [
             (
                 thread,
                 ns,
-                _sql_name(key),
+                key if key.isascii() else _sql_name(key),
                 checkpoint_id,
                 blob.kind,
                 blob.base,
@@ -327,7 +332,7 @@ class SqliteSaver(CheckpointSaver):
             )
             for key, blob in checkpoint.blobs.items()
         ]
-        with self._transaction(_saving(checkpoint)) as conn:
+        with self._transaction(_saving, checkpoint) as conn:
             head = conn.execute(
                 "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? "
                 "AND checkpoint_ns = ?",
@@ -372,15 +377,22 @@ class SqliteSaver(CheckpointSaver):
         task_id: str,
         writes: Sequence[tuple[str, Any]],
     ) -> None:
-        thread, ns = _sql_name(thread_id), _sql_name(checkpoint_ns)
+        thread: str | bytes = thread_id
+        ns: str | bytes = checkpoint_ns
+        if not (thread_id.isascii() and checkpoint_ns.isascii()):  # (inline, as in put)
+            thread, ns = _sql_name(thread_id), _sql_name(checkpoint_ns)
         rows = [
-            (thread, ns, checkpoint_id, task_id, _sql_name(channel), encode_write(channel, v))
-            for channel, v in writes
+            (
+                thread,
+                ns,
+                checkpoint_id,
+                task_id,
+                channel if channel.isascii() else _sql_name(channel),
+                encode_write(channel, value),
+            )
+            for channel, value in writes
         ]
-        doing = (
-            f"saving pending writes after checkpoint {checkpoint_id} of thread {_show(thread_id)}"
-        )
-        with self._transaction(doing) as conn:
+        with self._transaction(_saving_writes, thread_id) as conn:
             conn.executemany("INSERT OR REPLACE INTO writes VALUES (?, ?, ?, ?, ?, ?)", rows)
 
     def get(
@@ -422,7 +434,7 @@ class SqliteSaver(CheckpointSaver):
         """One checkpoint (the newest for ``None``), read in one transaction: a prune or
         delete committed meanwhile (by any process) is seen whole or not at all."""
         where = (_sql_name(thread), _sql_name(ns))
-        with self._reading(f"loading thread {_show(thread)}"):
+        with self._reading(_loading, thread):
             if checkpoint_id is None:
                 row = self._conn.execute(
                     "SELECT header FROM checkpoints WHERE thread_id = ? "
@@ -646,12 +658,18 @@ class _Transaction:
     """
 
     def __init__(
-        self, conn: sqlite3.Connection, lock: threading.RLock, path: str, doing: str
+        self,
+        conn: sqlite3.Connection,
+        lock: threading.RLock,
+        path: str,
+        doing: _Doing,
+        about: Any,
     ) -> None:
         self.conn = conn
         self.lock = lock
         self.path = path
         self.doing = doing
+        self.about = about
 
     def __enter__(self) -> sqlite3.Connection:
         self.lock.acquire()
@@ -659,7 +677,7 @@ class _Transaction:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             self.lock.release()
-            raise _store_error(exc, self.path, self.doing) from exc
+            raise _store_error(exc, self.path, self.doing, self.about) from exc
         except BaseException:
             self.lock.release()
             raise
@@ -675,7 +693,7 @@ class _Transaction:
                     exc = failed
             _roll_back(self.conn)
             if isinstance(exc, sqlite3.Error):
-                raise _store_error(exc, self.path, self.doing) from exc
+                raise _store_error(exc, self.path, self.doing, self.about) from exc
         finally:
             self.lock.release()
 
@@ -693,10 +711,27 @@ def _saving(checkpoint: Checkpoint) -> str:
     return f"saving checkpoint {checkpoint.id} of thread {_show(checkpoint.thread_id)}"
 
 
-def _store_error(exc: sqlite3.Error, path: str, doing: str) -> CheckpointStoreError:
+def _loading(thread_id: str) -> str:
+    return f"loading thread {_show(thread_id)}"
+
+
+def _saving_writes(thread_id: str) -> str:
+    return f"saving pending writes of thread {_show(thread_id)}"
+
+
+_Doing = str | Callable[[Any], str]
+"""What a saver call is doing, for the message of its error: text, or a function making it
+from what the call is ``about`` (a checkpoint, a thread id) only on failure; text made for
+every checkpoint would cost a step more than all the rest of the error handling."""
+
+
+def _store_error(
+    exc: sqlite3.Error, path: str, doing: _Doing, about: Any = None
+) -> CheckpointStoreError:
     """A failure of SQLite itself, as the typed error a caller can handle."""
+    what = doing if isinstance(doing, str) else doing(about)
     return CheckpointStoreError(
-        f"SQLite failed while {doing} ({path}): {exc}. Nothing was half-written: the thread "
+        f"SQLite failed while {what} ({path}): {exc}. Nothing was half-written: the thread "
         "stays at its last stored checkpoint; free disk space (or fix the file's permissions) "
         "and call again to resume from it"
     )

@@ -44,10 +44,9 @@ def write_problem(channel: str, value: Any) -> str | None:
     ``AttributeError``. Channels other than the engine's own (records, ``__error__``, a
     caller's) hold any value.
     """
-    shape = _SHAPES.get(channel)
-    if shape is None:
+    if channel not in _SHAPES:
         return None
-    described, fits = shape
+    described, fits = _SHAPES[channel]
     if fits(value):
         return None
     return f"it must be {described}, not {type(value).__name__} {reprlib.repr(value)}"
@@ -109,6 +108,8 @@ _SHAPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     NESTED: ("a map with 'node' (a node name) and 'ids' (a list of interrupt ids)", _nested),
     SCOPED: ("a map of interrupt ids to [scope key, index]", _scoped),
 }
+ENGINE_CHANNELS = frozenset(_SHAPES)
+"""The channels whose writes the engine reads back in a shape (see :func:`write_problem`)."""
 
 
 def subgraph_place(node: str, task_id: str, records: Mapping[str, Any]) -> str:
