@@ -30,9 +30,11 @@ from tests.checkpoint.postgres_db import fresh_schema
 from tests.checkpoint.test_conformance import chain, checkpoint
 
 
-def outcome_within(seconds: float, saver: CheckpointSaver, call: Callable[[], Any]) -> Any:
-    """What ``call()`` returned or raised, failing the test if it takes longer than
-    ``seconds`` (a SQLite query still running then is interrupted, so the test ends)."""
+def outcome_within(
+    seconds: float, saver: CheckpointSaver, call: Callable[[], Any]
+) -> tuple[Any, float]:
+    """What ``call()`` returned or raised, and how long it took; the test fails if it takes
+    longer than ``seconds`` (a SQLite query still running then is interrupted, so it ends)."""
     result: list[Any] = []
 
     def run() -> None:
