@@ -10,16 +10,20 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from graph_agent.checkpoint.base import Checkpoint, _show
+from graph_agent.checkpoint.base import Checkpoint, PendingWrite, _show
 from graph_agent.checkpoint.serde import dumps, loads, register
 from graph_agent.graph.engine import Blob
 from graph_agent.graph.errors import SerializationError
+from graph_agent.graph.pending import ENGINE_CHANNELS, write_problem
 from graph_agent.graph.types import Interrupt
 
 register(Interrupt, 31)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+_FIRST_MICROS = (datetime.min.replace(tzinfo=UTC) - _EPOCH) // _MICROSECOND
+_LAST_MICROS = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // _MICROSECOND
+"""The stored times (UTC microseconds since the epoch) a datetime can hold."""
 
 
 def encode_header(checkpoint: Checkpoint) -> bytes:
@@ -58,7 +62,8 @@ def decode_header(data: bytes, thread_id: str = "", checkpoint_ns: str = "") -> 
     problem = _header_problem(header)
     if problem is not None:
         shown = header["id"] if isinstance(header["id"], str) else "?"
-        raise SerializationError(f"stored checkpoint header {shown!r} is damaged: {problem}")
+        place = f" of {_place(thread_id, checkpoint_ns)}" if thread_id else ""
+        raise SerializationError(f"stored checkpoint header {shown!r}{place} is damaged: {problem}")
     return Checkpoint(
         id=header["id"],
         thread_id=thread_id,
@@ -98,8 +103,11 @@ def _header_problem(header: dict[Any, Any]) -> str | None:
         return "barriers is not a map of barrier names to node names"
     if not isinstance(header["metadata"], dict):
         return "metadata is not a map"
-    if type(header["created_at"]) is not int and not isinstance(header["created_at"], datetime):
+    created_at = header["created_at"]
+    if type(created_at) is not int and not isinstance(created_at, datetime):
         return "created_at is not a time"
+    if type(created_at) is int and not _FIRST_MICROS <= created_at <= _LAST_MICROS:
+        return f"created_at is {created_at} microseconds from 1970, beyond any datetime"
     return None
 
 
@@ -143,7 +151,8 @@ def blobs_to_store(
     That is its own blobs (at its id), and for each version it names that is not stored there
     (it was stored in another thread or namespace: the checkpoint was loaded there and put
     here) the key's value whole, from the checkpoint's ``values``. An appended part whose base
-    is not stored there becomes the key's whole value the same way.
+    is not stored there, or does not sort before the checkpoint's id (a chain only leads back
+    to older versions: see :func:`load_values`), becomes the key's whole value the same way.
 
     Raises:
         SerializationError: a version the checkpoint names is not stored there, and the
@@ -153,7 +162,9 @@ def blobs_to_store(
     own_id, values, versions = checkpoint.id, checkpoint.values, checkpoint.versions
     blobs: list[tuple[str, str, Blob]] = []
     for key, blob in checkpoint.blobs.items():
-        if blob.kind == "delta" and (blob.base is None or not is_stored(key, blob.base)):
+        if blob.kind == "delta" and (
+            blob.base is None or not blob.base < own_id or not is_stored(key, blob.base)
+        ):
             if key not in values or versions.get(key) != own_id:
                 raise _unloadable(checkpoint, key, f"appends to version {blob.base!r}")
             blob = Blob("full", values[key])
@@ -177,43 +188,183 @@ def _unloadable(checkpoint: Checkpoint, key: str, what: str) -> SerializationErr
 
 
 def encode_write(channel: str, value: Any) -> bytes:
-    """A pending write's value as bytes."""
+    """A pending write's value as bytes.
+
+    Raises:
+        SerializationError: the value cannot be stored, or it is not of the shape the engine
+            reads back from one of its own channels (see :func:`write_problem`).
+    """
+    if channel in ENGINE_CHANNELS and (problem := write_problem(channel, value)) is not None:
+        raise SerializationError(f"cannot store pending write {channel!r}: {problem}")
     return dumps(value, root=f"write[{channel!r}]")
 
 
-def rebuild_value(key: str, chain: list[tuple[str, bytes]]) -> Any:
-    """A key's value from its blob chain (newest first, ending with a ``full`` blob)."""
-    return _rebuild(key, chain)[0]
+def decode_write(checkpoint: Checkpoint, task_id: str, channel: str, data: bytes) -> PendingWrite:
+    """A stored pending write of ``checkpoint``, once its shape is known good.
+
+    Raises:
+        SerializationError: the data does not load, or holds a shape the engine cannot read
+            back from that channel (a damaged row), naming the write and the thread.
+    """
+    value = loads(data)
+    problem = write_problem(channel, value)
+    if problem is not None:
+        place = _place(checkpoint.thread_id, checkpoint.checkpoint_ns)
+        raise SerializationError(
+            f"stored pending write {channel!r} of task {task_id!r} at checkpoint "
+            f"{checkpoint.id!r} of {place} is damaged: {problem}. This checkpoint cannot "
+            "load: go on from an older one (RunnableConfig(checkpoint_id=...)), or delete the "
+            "thread"
+        )
+    return PendingWrite(task_id, channel, value)
+
+
+Link = tuple[str, str, str | None, bytes]
+"""One stored blob of a key's chain: ``(version, kind, base, data)``."""
+
+
+def rebuild_value(
+    key: str, version: str, chain: list[Link], thread_id: str, checkpoint_ns: str
+) -> Any:
+    """A key's value at ``version`` from its blob chain (see :func:`load_values`)."""
+    return _rebuild(key, chain, version, _place(thread_id, checkpoint_ns))[0]
+
+
+class DecodedBlobs:
+    """The blobs a listing of checkpoints (``get_state_history``) has decoded, by key and
+    version, so that a blob several checkpoints share is decoded once per listing: a key
+    unchanged for many steps, and the full copy and deltas behind an append key.
+
+    The checkpoints of a listing share such values (the same object): treat what they hold as
+    read-only, as the engine does. A listing goes newest first, and a checkpoint loads only
+    blobs stored at or before its own id, so :meth:`keep_up_to` drops the blobs no later
+    checkpoint of the listing can need. Blobs are told apart by kind too: a prune meanwhile
+    rewrites a delta whole, at the same version.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self) -> None:
+        self._values: dict[tuple[str, str, str], Any] = {}
+
+    def load(self, key: str, link: Link) -> Any:
+        """The decoded blob ``link`` of ``key``."""
+        version, kind, _, data = link
+        found = self._values.get((key, version, kind), _MISSING)
+        if found is _MISSING:
+            found = self._values[(key, version, kind)] = loads(data)
+        return found
+
+    def keep_up_to(self, checkpoint_id: str) -> None:
+        """Forget the blobs stored after ``checkpoint_id``: the next checkpoints (older) never
+        load them."""
+        for stored in [pair for pair in self._values if pair[1] > checkpoint_id]:
+            del self._values[stored]
+
+
+_MISSING = object()
 
 
 def load_values(
-    checkpoint: Checkpoint, chain_of: Callable[[str, str], list[tuple[str, bytes]]]
+    checkpoint: Checkpoint,
+    chain_of: Callable[[str, str], list[Link]],
+    decoded: DecodedBlobs | None = None,
 ) -> None:
-    """Fill ``checkpoint.values``, each key rebuilt from ``chain_of(key, version)`` (its blob
-    chain), and ``checkpoint.chains``."""
+    """Fill ``checkpoint.values``, each key rebuilt from ``chain_of(key, version)``, and
+    ``checkpoint.chains``; with ``decoded`` (a listing's), blobs it has already decoded are
+    reused.
+
+    ``chain_of`` returns the key's blobs from ``version`` back, newest first: each delta's
+    base follows it only when it sorts before the delta's own version (a base is the id of an
+    older checkpoint), so a chain that loops ends at once; a complete chain ends with a
+    ``full`` blob. The checks here turn any other end into a :class:`SerializationError`.
+    """
     values, chains = {}, {}
+    place = _place(checkpoint.thread_id, checkpoint.checkpoint_ns)
+    if decoded is not None:
+        decoded.keep_up_to(checkpoint.id)
     for key, version in checkpoint.versions.items():
         chain = chain_of(key, version)
-        values[key], full_size = _rebuild(key, chain)
+        values[key], full_size = _rebuild(key, chain, version, place, decoded)
         if len(chain) > 1:
             chains[key] = (len(chain) - 1, full_size)
     checkpoint.values = values
     checkpoint.chains = chains
 
 
-def _rebuild(key: str, chain: list[tuple[str, bytes]]) -> tuple[Any, int]:
+def follows(kind: str, base: str | None, version: str) -> str | None:
+    """The version a chain goes on to after the blob ``(version, kind, base)``, or None where
+    it ends: at a full copy, or at a base that does not sort before ``version`` (a loop)."""
+    if kind == "full" or base is None or not base < version:
+        return None
+    return base
+
+
+def needed_versions(
+    wanted: Iterable[tuple[str, str]], link_of: Callable[[str, str], tuple[str, str | None] | None]
+) -> set[tuple[str, str]]:
+    """The ``(key, version)`` of every blob the ``wanted`` ``(key, version)`` pairs load from;
+    ``link_of(key, version)`` is a stored blob's ``(kind, base)``, or None if it is missing."""
+    needed: set[tuple[str, str]] = set()
+    for key, version in wanted:
+        current: str | None = version
+        while current is not None and (key, current) not in needed:
+            link = link_of(key, current)
+            if link is None:
+                break
+            needed.add((key, current))
+            current = follows(link[0], link[1], current)
+    return needed
+
+
+def _place(thread_id: str, checkpoint_ns: str) -> str:
+    where = f"thread {_show(thread_id)}"
+    return f"{where} (namespace {checkpoint_ns!r})" if checkpoint_ns else where
+
+
+def _rebuild(
+    key: str, chain: list[Link], version: str, place: str, decoded: DecodedBlobs | None = None
+) -> tuple[Any, int]:
     """The value, and how many items its full copy holds (when the chain has more)."""
-    if not chain or chain[-1][0] != "full":
-        raise SerializationError(f"stored state[{key!r}] is incomplete: its full copy is missing")
-    value = loads(chain[-1][1])
+    if not chain or chain[-1][1] != "full":
+        raise _damaged(key, place, _chain_end_problem(chain, version))
+
+    def load(link: Link) -> Any:
+        return loads(link[3]) if decoded is None else decoded.load(key, link)
+
+    value = load(chain[-1])
     if len(chain) == 1:
         return value, 0
     if not isinstance(value, list):
-        raise SerializationError(f"stored state[{key!r}] has appended items but is not a list")
+        raise _damaged(key, place, "it has appended parts but its full copy is not a list")
     items = list(value)
-    for kind, data in reversed(chain[:-1]):
-        tail = loads(data)
-        if kind != "delta" or not isinstance(tail, list):
-            raise SerializationError(f"stored state[{key!r}] has a malformed appended part")
+    for link in reversed(chain[:-1]):
+        tail = load(link)
+        if link[1] != "delta" or not isinstance(tail, list):
+            raise _damaged(key, place, f"its appended part at version {link[0]!r} is malformed")
         items.extend(tail)
     return items, len(value)
+
+
+def _chain_end_problem(chain: list[Link], version: str) -> str:
+    """Why a chain that does not end with a full copy ended where it did."""
+    if not chain:
+        return f"its blob at version {version!r} is missing"
+    last_version, kind, base, _ = chain[-1]
+    if kind != "delta":
+        return f"its blob at version {last_version!r} is of unknown kind {kind!r}"
+    if base is None:
+        return f"its appended part at version {last_version!r} names no version it appends to"
+    if not base < last_version:
+        return (
+            f"its chain of appended parts loops: version {last_version!r} appends to "
+            f"{base!r}, which is not older"
+        )
+    return f"version {base!r}, which version {last_version!r} appends to, is missing"
+
+
+def _damaged(key: str, place: str, problem: str) -> SerializationError:
+    return SerializationError(
+        f"stored state[{key!r}] of {place} is damaged: {problem}. This checkpoint cannot "
+        "load: go on from an older one (RunnableConfig(checkpoint_id=...)), or delete the thread"
+    )

@@ -19,6 +19,7 @@ holding only such tuples.)
 from __future__ import annotations
 
 import builtins
+import functools
 import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -27,19 +28,23 @@ from typing import Any, NamedTuple
 from graph_agent.checkpoint.base import (
     Checkpoint,
     CheckpointSaver,
-    PendingWrite,
     check_keep_last,
     compare_and_set,
     copy_target_taken,
     nothing_to_copy,
 )
 from graph_agent.checkpoint.codec import (
+    DecodedBlobs,
+    Link,
     blobs_to_store,
     decode_header,
+    decode_write,
     encode_blob,
     encode_header,
     encode_write,
+    follows,
     load_values,
+    needed_versions,
     rebuild_value,
 )
 from graph_agent.checkpoint.serde import dumps, loads
@@ -166,6 +171,7 @@ class MemorySaver(CheckpointSaver):
                 return
             headers = dict(space.headers)
         ids = sorted((i for i in headers if before is None or i < before), reverse=True)
+        decoded = DecodedBlobs()
         for checkpoint_id in ids[:limit] if limit is not None else ids:
             with self._lock:
                 # pruned or deleted since the listing began: skipped, as a new list() would
@@ -174,7 +180,8 @@ class MemorySaver(CheckpointSaver):
                     or self._space_of(thread_id, checkpoint_ns) is not space
                 ):
                     continue
-                checkpoint = self._load(space, thread_id, checkpoint_ns, headers[checkpoint_id])
+                header = headers[checkpoint_id]
+                checkpoint = self._load(space, thread_id, checkpoint_ns, header, decoded)
             yield checkpoint  # never while holding the lock: the caller may pause here
 
     def delete_thread(self, thread_id: str) -> None:
@@ -202,14 +209,14 @@ class MemorySaver(CheckpointSaver):
         check_keep_last(keep_last)
         removed = 0
         with self._lock:
-            for space in self._threads.get(thread_id, {}).values():
+            for ns, space in self._threads.get(thread_id, {}).items():
                 headers = space.headers
                 ids = sorted(headers)
                 dropped = ids[: max(0, len(ids) - keep_last)]
                 if not dropped:
                     continue
                 if len(dropped) < len(ids):
-                    self._materialize(space, headers[ids[len(dropped)]])
+                    self._materialize(space, thread_id, ns, headers[ids[len(dropped)]])
                 for checkpoint_id in dropped:
                     del headers[checkpoint_id]
                     space.writes.pop(checkpoint_id, None)
@@ -310,53 +317,61 @@ class MemorySaver(CheckpointSaver):
         for key, version, stored in encoded:
             by_key.setdefault(key, {})[version] = stored
 
-    def _load(self, space: _Space, thread: str, ns: str, header: _Stored) -> Checkpoint:
+    def _load(
+        self,
+        space: _Space,
+        thread: str,
+        ns: str,
+        header: _Stored,
+        decoded: DecodedBlobs | None = None,
+    ) -> Checkpoint:
         checkpoint = _checkpoint(header, thread, ns)
-        load_values(checkpoint, lambda key, version: self._chain(space, key, version))
+        chain_of = functools.partial(self._chain, space)
+        load_values(checkpoint, chain_of, decoded)
         writes = space.writes.get(checkpoint.id, {})
         checkpoint.pending_writes = tuple(
-            PendingWrite(task_id, channel, loads(data))
+            decode_write(checkpoint, task_id, channel, data)
             for (task_id, channel), data in writes.items()
         )
         return checkpoint
 
     @staticmethod
-    def _chain(space: _Space, key: str, version: str) -> builtins.list[tuple[str, bytes]]:
-        """The blobs that rebuild ``key`` at ``version``: newest first, ending with a full one."""
-        chain = []
-        by_version = space.blobs[key]
+    def _chain(space: _Space, key: str, version: str) -> builtins.list[Link]:
+        """The blobs that rebuild ``key`` at ``version``, newest first (see
+        :func:`load_values`: ending with a full one unless the chain is damaged)."""
+        chain: builtins.list[Link] = []
+        by_version = space.blobs.get(key, {})
         current: str | None = version
-        while current is not None:
-            kind, base, data = by_version[current]
-            chain.append((kind, data))
-            current = base if kind != "full" else None
+        while current is not None and (stored := by_version.get(current)) is not None:
+            kind, base, data = stored
+            chain.append((current, kind, base, data))
+            current = follows(kind, base, current)
         return chain
 
-    def _materialize(self, space: _Space, header: _Stored) -> None:
+    def _materialize(self, space: _Space, thread: str, ns: str, header: _Stored) -> None:
         """Store every key of this checkpoint whole, so the deltas behind it can go."""
         stored = _Header._make(header)
         for key, version in zip(stored.keys, stored.versions, strict=True):
-            kind, _, _ = space.blobs[key][version]
-            if kind == "full":
+            chain = self._chain(space, key, version)
+            if len(chain) == 1 and chain[0][1] == "full":
                 continue
-            value = rebuild_value(key, self._chain(space, key, version))
+            value = rebuild_value(key, version, chain, thread, ns)
             data = encode_blob(key, Blob("full", value))
             space.blobs[key][version] = ("full", None, data)
 
     @staticmethod
     def _needed_blobs(space: _Space) -> set[tuple[str, str]]:
         """The (key, version) of every blob a kept checkpoint of ``space`` loads from."""
-        needed = set()
+        wanted: builtins.list[tuple[str, str]] = []
         for header in space.headers.values():
             stored = _Header._make(header)
-            for key, version in zip(stored.keys, stored.versions, strict=True):
-                by_version = space.blobs[key]
-                current: str | None = version
-                while current is not None and (key, current) not in needed:
-                    needed.add((key, current))
-                    kind, base, _ = by_version[current]
-                    current = base if kind != "full" else None
-        return needed
+            wanted.extend(zip(stored.keys, stored.versions, strict=True))
+
+        def link_of(key: str, version: str) -> tuple[str, str | None] | None:
+            stored = space.blobs.get(key, {}).get(version)
+            return None if stored is None else (stored[0], stored[1])
+
+        return needed_versions(wanted, link_of)
 
 
 def _header(checkpoint: Checkpoint) -> _Stored:

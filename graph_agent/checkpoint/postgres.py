@@ -86,6 +86,7 @@ from typing import TYPE_CHECKING, Any
 
 from graph_agent.checkpoint import postgres_plans as plans
 from graph_agent.checkpoint.base import Checkpoint, CheckpointSaver, Lease, _show, check_keep_last
+from graph_agent.checkpoint.codec import DecodedBlobs
 from graph_agent.checkpoint.postgres_plans import SCHEMA_VERSION, Plan, T
 from graph_agent.graph.errors import CheckpointStoreError
 
@@ -605,8 +606,9 @@ class PostgresSaver(CheckpointSaver):
     ) -> Iterator[Checkpoint]:
         doing = f"listing thread {_show(thread_id)}"
         ids = self._run(plans.ids_plan(thread_id, limit, before, checkpoint_ns), doing=doing)
+        decoded = DecodedBlobs()
         for checkpoint_id in ids:  # a connection per checkpoint: none is held while paused here
-            plan = plans.get_plan(thread_id, checkpoint_id, checkpoint_ns)
+            plan = plans.get_plan(thread_id, checkpoint_id, checkpoint_ns, decoded)
             checkpoint = self._run(plan, doing=doing, transaction=True)
             if checkpoint is not None:  # None: pruned or deleted since the listing began
                 yield checkpoint

@@ -21,22 +21,24 @@ from typing import Any, TypeVar
 from graph_agent.checkpoint.base import (
     Checkpoint,
     Lease,
-    PendingWrite,
     _show,
     compare_and_set,
     copy_target_taken,
     nothing_to_copy,
 )
 from graph_agent.checkpoint.codec import (
+    DecodedBlobs,
+    Link,
     blobs_to_store,
     decode_header,
+    decode_write,
     encode_blob,
     encode_header,
     encode_write,
     load_values,
+    needed_versions,
     rebuild_value,
 )
-from graph_agent.checkpoint.serde import loads
 from graph_agent.graph.engine import Blob
 from graph_agent.graph.errors import SerializationError, ThreadBusyError
 from graph_agent.graph.pending import COPY_TASK, IDS_THREAD
@@ -200,11 +202,12 @@ _IDS = _HEADERS.replace("SELECT header", "SELECT checkpoint_id", 1)
 
 # every key's blob chain (newest first, back to its full copy) and the checkpoint's pending
 # writes, in one round trip. Each link is a primary-key lookup (LATERAL ... LIMIT 1 keeps the
-# planner from turning it into a scan of the thread's blobs); `n < 100000` stops a corrupt chain
-# that loops
+# planner from turning it into a scan of the thread's blobs). A delta's base is followed only
+# when it sorts before the delta's own version (a base is an older checkpoint's id), so a chain
+# that loops stops at once; the code reading it says why it stopped
 _LOAD = """
-WITH RECURSIVE chain (key, kind, base, data, n) AS (
-    SELECT w.key, b.kind, b.base, b.data, 0
+WITH RECURSIVE chain (key, version, kind, base, data, n) AS (
+    SELECT w.key, w.version COLLATE "C", b.kind, b.base, b.data, 0
     FROM unnest(%(keys)s::bytea[], %(versions)s::text[]) AS w (key, version)
     CROSS JOIN LATERAL (
         SELECT kind, base, data FROM graph_agent_blobs
@@ -213,18 +216,18 @@ WITH RECURSIVE chain (key, kind, base, data, n) AS (
         LIMIT 1
     ) AS b
     UNION ALL
-    SELECT chain.key, b.kind, b.base, b.data, chain.n + 1
+    SELECT chain.key, chain.base, b.kind, b.base, b.data, chain.n + 1
     FROM chain CROSS JOIN LATERAL (
         SELECT kind, base, data FROM graph_agent_blobs
         WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND key = chain.key
             AND version = chain.base
         LIMIT 1
     ) AS b
-    WHERE chain.kind <> 'full' AND chain.n < 100000
+    WHERE chain.kind <> 'full' AND chain.base < chain.version
 )
-SELECT 0, key, kind, data, n::bigint FROM chain
+SELECT 0, key, kind, data, n::bigint, version, base FROM chain
 UNION ALL
-SELECT 1, channel, task_id, data, seq FROM graph_agent_writes
+SELECT 1, channel, task_id, data, seq, NULL, NULL FROM graph_agent_writes
 WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s"""
 
 _PUT_WRITES = """
@@ -425,15 +428,19 @@ delete committed meanwhile (by any process) is seen whole or not at all. Run in 
 
 
 def get_plan(
-    thread_id: str, checkpoint_id: str | None, checkpoint_ns: str
+    thread_id: str,
+    checkpoint_id: str | None,
+    checkpoint_ns: str,
+    decoded: DecodedBlobs | None = None,
 ) -> Plan[Checkpoint | None]:
-    """One checkpoint (the newest for ``None``); run it in a transaction."""
+    """One checkpoint (the newest for ``None``); run it in a transaction. ``decoded``: the
+    blobs a listing has decoded so far (see :class:`DecodedBlobs`)."""
     yield Query(_SNAPSHOT, {})
     params = {"thread": thread_key(thread_id), "ns": _name(checkpoint_ns), "id": checkpoint_id}
     rows = yield Query(_HEAD_HEADER if checkpoint_id is None else _HEADER, params)
     if not rows:
         return None
-    return (yield from load_plan(thread_id, checkpoint_ns, rows[0][0]))
+    return (yield from load_plan(thread_id, checkpoint_ns, rows[0][0], decoded))
 
 
 def ids_plan(
@@ -451,9 +458,9 @@ def list_plan(
     yield Query(_SNAPSHOT, {})
     rows = yield Query(_HEADERS, _listing(thread_id, limit, before, checkpoint_ns))
     headers = [row[0] for row in rows]
-    checkpoints = []
+    checkpoints, decoded = [], DecodedBlobs()
     for header in headers:
-        checkpoints.append((yield from load_plan(thread_id, checkpoint_ns, header)))
+        checkpoints.append((yield from load_plan(thread_id, checkpoint_ns, header, decoded)))
     return checkpoints
 
 
@@ -468,18 +475,20 @@ def _listing(
     }
 
 
-def load_plan(thread_id: str, checkpoint_ns: str, header: bytes) -> Plan[Checkpoint]:
+def load_plan(
+    thread_id: str, checkpoint_ns: str, header: bytes, decoded: DecodedBlobs | None = None
+) -> Plan[Checkpoint]:
     """The checkpoint of ``header`` with its values and pending writes."""
     checkpoint = decode_header(header, thread_id, checkpoint_ns)
     chains, writes = yield from _chains_plan(thread_id, checkpoint_ns, checkpoint)
-    load_values(checkpoint, lambda key, _: chains.get(key, []))
+    load_values(checkpoint, lambda key, _: chains.get(key, []), decoded)
     checkpoint.pending_writes = tuple(
-        PendingWrite(task_id, channel, loads(data)) for task_id, channel, data in writes
+        decode_write(checkpoint, task_id, channel, data) for task_id, channel, data in writes
     )
     return checkpoint
 
 
-_Chains = dict[str, builtins.list[tuple[str, bytes]]]  # key -> [(kind, data)], newest first
+_Chains = dict[str, builtins.list[Link]]  # key -> its blobs, newest first
 _Writes = builtins.list[tuple[str, str, bytes]]  # [(task id, channel, data)], in write order
 
 
@@ -498,16 +507,14 @@ def _chains_plan(
             "versions": list(versions.values()),
         },
     )
-    links: dict[str, builtins.list[tuple[int, str, bytes]]] = {}
+    links: dict[str, builtins.list[tuple[int, Link]]] = {}
     writes: builtins.list[tuple[int, str, str, bytes]] = []
-    for part, name, kind_or_task, data, order in rows:
+    for part, name, kind_or_task, data, order, version, base in rows:
         if part == 0:
-            links.setdefault(_text(name), []).append((order, kind_or_task, data))
+            links.setdefault(_text(name), []).append((order, (version, kind_or_task, base, data)))
         else:
             writes.append((order, kind_or_task, _text(name), data))
-    chains = {
-        key: [(kind, data) for _, kind, data in sorted(chain)] for key, chain in links.items()
-    }
+    chains = {key: [link for _, link in sorted(chain)] for key, chain in links.items()}
     writes.sort()
     return chains, [(task_id, channel, data) for _, task_id, channel, data in writes]
 
@@ -574,14 +581,8 @@ def _prune_namespace_plan(thread_id: str, checkpoint_ns: str, keep_last: int) ->
             )
         )
     }
-    needed: set[tuple[str, str]] = set()
-    for _, header in kept:
-        for key, version in decode_header(header).versions.items():
-            current: str | None = version
-            while current is not None and (key, current) not in needed:
-                needed.add((key, current))
-                kind, base = bases[(key, current)]
-                current = base if kind != "full" else None
+    wanted = [pair for _, header in kept for pair in decode_header(header).versions.items()]
+    needed = needed_versions(wanted, lambda key, version: bases.get((key, version)))
     unneeded = [pair for pair in bases if pair not in needed]
     params["dropped"] = [checkpoint_id for checkpoint_id, _ in dropped]
     params["keys"] = [_name(key) for key, _ in unneeded]
@@ -618,14 +619,15 @@ def _materialize_plan(thread_id: str, checkpoint_ns: str, header: bytes) -> Plan
     chains, _ = yield from _chains_plan(thread_id, checkpoint_ns, checkpoint)
     for key, version in checkpoint.versions.items():
         chain = chains.get(key, [])
-        if len(chain) <= 1:
+        if len(chain) == 1 and chain[0][1] == "full":
             continue
+        value = rebuild_value(key, version, chain, thread_id, checkpoint_ns)
         yield Query(
             "UPDATE graph_agent_blobs SET kind = 'full', base = NULL, data = %(data)s "
             "WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND key = %(key)s "
             "AND version = %(version)s",
             {
-                "data": encode_blob(key, Blob("full", rebuild_value(key, chain))),
+                "data": encode_blob(key, Blob("full", value)),
                 "thread": thread_key(thread_id),
                 "ns": _name(checkpoint_ns),
                 "key": _name(key),

@@ -20,7 +20,8 @@ code        type                                   payload
 8 / 9 / 10  tuple / set / frozenset                the items
 11 / 12     RemoveMessage / ReplaceAll             their fields (graph_agent.graph.state)
 13          a registered class keyed by its name   its registry name, then its own payload
-14-15       reserved for built-ins
+14          str holding lone surrogates            its UTF-8 with ``surrogatepass``
+15          reserved for built-ins
 16-31       graph_agent.messages classes           registered by that module
 32-127      your types: ``register(cls, code)``    see below
 ==========  =====================================  ==========================================
@@ -39,10 +40,16 @@ Loading looks the name up in the registry and never imports it: a name that no c
 registered under in this process is refused like an unknown code.
 
 Loading never imports or builds a type that is not registered: an unknown ext code, truncated
-or trailing bytes, data over the size limit (checked before decoding), nesting deeper than
-:data:`MAX_DEPTH` or a value that no longer validates raise
+or trailing bytes, data over the size limit (checked before decoding), data that would take
+more memory than :data:`MAX_DECODED_RATIO` allows (also checked before decoding), nesting
+deeper than :data:`MAX_DEPTH` or a value that no longer validates raise
 :class:`~graph_agent.graph.errors.SerializationError`. :func:`dumps` fails the same way at save
 time, naming the key path of the first value it cannot store, so what saves also loads.
+
+Every ``str`` is stored exactly, also one holding lone UTF-16 surrogates (``os.listdir()``
+names of undecodable bytes, half of a split emoji), which UTF-8 cannot encode: such a string
+is stored under ext code 14. :meth:`Serializer.dumps` only looks for them once packing failed,
+so ordinary text costs nothing more.
 
 Not stored exactly: ``bytearray`` and ``memoryview`` come back as ``bytes``; a ``timezone``'s
 name and the ``fold`` of a datetime without a ZoneInfo zone are dropped; private attributes of
@@ -57,28 +64,36 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import enum
-import reprlib
-import struct
 import threading
-import uuid
 from collections.abc import Callable
-from datetime import date, datetime, time, timedelta, timezone
-from decimal import Decimal
 from types import MappingProxyType
-from typing import Any, Final, Literal
-from zoneinfo import ZoneInfo
+from typing import Any, Final
 
 import msgpack
-from pydantic import BaseModel
 
+from graph_agent.checkpoint.footprint import MOST_PER_BYTE, decoded_size
+from graph_agent.checkpoint.serde_types import (
+    _NAMED_CODE,
+    _SURROGATES,
+    _SURROGATES_CODE,
+    _builtin_codecs,
+    _Codec,
+    _codec_for,
+    _EncodeError,
+    _name_dispatch,
+    _named_codec,
+    _PathStyle,
+    _short,
+    _with_surrogates_tagged,
+)
 from graph_agent.graph.errors import SerializationError, exception_text
-from graph_agent.graph.state import RemoveMessage, ReplaceAll, SeqView
+from graph_agent.graph.state import SeqView
 
 __all__ = [
     "FIRST_USER_CODE",
     "FORMAT_VERSION",
     "MAX_CONTAINERS",
+    "MAX_DECODED_RATIO",
     "MAX_DEPTH",
     "MAX_PAYLOAD_BYTES",
     "Serializer",
@@ -96,6 +111,13 @@ MAX_CONTAINERS: Final = 1_000_000
 """Default limit of the lists and maps one load may build. Each costs 60 to 80 bytes however
 little data it held (an empty array is one byte), so without it a payload under the size limit
 could take gigabytes; it is only counted when the data could hold more (see ``loads``)."""
+MAX_DECODED_RATIO: Final = 16
+"""Default limit of the memory one load may build, per stored byte: at most this many times
+the data's size, counting data under a quarter of ``max_payload_bytes`` as that quarter (so any
+load may take 256 MiB by default). Real checkpoints take 1 to 14 times their size (text 1-3,
+messages 7-10, lists of numbers 4-14); data of millions of tiny strings or numbers would take
+20 to 60 times, and is refused before anything is built (see
+:mod:`~graph_agent.checkpoint.footprint`)."""
 MAX_DEPTH: Final = 1024
 """Nesting limit in msgpack containers: the limit msgpack's packer and unpacker both enforce."""
 FIRST_USER_CODE: Final = 32
@@ -112,7 +134,6 @@ _IDLE_PACKERS: Final = 8
 check is not atomic, so threads finishing at once may leave a few more."""
 _FIRST_MESSAGE_CODE: Final = 16
 _MAX_CODE: Final = 127
-_NAMED_CODE: Final = 13
 _HEADER: Final = bytes([FORMAT_VERSION])
 # msgpack decodes ext type -1 (its Timestamp) itself, bypassing ext_hook: data that may hold one
 # is decoded with hooks that reject it (see _may_hold_timestamp).
@@ -120,224 +141,6 @@ _TIMESTAMP_LEADS: Final = frozenset(b"\xd6\xd7\x04\x08\x0c")
 _NATIVE: Final = frozenset({type(None), bool, int, float, bytes, bytearray, memoryview})
 _AS_PLAIN: Final[dict[type, Callable[[Any], Any]]] = {SeqView: list, MappingProxyType: dict}
 """The engine's read-only views are stored as the list or dict they show."""
-_REPR = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = 40
-_short = _REPR.repr
-
-_PathStyle = Literal["leaf", "index", "element", "fields", "value", "dump"]
-
-
-class _EncodeError(Exception):
-    """A value that cannot be stored; the message says why."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True, eq=False)
-class _Codec:
-    cls: type
-    code: int
-    encode: Callable[[Any], Any]  # value -> ExtType (leaf) or [tag, *payload] (container)
-    decode: Callable[[Any], Any]  # leaf: ext bytes -> value; container: payload list -> value
-    path_style: _PathStyle  # how error paths name the children of a value
-
-
-# ExtType's own __new__ validates in Python; building the namedtuple directly is 3x faster.
-_new_ext: Final[Callable[[type, tuple[int, bytes]], msgpack.ExtType]] = tuple.__new__
-
-
-def _leaf(
-    cls: type, code: int, to_bytes: Callable[[Any], bytes], load: Callable[[bytes], Any]
-) -> _Codec:
-    return _Codec(cls, code, lambda v: _new_ext(msgpack.ExtType, (code, to_bytes(v))), load, "leaf")
-
-
-def _container(
-    cls: type,
-    code: int,
-    decode: Callable[[list[Any]], Any],
-    path_style: _PathStyle,
-    payload: Callable[[Any], list[Any]] | None = None,
-) -> _Codec:
-    """A codec storing ``[tag, *payload(value)]``; without ``payload``, the value's items."""
-    tag = _new_ext(msgpack.ExtType, (code, b""))
-    if payload is None:
-        return _Codec(cls, code, lambda value: [tag, *value], decode, path_style)
-    return _Codec(cls, code, lambda value: [tag, *payload(value)], decode, path_style)
-
-
-def _one(payload: list[Any], kind: type = object) -> Any:
-    if len(payload) != 1 or not isinstance(payload[0], kind):
-        raise SerializationError(f"expected one {kind.__name__} as payload, got {_short(payload)}")
-    return payload[0]
-
-
-def _zone_suffix(tz: object, *, allow_zoneinfo: bool) -> str:
-    if tz is None or type(tz) is timezone:
-        return ""
-    if allow_zoneinfo and isinstance(tz, ZoneInfo) and tz.key:
-        return f"[{tz.key}]"
-    hint = " or zoneinfo.ZoneInfo (with a key)" if allow_zoneinfo else ""
-    raise _EncodeError(
-        f"tzinfo of type {type(tz).__qualname__} cannot be stored; use datetime.timezone{hint}"
-    )
-
-
-def _datetime_load(data: bytes) -> datetime:
-    text, _, zone = data.decode("ascii").partition("[")
-    value = datetime.fromisoformat(text)
-    if not zone:
-        return value
-    offset = value.utcoffset()
-    if offset is None or not zone.endswith("]"):
-        raise ValueError(f"bad zoned datetime {_short(data)}")
-    local = value.replace(tzinfo=ZoneInfo(zone[:-1]))
-    # The stored offset tells which of two equal wall times (fold) at a DST change was meant.
-    return local if local.utcoffset() == offset else local.replace(fold=1)
-
-
-def _iso_bytes(value: datetime | time) -> bytes:
-    suffix = _zone_suffix(value.tzinfo, allow_zoneinfo=type(value) is datetime)
-    return (value.isoformat() + suffix).encode()
-
-
-def _iso_load(kind: type[date] | type[time]) -> Callable[[bytes], Any]:
-    return lambda data: kind.fromisoformat(data.decode("ascii"))
-
-
-_TIMEDELTA: Final = struct.Struct(">iii")
-
-
-def _builtin_codecs() -> list[_Codec]:
-    leaves: list[tuple[type, Callable[[Any], bytes], Callable[[bytes], Any]]] = [
-        (
-            int,
-            lambda n: n.to_bytes(n.bit_length() // 8 + 1, "big", signed=True),
-            lambda data: int.from_bytes(data, "big", signed=True),
-        ),
-        (Decimal, lambda value: str(value).encode(), lambda data: Decimal(data.decode("ascii"))),
-        (uuid.UUID, lambda value: value.bytes, lambda data: uuid.UUID(bytes=data)),
-        (datetime, _iso_bytes, _datetime_load),
-        (date, lambda value: value.isoformat().encode(), _iso_load(date)),
-        (time, _iso_bytes, _iso_load(time)),
-        (
-            timedelta,
-            lambda td: _TIMEDELTA.pack(td.days, td.seconds, td.microseconds),
-            lambda data: timedelta(*_TIMEDELTA.unpack(data)),
-        ),
-    ]
-    return [
-        *(_leaf(cls, code, dump, load) for code, (cls, dump, load) in enumerate(leaves, start=1)),
-        _container(tuple, 8, tuple, "index"),
-        _container(set, 9, set, "element"),
-        _container(frozenset, 10, frozenset, "element"),
-        _dataclass_codec(RemoveMessage, 11),
-        _dataclass_codec(ReplaceAll, 12),
-    ]
-
-
-def _model_codec(cls: type[BaseModel], code: int) -> _Codec:
-    names = tuple(cls.model_fields)
-    name_set = frozenset(names)
-    keeps_extra = cls.model_config.get("extra") == "allow"
-    # Fields are stored by name; passing by_name costs time, so only models with aliases pay it.
-    by_name: dict[str, Any] = {"by_alias": False, "by_name": True} if _has_aliases(cls) else {}
-    tag = _new_ext(msgpack.ExtType, (code, b""))
-
-    def encode(model: BaseModel) -> list[Any]:  # [tag, fields]: one call per stored model
-        fields = model.__dict__
-        if fields.keys() != name_set:  # a cached_property value, or a field model_construct skipped
-            if missing := name_set.difference(fields):
-                raise _EncodeError(f"field {min(missing)!r} of {cls.__qualname__} is not set")
-            fields = {name: fields[name] for name in names}
-        if keeps_extra and model.__pydantic_extra__:
-            fields = {**fields, **model.__pydantic_extra__}
-        return [tag, fields]
-
-    def decode(payload: list[Any]) -> BaseModel:
-        return cls.model_validate(_one(payload, dict), **by_name)
-
-    return _Codec(cls, code, encode, decode, "fields")
-
-
-def _has_aliases(cls: type[BaseModel]) -> bool:
-    return any(f.alias or f.validation_alias for f in cls.model_fields.values())
-
-
-def _dataclass_codec(cls: type, code: int) -> _Codec:
-    names = tuple(field.name for field in dataclasses.fields(cls) if field.init)
-
-    def payload(value: Any) -> list[Any]:
-        return [{name: getattr(value, name) for name in names}]
-
-    def decode(payload: list[Any]) -> Any:
-        return cls(**_one(payload, dict))
-
-    return _container(cls, code, decode, "fields", payload)
-
-
-def _codec_for(cls: type, code: int) -> _Codec:
-    target: Any = cls  # the lambdas call class-specific methods
-    if issubclass(cls, enum.Enum):
-        return _container(cls, code, lambda p: target(_one(p)), "value", lambda m: [m.value])
-    if hasattr(cls, "__graph_agent_dump__") and hasattr(cls, "__graph_agent_load__"):
-
-        def load(payload: list[Any]) -> Any:
-            return target.__graph_agent_load__(_one(payload))
-
-        return _container(cls, code, load, "dump", lambda v: [v.__graph_agent_dump__()])
-    if issubclass(cls, BaseModel):
-        return _model_codec(cls, code)
-    if dataclasses.is_dataclass(cls):
-        return _dataclass_codec(cls, code)
-    raise TypeError(
-        f"cannot register {cls.__qualname__}: only pydantic models, dataclasses, Enum subclasses "
-        "and classes defining __graph_agent_dump__ / __graph_agent_load__ can be registered"
-    )
-
-
-def _named_codec(cls: type, name: str) -> _Codec:
-    """``cls`` stored as ``[ext(13), name, *payload]``: its own codec with the name in front."""
-    inner = _codec_for(cls, _NAMED_CODE)
-    encode_inner = inner.encode
-    tag = _new_ext(msgpack.ExtType, (_NAMED_CODE, b""))
-
-    def encode(value: Any) -> list[Any]:
-        return [tag, name, *encode_inner(value)[1:]]
-
-    return _Codec(cls, _NAMED_CODE, encode, inner.decode, inner.path_style)
-
-
-def _name_dispatch(by_name: dict[str, _Codec]) -> _Codec:
-    """The codec of ext code 13: finds the class by the name stored first, then loads it.
-
-    It only ever decodes; it is never looked up by type (its ``cls`` is a placeholder).
-    """
-
-    def decode(payload: list[Any]) -> Any:
-        name = payload[0] if payload else None
-        if type(name) is not str:
-            raise SerializationError(
-                f"stored data is malformed: ext code {_NAMED_CODE} must be followed by a class "
-                f"name, got {_short(payload)}"
-            )
-        codec = by_name.get(name)
-        if codec is None:
-            raise SerializationError(
-                f"stored data holds a {_short(name)}, which no class is registered under by name "
-                "in this process (it is never imported); call "
-                "graph_agent.checkpoint.serde.register(cls) for it before loading"
-            )
-        del payload[0]
-        try:
-            return codec.decode(payload)
-        except SerializationError:
-            raise
-        except Exception as exc:
-            raise SerializationError(f"cannot load {name} (registered by name): {exc}") from exc
-
-    def encode(value: Any) -> Any:
-        raise AssertionError("the by-name dispatcher never encodes")
-
-    return _Codec(object, _NAMED_CODE, encode, decode, "index")
 
 
 def _check_code(cls: type, code: int) -> None:
@@ -472,6 +275,8 @@ class Serializer:
         max_payload_bytes: The largest stored data, header included, that :meth:`loads`
             accepts and :meth:`dumps` produces.
         max_containers: The most lists and maps one :meth:`loads` builds.
+        max_decoded_ratio: How much memory one :meth:`loads` may build, per stored byte (see
+            :data:`MAX_DECODED_RATIO`).
 
     Example:
         >>> from pydantic import BaseModel
@@ -485,10 +290,15 @@ class Serializer:
     """
 
     def __init__(
-        self, *, max_payload_bytes: int = MAX_PAYLOAD_BYTES, max_containers: int = MAX_CONTAINERS
+        self,
+        *,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        max_containers: int = MAX_CONTAINERS,
+        max_decoded_ratio: int = MAX_DECODED_RATIO,
     ) -> None:
         self.max_payload_bytes = max_payload_bytes
         self.max_containers = max_containers
+        self.max_decoded_ratio = max_decoded_ratio
         self._by_type: dict[type, _Codec] = {}
         self._by_code: dict[int, _Codec] = {}
         self._by_name: dict[str, _Codec] = {}
@@ -509,6 +319,7 @@ class Serializer:
         for codec in _builtin_codecs():
             self._add(codec)
         self._by_code[_NAMED_CODE] = _name_dispatch(self._by_name)
+        self._by_code[_SURROGATES_CODE] = _SURROGATES
 
     def register(self, cls: type, code: int | None = None) -> None:
         """Make ``cls`` storable under ext ``code``, or by its name without one; idempotent.
@@ -559,6 +370,8 @@ class Serializer:
             )
         try:
             body: bytes = packer.pack(obj)
+        except UnicodeEncodeError:  # a lone surrogate (msgpack reset the packer: it is reused)
+            body = self._pack_keeping_surrogates(obj, root)
         except Exception as exc:
             if len(idle) < _IDLE_PACKERS:
                 idle.append(packer)
@@ -572,15 +385,34 @@ class Serializer:
             )
         return _HEADER + body
 
+    def _pack_keeping_surrogates(self, obj: object, root: str) -> bytes:
+        """Pack ``obj`` storing each string UTF-8 cannot encode under ext code 14: the slow
+        path :meth:`dumps` takes once packing failed on one."""
+        default = self._default
+
+        def keeping_surrogates(value: object) -> Any:
+            return _with_surrogates_tagged(default(value))
+
+        packer = msgpack.Packer(default=keeping_surrogates, use_bin_type=True, strict_types=True)
+        try:
+            body: bytes = packer.pack(_with_surrogates_tagged(obj))
+        except Exception as exc:
+            raise SerializationError(_describe_failure(obj, root, self._by_type, exc)) from exc
+        return body
+
     def loads(self, data: bytes | bytearray | memoryview) -> Any:
         """Rebuild a value from :meth:`dumps` output, building only registered types.
 
         Raises:
-            SerializationError: The data is not bytes, too large, truncated, has trailing
-                bytes, an unknown version or ext code, is too deep, or a value fails to load.
+            SerializationError: The data is not bytes, too large (or would take too much
+                memory), truncated, has trailing bytes, an unknown version or ext code, is too
+                deep, or a value fails to load.
         """
         data = _checked_input(data, self.max_payload_bytes)
         size = len(data)
+        floor = self.max_decoded_ratio * (self.max_payload_bytes >> 2)  # what any load may take
+        if size * MOST_PER_BYTE > floor:  # (rare: the data may take more than that)
+            self._check_footprint(data, max(floor, self.max_decoded_ratio * size))
         checked = _may_hold_timestamp(data)
         decoder = _Decoder(self._by_code)
         list_hook: Callable[[list[Any]], Any] = (
@@ -618,6 +450,16 @@ class Serializer:
         if decoder.open_tags:
             raise SerializationError("stored data is malformed: a type tag outside its array")
         return value
+
+    def _check_footprint(self, data: bytes, budget: int) -> None:
+        """Refuse data that would take more than ``budget`` bytes of memory to load."""
+        if decoded_size(data, budget) is None:
+            raise SerializationError(
+                f"stored data of {len(data):,} bytes would take more than {budget:,} bytes of "
+                f"memory to load (max_decoded_ratio={self.max_decoded_ratio}: it holds millions "
+                "of tiny values); it is corrupt, or load it with Serializer(max_decoded_ratio=...) "
+                "raised"
+            )
 
     def _add_named(self, cls: type) -> None:
         if cls in self._by_type:
@@ -706,11 +548,7 @@ def _children(value: object, by_type: dict[type, _Codec]) -> tuple[list[tuple[st
     kind = type(value)
     if kind in _NATIVE or kind is msgpack.ExtType:
         return [], 0
-    if isinstance(value, str) and kind is str:
-        try:
-            value.encode()
-        except UnicodeEncodeError as exc:
-            raise _EncodeError(f"string is not valid UTF-8 ({exc.reason})") from exc
+    if kind is str:
         return [], 0
     if isinstance(value, list) and kind is list:
         return [(f"[{index}]", item) for index, item in enumerate(value)], 1

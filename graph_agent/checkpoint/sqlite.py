@@ -29,7 +29,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,7 +38,6 @@ from graph_agent.checkpoint.base import (
     Checkpoint,
     CheckpointSaver,
     Lease,
-    PendingWrite,
     _show,
     check_keep_last,
     compare_and_set,
@@ -47,17 +46,25 @@ from graph_agent.checkpoint.base import (
     nothing_to_copy,
 )
 from graph_agent.checkpoint.codec import (
+    DecodedBlobs,
+    Link,
     blobs_to_store,
     decode_header,
+    decode_write,
     encode_blob,
     encode_header,
     encode_write,
     load_values,
+    needed_versions,
     rebuild_value,
 )
-from graph_agent.checkpoint.serde import loads
 from graph_agent.graph.engine import Blob
-from graph_agent.graph.errors import GraphRuntimeError, SerializationError, ThreadBusyError
+from graph_agent.graph.errors import (
+    CheckpointStoreError,
+    GraphRuntimeError,
+    SerializationError,
+    ThreadBusyError,
+)
 from graph_agent.graph.pending import COPY_TASK, IDS_THREAD
 
 SCHEMA_VERSION = 3
@@ -94,16 +101,19 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     3: ("ALTER TABLE leases ADD COLUMN process TEXT NOT NULL DEFAULT ''",),
 }
 
+# A key's blobs from one version back to its full copy, newest first. A delta's base is
+# followed only when it sorts before the delta's own version (a base is an older checkpoint's
+# id), so a chain that loops stops at once; the code reading it says why it stopped.
 _CHAIN_SQL = """
-WITH RECURSIVE chain(kind, base, data, n) AS (
-    SELECT kind, base, data, 0 FROM blobs
+WITH RECURSIVE chain(version, kind, base, data, n) AS (
+    SELECT version, kind, base, data, 0 FROM blobs
     WHERE thread_id = ? AND checkpoint_ns = ? AND key = ? AND version = ?
     UNION ALL
-    SELECT b.kind, b.base, b.data, chain.n + 1 FROM blobs AS b JOIN chain
+    SELECT b.version, b.kind, b.base, b.data, chain.n + 1 FROM blobs AS b JOIN chain
     ON b.thread_id = ? AND b.checkpoint_ns = ? AND b.key = ? AND b.version = chain.base
-    WHERE chain.kind != 'full'
+    WHERE chain.kind != 'full' AND chain.base < chain.version
 )
-SELECT kind, data FROM chain ORDER BY n
+SELECT version, kind, base, data FROM chain ORDER BY n
 """
 
 
@@ -307,36 +317,52 @@ class SqliteSaver(CheckpointSaver):
         return int(row[0] or 0)
 
     @contextlib.contextmanager
-    def _reading(self) -> Iterator[None]:
+    def _reading(self, doing: _Doing | None = None, about: Any = None) -> Iterator[None]:
         """A read transaction under the saver's lock: one snapshot of the file. A read that
-        fails rolls back, never hiding its error behind a failed COMMIT."""
+        fails rolls back, never hiding its error behind a failed COMMIT. A failure of SQLite
+        itself (a disk error, a file locked too long) while ``doing`` something is a
+        :class:`CheckpointStoreError`; without ``doing`` (opening the file) it stays as it is."""
         with self._lock:
-            self._conn.execute("BEGIN")
             try:
-                yield
-            except BaseException:
-                if self._conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+                self._conn.execute("BEGIN")
+                try:
+                    yield
+                except BaseException:
+                    _roll_back(self._conn)
+                    raise
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                _roll_back(self._conn)
+                if doing is None:
+                    raise
+                raise _store_error(exc, self.path, doing, about) from exc
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._conn, self._lock)
+    def _transaction(self, doing: _Doing = "writing", about: Any = None) -> _Transaction:
+        return _Transaction(self._conn, self._lock, self.path, doing, about)
 
     # storage
     def put(self, checkpoint: Checkpoint) -> None:
         header = encode_header(checkpoint)
-        thread, ns, checkpoint_id = (
-            checkpoint.thread_id,
-            checkpoint.checkpoint_ns,
-            checkpoint.id,
-        )
+        # names as SQL parameters (_sql_name), checked inline: this runs once per step, and a
+        # call per name would cost 1% of it
+        thread: str | bytes = checkpoint.thread_id
+        ns: str | bytes = checkpoint.checkpoint_ns
+        if not (checkpoint.thread_id.isascii() and checkpoint.checkpoint_ns.isascii()):
+            thread, ns = _sql_name(checkpoint.thread_id), _sql_name(checkpoint.checkpoint_ns)
+        checkpoint_id = checkpoint.id
         blob_rows = [
-            (thread, ns, key, checkpoint_id, blob.kind, blob.base, encode_blob(key, blob))
+            (
+                thread,
+                ns,
+                key if key.isascii() else _sql_name(key),
+                checkpoint_id,
+                blob.kind,
+                blob.base,
+                encode_blob(key, blob),
+            )
             for key, blob in checkpoint.blobs.items()
         ]
-        with self._transaction() as conn:
+        with self._transaction(_saving, checkpoint) as conn:
             head = conn.execute(
                 "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? "
                 "AND checkpoint_ns = ?",
@@ -350,7 +376,7 @@ class SqliteSaver(CheckpointSaver):
                 "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?)",
                 (thread, ns, checkpoint_id, checkpoint.parent_id, checkpoint.step, header),
             )
-            self._refresh_lease(conn, thread, ns)
+            self._refresh_lease(conn, checkpoint.thread_id, checkpoint.checkpoint_ns)
 
     @staticmethod
     def _blob_rows_to_store(
@@ -358,18 +384,18 @@ class SqliteSaver(CheckpointSaver):
     ) -> builtins.list[tuple[Any, ...]]:
         """What a checkpoint other than the engine's next step stores (see
         :func:`blobs_to_store`), as rows."""
-        thread, ns = checkpoint.thread_id, checkpoint.checkpoint_ns
+        thread, ns = _sql_name(checkpoint.thread_id), _sql_name(checkpoint.checkpoint_ns)
 
         def is_stored(key: str, version: str) -> bool:
             row = conn.execute(
                 "SELECT 1 FROM blobs WHERE thread_id = ? AND checkpoint_ns = ? AND key = ? "
                 "AND version = ?",
-                (thread, ns, key, version),
+                (thread, ns, _sql_name(key), version),
             ).fetchone()
             return row is not None
 
         return [
-            (thread, ns, key, version, blob.kind, blob.base, encode_blob(key, blob))
+            (thread, ns, _sql_name(key), version, blob.kind, blob.base, encode_blob(key, blob))
             for key, version, blob in blobs_to_store(checkpoint, is_stored)
         ]
 
@@ -381,11 +407,22 @@ class SqliteSaver(CheckpointSaver):
         task_id: str,
         writes: Sequence[tuple[str, Any]],
     ) -> None:
+        thread: str | bytes = thread_id
+        ns: str | bytes = checkpoint_ns
+        if not (thread_id.isascii() and checkpoint_ns.isascii()):  # (inline, as in put)
+            thread, ns = _sql_name(thread_id), _sql_name(checkpoint_ns)
         rows = [
-            (thread_id, checkpoint_ns, checkpoint_id, task_id, channel, encode_write(channel, v))
-            for channel, v in writes
+            (
+                thread,
+                ns,
+                checkpoint_id,
+                task_id,
+                channel if channel.isascii() else _sql_name(channel),
+                encode_write(channel, value),
+            )
+            for channel, value in writes
         ]
-        with self._transaction() as conn:
+        with self._transaction(_saving_writes, thread_id) as conn:
             conn.executemany("INSERT OR REPLACE INTO writes VALUES (?, ?, ?, ?, ?, ?)", rows)
 
     def get(
@@ -401,7 +438,7 @@ class SqliteSaver(CheckpointSaver):
         checkpoint_ns: str = "",
     ) -> Iterator[Checkpoint]:
         sql = "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
-        params: builtins.list[Any] = [thread_id, checkpoint_ns]
+        params: builtins.list[Any] = [_sql_name(thread_id), _sql_name(checkpoint_ns)]
         if before is not None:
             sql += " AND checkpoint_id < ?"
             params.append(before)
@@ -411,57 +448,64 @@ class SqliteSaver(CheckpointSaver):
             params.append(limit)
         with self._lock:
             ids = [row[0] for row in self._conn.execute(sql, params).fetchall()]
+        decoded = DecodedBlobs()
         for checkpoint_id in ids:
-            checkpoint = self._read(thread_id, checkpoint_ns, checkpoint_id)
+            checkpoint = self._read(thread_id, checkpoint_ns, checkpoint_id, decoded)
             if checkpoint is not None:  # None: pruned or deleted since the listing began
                 yield checkpoint  # never while holding the lock: the caller may pause here
 
-    def _read(self, thread: str, ns: str, checkpoint_id: str | None) -> Checkpoint | None:
+    def _read(
+        self,
+        thread: str,
+        ns: str,
+        checkpoint_id: str | None,
+        decoded: DecodedBlobs | None = None,
+    ) -> Checkpoint | None:
         """One checkpoint (the newest for ``None``), read in one transaction: a prune or
         delete committed meanwhile (by any process) is seen whole or not at all."""
-        with self._reading():
+        where = (_sql_name(thread), _sql_name(ns))
+        with self._reading(_loading, thread):
             if checkpoint_id is None:
                 row = self._conn.execute(
                     "SELECT header FROM checkpoints WHERE thread_id = ? "
                     "AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
-                    (thread, ns),
+                    where,
                 ).fetchone()
             else:
                 row = self._conn.execute(
                     "SELECT header FROM checkpoints WHERE thread_id = ? "
                     "AND checkpoint_ns = ? AND checkpoint_id = ?",
-                    (thread, ns, checkpoint_id),
+                    (*where, checkpoint_id),
                 ).fetchone()
-            return None if row is None else self._load(thread, ns, row[0])
+            return None if row is None else self._load(thread, ns, row[0], decoded)
 
     def delete_thread(self, thread_id: str) -> None:
-        with self._transaction() as conn:
+        with self._transaction(f"deleting thread {_show(thread_id)}") as conn:
             for table in ("checkpoints", "blobs", "writes", "leases"):
-                conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+                conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (_sql_name(thread_id),))
 
     def copy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
-        with self._transaction() as conn:
-            if conn.execute(_ANY_CHECKPOINT, (src_thread_id,)).fetchone() is None:
+        src, dst = _sql_name(src_thread_id), _sql_name(dst_thread_id)
+        doing = f"copying thread {_show(src_thread_id)} to {_show(dst_thread_id)}"
+        with self._transaction(doing) as conn:
+            if conn.execute(_ANY_CHECKPOINT, (src,)).fetchone() is None:
                 raise nothing_to_copy(src_thread_id)
-            if conn.execute(_ANY_CHECKPOINT, (dst_thread_id,)).fetchone() is not None:
+            if conn.execute(_ANY_CHECKPOINT, (dst,)).fetchone() is not None:
                 raise copy_target_taken(dst_thread_id)
             for sql in _COPY_THREAD:
-                conn.execute(sql, (dst_thread_id, src_thread_id))
+                conn.execute(sql, (dst, src))
             ids_thread = encode_write(IDS_THREAD, src_thread_id)
-            conn.execute(
-                _NAME_IDS_THREAD,
-                (dst_thread_id, COPY_TASK, IDS_THREAD, ids_thread, src_thread_id),
-            )
+            conn.execute(_NAME_IDS_THREAD, (dst, COPY_TASK, _sql_name(IDS_THREAD), ids_thread, src))
 
     def prune(self, thread_id: str, keep_last: int) -> int:
         check_keep_last(keep_last)
         removed = 0
-        with self._transaction() as conn:
+        with self._transaction(f"pruning thread {_show(thread_id)}") as conn:
             namespaces = [
-                row[0]
+                _name_of(row[0])
                 for row in conn.execute(
                     "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?",
-                    (thread_id,),
+                    (_sql_name(thread_id),),
                 )
             ]
             for ns in namespaces:
@@ -471,10 +515,11 @@ class SqliteSaver(CheckpointSaver):
     def _prune_namespace(
         self, conn: sqlite3.Connection, thread: str, ns: str, keep_last: int
     ) -> int:
+        where = (_sql_name(thread), _sql_name(ns))
         rows = conn.execute(
             "SELECT checkpoint_id, header FROM checkpoints WHERE thread_id = ? AND "
             "checkpoint_ns = ? ORDER BY checkpoint_id DESC",
-            (thread, ns),
+            where,
         ).fetchall()
         kept, dropped = rows[:keep_last], rows[keep_last:]
         if not dropped:
@@ -482,48 +527,50 @@ class SqliteSaver(CheckpointSaver):
         if kept:
             self._materialize(conn, thread, ns, kept[-1][1])
         bases = {
-            (key, version): (kind, base)
+            (_name_of(key), version): (kind, base)
             for key, version, kind, base in conn.execute(
                 "SELECT key, version, kind, base FROM blobs WHERE thread_id = ? AND "
                 "checkpoint_ns = ?",
-                (thread, ns),
+                where,
             )
         }
-        needed: set[tuple[str, str]] = set()
-        for _, header in kept:
-            for key, version in decode_header(header).versions.items():
-                current: str | None = version
-                while current is not None and (key, current) not in needed:
-                    needed.add((key, current))
-                    kind, base = bases[(key, current)]
-                    current = base if kind != "full" else None
+        wanted = [pair for _, header in kept for pair in decode_header(header).versions.items()]
+        needed = needed_versions(wanted, lambda key, version: bases.get((key, version)))
         conn.executemany(
             "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND "
             "checkpoint_id = ?",
-            [(thread, ns, checkpoint_id) for checkpoint_id, _ in dropped],
+            [(*where, checkpoint_id) for checkpoint_id, _ in dropped],
         )
         conn.executemany(
             "DELETE FROM writes WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-            [(thread, ns, checkpoint_id) for checkpoint_id, _ in dropped],
+            [(*where, checkpoint_id) for checkpoint_id, _ in dropped],
         )
         conn.executemany(
             "DELETE FROM blobs WHERE thread_id = ? AND checkpoint_ns = ? AND key = ? AND "
             "version = ?",
-            [(thread, ns, key, version) for key, version in bases if (key, version) not in needed],
+            [
+                (*where, _sql_name(key), version)
+                for key, version in bases
+                if (key, version) not in needed
+            ],
         )
         return len(dropped)
 
     def _materialize(self, conn: sqlite3.Connection, thread: str, ns: str, header: bytes) -> None:
         """Store every key of this checkpoint whole, so the deltas behind it can go."""
-        for key, version in decode_header(header).versions.items():
-            chain = conn.execute(_CHAIN_SQL, (thread, ns, key, version, thread, ns, key)).fetchall()
-            if len(chain) <= 1:
+        for key, version in decode_header(header, thread, ns).versions.items():
+            chain = _chain(conn, thread, ns, key, version)
+            if len(chain) == 1 and chain[0][1] == "full":
                 continue
-            value = rebuild_value(key, [(kind, bytes(data)) for kind, data in chain])
+            value = rebuild_value(key, version, chain, thread, ns)
             conn.execute(
                 "UPDATE blobs SET kind = 'full', base = NULL, data = ? WHERE thread_id = ? AND "
                 "checkpoint_ns = ? AND key = ? AND version = ?",
-                (encode_blob(key, Blob("full", value)), thread, ns, key, version),
+                (
+                    encode_blob(key, Blob("full", value)),
+                    *(_sql_name(name) for name in (thread, ns, key)),
+                    version,
+                ),
             )
 
     def threads(self) -> builtins.list[str]:
@@ -531,7 +578,7 @@ class SqliteSaver(CheckpointSaver):
             rows = self._conn.execute(
                 "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id"
             ).fetchall()
-        return [row[0] for row in rows]
+        return [_name_of(row[0]) for row in rows]
 
     def stored_bytes(self, thread_id: str) -> int:
         """Bytes of checkpoint data stored for a thread (headers, blobs and pending writes)."""
@@ -542,26 +589,24 @@ class SqliteSaver(CheckpointSaver):
                 "SELECT SUM(LENGTH(data)) FROM blobs WHERE thread_id = ?",
                 "SELECT SUM(LENGTH(data)) FROM writes WHERE thread_id = ?",
             ):
-                total += self._conn.execute(sql, (thread_id,)).fetchone()[0] or 0
+                total += self._conn.execute(sql, (_sql_name(thread_id),)).fetchone()[0] or 0
         return total
 
-    def _load(self, thread: str, ns: str, header: bytes) -> Checkpoint:
+    def _load(
+        self, thread: str, ns: str, header: bytes, decoded: DecodedBlobs | None = None
+    ) -> Checkpoint:
         checkpoint = decode_header(header, thread, ns)
-
-        def chain_of(key: str, version: str) -> builtins.list[tuple[str, bytes]]:
-            rows = self._conn.execute(
-                _CHAIN_SQL, (thread, ns, key, version, thread, ns, key)
-            ).fetchall()
-            return [(kind, bytes(data)) for kind, data in rows]
-
-        load_values(checkpoint, chain_of)
+        conn = self._conn
+        chain_of = functools.partial(_chain, conn, thread, ns)
+        load_values(checkpoint, chain_of, decoded)
         rows = self._conn.execute(
             "SELECT task_id, channel, data FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
             "AND checkpoint_id = ?",
-            (thread, ns, checkpoint.id),
+            (_sql_name(thread), _sql_name(ns), checkpoint.id),
         ).fetchall()
         checkpoint.pending_writes = tuple(
-            PendingWrite(task_id, channel, loads(bytes(data))) for task_id, channel, data in rows
+            decode_write(checkpoint, task_id, _name_of(channel), bytes(data))
+            for task_id, channel, data in rows
         )
         return checkpoint
 
@@ -574,7 +619,7 @@ class SqliteSaver(CheckpointSaver):
                 row = conn.execute(
                     "SELECT pid, expires_at, host, process FROM leases WHERE thread_id = ? AND "
                     "checkpoint_ns = ?",
-                    (thread_id, checkpoint_ns),
+                    (_sql_name(thread_id), _sql_name(checkpoint_ns)),
                 ).fetchone()
                 if row is not None and _lease_binds(key, *row):
                     raise ThreadBusyError(
@@ -586,8 +631,8 @@ class SqliteSaver(CheckpointSaver):
                     "INSERT OR REPLACE INTO leases (thread_id, checkpoint_ns, owner, pid, "
                     "expires_at, host, process) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (
-                        thread_id,
-                        checkpoint_ns,
+                        _sql_name(thread_id),
+                        _sql_name(checkpoint_ns),
                         lease.owner,
                         os.getpid(),
                         self._expiry(),
@@ -622,7 +667,7 @@ class SqliteSaver(CheckpointSaver):
             with self._transaction() as conn:
                 conn.execute(
                     "DELETE FROM leases WHERE thread_id = ? AND checkpoint_ns = ? AND owner = ?",
-                    (lease.thread_id, lease.checkpoint_ns, lease.owner),
+                    (_sql_name(lease.thread_id), _sql_name(lease.checkpoint_ns), lease.owner),
                 )
         finally:
             self._lease_refreshed.pop((lease.thread_id, lease.checkpoint_ns), None)
@@ -653,7 +698,7 @@ class SqliteSaver(CheckpointSaver):
         extended = conn.execute(
             "UPDATE leases SET expires_at = ? WHERE thread_id = ? AND checkpoint_ns = ? "
             "AND owner = ?",
-            (self._expiry(), thread, ns, owner),
+            (self._expiry(), _sql_name(thread), _sql_name(ns), owner),
         ).rowcount
         if owner is not None and not extended:
             raise lease_lost(thread, "it expired and another process took the thread")
@@ -661,26 +706,117 @@ class SqliteSaver(CheckpointSaver):
 
 
 class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) under the saver's lock."""
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) under the saver's lock.
 
-    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock) -> None:
+    A failure of SQLite itself (a full disk, a file locked too long, a read-only file) leaves
+    nothing half-written and is raised as a :class:`CheckpointStoreError` saying what was
+    being ``doing``.
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        lock: threading.RLock,
+        path: str,
+        doing: _Doing,
+        about: Any,
+    ) -> None:
         self.conn = conn
         self.lock = lock
+        self.path = path
+        self.doing = doing
+        self.about = about
 
     def __enter__(self) -> sqlite3.Connection:
         self.lock.acquire()
         try:
             self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            self.lock.release()
+            raise _store_error(exc, self.path, self.doing, self.about) from exc
         except BaseException:
             self.lock.release()
             raise
         return self.conn
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         try:
-            self.conn.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+            if exc is None:
+                try:
+                    self.conn.execute("COMMIT")
+                    return
+                except sqlite3.Error as failed:
+                    exc = failed
+            _roll_back(self.conn)
+            if isinstance(exc, sqlite3.Error):
+                raise _store_error(exc, self.path, self.doing, self.about) from exc
         finally:
             self.lock.release()
+
+
+def _chain(
+    conn: sqlite3.Connection, thread: str, ns: str, key: str, version: str
+) -> builtins.list[Link]:
+    """The blobs that rebuild ``key`` at ``version``, newest first (see :func:`load_values`)."""
+    where = (_sql_name(thread), _sql_name(ns), _sql_name(key))
+    rows = conn.execute(_CHAIN_SQL, (*where, version, *where)).fetchall()
+    return [(at, kind, base, bytes(data)) for at, kind, base, data in rows]
+
+
+def _saving(checkpoint: Checkpoint) -> str:
+    return f"saving checkpoint {checkpoint.id} of thread {_show(checkpoint.thread_id)}"
+
+
+def _loading(thread_id: str) -> str:
+    return f"loading thread {_show(thread_id)}"
+
+
+def _saving_writes(thread_id: str) -> str:
+    return f"saving pending writes of thread {_show(thread_id)}"
+
+
+_Doing = str | Callable[[Any], str]
+"""What a saver call is doing, for the message of its error: text, or a function making it
+from what the call is ``about`` (a checkpoint, a thread id) only on failure; text made for
+every checkpoint would cost a step more than all the rest of the error handling."""
+
+
+def _store_error(
+    exc: sqlite3.Error, path: str, doing: _Doing, about: Any = None
+) -> CheckpointStoreError:
+    """A failure of SQLite itself, as the typed error a caller can handle."""
+    what = doing if isinstance(doing, str) else doing(about)
+    return CheckpointStoreError(
+        f"SQLite failed while {what} ({path}): {exc}. Nothing was half-written: the thread "
+        "stays at its last stored checkpoint; free disk space (or fix the file's permissions) "
+        "and call again to resume from it"
+    )
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """End a failed transaction, if SQLite has not already (it does on a full disk)."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+
+
+def _sql_name(name: str) -> str | bytes:
+    """A name (thread id, namespace, key, channel) as a SQL parameter: the text itself, or,
+    when UTF-8 cannot encode it (a lone surrogate, as in an ``os.listdir()`` name), a blob of
+    its UTF-8 with ``surrogatepass``. SQLite text must be valid UTF-8; a blob never equals a
+    text, so the two forms cannot collide, and names stored before stay as they were."""
+    if name.isascii():
+        return name
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogatepass")
+    return name
+
+
+def _name_of(stored: str | bytes) -> str:
+    """A name read back from a column :func:`_sql_name` wrote."""
+    return stored if isinstance(stored, str) else bytes(stored).decode("utf-8", "surrogatepass")
 
 
 def _lease_binds(

@@ -23,9 +23,10 @@ RECORD_PREFIX = "__record__:"
 
 
 def derive_id(*parts: object) -> str:
-    """A short stable id from its parts (task ids, interrupt ids)."""
+    """A short stable id from its parts (task ids, interrupt ids); any string may be a part
+    (a thread id holding a lone surrogate too: ``surrogatepass`` leaves other text as UTF-8)."""
     text = "\x1f".join(str(part) for part in parts)
-    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
 def task_id_for(thread_id: str | None, checkpoint_id: str | None, node: str) -> str:

@@ -42,6 +42,8 @@ DAMAGE = [
     ("barriers", {"join": "a"}, "barriers is not a map"),
     ("metadata", [], "metadata is not a map"),
     ("created_at", "yesterday", "created_at is not a time"),
+    ("created_at", 2**62, "beyond any datetime"),
+    ("created_at", -(2**62), "beyond any datetime"),
     ("id", 7, "id is not a string"),
 ]
 
@@ -67,7 +69,7 @@ def test_a_saver_refuses_a_damaged_stored_header(tmp_path):
     with saver._conn:
         saver._conn.execute("UPDATE checkpoints SET header = ?", (dumps({"id": "0001"}),))
 
-    with pytest.raises(SerializationError, match="'0001' is damaged: field"):
+    with pytest.raises(SerializationError, match="'0001' of thread 't' is damaged: field"):
         saver.get("t")
     assert not saver._conn.in_transaction  # the failed read ended its transaction
     saver.put(Checkpoint(id="0002", thread_id="u", step=0, metadata={"source": "input"}))
@@ -78,7 +80,7 @@ def test_a_read_whose_transaction_sqlite_already_ended_raises_its_own_error(tmp_
     saver = SqliteSaver(tmp_path / "runs.db")
     saver.put(Checkpoint(id="0001", thread_id="t", step=0, metadata={"source": "input"}))
 
-    def failing_load(thread, ns, header):  # as when SQLite rolls back on a disk error
+    def failing_load(thread, ns, header, decoded=None):  # as when SQLite rolls back on a disk error
         saver._conn.execute("ROLLBACK")
         raise OSError("disk I/O error")
 

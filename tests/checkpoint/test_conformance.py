@@ -25,12 +25,16 @@ from graph_agent import (
     SerializationError,
     StateGraph,
     ThreadBusyError,
+    tool,
 )
+from graph_agent.agent import ReactAgent
+from graph_agent.checkpoint import codec
 from graph_agent.checkpoint.base import Checkpoint, new_checkpoint_id
 from graph_agent.checkpoint.serde import register
 from graph_agent.graph.engine import Blob
 from graph_agent.graph.pending import COPY_TASK, IDS_THREAD
 from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage, UserMessage
+from graph_agent.models import ScriptedChatModel
 
 
 class Color(enum.Enum):
@@ -223,7 +227,7 @@ def test_namespaces_are_isolated(saver):
 def test_delete_thread_forgets_everything_of_that_thread_only(saver):
     made = chain(saver, 3, thread="gone")
     chain(saver, 1, thread="stays")
-    saver.put_writes("gone", "", made[-1].id, "task", [("__write__", {"x": 1})])
+    saver.put_writes("gone", "", made[-1].id, "task", [("out", {"x": 1})])
     saver.delete_thread("gone")
     assert saver.get("gone") is None and list(saver.list("gone")) == []
     assert saver.get("stays") is not None
@@ -282,14 +286,14 @@ def test_alist_reads_one_consistent_listing(saver):
 
 def test_pending_writes_are_idempotent_and_belong_to_their_checkpoint(saver):
     first, second = chain(saver, 2)
-    saver.put_writes("t1", "", first.id, "task-a", [("__write__", {"v": 1}), ("__record__:k", 5)])
-    saver.put_writes("t1", "", first.id, "task-a", [("__write__", {"v": 2})])
-    saver.put_writes("t1", "", first.id, "task-b", [("__write__", {"v": 3})])
+    saver.put_writes("t1", "", first.id, "task-a", [("out", {"v": 1}), ("__record__:k", 5)])
+    saver.put_writes("t1", "", first.id, "task-a", [("out", {"v": 2})])
+    saver.put_writes("t1", "", first.id, "task-b", [("out", {"v": 3})])
     writes = {(w.task_id, w.channel): w.value for w in saver.get("t1", first.id).pending_writes}
     assert writes == {
-        ("task-a", "__write__"): {"v": 2},
+        ("task-a", "out"): {"v": 2},
         ("task-a", "__record__:k"): 5,
-        ("task-b", "__write__"): {"v": 3},
+        ("task-b", "out"): {"v": 3},
     }
     assert saver.get("t1", second.id).pending_writes == ()
 
@@ -350,7 +354,9 @@ def test_a_thread_can_be_held_by_one_run_at_a_time(saver):
     saver.release(other)
 
 
-@pytest.mark.parametrize("thread", ["../x", "a'b\"c;--", "nul\x00byte", "x" * 10_000, "ü/\\"])
+@pytest.mark.parametrize(
+    "thread", ["../x", "a'b\"c;--", "nul\x00byte", "x" * 10_000, "ü/\\", "lone\udcffsurrogate"]
+)
 def test_odd_thread_ids_are_opaque_strings(saver, thread):
     chain(saver, 2, thread=thread)
     chain(saver, 1, thread="plain")
@@ -361,11 +367,31 @@ def test_odd_thread_ids_are_opaque_strings(saver, thread):
     assert saver.get(thread) is None and saver.get("plain") is not None
 
 
+def test_lone_surrogates_in_names_values_metadata_and_writes_come_back_exactly(saver, reopen):
+    # what os.listdir() returns for undecodable bytes, and half of a split surrogate pair
+    odd = "report-\udcff.txt"
+    thread, ns, key, channel = f"t-{odd}", f"ns-{odd}", f"key-{odd}", f"__record__:{odd}"
+    stored = {odd: [odd, ("\ud83d", b"x")], "plain": "ok"}
+    cp = checkpoint(thread, ns=ns, blobs={key: Blob("full", stored)}, name=odd)
+    saver.put(cp)
+    saver.put_writes(thread, ns, cp.id, "task", [(channel, odd)])
+    saver.release(saver.acquire(thread, ns))
+
+    fresh = reopen()
+    loaded = fresh.get(thread, checkpoint_ns=ns)
+    assert loaded.values == {key: stored} and loaded.metadata["name"] == odd
+    assert [(w.task_id, w.channel, w.value) for w in loaded.pending_writes] == [
+        ("task", channel, odd)
+    ]
+    assert [c.id for c in fresh.list(thread, checkpoint_ns=ns)] == [cp.id]
+    assert fresh.threads() == [thread]
+
+
 def test_async_twins_match_the_sync_methods(saver):
     async def scenario():
         cp = checkpoint(blobs={"x": Blob("full", 1)})
         await saver.aput(cp)
-        await saver.aput_writes("t1", "", cp.id, "task", [("__write__", {"x": 2})])
+        await saver.aput_writes("t1", "", cp.id, "task", [("out", {"x": 2})])
         loaded = await saver.aget("t1")
         listed = await saver.alist("t1", limit=5)
         lease = await saver.aacquire("t1")
@@ -439,7 +465,7 @@ def two_namespaces_with_writes(saver, thread="src"):
     """A thread with 5 checkpoints at top level, 3 in 'child:1', pending writes in both."""
     top = chain(saver, 5, thread=thread)
     child = chain(saver, 3, thread=thread, ns="child:1")
-    saver.put_writes(thread, "", top[-1].id, "task-a", [("__write__", {"v": (1, "a")})])
+    saver.put_writes(thread, "", top[-1].id, "task-a", [("out", {"v": (1, "a")})])
     saver.put_writes(thread, "child:1", child[0].id, "task-b", [("__record__:k", 5)])
     return top, child
 
@@ -594,3 +620,61 @@ def test_every_stored_type_comes_back_the_same_through_a_fresh_saver(saver, reop
     assert typed(newest.values) == typed(expected)
     assert typed(newest.metadata["payload"]) == typed(payload)
     assert typed(newest.metadata["pair"]) == typed((1, "a"))
+
+
+# a tool's result with a lone surrogate, through an agent
+
+
+@pytest.mark.parametrize("thread", ["files", "files-\udcff"])
+def test_an_agent_whose_tool_returns_a_lone_surrogate_finishes_with_the_exact_string(
+    saver, reopen, thread
+):
+    name = "photo-\udcff.jpg"  # os.listdir() of a file whose name is not UTF-8
+
+    @tool
+    def list_files() -> str:
+        """List the files."""
+        return f"{name}\nnotes.txt"
+
+    model = ScriptedChatModel(
+        [AssistantMessage(tool_calls=[ToolCall("c1", "list_files", {})]), "Two files."]
+    )
+    agent = ReactAgent("lister", model, tools=[list_files], saver=saver)
+    config = RunnableConfig(thread_id=thread)
+
+    assert agent.call("What files are there?", config).text == "Two files."
+    (response,) = [m for m in reopen().get(thread).values["messages"] if m.role == "tool"]
+    assert isinstance(response, ToolResponseMessage) and not response.is_error
+    assert response.content == f"{name}\nnotes.txt"
+    assert model.requests[1].messages[-1].content == response.content
+
+
+# a history walk decodes what several checkpoints share once
+
+
+def test_a_history_walk_decodes_a_blob_shared_by_several_checkpoints_once(saver, monkeypatch):
+    big = {"rows": [f"row {i}" for i in range(20_000)]}  # ~200 kB stored, written once
+    g = StateGraph("history", key_strategies={"log": AppendStrategy()})
+    g.add_node("step", lambda s: {"log": [len(s["log"])]})
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", lambda s: "step" if len(s["log"]) < 20 else END)
+    app = g.compile(CompileConfig(saver=saver))
+    config = RunnableConfig(thread_id="long")
+    app.invoke({"big": big, "log": []}, config)
+
+    decoded_big = []
+    real_loads = codec.loads
+
+    def counting_loads(data):
+        value = real_loads(data)
+        if isinstance(value, dict) and "rows" in value:
+            decoded_big.append(value)
+        return value
+
+    monkeypatch.setattr(codec, "loads", counting_loads)
+    history = list(app.get_state_history(config))
+
+    assert len(history) == 21 and len(decoded_big) == 1
+    assert all(snapshot.values["big"] is history[0].values["big"] for snapshot in history)
+    assert [len(snapshot.values["log"]) for snapshot in history] == list(range(20, -1, -1))
+    assert history[0].values["big"] == big

@@ -364,7 +364,7 @@ async def test_the_async_saver_runs_storage_natively_on_its_event_loop(dsn):
         await saver.aput(first)
         second = child_of(first)
         await saver.aput(second)
-        await saver.aput_writes("t", "", second.id, "task", [("__write__", {"x": 1})])
+        await saver.aput_writes("t", "", second.id, "task", [("out", {"x": 1})])
         loaded = await saver.aget("t")
         assert loaded.id == second.id and loaded.values == {"n": second.id}
         assert [(w.task_id, w.value) for w in loaded.pending_writes] == [("task", {"x": 1})]

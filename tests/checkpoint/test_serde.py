@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
 from graph_agent import messages
-from graph_agent.checkpoint import serde
+from graph_agent.checkpoint import footprint, serde
 from graph_agent.checkpoint.serde import MAX_DEPTH, Serializer
 from graph_agent.graph.errors import SerializationError
 from graph_agent.graph.state import RemoveMessage, ReplaceAll
@@ -356,9 +356,90 @@ def test_a_datetime_with_an_unsupported_tzinfo_fails_at_save_time() -> None:
         Serializer().dumps({"when": datetime(2024, 1, 1, tzinfo=Custom())})
 
 
-def test_a_string_that_is_not_valid_utf8_fails_at_save_time() -> None:
-    with pytest.raises(SerializationError, match=r"at state\[0\]: string is not valid UTF-8"):
-        Serializer().dumps(["\ud800"])
+LONE = "name-\udcff.txt"  # os.listdir() of a name that is not UTF-8
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        LONE,
+        "\ud83d",  # the first half of an emoji split between two chunks
+        [LONE, "ok", {LONE: (LONE, b"x")}],
+        {"files": frozenset({LONE, "a"}), "pair": ("\udc80", 1)},
+        {(LONE, 1): {LONE}},
+    ],
+    ids=["alone", "half-pair", "in-list-and-dict-key", "in-sets-and-tuples", "in-hashed-keys"],
+)
+def test_a_string_with_a_lone_surrogate_round_trips_exactly(value: Any) -> None:
+    assert_round_trips(value)
+
+
+def test_lone_surrogates_round_trip_inside_registered_classes_and_messages(
+    ser: Serializer,
+) -> None:
+    value = {"model": Loose(name=LONE, note=LONE), "money": Money(1, LONE)}
+    assert ser.loads(ser.dumps(value)) == value
+    message = messages.ToolResponseMessage(tool_call_id="c1", content=LONE)
+    assert serde.loads(serde.dumps([message])) == [message]
+
+
+def test_a_dumps_that_kept_a_lone_surrogate_leaves_its_packer_reusable_once(
+    ser: Serializer,
+) -> None:
+    for _ in range(3):
+        assert ser.loads(ser.dumps([LONE])) == [LONE]
+        assert ser.loads(ser.dumps({"plain": "text"})) == {"plain": "text"}
+    assert len({id(packer) for packer in ser._idle}) == len(ser._idle)  # none handed out twice
+
+
+# bytes graph_agent wrote before strings with lone surrogates could be stored (format 1)
+WRITTEN_BEFORE = bytes.fromhex(
+    "01de0012a474657874aa68c3a96c6c6f20e29c93a56279746573c40200ffa4696e74739500ffcf7fffffffffffff"
+    "ffc70901400000000000000000c70b01ff00000000000000000000a5666c6f6174cb3ff8000000000000a5747570"
+    "6c6593c7000801a161a373657493c700090102a666726f7a656e92c7000aa178a47768656ec72004323032342d30"
+    "352d30315431323a33303a31352e3132333435362b30303a3030a57a6f6e6564c72b04323032342d31312d303354"
+    "30313a33303a30302d30343a30305b416d65726963612f4e65775f596f726b5da3646179c70a05323032342d3035"
+    "2d3031a5636c6f636bd70630383a31353a3330a47370616ec70c07000000020000000500000007a56d6f6e6579c7"
+    "050231322e3530a3756964d8030000000000000000000000000000002aa565646974739292c7000b81a26964a26d"
+    "3192c7000c81a56974656d7392c70008a161a86d657373616765739392c7001183a26964a27531a7636f6e74656e"
+    "74a26869a4726f6c65a47573657292c7001287a26964a26131a7636f6e74656e74a0a4726f6c65a9617373697374"
+    "616e74aa746f6f6c5f63616c6c739192c7001485a26964a26331a46e616d65a3616464a9617267756d656e747381"
+    "a16101ad7261775f617267756d656e7473c0a67261775f6964c0ad66696e6973685f726561736f6ec0a575736167"
+    "65c0a9726561736f6e696e67c092c7001386a26964a27431a7636f6e74656e74a132a4726f6c65a4746f6f6cac74"
+    "6f6f6c5f63616c6c5f6964a26331a46e616d65a3616464a869735f6572726f72c201c093c700080102c3"
+)
+
+
+def test_data_written_by_the_format_before_lossless_strings_still_loads() -> None:
+    expected = {
+        "text": "héllo ✓",
+        "bytes": b"\x00\xff",
+        "ints": [0, -1, 2**63 - 1, 2**70, -(2**80)],
+        "float": 1.5,
+        "tuple": (1, "a"),
+        "set": {1, 2},
+        "frozen": frozenset({"x"}),
+        "when": datetime(2024, 5, 1, 12, 30, 15, 123456, tzinfo=UTC),
+        "zoned": datetime(2024, 11, 3, 1, 30, tzinfo=ZoneInfo("America/New_York")),
+        "day": date(2024, 5, 1),
+        "clock": time(8, 15, 30),
+        "span": timedelta(days=2, seconds=5, microseconds=7),
+        "money": Decimal("12.50"),
+        "uid": uuid.UUID(int=42),
+        "edits": [RemoveMessage("m1"), ReplaceAll(["a"])],
+        "messages": [
+            messages.UserMessage(content="hi", id="u1"),
+            messages.AssistantMessage(
+                content="", id="a1", tool_calls=[messages.ToolCall("c1", "add", {"a": 1})]
+            ),
+            messages.ToolResponseMessage(tool_call_id="c1", name="add", content="2", id="t1"),
+        ],
+        1: None,
+        (1, 2): True,
+    }
+    loaded = serde.loads(WRITTEN_BEFORE)
+    assert fingerprint(loaded) == fingerprint(expected)
+    assert serde.dumps(expected) == WRITTEN_BEFORE  # and such values are still written the same
 
 
 def test_a_value_larger_than_the_payload_limit_fails_at_save_time() -> None:
@@ -486,6 +567,68 @@ def test_data_that_only_looks_container_heavy_loads_whole() -> None:
     assert serializer.loads(serializer.dumps(value)) == value
     with pytest.raises(SerializationError, match="more than 1,000"):
         serializer.loads(serializer.dumps({"items": [[i] for i in range(1_500)]}))
+
+
+def tiny_strings(count: int) -> bytes:
+    """Stored data of ``count`` 2-character strings: 3 bytes each, about 60 once loaded."""
+    return b"\x01\xdd" + count.to_bytes(4, "big") + b"\xa2ab" * count
+
+
+def test_data_of_a_million_tiny_strings_is_refused_before_anything_is_built() -> None:
+    data = tiny_strings(1_000_000)  # 3 MB that would take 60 MB
+    serializer = Serializer(max_payload_bytes=len(data) + 1)  # may take 16 times 3 MB
+    tracemalloc.start()
+    try:
+        with pytest.raises(SerializationError, match=r"would take more than [\d,]+ bytes"):
+            serializer.loads(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000
+    assert Serializer(max_payload_bytes=len(data) + 1, max_decoded_ratio=24).loads(data) == (
+        ["ab"] * 1_000_000
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [messages.UserMessage("ok"), messages.AssistantMessage(content="ok")] * 10_000,
+        [
+            messages.AssistantMessage(tool_calls=[messages.ToolCall(f"c{i}", "add", {"a": i})])
+            for i in range(5_000)
+        ],
+        [{"id": i, "name": f"user{i}", "score": i / 2, "tags": ["a", "b"]} for i in range(20_000)],
+        [i * 7919 % 50_000 for i in range(300_000)],  # token ids
+        [i / 3 for i in range(100_000)],
+        ["a line of a long tool output " * 8] * 5_000,
+    ],
+    ids=["short-messages", "tool-calls", "records", "token-ids", "floats", "text"],
+)
+def test_real_checkpoints_load_within_the_memory_bound_and_near_its_estimate(
+    value: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = serde.dumps(value)
+    estimate = footprint.decoded_size(data, 2**62)
+    # as if this were the largest data allowed: the budget is 16 times its size, checked
+    monkeypatch.setattr(serde.default_serializer, "max_payload_bytes", len(data))
+    tracemalloc.start()
+    try:
+        loaded = serde.loads(data)
+        taken = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert loaded == value
+    assert estimate is not None and 0.5 < estimate / taken < 2.5, (estimate, taken)
+
+
+def test_small_data_is_loaded_without_walking_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    def walked(*args: Any) -> None:
+        raise AssertionError("walked data that fits any budget")
+
+    monkeypatch.setattr(serde, "decoded_size", walked)
+    value = [messages.UserMessage("hi")] * 10_000
+    assert serde.loads(serde.dumps(value)) == value
 
 
 @pytest.mark.parametrize(
@@ -722,6 +865,17 @@ values = st.recursive(
 @settings(max_examples=300, deadline=None)
 @given(values)
 def test_random_nested_values_round_trip_with_their_exact_types(value: Any) -> None:
+    assert_round_trips(value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.recursive(
+        st.text(st.characters(exclude_categories=()) | st.characters(categories=["Cs"])),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=3),
+    )
+)
+def test_random_text_with_lone_surrogates_round_trips(value: Any) -> None:
     assert_round_trips(value)
 
 

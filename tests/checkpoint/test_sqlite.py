@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 
@@ -10,6 +11,8 @@ import pytest
 from graph_agent import (
     END,
     START,
+    AppendStrategy,
+    CheckpointStoreError,
     CompileConfig,
     GraphRuntimeError,
     RunnableConfig,
@@ -18,6 +21,8 @@ from graph_agent import (
     ThreadBusyError,
 )
 from graph_agent.checkpoint.sqlite import SCHEMA_VERSION, SqliteSaver
+from graph_agent.graph.engine import Blob
+from tests.checkpoint.test_conformance import chain, checkpoint
 
 
 def test_the_file_uses_wal_and_synchronous_normal_by_default(tmp_path):
@@ -233,8 +238,6 @@ def test_an_empty_file_is_a_new_database_but_nothing_to_read(tmp_path):
 
 
 def test_read_only_reads_the_threads_and_creates_or_writes_nothing(tmp_path):
-    import sqlite3
-
     path = tmp_path / "x.db"
     released = threading.Event()
     released.set()
@@ -246,7 +249,7 @@ def test_read_only_reads_the_threads_and_creates_or_writes_nothing(tmp_path):
     reader = SqliteSaver(path, read_only=True)
 
     assert reader.threads() == ["t"] and reader.get("t").values == {"by": "slow"}
-    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+    with pytest.raises(CheckpointStoreError, match="readonly"):
         reader.delete_thread("t")
     reader.close()
     assert path.read_bytes() == before
@@ -260,3 +263,47 @@ def test_a_folder_that_cannot_be_made_is_a_clear_error(tmp_path):
 
     with pytest.raises(GraphRuntimeError, match=r"cannot open the checkpoint database .*afile"):
         SqliteSaver(tmp_path / "afile" / "x.db")
+
+
+def fill_up(saver: SqliteSaver) -> None:
+    """Make the database full (SQLITE_FULL) at its current size, as a full disk does."""
+    pages = saver._conn.execute("PRAGMA page_count").fetchone()[0]
+    saver._conn.execute(f"PRAGMA max_page_count = {pages}")
+
+
+def test_a_full_disk_is_a_checkpoint_store_error_naming_the_thread_and_nothing_is_half_written(
+    tmp_path,
+):
+    saver = SqliteSaver(tmp_path / "runs.db")
+    (first,) = chain(saver, 1, thread="busy")
+    big = checkpoint("busy", parent=first.id, step=1, blobs={"log": Blob("full", ["x" * 65_536])})
+    fill_up(saver)
+
+    with pytest.raises(CheckpointStoreError, match=r"thread 'busy'.*full") as caught:
+        saver.put(big)
+    assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+    with pytest.raises(CheckpointStoreError, match=r"thread 'busy'.*full"):
+        saver.put_writes("busy", "", first.id, "task", [("out", "y" * 65_536)])
+
+    assert not saver._conn.in_transaction
+    assert saver.get("busy").id == first.id and saver.get("busy").pending_writes == ()
+    saver._conn.execute("PRAGMA max_page_count = 1073741823")  # space again
+    saver.put(big)
+    assert saver.get("busy").values["log"] == ["x" * 65_536]
+
+
+def test_a_run_on_a_full_disk_fails_with_a_checkpoint_store_error_and_resumes_later(tmp_path):
+    saver = SqliteSaver(tmp_path / "runs.db")
+    g = StateGraph("fill", key_strategies={"log": AppendStrategy()})
+    g.add_node("grow", lambda s: {"log": ["x" * 65_536]})
+    g.add_edge(START, "grow").add_edge("grow", END)
+    app = g.compile(CompileConfig(saver=saver))
+    config = RunnableConfig(thread_id="fill")
+    app.invoke({"log": []}, RunnableConfig(thread_id="warm-up"))
+    fill_up(saver)
+
+    with pytest.raises(CheckpointStoreError, match=r"thread 'fill'.*full"):
+        app.invoke({"log": []}, config)
+
+    saver._conn.execute("PRAGMA max_page_count = 1073741823")
+    assert len(app.invoke({"log": []}, config)["log"]) == 1
