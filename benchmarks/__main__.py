@@ -18,6 +18,7 @@ from benchmarks import (
     fanout,
     footprint,
     iterations,
+    long_thread,
     postgres,
     report,
     storage,
@@ -25,7 +26,7 @@ from benchmarks import (
 )
 from benchmarks.harness import Row, Settings, langgraph_available
 
-WORKLOADS = (chain, iterations, fanout, streaming, storage, footprint, postgres)
+WORKLOADS = (chain, iterations, fanout, streaming, storage, long_thread, footprint, postgres)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -128,10 +128,10 @@ class Checkpoint:
     created_at: datetime = field(default_factory=now)
     values: dict[str, Any] = field(default_factory=dict)
     pending_writes: tuple[PendingWrite, ...] = ()
-    chains: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """Filled on load, for each key rebuilt from appended parts: (how many parts follow its
-    last full copy, how many items that copy holds); the engine decides from it when to store
-    the key whole again (see ``Loop.take_blobs``)."""
+    chains: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    """Filled on load, for each key rebuilt from appended parts: the version and the number of
+    items of each blob it was rebuilt from, its full copy first; the engine decides from it how
+    to store the key next (see :mod:`graph_agent.graph.append_chain`)."""
     _engine_built: bool = field(default=False, init=False, repr=False, compare=False)
     """Set by :func:`new_checkpoint` only: the engine built this checkpoint on its parent, so
     every version it names is one of its own blobs or its parent's. ``put`` then stores it as

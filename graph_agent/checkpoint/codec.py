@@ -6,6 +6,8 @@ changed. Thread id and namespace are not in the header: the saver keys its rows 
 
 from __future__ import annotations
 
+import collections
+import threading
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -265,14 +267,76 @@ class DecodedBlobs:
 _MISSING = object()
 
 
+class LoadedLists:
+    """The lists that loads of one saver rebuilt (an append key: its full copy and the parts
+    after it), by thread, namespace, key and version, so that the next load of that key, one
+    or a few parts later, decodes only those parts: a long conversation's call costs what it
+    added, not what it holds. A stored version never changes, so an entry never goes stale.
+
+    Each load gets a list of its own, but the items in it are the ones an earlier load
+    decoded: treat loaded state as read-only, as the engine does. At most ``max_items`` items
+    are kept, the least recently used lists dropped first.
+    """
+
+    def __init__(self, max_items: int = 1_000_000) -> None:
+        self.max_items = max_items
+        self._lists: collections.OrderedDict[tuple[str, str, str, str], _Rebuilt] = (
+            collections.OrderedDict()
+        )
+        self._items = 0
+        self._lock = threading.Lock()
+
+    def newest_in(self, thread: str, ns: str, key: str, chain: list[Link]) -> _Found | None:
+        """Where ``chain`` (newest first) reaches the newest version kept: its index in the
+        chain and what was kept for it; None when it reaches none."""
+        lists = self._lists
+        with self._lock:
+            for index, link in enumerate(chain):
+                found = lists.get((thread, ns, key, link[0]))
+                if found is not None:
+                    lists.move_to_end((thread, ns, key, link[0]))
+                    return index, found
+        return None
+
+    def keep(self, thread: str, ns: str, key: str, version: str, rebuilt: _Rebuilt) -> None:
+        if len(rebuilt[0]) > self.max_items:
+            return
+        lists = self._lists
+        with self._lock:
+            earlier = lists.pop((thread, ns, key, version), None)
+            if earlier is not None:
+                self._items -= len(earlier[0])
+            lists[(thread, ns, key, version)] = rebuilt
+            self._items += len(rebuilt[0])
+            while self._items > self.max_items:
+                _, dropped = lists.popitem(last=False)
+                self._items -= len(dropped[0])
+
+    def clear(self) -> None:
+        with self._lock:
+            self._lists.clear()
+            self._items = 0
+
+
+_Rebuilt = tuple[tuple[Any, ...], list[int]]
+"""A list kept by :class:`LoadedLists`: its items, and how many items each blob of its chain
+holds (its full copy first)."""
+_Found = tuple[int, _Rebuilt]
+
+
 def load_values(
     checkpoint: Checkpoint,
     chain_of: Callable[[str, str], list[Link]],
     decoded: DecodedBlobs | None = None,
+    loaded: LoadedLists | None = None,
+    data_of: Callable[[str, list[str]], dict[str, bytes]] | None = None,
 ) -> None:
     """Fill ``checkpoint.values``, each key rebuilt from ``chain_of(key, version)``, and
     ``checkpoint.chains``; with ``decoded`` (a listing's), blobs it has already decoded are
-    reused.
+    reused; with ``loaded`` (the saver's), a list an earlier load rebuilt at a version on the
+    chain is taken up from there, and the lists rebuilt here are kept. With ``data_of``, the
+    links ``chain_of`` returns hold no data yet, and ``data_of(key, versions)`` reads it for
+    the blobs that are decoded (a load that goes on from a kept list reads a few of them).
 
     ``chain_of`` returns the key's blobs from ``version`` back, newest first: each delta's
     base follows it only when it sorts before the delta's own version (a base is the id of an
@@ -283,13 +347,34 @@ def load_values(
     place = _place(checkpoint.thread_id, checkpoint.checkpoint_ns)
     if decoded is not None:
         decoded.keep_up_to(checkpoint.id)
+    thread, ns = checkpoint.thread_id, checkpoint.checkpoint_ns
     for key, version in checkpoint.versions.items():
         chain = chain_of(key, version)
-        values[key], full_size = _rebuild(key, chain, version, place, decoded)
+        found = loaded.newest_in(thread, ns, key, chain) if loaded is not None else None
+        if data_of is not None:
+            chain = _with_data(key, chain, found[0] if found is not None else len(chain), data_of)
+        value, sizes = _rebuild(key, chain, version, place, decoded, found)
+        if loaded is not None and type(value) is list:
+            loaded.keep(thread, ns, key, version, (tuple(value), sizes))
+        values[key] = value
         if len(chain) > 1:
-            chains[key] = (len(chain) - 1, full_size)
+            chains[key] = tuple(zip((link[0] for link in reversed(chain)), sizes, strict=True))
     checkpoint.values = values
     checkpoint.chains = chains
+
+
+def _with_data(
+    key: str,
+    chain: list[Link],
+    needed: int,
+    data_of: Callable[[str, list[str]], dict[str, bytes]],
+) -> list[Link]:
+    """``chain`` with the data of its ``needed`` newest links read (a link whose data is
+    missing meanwhile keeps none: its decoding then fails as for a damaged row)."""
+    data = data_of(key, [link[0] for link in chain[:needed]]) if needed else {}
+    return [(v, kind, base, data.get(v, b"")) for v, kind, base, _ in chain[:needed]] + chain[
+        needed:
+    ]
 
 
 def follows(kind: str, base: str | None, version: str) -> str | None:
@@ -323,27 +408,41 @@ def _place(thread_id: str, checkpoint_ns: str) -> str:
 
 
 def _rebuild(
-    key: str, chain: list[Link], version: str, place: str, decoded: DecodedBlobs | None = None
-) -> tuple[Any, int]:
-    """The value, and how many items its full copy holds (when the chain has more)."""
-    if not chain or chain[-1][1] != "full":
-        raise _damaged(key, place, _chain_end_problem(chain, version))
-
-    def load(link: Link) -> Any:
-        return loads(link[3]) if decoded is None else decoded.load(key, link)
-
-    value = load(chain[-1])
-    if len(chain) == 1:
-        return value, 0
-    if not isinstance(value, list):
-        raise _damaged(key, place, "it has appended parts but its full copy is not a list")
-    items = list(value)
-    for link in reversed(chain[:-1]):
-        tail = load(link)
+    key: str,
+    chain: list[Link],
+    version: str,
+    place: str,
+    decoded: DecodedBlobs | None = None,
+    found: _Found | None = None,
+) -> tuple[Any, list[int]]:
+    """The value, and how many items each blob of its chain holds, the full copy first
+    (empty for a value stored whole); ``found``: a list kept for a version on the chain, to
+    go on from."""
+    if found is not None:
+        index, (kept, kept_sizes) = found
+        items, sizes = list(kept), list(kept_sizes)
+        newer = chain[:index]
+    else:
+        if not chain or chain[-1][1] != "full":
+            raise _damaged(key, place, _chain_end_problem(chain, version))
+        value = _load_blob(key, chain[-1], decoded)
+        if len(chain) == 1:
+            return value, [len(value)] if type(value) is list else []
+        if not isinstance(value, list):
+            raise _damaged(key, place, "it has appended parts but its full copy is not a list")
+        items, sizes = list(value), [len(value)]
+        newer = chain[:-1]
+    for link in reversed(newer):
+        tail = _load_blob(key, link, decoded)
         if link[1] != "delta" or not isinstance(tail, list):
             raise _damaged(key, place, f"its appended part at version {link[0]!r} is malformed")
         items.extend(tail)
-    return items, len(value)
+        sizes.append(len(tail))
+    return items, sizes
+
+
+def _load_blob(key: str, link: Link, decoded: DecodedBlobs | None) -> Any:
+    return loads(link[3]) if decoded is None else decoded.load(key, link)
 
 
 def _chain_end_problem(chain: list[Link], version: str) -> str:

@@ -56,6 +56,7 @@ def hold(lease_file: str) -> tuple[tuple[int, int] | None, str]:
     if fcntl is None:
         return None, process_token()
     with _locks_guard:
+        _settle()
         try:
             key = _file_key(lease_file)
             lock = _locks.get(key) if key is not None else None
@@ -66,19 +67,39 @@ def hold(lease_file: str) -> tuple[tuple[int, int] | None, str]:
         except OSError:
             return None, process_token()
         lock.users += 1
+        _settle()  # releases a finalizer queued meanwhile (not this lock's: it has a user)
         return key, lock.identity
 
 
 def let_go(key: tuple[int, int]) -> None:
-    """A saver that :func:`hold` a lock is done: the last one closes the file (dropping it)."""
-    with _locks_guard:
+    """A saver that :func:`hold` a lock is done: the last one closes the file (dropping it).
+
+    Often called by a finalizer, which the garbage collector may run in the middle of
+    :func:`hold` on this very thread: then (or while another thread holds the guard) the
+    release is queued and done by whoever holds the guard next, never waited for."""
+    _let_go_later.append(key)
+    if _locks_guard.acquire(blocking=False):
+        try:
+            _settle()
+        finally:
+            _locks_guard.release()
+
+
+def _settle() -> None:
+    """Carry out the queued releases (the guard is held)."""
+    while _let_go_later:
+        key = _let_go_later.pop()
         lock = _locks.get(key)
         if lock is None:
-            return
+            continue
         lock.users -= 1
         if lock.users <= 0:
             del _locks[key]
             os.close(lock.fd)
+
+
+_let_go_later: list[tuple[int, int]] = []
+"""Releases :func:`let_go` could not do at once (appending to a list is atomic)."""
 
 
 def holder_alive(key: tuple[int, int] | None, identity: str, pid: int) -> Alive:

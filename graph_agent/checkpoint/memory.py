@@ -36,6 +36,7 @@ from graph_agent.checkpoint.base import (
 from graph_agent.checkpoint.codec import (
     DecodedBlobs,
     Link,
+    LoadedLists,
     blobs_to_store,
     decode_header,
     decode_write,
@@ -109,6 +110,7 @@ class MemorySaver(CheckpointSaver):
         super().__init__()
         self._lock = threading.RLock()
         self._threads: dict[str, dict[str, _Space]] = {}  # thread -> namespace -> storage
+        self._loaded = LoadedLists()
 
     def put(self, checkpoint: Checkpoint) -> None:
         thread, ns, checkpoint_id = checkpoint.thread_id, checkpoint.checkpoint_ns, checkpoint.id
@@ -327,7 +329,7 @@ class MemorySaver(CheckpointSaver):
     ) -> Checkpoint:
         checkpoint = _checkpoint(header, thread, ns)
         chain_of = functools.partial(self._chain, space)
-        load_values(checkpoint, chain_of, decoded)
+        load_values(checkpoint, chain_of, decoded, self._loaded if decoded is None else None)
         writes = space.writes.get(checkpoint.id, {})
         checkpoint.pending_writes = tuple(
             decode_write(checkpoint, task_id, channel, data)

@@ -86,7 +86,7 @@ from typing import TYPE_CHECKING, Any
 
 from graph_agent.checkpoint import postgres_plans as plans
 from graph_agent.checkpoint.base import Checkpoint, CheckpointSaver, Lease, _show, check_keep_last
-from graph_agent.checkpoint.codec import DecodedBlobs
+from graph_agent.checkpoint.codec import DecodedBlobs, LoadedLists
 from graph_agent.checkpoint.postgres_plans import SCHEMA_VERSION, Plan, T
 from graph_agent.graph.errors import CheckpointStoreError
 
@@ -486,6 +486,7 @@ class PostgresSaver(CheckpointSaver):
         self.lease_ttl = lease_ttl
         self.pool_timeout = pool_timeout
         self.where = _where(dsn)
+        self._loaded = LoadedLists()
         self._session = _LeaseSession(
             dsn, lease_ttl, self._leases, self._lease_lock, self._lost_leases
         )
@@ -594,7 +595,7 @@ class PostgresSaver(CheckpointSaver):
     def get(
         self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
     ) -> Checkpoint | None:
-        plan = plans.get_plan(thread_id, checkpoint_id, checkpoint_ns)
+        plan = plans.get_plan(thread_id, checkpoint_id, checkpoint_ns, loaded=self._loaded)
         return self._run(plan, doing=f"loading thread {_show(thread_id)}", transaction=True)
 
     def list(
@@ -820,7 +821,7 @@ class AsyncPostgresSaver(PostgresSaver):
     async def aget(
         self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
     ) -> Checkpoint | None:
-        plan = plans.get_plan(thread_id, checkpoint_id, checkpoint_ns)
+        plan = plans.get_plan(thread_id, checkpoint_id, checkpoint_ns, loaded=self._loaded)
         return await self._arun(plan, doing=f"loading thread {_show(thread_id)}", transaction=True)
 
     async def alist(

@@ -29,6 +29,7 @@ from graph_agent.checkpoint.base import (
 from graph_agent.checkpoint.codec import (
     DecodedBlobs,
     Link,
+    LoadedLists,
     blobs_to_store,
     decode_header,
     decode_write,
@@ -432,15 +433,17 @@ def get_plan(
     checkpoint_id: str | None,
     checkpoint_ns: str,
     decoded: DecodedBlobs | None = None,
+    loaded: LoadedLists | None = None,
 ) -> Plan[Checkpoint | None]:
     """One checkpoint (the newest for ``None``); run it in a transaction. ``decoded``: the
-    blobs a listing has decoded so far (see :class:`DecodedBlobs`)."""
+    blobs a listing has decoded so far (see :class:`DecodedBlobs`); ``loaded``: the lists the
+    saver's loads rebuilt (see :class:`LoadedLists`)."""
     yield Query(_SNAPSHOT, {})
     params = {"thread": thread_key(thread_id), "ns": _name(checkpoint_ns), "id": checkpoint_id}
     rows = yield Query(_HEAD_HEADER if checkpoint_id is None else _HEADER, params)
     if not rows:
         return None
-    return (yield from load_plan(thread_id, checkpoint_ns, rows[0][0], decoded))
+    return (yield from load_plan(thread_id, checkpoint_ns, rows[0][0], decoded, loaded))
 
 
 def ids_plan(
@@ -476,12 +479,16 @@ def _listing(
 
 
 def load_plan(
-    thread_id: str, checkpoint_ns: str, header: bytes, decoded: DecodedBlobs | None = None
+    thread_id: str,
+    checkpoint_ns: str,
+    header: bytes,
+    decoded: DecodedBlobs | None = None,
+    loaded: LoadedLists | None = None,
 ) -> Plan[Checkpoint]:
     """The checkpoint of ``header`` with its values and pending writes."""
     checkpoint = decode_header(header, thread_id, checkpoint_ns)
     chains, writes = yield from _chains_plan(thread_id, checkpoint_ns, checkpoint)
-    load_values(checkpoint, lambda key, _: chains.get(key, []), decoded)
+    load_values(checkpoint, lambda key, _: chains.get(key, []), decoded, loaded)
     checkpoint.pending_writes = tuple(
         decode_write(checkpoint, task_id, channel, data) for task_id, channel, data in writes
     )

@@ -48,6 +48,7 @@ from graph_agent.checkpoint.base import (
 from graph_agent.checkpoint.codec import (
     DecodedBlobs,
     Link,
+    LoadedLists,
     blobs_to_store,
     decode_header,
     decode_write,
@@ -105,16 +106,19 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 # followed only when it sorts before the delta's own version (a base is an older checkpoint's
 # id), so a chain that loops stops at once; the code reading it says why it stopped.
 _CHAIN_SQL = """
-WITH RECURSIVE chain(version, kind, base, data, n) AS (
-    SELECT version, kind, base, data, 0 FROM blobs
-    WHERE thread_id = ? AND checkpoint_ns = ? AND key = ? AND version = ?
+WITH RECURSIVE chain(version, kind, base, n) AS (
+    SELECT version, kind, base, 0 FROM blobs
+    WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND key = ?3 AND version = ?4
     UNION ALL
-    SELECT b.version, b.kind, b.base, b.data, chain.n + 1 FROM blobs AS b JOIN chain
-    ON b.thread_id = ? AND b.checkpoint_ns = ? AND b.key = ? AND b.version = chain.base
+    SELECT b.version, b.kind, b.base, chain.n + 1 FROM blobs AS b JOIN chain
+    ON b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.key = ?3 AND b.version = chain.base
     WHERE chain.kind != 'full' AND chain.base < chain.version
 )
-SELECT version, kind, base, data FROM chain ORDER BY n
+SELECT version, kind, base FROM chain ORDER BY n
 """
+"""A key's blobs from a version back to its full copy, newest first, without their data:
+:func:`_data_of` reads it for those a load decodes (a load that goes on from a list it kept
+decodes only the newest few)."""
 
 
 _ANY_CHECKPOINT = "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1"
@@ -179,6 +183,7 @@ class SqliteSaver(CheckpointSaver):
         if read_only and self.path == ":memory:":
             raise ValueError("read_only=True needs a database file, not ':memory:'")
         self._lock = threading.RLock()
+        self._loaded = LoadedLists()
         self._lease_refreshed: dict[tuple[str, str], float] = {}
         self._liveness: tuple[int, tuple[int, int] | None, str] | None = None
         """(pid, liveness lock key, identity) once this saver took a lease: see _identity()."""
@@ -562,6 +567,8 @@ class SqliteSaver(CheckpointSaver):
             chain = _chain(conn, thread, ns, key, version)
             if len(chain) == 1 and chain[0][1] == "full":
                 continue
+            data = _data_of(conn, thread, ns, key, [link[0] for link in chain])
+            chain = [(v, kind, base, data.get(v, b"")) for v, kind, base, _ in chain]
             value = rebuild_value(key, version, chain, thread, ns)
             conn.execute(
                 "UPDATE blobs SET kind = 'full', base = NULL, data = ? WHERE thread_id = ? AND "
@@ -598,7 +605,9 @@ class SqliteSaver(CheckpointSaver):
         checkpoint = decode_header(header, thread, ns)
         conn = self._conn
         chain_of = functools.partial(_chain, conn, thread, ns)
-        load_values(checkpoint, chain_of, decoded)
+        data_of = functools.partial(_data_of, conn, thread, ns)
+        loaded = self._loaded if decoded is None else None
+        load_values(checkpoint, chain_of, decoded, loaded, data_of)
         rows = self._conn.execute(
             "SELECT task_id, channel, data FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
             "AND checkpoint_id = ?",
@@ -759,8 +768,27 @@ def _chain(
 ) -> builtins.list[Link]:
     """The blobs that rebuild ``key`` at ``version``, newest first (see :func:`load_values`)."""
     where = (_sql_name(thread), _sql_name(ns), _sql_name(key))
-    rows = conn.execute(_CHAIN_SQL, (*where, version, *where)).fetchall()
-    return [(at, kind, base, bytes(data)) for at, kind, base, data in rows]
+    rows = conn.execute(_CHAIN_SQL, (*where, version)).fetchall()
+    return [(at, kind, base, b"") for at, kind, base in rows]
+
+
+def _data_of(
+    conn: sqlite3.Connection, thread: str, ns: str, key: str, versions: builtins.list[str]
+) -> dict[str, bytes]:
+    """The data of ``key``'s blobs at ``versions`` (read 500 at a time: a chain stored before
+    parts were merged may be thousands long, more than a statement takes parameters)."""
+    where = (_sql_name(thread), _sql_name(ns), _sql_name(key))
+    data: dict[str, bytes] = {}
+    for first in range(0, len(versions), 500):
+        batch = versions[first : first + 500]
+        marks = ", ".join("?" * len(batch))
+        rows = conn.execute(
+            "SELECT version, data FROM blobs WHERE thread_id = ? AND checkpoint_ns = ? AND "
+            f"key = ? AND version IN ({marks})",
+            (*where, *batch),
+        ).fetchall()
+        data.update((version, bytes(blob)) for version, blob in rows)
+    return data
 
 
 def _saving(checkpoint: Checkpoint) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
+from graph_agent.graph.append_chain import AppendChain
 from graph_agent.graph.errors import (
     InvalidUpdateError,
     NodeError,
@@ -306,11 +307,6 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-FULL_AFTER = 64
-"""Deltas after which an append key is stored whole again, once it has tripled (take_blobs)."""
-_NO_CHAIN = (0, 0)
-
-
 class Loop:
     """One run's live state and position, advanced one superstep at a time.
 
@@ -330,7 +326,7 @@ class Loop:
         self.dirty: set[str] = set()
         self.append_base: dict[str, int] = {}
         self.rewritten: set[str] = set()
-        self.chains: dict[str, tuple[int, int]] = {}  # see take_blobs
+        self.chains: dict[str, AppendChain] = {}  # see take_blobs
         self._state: OverAllState | None = None
         self._state_of: dict[str, Any] | None = None  # the values dict _state shows
 
@@ -342,7 +338,7 @@ class Loop:
         next_nodes: Sequence[str],
         versions: Mapping[str, str],
         barriers: Mapping[str, Sequence[str]],
-        chains: Mapping[str, tuple[int, int]] | None = None,
+        chains: Mapping[str, Sequence[tuple[str, int]]] | None = None,
     ) -> None:
         """Start from a stored checkpoint's state (``chains``: its ``Checkpoint.chains``)."""
         append_keys = self.spec.append_keys
@@ -363,7 +359,12 @@ class Loop:
         self.append_base = {k: len(log.items) for k, log in self.logs.items()}
         self.rewritten = set()
         chains = chains or {}
-        self.chains = {k: chains.get(k, (0, len(log.items))) for k, log in self.logs.items()}
+        self.chains = {
+            key: AppendChain.loaded(chains[key])
+            if key in chains
+            else AppendChain.full(self.versions.get(key, ""), len(log.items))
+            for key, log in self.logs.items()
+        }
 
     def state(self) -> OverAllState:
         """A read-only view of ``values``; one per ``values`` dict (views are immutable)."""
@@ -548,11 +549,9 @@ class Loop:
         An append key stores just the items appended since then (a ``delta``), unless it is new
         or items were replaced or removed (then ``full``); other keys store their new value.
 
-        An append key is also stored whole again once :data:`FULL_AFTER` deltas or more follow
-        its last full copy and the list has at least tripled since that copy. So the deltas a
-        load reads stay within ``FULL_AFTER`` or twice the items of that copy (a write that
-        appends nothing stores nothing), and the full copies add up to at most 1.5 times the
-        list: storage stays linear in the steps (a copy every 64 steps would be quadratic).
+        How the parts of an append key are laid out (merged as they pile up, so that a load
+        reads few of them; stored whole again once tripled) is :class:`AppendChain`'s to
+        decide. A write that appends nothing stores nothing.
         """
         blobs: dict[str, Blob] = {}
         logs, versions, append_base, chains = (
@@ -568,20 +567,22 @@ class Loop:
             else:
                 items = log.items
                 base = versions.get(key)
-                deltas, full_size = chains.get(key, _NO_CHAIN)
+                chain = chains.get(key)
+                length = len(items)
                 if (
                     base is None
+                    or chain is None
                     or key in self.rewritten
-                    or (deltas >= FULL_AFTER and len(items) >= 3 * full_size)
+                    or chain.wants_full_copy(length)
                 ):
                     blobs[key] = _new_blob(Blob, ("full", list(items), None))
-                    chains[key] = (0, len(items))
+                    chains[key] = AppendChain.full(checkpoint_id, length)
                 else:
                     start = append_base.get(key, 0)
-                    if start == len(items):  # nothing appended (a write of []): nothing to store
+                    if start == length:  # nothing appended (a write of []): nothing to store
                         continue
-                    blobs[key] = _new_blob(Blob, ("delta", items[start:], base))
-                    chains[key] = (deltas + 1, full_size)
+                    part = chain.append(checkpoint_id, length - start, length)
+                    blobs[key] = _new_blob(Blob, ("delta", items[part.start :], part.base))
                 append_base[key] = len(items)
             versions[key] = checkpoint_id
         self.dirty = set()

@@ -225,3 +225,30 @@ def test_a_run_whose_lapsed_lease_was_taken_stops_before_its_next_step(tmp_path)
         app.invoke({"n": 0}, RunnableConfig(thread_id=THREAD))
     assert ran == ["first"]
     assert SqliteSaver(db).get(THREAD).values == {"n": 0}  # the lost run wrote nothing more
+
+
+def test_a_saver_collected_while_another_takes_the_liveness_lock_neither_deadlocks_nor_leaks(
+    tmp_path,
+):
+    """The garbage collector may run a collected saver's finalizer (let_go) in the middle of
+    hold() on the same thread, where the guard is held: the release waits its turn instead."""
+    import threading
+
+    from graph_agent.checkpoint import liveness
+
+    lease_file = str(tmp_path / "db-lease")
+    first, _ = liveness.hold(lease_file)
+    second, _ = liveness.hold(lease_file)
+    assert first == second and liveness._locks[first].users == 2
+
+    def collected_mid_hold() -> None:
+        with liveness._locks_guard:  # as inside hold(), when a finalizer runs
+            liveness.let_go(first)
+
+    worker = threading.Thread(target=collected_mid_hold, daemon=True)
+    worker.start()
+    worker.join(timeout=5)
+    assert not worker.is_alive(), "let_go waited for the guard its own thread held"
+    assert liveness._locks[first].users == 2  # queued, not lost
+    liveness.let_go(second)  # settles the queued release too
+    assert first not in liveness._locks  # the last user gone: the file is closed

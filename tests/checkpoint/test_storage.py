@@ -70,27 +70,38 @@ def test_a_removal_stores_a_full_copy_and_later_loads_stay_exact(saver):
     ]
 
 
-def deltas_behind(saver, thread: str) -> list[int]:
-    """For each checkpoint of the thread, oldest first: the deltas a load of it reads."""
-    return [cp.chains.get("messages", (0, 0))[0] for cp in reversed(list(saver.list(thread)))]
+def parts_behind(saver, thread: str) -> list[int]:
+    """For each checkpoint of the thread, oldest first: the appended parts a load of it reads
+    after the full copy."""
+    return [
+        len(cp.chains.get("messages", ((None, 0),))) - 1
+        for cp in reversed(list(saver.list(thread)))
+    ]
 
 
-def test_a_long_list_is_stored_whole_again_so_loads_read_a_bounded_chain(saver):
+def test_a_long_list_is_stored_whole_again_once_tripled_and_its_parts_merged_as_they_pile_up(
+    saver,
+):
     config = RunnableConfig(thread_id="long", max_steps=1000)
     conversation(saver).invoke({"turns": 300, "messages": []}, config)
 
-    depths = deltas_behind(saver, "long")
+    depths = parts_behind(saver, "long")
     full_copies = [i for i, depth in enumerate(depths) if depth == 0]
-    # whole at the input (no items), then once 64 deltas or more follow and the list has
+    # whole at the input (no items), then once 64 items were appended and the list has
     # tripled since the last full copy (65 items, then 195)
     assert full_copies == [0, 65, 195]
-    assert max(depths) <= 130  # never more than max(64, twice the items of the last full copy)
+    # one item per step: 31 parts, then the 32nd takes them in (one part of 32 items), and so
+    # on: a load reads at most 31 parts per tier, never one part per step
+    assert max(depths) == 34
+    for cp in saver.list("long"):
+        sizes = [size for _, size in cp.chains.get("messages", ())][1:]
+        assert sum(size < 32 for size in sizes) <= 31 and sum(size >= 32 for size in sizes) <= 31
     for cp in saver.list("long", limit=5):  # the chains still load exactly
         assert [m["id"] for m in cp.values["messages"]] == [f"m{i}" for i in range(cp.step + 1)]
 
 
-def test_the_chain_count_carries_over_from_call_to_call():
-    # short calls on one thread: each starts from the count its checkpoint was loaded with
+def test_the_chain_carries_over_from_call_to_call():
+    # short calls on one thread: each starts from the chain its checkpoint was loaded with
     from graph_agent import MemorySaver
 
     saver = MemorySaver()
@@ -100,9 +111,11 @@ def test_the_chain_count_carries_over_from_call_to_call():
     for turns in range(20, 310, 10):
         app.invoke({"turns": turns}, config)
 
-    depths = deltas_behind(saver, "turns")
-    assert max(depths) <= 130
+    depths = parts_behind(saver, "turns")
+    assert max(depths) == 34
     assert depths.count(0) == 3
+    newest = saver.get("turns")
+    assert [m["id"] for m in newest.values["messages"]] == [f"m{i}" for i in range(300)]
 
 
 def test_a_write_that_appends_nothing_stores_nothing(saver):
@@ -119,3 +132,48 @@ def test_a_write_that_appends_nothing_stores_nothing(saver):
     assert newest.values["log"] == ["a", "b"] and newest.values["n"] == 100
     assert newest.chains == {}  # read from the input's full copy: no empty deltas in between
     assert newest.versions["log"] == list(saver.list("ticks"))[-1].id
+
+
+def test_a_load_after_a_few_more_steps_decodes_only_the_parts_added_since(saver, monkeypatch):
+    from graph_agent.checkpoint import codec
+
+    app = conversation(saver)
+    config = RunnableConfig(thread_id="chat", max_steps=1000)
+    app.invoke({"turns": 200, "messages": []}, config)
+    saver.get("chat")  # the first load of the thread decodes its whole chain
+    app.invoke({"turns": 203}, config)  # three more parts
+
+    decoded: list[bytes] = []
+    real_loads = codec.loads
+    monkeypatch.setattr(codec, "loads", lambda data: decoded.append(data) or real_loads(data))
+    newest = saver.get("chat")
+
+    assert [m["id"] for m in newest.values["messages"]] == [f"m{i}" for i in range(203)]
+    parts = len(newest.chains["messages"]) - 1
+    # the three new parts, the header and the replaced key "turns": not the whole chain
+    assert len(decoded) <= 5 < parts
+
+
+def test_a_loaded_list_is_the_callers_own(saver):
+    app = conversation(saver)
+    config = RunnableConfig(thread_id="own", max_steps=1000)
+    app.invoke({"turns": 40, "messages": []}, config)
+    first = saver.get("own")
+    first.values["messages"].clear()  # the caller's list: the saver keeps its own
+
+    again = saver.get("own")
+    assert len(again.values["messages"]) == 40
+    assert again.values["messages"] is not first.values["messages"]
+
+
+def test_the_lists_a_saver_keeps_stay_within_their_bound():
+    from graph_agent.checkpoint.codec import LoadedLists
+
+    kept = LoadedLists(max_items=100)
+    for version in range(10):
+        kept.keep("t", "", "messages", f"v{version}", (tuple(range(30)), [30]))
+    chain = [(f"v{version}", "delta", None, b"") for version in reversed(range(10))]
+    found = kept.newest_in("t", "", "messages", chain)
+    assert found is not None and found[0] == 0  # the newest is kept
+    assert kept.newest_in("t", "", "messages", chain[7:]) is None  # the oldest were dropped
+    assert kept._items <= 100
