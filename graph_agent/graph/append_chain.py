@@ -19,20 +19,19 @@ the last one (and :data:`FULL_AFTER` items were appended), which keeps every cha
 the copies within 1.5 times the list.
 
 Example:
-    >>> chain = AppendChain.full("v0", 0)
-    >>> parts = [chain.append(f"v{n}", size=1, length=n) for n in range(1, 33)]
-    >>> [(part.base, part.start) for part in parts[:2]]
-    [('v0', 0), ('v1', 1)]
+    >>> chain = AppendChain.full("v0", 100)
+    >>> parts = [chain.append(f"v{n}", size=1, length=n + 100) for n in range(1, 33)]
+    >>> parts[:2]  # (base, start): items[start:] stored as a delta on base
+    [('v0', 100), ('v1', 101)]
     >>> parts[-1]  # the 32nd part takes in the 31 before it
-    Part(base='v0', start=0)
-    >>> [(link.version, link.size) for link in chain.links]
-    [('v0', 0), ('v32', 32)]
+    ('v0', 100)
+    >>> chain.links
+    [('v0', 100), ('v32', 32)]
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 MERGE_RUN = 32
 """Parts of one tier that merge into one part of the next tier (the base of the counter)."""
@@ -50,88 +49,95 @@ def tier(size: int) -> int:
     return (size.bit_length() - 1) // _TIER_BITS if size > 0 else 0
 
 
-@dataclass(slots=True)
-class Link:
-    """One stored blob of the chain: its version (the checkpoint that stored it), how many
-    items it holds, its tier, and how many parts of its tier end with it (itself included)."""
-
-    version: str
-    size: int
-    tier: int = 0
-    run: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class Part:
-    """What to store for the items appended since the last checkpoint: ``items[start:]`` as a
-    delta on ``base`` (``start`` may lie before those items: the part takes in smaller ones)."""
-
-    base: str
-    start: int
-
-
 class AppendChain:
     """An append key's chain as the engine sees it: the full copy, then the parts after it,
-    oldest first (``links[0]`` is the full copy)."""
+    oldest first, as four parallel lists (index 0 is the full copy): each blob's version (the
+    checkpoint that stored it), how many items it holds, its tier, and how many parts of its
+    tier end with it (itself included). Parallel lists of strings and small ints: a step adds
+    no object the garbage collector tracks."""
 
-    __slots__ = ("appended", "links")
+    __slots__ = ("appended", "runs", "sizes", "tiers", "versions")
 
-    def __init__(self, links: list[Link], appended: int) -> None:
-        self.links = links
-        self.appended = appended
+    def __init__(self, version: str, size: int) -> None:
+        """A chain that is one full copy of ``size`` items, stored at ``version``."""
+        self.versions = [version]
+        self.sizes = [size]
+        self.tiers = [0]
+        self.runs = [1]
+        self.appended = 0
         """Items appended since the full copy (the full copy's own not counted)."""
 
     @classmethod
     def full(cls, version: str, size: int) -> AppendChain:
         """A chain that is one full copy of ``size`` items, stored at ``version``."""
-        return cls([Link(version, size)], 0)
+        return cls(version, size)
 
     @classmethod
     def loaded(cls, stored: Sequence[tuple[str, int]]) -> AppendChain:
         """The chain a load read: ``(version, items)`` per blob, the full copy first."""
-        full_version, full_size = stored[0]
-        chain = cls([Link(full_version, full_size)], 0)
+        chain = cls(*stored[0])
         for version, size in stored[1:]:
-            chain._push(Link(version, size, tier(size)))
+            chain._add(version, size, tier(size))
             chain.appended += size
         return chain
 
-    def full_size(self) -> int:
-        return self.links[0].size
+    @property
+    def links(self) -> list[tuple[str, int]]:
+        """``(version, items)`` per blob, the full copy first."""
+        return list(zip(self.versions, self.sizes, strict=True))
 
-    def wants_full_copy(self, length: int) -> bool:
-        """Whether a list of ``length`` items should be stored whole instead of as a part:
-        it tripled since the last full copy, or the chain is longer than merging keeps one
-        (a chain stored before parts were merged)."""
-        if len(self.links) > MAX_LINKS:
-            return True
-        return self.appended >= FULL_AFTER and length >= 3 * self.full_size()
-
-    def append(self, version: str, size: int, length: int) -> Part:
+    def append(self, version: str, size: int, length: int) -> tuple[str, int] | None:
         """Note that the last ``size`` of the list's ``length`` items were appended, to be
-        stored at ``version``; returns the part to store, which may take in the parts before
-        it (see the module docstring)."""
-        links = self.links
-        self.appended += size
+        stored at ``version``; returns the part to store: ``(base, start)``, the items from
+        ``start`` on as a delta on ``base``, which may take in the parts before them (see the
+        module docstring); or None when the list is to be stored whole: it tripled since the
+        last full copy, or the chain is longer than merging keeps one (a chain stored before
+        parts were merged). The caller then starts a new chain.
+
+        Runs once per checkpoint and append key: a few operations in the usual case (a part
+        no bigger than the one before, which ends no full run)."""
+        appended = self.appended + size
+        versions, tiers, runs = self.versions, self.tiers, self.runs
+        if (appended >= FULL_AFTER and length >= 3 * self.sizes[0]) or len(versions) > MAX_LINKS:
+            return None
+        self.appended = appended
+        level = (size.bit_length() - 1) // _TIER_BITS if size > 0 else 0
+        newest = len(tiers) - 1
+        if newest and (
+            tiers[newest] < level or (tiers[newest] == level and runs[newest] >= MERGE_RUN - 1)
+        ):
+            return self._merge(version, size, length)
+        base = versions[newest]
+        versions.append(version)
+        self.sizes.append(size)
+        runs.append(runs[newest] + 1 if newest and tiers[newest] == level else 1)
+        tiers.append(level)
+        return base, length - size
+
+    def _merge(self, version: str, size: int, length: int) -> tuple[str, int]:
+        """:meth:`append` of a part that takes in the parts before it."""
+        versions, sizes, tiers, runs = self.versions, self.sizes, self.tiers, self.runs
         merged = size
         level = tier(merged)
-        while len(links) > 1:
-            newest = links[-1]
-            if newest.tier < level:  # a smaller part: taken in
+        while len(versions) > 1:
+            if tiers[-1] < level:  # a smaller part: taken in
                 take = 1
-            elif newest.tier == level and newest.run >= MERGE_RUN - 1:  # a full run of its tier
+            elif tiers[-1] == level and runs[-1] >= MERGE_RUN - 1:  # a full run of its tier
                 take = MERGE_RUN - 1
             else:
                 break
             for _ in range(take):
-                merged += links.pop().size
+                versions.pop(), tiers.pop(), runs.pop()
+                merged += sizes.pop()
             level = tier(merged)
-        base = links[-1].version
-        self._push(Link(version, merged, level))
-        return Part(base, length - merged)
+        base = versions[-1]
+        self._add(version, merged, level)
+        return base, length - merged
 
-    def _push(self, link: Link) -> None:
-        newest = self.links[-1]
-        if len(self.links) > 1 and newest.tier == link.tier:
-            link.run = newest.run + 1
-        self.links.append(link)
+    def _add(self, version: str, size: int, level: int) -> None:
+        tiers, runs = self.tiers, self.runs
+        same_run = len(tiers) > 1 and tiers[-1] == level
+        self.versions.append(version)
+        self.sizes.append(size)
+        tiers.append(level)
+        runs.append(runs[-1] + 1 if same_run else 1)

@@ -569,20 +569,18 @@ class Loop:
                 base = versions.get(key)
                 chain = chains.get(key)
                 length = len(items)
-                if (
-                    base is None
-                    or chain is None
-                    or key in self.rewritten
-                    or chain.wants_full_copy(length)
-                ):
-                    blobs[key] = _new_blob(Blob, ("full", list(items), None))
-                    chains[key] = AppendChain.full(checkpoint_id, length)
-                else:
-                    start = append_base.get(key, 0)
+                start = append_base.get(key, 0)
+                if base is not None and chain is not None and key not in self.rewritten:
                     if start == length:  # nothing appended (a write of []): nothing to store
                         continue
                     part = chain.append(checkpoint_id, length - start, length)
-                    blobs[key] = _new_blob(Blob, ("delta", items[part.start :], part.base))
+                else:
+                    part = None
+                if part is None:
+                    blobs[key] = _new_blob(Blob, ("full", list(items), None))
+                    chains[key] = AppendChain(checkpoint_id, length)
+                else:
+                    blobs[key] = _new_blob(Blob, ("delta", items[part[1] :], part[0]))
                 append_base[key] = len(items)
             versions[key] = checkpoint_id
         self.dirty = set()

@@ -87,9 +87,9 @@ def test_a_long_list_is_stored_whole_again_once_tripled_and_its_parts_merged_as_
 
     depths = parts_behind(saver, "long")
     full_copies = [i for i, depth in enumerate(depths) if depth == 0]
-    # whole at the input (no items), then once 64 items were appended and the list has
-    # tripled since the last full copy (65 items, then 195)
-    assert full_copies == [0, 65, 195]
+    # whole at the input (no items), then at the write that brings the items appended since
+    # to 64 once the list has tripled since the last full copy (64 items, then 192)
+    assert full_copies == [0, 64, 192]
     # one item per step: 31 parts, then the 32nd takes them in (one part of 32 items), and so
     # on: a load reads at most 31 parts per tier, never one part per step
     assert max(depths) == 34
