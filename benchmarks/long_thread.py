@@ -63,13 +63,24 @@ def run(settings: Settings) -> list[Row]:
         calls = timed_together({n: t.iteration for n, t in implementations.items()}, repeat)
         stored = {n: [float(t.stored_bytes())] for n, t in implementations.items()}
         parts = ours.parts_per_load()
+        first_load_extra: dict[str, Any] = {}
+        if settings.with_langgraph:
+            objects = _LangGraphThread(folder, length, message_objects=True)
+            median = sorted(
+                micros(timed_together({LANGGRAPH: objects.get_state}, repeat)[LANGGRAPH])
+            )
+            first_load_extra["LangGraph with LangChain message objects, µs per get_state"] = median[
+                len(median) // 2
+            ]
     title = f"Long thread, SQLite, {length:,} messages"
     return [
         Row(
             key=f"{title}: get_state, first load",
             unit="µs per call",
             samples={name: micros(values) for name, values in cold.items()},
-            note="graph_agent: its saver has decoded nothing of the thread yet",
+            note="graph_agent: its saver has decoded nothing of the thread yet; it builds "
+            "message objects, as LangGraph does from LangChain messages (extra row)",
+            extra=first_load_extra,
         ),
         Row(
             key=f"{title}: get_state",
@@ -137,25 +148,36 @@ class _GraphAgentThread:
         return self.saver.stored_bytes(THREAD)
 
     def parts_per_load(self) -> int:
-        chain = self.saver.get(THREAD).chains.get("messages", ((None, 0),))
+        stored = self.saver.get(THREAD)
+        assert stored is not None
+        chain = stored.chains.get("messages", ((None, 0),))
         return len(chain) - 1
 
 
 class _LangGraphThread:
-    """The same messages in LangGraph's SQLite saver (one checkpoint), and its W2 graph."""
+    """The same messages in LangGraph's SQLite saver (one checkpoint), and its W2 graph.
 
-    def __init__(self, folder: Path, length: int) -> None:
+    With ``message_objects`` the history is LangChain's ``HumanMessage``/``AIMessage`` (what a
+    LangGraph agent stores) instead of dicts, so a load builds message objects as ours does."""
+
+    def __init__(self, folder: Path, length: int, *, message_objects: bool = False) -> None:
         from langgraph.checkpoint.sqlite import SqliteSaver as LGSqliteSaver
 
-        self.saver = LGSqliteSaver(
-            sqlite3.connect(folder / "langgraph.db", check_same_thread=False)
-        )
+        name = "langgraph-objects.db" if message_objects else "langgraph.db"
+        self.saver = LGSqliteSaver(sqlite3.connect(folder / name, check_same_thread=False))
         self.app = react.langgraph_react(1, self.saver)
         self.config = {
             "configurable": {"thread_id": THREAD},
             "recursion_limit": react.max_steps(1),
         }
-        self.history = react.dict_history(length)[:length]
+        self.history: list[Any] = react.dict_history(length)[:length]
+        if message_objects:
+            from langchain_core.messages import AIMessage, HumanMessage
+
+            self.history = [
+                (HumanMessage if m["role"] == "user" else AIMessage)(m["content"], id=m["id"])
+                for m in self.history
+            ]
         self.app.update_state(self.config, {"messages": self.history})
         self.question = react.dict_history(0)
 
