@@ -35,7 +35,7 @@ from graph_agent.agent import HumanInTheLoopHook, ReactAgent
 from graph_agent.checkpoint.base import Checkpoint, new_checkpoint_id
 from graph_agent.checkpoint.memory import _Header
 from graph_agent.demo import build_agent
-from graph_agent.graph.engine import Blob
+from graph_agent.graph.saver import Blob
 from graph_agent.models import ScriptedChatModel
 
 _threads = itertools.count()

@@ -1,33 +1,42 @@
-"""Checkpoints and the interface every saver implements.
+"""The base class of the savers: :class:`CheckpointSaver` implements the engine's
+:class:`~graph_agent.graph.saver.Saver` protocol around the storage methods a saver defines,
+with one run per thread (leases) and async twins.
 
-A checkpoint is written after every superstep. It stores only the keys that changed since its
-parent (:class:`~graph_agent.graph.engine.Blob`): an append key stores the items appended since
-then (a delta), other keys their new value; an append key is stored whole when it is first
-written, whenever items were replaced or removed, and once it has tripled since its last full
-copy (after 64 deltas or more: ``Loop.take_blobs``). So a thread's storage grows linearly with
-its steps, and a load reads a bounded chain of deltas. ``versions`` maps each key to the id of
-the checkpoint holding its latest blob; a load follows the key's deltas back to its last full
-copy (one query in SQL savers), and ``prune`` rewrites the oldest kept checkpoint's keys whole
-so the chains behind it can go.
-
-Pending writes belong to a checkpoint and a task: a node's writes in a superstep with several
-nodes, interrupts raised, resume values given, and sub-task records. They make a half-finished
-superstep resumable: finished nodes are not run again.
+What a checkpoint is, and how it is stored, is told in :mod:`graph_agent.graph.saver` (its
+types are re-exported here).
 """
 
 from __future__ import annotations
 
 import builtins
-import os
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from graph_agent.graph.engine import Blob
 from graph_agent.graph.errors import ThreadBusyError
+from graph_agent.graph.saver import (
+    Blob,
+    Checkpoint,
+    Lease,
+    PendingWrite,
+    Saver,
+    acquires_inline,
+    new_checkpoint,
+    new_checkpoint_id,
+    now,
+)
+
+__all__ = [
+    "Blob",
+    "Checkpoint",
+    "CheckpointSaver",
+    "Lease",
+    "PendingWrite",
+    "Saver",
+    "new_checkpoint",
+    "new_checkpoint_id",
+    "now",
+]
 
 _T = TypeVar("_T")
 
@@ -37,200 +46,6 @@ async def _to_thread(fn: Callable[..., _T], /, *args: Any) -> _T:
     import asyncio
 
     return await asyncio.to_thread(fn, *args)
-
-
-_last_id = 0
-_id_lock = threading.Lock()
-
-
-def new_checkpoint_id(after: str | None = None) -> str:
-    """A fresh checkpoint id: unique, sorting in creation order, and after ``after`` (the
-    parent's id) even when the wall clock stepped back since it was made. A seam tests may pin.
-
-    An id is the time in microseconds (14 hex digits), then this process's tag: no two ids of
-    a process share a microsecond, and processes differ by their tags.
-    """
-    global _last_id
-    _id_lock.acquire()  # (not ``with``: nothing here raises, and it is made once per step)
-    try:
-        micros = time.time_ns() // 1000
-        if micros <= _last_id:
-            micros = _last_id + 1
-        _last_id = micros
-    finally:
-        _id_lock.release()
-    checkpoint_id = _id_format % micros
-    if after is not None and checkpoint_id <= after:  # the clock is behind the parent's
-        with _id_lock:
-            micros = _last_id = max(_last_id, _id_micros(after)) + 1
-        checkpoint_id = _id_format % micros
-    return checkpoint_id
-
-
-def _id_format_of_process() -> str:
-    """How this process formats ids: the micros, then its tag (its pid's low 16 bits and 24
-    random bits, so that processes with the same pid, as in two containers, still differ)."""
-    return f"%014x-{os.getpid() & 0xFFFF:04x}{os.urandom(3).hex()}"
-
-
-def _after_fork_in_child() -> None:
-    """A forked process: its own tag, and a fresh lock (another thread of the parent may have
-    held the old one at the fork, and would never release it here)."""
-    global _id_format, _id_lock
-    _id_format = _id_format_of_process()
-    _id_lock = threading.Lock()
-
-
-_id_format = _id_format_of_process()
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _id_micros(checkpoint_id: str) -> int:
-    try:
-        return int(checkpoint_id.split("-", 1)[0], 16)
-    except ValueError:
-        return 0
-
-
-def now() -> datetime:
-    """The current time for checkpoint timestamps (a seam tests may pin)."""
-    return datetime.now(UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class PendingWrite:
-    """One write of a task that finished (or paused) in a superstep not yet checkpointed."""
-
-    task_id: str
-    channel: str
-    value: Any
-
-
-@dataclass(kw_only=True, slots=True)
-class Checkpoint:
-    """The state of one thread after one superstep.
-
-    ``blobs`` holds what this checkpoint itself stores (the keys that changed); ``values`` is
-    the whole state, filled in when a checkpoint is loaded. ``barriers`` records which sources
-    of each barrier edge have run since its target last ran.
-    """
-
-    id: str
-    thread_id: str
-    checkpoint_ns: str = ""
-    parent_id: str | None = None
-    step: int = -1
-    next: tuple[str, ...] = ()
-    versions: dict[str, str] = field(default_factory=dict)
-    barriers: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    blobs: dict[str, Blob] = field(default_factory=dict)
-    metadata: dict[str, Any] = field(default_factory=dict)
-    created_at: datetime = field(default_factory=now)
-    values: dict[str, Any] = field(default_factory=dict)
-    pending_writes: tuple[PendingWrite, ...] = ()
-    chains: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
-    """Filled on load, for each key rebuilt from appended parts: the version and the number of
-    items of each blob it was rebuilt from, its full copy first; the engine decides from it how
-    to store the key next (see :mod:`graph_agent.graph.append_chain`)."""
-    _engine_built: bool = field(default=False, init=False, repr=False, compare=False)
-    """Set by :func:`new_checkpoint` only: the engine built this checkpoint on its parent, so
-    every version it names is one of its own blobs or its parent's. ``put`` then stores it as
-    it is when that parent is still the newest checkpoint of its thread and namespace (the
-    usual step). Any other checkpoint (built by hand, through ``dataclasses.replace``, loaded
-    with ``get``) has the versions it names looked up first (see
-    :func:`~graph_agent.checkpoint.codec.blobs_to_store`)."""
-
-    def __post_init__(self) -> None:
-        """A checkpoint built by hand holds the types its fields declare (a list of node names
-        is taken as a tuple), so that every saver stores and refuses the same ones. (The
-        engine builds its own with :func:`new_checkpoint`, which skips this.)"""
-        if isinstance(self.next, list):
-            self.next = tuple(self.next)
-        if self.barriers and any(isinstance(v, list) for v in self.barriers.values()):
-            self.barriers = {k: tuple(v) for k, v in self.barriers.items()}
-        problem = _field_problem(self)
-        if problem is not None:
-            raise TypeError(f"Checkpoint {self.id!r}: {problem}")
-
-
-def _field_problem(checkpoint: Checkpoint) -> str | None:
-    """What is wrong with the types of a checkpoint's fields, or None."""
-
-    def strings(items: Any) -> bool:
-        return all(type(item) is str for item in items)
-
-    if type(checkpoint.id) is not str or type(checkpoint.thread_id) is not str:
-        return "id and thread_id must be strings"
-    if type(checkpoint.checkpoint_ns) is not str:
-        return "checkpoint_ns must be a string"
-    if not (checkpoint.parent_id is None or type(checkpoint.parent_id) is str):
-        return "parent_id must be a string or None"
-    if type(checkpoint.step) is not int:
-        return f"step must be an int, got {type(checkpoint.step).__name__}"
-    if not (isinstance(checkpoint.next, tuple) and strings(checkpoint.next)):
-        return "next must be a tuple of node names (strings)"
-    versions = checkpoint.versions
-    if not (isinstance(versions, dict) and strings(versions) and strings(versions.values())):
-        return "versions must map key names to checkpoint ids (strings)"
-    barriers = checkpoint.barriers
-    if not (
-        isinstance(barriers, dict)
-        and strings(barriers)
-        and all(isinstance(v, tuple) and strings(v) for v in barriers.values())
-    ):
-        return "barriers must map barrier names to tuples of node names"
-    if not isinstance(checkpoint.blobs, dict) or not isinstance(checkpoint.metadata, dict):
-        return "blobs and metadata must be dicts"
-    if not isinstance(checkpoint.created_at, datetime):
-        return f"created_at must be a datetime, got {type(checkpoint.created_at).__name__}"
-    return None
-
-
-def new_checkpoint(
-    checkpoint_id: str,
-    thread_id: str,
-    checkpoint_ns: str,
-    parent_id: str | None,
-    step: int,
-    next_nodes: tuple[str, ...],
-    versions: dict[str, str],
-    barriers: dict[str, tuple[str, ...]],
-    blobs: dict[str, Blob],
-    metadata: dict[str, Any],
-) -> Checkpoint:
-    """``Checkpoint(...)`` with every field given, for the engine, which makes one per
-    superstep: the dataclass ``__init__`` parses keywords and checks each default factory."""
-    checkpoint: Checkpoint = object.__new__(Checkpoint)
-    checkpoint.id = checkpoint_id
-    checkpoint.thread_id = thread_id
-    checkpoint.checkpoint_ns = checkpoint_ns
-    checkpoint.parent_id = parent_id
-    checkpoint.step = step
-    checkpoint.next = next_nodes
-    checkpoint.versions = versions
-    checkpoint.barriers = barriers
-    checkpoint.blobs = blobs
-    checkpoint.metadata = metadata
-    checkpoint.created_at = now()
-    checkpoint.values = {}
-    checkpoint.pending_writes = ()
-    checkpoint.chains = {}
-    checkpoint._engine_built = True
-    return checkpoint
-
-
-# new_checkpoint() sets every field: one added to Checkpoint and not there fails at import
-if len(Checkpoint.__slots__) != 15:
-    raise TypeError("new_checkpoint() must set every field of Checkpoint")
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """Held by the run that owns a thread; released when the run ends or is cancelled."""
-
-    thread_id: str
-    checkpoint_ns: str
-    owner: str
 
 
 class CheckpointSaver:
@@ -395,6 +210,7 @@ class CheckpointSaver:
             if owner is not None and owner in self._lost_leases:
                 raise lease_lost(thread_id, self._lost_leases[owner])
 
+    @acquires_inline
     async def aacquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
         return self.acquire(thread_id, checkpoint_ns)
 

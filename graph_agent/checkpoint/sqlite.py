@@ -59,7 +59,7 @@ from graph_agent.checkpoint.codec import (
     needed_versions,
     rebuild_value,
 )
-from graph_agent.graph.engine import Blob
+from graph_agent.graph.saver import Blob
 from graph_agent.graph.errors import (
     CheckpointStoreError,
     GraphRuntimeError,

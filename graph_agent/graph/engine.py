@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple
+from typing import Any
 
 from graph_agent.graph.append_chain import AppendChain
 from graph_agent.graph.errors import (
@@ -23,6 +23,7 @@ from graph_agent.graph.errors import (
     ParentCommand,
     exception_text,
 )
+from graph_agent.graph.saver import Blob
 from graph_agent.graph.state import (
     AppendLog,
     AppendStrategy,
@@ -162,20 +163,6 @@ class Updates:
 
 EMPTY_WRITE = Write(MappingProxyType({}))
 """What a node returning ``None`` wrote; read-only, since stream consumers receive it."""
-
-
-class Blob(NamedTuple):
-    """What a checkpoint stores for one key that changed.
-
-    ``full``: the whole value. ``delta``: the items appended to an append key since the blob
-    at ``base`` (a version: the id of the checkpoint that stored it). Every item is stored
-    once, so a thread's storage grows linearly with its steps; ``prune`` compacts old chains.
-    (A named tuple: one is made per changed key per checkpoint, and a tuple is cheap to make.)
-    """
-
-    kind: Literal["full", "delta"]
-    value: Any
-    base: str | None = None
 
 
 _new_blob: Callable[[type[Blob], tuple[str, Any, str | None]], Blob] = tuple.__new__

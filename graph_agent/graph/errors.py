@@ -26,7 +26,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from graph_agent.graph.types import Interrupt
+    from graph_agent.graph.values import Interrupt
 
 
 def exception_text(exc: BaseException) -> str:

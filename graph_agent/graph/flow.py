@@ -10,12 +10,9 @@ driver fulfils them by calling, the async one by awaiting: one implementation, t
 from __future__ import annotations
 
 import dataclasses
-import functools
-import importlib
 import itertools
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 from graph_agent.graph.engine import (
@@ -55,6 +52,7 @@ from graph_agent.graph.runtime import (
     scoped_interrupt_id,
     task_id_for,
 )
+from graph_agent.graph.saver import Saver, new_checkpoint, new_checkpoint_id
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import (
     START,
@@ -118,7 +116,7 @@ class RunSettings:
     """The compiled graph as the flow sees it."""
 
     spec: GraphSpec
-    saver: Any
+    saver: Saver | None
     interrupt_before: frozenset[str]
     interrupt_after: frozenset[str]
 
@@ -792,12 +790,11 @@ class _Flow:
     def _checkpoint_put(self, source: str, writers: list[str]) -> SaverCall:
         """The saver call storing a new checkpoint of the loop; once it returned, the run
         moves on to that checkpoint (:meth:`_checkpointed`)."""
-        checkpoints = _checkpoint_base()
         loop = self.loop
         after = self.checkpoint_id
         if self.fork and after is not None and self.fork_head > after:
             after = self.fork_head
-        checkpoint_id = checkpoints.new_checkpoint_id(after=after)
+        checkpoint_id = new_checkpoint_id(after=after)
         metadata = {
             **self.config.metadata,
             "source": "fork" if self.fork else source,
@@ -806,7 +803,7 @@ class _Flow:
         }
         blobs = loop.take_blobs(checkpoint_id)  # first: it moves the versions of what changed
         barriers = loop.barrier_seen
-        checkpoint = checkpoints.new_checkpoint(
+        checkpoint = new_checkpoint(
             checkpoint_id,
             self.thread_id or "",
             self.ns,
@@ -831,6 +828,7 @@ class _Flow:
         )
 
     def _persist_record(self, context: TaskContext, key: str, value: Any) -> None:
+        assert self.saver is not None
         assert self.thread_id is not None and self.checkpoint_id is not None
         self.saver.put_writes(
             self.thread_id, self.ns, self.checkpoint_id, context.id, [(RECORD_PREFIX + key, value)]
@@ -860,12 +858,6 @@ class _Flow:
             checkpoint_id=self.checkpoint_id,
             interrupts=tuple(interrupts),
         )
-
-
-@functools.cache  # import_module() runs several Python frames: once, not per checkpoint
-def _checkpoint_base() -> ModuleType:
-    """``graph_agent.checkpoint.base``, imported once a saver needs it."""
-    return importlib.import_module("graph_agent.checkpoint.base")
 
 
 def _interrupted(task: Task) -> bool:

@@ -17,9 +17,7 @@ from itertools import count
 from typing import Literal, get_args
 
 from graph_agent.graph.errors import GraphSetupError
-
-START = "__start__"
-END = "__end__"
+from graph_agent.graph.values import END, START
 
 DiagramFormat = Literal["mermaid", "plantuml", "dot", "ascii"]
 

@@ -14,7 +14,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, 
 from contextvars import ContextVar
 from typing import Any
 
-from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.graph import render as render_module
 from graph_agent.graph.errors import InvalidUpdateError, ParentCommand, ThreadBusyError
 from graph_agent.graph.execution import NodeGreenlet, arun_tasks, run_concurrently, run_inline
@@ -29,6 +28,7 @@ from graph_agent.graph.flow import (
 from graph_agent.graph.pending import Pending, nested_namespace, subgraph_place
 from graph_agent.graph.render import GraphView
 from graph_agent.graph.runtime import task_id_for
+from graph_agent.graph.saver import Saver, takes_lease_inline
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import NodeOutput, RunnableConfig, StateSnapshot, TaskSnapshot
 
@@ -109,6 +109,7 @@ def _drive_sync(
         if node_greenlet is not None:
             node_greenlet.close()
         if lease is not None:
+            assert saver is not None
             saver.release(lease)
 
 
@@ -164,6 +165,7 @@ async def _drive_async(
         raise
     finally:
         if lease is not None:
+            assert saver is not None
             if _async_holders.get(key) is holder:
                 del _async_holders[key]
             await saver.arelease(lease)
@@ -207,7 +209,7 @@ async def _aacquire_once(saver: Any, thread_id: str, checkpoint_ns: str) -> Any:
     over a connection) may still take it after the caller was cancelled, so the acquire runs
     shielded and, on cancellation, what it took is released before the cancellation goes on."""
     aacquire = saver.aacquire
-    if getattr(aacquire, "__func__", None) is CheckpointSaver.aacquire:
+    if takes_lease_inline(aacquire):
         return await aacquire(thread_id, checkpoint_ns)  # acquire() inline: nothing to cancel
     import asyncio
 
@@ -361,8 +363,8 @@ class CompiledGraph:
         or an agent node) carries that graph's state in ``TaskSnapshot.state``, nested as deep
         as they go: what a paused or failed child holds, and where its history is.
         """
-        thread_id = self._thread(config, "get_state")
-        checkpoint = self._run.saver.get(thread_id, config.checkpoint_id, config.checkpoint_ns)
+        saver, thread_id = self._thread(config, "get_state")
+        checkpoint = saver.get(thread_id, config.checkpoint_id, config.checkpoint_ns)
         if checkpoint is None:
             return StateSnapshot(
                 values={},
@@ -381,10 +383,10 @@ class CompiledGraph:
         before: str | RunnableConfig | None = None,
     ) -> Iterator[StateSnapshot]:
         """The thread's checkpoints, newest first (``before``: a checkpoint id or config)."""
-        thread_id = self._thread(config, "get_state_history")
+        saver, thread_id = self._thread(config, "get_state_history")
         if isinstance(before, RunnableConfig):
             before = before.checkpoint_id
-        saver, ns = self._run.saver, config.checkpoint_ns
+        ns = config.checkpoint_ns
         graph = self._graph_in(ns)
         for checkpoint in saver.list(thread_id, limit=limit, before=before, checkpoint_ns=ns):
             yield graph._snapshot(checkpoint)
@@ -398,8 +400,7 @@ class CompiledGraph:
         decide what runs next); without, the thread keeps its next nodes. Returns the new
         checkpoint's config.
         """
-        thread_id = self._thread(config, "update_state")
-        saver = self._run.saver
+        saver, thread_id = self._thread(config, "update_state")
         lease = saver.acquire(thread_id, config.checkpoint_ns)
         try:
             flow = update_flow(self._run, config, values, as_node)
@@ -415,16 +416,19 @@ class CompiledGraph:
         finally:
             saver.release(lease)
 
-    def _thread(self, config: RunnableConfig, what: str) -> str:
+    def _thread(self, config: RunnableConfig, what: str) -> tuple[Saver, str]:
+        """The saver and the thread a call of ``what`` reads, or a ValueError saying what is
+        missing."""
         config = check_config(config, what)
-        if self._run.saver is None:
+        saver = self._run.saver
+        if saver is None:
             raise ValueError(
                 f"{what} reads the checkpoints of a thread, and graph {self.name!r} has no "
                 "saver: compile with CompileConfig(saver=MemorySaver())"
             )
         if config.thread_id is None:
             raise ValueError(f"{what} needs RunnableConfig(thread_id=...)")
-        return config.thread_id
+        return saver, config.thread_id
 
     def _snapshot(self, checkpoint: Any, *, subgraphs: bool = False) -> StateSnapshot:
         hidden = self._run.spec.hidden_keys
@@ -488,7 +492,9 @@ class CompiledGraph:
 
     def _child_state(self, thread_id: str, namespace: str) -> StateSnapshot | None:
         """The state a child graph keeps in ``namespace``, or ``None`` before it stored any."""
-        checkpoint = self._run.saver.get(thread_id, None, namespace)
+        saver = self._run.saver
+        assert saver is not None  # a parent's snapshot: it has a saver
+        checkpoint = saver.get(thread_id, None, namespace)
         return None if checkpoint is None else self._snapshot(checkpoint, subgraphs=True)
 
     def get_graph(self, fmt: str = "mermaid", *, xray: bool = False) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError
-from graph_agent.graph.types import Interrupt
+from graph_agent.graph.values import Interrupt
 
 _current_task: ContextVar[TaskContext | None] = ContextVar("graph_agent_task", default=None)
 _current_scope: ContextVar[InterruptScope | None] = ContextVar("graph_agent_scope", default=None)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, overload
 
-from graph_agent.graph.types import Interrupt
+from graph_agent.graph.values import Interrupt
 
 
 @dataclass(frozen=True, slots=True)

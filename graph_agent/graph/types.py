@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from graph_agent.graph.render import END, START
+from graph_agent.graph.values import END, START, Interrupt
 
 if TYPE_CHECKING:
-    from graph_agent.checkpoint.base import CheckpointSaver
     from graph_agent.graph.runtime import TaskContext
+    from graph_agent.graph.saver import Saver
     from graph_agent.graph.state import OverAllState
 
 __all__ = [
@@ -32,15 +32,6 @@ class CancelSignal(Protocol):
     """What ``RunnableConfig.cancel`` takes: a ``threading.Event`` or anything with ``is_set``."""
 
     def is_set(self) -> bool: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Interrupt:
-    """A pause waiting for input. ``id`` is stable when the node that raised it runs again."""
-
-    id: str
-    value: Any
-    node: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +106,7 @@ class RunnableConfig:
 class CompileConfig:
     """Compile-time settings: the checkpoint saver and the static breakpoints."""
 
-    saver: CheckpointSaver | None = None
+    saver: Saver | None = None
     interrupt_before: Sequence[str] = ()
     interrupt_after: Sequence[str] = ()
 

@@ -23,7 +23,7 @@ from graph_agent.checkpoint.codec import encode_header
 from graph_agent.checkpoint.postgres import PostgresSaver
 from graph_agent.checkpoint.serde import dumps, loads
 from graph_agent.checkpoint.sqlite import SqliteSaver
-from graph_agent.graph.engine import Blob
+from graph_agent.graph.saver import Blob
 from graph_agent.graph.types import Interrupt
 from tests.checkpoint import tamper
 from tests.checkpoint.postgres_db import fresh_schema

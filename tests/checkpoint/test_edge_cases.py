@@ -18,7 +18,7 @@ from graph_agent import (
     ThreadBusyError,
     interrupt,
 )
-from graph_agent.checkpoint import base
+from graph_agent.graph import saver as base  # checkpoint ids and times are made there
 from graph_agent.checkpoint.sqlite import SqliteSaver
 
 
@@ -145,8 +145,8 @@ def test_time_travel_from_a_process_whose_clock_is_behind_forks(saver, monkeypat
 def test_the_engines_fast_checkpoint_constructor_equals_the_dataclass(monkeypatch):
     from datetime import UTC, datetime
 
-    from graph_agent.checkpoint import base
-    from graph_agent.graph.engine import Blob
+    from graph_agent.graph import saver as base
+    from graph_agent.graph.saver import Blob
 
     moment = datetime(2026, 11, 30, tzinfo=UTC)
     monkeypatch.setattr(base, "now", lambda: moment)

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from graph_agent.checkpoint import base
+from graph_agent.graph import saver as base  # checkpoint ids and times are made there
 from graph_agent.checkpoint.base import new_checkpoint_id
 
 

@@ -46,7 +46,7 @@ from graph_agent.checkpoint.postgres import (
     PostgresSaver,
 )
 from graph_agent.checkpoint.postgres_plans import thread_key
-from graph_agent.graph.engine import Blob
+from graph_agent.graph.saver import Blob
 from tests.checkpoint.pg_workers import LEDGER_TABLES, STEPS, create_threads
 from tests.checkpoint.postgres_db import admin, fresh_schema
 

@@ -21,7 +21,7 @@ from graph_agent import (
     ThreadBusyError,
 )
 from graph_agent.checkpoint.sqlite import SCHEMA_VERSION, SqliteSaver
-from graph_agent.graph.engine import Blob
+from graph_agent.graph.saver import Blob
 from tests.checkpoint.test_conformance import chain, checkpoint
 
 
