@@ -40,9 +40,9 @@ from graph_agent.checkpoint.codec import (
     needed_versions,
     rebuild_value,
 )
-from graph_agent.graph.saver import Blob
 from graph_agent.graph.errors import SerializationError, ThreadBusyError
 from graph_agent.graph.pending import COPY_TASK, IDS_THREAD
+from graph_agent.graph.saver import Blob
 
 T = TypeVar("T")
 

@@ -59,7 +59,6 @@ from graph_agent.checkpoint.codec import (
     needed_versions,
     rebuild_value,
 )
-from graph_agent.graph.saver import Blob
 from graph_agent.graph.errors import (
     CheckpointStoreError,
     GraphRuntimeError,
@@ -67,6 +66,7 @@ from graph_agent.graph.errors import (
     ThreadBusyError,
 )
 from graph_agent.graph.pending import COPY_TASK, IDS_THREAD
+from graph_agent.graph.saver import Blob
 
 SCHEMA_VERSION = 3
 

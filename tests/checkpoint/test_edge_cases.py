@@ -18,8 +18,8 @@ from graph_agent import (
     ThreadBusyError,
     interrupt,
 )
-from graph_agent.graph import saver as base  # checkpoint ids and times are made there
 from graph_agent.checkpoint.sqlite import SqliteSaver
+from graph_agent.graph import saver as base  # checkpoint ids and times are made there
 
 
 def chat_graph(saver, turns_key="turns"):

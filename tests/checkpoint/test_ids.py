@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from graph_agent.graph import saver as base  # checkpoint ids and times are made there
 from graph_agent.checkpoint.base import new_checkpoint_id
+from graph_agent.graph import saver as base  # checkpoint ids and times are made there
 
 
 def test_ids_sort_in_creation_order_and_never_repeat() -> None:
