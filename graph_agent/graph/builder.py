@@ -8,9 +8,9 @@ import typing
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
+from graph_agent.graph.effects import RunSettings
 from graph_agent.graph.engine import BarrierSpec, BranchSpec, GraphSpec, NodeSpec
 from graph_agent.graph.errors import GraphSetupError
-from graph_agent.graph.flow import RunSettings
 from graph_agent.graph.render import EdgeView, GraphView
 from graph_agent.graph.runner import CompiledGraph
 from graph_agent.graph.state import AppendStrategy, KeyStrategy, as_strategy

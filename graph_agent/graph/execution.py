@@ -4,8 +4,9 @@ A lone sync node runs inline in the caller's thread (no thread round trip); whil
 runs in a greenlet (:class:`NodeGreenlet`), so that ``emit_chunk`` reaches the caller the moment
 it is called. Parallel sync nodes run on the shared worker pool (``pool.py``) and async nodes
 on a private event-loop thread (:class:`_LoopThreads`), so that ``invoke()`` also works inside a
-running event loop; their outcomes and chunks come back through one queue. Whatever a node
-returns is handed to the flow with :func:`finish_task`.
+running event loop; their outcomes and chunks come back through one queue. How each task
+ended goes back to the flow as an :data:`~graph_agent.graph.effects.Outcome`: the driver's reply
+to :class:`~graph_agent.graph.effects.RunTasks` or to ``NEXT_OUTCOME``.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import inspect
 import queue
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Iterator
+from collections.abc import AsyncIterator, Callable, Collection, Generator
 from concurrent.futures import Future
 from contextvars import ContextVar, copy_context
 from typing import TYPE_CHECKING, Any
 
+from graph_agent.graph.effects import Outcome, RunTasks, Task
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, ParentCommand
-from graph_agent.graph.flow import RunTasks, Task
 from graph_agent.graph.pool import Job, shared_pool
 from graph_agent.graph.runtime import TaskContext, _current_task
 from graph_agent.graph.types import NodeOutput, StreamingOutput
@@ -166,40 +167,12 @@ def chunk_output(context: TaskContext, chunk: Any) -> NodeOutput:
     )
 
 
-class _Finished:
-    __slots__ = ("task", "value")
-
-    def __init__(self, task: Task, value: Any) -> None:
-        self.task = task
-        self.value = value
-
-
-class _Failed:
-    __slots__ = ("error", "task")
-
-    def __init__(self, task: Task, error: BaseException) -> None:
-        self.task = task
-        self.error = error
-
-
-def run_inline(effect: RunTasks, saver: Any, task: Task) -> None:
-    """Run a lone sync node in this thread and hand its outcome to the flow."""
+def run_inline(task: Task) -> Outcome:
+    """Run a lone sync node in this thread: how it ended."""
     try:
-        value = run_sync(task)
+        return task, run_sync(task), None
     except CAUGHT as exc:
-        task.error = exc
-    else:
-        finish_task(effect, saver, task, value)
-
-
-def finish_task(effect: RunTasks, saver: Any, task: Task, value: Any) -> None:
-    try:
-        call = effect.on_finish(task, value)
-        if call is not None:
-            getattr(saver, call.method)(*call.args)
-    except Exception as exc:
-        task.error = exc
-        task.engine_error = True
+        return task, None, exc
 
 
 class NodeGreenlet:
@@ -224,6 +197,7 @@ class NodeGreenlet:
         "_thread",
         "_waker",
         "buffered",
+        "outcome",
     )
 
     def __init__(self) -> None:
@@ -236,15 +210,16 @@ class NodeGreenlet:
         self._caller: greenlet.greenlet | None = None
         self._busy = False  # a node is running (or paused at a chunk) in the greenlet
         self.buffered: list[NodeOutput] = []
+        self.outcome: Outcome | None = None  # how the node that just ended in the greenlet did
         self._waker: queue.SimpleQueue[None] | None = None  # made by the first wait()
         # one bound method for every task of the call; close() drops it, as it makes a
         # reference cycle (the call's state would wait for a collection: forever, with it off)
         self._emit: Callable[[TaskContext, Any], None] | None = self.emit
 
-    def run(self, effect: RunTasks, saver: Any, task: Task, thread: int) -> Any:
-        """Run ``task`` of ``effect`` (on ``thread``, the caller's) and hand its outcome to
-        the flow, until it emits its first chunk (a NodeOutput, returned) or is done (an
-        empty tuple; chunks it emitted from threads of its own wait in :attr:`buffered`)."""
+    def run(self, task: Task, thread: int) -> NodeOutput | Outcome:
+        """Run ``task`` (on ``thread``, the caller's) until it emits its first chunk (a
+        NodeOutput, returned) or ends (its :data:`Outcome`, a tuple; chunks it emitted from
+        threads of its own wait in :attr:`buffered`)."""
         worker = self._greenlet
         if worker is None or self._thread != thread or worker.dead:
             worker = self._greenlet = _parked_greenlet() or self._module.greenlet(_serve)
@@ -255,9 +230,9 @@ class NodeGreenlet:
         worker.gr_context = copy_context()
         task.context._emit = self._emit
         self._busy = True
-        return worker.switch(self, effect, saver, task)
+        return self._event(worker.switch(self, task))
 
-    def resume(self, task: Task) -> Any:
+    def resume(self, task: Task) -> NodeOutput | Outcome:
         """Carry on after a chunk was yielded: the next chunk, or the end of the node."""
         if threading.get_ident() != self._thread:
             raise GraphRuntimeError(
@@ -267,7 +242,18 @@ class NodeGreenlet:
             )
         self._caller = self._getcurrent()
         assert self._greenlet is not None
-        return self._greenlet.switch()
+        return self._event(self._greenlet.switch())
+
+    def _event(self, event: NodeOutput | tuple[()]) -> NodeOutput | Outcome:
+        """What the greenlet switched back with: a chunk, or (an empty tuple) the outcome it
+        left."""
+        if type(event) is tuple:
+            outcome = self.outcome
+            assert outcome is not None
+            self.outcome = None
+            return outcome
+        assert isinstance(event, NodeOutput)
+        return event
 
     def take_buffered(self) -> list[NodeOutput]:
         """The chunks the last node emitted from threads of its own and that no
@@ -325,17 +311,17 @@ class NodeGreenlet:
         worker.throw(self._module.GreenletExit)
 
 
-def _serve(host: NodeGreenlet, effect: RunTasks, saver: Any, task: Task) -> None:
-    """A node greenlet's body: run each task switched in, hand its outcome to the flow, and
-    switch back with nothing (an empty tuple, which no chunk is). Between tasks, parked or
-    not, it holds no task, host or effect."""
+def _serve(host: NodeGreenlet, task: Task) -> None:
+    """A node greenlet's body: run each task switched in, leave its outcome with the host, and
+    switch back with an empty tuple (which no chunk is). Between tasks, parked or not, it
+    holds no task, host or outcome."""
     while True:
-        run_inline(effect, saver, task)
+        host.outcome = run_inline(task)
         host._busy = False
         caller = host._caller
         assert caller is not None
-        del host, effect, saver, task
-        host, effect, saver, task = caller.switch()
+        del host, task
+        host, task = caller.switch(())
 
 
 def wait_delivering(
@@ -380,69 +366,89 @@ def _park(worker: greenlet.greenlet) -> bool:
     return True
 
 
-def run_concurrently(effect: RunTasks, saver: Any, streaming: bool) -> Iterator[NodeOutput]:
-    """Run tasks on the pool / the loop thread, at most ``max_concurrency`` at once."""
-    events: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    waiting = list(reversed(effect.tasks))
-    running: dict[int, Job | Future[Any]] = {}
+class Concurrent:
+    """A step's tasks running on the pool / the loop thread, at most ``max_concurrency`` at
+    once; :meth:`next` waits for the next to end."""
 
-    def emit(context: TaskContext, chunk: Any) -> None:
-        events.put(chunk_output(context, chunk))
+    __slots__ = ("events", "handoff", "running", "streaming", "waiting")
 
-    def start(task: Task) -> None:
-        if streaming:
+    def __init__(self, effect: RunTasks, streaming: bool) -> None:
+        self.events: queue.SimpleQueue[NodeOutput | Outcome] = queue.SimpleQueue()
+        self.waiting = list(reversed(effect.tasks))
+        self.running: dict[int, Job | Future[Any]] = {}
+        self.streaming = streaming
+        self.handoff: ParentCommand | None = None
+        try:
+            while self.waiting and len(self.running) < effect.max_concurrency:
+                self._start(self.waiting.pop())
+        except BaseException:
+            self.cancel()
+            raise
+
+    def _start(self, task: Task) -> None:
+        events = self.events
+        if self.streaming:
+
+            def emit(context: TaskContext, chunk: Any) -> None:
+                events.put(chunk_output(context, chunk))
+
             task.context._emit = emit
         if task.node.is_async:
             import asyncio
 
             loop, depth = _loop_threads.loop()
-            running[id(task)] = asyncio.run_coroutine_threadsafe(
+            self.running[id(task)] = asyncio.run_coroutine_threadsafe(
                 _run_async_reporting(task, events, depth + 1), loop
             )
         else:
             context = copy_context()
-            running[id(task)] = shared_pool().start(context.run, _run_sync_reporting, task, events)
+            self.running[id(task)] = shared_pool().start(
+                context.run, _run_sync_reporting, task, events
+            )
 
-    handoff: ParentCommand | None = None
-    try:
-        while waiting and len(running) < effect.max_concurrency:
-            start(waiting.pop())
-        while running:
+    def next(self) -> Generator[NodeOutput, None, Outcome]:
+        """Yield the chunks the tasks emit until one ends; return how it ended (after the
+        last, the chunks still queued are yielded first)."""
+        events, waiting = self.events, self.waiting
+        while True:
             event = events.get()
-            if isinstance(event, NodeOutput):
+            if not isinstance(event, tuple):
                 yield event
                 continue
-            task = event.task
-            del running[id(task)]
-            if isinstance(event, _Failed):
-                if isinstance(event.error, ParentCommand):
+            task, _, error = event
+            del self.running[id(task)]
+            if error is not None:
+                if isinstance(error, ParentCommand):
                     # a handoff ends this graph's run: let the siblings finish, start no more
-                    handoff = handoff or event.error
+                    self.handoff = self.handoff or error
                     waiting.clear()
-                elif not isinstance(event.error, CAUGHT):
-                    raise event.error  # KeyboardInterrupt, SystemExit: not the node's result
-                task.error = event.error
-            elif handoff is None:
-                finish_task(effect, saver, task, event.value)
+                elif not isinstance(error, CAUGHT):
+                    raise error  # KeyboardInterrupt, SystemExit: not the node's result
             if waiting:
-                start(waiting.pop())
-        if handoff is not None:
-            raise handoff
-        while not events.empty():
-            leftover = events.get()
-            if isinstance(leftover, NodeOutput):
-                yield leftover
-    finally:
-        for started in running.values():
-            started.cancel()  # those not begun yet never will
+                self._start(waiting.pop())
+            if self.handoff is not None:
+                if self.running:
+                    continue
+                raise self.handoff
+            if not self.running:
+                while not events.empty():
+                    leftover = events.get()
+                    if not isinstance(leftover, tuple):
+                        yield leftover
+            return event
+
+    def cancel(self) -> None:
+        """Those not begun yet never will."""
+        for started in self.running.values():
+            started.cancel()
 
 
 def _run_sync_reporting(task: Task, events: queue.SimpleQueue[Any]) -> None:
     """On a pool thread: run a sync node and report how it ended (whatever it raised)."""
     try:
-        events.put(_Finished(task, run_sync(task)))
+        events.put((task, run_sync(task), None))
     except BaseException as exc:
-        events.put(_Failed(task, exc))
+        events.put((task, None, exc))
         if not isinstance(exc, CAUGHT):
             raise
 
@@ -450,92 +456,94 @@ def _run_sync_reporting(task: Task, events: queue.SimpleQueue[Any]) -> None:
 async def _run_async_reporting(task: Task, events: queue.SimpleQueue[Any], depth: int) -> None:
     """On the loop thread: run an async node and report how it ended (whatever it raised)."""
     try:
-        events.put(_Finished(task, await run_async(task, depth)))
+        events.put((task, await run_async(task, depth), None))
     except BaseException as exc:
         # the driver raises what is not the node's result (KeyboardInterrupt, SystemExit) in
         # the caller's thread; raised here too, it would end the shared loop (see _Escaped)
-        events.put(_Failed(task, exc))
+        events.put((task, None, exc))
         import asyncio
 
         if isinstance(exc, asyncio.CancelledError):
             raise  # a cancelled coroutine stays cancelled
 
 
-async def afinish_task(effect: RunTasks, saver: Any, task: Task, value: Any) -> None:
+async def arun_lone(task: Task) -> Outcome:
+    """Run a lone async node on the caller's loop (not streaming): how it ended."""
     try:
-        call = effect.on_finish(task, value)
-        if call is not None:
-            await getattr(saver, "a" + call.method)(*call.args)
-    except Exception as exc:
-        task.error = exc
-        task.engine_error = True
+        return task, await run_async(task), None
+    except CAUGHT as exc:
+        return task, None, exc
 
 
-async def arun_tasks(effect: RunTasks, saver: Any, streaming: bool) -> AsyncIterator[NodeOutput]:
-    import asyncio
+class AsyncConcurrent:
+    """A step's tasks running on the caller's event loop (sync ones on the shared pool), at
+    most ``max_concurrency`` at once; :meth:`next` waits for the next to end."""
 
-    tasks = effect.tasks
-    if len(tasks) == 1 and not streaming and tasks[0].node.is_async:
-        task = tasks[0]
-        try:
-            value = await run_async(task)
-        except CAUGHT as exc:
-            task.error = exc
-            return
-        await afinish_task(effect, saver, task, value)
-        return
-    loop = asyncio.get_running_loop()
-    events: asyncio.Queue[Any] = asyncio.Queue()
-    limit = asyncio.Semaphore(effect.max_concurrency)
+    __slots__ = ("events", "remaining", "workers")
 
-    def emit_threadsafe(context: TaskContext, chunk: Any) -> None:
-        output = chunk_output(context, chunk)
-        try:
-            running_loop = asyncio.get_running_loop()
-        except RuntimeError:
-            running_loop = None
-        if running_loop is loop:
-            events.put_nowait(output)
-        else:
-            loop.call_soon_threadsafe(events.put_nowait, output)
+    def __init__(self, effect: RunTasks, streaming: bool) -> None:
+        import asyncio
 
-    async def run_one(task: Task) -> None:
-        async with limit:
-            if streaming:
-                task.context._emit = emit_threadsafe
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[NodeOutput | Outcome] = asyncio.Queue()
+        self.events = events
+        limit = asyncio.Semaphore(effect.max_concurrency)
+
+        def emit_threadsafe(context: TaskContext, chunk: Any) -> None:
+            output = chunk_output(context, chunk)
             try:
-                if task.node.is_async:
-                    value = await run_async(task)
-                else:  # the shared pool, not the loop's CPU-sized default executor
-                    context = copy_context()
-                    value = await loop.run_in_executor(shared_pool(), context.run, run_sync, task)
-            except CAUGHT as exc:
-                task.error = exc
+                running_loop = asyncio.get_running_loop()
+            except RuntimeError:
+                running_loop = None
+            if running_loop is loop:
+                events.put_nowait(output)
             else:
-                await afinish_task(effect, saver, task, value)
+                loop.call_soon_threadsafe(events.put_nowait, output)
 
-    workers = [asyncio.ensure_future(run_one(task)) for task in tasks]
-    done = asyncio.ensure_future(asyncio.gather(*workers))
-    done.add_done_callback(lambda _: events.put_nowait(None))
-    # a cancelled call leaves `done` failed with CancelledError and never awaited: retrieve
-    # it, or asyncio logs "exception was never retrieved" when it is collected
-    done.add_done_callback(_retrieve)
-    try:
+        async def run_one(task: Task) -> None:
+            async with limit:
+                if streaming:
+                    task.context._emit = emit_threadsafe
+                try:
+                    if task.node.is_async:
+                        value = await run_async(task)
+                    else:  # the shared pool, not the loop's CPU-sized default executor
+                        context = copy_context()
+                        value = await loop.run_in_executor(
+                            shared_pool(), context.run, run_sync, task
+                        )
+                except asyncio.CancelledError:
+                    raise  # the call was cancelled: nothing waits for this task any more
+                except BaseException as exc:  # what is not the node's result is raised by next()
+                    events.put_nowait((task, None, exc))
+                else:
+                    events.put_nowait((task, value, None))
+
+        self.workers = [asyncio.ensure_future(run_one(task)) for task in effect.tasks]
+        self.remaining = len(self.workers)
+
+    async def next(self) -> AsyncIterator[NodeOutput | Outcome]:
+        """Yield the chunks the tasks emit until one ends, then how it ended (an
+        :data:`Outcome`, a tuple, last; after the last task, the chunks still queued come
+        before it). A handoff or KeyboardInterrupt is raised here, its siblings cancelled."""
+        events = self.events
         while True:
             event = await events.get()
-            if event is None:
-                break
+            if not isinstance(event, tuple):
+                yield event
+                continue
+            error = event[2]
+            if error is not None and not isinstance(error, CAUGHT):
+                raise error  # a handoff (ParentCommand), KeyboardInterrupt, SystemExit
+            self.remaining -= 1
+            if not self.remaining:
+                while not events.empty():
+                    leftover = events.get_nowait()
+                    if not isinstance(leftover, tuple):
+                        yield leftover
             yield event
-        while not events.empty():
-            leftover = events.get_nowait()
-            if leftover is not None:
-                yield leftover
-        await done
-    finally:
-        for worker in workers:
+            return
+
+    def cancel(self) -> None:
+        for worker in self.workers:
             worker.cancel()
-
-
-def _retrieve(future: Any) -> None:
-    if not future.cancelled():
-        future.exception()

@@ -1,124 +1,49 @@
-"""The order of events in one call, written once for both drivers.
+"""The spine of a call, written once for both drivers: load, treat the input, run supersteps,
+store, pause.
 
-:func:`call_flow` is a generator: it decides everything (how the input is treated, which tasks
-run, what is stored, when the run pauses) and *yields effects* for a driver to carry out
-(:class:`RunTasks`, :class:`SaverCall`, :class:`Emit`), receiving their results back. The sync
-driver fulfils them by calling, the async one by awaiting: one implementation, two faces
-(like httpx's ``Auth.auth_flow``).
+:func:`call_flow` is a generator: it decides everything and *yields effects* for a driver to
+carry out (``effects.py``), receiving their results back; the sync driver fulfils them by
+calling, the async one by awaiting: one implementation, two faces (like httpx's
+``Auth.auth_flow``). A superstep, in :meth:`_Flow._supersteps`: make the tasks, pass static
+breakpoints (``pauses.py``), run the tasks and take in each outcome as it comes back, settle
+errors and interrupts, merge the writes and route (``engine.py``), store a checkpoint
+(``storage.py``), stream the outputs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass
+from collections.abc import Generator, Mapping
 from typing import Any
 
-from graph_agent.graph.engine import (
-    EMPTY_WRITE,
-    GraphSpec,
-    Loop,
-    NodeSpec,
-    Write,
-    normalize_return,
+from graph_agent.graph.effects import (
+    NEXT_OUTCOME,
+    Effect,
+    Emit,
+    Outcome,
+    RunSettings,
+    RunTasks,
+    Task,
 )
+from graph_agent.graph.engine import EMPTY_WRITE, Loop, NodeSpec, Write, normalize_return
 from graph_agent.graph.errors import (
     GraphCancelledError,
-    GraphInterrupted,
     GraphRecursionError,
     InvalidResumeError,
     InvalidUpdateError,
     NodeError,
     exception_text,
 )
-from graph_agent.graph.pending import (
-    BREAKPOINT,
-    ERROR,
-    INTERRUPT,
-    NESTED,
-    RESUME,
-    SCOPED,
-    SUBGRAPH_CONSUMED,
-    SUBGRAPH_TASK,
-    WRITE,
-    Pending,
-)
-from graph_agent.graph.runtime import (
-    RECORD_PREFIX,
-    CallContext,
-    TaskContext,
-    derive_id,
-    scoped_interrupt_id,
-    task_id_for,
-)
-from graph_agent.graph.saver import Saver, new_checkpoint, new_checkpoint_id
+from graph_agent.graph.pauses import NO_TASK_IDS, Pauses, interrupted
+from graph_agent.graph.pending import ERROR, WRITE, Pending
+from graph_agent.graph.runtime import CallContext, TaskContext
+from graph_agent.graph.saver import Checkpoint
 from graph_agent.graph.state import OverAllState
-from graph_agent.graph.types import (
-    START,
-    Command,
-    Interrupt,
-    NodeOutput,
-    RunnableConfig,
-    node_output,
-)
+from graph_agent.graph.storage import RunStorage
+from graph_agent.graph.types import START, Command, NodeOutput, RunnableConfig, node_output
 
 _run_counter = itertools.count()
-_NO_TASK_IDS: frozenset[str] = frozenset()
-
-
-@dataclass(slots=True)
-class Task:
-    """One node to run in the current superstep, and what came of it."""
-
-    node: NodeSpec
-    context: TaskContext
-    state: OverAllState
-    config: RunnableConfig | None
-    write: Write | None = None
-    error: BaseException | None = None
-    engine_error: bool = False
-    """The error came from storing the task's result, not from the node's own code."""
-
-
-@dataclass(slots=True)
-class RunTasks:
-    """Effect: run these tasks concurrently; call ``on_finish(task, value)`` as each returns
-    (it stores ``task.write`` and may return a :class:`SaverCall` to make it durable at once);
-    an exception (from the node or ``on_finish``) goes to ``task.error``."""
-
-    tasks: list[Task]
-    on_finish: Callable[[Task, Any], SaverCall | None]
-    max_concurrency: int
-
-
-@dataclass(slots=True)
-class SaverCall:
-    """Effect: call ``saver.<method>(*args)`` (or its async twin) and send back the result."""
-
-    method: str
-    args: tuple[Any, ...]
-
-
-@dataclass(slots=True)
-class Emit:
-    """Effect: hand these outputs to the caller of ``stream()``."""
-
-    items: list[NodeOutput]
-
-
-Effect = RunTasks | SaverCall | Emit | NodeOutput
-"""A lone NodeOutput is handed to the caller as is: a one-node step's output, the usual one."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunSettings:
-    """The compiled graph as the flow sees it."""
-
-    spec: GraphSpec
-    saver: Saver | None
-    interrupt_before: frozenset[str]
-    interrupt_after: frozenset[str]
 
 
 def call_flow(
@@ -144,59 +69,55 @@ def update_flow(
     return _Flow(run, config, False).update(values, as_node)
 
 
-def _before_interrupt(thread_id: str | None, step: int, task_id: str) -> str:
-    return derive_id("interrupt", thread_id, step, task_id, "before")
-
-
 class _Flow:
+    """One call: the run's state (``loop``), where it is stored (``storage``), its interrupts
+    (``pauses``), and the settings of the call."""
+
     def __init__(self, run: RunSettings, config: RunnableConfig, streaming: bool) -> None:
         self.run = run
         self.spec = run.spec
-        self.saver = run.saver
         self.config = config
         self.streaming = streaming
-        self.loop = Loop(run.spec)
-        self.checkpoint_id: str | None = None
-        self.pending = Pending((), run.spec.rank)
-        self.thread_id = config.thread_id
-        self.ns = config.checkpoint_ns
-        self.fork = False
-        self.fork_head = ""  # when forking: the thread's newest checkpoint id
-        self.several = False  # the running step has several tasks (their writes go pending)
-        self._config_fields: dict[str, Any] | None = None  # for _task_config, made once needed
-        self.answered_now: dict[str, set[str]] = {}  # interrupt ids this call answered, by task
-        self.last_writes: list[tuple[str, Write]] = []
-        self.run_id: str | None = None  # without a saver: makes task ids unique per call
         self.subgraphs = False
+        self.durable = run.saver is not None
+        self.loop = Loop(run.spec)
+        self.storage = RunStorage(run.saver, config)
+        self.pauses = Pauses(run, self.loop, self.storage, streaming=streaming)
+        self.run_id: str | None = None  # without a saver: makes task ids unique per call
+        self.several = False  # the running step has several tasks (their writes go pending)
+        self.last_writes: list[tuple[str, Write]] = []
+        self._config_fields: dict[str, Any] | None = None  # for _task_config, made once needed
         self._shared: CallContext | None = None
 
     # the call
     def call(self, input: Any) -> Generator[Effect, Any, OverAllState]:
         try:
-            if self.saver is None:
+            if not self.durable:
                 self.run_id = f"run-{next(_run_counter)}"
                 self._check_stateless_input(input)
                 self._start(input)
                 if self.streaming:
                     yield self._input_output(input)
             else:
-                if self.thread_id is None:
+                if self.config.thread_id is None:
                     raise ValueError(
                         "this graph has a checkpoint saver, so each call needs a thread: pass "
                         "RunnableConfig(thread_id='...')"
                     )
-                saved = yield from self._load_start()
+                saved = yield from self._load()
                 paused = yield from self._treat_input(input, saved)
                 if paused is not None:
                     return paused
             return (yield from self._supersteps())
         finally:
-            # the shared context holds a method of this flow: kept, the call's state would be
-            # a reference cycle, freed only by the garbage collector (never, with it off)
+            # the shared context holds a method of this call's storage: kept, the call's state
+            # would be a reference cycle, freed only by the garbage collector (never, with it
+            # off)
             self._shared = None
 
     def update(self, values: Any, as_node: str | None) -> Generator[Effect, Any, RunnableConfig]:
-        if self.saver is None or self.thread_id is None:
+        storage = self.storage
+        if not self.durable or storage.thread_id is None:
             raise ValueError(
                 "update_state needs a checkpoint saver and RunnableConfig(thread_id=...)"
             )
@@ -212,8 +133,8 @@ class _Flow:
                 node=writer,
                 step=self.loop.step,
             )
-        yield from self._load_start()
-        paused, paused_at = self.pending, self.checkpoint_id
+        yield from self._load()
+        paused, paused_at = self.pauses.pending, storage.checkpoint_id
         loop = self.loop
         loop.step += 1
         loop.apply_writes([(writer, dict(values))], loop.step)
@@ -221,81 +142,14 @@ class _Flow:
             loop.route_from_start(self.config)
         elif as_node is not None:
             loop.route([(as_node, ())], self.config)
-        yield from self._checkpoint("update", [writer])
+        yield from storage.checkpoint(loop, "update", [writer])
         if as_node is None and paused_at is not None and not paused.empty:
-            yield from self._carry_over(paused, paused_at)
+            yield from self.pauses.carry_over(paused, paused_at)
         return RunnableConfig(
-            thread_id=self.thread_id, checkpoint_id=self.checkpoint_id, checkpoint_ns=self.ns
+            thread_id=storage.thread_id,
+            checkpoint_id=storage.checkpoint_id,
+            checkpoint_ns=storage.ns,
         )
-
-    def _carry_over(self, old: Pending, old_checkpoint: str) -> Generator[Effect, Any, None]:
-        """After ``update_state`` without ``as_node``, the step the thread was paused in goes on
-        from the new checkpoint: finished nodes' writes, records, unanswered ``interrupt()``s
-        and a passed-once breakpoint move to the new task ids, each interrupt id re-derived as
-        the re-run node will derive it, so the same ``Command(resume=...)`` answers it.
-
-        Interrupts raised inside an ``InterruptScope`` (a tool call) are renamed from their
-        scope key and index in it (the :data:`SCOPED` write). Interrupts raised by a graph
-        nested in the task keep their ids, and so does the nested graph its namespace (the
-        :data:`SUBGRAPH_TASK` record): it resumes where it waits."""
-        thread, step = self.thread_id, self.loop.step + 1
-        for node in self.loop.next:
-            old_id = task_id_for(old.ids_thread or thread, old_checkpoint, node)
-            new_id = task_id_for(thread, self.checkpoint_id, node)
-            writes: list[tuple[str, Any]] = []
-            done = old.done.get(old_id)
-            if done is not None:
-                writes.append((WRITE, {"update": dict(done.update), "goto": list(done.goto)}))
-            records = old.records.get(old_id, {})
-            nested_in, nested = old.nested.get(old_id, (node, frozenset()))
-            if nested and SUBGRAPH_TASK not in records:
-                records = {**records, SUBGRAPH_TASK: old_id}
-            writes.extend((RECORD_PREFIX + k, v) for k, v in records.items())
-            answered = old.resume.get(old_id, {})
-            items = old.interrupts.get(old_id, [])
-            static_ids = old.static_ids
-            own = [i for i in items if i.id not in static_ids and i.id not in nested]
-            scopes = old.scopes.get(old_id, {})
-            renamed: dict[str, Interrupt] = {}
-            moved_scopes: dict[str, tuple[str, int]] = {}
-            index = 0  # interrupts outside a scope are numbered per task, in the order raised
-            for item in own:
-                scope = scopes.get(item.id)
-                if scope is None:
-                    new_item_id = derive_id("interrupt", thread, step, new_id, index)
-                    index += 1
-                else:
-                    new_item_id = scoped_interrupt_id(thread, step, new_id, *scope)
-                    moved_scopes[new_item_id] = scope
-                renamed[item.id] = Interrupt(new_item_id, item.value, item.node)
-            kept = [i for i in items if i.id in nested]
-            raised = [*renamed.values(), *(i for i in kept if i.id not in static_ids)]
-            if raised:
-                writes.append((INTERRUPT, raised))
-            resume = {renamed[i].id: v for i, v in answered.items() if i in renamed}
-            resume.update((i.id, answered[i.id]) for i in kept if i.id in answered)
-            if resume:
-                writes.append((RESUME, resume))
-            breakpoints = [i for i in kept if i.id in static_ids]
-            waits = [
-                i
-                for i in items
-                if i.id in static_ids
-                and i.id not in nested
-                and i.value == "interrupt_before"
-                and i.id not in answered
-            ]
-            if waits:  # paused at a breakpoint: it stays paused there, None passes it once
-                before = _before_interrupt(thread, step, new_id)
-                breakpoints.append(Interrupt(before, "interrupt_before", node))
-            if breakpoints:
-                writes.append((BREAKPOINT, breakpoints))
-            if nested:
-                writes.append((NESTED, {"node": nested_in, "ids": sorted(nested)}))
-            if moved_scopes:
-                writes.append((SCOPED, {i: [key, at] for i, (key, at) in moved_scopes.items()}))
-            if writes:
-                yield self._put_writes(new_id, writes)
 
     def _check_stateless_input(self, input: Any) -> None:
         if input is None or isinstance(input, Command):
@@ -322,33 +176,17 @@ class _Flow:
         self.loop.apply_writes([(START, dict(input))], self.loop.step)
         self.loop.route_from_start(self.config)
 
-    def _load_start(self) -> Generator[Effect, Any, Any]:
+    def _load(self) -> Generator[Effect, Any, Checkpoint | None]:
         """Load the checkpoint the call starts from: the newest, or the one the config names.
 
         Starting from an older checkpoint forks the thread there: a copy of it becomes the
         thread's newest checkpoint (source ``fork``) and the nodes after it run again (their
         interrupts fire again), so its pending writes are not reused.
         """
-        wanted = self.config.checkpoint_id
-        saved = yield SaverCall("get", (self.thread_id, wanted, self.ns))
-        if saved is None and wanted is not None:
-            raise ValueError(
-                f"no checkpoint {wanted!r} on this thread; list them with get_state_history(config)"
-            )
+        storage = self.storage
+        saved = yield from storage.load(self.config.checkpoint_id)
         if saved is None:
             return None
-        self._load(saved)
-        if wanted is not None:
-            head = yield SaverCall("get", (self.thread_id, None, self.ns))
-            self.fork = head is not None and head.id != wanted
-            if self.fork:
-                assert head is not None
-                self.pending = Pending((), self.spec.rank)
-                self.fork_head = head.id  # the fork's id sorts after it, whatever our clock says
-                yield from self._checkpoint("fork", [])
-        return saved
-
-    def _load(self, saved: Any) -> None:
         self.loop.load(
             saved.values,
             step=saved.step,
@@ -357,11 +195,17 @@ class _Flow:
             barriers=saved.barriers,
             chains=saved.chains,
         )
-        self.checkpoint_id = saved.id
-        self.pending = Pending(saved.pending_writes, self.spec.rank)
+        if storage.fork:
+            yield from storage.checkpoint(self.loop, "fork", [])
+        else:
+            self.pauses.pending = Pending(saved.pending_writes, self.spec.rank)
+        return saved
 
-    def _treat_input(self, input: Any, saved: Any) -> Generator[Effect, Any, OverAllState | None]:
+    def _treat_input(
+        self, input: Any, saved: Checkpoint | None
+    ) -> Generator[Effect, Any, OverAllState | None]:
         """The three cases of DESIGN §3: resume, continue, or a new run on the thread."""
+        pauses = self.pauses
         if (input is None or isinstance(input, Command)) and saved is not None:
             self._check_next_nodes(saved)
         if isinstance(input, Command):
@@ -370,91 +214,53 @@ class _Flow:
                     "a Command given as input only carries resume=...; to change state use "
                     "update_state(config, values), to route use a node's Command"
                 )
-            yield from self._answer(input.resume)
+            yield from pauses.answer(input.resume)
             return None
         if input is None:
-            if saved is None or (not self.loop.next and not self.pending.unanswered()):
+            if saved is None or (not self.loop.next and not pauses.pending.unanswered()):
                 raise InvalidResumeError(
                     "nothing to continue on this thread: it has "
                     + ("no checkpoint" if saved is None else "finished")
                     + "; call with new input to start a run"
                 )
-            dynamic = self.pending.dynamic_waiting()
+            dynamic = pauses.pending.dynamic_waiting()
             if dynamic:  # never answered with None: the same interrupts are raised again
-                return (yield from self._pause([i for _, i in dynamic], self.loop.step + 1))
-            yield from self._answer_static()
+                return (yield from pauses.pause([i for _, i in dynamic], self.loop.step + 1))
+            yield from pauses.answer_static()
             return None
         # a new run on the thread: pending interrupts and writes of the old step are dropped
-        self.pending = Pending((), self.spec.rank)
+        pauses.clear()
         self.loop.step = saved.step + 1 if saved is not None else -1
         self._start(input)
-        yield from self._checkpoint("input", [START])
+        yield from self.storage.checkpoint(self.loop, "input", [START])
         if self.streaming:
             yield self._input_output(input)
         return None
 
-    def _check_next_nodes(self, saved: Any) -> None:
+    def _check_next_nodes(self, saved: Checkpoint) -> None:
         """A thread that stopped before a node this graph no longer has cannot carry on as
         it is: say so (a silent "finished" would drop the work it was waiting to do)."""
         missing = [name for name in saved.next if name not in self.spec.nodes]
         if missing:
             names = ", ".join(map(repr, missing))
             raise InvalidResumeError(
-                f"thread {self.thread_id!r} stopped before {names}, which graph "
+                f"thread {self.storage.thread_id!r} stopped before {names}, which graph "
                 f"{self.spec.name!r} no longer has (renamed or removed since the thread was "
                 f"saved; its nodes now: {', '.join(map(repr, self.spec.nodes))}); move the "
                 "thread on with update_state(config, values, as_node=...) naming the node whose "
                 "edges lead where it should go next, or start a new run with new input"
             )
 
-    def _answer(self, resume: Any) -> Generator[Effect, Any, None]:
-        unanswered = self.pending.unanswered()
-        if not unanswered:
-            raise InvalidResumeError(
-                "Command(resume=...) answers pending interrupts, and this thread has none; "
-                "call with None to continue or with new input to start a run"
-            )
-        by_id = {item.id: (task_id, item) for task_id, item in unanswered}
-        if isinstance(resume, dict) and resume and all(k in by_id for k in resume):
-            answers = dict(resume)
-        elif len(unanswered) == 1:
-            answers = {unanswered[0][1].id: resume}
-        else:
-            unknown = [k for k in resume] if isinstance(resume, dict) else []
-            unknown = [k for k in unknown if k not in by_id]
-            detail = f"unknown ids: {', '.join(map(repr, unknown))}; " if unknown else ""
-            raise InvalidResumeError(
-                f"{len(unanswered)} interrupts are pending, so resume needs a dict keyed by "
-                f"their ids; {detail}pending: {', '.join(map(repr, by_id))}"
-            )
-        by_task: dict[str, dict[str, Any]] = {}
-        for interrupt_id, value in answers.items():
-            by_task.setdefault(by_id[interrupt_id][0], {})[interrupt_id] = value
-        yield from self._store_resume(by_task)
-
-    def _answer_static(self) -> Generator[Effect, Any, None]:
-        by_task: dict[str, dict[str, Any]] = {}
-        for task_id, item in self.pending.unanswered():
-            by_task.setdefault(task_id, {})[item.id] = None
-        yield from self._store_resume(by_task)
-
-    def _store_resume(self, by_task: dict[str, dict[str, Any]]) -> Generator[Effect, Any, None]:
-        for task_id, answers in by_task.items():
-            resume = self.pending.resume.setdefault(task_id, {})
-            resume.update(answers)
-            self.answered_now.setdefault(task_id, set()).update(answers)
-            yield self._put_writes(task_id, [(RESUME, dict(resume))])
-
     # supersteps
     def _supersteps(self) -> Generator[Effect, Any, OverAllState]:
-        loop, config, run = self.loop, self.config, self.run
-        durable = self.saver is not None
+        loop, config, run, pauses = self.loop, self.config, self.run, self.pauses
+        durable = self.durable
         steps = 0
-        run_tasks = RunTasks([], self._on_finish, config.max_concurrency)  # one for every step
+        run_tasks = RunTasks([], config.max_concurrency)  # one for every step
         while loop.next:
             tasks = self._tasks()
             if durable and run.interrupt_before:
-                paused = yield from self._breakpoint_before(tasks)
+                paused = yield from pauses.before(tasks)
                 if paused is not None:
                     return paused
             if steps >= config.max_steps:
@@ -471,12 +277,18 @@ class _Flow:
                 raise self._cancelled()
             steps += 1
             # nothing pending: every task runs, and a step that does not pause adds nothing
-            nothing_pending = not durable or self.pending.empty  # (only a saver brings any)
-            to_run, blocked = (tasks, _NO_TASK_IDS) if nothing_pending else self._runnable(tasks)
+            nothing_pending = not durable or pauses.pending.empty  # (only a saver brings any)
+            to_run, blocked = (tasks, NO_TASK_IDS) if nothing_pending else pauses.runnable(tasks)
             if to_run:
                 self.several = len(tasks) > 1
                 run_tasks.tasks = to_run
-                yield run_tasks
+                outcome = yield run_tasks
+                if self.several:
+                    yield from self._take_outcome(outcome)
+                    for _ in range(len(to_run) - 1):
+                        yield from self._take_outcome((yield NEXT_OUTCOME))
+                else:  # the common step: one task, its write not stored on its own
+                    self._take_lone_outcome(outcome)
             if blocked or (
                 tasks[0].error is not None
                 if len(tasks) == 1
@@ -488,187 +300,84 @@ class _Flow:
             writes = self.last_writes = self._merge(tasks)
             if durable:
                 writers = [writes[0][0]] if len(writes) == 1 else [name for name, _ in writes]
-                put = self._checkpoint_put("loop", writers)
+                storage = self.storage
+                put = storage.put(loop, "loop", writers)
                 yield put
-                self._checkpointed(put)
+                storage.stand_on(put)
             if not nothing_pending:
-                self.pending = Pending((), self.spec.rank)
+                pauses.clear()
             if self.streaming:
                 yield self._step_outputs(tasks, writes)
             if durable and run.interrupt_after:
-                paused = yield from self._breakpoint_after(tasks)
+                paused = yield from pauses.after(tasks)
                 if paused is not None:
                     return paused
         return loop.state()
 
-    def _cancelled(self, *, during: bool = False) -> GraphCancelledError:
-        """``during``: a subgraph in the step stopped with this run (the step did not finish)."""
-        step = self.loop.step + 1
-        where = f"graph {self.spec.name!r}" + (
-            f" on thread {self.thread_id!r}" if self.thread_id is not None else ""
-        )
-        if self.saver is None:
-            after = "nothing was kept (no saver)"
-        else:
-            after = (
-                "the thread stays at its last checkpoint; invoke(None, config) with a "
-                "cancel signal that is not set carries on from there"
-            )
-        when = "during" if during else "before"
-        return GraphCancelledError(
-            f"{where} was cancelled (RunnableConfig.cancel is set) {when} step {step}, which "
-            f"{'runs' if during else 'would run'} {', '.join(self.loop.next)}; {after}",
-            step=step,
-        )
-
-    def _tasks(self) -> list[Task]:
-        """The tasks of the next superstep, one per triggered node, all seeing one state."""
-        loop = self.loop
-        state = loop.state()
-        step = loop.step + 1
-        nodes = self.spec.nodes
-        if len(loop.next) == 1:
-            return [self._task(nodes[loop.next[0]], state, step)]
-        return [self._task(nodes[name], state, step) for name in loop.next]
-
-    def _call_context(self) -> CallContext:
-        """What every task of this call shares, made once."""
-        if self._shared is None:
-            self._shared = CallContext(
-                agent=self.spec.name,
-                thread_id=self.thread_id,
-                run_id=self.run_id,
-                saver=self.saver,
-                checkpoint_ns=self.ns,
-                stream_subgraphs=self.subgraphs,
-                persist_record=self._persist_record if self.saver is not None else None,
-            )
-        return self._shared
-
-    def _task(self, node: NodeSpec, state: OverAllState, step: int) -> Task:
-        context = TaskContext(
-            self._shared or self._call_context(), node.name, step, self.checkpoint_id
-        )
-        if self.saver is not None:
-            pending = self.pending
-            if pending.ids_thread is not None:
-                context.ids_thread = pending.ids_thread
-            if pending.records or pending.resume:
-                task_id = context.id
-                context.records = dict(pending.records.get(task_id, {}))
-                context._resume = pending.resume.get(task_id, {})
-        node_config = self._task_config(context) if node.pass_config else None
-        return Task(node, context, state, node_config)
-
-    def _task_config(self, context: TaskContext) -> RunnableConfig:
-        """The call's config with ``task`` set: what a node taking ``(state, config)`` gets."""
-        fields = self._config_fields
-        if fields is None:
-            config = self.config
-            fields = self._config_fields = {
-                f.name: getattr(config, f.name) for f in dataclasses.fields(config)
-            }
-        return RunnableConfig(**{**fields, "task": context})
-
-    def _runnable(self, tasks: list[Task]) -> tuple[list[Task], frozenset[str]]:
-        """The tasks to run now, and the ids of those still waiting for an interrupt's answer.
-
-        Tasks whose writes are pending from an earlier attempt of this step are not run again
-        (only called when something is pending: otherwise every task runs and no task id has
-        to be derived).
-        """
-        pending = self.pending
-        to_run = [t for t in tasks if t.context.id not in pending.done]
-        if not pending.interrupts:
-            return to_run, _NO_TASK_IDS
-        waiting = {task_id for task_id, _ in pending.dynamic_waiting()}
-        blocked = frozenset(waiting.intersection(t.context.id for t in to_run))
-        return [t for t in to_run if t.context.id not in blocked], blocked
-
-    def _on_finish(self, task: Task, value: Any) -> SaverCall | None:
-        """Store a task's return as its write; in a step of several nodes with a saver, return
-        the pending write that makes it durable at once."""
+    def _take_lone_outcome(self, outcome: Outcome) -> None:
+        """Take in how the step's only task ended: its return becomes its write."""
+        task, value, error = outcome
+        if error is not None:
+            task.error = error
+            return
         node = task.node
-        task.write = normalize_return(node.name, task.context.step, value, node.destinations)
-        if not self.several or self.saver is None:
-            return None
-        write = task.write
-        stored: dict[str, Any] = {"update": dict(write.update), "goto": list(write.goto)}
-        if write.parts:
-            stored["parts"] = [[label, dict(part)] for label, part in write.parts]
-        return self._put_writes(task.context.id, [(WRITE, stored)])
+        try:
+            task.write = normalize_return(node.name, task.context.step, value, node.destinations)
+        except Exception as exc:
+            task.error = exc
+            task.engine_error = True
+
+    def _take_outcome(self, outcome: Outcome) -> Generator[Effect, Any, None]:
+        """Take in how one task of a step of several ended: its return becomes its write, made
+        durable at once with a saver (a crash after it does not run the node again)."""
+        task, value, error = outcome
+        if error is not None:
+            task.error = error
+            return
+        node = task.node
+        try:
+            task.write = write = normalize_return(
+                node.name, task.context.step, value, node.destinations
+            )
+            if self.durable:
+                stored: dict[str, Any] = {"update": dict(write.update), "goto": list(write.goto)}
+                if write.parts:
+                    stored["parts"] = [[label, dict(part)] for label, part in write.parts]
+                yield self.storage.put_writes(task.context.id, [(WRITE, stored)])
+        except Exception as exc:  # a bad return, or the saver's error (thrown in here)
+            task.error = exc
+            task.engine_error = True
 
     def _settle(
         self, tasks: list[Task], blocked: frozenset[str]
     ) -> Generator[Effect, Any, OverAllState | None]:
         """After the tasks ran: raise the first error, or pause on interrupts."""
-        failures = [t for t in tasks if t.error is not None and not _interrupted(t)]
+        failures = [t for t in tasks if t.error is not None and not interrupted(t)]
+        if not failures:
+            return (yield from self.pauses.after_tasks(tasks, blocked))
         for task in failures:
-            task_id = task.context.id
-            given = self.answered_now.get(task_id) if self.answered_now else None
-            if given:
-                # the node failed on the answers this call gave it (a wrong shape, a refusal):
-                # those interrupts are pending again, earlier answers stay; so do answers a
-                # nested graph took and stored a checkpoint after (a later step of it failed)
-                refused = given.difference(task.context.records.get(SUBGRAPH_CONSUMED, ()))
-                if refused:
-                    resume = self.pending.resume[task_id]
-                    for interrupt_id in refused:
-                        resume.pop(interrupt_id, None)
-                    yield self._put_writes(task_id, [(RESUME, dict(resume))])
-        if failures:
-            cancel = self.config.cancel
-            if cancel is not None and cancel.is_set():
-                for task in failures:  # a subgraph or agent that stopped with this run
-                    if isinstance(task.error, GraphCancelledError):
-                        raise self._cancelled(during=True) from task.error
-            raised = _node_error(failures)
-            if self.saver is not None:  # shown by get_state's tasks; a resume runs them again
-                try:
-                    for task in failures:
-                        failed = task.error
-                        assert failed is not None
-                        error = f"{type(failed).__name__}: {exception_text(failed)}"[:2000]
-                        yield self._put_writes(task.context.id, [(ERROR, error)])
-                except Exception as store_error:  # the node's error is what the caller needs
-                    raised.add_note(f"(its error could not be stored for get_state: {store_error})")
-            raise raised
-        interrupts: list[Interrupt] = []
-        waiting_node: str | None = None
-        for task in tasks:
-            if _interrupted(task) or (blocked and task.context.id in blocked):
-                waiting_node = waiting_node or task.node.name
-            if _interrupted(task):
-                task_id = task.context.id
-                paused = task.error
-                assert isinstance(paused, GraphInterrupted)
-                # its traceback holds the frame that holds the task that holds it: a reference
-                # cycle holding the whole call; no one reads where a pause was raised
-                paused.__traceback__ = None
-                new = list(paused.interrupts)
-                interrupts.extend(new)
-                breakpoints = paused.breakpoints
-                for item in new:
-                    self.pending.add_interrupt(task_id, item, static=item.id in breakpoints)
-                writes = [self.pending.stored(task_id, static=False)]
-                if breakpoints:  # a nested graph's static breakpoints: None passes them once
-                    writes.append(self.pending.stored(task_id, static=True))
-                if paused.nested:
-                    writes.append(self.pending.add_nested(task_id, task.node.name, paused.nested))
-                if paused.scopes:
-                    writes.append(self.pending.add_scopes(task_id, paused.scopes))
-                yield self._put_writes(task_id, writes)
-            elif blocked and task.context.id in blocked:
-                task_id = task.context.id
-                interrupts.extend(i for t, i in self.pending.unanswered() if t == task_id)
-        if interrupts:
-            return (yield from self._pause(interrupts, self.loop.step + 1, waiting_node))
-        return None
+            yield from self.pauses.refused(task)
+        cancel = self.config.cancel
+        if cancel is not None and cancel.is_set():
+            for task in failures:  # a subgraph or agent that stopped with this run
+                if isinstance(task.error, GraphCancelledError):
+                    raise self._cancelled(during=True) from task.error
+        raised = _node_error(failures)
+        if self.durable:  # shown by get_state's tasks; a resume runs them again
+            try:
+                for task in failures:
+                    failed = task.error
+                    assert failed is not None
+                    error = f"{type(failed).__name__}: {exception_text(failed)}"[:2000]
+                    yield self.storage.put_writes(task.context.id, [(ERROR, error)])
+            except Exception as store_error:  # the node's error is what the caller needs
+                raised.add_note(f"(its error could not be stored for get_state: {store_error})")
+        raise raised
 
     def _merge(self, tasks: list[Task]) -> list[tuple[str, Write]]:
         """Merge the step's writes (pending ones for tasks not run again), then route."""
         loop = self.loop
-        done = self.pending.done
+        done = self.pauses.pending.done
         step = loop.step + 1
         if len(tasks) == 1 and not done:  # the common step: no per-step lists
             task = tasks[0]
@@ -691,7 +400,7 @@ class _Flow:
         return writes
 
     def _step_outputs(self, tasks: list[Task], writes: list[tuple[str, Write]]) -> Effect:
-        loop, agent, checkpoint_id = self.loop, self.spec.name, self.checkpoint_id
+        loop, agent, checkpoint_id = self.loop, self.spec.name, self.storage.checkpoint_id
         state, step = loop.state(), loop.step
         if len(tasks) == 1:  # the usual step
             task, update = tasks[0], writes[0][1].update
@@ -719,120 +428,76 @@ class _Flow:
             ]
         )
 
-    # breakpoints and pauses
-    def _breakpoint_before(self, tasks: list[Task]) -> Generator[Effect, Any, OverAllState | None]:
-        if not self.run.interrupt_before or self.saver is None:
-            return None
-        new = []
-        for task in tasks:
-            if task.node.name not in self.run.interrupt_before:
-                continue
-            task_id = task.context.id
-            item = Interrupt(
-                _before_interrupt(task.context.id_thread, task.context.step, task_id),
-                "interrupt_before",
-                task.node.name,
+    def _cancelled(self, *, during: bool = False) -> GraphCancelledError:
+        """``during``: a subgraph in the step stopped with this run (the step did not finish)."""
+        step = self.loop.step + 1
+        thread_id = self.storage.thread_id
+        where = f"graph {self.spec.name!r}" + (
+            f" on thread {thread_id!r}" if thread_id is not None else ""
+        )
+        if not self.durable:
+            after = "nothing was kept (no saver)"
+        else:
+            after = (
+                "the thread stays at its last checkpoint; invoke(None, config) with a "
+                "cancel signal that is not set carries on from there"
             )
-            if item.id in self.pending.resume.get(task_id, {}):
-                continue
-            new.append(item)
-            self.pending.add_interrupt(task_id, item, static=True)
-            yield self._put_writes(task_id, [self.pending.stored(task_id, static=True)])
-        if not new:
-            return None
-        return (yield from self._pause(new, self.loop.step + 1))
+        when = "during" if during else "before"
+        return GraphCancelledError(
+            f"{where} was cancelled (RunnableConfig.cancel is set) {when} step {step}, which "
+            f"{'runs' if during else 'would run'} {', '.join(self.loop.next)}; {after}",
+            step=step,
+        )
 
-    def _breakpoint_after(self, tasks: list[Task]) -> Generator[Effect, Any, OverAllState | None]:
-        if not self.run.interrupt_after or self.saver is None:
-            return None
-        new = []
-        for task in tasks:
-            name = task.node.name
-            if name in self.run.interrupt_after:
-                task_id = derive_id("after", self.thread_id, self.checkpoint_id, name)
-                item = Interrupt(
-                    derive_id("interrupt", self.thread_id, self.loop.step, task_id, "after"),
-                    "interrupt_after",
-                    name,
-                )
-                new.append(item)
-                self.pending.add_interrupt(task_id, item, static=True)
-                yield self._put_writes(task_id, [self.pending.stored(task_id, static=True)])
-        if not new:
-            return None
-        return (yield from self._pause(new, self.loop.step))
-
-    def _pause(
-        self, interrupts: list[Interrupt], step: int, node: str | None = None
-    ) -> Generator[Effect, Any, OverAllState]:
-        """Pause with every unanswered interrupt; ``step``: the step that is waiting, ``node``:
-        the node of this graph that waits (for an interrupt raised in a subgraph, the node
-        running it), else the first interrupt's."""
-        pending = [i for _, i in self.pending.unanswered()]
-        for item in interrupts:
-            if item not in pending:
-                pending.append(item)
-        if self.streaming:
-            yield Emit([self._pause_output(pending, step, node or pending[0].node)])
-        return self._paused(pending)
-
-    def _paused(self, interrupts: list[Interrupt]) -> OverAllState:
-        return OverAllState(self.loop.values, interrupts, hidden=self.spec.hidden_keys)
-
-    # storage
-    def _checkpoint(self, source: str, writers: list[str]) -> Generator[Effect, Any, None]:
-        if self.saver is None:
-            return
-        put = self._checkpoint_put(source, writers)
-        yield put
-        self._checkpointed(put)
-
-    def _checkpoint_put(self, source: str, writers: list[str]) -> SaverCall:
-        """The saver call storing a new checkpoint of the loop; once it returned, the run
-        moves on to that checkpoint (:meth:`_checkpointed`)."""
+    def _tasks(self) -> list[Task]:
+        """The tasks of the next superstep, one per triggered node, all seeing one state."""
         loop = self.loop
-        after = self.checkpoint_id
-        if self.fork and after is not None and self.fork_head > after:
-            after = self.fork_head
-        checkpoint_id = new_checkpoint_id(after=after)
-        metadata = {
-            **self.config.metadata,
-            "source": "fork" if self.fork else source,
-            "step": loop.step,
-            "writers": writers,
-        }
-        blobs = loop.take_blobs(checkpoint_id)  # first: it moves the versions of what changed
-        barriers = loop.barrier_seen
-        checkpoint = new_checkpoint(
-            checkpoint_id,
-            self.thread_id or "",
-            self.ns,
-            self.checkpoint_id,
-            loop.step,
-            loop.next,
-            dict(loop.versions),
-            {k: tuple(sorted(v)) for k, v in barriers.items()} if barriers else {},
-            blobs,
-            metadata,
-        )
-        return SaverCall("put", (checkpoint,))
+        state = loop.state()
+        step = loop.step + 1
+        nodes = self.spec.nodes
+        if len(loop.next) == 1:
+            return [self._task(nodes[loop.next[0]], state, step)]
+        return [self._task(nodes[name], state, step) for name in loop.next]
 
-    def _checkpointed(self, put: SaverCall) -> None:
-        self.checkpoint_id = put.args[0].id
-        self.fork = False
+    def _call_context(self) -> CallContext:
+        """What every task of this call shares, made once."""
+        if self._shared is None:
+            storage = self.storage
+            self._shared = CallContext(
+                agent=self.spec.name,
+                thread_id=storage.thread_id,
+                run_id=self.run_id,
+                saver=storage.saver,
+                checkpoint_ns=storage.ns,
+                stream_subgraphs=self.subgraphs,
+                persist_record=storage.persist_record if self.durable else None,
+            )
+        return self._shared
 
-    def _put_writes(self, task_id: str, writes: list[tuple[str, Any]]) -> SaverCall:
-        assert self.thread_id is not None and self.checkpoint_id is not None
-        return SaverCall(
-            "put_writes", (self.thread_id, self.ns, self.checkpoint_id, task_id, writes)
+    def _task(self, node: NodeSpec, state: OverAllState, step: int) -> Task:
+        context = TaskContext(
+            self._shared or self._call_context(), node.name, step, self.storage.checkpoint_id
         )
+        if self.durable:
+            pending = self.pauses.pending
+            if pending.ids_thread is not None:
+                context.ids_thread = pending.ids_thread
+            if pending.records or pending.resume:
+                task_id = context.id
+                context.records = dict(pending.records.get(task_id, {}))
+                context._resume = pending.resume.get(task_id, {})
+        node_config = self._task_config(context) if node.pass_config else None
+        return Task(node, context, state, node_config)
 
-    def _persist_record(self, context: TaskContext, key: str, value: Any) -> None:
-        assert self.saver is not None
-        assert self.thread_id is not None and self.checkpoint_id is not None
-        self.saver.put_writes(
-            self.thread_id, self.ns, self.checkpoint_id, context.id, [(RECORD_PREFIX + key, value)]
-        )
+    def _task_config(self, context: TaskContext) -> RunnableConfig:
+        """The call's config with ``task`` set: what a node taking ``(state, config)`` gets."""
+        fields = self._config_fields
+        if fields is None:
+            config = self.config
+            fields = self._config_fields = {
+                f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+            }
+        return RunnableConfig(**{**fields, "task": context})
 
     # outputs
     def _shown(self, update: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -846,22 +511,9 @@ class _Flow:
         loop = self.loop
         update = self._shown(dict(input))
         state = loop.state()
-        return node_output(START, self.spec.name, loop.step, update, state, self.checkpoint_id)
-
-    def _pause_output(self, interrupts: list[Interrupt], step: int, node: str) -> NodeOutput:
-        return NodeOutput(
-            node=node,
-            agent=self.spec.name,
-            step=step,
-            update={},
-            state=self.loop.state(),
-            checkpoint_id=self.checkpoint_id,
-            interrupts=tuple(interrupts),
+        return node_output(
+            START, self.spec.name, loop.step, update, state, self.storage.checkpoint_id
         )
-
-
-def _interrupted(task: Task) -> bool:
-    return isinstance(task.error, GraphInterrupted)
 
 
 def _node_error(failures: list[Task]) -> BaseException:

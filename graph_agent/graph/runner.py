@@ -15,16 +15,23 @@ from contextvars import ContextVar
 from typing import Any
 
 from graph_agent.graph import render as render_module
-from graph_agent.graph.errors import InvalidUpdateError, ParentCommand, ThreadBusyError
-from graph_agent.graph.execution import NodeGreenlet, arun_tasks, run_concurrently, run_inline
-from graph_agent.graph.flow import (
+from graph_agent.graph.effects import (
+    NEXT_OUTCOME,
     Emit,
+    NextOutcome,
     RunSettings,
     RunTasks,
     SaverCall,
-    call_flow,
-    update_flow,
 )
+from graph_agent.graph.errors import InvalidUpdateError, ParentCommand, ThreadBusyError
+from graph_agent.graph.execution import (
+    AsyncConcurrent,
+    Concurrent,
+    NodeGreenlet,
+    arun_lone,
+    run_inline,
+)
+from graph_agent.graph.flow import call_flow, update_flow
 from graph_agent.graph.pending import Pending, nested_namespace, subgraph_place
 from graph_agent.graph.render import GraphView
 from graph_agent.graph.runtime import task_id_for
@@ -63,6 +70,7 @@ def _drive_sync(
     if saver is not None and config.thread_id is not None:
         lease = saver.acquire(config.thread_id, config.checkpoint_ns)
     node_greenlet = NodeGreenlet() if streaming else None
+    running: Concurrent | None = None  # the step's tasks, when they run on other threads
     try:
         flow = call_flow(run, input, config, streaming=streaming, subgraphs=subgraphs)
         reply: Any = None
@@ -77,35 +85,43 @@ def _drive_sync(
             if type(effect) is RunTasks:
                 tasks = effect.tasks
                 if len(tasks) > 1 or tasks[0].node.is_async:
-                    yield from run_concurrently(effect, saver, streaming)
+                    running = Concurrent(effect, streaming)
+                    reply = yield from running.next()
                 elif node_greenlet is not None:
                     if threading.get_ident() == origin_thread:
                         task = tasks[0]
-                        event = node_greenlet.run(effect, saver, task, origin_thread)
-                        while type(event) is not tuple:  # a chunk the node emitted
+                        event = node_greenlet.run(task, origin_thread)
+                        while not isinstance(event, tuple):  # a chunk the node emitted
                             yield event
                             event = node_greenlet.resume(task)
+                        reply = event
                         if node_greenlet.buffered:
                             yield from node_greenlet.take_buffered()
                     else:
-                        yield from run_concurrently(effect, saver, streaming)
+                        running = Concurrent(effect, streaming)
+                        reply = yield from running.next()
                 else:  # the common step: one sync node, run in this thread
-                    run_inline(effect, saver, tasks[0])
+                    reply = run_inline(tasks[0])
             elif type(effect) is NodeOutput:
                 yield effect
-            elif type(effect) is SaverCall:
+            elif type(effect) is NextOutcome:
+                assert running is not None
+                reply = yield from running.next()
+            elif type(effect) is Emit:
+                yield from effect.items
+            else:
+                assert isinstance(effect, SaverCall)
                 try:
-                    reply = getattr(saver, effect.method)(*effect.args)
+                    reply = effect.run(saver)  # type: ignore[arg-type]  # a SaverCall: a saver
                 except Exception as exc:
                     failed = exc
-            else:
-                assert isinstance(effect, Emit)
-                yield from effect.items
     except ParentCommand as handoff:
         if not inside_subgraph.get():
             raise _no_parent(run, handoff) from None
         raise
     finally:
+        if running is not None:
+            running.cancel()
         if node_greenlet is not None:
             node_greenlet.close()
         if lease is not None:
@@ -128,6 +144,7 @@ async def _drive_async(
         lease = await _aacquire(saver, config.thread_id, config.checkpoint_ns)
         key = (id(saver), config.thread_id, config.checkpoint_ns)
         _async_holders[key] = holder
+    running: AsyncConcurrent | None = None  # the step's tasks
     try:
         flow = call_flow(run, input, config, streaming=streaming, subgraphs=subgraphs)
         reply: Any = None
@@ -140,30 +157,43 @@ async def _drive_async(
                 return
             reply = failed = None
             if type(effect) is RunTasks:
-                async for chunk in arun_tasks(effect, saver, streaming):
-                    holder.waiting = True
-                    yield chunk
-                    holder.waiting = False
+                tasks = effect.tasks
+                if len(tasks) == 1 and not streaming and tasks[0].node.is_async:
+                    reply = await arun_lone(tasks[0])
+                    continue
+                running = AsyncConcurrent(effect, streaming)
+                effect = NEXT_OUTCOME
+            if type(effect) is NextOutcome:
+                assert running is not None
+                async for event in running.next():
+                    if isinstance(event, tuple):
+                        reply = event
+                    else:
+                        holder.waiting = True
+                        yield event
+                        holder.waiting = False
             elif type(effect) is NodeOutput:
                 holder.waiting = True
                 yield effect
                 holder.waiting = False
-            elif type(effect) is SaverCall:
-                try:
-                    reply = await getattr(saver, "a" + effect.method)(*effect.args)
-                except Exception as exc:
-                    failed = exc
-            else:
-                assert isinstance(effect, Emit)
+            elif type(effect) is Emit:
                 for item in effect.items:
                     holder.waiting = True
                     yield item
                     holder.waiting = False
+            else:
+                assert isinstance(effect, SaverCall)
+                try:
+                    reply = await effect.arun(saver)  # type: ignore[arg-type]
+                except Exception as exc:
+                    failed = exc
     except ParentCommand as handoff:
         if not inside_subgraph.get():
             raise _no_parent(run, handoff) from None
         raise
     finally:
+        if running is not None:
+            running.cancel()
         if lease is not None:
             assert saver is not None
             if _async_holders.get(key) is holder:
@@ -412,7 +442,7 @@ class CompiledGraph:
                     new_config: RunnableConfig = stop.value
                     return new_config
                 assert isinstance(effect, SaverCall)
-                reply = getattr(saver, effect.method)(*effect.args)
+                reply = effect.run(saver)
         finally:
             saver.release(lease)
 

@@ -29,8 +29,11 @@ def derive_id(*parts: object) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
-def task_id_for(thread_id: str | None, checkpoint_id: str | None, node: str) -> str:
-    """The id of the task running ``node`` in the superstep after ``checkpoint_id``."""
+def task_id_for(thread_id: str | None, checkpoint_id: str | None, node: str, index: int = 0) -> str:
+    """The id of the task running ``node`` in the superstep after ``checkpoint_id``; ``index``
+    tells apart several tasks of one node in one step (the first, 0, adds nothing)."""
+    if index:
+        return derive_id("task", thread_id, checkpoint_id, node, index)
     return derive_id("task", thread_id, checkpoint_id, node)
 
 
@@ -54,9 +57,10 @@ class CallContext:
 class TaskContext:
     """One node execution inside a superstep.
 
-    ``id`` is derived from (thread, checkpoint id, node), a node running at most once per
-    superstep: it is the same when the task runs again after a crash or a resume, so it can
-    serve as an idempotency key (without a saver it is unique to the call and step).
+    ``id`` is derived from (thread, checkpoint id, node, index), the index telling apart the
+    tasks of one node in one superstep (0 today: a node runs at most once per superstep). It is
+    the same when the task runs again after a crash or a resume, so it can serve as an
+    idempotency key (without a saver it is unique to the call and step).
 
     ``record``/``recorded`` keep sub-task results (one tool call, one API request) that survive
     a crash: with a saver, each record is committed as a pending write of the task and handed
@@ -71,6 +75,7 @@ class TaskContext:
         "_resume",
         "checkpoint_id",
         "ids_thread",
+        "index",
         "node",
         "records",
         "step",
@@ -83,9 +88,12 @@ class TaskContext:
         node: str,
         step: int,
         checkpoint_id: str | None = None,
+        index: int = 0,
     ) -> None:
         self._call = call
         self.node = node
+        self.index = index
+        """Which task of ``node`` this is in its step (0: the first, and today the only)."""
         self.step = step
         self.checkpoint_id = checkpoint_id
         self.ids_thread: str | None = None  # a copied step's: see id_thread
@@ -116,9 +124,10 @@ class TaskContext:
         if self._id is None:
             call = self._call
             if self.checkpoint_id is None:  # no saver: unique to this call and step
-                self._id = derive_id("task", call.thread_id, call.run_id, self.step, self.node)
+                parts: tuple[object, ...] = (call.thread_id, call.run_id, self.step, self.node)
+                self._id = derive_id("task", *parts, *((self.index,) if self.index else ()))
             else:
-                self._id = task_id_for(self.id_thread, self.checkpoint_id, self.node)
+                self._id = task_id_for(self.id_thread, self.checkpoint_id, self.node, self.index)
         return self._id
 
     @property
