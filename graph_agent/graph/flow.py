@@ -46,11 +46,15 @@ from graph_agent.graph.pending import (
     SUBGRAPH_TASK,
     WRITE,
     Pending,
+    thread_start,
 )
 from graph_agent.graph.runtime import (
     RECORD_PREFIX,
     CallContext,
+    ContinueAs,
+    FromThread,
     TaskContext,
+    ThreadStart,
     derive_id,
     scoped_interrupt_id,
     task_id_for,
@@ -177,6 +181,9 @@ class _Flow:
         try:
             if self.saver is None:
                 self.run_id = f"run-{next(_run_counter)}"
+                if isinstance(input, FromThread):  # no thread: it decides on an empty one
+                    input = input.decide(ThreadStart(values=self.loop.state()))
+                    input = None if isinstance(input, ContinueAs) else input
                 self._check_stateless_input(input)
                 self._start(input)
                 if self.streaming:
@@ -187,7 +194,11 @@ class _Flow:
                         "this graph has a checkpoint saver, so each call needs a thread: pass "
                         "RunnableConfig(thread_id='...')"
                     )
-                saved = yield from self._load_start()
+                saved = yield from self._load_saved()
+                if isinstance(input, FromThread):  # decided before a fork: a refusal writes nothing
+                    thread = thread_start(saved, self.loop.state(), self.thread_id, self.spec.rank)
+                    input = input.decide(thread)
+                yield from self._fork_if_older(saved)
                 paused = yield from self._treat_input(input, saved)
                 if paused is not None:
                     return paused
@@ -202,20 +213,34 @@ class _Flow:
             raise ValueError(
                 "update_state needs a checkpoint saver and RunnableConfig(thread_id=...)"
             )
+        self._check_update(values, as_node)
+        yield from self._load_start()
+        paused, paused_at = self.pending, self.checkpoint_id
+        yield from self._write_update(values, as_node)
+        if as_node is None and paused_at is not None and not paused.empty:
+            yield from self._carry_over(paused, paused_at)
+        return RunnableConfig(
+            thread_id=self.thread_id, checkpoint_id=self.checkpoint_id, checkpoint_ns=self.ns
+        )
+
+    def _check_update(self, values: Any, as_node: str | None) -> None:
         if as_node is not None and as_node != START and as_node not in self.spec.nodes:
             raise ValueError(
                 f"update_state(as_node={as_node!r}): not a node of graph {self.spec.name!r} "
                 f"(nodes: {', '.join(self.spec.nodes)})"
             )
-        writer = as_node or "update_state"
         if not isinstance(values, Mapping):
             raise InvalidUpdateError(
                 f"update_state needs a dict of state keys, got {type(values).__name__}",
-                node=writer,
+                node=as_node or "update_state",
                 step=self.loop.step,
             )
-        yield from self._load_start()
-        paused, paused_at = self.pending, self.checkpoint_id
+
+    def _write_update(
+        self, values: Mapping[str, Any], as_node: str | None
+    ) -> Generator[Effect, Any, None]:
+        """Write ``values`` as ``as_node`` in a new checkpoint (its edges route from there)."""
+        writer = as_node or "update_state"
         loop = self.loop
         loop.step += 1
         loop.apply_writes([(writer, dict(values))], loop.step)
@@ -224,11 +249,6 @@ class _Flow:
         elif as_node is not None:
             loop.route([(as_node, ())], self.config)
         yield from self._checkpoint("update", [writer])
-        if as_node is None and paused_at is not None and not paused.empty:
-            yield from self._carry_over(paused, paused_at)
-        return RunnableConfig(
-            thread_id=self.thread_id, checkpoint_id=self.checkpoint_id, checkpoint_ns=self.ns
-        )
 
     def _carry_over(self, old: Pending, old_checkpoint: str) -> Generator[Effect, Any, None]:
         """After ``update_state`` without ``as_node``, the step the thread was paused in goes on
@@ -331,24 +351,34 @@ class _Flow:
         thread's newest checkpoint (source ``fork``) and the nodes after it run again (their
         interrupts fire again), so its pending writes are not reused.
         """
+        saved = yield from self._load_saved()
+        yield from self._fork_if_older(saved)
+        return saved
+
+    def _load_saved(self) -> Generator[Effect, Any, Any]:
+        """Load the checkpoint the call starts from (``None`` on a new thread)."""
         wanted = self.config.checkpoint_id
         saved = yield SaverCall("get", (self.thread_id, wanted, self.ns))
         if saved is None and wanted is not None:
             raise ValueError(
                 f"no checkpoint {wanted!r} on this thread; list them with get_state_history(config)"
             )
-        if saved is None:
-            return None
-        self._load(saved)
-        if wanted is not None:
-            head = yield SaverCall("get", (self.thread_id, None, self.ns))
-            self.fork = head is not None and head.id != wanted
-            if self.fork:
-                assert head is not None
-                self.pending = Pending((), self.spec.rank)
-                self.fork_head = head.id  # the fork's id sorts after it, whatever our clock says
-                yield from self._checkpoint("fork", [])
+        if saved is not None:
+            self._load(saved)
         return saved
+
+    def _fork_if_older(self, saved: Any) -> Generator[Effect, Any, None]:
+        """Fork the thread at ``saved`` when it is not the newest checkpoint."""
+        wanted = self.config.checkpoint_id
+        if saved is None or wanted is None:
+            return
+        head = yield SaverCall("get", (self.thread_id, None, self.ns))
+        self.fork = head is not None and head.id != wanted
+        if self.fork:
+            assert head is not None
+            self.pending = Pending((), self.spec.rank)
+            self.fork_head = head.id  # the fork's id sorts after it, whatever our clock says
+            yield from self._checkpoint("fork", [])
 
     def _load(self, saved: Any) -> None:
         self.loop.load(
@@ -363,7 +393,11 @@ class _Flow:
         self.pending = Pending(saved.pending_writes, self.spec.rank)
 
     def _treat_input(self, input: Any, saved: Any) -> Generator[Effect, Any, OverAllState | None]:
-        """The three cases of DESIGN §3: resume, continue, or a new run on the thread."""
+        """The three cases of DESIGN §3: resume, continue, or a new run on the thread; or what
+        a :class:`FromThread` input decided: ``ContinueAs``, an update, then continue."""
+        if isinstance(input, ContinueAs):
+            yield from self._continue_as(input)
+            return None
         if (input is None or isinstance(input, Command)) and saved is not None:
             self._check_next_nodes(saved)
         if isinstance(input, Command):
@@ -376,11 +410,7 @@ class _Flow:
             return None
         if input is None:
             if saved is None or (not self.loop.next and not self.pending.unanswered()):
-                raise InvalidResumeError(
-                    "nothing to continue on this thread: it has "
-                    + ("no checkpoint" if saved is None else "finished")
-                    + "; call with new input to start a run"
-                )
+                raise _nothing_to_continue("no checkpoint" if saved is None else "finished")
             dynamic = self.pending.dynamic_waiting()
             if dynamic:  # never answered with None: the same interrupts are raised again
                 return (yield from self._pause([i for _, i in dynamic], self.loop.step + 1))
@@ -394,6 +424,15 @@ class _Flow:
         if self.streaming:
             yield self._input_output(input)
         return None
+
+    def _continue_as(self, decided: ContinueAs) -> Generator[Effect, Any, None]:
+        """``update_state(update, as_node=node)``, then on from the new checkpoint as input
+        ``None`` continues (it has no pending writes, so nothing waits to be answered)."""
+        self._check_update(decided.update, decided.node)
+        yield from self._write_update(decided.update, decided.node)
+        self.pending = Pending((), self.spec.rank)
+        if not self.loop.next:
+            raise _nothing_to_continue("finished")
 
     def _check_next_nodes(self, saved: Any) -> None:
         """A thread that stopped before a node this graph no longer has cannot carry on as
@@ -866,6 +905,12 @@ class _Flow:
 def _checkpoint_base() -> ModuleType:
     """``graph_agent.checkpoint.base``, imported once a saver needs it."""
     return importlib.import_module("graph_agent.checkpoint.base")
+
+
+def _nothing_to_continue(state: str) -> InvalidResumeError:
+    return InvalidResumeError(
+        f"nothing to continue on this thread: it has {state}; call with new input to start a run"
+    )
 
 
 def _interrupted(task: Task) -> bool:
