@@ -29,6 +29,7 @@ from graph_agent.agent.nodes import (
     run_start,
 )
 from graph_agent.agent.shape import MODEL_NODE, TOOL_NODE, build_graph
+from graph_agent.agent.spec import AgentSpec
 from graph_agent.agent.templates import placeholders
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
@@ -199,6 +200,21 @@ class ReactAgent:
 
     # the graph
     @property
+    def spec(self) -> AgentSpec:
+        """What this agent's hooks are told of it (their ``agent`` argument), as it is now; the
+        graph's hooks get it as it was when the graph was built."""
+        return AgentSpec(
+            name=self.name,
+            model=self.model,
+            tools=tuple(self.toolkit),
+            instruction=self.instruction,
+            description=self.description,
+            max_iterations=self.max_iterations,
+            output_schema=self.output_schema,
+            output_key=self.output_key,
+        )
+
+    @property
     def effective_hooks(self) -> tuple[Hook, ...]:
         """The hooks in the graph: the instruction hook first (when there is an instruction)."""
         first = (InstructionAgentHook(self.instruction),) if self.instruction else ()
@@ -210,10 +226,7 @@ class ReactAgent:
         if self._compiled is None:
             with self._lock:
                 if self._compiled is None:
-                    hooks = self.effective_hooks
-                    for hook in hooks:
-                        hook.agent = self
-                    graph = build_graph(self, hooks)
+                    graph = build_graph(self, self.effective_hooks, self.spec)
                     self._compiled = graph.compile(CompileConfig(saver=self._saver))
         return self._compiled
 
