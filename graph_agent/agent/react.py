@@ -215,6 +215,14 @@ class ReactAgent:
                     self._compiled = graph.compile(CompileConfig(saver=self._saver))
         return self._compiled
 
+    async def _agraph(self) -> CompiledGraph:
+        """:attr:`graph` for the async calls: built (once) on a worker thread, not the loop."""
+        if self._compiled is not None:
+            return self._compiled
+        import asyncio  # here, not at module level: importing graph_agent should not load asyncio
+
+        return await asyncio.to_thread(lambda: self.graph)
+
     def get_graph(self, fmt: str = "mermaid", *, xray: bool = False) -> str:
         """The agent's graph as Mermaid, PlantUML, DOT or ASCII text (``xray``: agents and
         graphs it runs inside are drawn open)."""
@@ -285,14 +293,16 @@ class ReactAgent:
     ) -> OverAllState:
         """Async :meth:`invoke`."""
         prepared, run_config = self._prepare(input, config, "ainvoke")
-        return await self.graph.ainvoke(prepared, run_config)
+        graph = await self._agraph()
+        return await graph.ainvoke(prepared, run_config)
 
     async def astream(
         self, input: AgentInput, config: RunnableConfig | None = None, *, subgraphs: bool = False
     ) -> AsyncIterator[NodeOutput]:
         """Async :meth:`stream`."""
         prepared, run_config = self._prepare(input, config, "astream")
-        async for output in self.graph.astream(prepared, run_config, subgraphs=subgraphs):
+        graph = await self._agraph()
+        async for output in graph.astream(prepared, run_config, subgraphs=subgraphs):
             yield output
 
     async def astream_messages(

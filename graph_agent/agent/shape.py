@@ -328,11 +328,10 @@ def hook_node(
     keywords = {name: offered[name] for name in accepted_keywords(method, offered)}
 
     def node(state: OverAllState, config: RunnableConfig) -> Any:
+        first = list(state.value("messages", ())) if hook.takes_messages else state
         with running_for(hook, agent):
-            if hook.takes_messages:
-                result = method(list(state.value("messages", ())), config, **keywords)
-            else:
-                result = method(state, config, **keywords)
+            # without ** when the method takes no keyword: a hook's usual call stays as cheap
+            result = method(first, config, **keywords) if keywords else method(first, config)
         if result is None:
             return None
         if hasattr(result, "as_update"):
