@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from graph_agent.agent import (
         AgentCommand,
         AgentHook,
+        AgentSpec,
         HumanInTheLoopHook,
         JumpTo,
         LlmRoutingAgent,
@@ -89,6 +90,7 @@ __all__ = [
     "START",
     "AgentCommand",
     "AgentHook",
+    "AgentSpec",
     "AppendStrategy",
     "AssistantMessage",
     "AssistantMessageChunk",
@@ -166,6 +168,7 @@ _AGENT_NAMES = frozenset(
     {
         "AgentCommand",
         "AgentHook",
+        "AgentSpec",
         "HumanInTheLoopHook",
         "JumpTo",
         "LlmRoutingAgent",

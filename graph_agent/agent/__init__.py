@@ -37,12 +37,14 @@ from graph_agent.agent.interceptors import (
 )
 from graph_agent.agent.nodes import StructuredOutputError
 from graph_agent.agent.react import ReactAgent
+from graph_agent.agent.spec import AgentSpec
 from graph_agent.agent.templates import InstructionKeyError
 
 __all__ = [
     "AgentCommand",
     "AgentHook",
     "AgentLimitError",
+    "AgentSpec",
     "FlowAgent",
     "Hook",
     "HumanInTheLoopHook",

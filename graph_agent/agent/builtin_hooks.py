@@ -17,6 +17,7 @@ from graph_agent.agent.nodes import (
     rejected_calls,
     rejection_response,
 )
+from graph_agent.agent.spec import AgentSpec
 from graph_agent.graph.errors import GraphRuntimeError, InvalidResumeError
 from graph_agent.graph.runtime import interrupt
 from graph_agent.graph.state import OverAllState, ReplaceAll
@@ -378,7 +379,8 @@ class SummarizationHook(ModelHook):
 
     Before a model call, when the estimated size (about four characters per token) exceeds
     ``max_tokens``, every message but the instruction and the last ``messages_to_keep`` is
-    replaced by one summary written by ``model`` (the agent's model by default). The cut never
+    replaced by one summary written by ``model`` (by default the model of the agent running the
+    hook, also when one instance serves several agents). The cut never
     separates a tool call from its results: every kept result keeps the assistant message that
     made its call, also when other messages (a hook's note) sit between them. When nothing but
     the earlier summary would be summarised (the model is asked again with no new messages),
@@ -399,7 +401,9 @@ class SummarizationHook(ModelHook):
         self.messages_to_keep = messages_to_keep
         self.model = model
 
-    def before_model(self, state: OverAllState, config: RunnableConfig) -> Any:
+    def before_model(
+        self, state: OverAllState, config: RunnableConfig, *, agent: AgentSpec | None = None
+    ) -> Any:
         messages = list(state.value("messages", ()))
         if estimate_tokens(messages) <= self.max_tokens:
             return None
@@ -409,7 +413,7 @@ class SummarizationHook(ModelHook):
         old, kept = body[:cut], body[cut:]
         if all(m.id.startswith(f"{SUMMARY_ID}-") for m in old):
             return None  # nothing new: summarising the summary alone would only cost a call
-        model = self.model or (self.agent.model if self.agent is not None else None)
+        model = self.model or (agent.model if agent is not None else None)
         if model is None:
             raise GraphRuntimeError("SummarizationHook needs a model: pass model=...")
         transcript = "\n".join(f"{_role(m)}: {_render(m)}" for m in old)

@@ -7,6 +7,11 @@ state (or, for the messages variants, the message list) and the run's config, an
 partial state update, ``None``, or ``{"jump_to": JumpTo.X}`` to leave the normal path (only to
 targets listed in ``can_jump_to``).
 
+Anything else a method may receive comes as a keyword argument, and only when the method
+declares it (by name, after the two positional ones) or takes ``**kwargs``; so a hook written
+before an argument existed keeps working (as Burr's lifecycle hooks do). Today there is one:
+``agent``, the :class:`~graph_agent.agent.spec.AgentSpec` of the agent running the hook.
+
 Example:
     >>> class Audit(ModelHook):
     ...     name = "audit"
@@ -15,25 +20,27 @@ Example:
     ...         return {"jump_to": JumpTo.END} if "STOP" in state["messages"][-1].text else None
     >>> Audit().full_name, Audit().active_positions()
     ('Audit.audit', ('after_model',))
+    >>> class Announce(ModelHook):
+    ...     def before_model(self, state, config, *, agent):  # the running agent's AgentSpec
+    ...         print(f"{agent.name} calls {type(agent.model).__name__}")
 """
 
 from __future__ import annotations
 
+import inspect
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
+from graph_agent.agent.spec import AgentSpec
 from graph_agent.graph.errors import GraphSetupError
 from graph_agent.graph.state import KeyStrategy, OverAllState, RemoveMessage, ReplaceAll
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.messages import BaseMessage
-
-if TYPE_CHECKING:
-    from graph_agent.agent.react import ReactAgent
 
 HookPosition = Literal["before_agent", "after_agent", "before_model", "after_model"]
 POSITIONS: tuple[HookPosition, ...] = ("before_agent", "before_model", "after_model", "after_agent")
@@ -155,6 +162,13 @@ class Hook:
         positions: Where the hook runs, e.g. ``("before_model",)``; ``None`` (the default)
             means at every position whose method the hook overrides.
         state_keys: Extra state keys the hook uses, with their merge strategies.
+
+    A position's method is called as ``method(state, config)`` (``messages`` for the messages
+    variants), plus the keyword arguments it declares of those the agent offers: ``agent``
+    (the running agent's :class:`~graph_agent.agent.spec.AgentSpec`). Declare them
+    keyword-only, e.g. ``def before_model(self, state, config, *, agent):``; a method with
+    ``**kwargs`` receives them all. Agents never change a hook object, so one instance may
+    serve several agents.
     """
 
     name: str = ""
@@ -164,19 +178,15 @@ class Hook:
     takes_messages: ClassVar[bool] = False
 
     @property
-    def agent(self) -> ReactAgent | None:
-        """The agent running this hook. Inside a hook method it is always the agent whose graph
-        is running, also when one hook instance serves several agents; elsewhere it is the last
-        agent that built its graph with this hook (``None`` before any did)."""
+    def agent(self) -> AgentSpec | None:
+        """The :class:`~graph_agent.agent.spec.AgentSpec` of the agent running this hook's
+        method, while the method runs (in this thread or task); ``None`` elsewhere. A hook
+        instance that serves several agents sees, in each call, the agent running it: the same
+        value as the ``agent`` keyword argument."""
         running = _running.get()
         if running is not None and running[0] is self:
             return running[1]
-        built: ReactAgent | None = self.__dict__.get("_built_by")
-        return built
-
-    @agent.setter
-    def agent(self, agent: ReactAgent | None) -> None:
-        self.__dict__["_built_by"] = agent
+        return None
 
     @property
     def full_name(self) -> str:
@@ -301,18 +311,44 @@ class MessagesModelHook(Hook):
         return None
 
 
-_running: ContextVar[tuple[Hook, ReactAgent] | None] = ContextVar("running_hook", default=None)
-"""The hook whose method is running in this context, and the agent running it."""
+_running: ContextVar[tuple[Hook, AgentSpec] | None] = ContextVar("running_hook", default=None)
+"""The hook whose method is running in this context, and the spec of the agent running it."""
 
 
 @contextmanager
-def running_for(hook: Hook, agent: ReactAgent) -> Iterator[None]:
+def running_for(hook: Hook, agent: AgentSpec) -> Iterator[None]:
     """While the block runs, ``hook.agent`` is ``agent`` (in this thread or task only)."""
     token = _running.set((hook, agent))
     try:
         yield
     finally:
         _running.reset(token)
+
+
+def accepted_keywords(method: Callable[..., Any], offered: Iterable[str]) -> tuple[str, ...]:
+    """The keyword arguments among ``offered`` that a hook method takes: those it names after
+    its two positional parameters (keyword-only, or positional with that name), or all of
+    them when it takes ``**kwargs``. Read once, when the agent builds its graph.
+
+    Example:
+        >>> def old(state, config): ...
+        >>> def new(state, config, *, agent): ...
+        >>> def open_ended(state, config, **kwargs): ...
+        >>> [accepted_keywords(f, ["agent"]) for f in (old, new, open_ended)]
+        [(), ('agent',), ('agent',)]
+    """
+    try:
+        parameters = list(inspect.signature(method).parameters.values())
+    except (TypeError, ValueError):  # no signature to read (a builtin): the two arguments only
+        return ()
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return tuple(offered)
+    named = {
+        p.name
+        for index, p in enumerate(parameters)
+        if p.kind is p.KEYWORD_ONLY or (index >= 2 and p.kind is p.POSITIONAL_OR_KEYWORD)
+    }
+    return tuple(name for name in offered if name in named)
 
 
 _DEFAULT_METHODS: dict[str, set[Any]] = {

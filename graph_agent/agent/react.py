@@ -17,31 +17,17 @@ from graph_agent.agent.builtin_hooks import InstructionAgentHook
 from graph_agent.agent.compose import agent_node, agent_tool
 from graph_agent.agent.hooks import Hook
 from graph_agent.agent.interceptors import ModelInterceptor, ToolInterceptor
-from graph_agent.agent.keys import AGENT_KEYS, REJECTED_KEY, RUN_INPUT_KEY, RUN_KEY
-from graph_agent.agent.nodes import (
-    FINAL_ANSWER_TOOL,
-    INTERRUPTED_RESULT,
-    TOOL_RECORD,
-    error_response,
-    messages_of,
-    pending_tool_calls,
-    run_answer,
-    run_start,
-)
-from graph_agent.agent.shape import MODEL_NODE, TOOL_NODE, build_graph
+from graph_agent.agent.keys import AGENT_KEYS
+from graph_agent.agent.nodes import FINAL_ANSWER_TOOL, messages_of, run_answer
+from graph_agent.agent.recovery import recovering
+from graph_agent.agent.shape import build_graph
+from graph_agent.agent.spec import AgentSpec
 from graph_agent.agent.templates import placeholders
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.serde import register
-from graph_agent.graph.errors import (
-    GraphInterrupted,
-    GraphRuntimeError,
-    GraphSetupError,
-    InvalidResumeError,
-)
-from graph_agent.graph.pending import Pending
+from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, GraphSetupError
 from graph_agent.graph.runner import CompiledGraph, check_config
-from graph_agent.graph.runtime import RECORD_PREFIX, task_id_for
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.subgraph import SubgraphNode
 from graph_agent.graph.types import (
@@ -51,7 +37,7 @@ from graph_agent.graph.types import (
     RunnableConfig,
     StateSnapshot,
 )
-from graph_agent.messages import AssistantMessage, BaseMessage, ToolResponseMessage, UserMessage
+from graph_agent.messages import AssistantMessage, BaseMessage, UserMessage
 from graph_agent.models.base import ChatModel
 from graph_agent.tools import Tool, Toolkit
 
@@ -199,6 +185,21 @@ class ReactAgent:
 
     # the graph
     @property
+    def spec(self) -> AgentSpec:
+        """What this agent's hooks are told of it (their ``agent`` argument), as it is now; the
+        graph's hooks get it as it was when the graph was built."""
+        return AgentSpec(
+            name=self.name,
+            model=self.model,
+            tools=tuple(self.toolkit),
+            instruction=self.instruction,
+            description=self.description,
+            max_iterations=self.max_iterations,
+            output_schema=self.output_schema,
+            output_key=self.output_key,
+        )
+
+    @property
     def effective_hooks(self) -> tuple[Hook, ...]:
         """The hooks in the graph: the instruction hook first (when there is an instruction)."""
         first = (InstructionAgentHook(self.instruction),) if self.instruction else ()
@@ -210,12 +211,17 @@ class ReactAgent:
         if self._compiled is None:
             with self._lock:
                 if self._compiled is None:
-                    hooks = self.effective_hooks
-                    for hook in hooks:
-                        hook.agent = self
-                    graph = build_graph(self, hooks)
+                    graph = build_graph(self, self.effective_hooks, self.spec)
                     self._compiled = graph.compile(CompileConfig(saver=self._saver))
         return self._compiled
+
+    async def _agraph(self) -> CompiledGraph:
+        """:attr:`graph` for the async calls: built (once) on a worker thread, not the loop."""
+        if self._compiled is not None:
+            return self._compiled
+        import asyncio  # here, not at module level: importing graph_agent should not load asyncio
+
+        return await asyncio.to_thread(lambda: self.graph)
 
     def get_graph(self, fmt: str = "mermaid", *, xray: bool = False) -> str:
         """The agent's graph as Mermaid, PlantUML, DOT or ASCII text (``xray``: agents and
@@ -286,15 +292,17 @@ class ReactAgent:
         self, input: AgentInput, config: RunnableConfig | None = None
     ) -> OverAllState:
         """Async :meth:`invoke`."""
-        prepared, run_config = await _to_thread(self._prepare, input, config, "ainvoke")
-        return await self.graph.ainvoke(prepared, run_config)
+        prepared, run_config = self._prepare(input, config, "ainvoke")
+        graph = await self._agraph()
+        return await graph.ainvoke(prepared, run_config)
 
     async def astream(
         self, input: AgentInput, config: RunnableConfig | None = None, *, subgraphs: bool = False
     ) -> AsyncIterator[NodeOutput]:
         """Async :meth:`stream`."""
-        prepared, run_config = await _to_thread(self._prepare, input, config, "astream")
-        async for output in self.graph.astream(prepared, run_config, subgraphs=subgraphs):
+        prepared, run_config = self._prepare(input, config, "astream")
+        graph = await self._agraph()
+        async for output in graph.astream(prepared, run_config, subgraphs=subgraphs):
             yield output
 
     async def astream_messages(
@@ -330,98 +338,16 @@ class ReactAgent:
     def _prepare(
         self, input: AgentInput, config: RunnableConfig | None, method: str
     ) -> tuple[Any, RunnableConfig]:
-        """The graph input and config for one call of ``method`` (DESIGN §5, pending tool
-        recovery)."""
+        """The graph input and config for one call of ``method``: the input as a state update,
+        which the run applies with pending tool recovery (DESIGN §5; see
+        :mod:`graph_agent.agent.recovery`) to the thread as it loads it."""
         config = check_config(config, method)
         if config.thread_id is None:
             config = dataclasses.replace(config, thread_id=f"thread-{uuid.uuid4().hex}")
         config = dataclasses.replace(config, max_steps=max(config.max_steps, self._max_steps()))
         if isinstance(input, Command):
             return input, config
-        snapshot = self.graph.get_state(config)
-        messages = snapshot.values.get("messages", [])
-        unanswered = pending_tool_calls(messages)
-        pending = unanswered if not snapshot.interrupts else []
-        if input is None:
-            if pending and not snapshot.next:
-                # a finished thread with unanswered calls: route as if the model had just answered
-                config = self._update(config, {}, as_node=MODEL_NODE)
-            return None, config
-        state = coerce_state(input)
-        supplied = state.get("messages", [])
-        if supplied and all(isinstance(m, ToolResponseMessage) for m in supplied):
-            return self._accept_results(supplied, pending, snapshot, config)
-        # New input abandons the unanswered calls, also those a pending approval was holding
-        # back (the graph drops that interrupt): each gets exactly one result, the caller's
-        # when the input carries one, else an "interrupted" error, so the history stays valid.
-        results = [m for m in supplied if isinstance(m, ToolResponseMessage)]
-        if results:
-            _check_results(results, unanswered)
-        answered = {m.tool_call_id for m in results}
-        recorded = self._recorded_results(config, snapshot)
-        filled = [
-            recorded.get(call.id) or error_response(call, INTERRUPTED_RESULT)
-            for call in unanswered
-            if call.id not in answered
-        ]
-        if filled:
-            state["messages"] = [*filled, *supplied]
-        state[RUN_KEY] = None  # new input: a new run, its counters start again
-        state[REJECTED_KEY] = None  # and rejections given in an earlier run are spent
-        state[RUN_INPUT_KEY] = run_start(state.get("messages", ()), messages)
-        return state, config
-
-    def _accept_results(
-        self,
-        results: list[ToolResponseMessage],
-        pending: list[Any],
-        snapshot: StateSnapshot,
-        config: RunnableConfig,
-    ) -> tuple[Any, RunnableConfig]:
-        if snapshot.interrupts:
-            raise InvalidResumeError(
-                "this thread waits on an interrupt; answer it with Command(resume=...) before "
-                "sending tool results"
-            )
-        _check_results(results, pending)
-        # calls the tool node finished before the run stopped keep their recorded results: a
-        # new checkpoint gives the tool node a new task, which would run them again
-        supplied = {m.tool_call_id for m in results}
-        recorded = self._recorded_results(config, snapshot)
-        kept = [recorded[c.id] for c in pending if c.id in recorded and c.id not in supplied]
-        config = self._update(config, {"messages": [*kept, *results]}, as_node=MODEL_NODE)
-        return None, config
-
-    def _update(
-        self, config: RunnableConfig, values: dict[str, Any], as_node: str
-    ) -> RunnableConfig:
-        """``update_state``, then the call's config pointing at the new checkpoint (so a call
-        from an older checkpoint continues from the update instead of forking again)."""
-        written = self.graph.update_state(config, values, as_node=as_node)
-        if config.checkpoint_id is None:
-            return config
-        return dataclasses.replace(config, checkpoint_id=written.checkpoint_id)
-
-    def _recorded_results(
-        self, config: RunnableConfig, snapshot: StateSnapshot
-    ) -> dict[str, ToolResponseMessage]:
-        """Results the tool node recorded before the run stopped inside it, by call id."""
-        checkpoint_id = snapshot.config.checkpoint_id
-        if TOOL_NODE not in snapshot.next or checkpoint_id is None or config.thread_id is None:
-            return {}
-        saved = self.saver.get(config.thread_id, checkpoint_id)
-        if saved is None:
-            return {}
-        ids_thread = Pending(saved.pending_writes).ids_thread or config.thread_id
-        task = task_id_for(ids_thread, checkpoint_id, TOOL_NODE)
-        prefix = RECORD_PREFIX + TOOL_RECORD
-        return {
-            write.value.tool_call_id: write.value
-            for write in saved.pending_writes
-            if write.task_id == task
-            and write.channel.startswith(prefix)
-            and isinstance(write.value, ToolResponseMessage)
-        }
+        return recovering(None if input is None else coerce_state(input)), config
 
     def _max_steps(self) -> int:
         """A step budget that ``max_iterations`` always exhausts first."""
@@ -487,23 +413,6 @@ def _types_held_by(schema: type[BaseModel]) -> list[type]:
     return found
 
 
-def _check_results(results: Sequence[ToolResponseMessage], pending: Sequence[Any]) -> None:
-    """Caller-supplied tool results must answer pending calls, each at most once."""
-    wanted = {call.id for call in pending}
-    ids = [m.tool_call_id for m in results]
-    unknown = [i for i in ids if i not in wanted]
-    duplicated = sorted({i for i in ids if ids.count(i) > 1})
-    if unknown or duplicated:
-        problems = []
-        if unknown:
-            problems.append(f"unknown tool call ids {unknown}")
-        if duplicated:
-            problems.append(f"duplicated ids {duplicated}")
-        raise InvalidResumeError(
-            f"{' and '.join(problems)}; the pending calls are {sorted(wanted) or 'none'}"
-        )
-
-
 def coerce_state(input: Any) -> dict[str, Any]:
     """A state update from a string, a message, a list of messages or a dict."""
     if isinstance(input, str):
@@ -527,9 +436,3 @@ def coerce_state(input: Any) -> dict[str, Any]:
         f"agent input must be a string, a message, a list of messages, a dict of state, a "
         f"Command or None; got {type(input).__name__}"
     )
-
-
-async def _to_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    import asyncio  # here, not at module level: importing graph_agent should not load asyncio
-
-    return await asyncio.to_thread(fn, *args)

@@ -25,9 +25,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from graph_agent.agent.builtin_hooks import ToolCallLimitHook
-from graph_agent.agent.hooks import NODE_SUFFIX, Hook, HookPosition, JumpTo, running_for
+from graph_agent.agent.hooks import (
+    NODE_SUFFIX,
+    Hook,
+    HookPosition,
+    JumpTo,
+    accepted_keywords,
+    running_for,
+)
 from graph_agent.agent.keys import JUMP_KEY, REJECTED_KEY, RUN_INPUT_KEY, RUN_KEY, THREAD_KEY
 from graph_agent.agent.nodes import ModelNode, ToolNode, pending_tool_calls
+from graph_agent.agent.spec import AgentSpec
 from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.errors import GraphSetupError, InvalidUpdateError
 from graph_agent.graph.state import AppendStrategy, OverAllState
@@ -110,8 +118,10 @@ def _check_limited_tools(agent: Any, hooks: Sequence[Hook]) -> None:
             )
 
 
-def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
+def build_graph(agent: Any, hooks: Sequence[Hook], spec: AgentSpec) -> StateGraph:
     """The agent's StateGraph: nodes and edges exactly as the module docstring draws them.
+
+    ``spec`` is what the hooks are told of the agent (see :func:`hook_node`).
 
     Raises:
         GraphSetupError: two hooks share a name, a hook's ``positions`` or ``can_jump_to`` is
@@ -161,15 +171,15 @@ def build_graph(agent: Any, hooks: Sequence[Hook]) -> StateGraph:
     graph._reserved_ok = True
     for position in ("before_agent", "before_model"):
         for hook in run_order[position]:
-            graph.add_node(hook_node_name(hook, position), hook_node(hook, position, agent))
+            graph.add_node(hook_node_name(hook, position), hook_node(hook, position, spec))
     graph.add_node(MODEL_NODE, ModelNode(agent))
     for hook in run_order["after_model"]:
-        graph.add_node(hook_node_name(hook, "after_model"), hook_node(hook, "after_model", agent))
+        graph.add_node(hook_node_name(hook, "after_model"), hook_node(hook, "after_model", spec))
     if has_tools:
         private = frozenset(key for key in strategies if key.startswith("_"))
         graph.add_node(TOOL_NODE, ToolNode(agent, private))
     for hook in run_order["after_agent"]:
-        graph.add_node(hook_node_name(hook, "after_agent"), hook_node(hook, "after_agent", agent))
+        graph.add_node(hook_node_name(hook, "after_agent"), hook_node(hook, "after_agent", spec))
     _wire(graph, shape, run_order, has_tools, jumps)
     return graph
 
@@ -303,18 +313,25 @@ def _loop_exit_edges(
 
 
 def hook_node(
-    hook: Hook, position: HookPosition, agent: Any
+    hook: Hook, position: HookPosition, agent: AgentSpec
 ) -> Callable[[OverAllState, RunnableConfig], Any]:
-    """The node function that runs ``hook`` at ``position`` for ``agent`` (what the hook's
-    ``agent`` is while it runs) and checks what it returns."""
+    """The node function that runs ``hook`` at ``position`` for the agent ``agent`` describes,
+    and checks what it returns.
+
+    The method gets the state (or the messages) and the config, and, as keyword arguments,
+    those it declares of what the agent offers (``agent``: see
+    :func:`~graph_agent.agent.hooks.accepted_keywords`); ``hook.agent`` reads the same spec
+    while the method runs. The hook object itself is never changed.
+    """
     method = getattr(hook, position)
+    offered = {"agent": agent}
+    keywords = {name: offered[name] for name in accepted_keywords(method, offered)}
 
     def node(state: OverAllState, config: RunnableConfig) -> Any:
+        first = list(state.value("messages", ())) if hook.takes_messages else state
         with running_for(hook, agent):
-            if hook.takes_messages:
-                result = method(list(state.value("messages", ())), config)
-            else:
-                result = method(state, config)
+            # without ** when the method takes no keyword: a hook's usual call stays as cheap
+            result = method(first, config, **keywords) if keywords else method(first, config)
         if result is None:
             return None
         if hasattr(result, "as_update"):

@@ -36,8 +36,8 @@ from graph_agent.graph.errors import (
     exception_text,
 )
 from graph_agent.graph.pauses import NO_TASK_IDS, Pauses, interrupted
-from graph_agent.graph.pending import ERROR, WRITE, Pending
-from graph_agent.graph.runtime import CallContext, TaskContext
+from graph_agent.graph.pending import ERROR, WRITE, Pending, thread_start
+from graph_agent.graph.runtime import CallContext, ContinueAs, FromThread, TaskContext, ThreadStart
 from graph_agent.graph.saver import Checkpoint
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.storage import RunStorage
@@ -94,6 +94,9 @@ class _Flow:
         try:
             if not self.durable:
                 self.run_id = f"run-{next(_run_counter)}"
+                if isinstance(input, FromThread):  # no thread: it decides on an empty one
+                    input = input.decide(ThreadStart(values=self.loop.state()))
+                    input = None if isinstance(input, ContinueAs) else input
                 self._check_stateless_input(input)
                 self._start(input)
                 if self.streaming:
@@ -104,7 +107,13 @@ class _Flow:
                         "this graph has a checkpoint saver, so each call needs a thread: pass "
                         "RunnableConfig(thread_id='...')"
                     )
-                saved = yield from self._load()
+                saved = yield from self._load_saved()
+                if isinstance(input, FromThread):  # decided before a fork: a refusal writes nothing
+                    start = thread_start(
+                        saved, self.loop.state(), self.storage.thread_id, self.spec.rank
+                    )
+                    input = input.decide(start)
+                yield from self._fork_if_older()
                 paused = yield from self._treat_input(input, saved)
                 if paused is not None:
                     return paused
@@ -121,28 +130,10 @@ class _Flow:
             raise ValueError(
                 "update_state needs a checkpoint saver and RunnableConfig(thread_id=...)"
             )
-        if as_node is not None and as_node != START and as_node not in self.spec.nodes:
-            raise ValueError(
-                f"update_state(as_node={as_node!r}): not a node of graph {self.spec.name!r} "
-                f"(nodes: {', '.join(self.spec.nodes)})"
-            )
-        writer = as_node or "update_state"
-        if not isinstance(values, Mapping):
-            raise InvalidUpdateError(
-                f"update_state needs a dict of state keys, got {type(values).__name__}",
-                node=writer,
-                step=self.loop.step,
-            )
+        self._check_update(values, as_node)
         yield from self._load()
         paused, paused_at = self.pauses.pending, storage.checkpoint_id
-        loop = self.loop
-        loop.step += 1
-        loop.apply_writes([(writer, dict(values))], loop.step)
-        if as_node == START:
-            loop.route_from_start(self.config)
-        elif as_node is not None:
-            loop.route([(as_node, ())], self.config)
-        yield from storage.checkpoint(loop, "update", [writer])
+        yield from self._write_update(values, as_node)
         if as_node is None and paused_at is not None and not paused.empty:
             yield from self.pauses.carry_over(paused, paused_at)
         return RunnableConfig(
@@ -150,6 +141,33 @@ class _Flow:
             checkpoint_id=storage.checkpoint_id,
             checkpoint_ns=storage.ns,
         )
+
+    def _check_update(self, values: Any, as_node: str | None) -> None:
+        if as_node is not None and as_node != START and as_node not in self.spec.nodes:
+            raise ValueError(
+                f"update_state(as_node={as_node!r}): not a node of graph {self.spec.name!r} "
+                f"(nodes: {', '.join(self.spec.nodes)})"
+            )
+        if not isinstance(values, Mapping):
+            raise InvalidUpdateError(
+                f"update_state needs a dict of state keys, got {type(values).__name__}",
+                node=as_node or "update_state",
+                step=self.loop.step,
+            )
+
+    def _write_update(
+        self, values: Mapping[str, Any], as_node: str | None
+    ) -> Generator[Effect, Any, None]:
+        """Write ``values`` as ``as_node`` in a new checkpoint (its edges route from there)."""
+        writer = as_node or "update_state"
+        loop = self.loop
+        loop.step += 1
+        loop.apply_writes([(writer, dict(values))], loop.step)
+        if as_node == START:
+            loop.route_from_start(self.config)
+        elif as_node is not None:
+            loop.route([(as_node, ())], self.config)
+        yield from self.storage.checkpoint(loop, "update", [writer])
 
     def _check_stateless_input(self, input: Any) -> None:
         if input is None or isinstance(input, Command):
@@ -183,29 +201,40 @@ class _Flow:
         thread's newest checkpoint (source ``fork``) and the nodes after it run again (their
         interrupts fire again), so its pending writes are not reused.
         """
-        storage = self.storage
-        saved = yield from storage.load(self.config.checkpoint_id)
-        if saved is None:
-            return None
-        self.loop.load(
-            saved.values,
-            step=saved.step,
-            next_nodes=saved.next,
-            versions=saved.versions,
-            barriers=saved.barriers,
-            chains=saved.chains,
-        )
-        if storage.fork:
-            yield from storage.checkpoint(self.loop, "fork", [])
-        else:
+        saved = yield from self._load_saved()
+        yield from self._fork_if_older()
+        return saved
+
+    def _load_saved(self) -> Generator[Effect, Any, Checkpoint | None]:
+        """Load the checkpoint the call starts from (``None`` on a new thread)."""
+        saved = yield from self.storage.load(self.config.checkpoint_id)
+        if saved is not None:
+            self.loop.load(
+                saved.values,
+                step=saved.step,
+                next_nodes=saved.next,
+                versions=saved.versions,
+                barriers=saved.barriers,
+                chains=saved.chains,
+            )
             self.pauses.pending = Pending(saved.pending_writes, self.spec.rank)
         return saved
+
+    def _fork_if_older(self) -> Generator[Effect, Any, None]:
+        """Fork the thread at the loaded checkpoint when it is not the newest."""
+        if self.storage.fork:
+            self.pauses.clear()
+            yield from self.storage.checkpoint(self.loop, "fork", [])
 
     def _treat_input(
         self, input: Any, saved: Checkpoint | None
     ) -> Generator[Effect, Any, OverAllState | None]:
-        """The three cases of DESIGN §3: resume, continue, or a new run on the thread."""
+        """The three cases of DESIGN §3: resume, continue, or a new run on the thread; or what
+        a :class:`FromThread` input decided: ``ContinueAs``, an update, then continue."""
         pauses = self.pauses
+        if isinstance(input, ContinueAs):
+            yield from self._continue_as(input)
+            return None
         if (input is None or isinstance(input, Command)) and saved is not None:
             self._check_next_nodes(saved)
         if isinstance(input, Command):
@@ -218,11 +247,7 @@ class _Flow:
             return None
         if input is None:
             if saved is None or (not self.loop.next and not pauses.pending.unanswered()):
-                raise InvalidResumeError(
-                    "nothing to continue on this thread: it has "
-                    + ("no checkpoint" if saved is None else "finished")
-                    + "; call with new input to start a run"
-                )
+                raise _nothing_to_continue("no checkpoint" if saved is None else "finished")
             dynamic = pauses.pending.dynamic_waiting()
             if dynamic:  # never answered with None: the same interrupts are raised again
                 return (yield from pauses.pause([i for _, i in dynamic], self.loop.step + 1))
@@ -236,6 +261,15 @@ class _Flow:
         if self.streaming:
             yield self._input_output(input)
         return None
+
+    def _continue_as(self, decided: ContinueAs) -> Generator[Effect, Any, None]:
+        """``update_state(update, as_node=node)``, then on from the new checkpoint as input
+        ``None`` continues (it has no pending writes, so nothing waits to be answered)."""
+        self._check_update(decided.update, decided.node)
+        yield from self._write_update(decided.update, decided.node)
+        self.pauses.clear()
+        if not self.loop.next:
+            raise _nothing_to_continue("finished")
 
     def _check_next_nodes(self, saved: Checkpoint) -> None:
         """A thread that stopped before a node this graph no longer has cannot carry on as
@@ -514,6 +548,12 @@ class _Flow:
         return node_output(
             START, self.spec.name, loop.step, update, state, self.storage.checkpoint_id
         )
+
+
+def _nothing_to_continue(state: str) -> InvalidResumeError:
+    return InvalidResumeError(
+        f"nothing to continue on this thread: it has {state}; call with new input to start a run"
+    )
 
 
 def _node_error(failures: list[Task]) -> BaseException:

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from graph_agent.graph.engine import Write
-from graph_agent.graph.runtime import RECORD_PREFIX
+from graph_agent.graph.runtime import RECORD_PREFIX, ThreadStart, task_id_for
+from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import Interrupt
 
 WRITE = "__write__"
@@ -243,3 +244,29 @@ def pending_interrupts(
 ) -> tuple[Interrupt, ...]:
     """The interrupts still waiting for an answer among a checkpoint's pending writes."""
     return tuple(item for _, item in Pending(writes, order).unanswered())
+
+
+def thread_start(
+    saved: Any, state: OverAllState, thread_id: str | None, order: Mapping[str, int]
+) -> ThreadStart:
+    """The checkpoint ``saved`` (``None``: the thread has none) as a call's
+    :class:`~graph_agent.graph.runtime.FromThread` input sees it, with its values as ``state``:
+    what ``get_state`` shows of it, and what the tasks of its next nodes recorded. Read from
+    ``saved`` itself: a run forking from it has already dropped its pending writes."""
+    if saved is None:
+        return ThreadStart(values=state)
+    if not saved.pending_writes:
+        return ThreadStart(values=state, next=tuple(saved.next))
+    pending = Pending(saved.pending_writes, order)
+    ids_thread = pending.ids_thread or thread_id
+    records: dict[str, Mapping[str, Any]] = {}
+    for node in saved.next if pending.records else ():
+        kept = pending.records.get(task_id_for(ids_thread, saved.id, node))
+        if kept:
+            records[node] = dict(kept)
+    return ThreadStart(
+        values=state,
+        next=tuple(saved.next),
+        interrupts=tuple(item for _, item in pending.unanswered()),
+        records=records,
+    )

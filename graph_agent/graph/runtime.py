@@ -1,4 +1,5 @@
-"""What a running node can reach: its :class:`TaskContext`, ``interrupt()`` and ``emit_chunk()``.
+"""What a running node can reach: its :class:`TaskContext`, ``interrupt()`` and ``emit_chunk()``;
+and what a call's input may be decided from: the thread it lands on (:class:`FromThread`).
 
 The running task is kept in a context variable, so these work from sync nodes (inline or on a
 worker thread) and from async nodes alike.
@@ -7,13 +8,16 @@ worker thread) and from async nodes alike.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError
 from graph_agent.graph.values import Interrupt
+
+if TYPE_CHECKING:
+    from graph_agent.graph.state import OverAllState
 
 _current_task: ContextVar[TaskContext | None] = ContextVar("graph_agent_task", default=None)
 _current_scope: ContextVar[InterruptScope | None] = ContextVar("graph_agent_scope", default=None)
@@ -271,3 +275,57 @@ def emit_chunk(chunk: Any) -> None:
     task = _require_task("emit_chunk()")
     if task._emit is not None:
         task._emit(task, chunk)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadStart:
+    """The thread a call lands on, as its run loaded it: under the thread's lease, from the
+    checkpoint the call starts from (the one ``config.checkpoint_id`` names, else the newest).
+
+    What :class:`FromThread` decides the input from; the same facts ``get_state`` shows, read
+    once, inside the run, so nothing can change between reading and running.
+
+    Attributes:
+        values: The checkpoint's state (empty on a new thread).
+        next: The nodes the thread stopped before (empty when its last run finished).
+        interrupts: The interrupts still waiting for an answer.
+        records: For each node in ``next``, what its task recorded with
+            :meth:`TaskContext.record` before the run stopped inside it (a node that crashed
+            or paused half-way), by record key; a node that recorded nothing is left out.
+    """
+
+    values: OverAllState
+    next: tuple[str, ...] = ()
+    interrupts: tuple[Interrupt, ...] = ()
+    records: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ContinueAs:
+    """What :class:`FromThread` may decide instead of an input: write ``update`` into the
+    thread as if ``node`` had just returned it, in a new checkpoint (``node``'s edges choose
+    what runs next), then continue the thread from there, as with input ``None``. This is
+    ``update_state(config, update, as_node=node)`` followed by ``invoke(None, config)``, done
+    in one run."""
+
+    node: str
+    update: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class FromThread:
+    """A call's input that depends on the thread it lands on.
+
+    The run calls ``decide(thread)`` once, after it has taken the thread's lease and loaded
+    the checkpoint it starts from, with that checkpoint as a :class:`ThreadStart`, and treats
+    what it returns as the call's input (a new run, ``None`` to continue, a ``Command`` to
+    resume: DESIGN §3), or as a :class:`ContinueAs`. ``decide`` does no I/O; it runs before the
+    run writes anything (a fork of an older checkpoint too), so an exception it raises (say,
+    an ``InvalidResumeError``) leaves the thread as it was. A graph without a saver decides on
+    an empty thread.
+
+    An agent decides this way what to do with tool calls its thread left unanswered (see
+    :mod:`graph_agent.agent.recovery`).
+    """
+
+    decide: Callable[[ThreadStart], Any]

@@ -330,11 +330,69 @@ def test_a_hook_may_declare_state_keys_with_strategies():
     assert agent.get_state(CFG).values["notes"] == ["saw a", "saw b"]
 
 
-def test_hooks_know_their_agent():
-    hook = Recorder("r", [])
-    agent = ReactAgent("owner", ScriptedChatModel(["ok"]), hooks=[hook])
+class SpecSpy(AgentHook, ModelHook):
+    """Notes, at every position, the ``agent`` argument and what ``self.agent`` reads then."""
+
+    def __init__(self):
+        self.seen = []
+
+    def before_agent(self, state, config, *, agent):
+        self.seen.append(("before_agent", agent, self.agent))
+
+    def before_model(self, state, config, *, agent):
+        self.seen.append(("before_model", agent, self.agent))
+
+    def after_model(self, state, config, **kwargs):
+        self.seen.append(("after_model", kwargs["agent"], self.agent))
+
+    def after_agent(self, state, config, agent=None):
+        self.seen.append(("after_agent", agent, self.agent))
+
+
+def test_hooks_know_their_agent_while_they_run_and_the_hook_is_not_changed():
+    hook = SpecSpy()
+    model = ScriptedChatModel(["ok"])
+    agent = ReactAgent("owner", model, tools=[echo], hooks=[hook], instruction="Be brief.")
     agent.call("x")
-    assert hook.agent is agent
+    assert [position for position, _, _ in hook.seen] == [
+        "before_agent",
+        "before_model",
+        "after_model",
+        "after_agent",
+    ]
+    for _, given, read in hook.seen:
+        assert given is read  # the argument and the property are the same spec
+        assert (given.name, given.model, given.tool_names) == ("owner", model, ("echo",))
+        assert given.instruction == "Be brief." and given.max_iterations == 10
+    assert hook.agent is None  # outside a call nobody runs it: no agent is kept on the hook
+    assert list(vars(hook)) == ["seen"]  # the agent set nothing on it
+
+
+def test_a_hook_method_gets_only_the_keyword_arguments_it_declares():
+    calls = []
+
+    class Old(ModelHook):
+        def before_model(self, state, config):
+            calls.append(("old", config.thread_id))
+
+    class New(ModelHook):
+        def before_model(self, state, config, *, agent):
+            calls.append(("new", agent.name))
+
+    class Messages(MessagesModelHook):
+        def before_model(self, messages, config, *, agent):
+            calls.append(("messages", agent.name, len(messages)))
+
+    agent = ReactAgent("kw", ScriptedChatModel(["ok"]), hooks=[Old(), New(), Messages()])
+    agent.call("x", CFG)
+    assert calls == [("old", "t1"), ("new", "kw"), ("messages", "kw", 1)]
+
+
+def test_the_agent_spec_is_frozen():
+    spec = ReactAgent("frozen", ScriptedChatModel([]), tools=[echo]).spec
+    with pytest.raises(AttributeError):
+        spec.name = "other"
+    assert spec.tools[0].name == "echo" and repr(spec) == "AgentSpec('frozen', tools=['echo'])"
 
 
 class AgentSpy(ModelHook):
@@ -355,6 +413,32 @@ def test_a_hook_shared_by_two_agents_sees_the_agent_that_runs_it():
     second.call("b")  # built last: its graph holds the hook too
     first.call("c")
     assert spy.seen == ["first", "second", "first"]
+
+
+def test_a_hook_shared_by_two_agents_running_at_once_sees_its_own_agent_in_each_call():
+    import threading
+
+    both_inside = threading.Barrier(2, timeout=10)
+    seen = []
+
+    class Shared(ModelHook):
+        def before_model(self, state, config, *, agent):
+            both_inside.wait()  # each agent's call is inside this method at the same time
+            seen.append((agent.name, self.agent.name, agent.model.requests == []))
+
+    shared = Shared()
+    agents = [ReactAgent(n, ScriptedChatModel([n]), hooks=[shared]) for n in ("first", "second")]
+    answers = {}
+    workers = [
+        threading.Thread(target=lambda a=a: answers.update({a.name: a.call("go").text}))
+        for a in agents
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(10)
+    assert answers == {"first": "first", "second": "second"}  # each called its own model
+    assert sorted(seen) == [("first", "first", True), ("second", "second", True)]
 
 
 def test_a_summary_by_a_shared_hook_uses_the_running_agents_model():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from graph_agent import Command, InvalidResumeError, RunnableConfig, tool
+from graph_agent import Command, InvalidResumeError, MemorySaver, RunnableConfig, tool
 from graph_agent.agent import HumanInTheLoopHook, JumpTo, ModelHook, ReactAgent, ToolInterceptor
 from graph_agent.messages import (
     AssistantMessage,
@@ -404,4 +404,76 @@ def test_new_input_on_a_thread_waiting_for_approval_answers_the_gated_calls_as_i
     assert set(answered) == {"g1", "c1"}
     assert all(m.is_error and INTERRUPTED in m.content for m in answered.values())
     assert state["messages"][-1].text == "fine"
+    assert_valid_history(list(state["messages"]))
+
+
+class CountingSaver(MemorySaver):
+    """Counts the checkpoint reads of a thread and whether its lease was held at each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held = 0
+        self.reads: list[bool] = []
+
+    def acquire(self, thread_id, checkpoint_ns=""):
+        lease = super().acquire(thread_id, checkpoint_ns)
+        self.held += 1
+        return lease
+
+    def release(self, lease):
+        self.held -= 1
+        super().release(lease)
+
+    def get(self, thread_id, checkpoint_id=None, checkpoint_ns=""):
+        self.reads.append(self.held > 0)
+        return super().get(thread_id, checkpoint_id, checkpoint_ns)
+
+
+@pytest.mark.parametrize(
+    "given",
+    [None, [result("c1", "3")], "something else"],
+    ids=["none", "tool results", "new input"],
+)
+def test_a_call_that_recovers_pending_calls_reads_its_thread_once_under_its_lease(given):
+    saver = CountingSaver()
+    agent = ReactAgent("a", ScriptedChatModel(["hi", "ok"]), tools=Ledger().tools, saver=saver)
+    config = RunnableConfig(thread_id="t")
+    thread_with_unanswered_calls(agent, config, ToolCall("c1", "add", {"a": 1, "b": 2}))
+    saver.reads.clear()
+
+    state = agent.invoke(given, config)
+
+    assert saver.reads == [True]
+    assert state["messages"][-1].text == "ok"
+    assert_valid_history(list(state["messages"]))
+
+
+def test_results_refused_on_an_older_checkpoint_write_nothing_to_the_thread():
+    agent = ReactAgent("a", ScriptedChatModel(["hi", "later"]), tools=Ledger().tools)
+    config = RunnableConfig(thread_id="t")
+    agent.invoke("hello", config)
+    older = agent.update_state(config, {"messages": [calls(("c1", "add", {"a": 1, "b": 1}))]})
+    agent.invoke("something later", config)
+    history = [s.config.checkpoint_id for s in agent.get_state_history(config)]
+
+    with pytest.raises(InvalidResumeError, match=r"unknown tool call ids.*c9"):
+        agent.invoke(result("c9", "?"), older)
+
+    assert [s.config.checkpoint_id for s in agent.get_state_history(config)] == history
+
+
+def test_results_sent_to_an_older_checkpoint_continue_a_fork_of_it():
+    ledger = Ledger()
+    agent = ReactAgent("a", ScriptedChatModel(["hi", "later", "1 + 1 = 2"]), tools=ledger.tools)
+    config = RunnableConfig(thread_id="t")
+    agent.invoke("hello", config)
+    older = agent.update_state(config, {"messages": [calls(("c1", "add", {"a": 1, "b": 1}))]})
+    agent.invoke("something later", config)
+
+    state = agent.invoke(result("c1", "two"), older)
+
+    assert ledger.ran == []
+    assert [m.text for m in state["messages"][-2:]] == ["two", "1 + 1 = 2"]
+    sources = [s.metadata["source"] for s in agent.get_state_history(config, limit=4)]
+    assert sources[2:] == ["update", "fork"]  # the fork, the results as the model's, then on
     assert_valid_history(list(state["messages"]))
