@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from graph_agent.graph.append_chain import AppendChain
 from graph_agent.graph.errors import (
     InvalidUpdateError,
     NodeError,
@@ -24,16 +23,7 @@ from graph_agent.graph.errors import (
     exception_text,
 )
 from graph_agent.graph.saver import Blob
-from graph_agent.graph.state import (
-    AppendLog,
-    AppendStrategy,
-    KeyStrategy,
-    OverAllState,
-    ReplaceAll,
-    ReplaceStrategy,
-    SeqView,
-    apply_append,
-)
+from graph_agent.graph.state import KeyStore, KeyStrategy, OverAllState, ReplaceStrategy
 from graph_agent.graph.types import END, START, Command, RunnableConfig
 
 _REPLACE = ReplaceStrategy()
@@ -88,7 +78,8 @@ class GraphSpec:
     ephemeral_keys: frozenset[str] = frozenset()
     barriers_from: Mapping[str, tuple[BarrierSpec, ...]] = field(init=False)
     barriers_into: Mapping[str, tuple[BarrierSpec, ...]] = field(init=False)
-    append_keys: frozenset[str] = field(init=False)
+    kept_keys: frozenset[str] = field(init=False)
+    """The keys whose strategy keeps them its own way (:meth:`KeyStrategy.store`): append keys."""
     rank: Mapping[str, int] = field(init=False)
     fixed_next: Mapping[str, tuple[str, ...]] = field(init=False)
     """The next step of a node that only has static edges out and no barrier: the usual
@@ -105,9 +96,8 @@ class GraphSpec:
             by_target.setdefault(barrier.target, []).append(barrier)
         object.__setattr__(self, "barriers_from", {k: tuple(v) for k, v in by_source.items()})
         object.__setattr__(self, "barriers_into", {k: tuple(v) for k, v in by_target.items()})
-        # exactly AppendStrategy: a subclass may change merge(), so it goes through merge()
-        append = frozenset(k for k, s in self.strategies.items() if type(s) is AppendStrategy)
-        object.__setattr__(self, "append_keys", append)
+        kept = frozenset(k for k, s in self.strategies.items() if s.store() is not None)
+        object.__setattr__(self, "kept_keys", kept)
         object.__setattr__(self, "rank", {name: node.index for name, node in self.nodes.items()})
         in_barrier = set(by_source) | set(by_target)
         simple = [name for name in [START, *self.nodes] if name not in in_barrier]
@@ -298,22 +288,20 @@ class Loop:
     """One run's live state and position, advanced one superstep at a time.
 
     ``values`` is replaced (never mutated) each step, so an :class:`OverAllState` built on it
-    stays what it was. Append keys live in :class:`AppendLog` objects and appear in ``values``
-    as fixed-length :class:`SeqView` snapshots.
+    stays what it was. Keys whose strategy keeps them its own way (append keys, in an
+    :class:`~graph_agent.graph.state.AppendKey`) live in ``stores``, and appear in ``values`` as
+    the store's view (for an append key, a fixed-length :class:`SeqView` snapshot).
     """
 
     def __init__(self, spec: GraphSpec) -> None:
         self.spec = spec
         self.values: dict[str, Any] = {}
-        self.logs: dict[str, AppendLog] = {}
+        self.stores: dict[str, KeyStore] = {}
         self.step = -1
         self.next: tuple[str, ...] = ()
         self.barrier_seen: dict[str, set[str]] = {}
         self.versions: dict[str, str] = {}
         self.dirty: set[str] = set()
-        self.append_base: dict[str, int] = {}
-        self.rewritten: set[str] = set()
-        self.chains: dict[str, AppendChain] = {}  # see take_blobs
         self._state: OverAllState | None = None
         self._state_of: dict[str, Any] | None = None  # the values dict _state shows
 
@@ -328,14 +316,19 @@ class Loop:
         chains: Mapping[str, Sequence[tuple[str, int]]] | None = None,
     ) -> None:
         """Start from a stored checkpoint's state (``chains``: its ``Checkpoint.chains``)."""
-        append_keys = self.spec.append_keys
+        kept_keys, strategies = self.spec.kept_keys, self.spec.strategies
         self.values = {}
-        self.logs = {}
+        self.stores = {}
+        chains = chains or {}
         for key, value in values.items():
-            if key in append_keys:
-                log = AppendLog(value)
-                self.logs[key] = log
-                self.values[key] = log.view()
+            store = (
+                strategies[key].store(value, versions.get(key), chains.get(key))
+                if key in kept_keys
+                else None
+            )
+            if store is not None:
+                self.stores[key] = store
+                self.values[key] = store.view()
             else:
                 self.values[key] = value
         self.step = step
@@ -343,15 +336,6 @@ class Loop:
         self.versions = dict(versions)
         self.barrier_seen = {k: set(v) for k, v in barriers.items()}
         self.dirty = set()
-        self.append_base = {k: len(log.items) for k, log in self.logs.items()}
-        self.rewritten = set()
-        chains = chains or {}
-        self.chains = {
-            key: AppendChain.loaded(chains[key])
-            if key in chains
-            else AppendChain.full(self.versions.get(key, ""), len(log.items))
-            for key, log in self.logs.items()
-        }
 
     def state(self) -> OverAllState:
         """A read-only view of ``values``; one per ``values`` dict (views are immutable)."""
@@ -363,7 +347,7 @@ class Loop:
     def apply_writes(self, writes: Sequence[tuple[str, Mapping[str, Any]]], step: int) -> None:
         """Merge the writes of one superstep, given in merge order, into a new ``values``."""
         values = dict(self.values)
-        strategies, append_keys, dirty = self.spec.strategies, self.spec.append_keys, self.dirty
+        strategies, kept_keys, dirty = self.spec.strategies, self.spec.kept_keys, self.dirty
         replaced_by: dict[str, str] = {}
         for node, update in writes:
             for key, new in update.items():
@@ -381,35 +365,27 @@ class Loop:
                         )
                     replaced_by[key] = node
                     values[key] = new
-                elif key in append_keys:
-                    values[key] = self._append(key, new, node, step)
+                elif key in kept_keys:
+                    values[key] = self._kept_write(key, new, node, step)
                 else:
                     values[key] = self._merge(strategy, key, values.get(key), new, node, step)
                 dirty.add(key)
         self.values = values
 
-    def _append(self, key: str, new: Any, node: str, step: int) -> SeqView:
-        log = self.logs.get(key)
-        if log is None:
-            log = self.logs[key] = AppendLog()
-            self.append_base[key] = 0
+    def _kept_write(self, key: str, new: Any, node: str, step: int) -> Any:
+        """A write to a key its strategy keeps (an append key): the store takes it."""
+        store = self.stores.get(key)
+        if store is None:
+            store = self.spec.strategies[key].store()
+            assert store is not None  # an append key's strategy keeps it
+            self.stores[key] = store
         try:
-            # apply_append(), inlined for the usual writes: a list, or one item
-            if type(new) is list:
-                appended_only = log.extend(new)
-            elif isinstance(new, ReplaceAll | list | SeqView):
-                appended_only = apply_append(log, new)
-            else:
-                appended_only = log.extend((new,))
+            return store.write(new)
         except (KeyError, TypeError) as exc:  # an unknown RemoveMessage id, an unhashable id
             reason = exc.args[0] if exc.args else exc
             raise InvalidUpdateError(
                 f"node {node!r} (step {step}) wrote to {key!r}: {reason}", node=node, step=step
             ) from exc
-        if not appended_only:
-            self.rewritten.add(key)
-        items = log.items
-        return SeqView(items, len(items))
 
     @staticmethod
     def _merge(strategy: KeyStrategy, key: str, old: Any, new: Any, node: str, step: int) -> Any:
@@ -531,45 +507,21 @@ class Loop:
         return tuple(targets)
 
     def take_blobs(self, checkpoint_id: str) -> dict[str, Blob]:
-        """The blobs a new checkpoint must store: only the keys that changed since the last one.
-
-        An append key stores just the items appended since then (a ``delta``), unless it is new
-        or items were replaced or removed (then ``full``); other keys store their new value.
-
-        How the parts of an append key are laid out (merged as they pile up, so that a load
-        reads few of them; stored whole again once tripled) is :class:`AppendChain`'s to
-        decide. A write that appends nothing stores nothing.
-        """
+        """The blobs a new checkpoint must store: only the keys that changed since the last one,
+        each as its strategy's storage contract says (:meth:`KeyStrategy.store`): a key its
+        strategy keeps (an append key) decides what it stores (the items appended since, say,
+        or nothing); any other key stores its new value whole."""
         blobs: dict[str, Blob] = {}
-        logs, versions, append_base, chains = (
-            self.logs,
-            self.versions,
-            self.append_base,
-            self.chains,
-        )
+        stores, versions = self.stores, self.versions
         for key in self.dirty:
-            log = logs.get(key)
-            if log is None:
+            store = stores.get(key)
+            if store is None:
                 blobs[key] = _new_blob(Blob, ("full", self.values[key], None))
             else:
-                items = log.items
-                base = versions.get(key)
-                chain = chains.get(key)
-                length = len(items)
-                start = append_base.get(key, 0)
-                if base is not None and chain is not None and key not in self.rewritten:
-                    if start == length:  # nothing appended (a write of []): nothing to store
-                        continue
-                    part = chain.append(checkpoint_id, length - start, length)
-                else:
-                    part = None
-                if part is None:
-                    blobs[key] = _new_blob(Blob, ("full", list(items), None))
-                    chains[key] = AppendChain(checkpoint_id, length)
-                else:
-                    blobs[key] = _new_blob(Blob, ("delta", items[part[1] :], part[0]))
-                append_base[key] = len(items)
+                blob = store.blob(checkpoint_id, versions.get(key))
+                if blob is None:  # nothing to store (a write of []): the version stays
+                    continue
+                blobs[key] = blob
             versions[key] = checkpoint_id
         self.dirty = set()
-        self.rewritten = set()
         return blobs

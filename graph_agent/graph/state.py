@@ -13,6 +13,12 @@ Nodes never receive the engine's containers: lists appear as :class:`SeqView` (r
 sequences) and dicts as read-only mappings. Append keys are stored in an :class:`AppendLog` that
 only ever grows in place; a view remembers its length, so a view taken at step *n* keeps showing
 step *n* even after later appends, without the engine copying the list per step.
+
+A strategy also owns its key's storage contract (:meth:`KeyStrategy.store`): by default a
+changed key is stored whole at the next checkpoint; an append key is kept in an
+:class:`AppendKey`, which stores the items appended since the last checkpoint as a part, merges
+parts as they pile up and stores the list whole again when it has to (see
+:mod:`graph_agent.graph.append_chain`).
 """
 
 from __future__ import annotations
@@ -21,8 +27,10 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, overload
+from typing import Any, Protocol, overload
 
+from graph_agent.graph.append_chain import AppendChain
+from graph_agent.graph.saver import Blob
 from graph_agent.graph.values import Interrupt
 
 
@@ -189,6 +197,27 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+class KeyStore(Protocol):
+    """A key's value during a run, kept by its strategy's own means, and what each checkpoint
+    stores of it (see :meth:`KeyStrategy.store`)."""
+
+    def view(self) -> Any:
+        """The value as nodes see it (read-only)."""
+        ...
+
+    def write(self, new: Any) -> Any:
+        """Take a node's write; return the new :meth:`view`. Raises ``KeyError`` or
+        ``TypeError`` for a write the key cannot take (the engine names the node)."""
+        ...
+
+    def blob(self, checkpoint_id: str, version: str | None) -> Blob | None:
+        """What the checkpoint ``checkpoint_id`` stores of the key, written since the last
+        one (stored at ``version``, None if never); None: nothing to store. A ``full`` blob
+        holds the value; a ``delta`` blob holds a list of items savers append to the list
+        its ``base`` version loads as."""
+        ...
+
+
 class KeyStrategy:
     """How a node's write to one key is merged into the state.
 
@@ -199,6 +228,19 @@ class KeyStrategy:
     def merge(self, old: Any, new: Any) -> Any:
         """Return the key's value after writing ``new`` over ``old`` (``None`` when unset)."""
         raise NotImplementedError
+
+    def store(
+        self,
+        value: Any = None,
+        version: str | None = None,
+        chain: Sequence[tuple[str, int]] | None = None,
+    ) -> KeyStore | None:
+        """The key's storage contract: a :class:`KeyStore` keeping the key during a run, from
+        its stored ``value`` and ``version`` (None: a new key) and ``chain``
+        (``Checkpoint.chains``: the blobs a load rebuilt it from); or None (the default):
+        writes go through :meth:`merge`, and a changed value is stored whole at the next
+        checkpoint."""
+        return None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -218,12 +260,93 @@ class ReplaceStrategy(KeyStrategy):
 
 
 class AppendStrategy(KeyStrategy):
-    """Lists that grow; id-aware (see the module docstring)."""
+    """Lists that grow; id-aware (see the module docstring). Kept in an :class:`AppendKey`
+    (unless a subclass changes :meth:`merge`: then writes go through it)."""
 
     def merge(self, old: Any, new: Any) -> Any:
         log = AppendLog(old or ())
         apply_append(log, new)
         return log.items
+
+    def store(
+        self,
+        value: Any = None,
+        version: str | None = None,
+        chain: Sequence[tuple[str, int]] | None = None,
+    ) -> KeyStore | None:
+        if type(self).merge is not AppendStrategy.merge:
+            return None
+        return AppendKey(value, version, chain)
+
+
+class AppendKey:
+    """An append key during a run: its :class:`AppendLog`, and how it is stored.
+
+    A checkpoint stores the items appended since the last one as a part (a ``delta``
+    :class:`~graph_agent.graph.saver.Blob` on an earlier version); :class:`AppendChain` lays
+    the parts out (merged as they pile up, the list stored whole again once tripled). A key
+    whose items were replaced or removed, or never stored, is stored whole.
+    """
+
+    __slots__ = ("chain", "log", "rewritten", "stored_length")
+
+    def __init__(
+        self,
+        value: Any = None,
+        version: str | None = None,
+        chain: Sequence[tuple[str, int]] | None = None,
+    ) -> None:
+        self.log = AppendLog(value or ())
+        self.stored_length = len(self.log.items)
+        """How many items the last checkpoint stored (the items after them are new)."""
+        self.rewritten = False
+        """Items were replaced or removed since the last checkpoint."""
+        self.chain = (
+            AppendChain.loaded(chain)
+            if chain
+            else AppendChain.full(version or "", self.stored_length)
+        )
+
+    def view(self) -> SeqView:
+        items = self.log.items
+        return SeqView(items, len(items))
+
+    def write(self, new: Any) -> SeqView:
+        log = self.log
+        # apply_append(), inlined for the usual writes: a list, or one item
+        if type(new) is list:
+            appended_only = log.extend(new)
+        elif isinstance(new, ReplaceAll | list | SeqView):
+            appended_only = apply_append(log, new)
+        else:
+            appended_only = log.extend((new,))
+        if not appended_only:
+            self.rewritten = True
+        items = log.items
+        return SeqView(items, len(items))
+
+    def blob(self, checkpoint_id: str, version: str | None) -> Blob | None:
+        """A part (the items appended since, perhaps taking in earlier parts), the whole list,
+        or None when nothing was appended (a write of ``[]``)."""
+        items = self.log.items
+        length = len(items)
+        start = self.stored_length
+        part = None
+        if version is not None and not self.rewritten:
+            if start == length:
+                return None
+            part = self.chain.append(checkpoint_id, length - start, length)
+        self.stored_length = length
+        self.rewritten = False
+        if part is None:
+            self.chain = AppendChain(checkpoint_id, length)
+            return _new_blob(Blob, ("full", list(items), None))
+        return _new_blob(Blob, ("delta", items[part[1] :], part[0]))
+
+
+_new_blob: Callable[[type[Blob], tuple[str, Any, str | None]], Blob] = tuple.__new__
+"""``Blob(*fields)`` without the named tuple's Python-level ``__new__``: one is made per
+checkpoint and changed key."""
 
 
 class MergeStrategy(KeyStrategy):
