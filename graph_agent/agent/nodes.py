@@ -61,7 +61,7 @@ from graph_agent.models.base import ModelRequest, ToolDefinition
 from graph_agent.tools import ToolContext, result_to_text
 
 if TYPE_CHECKING:
-    from graph_agent.agent.react import ReactAgent
+    from graph_agent.agent.spec import NodeSettings
 
 INSTRUCTION_ID = "instruction"
 """The id of the message that holds the agent's instruction, first in its history."""
@@ -230,7 +230,7 @@ class ModelNode:
     :class:`StructuredOutputError`.
     """
 
-    def __init__(self, agent: ReactAgent) -> None:
+    def __init__(self, agent: NodeSettings) -> None:
         self.agent = agent
         instruction = agent.instruction
         self.instruction_template = (
@@ -447,7 +447,7 @@ class ToolNode:
     still run), ``goto="model"`` is the usual way on.
     """
 
-    def __init__(self, agent: ReactAgent, private_keys: frozenset[str]) -> None:
+    def __init__(self, agent: NodeSettings, private_keys: frozenset[str]) -> None:
         self.agent = agent
         self.private_keys = private_keys
         """The private keys hooks declare: the only ones a tool's Command may write."""

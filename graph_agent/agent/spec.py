@@ -9,14 +9,16 @@ sees, in each call, the agent whose graph is running it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from graph_agent.agent.interceptors import ModelInterceptor, ToolInterceptor
     from graph_agent.models.base import ChatModel
-    from graph_agent.tools import Tool
+    from graph_agent.tools import Tool, Toolkit
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -61,3 +63,25 @@ class AgentSpec:
 
     def __repr__(self) -> str:
         return f"AgentSpec({self.name!r}, tools={list(self.tool_names)})"
+
+
+class NodeSettings(Protocol):
+    """What an agent's model and tool nodes read of their agent (a
+    :class:`~graph_agent.agent.react.ReactAgent`), typed here so the nodes need not import it:
+    the agent package depends one way, ``react`` → ``nodes``."""
+
+    name: str
+    model: ChatModel
+    toolkit: Toolkit
+    instruction: str | None
+    model_interceptors: tuple[ModelInterceptor, ...]
+    tool_interceptors: tuple[ToolInterceptor, ...]
+    max_iterations: int
+    output_schema: type[BaseModel] | None
+    output_key: str
+    output_mode: Literal["response_format", "tool"]
+    tool_timeout: float
+    max_parallel_tools: int
+    max_tool_calls_per_step: int
+    max_tool_output_chars: int
+    model_options: Mapping[str, Any]
