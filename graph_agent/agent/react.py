@@ -33,6 +33,7 @@ from graph_agent.agent.templates import placeholders
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.serde import register
+from graph_agent.graph.concurrency import to_thread
 from graph_agent.graph.errors import (
     GraphInterrupted,
     GraphRuntimeError,
@@ -286,14 +287,14 @@ class ReactAgent:
         self, input: AgentInput, config: RunnableConfig | None = None
     ) -> OverAllState:
         """Async :meth:`invoke`."""
-        prepared, run_config = await _to_thread(self._prepare, input, config, "ainvoke")
+        prepared, run_config = await to_thread(self._prepare, input, config, "ainvoke")
         return await self.graph.ainvoke(prepared, run_config)
 
     async def astream(
         self, input: AgentInput, config: RunnableConfig | None = None, *, subgraphs: bool = False
     ) -> AsyncIterator[NodeOutput]:
         """Async :meth:`stream`."""
-        prepared, run_config = await _to_thread(self._prepare, input, config, "astream")
+        prepared, run_config = await to_thread(self._prepare, input, config, "astream")
         async for output in self.graph.astream(prepared, run_config, subgraphs=subgraphs):
             yield output
 
@@ -527,9 +528,3 @@ def coerce_state(input: Any) -> dict[str, Any]:
         f"agent input must be a string, a message, a list of messages, a dict of state, a "
         f"Command or None; got {type(input).__name__}"
     )
-
-
-async def _to_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    import asyncio  # here, not at module level: importing graph_agent should not load asyncio
-
-    return await asyncio.to_thread(fn, *args)
