@@ -562,25 +562,26 @@ class Tool:
         """:meth:`invoke`, returning the function's value (awaited) instead of its text: the
         agent's tool node applies a returned ``Command(update=..., goto=...)``."""
         call = self._bind(arguments, context)
-        cancelled = context.cancelled if context is not None else None
-        try:
-            if self.is_async:
-                # with a timeout, on a loop of its own, so that a coroutine blocking its loop
-                # (time.sleep in an async def) is still cut at the timeout, as a sync tool is
-                result = run_coroutine(
-                    lambda: self._result_of(call),
-                    timeout,
-                    thread_name=f"tool:{self.name}",
-                    cancelled=cancelled,
-                )
-            elif timeout is None:
-                result = call()
-            else:
-                result = call_with_timeout(
-                    call, timeout, thread_name=f"tool:{self.name}", cancelled=cancelled
-                )
-        except TimedOut as out:
-            raise self._timeout_error(out) from None
+        if timeout is None:
+            result = run_coroutine(lambda: self._result_of(call)) if self.is_async else call()
+        else:
+            cancelled = context.cancelled if context is not None else None
+            try:
+                if self.is_async:
+                    # on a loop of its own, so that a coroutine blocking its loop (time.sleep
+                    # in an async def) is still cut at the timeout, as a sync tool would be
+                    result = run_coroutine(
+                        lambda: self._result_of(call),
+                        timeout,
+                        thread_name=f"tool:{self.name}",
+                        cancelled=cancelled,
+                    )
+                else:
+                    result = call_with_timeout(
+                        call, timeout, thread_name=f"tool:{self.name}", cancelled=cancelled
+                    )
+            except TimedOut as out:
+                raise self._timeout_error(out) from None
         if inspect.isawaitable(result):
             result = run_coroutine(lambda: result)
         return result
@@ -608,6 +609,8 @@ class Tool:
             'hi'
         """
         call = self._bind(arguments, context)
+        if timeout is None:
+            return result_to_text(await self._result_of(call))
         cancelled = context.cancelled if context is not None else None
         try:
             value = await at_most(self._result_of(call), timeout, cancelled=cancelled)

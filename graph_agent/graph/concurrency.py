@@ -534,15 +534,13 @@ def _set(cancelled: threading.Event | None) -> None:
 
 
 async def at_most(
-    awaitable: Awaitable[_T], timeout: float | None, *, cancelled: threading.Event | None = None
+    awaitable: Awaitable[_T], timeout: float, *, cancelled: threading.Event | None = None
 ) -> _T:
-    """``awaitable``'s result; with a ``timeout``, cancelled once it has run that long.
+    """``awaitable``'s result, cancelled once it has run ``timeout`` seconds.
 
     Raises:
         TimedOut: Past ``timeout`` (``cancelled`` is set; a thread it waits on is abandoned).
     """
-    if timeout is None:
-        return await awaitable
     import asyncio
 
     running = asyncio.ensure_future(awaitable)
