@@ -27,9 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextlib
-import contextvars
 import functools
 import inspect
 import json
@@ -37,7 +34,7 @@ import re
 import threading
 import types
 import typing
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -46,6 +43,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.dataclasses import is_pydantic_dataclass
 from pydantic.json_schema import GenerateJsonSchema
 
+from graph_agent.graph.concurrency import (
+    TimedOut,
+    at_most,
+    call_on_daemon_thread,
+    call_with_timeout,
+    run_coroutine,
+)
 from graph_agent.graph.errors import GraphAgentError, GraphSetupError, ParentCommand
 from graph_agent.graph.runtime import current_task
 from graph_agent.graph.types import Command
@@ -372,96 +376,6 @@ def _describe_validation_error(
     return "\n".join(lines)
 
 
-async def _run_on_daemon_thread(fn: Callable[[], Any], thread_name: str) -> Any:
-    """Run ``fn`` on a new daemon thread and await it; cancelling abandons the thread."""
-    import asyncio  # not at module level: importing graph_agent should not load asyncio
-
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-    context = contextvars.copy_context()
-
-    def settle(result: Any, error: BaseException | None) -> None:
-        if future.done():  # cancelled: the caller gave up on this call
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-
-    def run() -> None:
-        result: Any = None
-        error: BaseException | None = None
-        try:
-            result = context.run(fn)
-        except BaseException as exc:
-            error = exc
-        # The loop may have closed while an abandoned tool was still running.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(settle, result, error)
-
-    threading.Thread(target=run, name=thread_name, daemon=True).start()
-    return await future
-
-
-def _run_blocking_with_timeout(fn: Callable[[], Any], timeout: float, thread_name: str) -> Any:
-    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    context = contextvars.copy_context()
-
-    def run() -> None:
-        try:
-            future.set_result(context.run(fn))
-        except BaseException as exc:
-            future.set_exception(exc)
-
-    threading.Thread(target=run, name=thread_name, daemon=True).start()
-    from graph_agent.graph.execution import wait_delivering
-
-    # while it waits, what the tool emits reaches a stream() caller live (an agent tool's tokens)
-    done, _ = wait_delivering([future], timeout)
-    if not done:
-        raise _WaitTimedOut
-    return future.result()
-
-
-class _WaitTimedOut(Exception):
-    """The wait for a tool ran out (never confused with a TimeoutError the tool itself raised,
-    such as a socket's)."""
-
-
-async def _at_most(awaitable: Awaitable[Any], timeout: float) -> Any:
-    """``awaitable``'s result, or :class:`_WaitTimedOut` after ``timeout`` seconds (it is
-    cancelled then; a thread it waits on is abandoned)."""
-    import asyncio
-
-    running = asyncio.ensure_future(awaitable)
-    done, _ = await asyncio.wait([running], timeout=timeout)
-    if not done:
-        running.cancel()
-        raise _WaitTimedOut
-    return running.result()
-
-
-_BLOCKED_GRACE = 0.5
-"""Seconds past an async tool's timeout after which its loop is taken to be blocked: its
-own ``wait_for`` would have cut it at the timeout otherwise."""
-
-
-def _run_coroutine(make_coroutine: Callable[[], Awaitable[Any]]) -> Any:
-    """Run a coroutine to completion from sync code, also when this thread runs a loop."""
-
-    import asyncio
-
-    async def main() -> Any:
-        return await make_coroutine()
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(main())
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as executor:
-        return executor.submit(asyncio.run, main()).result()
-
-
 class Tool:
     """A function the model can call, with its name, description and JSON schema.
 
@@ -648,28 +562,28 @@ class Tool:
         """:meth:`invoke`, returning the function's value (awaited) instead of its text: the
         agent's tool node applies a returned ``Command(update=..., goto=...)``."""
         call = self._bind(arguments, context)
-        if self.is_async and timeout is not None:
-            # on a loop of its own, so that a coroutine blocking its loop (time.sleep in an
-            # async def) is still cut at the timeout, as a sync tool would be
-            try:
-                result = _run_blocking_with_timeout(
-                    lambda: _run_coroutine(lambda: self._await_within(call, timeout, context)),
-                    timeout + _BLOCKED_GRACE,
-                    f"tool:{self.name}",
-                )
-            except _WaitTimedOut:
-                raise self._timeout_error(timeout, context, blocked=True) from None
-        elif self.is_async:
-            result = _run_coroutine(lambda: self._await_within(call, timeout, context))
-        elif timeout is None:
-            result = call()
+        if timeout is None:
+            result = run_coroutine(lambda: self._result_of(call)) if self.is_async else call()
         else:
+            cancelled = context.cancelled if context is not None else None
             try:
-                result = _run_blocking_with_timeout(call, timeout, f"tool:{self.name}")
-            except _WaitTimedOut:
-                raise self._timeout_error(timeout, context) from None
+                if self.is_async:
+                    # on a loop of its own, so that a coroutine blocking its loop (time.sleep
+                    # in an async def) is still cut at the timeout, as a sync tool would be
+                    result = run_coroutine(
+                        lambda: self._result_of(call),
+                        timeout,
+                        thread_name=f"tool:{self.name}",
+                        cancelled=cancelled,
+                    )
+                else:
+                    result = call_with_timeout(
+                        call, timeout, thread_name=f"tool:{self.name}", cancelled=cancelled
+                    )
+            except TimedOut as out:
+                raise self._timeout_error(out) from None
         if inspect.isawaitable(result):
-            result = _run_coroutine(lambda: result)
+            result = run_coroutine(lambda: result)
         return result
 
     async def ainvoke(
@@ -695,40 +609,35 @@ class Tool:
             'hi'
         """
         call = self._bind(arguments, context)
-        return result_to_text(await self._await_within(call, timeout, context))
-
-    async def _await_within(
-        self, call: Callable[[], Any], timeout: float | None, context: ToolContext | None
-    ) -> Any:
-        async def run() -> Any:
-            if self.is_async:
-                result = call()
-            else:
-                result = await _run_on_daemon_thread(call, f"tool:{self.name}")
-            return await result if inspect.isawaitable(result) else result
-
         if timeout is None:
-            return await run()
+            return result_to_text(await self._result_of(call))
+        cancelled = context.cancelled if context is not None else None
         try:
-            return await _at_most(run(), timeout)
-        except _WaitTimedOut:
-            raise self._timeout_error(timeout, context) from None
+            value = await at_most(self._result_of(call), timeout, cancelled=cancelled)
+        except TimedOut as out:
+            raise self._timeout_error(out) from None
+        return result_to_text(value)
 
-    def _timeout_error(
-        self, timeout: float, context: ToolContext | None, *, blocked: bool = False
-    ) -> ToolTimeoutError:
-        if context is not None:
-            context.cancelled.set()  # a tool still running on its thread may see it and stop
+    async def _result_of(self, call: Callable[[], Any]) -> Any:
+        """The call's value, awaited; a sync function runs on a daemon thread of its own, so
+        that a timeout can abandon it without blocking the event loop."""
+        if self.is_async:
+            result = call()
+        else:
+            result = await call_on_daemon_thread(call, thread_name=f"tool:{self.name}")
+        return await result if inspect.isawaitable(result) else result
+
+    def _timeout_error(self, out: TimedOut) -> ToolTimeoutError:
         why = (
             " It blocked its event loop (a blocking call such as time.sleep or sync I/O "
             "inside an async def tool), so it could not be cancelled; it was abandoned."
-            if blocked
+            if out.loop_blocked
             else " It was abandoned."
         )
         return ToolTimeoutError(
-            f"Tool '{self.name}' did not finish within {timeout:g} s.{why}",
+            f"Tool '{self.name}' did not finish within {out.timeout:g} s.{why}",
             tool_name=self.name,
-            timeout=timeout,
+            timeout=out.timeout,
         )
 
 

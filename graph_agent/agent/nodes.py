@@ -7,12 +7,12 @@ reset by new input, kept across resumes) and ``_agent_thread`` (the same, for th
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextvars
 import copy
 import json
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ from graph_agent.agent.tool_commands import (
     command_updates,
     from_command,
 )
+from graph_agent.graph.concurrency import shared_pool, wait_delivering
 from graph_agent.graph.engine import Updates
 from graph_agent.graph.errors import (
     GraphCancelledError,
@@ -46,7 +47,6 @@ from graph_agent.graph.errors import (
     ParentCommand,
     exception_text,
 )
-from graph_agent.graph.execution import wait_delivering
 from graph_agent.graph.runtime import InterruptScope, TaskContext
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import Command, RunnableConfig
@@ -80,15 +80,6 @@ TOOL_UPDATE_RECORD = "tool-update:"
 (``tool-update:<call id>``), kept before the result so a replayed call loses nothing."""
 FINAL_ANSWER_TOOL = "final_answer"
 """The tool the model answers through when ``output_mode="tool"``."""
-
-_tool_pool: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-def _pool() -> concurrent.futures.ThreadPoolExecutor:
-    global _tool_pool
-    if _tool_pool is None:
-        _tool_pool = concurrent.futures.ThreadPoolExecutor(256, thread_name_prefix="agent-tool")
-    return _tool_pool
 
 
 class StructuredOutputError(GraphRuntimeError):
@@ -633,7 +624,7 @@ def _describe(exc: Exception, call: ToolCall) -> str:
 
 
 def _in_parallel(jobs: Sequence[Any], limit: int) -> list[Any]:
-    """Run ``jobs`` (no-argument callables) on the tool pool, ``limit`` at a time, in order.
+    """Run ``jobs`` (no-argument callables) on the shared pool, ``limit`` at a time, in order.
 
     A job that raises (a handoff, a pause, a bug) lets the running ones finish before the
     error is raised, so none is left running behind the caller's back; after a handoff no new
@@ -642,8 +633,8 @@ def _in_parallel(jobs: Sequence[Any], limit: int) -> list[Any]:
     """
     results: list[Any] = [None] * len(jobs)
     errors: dict[int, BaseException] = {}
-    pool = _pool()
-    pending: dict[concurrent.futures.Future[Any], int] = {}
+    pool = shared_pool()
+    pending: dict[Future[Any], int] = {}
     index = 0
     while index < len(jobs) or pending:
         handed_off = any(isinstance(e, ParentCommand) for e in errors.values())

@@ -26,6 +26,7 @@ from graph_agent.agent.templates import placeholders
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.serde import register
+from graph_agent.graph.concurrency import to_thread
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, GraphSetupError
 from graph_agent.graph.runner import CompiledGraph, check_config
 from graph_agent.graph.state import OverAllState
@@ -219,9 +220,8 @@ class ReactAgent:
         """:attr:`graph` for the async calls: built (once) on a worker thread, not the loop."""
         if self._compiled is not None:
             return self._compiled
-        import asyncio  # here, not at module level: importing graph_agent should not load asyncio
 
-        return await asyncio.to_thread(lambda: self.graph)
+        return await to_thread(lambda: self.graph)
 
     def get_graph(self, fmt: str = "mermaid", *, xray: bool = False) -> str:
         """The agent's graph as Mermaid, PlantUML, DOT or ASCII text (``xray``: agents and

@@ -535,7 +535,7 @@ def test_an_async_node_stopping_the_process_reaches_the_caller_and_spares_the_lo
 
 
 def test_a_private_loop_whose_thread_died_is_replaced():
-    from graph_agent.graph.execution import _loop_threads
+    from graph_agent.graph.concurrency import _loop_threads
 
     invoke_in_time(one_node(answers))
     loop, depth = _loop_threads.loop()
