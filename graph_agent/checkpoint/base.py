@@ -117,7 +117,7 @@ class CheckpointSaver:
 
         A copy taken while the source was paused or stopped in the middle of a step goes on
         as the source would: each copied checkpoint with pending writes gets one more (see
-        :data:`graph_agent.graph.pending.IDS_THREAD`) naming the thread their ids were made
+        :data:`graph_agent.graph.saver.IDS_THREAD`) naming the thread their ids were made
         for, so the same ``Command(resume=...)`` answers the copy's interrupts and nodes that
         had finished are not run again. That step's tasks keep the source's task ids (and tool
         calls their idempotency keys); every later step has ids of the copy's own.

@@ -15,8 +15,7 @@ from typing import Any
 from graph_agent.checkpoint.base import Checkpoint, PendingWrite, _show
 from graph_agent.checkpoint.serde import dumps, loads, register
 from graph_agent.graph.errors import SerializationError
-from graph_agent.graph.pending import ENGINE_CHANNELS, write_problem
-from graph_agent.graph.saver import Blob
+from graph_agent.graph.saver import ENGINE_CHANNELS, Blob, write_problem
 from graph_agent.graph.types import Interrupt
 
 register(Interrupt, 31)

@@ -49,8 +49,7 @@ from graph_agent.checkpoint.codec import (
     rebuild_value,
 )
 from graph_agent.checkpoint.serde import dumps, loads
-from graph_agent.graph.pending import COPY_TASK, IDS_THREAD
-from graph_agent.graph.saver import Blob
+from graph_agent.graph.saver import COPY_TASK, IDS_THREAD, Blob
 
 _StoredBlob = tuple[str, str | None, bytes]  # (kind, base, data): a plain tuple, see above
 _Barriers = tuple[tuple[str, tuple[str, ...]], ...]  # (key, sources), rare: may nest deeper

@@ -41,8 +41,7 @@ from graph_agent.checkpoint.codec import (
     rebuild_value,
 )
 from graph_agent.graph.errors import SerializationError, ThreadBusyError
-from graph_agent.graph.pending import COPY_TASK, IDS_THREAD
-from graph_agent.graph.saver import Blob
+from graph_agent.graph.saver import COPY_TASK, IDS_THREAD, Blob
 
 T = TypeVar("T")
 

@@ -65,8 +65,7 @@ from graph_agent.graph.errors import (
     SerializationError,
     ThreadBusyError,
 )
-from graph_agent.graph.pending import COPY_TASK, IDS_THREAD
-from graph_agent.graph.saver import Blob
+from graph_agent.graph.saver import COPY_TASK, IDS_THREAD, Blob
 
 SCHEMA_VERSION = 3
 

@@ -36,9 +36,9 @@ from graph_agent.graph.errors import (
     exception_text,
 )
 from graph_agent.graph.pauses import NO_TASK_IDS, Pauses, interrupted
-from graph_agent.graph.pending import ERROR, WRITE, Pending, thread_start
+from graph_agent.graph.pending import Pending, thread_start
 from graph_agent.graph.runtime import CallContext, ContinueAs, FromThread, TaskContext, ThreadStart
-from graph_agent.graph.saver import Checkpoint
+from graph_agent.graph.saver import ERROR, WRITE, Checkpoint
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.storage import RunStorage
 from graph_agent.graph.types import START, Command, NodeOutput, RunnableConfig, node_output

@@ -13,23 +13,14 @@ from typing import Any
 from graph_agent.graph.effects import Effect, Emit, RunSettings, Task
 from graph_agent.graph.engine import Loop
 from graph_agent.graph.errors import GraphInterrupted, InvalidResumeError
-from graph_agent.graph.pending import (
-    BREAKPOINT,
-    INTERRUPT,
-    NESTED,
-    RESUME,
-    SCOPED,
-    SUBGRAPH_CONSUMED,
-    SUBGRAPH_TASK,
-    WRITE,
-    Pending,
-)
+from graph_agent.graph.pending import SUBGRAPH_CONSUMED, SUBGRAPH_TASK, Pending
 from graph_agent.graph.runtime import (
     RECORD_PREFIX,
     derive_id,
     scoped_interrupt_id,
     task_id_for,
 )
+from graph_agent.graph.saver import BREAKPOINT, INTERRUPT, NESTED, RESUME, SCOPED, WRITE
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.storage import RunStorage
 from graph_agent.graph.types import Interrupt, NodeOutput

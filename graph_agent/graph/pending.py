@@ -1,7 +1,8 @@
 """A checkpoint's pending writes, grouped by task: what makes a half-finished superstep
 resumable.
 
-Savers store pending writes as ``(task id, channel, value)``; the channels are a finished
+Savers store pending writes as ``(task id, channel, value)``; the channels (defined in
+``saver.py``, the storage contract) are a finished
 node's write (:data:`WRITE`), interrupts raised by ``interrupt()`` (:data:`INTERRUPT`) or by a
 static breakpoint (:data:`BREAKPOINT`), resume values given (:data:`RESUME`), which of a task's
 interrupts a graph nested in it raised (:data:`NESTED`), the scope each of its interrupts raised
@@ -12,28 +13,23 @@ sub-task records (``RECORD_PREFIX`` + key). :class:`Pending` reads them back for
 
 from __future__ import annotations
 
-import reprlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from graph_agent.graph.engine import Write
 from graph_agent.graph.runtime import RECORD_PREFIX, ThreadStart, task_id_for
+from graph_agent.graph.saver import (
+    BREAKPOINT,
+    ERROR,
+    IDS_THREAD,
+    INTERRUPT,
+    NESTED,
+    RESUME,
+    SCOPED,
+    WRITE,
+)
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import Interrupt
-
-WRITE = "__write__"
-INTERRUPT = "__interrupt__"
-BREAKPOINT = "__breakpoint__"
-RESUME = "__resume__"
-NESTED = "__nested__"
-SCOPED = "__scoped__"
-ERROR = "__error__"
-IDS_THREAD = "__ids_thread__"
-"""Channel of the one write ``copy_thread`` adds to a copied checkpoint that has pending
-writes (under the task id :data:`COPY_TASK`): the thread those writes' task and interrupt ids
-were derived for. The step after that checkpoint derives its ids from it, so the copy finds
-its finished nodes, records and interrupts where the source left them."""
-COPY_TASK = "__copy__"
 
 SUBGRAPH_TASK = "__subgraph_task__"
 """Record key: the task id a subgraph node's namespace derives from, when the task took over
@@ -41,82 +37,6 @@ a paused task after ``update_state`` (so the paused child is found where it wait
 SUBGRAPH_CONSUMED = "__subgraph_consumed__"
 """Record key: ids of answers a nested graph took and stored a checkpoint after; a later
 failure of the nested graph is then not a refusal of those answers."""
-
-
-def write_problem(channel: str, value: Any) -> str | None:
-    """What is wrong with the shape of a pending write :class:`Pending` reads back, or None.
-
-    Savers check it when storing a write and when loading one, so that a damaged row fails
-    there, as a ``SerializationError`` naming it, never deep inside a run with an
-    ``AttributeError``. Channels other than the engine's own (records, ``__error__``, a
-    caller's) hold any value.
-    """
-    if channel not in _SHAPES:
-        return None
-    described, fits = _SHAPES[channel]
-    if fits(value):
-        return None
-    return f"it must be {described}, not {type(value).__name__} {reprlib.repr(value)}"
-
-
-def _interrupts(value: Any) -> bool:
-    return isinstance(value, list) and all(
-        isinstance(item, Interrupt) and type(item.id) is str and type(item.node) is str
-        for item in value
-    )
-
-
-def _strings(items: Iterable[Any]) -> bool:
-    return all(type(item) is str for item in items)
-
-
-def _finished_write(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and isinstance(value.get("update"), dict)
-        and _strings(value["update"])
-        and isinstance(value.get("goto"), list)
-        and _strings(value["goto"])
-    )
-
-
-def _nested(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and type(value.get("node")) is str
-        and isinstance(value.get("ids"), list)
-        and _strings(value["ids"])
-    )
-
-
-def _scoped(value: Any) -> bool:
-    return isinstance(value, dict) and all(
-        type(i) is str
-        and isinstance(at, list)
-        and len(at) == 2
-        and type(at[0]) is str
-        and type(at[1]) is int
-        for i, at in value.items()
-    )
-
-
-def _resume(value: Any) -> bool:
-    return isinstance(value, dict) and _strings(value)
-
-
-_SHAPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    WRITE: (
-        "a map with 'update' (a map of keys) and 'goto' (a list of node names)",
-        _finished_write,
-    ),
-    INTERRUPT: ("a list of Interrupt (with string id and node)", _interrupts),
-    BREAKPOINT: ("a list of Interrupt (with string id and node)", _interrupts),
-    RESUME: ("a map of interrupt ids to resume values", _resume),
-    NESTED: ("a map with 'node' (a node name) and 'ids' (a list of interrupt ids)", _nested),
-    SCOPED: ("a map of interrupt ids to [scope key, index]", _scoped),
-}
-ENGINE_CHANNELS = frozenset(_SHAPES)
-"""The channels whose writes the engine reads back in a shape (see :func:`write_problem`)."""
 
 
 def subgraph_place(node: str, task_id: str, records: Mapping[str, Any]) -> str:

@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import builtins
 import os
+import reprlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
+
+from graph_agent.graph.values import Interrupt
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -240,6 +243,98 @@ class Lease:
     thread_id: str
     checkpoint_ns: str
     owner: str
+
+
+# pending writes: the channels the engine stores (their shapes are checked on store and load)
+WRITE = "__write__"
+INTERRUPT = "__interrupt__"
+BREAKPOINT = "__breakpoint__"
+RESUME = "__resume__"
+NESTED = "__nested__"
+SCOPED = "__scoped__"
+ERROR = "__error__"
+IDS_THREAD = "__ids_thread__"
+"""Channel of the one write ``copy_thread`` adds to a copied checkpoint that has pending
+writes (under the task id :data:`COPY_TASK`): the thread those writes' task and interrupt ids
+were derived for. The step after that checkpoint derives its ids from it, so the copy finds
+its finished nodes, records and interrupts where the source left them."""
+COPY_TASK = "__copy__"
+
+
+def write_problem(channel: str, value: Any) -> str | None:
+    """What is wrong with the shape of a pending write :class:`Pending` reads back, or None.
+
+    Savers check it when storing a write and when loading one, so that a damaged row fails
+    there, as a ``SerializationError`` naming it, never deep inside a run with an
+    ``AttributeError``. Channels other than the engine's own (records, ``__error__``, a
+    caller's) hold any value.
+    """
+    if channel not in _SHAPES:
+        return None
+    described, fits = _SHAPES[channel]
+    if fits(value):
+        return None
+    return f"it must be {described}, not {type(value).__name__} {reprlib.repr(value)}"
+
+
+def _interrupts(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(item, Interrupt) and type(item.id) is str and type(item.node) is str
+        for item in value
+    )
+
+
+def _strings(items: Iterable[Any]) -> bool:
+    return all(type(item) is str for item in items)
+
+
+def _finished_write(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("update"), dict)
+        and _strings(value["update"])
+        and isinstance(value.get("goto"), list)
+        and _strings(value["goto"])
+    )
+
+
+def _nested(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and type(value.get("node")) is str
+        and isinstance(value.get("ids"), list)
+        and _strings(value["ids"])
+    )
+
+
+def _scoped(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        type(i) is str
+        and isinstance(at, list)
+        and len(at) == 2
+        and type(at[0]) is str
+        and type(at[1]) is int
+        for i, at in value.items()
+    )
+
+
+def _resume(value: Any) -> bool:
+    return isinstance(value, dict) and _strings(value)
+
+
+_SHAPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    WRITE: (
+        "a map with 'update' (a map of keys) and 'goto' (a list of node names)",
+        _finished_write,
+    ),
+    INTERRUPT: ("a list of Interrupt (with string id and node)", _interrupts),
+    BREAKPOINT: ("a list of Interrupt (with string id and node)", _interrupts),
+    RESUME: ("a map of interrupt ids to resume values", _resume),
+    NESTED: ("a map with 'node' (a node name) and 'ids' (a list of interrupt ids)", _nested),
+    SCOPED: ("a map of interrupt ids to [scope key, index]", _scoped),
+}
+ENGINE_CHANNELS = frozenset(_SHAPES)
+"""The channels whose writes the engine reads back in a shape (see :func:`write_problem`)."""
 
 
 class Saver(Protocol):

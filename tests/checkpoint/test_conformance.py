@@ -31,8 +31,7 @@ from graph_agent.agent import ReactAgent
 from graph_agent.checkpoint import codec
 from graph_agent.checkpoint.base import Checkpoint, new_checkpoint_id
 from graph_agent.checkpoint.serde import register
-from graph_agent.graph.pending import COPY_TASK, IDS_THREAD
-from graph_agent.graph.saver import Blob
+from graph_agent.graph.saver import COPY_TASK, IDS_THREAD, Blob
 from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage, UserMessage
 from graph_agent.models import ScriptedChatModel
 
