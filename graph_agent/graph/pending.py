@@ -1,14 +1,14 @@
 """A checkpoint's pending writes, grouped by task: what makes a half-finished superstep
 resumable.
 
-Savers store pending writes as ``(task id, channel, value)``; the channels (defined in
-``saver.py``, the storage contract) are a finished
-node's write (:data:`WRITE`), interrupts raised by ``interrupt()`` (:data:`INTERRUPT`) or by a
-static breakpoint (:data:`BREAKPOINT`), resume values given (:data:`RESUME`), which of a task's
-interrupts a graph nested in it raised (:data:`NESTED`), the scope each of its interrupts raised
-inside an ``InterruptScope`` came from (:data:`SCOPED`), the error a failed attempt raised
-(:data:`ERROR`: shown in snapshots, ignored by a resume, which runs the task again), and
-sub-task records (``RECORD_PREFIX`` + key). :class:`Pending` reads them back for the flow.
+Savers store pending writes as ``(task id, channel, value)``; the channels, defined in
+``saver.py`` (the storage contract), are a finished node's write (``WRITE``), interrupts raised
+by ``interrupt()`` (``INTERRUPT``) or by a static breakpoint (``BREAKPOINT``), resume values
+given (``RESUME``), which of a task's interrupts a graph nested in it raised (``NESTED``), the
+scope each of its interrupts raised inside an ``InterruptScope`` came from (``SCOPED``), the
+error a failed attempt raised (``ERROR``: shown in snapshots, ignored by a resume, which runs
+the task again), and sub-task records (``RECORD_PREFIX`` + key). :class:`Pending` reads them
+back for the flow.
 """
 
 from __future__ import annotations
