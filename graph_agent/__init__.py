@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from graph_agent.checkpoint import Checkpoint, CheckpointSaver, MemorySaver
 from graph_agent.graph.builder import StateGraph
+from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import (
     CheckpointStoreError,
     GraphAgentError,
@@ -22,8 +23,6 @@ from graph_agent.graph.errors import (
     SerializationError,
     ThreadBusyError,
 )
-from graph_agent.graph.runner import CompiledGraph
-from graph_agent.graph.runtime import TaskContext, emit_chunk, interrupt
 from graph_agent.graph.state import (
     AppendStrategy,
     KeyStrategy,
@@ -33,6 +32,7 @@ from graph_agent.graph.state import (
     ReplaceAll,
     ReplaceStrategy,
 )
+from graph_agent.graph.task import TaskContext, emit_chunk, interrupt
 from graph_agent.graph.types import (
     END,
     START,

@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.dataclasses import is_pydantic_dataclass
 from pydantic.json_schema import GenerateJsonSchema
 
-from graph_agent.graph.concurrency import (
+from graph_agent.graph._concurrency import (
     TimedOut,
     at_most,
     call_on_daemon_thread,
@@ -51,7 +51,7 @@ from graph_agent.graph.concurrency import (
     run_coroutine,
 )
 from graph_agent.graph.errors import GraphAgentError, GraphSetupError, ParentCommand
-from graph_agent.graph.runtime import current_task
+from graph_agent.graph.task import current_task
 from graph_agent.graph.types import Command
 
 __all__ = [

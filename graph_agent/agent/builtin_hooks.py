@@ -19,8 +19,8 @@ from graph_agent.agent.nodes import (
 )
 from graph_agent.agent.spec import AgentSpec
 from graph_agent.graph.errors import GraphRuntimeError, InvalidResumeError
-from graph_agent.graph.runtime import interrupt
 from graph_agent.graph.state import OverAllState, ReplaceAll
+from graph_agent.graph.task import interrupt
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.messages import (
     AssistantMessage,

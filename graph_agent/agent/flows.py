@@ -36,11 +36,11 @@ from graph_agent.agent.nodes import run_answer, run_start
 from graph_agent.agent.react import coerce_state
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
+from graph_agent.graph._subgraph import SubgraphNode
 from graph_agent.graph.builder import StateGraph
+from graph_agent.graph.compiled import CompiledGraph, check_config
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, GraphSetupError
-from graph_agent.graph.runner import CompiledGraph, check_config
 from graph_agent.graph.state import AppendStrategy, KeyStrategy, MergeStrategy, OverAllState
-from graph_agent.graph.subgraph import SubgraphNode
 from graph_agent.graph.types import (
     END,
     START,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from graph_agent.graph.errors import GraphCancelledError, ModelError
-from graph_agent.graph.runtime import emit_chunk
+from graph_agent.graph.task import emit_chunk
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.messages import (
     AssistantMessage,

@@ -38,8 +38,8 @@ from graph_agent.agent.tool_commands import (
     command_updates,
     from_command,
 )
-from graph_agent.graph.concurrency import shared_pool, wait_delivering
-from graph_agent.graph.engine import Updates
+from graph_agent.graph._concurrency import shared_pool, wait_delivering
+from graph_agent.graph._engine import Updates
 from graph_agent.graph.errors import (
     GraphCancelledError,
     GraphInterrupted,
@@ -47,8 +47,8 @@ from graph_agent.graph.errors import (
     ParentCommand,
     exception_text,
 )
-from graph_agent.graph.runtime import InterruptScope, TaskContext
 from graph_agent.graph.state import OverAllState
+from graph_agent.graph.task import InterruptScope, TaskContext
 from graph_agent.graph.types import Command, RunnableConfig
 from graph_agent.messages import (
     AssistantMessage,

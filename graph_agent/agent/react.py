@@ -26,11 +26,11 @@ from graph_agent.agent.templates import placeholders
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.serde import register
-from graph_agent.graph.concurrency import to_thread
+from graph_agent.graph._concurrency import to_thread
+from graph_agent.graph._subgraph import SubgraphNode
+from graph_agent.graph.compiled import CompiledGraph, check_config
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, GraphSetupError
-from graph_agent.graph.runner import CompiledGraph, check_config
 from graph_agent.graph.state import OverAllState
-from graph_agent.graph.subgraph import SubgraphNode
 from graph_agent.graph.types import (
     Command,
     CompileConfig,

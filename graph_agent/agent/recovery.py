@@ -14,7 +14,7 @@ a message) is continued according to the call's input, unless an interrupt is pe
   error, so the history stays valid; then the new run starts.
 
 :func:`recovering` makes the graph input that does this: a
-:class:`~graph_agent.graph.runtime.FromThread`, which the run decides under the thread's
+:class:`~graph_agent.graph.task.FromThread`, which the run decides under the thread's
 lease, from the checkpoint it loaded; so a call reads its thread once.
 """
 
@@ -34,7 +34,7 @@ from graph_agent.agent.nodes import (
 )
 from graph_agent.agent.shape import MODEL_NODE, TOOL_NODE
 from graph_agent.graph.errors import InvalidResumeError
-from graph_agent.graph.runtime import ContinueAs, FromThread, ThreadStart
+from graph_agent.graph.task import ContinueAs, FromThread, ThreadStart
 from graph_agent.messages import ToolCall, ToolResponseMessage
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from graph_agent.agent.react import ReactAgent
 from graph_agent.cli.errors import EXIT_USAGE, CliError, cannot_write
 from graph_agent.cli.targets import load_target
-from graph_agent.graph.runner import CompiledGraph
+from graph_agent.graph.compiled import CompiledGraph
 
 __all__ = ["FORMATS", "TEXT_FORMATS", "draw_command", "render_diagram"]
 

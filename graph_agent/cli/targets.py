@@ -27,8 +27,8 @@ from graph_agent.checkpoint.sqlite import SqliteSaver
 from graph_agent.cli.errors import EXIT_USAGE, CliError, cannot_write
 from graph_agent.cli.unstreamed import UnstreamedModel
 from graph_agent.graph.builder import StateGraph
+from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphRuntimeError, GraphSetupError, SerializationError
-from graph_agent.graph.runner import CompiledGraph
 from graph_agent.graph.types import CompileConfig
 from graph_agent.models.base import ChatModel
 

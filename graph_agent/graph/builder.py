@@ -8,15 +8,15 @@ import typing
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
-from graph_agent.graph.effects import RunSettings
-from graph_agent.graph.engine import BarrierSpec, BranchSpec, GraphSpec, NodeSpec
+from graph_agent.graph._effects import RunSettings
+from graph_agent.graph._engine import BarrierSpec, BranchSpec, GraphSpec, NodeSpec
+from graph_agent.graph._subgraph import SubgraphNode, is_node_graph
+from graph_agent.graph._validate import validate
+from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphSetupError
 from graph_agent.graph.render import EdgeView, GraphView
-from graph_agent.graph.runner import CompiledGraph
 from graph_agent.graph.state import AppendStrategy, KeyStrategy, as_strategy
-from graph_agent.graph.subgraph import SubgraphNode, is_node_graph
 from graph_agent.graph.types import END, START, CompileConfig
-from graph_agent.graph.validate import validate
 
 
 class _Node:
@@ -96,7 +96,7 @@ class StateGraph:
         may go.
 
         ``fn`` may also be a compiled graph or an agent: it then runs as a subgraph (see
-        :mod:`graph_agent.graph.subgraph`), keeping its checkpoints in the parent's thread."""
+        :mod:`graph_agent.graph._subgraph`), keeping its checkpoints in the parent's thread."""
         if not isinstance(name, str) or not name:
             raise GraphSetupError(f"a node name must be a non-empty string, got {name!r}")
         if name in (START, END) or (_is_dunder(name) and not self._reserved_ok):

@@ -10,7 +10,7 @@ runs one way, ``checkpoint`` → ``graph``.
 A checkpoint is written after every superstep. It stores only the keys that changed since its
 parent (:class:`Blob`): an append key stores the items appended since then (a part), other keys
 their new value; how an append key is stored (a part, parts merged, or a full copy) is its
-strategy's storage contract (:mod:`graph_agent.graph.append_chain`). ``versions`` maps each key
+strategy's storage contract (:mod:`graph_agent.graph._append_chain`). ``versions`` maps each key
 to the id of the checkpoint holding its latest blob; a load follows the key's parts back to its
 last full copy, and ``prune`` rewrites the oldest kept checkpoint's keys whole so the chains
 behind it can go.
@@ -143,7 +143,7 @@ class Checkpoint:
     chains: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     """Filled on load, for each key rebuilt from appended parts: the version and the number of
     items of each blob it was rebuilt from, its full copy first; the engine decides from it how
-    to store the key next (see :mod:`graph_agent.graph.append_chain`)."""
+    to store the key next (see :mod:`graph_agent.graph._append_chain`)."""
     _engine_built: bool = field(default=False, init=False, repr=False, compare=False)
     """Set by :func:`new_checkpoint` only: the engine built this checkpoint on its parent, so
     every version it names is one of its own blobs or its parent's. ``put`` then stores it as
@@ -407,7 +407,7 @@ class Saver(Protocol):
 
 def acquires_inline(method: _F) -> _F:
     """Marks an ``aacquire`` that takes the lease without awaiting anything (nothing to
-    cancel midway), so the driver need not shield it: see ``runner._aacquire_once``."""
+    cancel midway), so the driver need not shield it: see ``_drive._aacquire_once``."""
     method.__graph_agent_acquires_inline__ = True  # type: ignore[attr-defined]
     return method
 

@@ -18,7 +18,7 @@ A strategy also owns its key's storage contract (:meth:`KeyStrategy.store`): by 
 changed key is stored whole at the next checkpoint; an append key is kept in an
 :class:`AppendKey`, which stores the items appended since the last checkpoint as a part, merges
 parts as they pile up and stores the list whole again when it has to (see
-:mod:`graph_agent.graph.append_chain`).
+:mod:`graph_agent.graph._append_chain`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Protocol, overload
 
-from graph_agent.graph.append_chain import AppendChain
+from graph_agent.graph._append_chain import AppendChain
 from graph_agent.graph.saver import Blob
 from graph_agent.graph.values import Interrupt
 

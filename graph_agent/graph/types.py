@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from graph_agent.graph.values import END, START, Interrupt
 
 if TYPE_CHECKING:
-    from graph_agent.graph.runtime import TaskContext
     from graph_agent.graph.saver import Saver
     from graph_agent.graph.state import OverAllState
+    from graph_agent.graph.task import TaskContext
 
 __all__ = [
     "END",
@@ -61,7 +61,7 @@ class RunnableConfig:
 
     ``metadata`` is stored with the call's checkpoints; ``context`` is a per-run mapping nodes,
     hooks and tools can read, and is never stored. Inside a node ``config.task`` is the running
-    task's :class:`~graph_agent.graph.runtime.TaskContext`.
+    task's :class:`~graph_agent.graph.task.TaskContext`.
 
     ``cancel`` (a ``threading.Event``, say) stops the run from outside, e.g. from another
     thread: once it is set, the run raises

@@ -30,7 +30,7 @@ import pytest
 from graph_agent import RunnableConfig, ToolContext, tool
 from graph_agent.agent import ReactAgent
 from graph_agent.checkpoint.sqlite import SqliteSaver
-from graph_agent.graph.runtime import RECORD_PREFIX
+from graph_agent.graph.task import RECORD_PREFIX
 from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage, UserMessage
 from graph_agent.models import ScriptedChatModel
 from graph_agent.models.base import ModelRequest

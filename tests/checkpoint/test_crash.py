@@ -18,8 +18,8 @@ import pytest
 
 from graph_agent import RunnableConfig
 from graph_agent.checkpoint.sqlite import SqliteSaver
-from graph_agent.graph.runtime import task_id_for
 from graph_agent.graph.saver import WRITE
+from graph_agent.graph.task import task_id_for
 from tests.checkpoint.crash_graph import EXPECTED_LOG, build
 from tests.forkserver import ForkServer
 

@@ -33,7 +33,7 @@ from graph_agent import (
 )
 from graph_agent.agent import ToolRetryInterceptor
 from graph_agent.agent.compose import agent_tool, agent_tool_namespace
-from graph_agent.graph.runtime import task_id_for
+from graph_agent.graph.task import task_id_for
 from tests.compose.agents import calls, echo, scripted, texts
 
 CFG = RunnableConfig(thread_id="t1")

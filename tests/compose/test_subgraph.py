@@ -23,7 +23,7 @@ from graph_agent import (
     interrupt,
 )
 from graph_agent.checkpoint.sqlite import SqliteSaver
-from graph_agent.graph.runtime import task_id_for
+from graph_agent.graph.task import task_id_for
 
 CFG = RunnableConfig(thread_id="t1")
 

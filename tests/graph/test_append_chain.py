@@ -8,7 +8,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graph_agent.graph.append_chain import MERGE_RUN, AppendChain, tier
+from graph_agent.graph._append_chain import MERGE_RUN, AppendChain, tier
 
 
 def write(sizes: list[int]) -> tuple[dict[str, tuple[str | None, int, int]], list[str]]:

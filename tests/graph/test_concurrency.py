@@ -1,4 +1,4 @@
-"""Threads, event loops, greenlets and timeouts (graph_agent/graph/concurrency.py)."""
+"""Threads, event loops, greenlets and timeouts (graph_agent/graph/_concurrency.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import time
 import pytest
 
 from graph_agent import END, START, AppendStrategy, StateGraph
-from graph_agent.graph import concurrency
-from graph_agent.graph.concurrency import (
+from graph_agent.graph import _concurrency as concurrency
+from graph_agent.graph._concurrency import (
     FINISHED,
     InlineStream,
     TimedOut,

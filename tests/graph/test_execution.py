@@ -535,7 +535,7 @@ def test_an_async_node_stopping_the_process_reaches_the_caller_and_spares_the_lo
 
 
 def test_a_private_loop_whose_thread_died_is_replaced():
-    from graph_agent.graph.concurrency import _loop_threads
+    from graph_agent.graph._concurrency import _loop_threads
 
     invoke_in_time(one_node(answers))
     loop, depth = _loop_threads.loop()
@@ -549,7 +549,7 @@ def test_ordered_writes_of_one_node_survive_a_sibling_failure_and_apply_in_order
     """An engine-internal node (the agent's tool node) may return several writes to merge in
     order; in a step of several nodes they are stored as they were returned, and a resume
     that only re-runs the failed sibling merges them the same way."""
-    from graph_agent.graph.engine import Updates
+    from graph_agent.graph._engine import Updates
 
     failures = [True]
 

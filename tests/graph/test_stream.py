@@ -304,7 +304,7 @@ def test_chunks_from_threads_a_node_waits_on_reach_the_caller_while_it_waits():
     # what a tool node does: start threads, wait for them with wait_delivering
     from concurrent.futures import ThreadPoolExecutor
 
-    from graph_agent.graph.concurrency import wait_delivering
+    from graph_agent.graph._concurrency import wait_delivering
 
     heard = {name: threading.Event() for name in ("a", "b")}
 
@@ -333,7 +333,7 @@ def test_chunks_from_threads_a_node_waits_on_reach_the_caller_while_it_waits():
 def test_wait_delivering_times_out_like_concurrent_futures_wait():
     from concurrent.futures import Future
 
-    from graph_agent.graph.concurrency import wait_delivering
+    from graph_agent.graph._concurrency import wait_delivering
 
     never: Future[int] = Future()
     seen = []

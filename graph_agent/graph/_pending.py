@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from graph_agent.graph.engine import Write
-from graph_agent.graph.runtime import RECORD_PREFIX, ThreadStart, task_id_for
+from graph_agent.graph._engine import Write
 from graph_agent.graph.saver import (
     BREAKPOINT,
     ERROR,
@@ -29,6 +28,7 @@ from graph_agent.graph.saver import (
     WRITE,
 )
 from graph_agent.graph.state import OverAllState
+from graph_agent.graph.task import RECORD_PREFIX, ThreadStart, task_id_for
 from graph_agent.graph.types import Interrupt
 
 SUBGRAPH_TASK = "__subgraph_task__"
@@ -170,7 +170,7 @@ def thread_start(
     saved: Any, state: OverAllState, thread_id: str | None, order: Mapping[str, int]
 ) -> ThreadStart:
     """The checkpoint ``saved`` (``None``: the thread has none) as a call's
-    :class:`~graph_agent.graph.runtime.FromThread` input sees it, with its values as ``state``:
+    :class:`~graph_agent.graph.task.FromThread` input sees it, with its values as ``state``:
     what ``get_state`` shows of it, and what the tasks of its next nodes recorded. Read from
     ``saved`` itself: a run forking from it has already dropped its pending writes."""
     if saved is None:

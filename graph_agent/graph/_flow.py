@@ -2,12 +2,12 @@
 store, pause.
 
 :func:`call_flow` is a generator: it decides everything and *yields effects* for a driver to
-carry out (``effects.py``), receiving their results back; the sync driver fulfils them by
+carry out (``_effects.py``), receiving their results back; the sync driver fulfils them by
 calling, the async one by awaiting: one implementation, two faces (like httpx's
 ``Auth.auth_flow``). A superstep, in :meth:`_Flow._supersteps`: make the tasks, pass static
-breakpoints (``pauses.py``), run the tasks and take in each outcome as it comes back, settle
-errors and interrupts, merge the writes and route (``engine.py``), store a checkpoint
-(``storage.py``), stream the outputs.
+breakpoints (``_pauses.py``), run the tasks and take in each outcome as it comes back, settle
+errors and interrupts, merge the writes and route (``_engine.py``), store a checkpoint
+(``_storage.py``), stream the outputs.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Generator, Mapping
 from typing import Any
 
-from graph_agent.graph.effects import (
+from graph_agent.graph._effects import (
     NEXT_OUTCOME,
     Effect,
     Emit,
@@ -26,7 +26,10 @@ from graph_agent.graph.effects import (
     RunTasks,
     Task,
 )
-from graph_agent.graph.engine import EMPTY_WRITE, Loop, NodeSpec, Write, normalize_return
+from graph_agent.graph._engine import EMPTY_WRITE, NodeSpec, RunState, Write, normalize_return
+from graph_agent.graph._pauses import NO_TASK_IDS, Pauses, interrupted
+from graph_agent.graph._pending import Pending, thread_start
+from graph_agent.graph._storage import RunStorage
 from graph_agent.graph.errors import (
     GraphCancelledError,
     GraphRecursionError,
@@ -35,12 +38,9 @@ from graph_agent.graph.errors import (
     NodeError,
     exception_text,
 )
-from graph_agent.graph.pauses import NO_TASK_IDS, Pauses, interrupted
-from graph_agent.graph.pending import Pending, thread_start
-from graph_agent.graph.runtime import CallContext, ContinueAs, FromThread, TaskContext, ThreadStart
 from graph_agent.graph.saver import ERROR, WRITE, Checkpoint
 from graph_agent.graph.state import OverAllState
-from graph_agent.graph.storage import RunStorage
+from graph_agent.graph.task import CallContext, ContinueAs, FromThread, TaskContext, ThreadStart
 from graph_agent.graph.types import START, Command, NodeOutput, RunnableConfig, node_output
 
 _run_counter = itertools.count()
@@ -70,7 +70,7 @@ def update_flow(
 
 
 class _Flow:
-    """One call: the run's state (``loop``), where it is stored (``storage``), its interrupts
+    """One call: the run's state (``run_state``), where it is stored (``storage``), its interrupts
     (``pauses``), and the settings of the call."""
 
     def __init__(self, run: RunSettings, config: RunnableConfig, streaming: bool) -> None:
@@ -80,9 +80,9 @@ class _Flow:
         self.streaming = streaming
         self.subgraphs = False
         self.durable = run.saver is not None
-        self.loop = Loop(run.spec)
+        self.run_state = RunState(run.spec)
         self.storage = RunStorage(run.saver, config)
-        self.pauses = Pauses(run, self.loop, self.storage, streaming=streaming)
+        self.pauses = Pauses(run, self.run_state, self.storage, streaming=streaming)
         self.run_id: str | None = None  # without a saver: makes task ids unique per call
         self.several = False  # the running step has several tasks (their writes go pending)
         self.last_writes: list[tuple[str, Write]] = []
@@ -95,7 +95,7 @@ class _Flow:
             if not self.durable:
                 self.run_id = f"run-{next(_run_counter)}"
                 if isinstance(input, FromThread):  # no thread: it decides on an empty one
-                    input = input.decide(ThreadStart(values=self.loop.state()))
+                    input = input.decide(ThreadStart(values=self.run_state.state()))
                     input = None if isinstance(input, ContinueAs) else input
                 self._check_stateless_input(input)
                 self._start(input)
@@ -110,7 +110,7 @@ class _Flow:
                 saved = yield from self._load_saved()
                 if isinstance(input, FromThread):  # decided before a fork: a refusal writes nothing
                     start = thread_start(
-                        saved, self.loop.state(), self.storage.thread_id, self.spec.rank
+                        saved, self.run_state.state(), self.storage.thread_id, self.spec.rank
                     )
                     input = input.decide(start)
                 yield from self._fork_if_older()
@@ -152,7 +152,7 @@ class _Flow:
             raise InvalidUpdateError(
                 f"update_state needs a dict of state keys, got {type(values).__name__}",
                 node=as_node or "update_state",
-                step=self.loop.step,
+                step=self.run_state.step,
             )
 
     def _write_update(
@@ -160,14 +160,14 @@ class _Flow:
     ) -> Generator[Effect, Any, None]:
         """Write ``values`` as ``as_node`` in a new checkpoint (its edges route from there)."""
         writer = as_node or "update_state"
-        loop = self.loop
-        loop.step += 1
-        loop.apply_writes([(writer, dict(values))], loop.step)
+        run_state = self.run_state
+        run_state.step += 1
+        run_state.apply_writes([(writer, dict(values))], run_state.step)
         if as_node == START:
-            loop.route_from_start(self.config)
+            run_state.route_from_start(self.config)
         elif as_node is not None:
-            loop.route([(as_node, ())], self.config)
-        yield from self.storage.checkpoint(loop, "update", [writer])
+            run_state.route([(as_node, ())], self.config)
+        yield from self.storage.checkpoint(run_state, "update", [writer])
 
     def _check_stateless_input(self, input: Any) -> None:
         if input is None or isinstance(input, Command):
@@ -182,17 +182,17 @@ class _Flow:
                 f"the input must be a dict of state keys, got {type(input).__name__} "
                 f"{input!r:.60}; e.g. app.invoke({{'messages': [...]}})",
                 node=START,
-                step=self.loop.step,
+                step=self.run_state.step,
             )
         for key in input:
             if not isinstance(key, str):
                 raise InvalidUpdateError(
                     f"the input has the key {key!r}: state keys must be strings",
                     node=START,
-                    step=self.loop.step,
+                    step=self.run_state.step,
                 )
-        self.loop.apply_writes([(START, dict(input))], self.loop.step)
-        self.loop.route_from_start(self.config)
+        self.run_state.apply_writes([(START, dict(input))], self.run_state.step)
+        self.run_state.route_from_start(self.config)
 
     def _load(self) -> Generator[Effect, Any, Checkpoint | None]:
         """Load the checkpoint the call starts from: the newest, or the one the config names.
@@ -209,7 +209,7 @@ class _Flow:
         """Load the checkpoint the call starts from (``None`` on a new thread)."""
         saved = yield from self.storage.load(self.config.checkpoint_id)
         if saved is not None:
-            self.loop.load(
+            self.run_state.load(
                 saved.values,
                 step=saved.step,
                 next_nodes=saved.next,
@@ -224,7 +224,7 @@ class _Flow:
         """Fork the thread at the loaded checkpoint when it is not the newest."""
         if self.storage.fork:
             self.pauses.clear()
-            yield from self.storage.checkpoint(self.loop, "fork", [])
+            yield from self.storage.checkpoint(self.run_state, "fork", [])
 
     def _treat_input(
         self, input: Any, saved: Checkpoint | None
@@ -246,18 +246,18 @@ class _Flow:
             yield from pauses.answer(input.resume)
             return None
         if input is None:
-            if saved is None or (not self.loop.next and not pauses.pending.unanswered()):
+            if saved is None or (not self.run_state.next and not pauses.pending.unanswered()):
                 raise _nothing_to_continue("no checkpoint" if saved is None else "finished")
             dynamic = pauses.pending.dynamic_waiting()
             if dynamic:  # never answered with None: the same interrupts are raised again
-                return (yield from pauses.pause([i for _, i in dynamic], self.loop.step + 1))
+                return (yield from pauses.pause([i for _, i in dynamic], self.run_state.step + 1))
             yield from pauses.answer_static()
             return None
         # a new run on the thread: pending interrupts and writes of the old step are dropped
         pauses.clear()
-        self.loop.step = saved.step + 1 if saved is not None else -1
+        self.run_state.step = saved.step + 1 if saved is not None else -1
         self._start(input)
-        yield from self.storage.checkpoint(self.loop, "input", [START])
+        yield from self.storage.checkpoint(self.run_state, "input", [START])
         if self.streaming:
             yield self._input_output(input)
         return None
@@ -268,7 +268,7 @@ class _Flow:
         self._check_update(decided.update, decided.node)
         yield from self._write_update(decided.update, decided.node)
         self.pauses.clear()
-        if not self.loop.next:
+        if not self.run_state.next:
             raise _nothing_to_continue("finished")
 
     def _check_next_nodes(self, saved: Checkpoint) -> None:
@@ -287,11 +287,11 @@ class _Flow:
 
     # supersteps
     def _supersteps(self) -> Generator[Effect, Any, OverAllState]:
-        loop, config, run, pauses = self.loop, self.config, self.run, self.pauses
+        run_state, config, run, pauses = self.run_state, self.config, self.run, self.pauses
         durable = self.durable
         steps = 0
         run_tasks = RunTasks([], config.max_concurrency)  # one for every step
-        while loop.next:
+        while run_state.next:
             tasks = self._tasks()
             if durable and run.interrupt_before:
                 paused = yield from pauses.before(tasks)
@@ -302,7 +302,7 @@ class _Flow:
                     f"graph {self.spec.name!r} ran {steps} supersteps in this call without "
                     f"finishing (max_steps={config.max_steps}); it last ran "
                     f"{', '.join(name for name, _ in self.last_writes)} and would run "
-                    f"{', '.join(loop.next)} next. "
+                    f"{', '.join(run_state.next)} next. "
                     "Check the routing for a loop that never ends, or raise "
                     "RunnableConfig(max_steps=...); with a saver the run can be continued "
                     "with invoke(None, config)"
@@ -335,7 +335,7 @@ class _Flow:
             if durable:
                 writers = [writes[0][0]] if len(writes) == 1 else [name for name, _ in writes]
                 storage = self.storage
-                put = storage.put(loop, "loop", writers)
+                put = storage.put(run_state, "loop", writers)
                 yield put
                 storage.stand_on(put)
             if not nothing_pending:
@@ -346,7 +346,7 @@ class _Flow:
                 paused = yield from pauses.after(tasks)
                 if paused is not None:
                     return paused
-        return loop.state()
+        return run_state.state()
 
     def _take_lone_outcome(self, outcome: Outcome) -> None:
         """Take in how the step's only task ended: its return becomes its write."""
@@ -410,17 +410,17 @@ class _Flow:
 
     def _merge(self, tasks: list[Task]) -> list[tuple[str, Write]]:
         """Merge the step's writes (pending ones for tasks not run again), then route."""
-        loop = self.loop
+        run_state = self.run_state
         done = self.pauses.pending.done
-        step = loop.step + 1
+        step = run_state.step + 1
         if len(tasks) == 1 and not done:  # the common step: no per-step lists
             task = tasks[0]
             name, only = task.node.name, task.write or EMPTY_WRITE
-            loop.apply_writes(
+            run_state.apply_writes(
                 ((name, only.update),) if not only.parts else only.labelled(name), step
             )
-            loop.step = step
-            loop.route(((name, only.goto),), self.config)
+            run_state.step = step
+            run_state.route(((name, only.goto),), self.config)
             return [(name, only)]
         writes: list[tuple[str, Write]] = []
         for task in tasks:
@@ -428,14 +428,16 @@ class _Flow:
             if write is None:
                 write = done.get(task.context.id) if done else None
             writes.append((task.node.name, write if write is not None else EMPTY_WRITE))
-        loop.apply_writes([labelled for name, w in writes for labelled in w.labelled(name)], step)
-        loop.step = step
-        loop.route([(name, w.goto) for name, w in writes], self.config)
+        run_state.apply_writes(
+            [labelled for name, w in writes for labelled in w.labelled(name)], step
+        )
+        run_state.step = step
+        run_state.route([(name, w.goto) for name, w in writes], self.config)
         return writes
 
     def _step_outputs(self, tasks: list[Task], writes: list[tuple[str, Write]]) -> Effect:
-        loop, agent, checkpoint_id = self.loop, self.spec.name, self.storage.checkpoint_id
-        state, step = loop.state(), loop.step
+        run_state, agent, checkpoint_id = self.run_state, self.spec.name, self.storage.checkpoint_id
+        state, step = run_state.state(), run_state.step
         if len(tasks) == 1:  # the usual step
             task, update = tasks[0], writes[0][1].update
             return node_output(
@@ -464,7 +466,7 @@ class _Flow:
 
     def _cancelled(self, *, during: bool = False) -> GraphCancelledError:
         """``during``: a subgraph in the step stopped with this run (the step did not finish)."""
-        step = self.loop.step + 1
+        step = self.run_state.step + 1
         thread_id = self.storage.thread_id
         where = f"graph {self.spec.name!r}" + (
             f" on thread {thread_id!r}" if thread_id is not None else ""
@@ -479,19 +481,19 @@ class _Flow:
         when = "during" if during else "before"
         return GraphCancelledError(
             f"{where} was cancelled (RunnableConfig.cancel is set) {when} step {step}, which "
-            f"{'runs' if during else 'would run'} {', '.join(self.loop.next)}; {after}",
+            f"{'runs' if during else 'would run'} {', '.join(self.run_state.next)}; {after}",
             step=step,
         )
 
     def _tasks(self) -> list[Task]:
         """The tasks of the next superstep, one per triggered node, all seeing one state."""
-        loop = self.loop
-        state = loop.state()
-        step = loop.step + 1
+        run_state = self.run_state
+        state = run_state.state()
+        step = run_state.step + 1
         nodes = self.spec.nodes
-        if len(loop.next) == 1:
-            return [self._task(nodes[loop.next[0]], state, step)]
-        return [self._task(nodes[name], state, step) for name in loop.next]
+        if len(run_state.next) == 1:
+            return [self._task(nodes[run_state.next[0]], state, step)]
+        return [self._task(nodes[name], state, step) for name in run_state.next]
 
     def _call_context(self) -> CallContext:
         """What every task of this call shares, made once."""
@@ -542,11 +544,11 @@ class _Flow:
         return update
 
     def _input_output(self, input: Any) -> NodeOutput:
-        loop = self.loop
+        run_state = self.run_state
         update = self._shown(dict(input))
-        state = loop.state()
+        state = run_state.state()
         return node_output(
-            START, self.spec.name, loop.step, update, state, self.storage.checkpoint_id
+            START, self.spec.name, run_state.step, update, state, self.storage.checkpoint_id
         )
 
 

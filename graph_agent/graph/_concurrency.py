@@ -29,7 +29,7 @@ from concurrent.futures import Executor, Future
 from contextvars import ContextVar, copy_context
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from graph_agent.graph.runtime import _current_task
+from graph_agent.graph.task import _current_task
 
 if TYPE_CHECKING:
     import asyncio
@@ -312,7 +312,7 @@ class InlineStream:
         self._busy = False  # a call is running (or paused at an item) in the greenlet
         self.buffered: list[Any] = []
         self._waker: queue.SimpleQueue[None] | None = None  # made by the first wait()
-        self.result: Any = None  # what the call that just ended returned (see take_result)
+        self.result: Any = None  # what the call that just ended returned (take it: = None)
 
     def start(self, thread: int, fn: Callable[..., object], /, *args: Any) -> Any:
         """Call ``fn(*args)`` (on ``thread``, the caller's) until it delivers its first item
@@ -328,12 +328,6 @@ class InlineStream:
         worker.gr_context = copy_context()
         self._busy = True
         return worker.switch(self, fn, args)
-
-    def take_result(self) -> Any:
-        """What the call returned, once :meth:`start` or :meth:`carry_on` said
-        :data:`FINISHED` (the stream keeps none of it)."""
-        result, self.result = self.result, None
-        return result
 
     def on_its_thread(self) -> bool:
         """Whether this is the thread the greenlet runs on."""

@@ -1,15 +1,15 @@
 """Where a call's checkpoints go: :class:`RunStorage` makes the saver calls of one call (as
-effects, see ``effects.py``) and knows the checkpoint the run stands on."""
+effects, see ``_effects.py``) and knows the checkpoint the run stands on."""
 
 from __future__ import annotations
 
 from collections.abc import Generator
 from typing import Any
 
-from graph_agent.graph.effects import Effect, GetCheckpoint, PutCheckpoint, PutWrites
-from graph_agent.graph.engine import Loop
-from graph_agent.graph.runtime import RECORD_PREFIX, TaskContext
+from graph_agent.graph._effects import Effect, GetCheckpoint, PutCheckpoint, PutWrites
+from graph_agent.graph._engine import RunState
 from graph_agent.graph.saver import Checkpoint, Saver, new_checkpoint, new_checkpoint_id
+from graph_agent.graph.task import RECORD_PREFIX, TaskContext
 from graph_agent.graph.types import RunnableConfig
 
 
@@ -50,15 +50,15 @@ class RunStorage:
         return saved
 
     def checkpoint(
-        self, loop: Loop, source: str, writers: list[str]
+        self, run_state: RunState, source: str, writers: list[str]
     ) -> Generator[Effect, Any, None]:
-        """Store a new checkpoint of ``loop`` and stand on it."""
-        put = self.put(loop, source, writers)
+        """Store a new checkpoint of ``run_state`` and stand on it."""
+        put = self.put(run_state, source, writers)
         yield put
         self.stand_on(put)
 
-    def put(self, loop: Loop, source: str, writers: list[str]) -> PutCheckpoint:
-        """The saver call storing a new checkpoint of ``loop``; once it returned, the run
+    def put(self, run_state: RunState, source: str, writers: list[str]) -> PutCheckpoint:
+        """The saver call storing a new checkpoint of ``run_state``; once it returned, the run
         stands on that checkpoint (:meth:`stand_on`)."""
         after = self.checkpoint_id
         if self.fork and after is not None and self.fork_head > after:
@@ -67,19 +67,19 @@ class RunStorage:
         metadata = {
             **self.metadata,
             "source": "fork" if self.fork else source,
-            "step": loop.step,
+            "step": run_state.step,
             "writers": writers,
         }
-        blobs = loop.take_blobs(checkpoint_id)  # first: it moves the versions of what changed
-        barriers = loop.barrier_seen
+        blobs = run_state.take_blobs(checkpoint_id)  # first: it moves the versions of what changed
+        barriers = run_state.barrier_seen
         checkpoint = new_checkpoint(
             checkpoint_id,
             self.thread_id or "",
             self.ns,
             self.checkpoint_id,
-            loop.step,
-            loop.next,
-            dict(loop.versions),
+            run_state.step,
+            run_state.next,
+            dict(run_state.versions),
             {k: tuple(sorted(v)) for k, v in barriers.items()} if barriers else {},
             blobs,
             metadata,

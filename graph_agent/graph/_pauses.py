@@ -2,7 +2,7 @@
 takes a resume's answers, fires static breakpoints, and pauses the run.
 
 Every method that stores something yields the saver calls as effects, like the flow it is
-part of (``flow.py``).
+part of (``_flow.py``).
 """
 
 from __future__ import annotations
@@ -10,19 +10,19 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from graph_agent.graph.effects import Effect, Emit, RunSettings, Task
-from graph_agent.graph.engine import Loop
+from graph_agent.graph._effects import Effect, Emit, RunSettings, Task
+from graph_agent.graph._engine import RunState
+from graph_agent.graph._pending import SUBGRAPH_CONSUMED, SUBGRAPH_TASK, Pending
+from graph_agent.graph._storage import RunStorage
 from graph_agent.graph.errors import GraphInterrupted, InvalidResumeError
-from graph_agent.graph.pending import SUBGRAPH_CONSUMED, SUBGRAPH_TASK, Pending
-from graph_agent.graph.runtime import (
+from graph_agent.graph.saver import BREAKPOINT, INTERRUPT, NESTED, RESUME, SCOPED, WRITE
+from graph_agent.graph.state import OverAllState
+from graph_agent.graph.task import (
     RECORD_PREFIX,
     derive_id,
     scoped_interrupt_id,
     task_id_for,
 )
-from graph_agent.graph.saver import BREAKPOINT, INTERRUPT, NESTED, RESUME, SCOPED, WRITE
-from graph_agent.graph.state import OverAllState
-from graph_agent.graph.storage import RunStorage
 from graph_agent.graph.types import Interrupt, NodeOutput
 
 NO_TASK_IDS: frozenset[str] = frozenset()
@@ -41,13 +41,13 @@ class Pauses:
     """The interrupts of one call: ``pending``, what the checkpoint the run stands on holds
     (finished tasks' writes, interrupts, answers, records), and the answers this call gave."""
 
-    __slots__ = ("answered_now", "loop", "pending", "run", "storage", "streaming")
+    __slots__ = ("answered_now", "pending", "run", "run_state", "storage", "streaming")
 
     def __init__(
-        self, run: RunSettings, loop: Loop, storage: RunStorage, *, streaming: bool
+        self, run: RunSettings, run_state: RunState, storage: RunStorage, *, streaming: bool
     ) -> None:
         self.run = run
-        self.loop = loop
+        self.run_state = run_state
         self.storage = storage
         self.streaming = streaming
         self.pending = Pending((), run.spec.rank)
@@ -111,8 +111,8 @@ class Pauses:
         nested in the task keep their ids, and so does the nested graph its namespace (the
         :data:`SUBGRAPH_TASK` record): it resumes where it waits."""
         storage = self.storage
-        thread, step = storage.thread_id, self.loop.step + 1
-        for node in self.loop.next:
+        thread, step = storage.thread_id, self.run_state.step + 1
+        for node in self.run_state.next:
             old_id = task_id_for(old.ids_thread or thread, old_checkpoint, node)
             new_id = task_id_for(thread, storage.checkpoint_id, node)
             writes: list[tuple[str, Any]] = []
@@ -236,7 +236,7 @@ class Pauses:
                 task_id = task.context.id
                 interrupts.extend(i for t, i in pending.unanswered() if t == task_id)
         if interrupts:
-            return (yield from self.pause(interrupts, self.loop.step + 1, waiting_node))
+            return (yield from self.pause(interrupts, self.run_state.step + 1, waiting_node))
         return None
 
     # static breakpoints
@@ -259,7 +259,7 @@ class Pauses:
             yield self.storage.put_writes(task_id, [self.pending.stored(task_id, static=True)])
         if not new:
             return None
-        return (yield from self.pause(new, self.loop.step + 1))
+        return (yield from self.pause(new, self.run_state.step + 1))
 
     def after(self, tasks: list[Task]) -> Generator[Effect, Any, OverAllState | None]:
         """Pause after the tasks of nodes in ``interrupt_after``."""
@@ -270,7 +270,9 @@ class Pauses:
             if name in self.run.interrupt_after:
                 task_id = derive_id("after", storage.thread_id, storage.checkpoint_id, name)
                 item = Interrupt(
-                    derive_id("interrupt", storage.thread_id, self.loop.step, task_id, "after"),
+                    derive_id(
+                        "interrupt", storage.thread_id, self.run_state.step, task_id, "after"
+                    ),
                     "interrupt_after",
                     name,
                 )
@@ -279,7 +281,7 @@ class Pauses:
                 yield storage.put_writes(task_id, [self.pending.stored(task_id, static=True)])
         if not new:
             return None
-        return (yield from self.pause(new, self.loop.step))
+        return (yield from self.pause(new, self.run_state.step))
 
     # pausing
     def pause(
@@ -294,7 +296,7 @@ class Pauses:
                 pending.append(item)
         if self.streaming:
             yield Emit([self._pause_output(pending, step, node or pending[0].node)])
-        return OverAllState(self.loop.values, pending, hidden=self.run.spec.hidden_keys)
+        return OverAllState(self.run_state.values, pending, hidden=self.run.spec.hidden_keys)
 
     def _pause_output(self, interrupts: list[Interrupt], step: int, node: str) -> NodeOutput:
         return NodeOutput(
@@ -302,7 +304,7 @@ class Pauses:
             agent=self.run.spec.name,
             step=step,
             update={},
-            state=self.loop.state(),
+            state=self.run_state.state(),
             checkpoint_id=self.storage.checkpoint_id,
             interrupts=tuple(interrupts),
         )

@@ -1,7 +1,7 @@
 """How an append key is stored across checkpoints: a full copy, then the parts appended since.
 
 A checkpoint stores an append key as a *part*: the items appended since the blob it is based
-on (a ``delta`` :class:`~graph_agent.graph.engine.Blob`), so a conversation of T steps stores
+on (a ``delta`` :class:`~graph_agent.graph._engine.Blob`), so a conversation of T steps stores
 each message once, not T times. A load reads the key's chain of parts back to its last full
 copy, one row each. Left alone, that chain grows with the conversation (thousands of rows to
 load a long thread), so parts are merged as they pile up, like a base-32 counter:

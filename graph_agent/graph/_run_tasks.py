@@ -1,13 +1,13 @@
-"""How a superstep's tasks run, for the drivers in ``runner.py``.
+"""How a superstep's tasks run, for the drivers in ``_drive.py``.
 
 A lone sync node runs inline in the caller's thread (no thread round trip); while streaming it
 runs in a greenlet (:class:`NodeGreenlet`), so that ``emit_chunk`` reaches the caller the moment
 it is called. Parallel sync nodes run on the shared worker pool and async nodes on a private
 event-loop thread, so that ``invoke()`` also works inside a running event loop; their outcomes
 and chunks come back through one queue. The threads, loops and greenlets are
-``concurrency.py``'s. How each task ended goes back to the flow as an
-:data:`~graph_agent.graph.effects.Outcome`: the driver's reply to
-:class:`~graph_agent.graph.effects.RunTasks` or to ``NEXT_OUTCOME``.
+``_concurrency.py``'s. How each task ended goes back to the flow as an
+:data:`~graph_agent.graph._effects.Outcome`: the driver's reply to
+:class:`~graph_agent.graph._effects.RunTasks` or to ``NEXT_OUTCOME``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from concurrent.futures import Future
 from contextvars import copy_context
 from typing import Any
 
-from graph_agent.graph.concurrency import (
+from graph_agent.graph._concurrency import (
     FINISHED,
     InlineStream,
     Job,
@@ -29,9 +29,9 @@ from graph_agent.graph.concurrency import (
     start_on_loop,
     to_thread,
 )
-from graph_agent.graph.effects import Outcome, RunTasks, Task
+from graph_agent.graph._effects import Outcome, RunTasks, Task
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, ParentCommand
-from graph_agent.graph.runtime import TaskContext, _current_task
+from graph_agent.graph.task import TaskContext, _current_task
 from graph_agent.graph.types import NodeOutput, StreamingOutput
 
 CAUGHT = (Exception, GraphInterrupted)
@@ -129,7 +129,8 @@ class NodeGreenlet(InlineStream):
     def _event(self, event: Any) -> NodeOutput | Outcome:
         """A chunk, or (once the node ended) its outcome."""
         if event is FINISHED:
-            outcome: Outcome = self.take_result()
+            outcome: Outcome = self.result
+            self.result = None  # the stream keeps nothing of the node
             return outcome
         assert isinstance(event, NodeOutput)
         return event

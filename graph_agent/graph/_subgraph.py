@@ -23,16 +23,17 @@ import collections
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from graph_agent.graph.errors import GraphInterrupted, ParentCommand
-from graph_agent.graph.pending import (
+from graph_agent.graph._drive import inside_subgraph
+from graph_agent.graph._pending import (
     SUBGRAPH_CONSUMED,
     Pending,
     nested_namespace,
     subgraph_place,
 )
-from graph_agent.graph.runner import CompiledGraph, inside_subgraph
-from graph_agent.graph.runtime import TaskContext, emit_chunk
+from graph_agent.graph.compiled import CompiledGraph
+from graph_agent.graph.errors import GraphInterrupted, ParentCommand
 from graph_agent.graph.state import OverAllState, ReplaceAll, SeqView
+from graph_agent.graph.task import TaskContext, emit_chunk
 from graph_agent.graph.types import (
     CancelSignal,
     Command,

@@ -1,7 +1,7 @@
-"""The package's modules import each other one way: no cycle, counting every import (at the
-top, inside functions, and under ``TYPE_CHECKING``), so a lazy or type-only import cannot hide
-one. ``graph/`` never imports ``checkpoint/`` or ``agent/``: savers plug into the engine
-through ``graph/saver.py``."""
+"""The package's shape: its modules import each other one way (no cycle, counting every
+import: at the top, inside functions and under ``TYPE_CHECKING``, so a lazy or type-only import
+cannot hide one); ``graph/`` never imports ``checkpoint/``, ``agent/`` or ``models/`` (savers
+plug into the engine through ``graph/saver.py``); no engine module is over 600 lines."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def imports() -> nx.DiGraph:
 
 def test_the_walk_sees_the_imports_it_must():
     graph = imports()
-    assert graph.has_edge("graph_agent.graph.flow", "graph_agent.graph.engine")
+    assert graph.has_edge("graph_agent.graph._flow", "graph_agent.graph._engine")
     assert graph.has_edge("graph_agent.checkpoint.base", "graph_agent.graph.saver")
     assert graph.number_of_edges() > 100
 
@@ -66,3 +66,13 @@ def test_the_engine_depends_on_no_saver_and_no_agent():
         if name.startswith(("graph_agent.checkpoint", "graph_agent.agent", "graph_agent.models"))
     )
     assert outside == []
+
+
+def test_no_module_of_the_engine_is_over_600_lines():
+    """A reader holds one piece of the engine at a time (issue 19)."""
+    sizes = {
+        path.name: len(path.read_text(encoding="utf-8").splitlines())
+        for path in (PACKAGE / "graph").glob("*.py")
+    }
+    assert {name: n for name, n in sizes.items() if n > 600} == {}
+    assert len(sizes) > 10

@@ -1,8 +1,8 @@
 """The step machine: which nodes run, how their writes merge, where the run goes next.
 
-Everything here is pure: no threads, no awaits, no saver calls. :class:`Loop` holds one run's
-live state and applies supersteps to it; the drivers in ``runner.py`` carry out nodes (with
-``execution.py``) and I/O around it (see ``flow.py`` for the order of events in a call).
+Everything here is pure: no threads, no awaits, no saver calls. :class:`RunState` holds one run's
+live state and applies supersteps to it; the drivers in ``_drive.py`` carry out nodes (with
+``_run_tasks.py``) and I/O around it (see ``_flow.py`` for the order of events in a call).
 
 A superstep (BSP): the nodes triggered in step *n* run in step *n+1*, each seeing the same state;
 their writes are merged in ``add_node`` order; then every node that ran is routed (static edges,
@@ -83,7 +83,7 @@ class GraphSpec:
     rank: Mapping[str, int] = field(init=False)
     fixed_next: Mapping[str, tuple[str, ...]] = field(init=False)
     """The next step of a node that only has static edges out and no barrier: the usual
-    routing of one node, without sets (see :meth:`Loop.route`)."""
+    routing of one node, without sets (see :meth:`RunState.route`)."""
     lone_branch: Mapping[str, BranchSpec] = field(init=False)
     """The router of a node whose only way out is one conditional edge, and no barrier."""
 
@@ -284,7 +284,7 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class Loop:
+class RunState:
     """One run's live state and position, advanced one superstep at a time.
 
     ``values`` is replaced (never mutated) each step, so an :class:`OverAllState` built on it

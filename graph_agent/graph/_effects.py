@@ -1,8 +1,8 @@
 """What a call's flow asks its driver to do (effects), what comes back, and what the driver
 hands the flow (:class:`RunSettings`).
 
-The flow (``flow.py``) is a generator that decides everything and *yields effects*; the sync
-driver carries them out by calling, the async one by awaiting (``runner.py``), and each sends
+The flow (``_flow.py``) is a generator that decides everything and *yields effects*; the sync
+driver carries them out by calling, the async one by awaiting (``_drive.py``), and each sends
 the result back into the flow. A superstep's tasks come back the same way: the reply to
 :class:`RunTasks` is the first task's :data:`Outcome`, and each :data:`NEXT_OUTCOME` asks for
 the next one, so a task's result reaches the flow one way only, and whatever the flow stores
@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from graph_agent.graph.engine import GraphSpec, NodeSpec, Write
-from graph_agent.graph.runtime import TaskContext
+from graph_agent.graph._engine import GraphSpec, NodeSpec, Write
 from graph_agent.graph.saver import Checkpoint, Saver
 from graph_agent.graph.state import OverAllState
+from graph_agent.graph.task import TaskContext
 from graph_agent.graph.types import NodeOutput, RunnableConfig
 
 

@@ -1,0 +1,261 @@
+"""The sync and async drivers of a call: each runs the call's flow (``_flow.py``) and carries
+out its effects (``_effects.py``): saver calls, outputs, and the tasks of a superstep, which
+``_run_tasks.py`` runs (a lone sync node inline, or in a greenlet while streaming; parallel and
+async nodes on threads). The sync driver calls, the async one awaits; both hold the thread's
+lease for the whole call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncGenerator, Generator
+from contextvars import ContextVar
+from typing import Any
+
+from graph_agent.graph._effects import (
+    NEXT_OUTCOME,
+    Emit,
+    NextOutcome,
+    RunSettings,
+    RunTasks,
+    SaverCall,
+)
+from graph_agent.graph._flow import call_flow
+from graph_agent.graph._run_tasks import (
+    AsyncConcurrent,
+    Concurrent,
+    NodeGreenlet,
+    arun_lone,
+    run_inline,
+)
+from graph_agent.graph.errors import InvalidUpdateError, ParentCommand, ThreadBusyError
+from graph_agent.graph.saver import takes_lease_inline
+from graph_agent.graph.state import OverAllState
+from graph_agent.graph.types import NodeOutput, RunnableConfig
+
+inside_subgraph: ContextVar[bool] = ContextVar("graph_agent_inside_subgraph", default=False)
+"""True while a graph runs as a node of another graph: a handoff (``Command.PARENT``) then
+goes to that graph instead of failing."""
+
+
+def _no_parent(run: RunSettings, handoff: ParentCommand) -> InvalidUpdateError:
+    where = f"node {handoff.node!r} (step {handoff.step})" if handoff.node else "a node"
+    return InvalidUpdateError(
+        f"{where} of graph {run.spec.name!r} handed off with Command(graph=Command.PARENT), but "
+        "the graph is not running inside another graph; return Command(goto=...) to route here",
+        node=handoff.node or run.spec.name,
+        step=handoff.step,
+    )
+
+
+def drive_sync(
+    run: RunSettings,
+    input: Any,
+    config: RunnableConfig,
+    streaming: bool,
+    origin_thread: int | None = None,
+    subgraphs: bool = False,
+) -> Generator[NodeOutput, None, OverAllState]:
+    """Run a call. ``origin_thread``: the thread that created the stream; lone sync nodes run in
+    a greenlet while the stream is read on that thread, else on a worker thread (a stream read
+    from worker threads, as web frameworks do, still gets every chunk live)."""
+    saver = run.saver
+    lease = None
+    if saver is not None and config.thread_id is not None:
+        lease = saver.acquire(config.thread_id, config.checkpoint_ns)
+    node_greenlet = NodeGreenlet() if streaming else None
+    running: Concurrent | None = None  # the step's tasks, when they run on other threads
+    try:
+        flow = call_flow(run, input, config, streaming=streaming, subgraphs=subgraphs)
+        reply: Any = None
+        failed: Exception | None = None  # a saver call's error, handed to the flow that made it
+        while True:
+            try:
+                effect = flow.send(reply) if failed is None else flow.throw(failed)
+            except StopIteration as stop:
+                result: OverAllState = stop.value
+                return result
+            reply = failed = None
+            if type(effect) is RunTasks:
+                tasks = effect.tasks
+                if len(tasks) > 1 or tasks[0].node.is_async:
+                    running = Concurrent(effect, streaming)
+                    reply = yield from running.next()
+                elif node_greenlet is not None:
+                    if threading.get_ident() == origin_thread:
+                        task = tasks[0]
+                        event = node_greenlet.run(task, origin_thread)
+                        while not isinstance(event, tuple):  # a chunk the node emitted
+                            yield event
+                            event = node_greenlet.resume(task)
+                        reply = event
+                        if node_greenlet.buffered:
+                            yield from node_greenlet.take_buffered()
+                    else:
+                        running = Concurrent(effect, streaming)
+                        reply = yield from running.next()
+                else:  # the common step: one sync node, run in this thread
+                    reply = run_inline(tasks[0])
+            elif type(effect) is NodeOutput:
+                yield effect
+            elif type(effect) is NextOutcome:
+                assert running is not None
+                reply = yield from running.next()
+            elif type(effect) is Emit:
+                yield from effect.items
+            else:
+                assert isinstance(effect, SaverCall)
+                try:
+                    reply = effect.run(saver)  # type: ignore[arg-type]  # a SaverCall: a saver
+                except Exception as exc:
+                    failed = exc
+    except ParentCommand as handoff:
+        if not inside_subgraph.get():
+            raise _no_parent(run, handoff) from None
+        raise
+    finally:
+        if running is not None:
+            running.cancel()
+        if node_greenlet is not None:
+            node_greenlet.close()
+        if lease is not None:
+            assert saver is not None
+            saver.release(lease)
+
+
+async def drive_async(
+    run: RunSettings,
+    input: Any,
+    config: RunnableConfig,
+    streaming: bool,
+    result: list[OverAllState],
+    subgraphs: bool = False,
+) -> AsyncGenerator[NodeOutput, None]:
+    saver = run.saver
+    lease = None
+    holder = _Holder()
+    if saver is not None and config.thread_id is not None:
+        lease = await _aacquire(saver, config.thread_id, config.checkpoint_ns)
+        key = (id(saver), config.thread_id, config.checkpoint_ns)
+        _async_holders[key] = holder
+    running: AsyncConcurrent | None = None  # the step's tasks
+    try:
+        flow = call_flow(run, input, config, streaming=streaming, subgraphs=subgraphs)
+        reply: Any = None
+        failed: Exception | None = None  # a saver call's error, handed to the flow that made it
+        while True:
+            try:
+                effect = flow.send(reply) if failed is None else flow.throw(failed)
+            except StopIteration as stop:
+                result.append(stop.value)
+                return
+            reply = failed = None
+            if type(effect) is RunTasks:
+                tasks = effect.tasks
+                if len(tasks) == 1 and not streaming and tasks[0].node.is_async:
+                    reply = await arun_lone(tasks[0])
+                    continue
+                running = AsyncConcurrent(effect, streaming)
+                effect = NEXT_OUTCOME
+            if type(effect) is NextOutcome:
+                assert running is not None
+                async for event in running.next():
+                    if isinstance(event, tuple):
+                        reply = event
+                    else:
+                        holder.waiting = True
+                        yield event
+                        holder.waiting = False
+            elif type(effect) is NodeOutput:
+                holder.waiting = True
+                yield effect
+                holder.waiting = False
+            elif type(effect) is Emit:
+                for item in effect.items:
+                    holder.waiting = True
+                    yield item
+                    holder.waiting = False
+            else:
+                assert isinstance(effect, SaverCall)
+                try:
+                    reply = await effect.arun(saver)  # type: ignore[arg-type]
+                except Exception as exc:
+                    failed = exc
+    except ParentCommand as handoff:
+        if not inside_subgraph.get():
+            raise _no_parent(run, handoff) from None
+        raise
+    finally:
+        if running is not None:
+            running.cancel()
+        if lease is not None:
+            assert saver is not None
+            if _async_holders.get(key) is holder:
+                del _async_holders[key]
+            await saver.arelease(lease)
+
+
+class _Holder:
+    """An async run holding a thread's lease; ``waiting``: stopped at a yield, waiting for
+    its consumer to ask for more (or to drop the stream)."""
+
+    __slots__ = ("waiting",)
+
+    def __init__(self) -> None:
+        self.waiting = False
+
+
+_async_holders: dict[tuple[int, str, str], _Holder] = {}
+"""The async runs holding a lease in this process, by (saver, thread, namespace)."""
+
+
+async def _aacquire(saver: Any, thread_id: str, checkpoint_ns: str) -> Any:
+    """Take the thread's lease, or raise :class:`ThreadBusyError` at once, as a sync call
+    does. One wait: a stream the caller broke out of releases its lease when the event loop
+    finalizes it, a few turns later; while the holder is such a stream (stopped at a yield),
+    give the loop those turns."""
+    import asyncio
+
+    key = (id(saver), thread_id, checkpoint_ns)
+    for turn in range(20):
+        try:
+            return await _aacquire_once(saver, thread_id, checkpoint_ns)
+        except ThreadBusyError:
+            holder = _async_holders.get(key)
+            if turn == 19 or holder is None or not holder.waiting:
+                raise
+            await asyncio.sleep(0 if turn < 10 else 0.005)
+    raise AssertionError("unreachable")
+
+
+async def _aacquire_once(saver: Any, thread_id: str, checkpoint_ns: str) -> Any:
+    """``saver.aacquire``, safe to cancel: a saver taking the lease in a worker thread (or
+    over a connection) may still take it after the caller was cancelled, so the acquire runs
+    shielded and, on cancellation, what it took is released before the cancellation goes on."""
+    aacquire = saver.aacquire
+    if takes_lease_inline(aacquire):
+        return await aacquire(thread_id, checkpoint_ns)  # acquire() inline: nothing to cancel
+    import asyncio
+
+    attempt = asyncio.ensure_future(aacquire(thread_id, checkpoint_ns))
+    try:
+        return await asyncio.shield(attempt)
+    except asyncio.CancelledError:
+        giving_back = asyncio.ensure_future(_release_taken(saver, attempt))
+        _giving_back.add(giving_back)  # runs to the end even if this task is cancelled again
+        giving_back.add_done_callback(_giving_back.discard)
+        await asyncio.shield(giving_back)
+        raise
+
+
+_giving_back: set[Any] = set()
+"""The :func:`_release_taken` tasks running (the event loop keeps only weak references)."""
+
+
+async def _release_taken(saver: Any, attempt: Any) -> None:
+    """Wait for an acquire whose caller was cancelled, and release the lease it took."""
+    try:
+        lease = await attempt
+    except Exception:  # it took nothing (ThreadBusyError, a store error)
+        return
+    await saver.arelease(lease)
