@@ -317,12 +317,14 @@ class _Flow:
                 self.several = len(tasks) > 1
                 run_tasks.tasks = to_run
                 outcome = yield run_tasks
-                if self.several:
+                if self.several and durable:  # each write is stored as the task ends
                     yield from self._take_outcome(outcome)
                     for _ in range(len(to_run) - 1):
                         yield from self._take_outcome((yield NEXT_OUTCOME))
-                else:  # the common step: one task, its write not stored on its own
-                    self._take_lone_outcome(outcome)
+                else:  # the common step (one task), or nothing to store
+                    self._take_in(outcome)
+                    for _ in range(len(to_run) - 1):
+                        self._take_in((yield NEXT_OUTCOME))
             if blocked or (
                 tasks[0].error is not None
                 if len(tasks) == 1
@@ -348,8 +350,8 @@ class _Flow:
                     return paused
         return run_state.state()
 
-    def _take_lone_outcome(self, outcome: Outcome) -> None:
-        """Take in how the step's only task ended: its return becomes its write."""
+    def _take_in(self, outcome: Outcome) -> None:
+        """Take in how a task ended: its return becomes its write (nothing stored)."""
         task, value, error = outcome
         if error is not None:
             task.error = error
@@ -362,8 +364,8 @@ class _Flow:
             task.engine_error = True
 
     def _take_outcome(self, outcome: Outcome) -> Generator[Effect, Any, None]:
-        """Take in how one task of a step of several ended: its return becomes its write, made
-        durable at once with a saver (a crash after it does not run the node again)."""
+        """Take in how one task of a step of several ended, with a saver: its return becomes
+        its write, made durable at once (a crash after it does not run the node again)."""
         task, value, error = outcome
         if error is not None:
             task.error = error
@@ -373,11 +375,10 @@ class _Flow:
             task.write = write = normalize_return(
                 node.name, task.context.step, value, node.destinations
             )
-            if self.durable:
-                stored: dict[str, Any] = {"update": dict(write.update), "goto": list(write.goto)}
-                if write.parts:
-                    stored["parts"] = [[label, dict(part)] for label, part in write.parts]
-                yield self.storage.put_writes(task.context.id, [(WRITE, stored)])
+            stored: dict[str, Any] = {"update": dict(write.update), "goto": list(write.goto)}
+            if write.parts:
+                stored["parts"] = [[label, dict(part)] for label, part in write.parts]
+            yield self.storage.put_writes(task.context.id, [(WRITE, stored)])
         except Exception as exc:  # a bad return, or the saver's error (thrown in here)
             task.error = exc
             task.engine_error = True
