@@ -12,6 +12,7 @@ from collections.abc import AsyncGenerator, Generator
 from contextvars import ContextVar
 from typing import Any
 
+from graph_agent.graph._concurrency import FINISHED
 from graph_agent.graph._effects import (
     NEXT_OUTCOME,
     Emit,
@@ -85,10 +86,10 @@ def drive_sync(
                     if threading.get_ident() == origin_thread:
                         task = tasks[0]
                         event = node_greenlet.run(task, origin_thread)
-                        while not isinstance(event, tuple):  # a chunk the node emitted
+                        while event is not FINISHED:  # a chunk the node emitted
                             yield event
                             event = node_greenlet.resume(task)
-                        reply = event
+                        reply, node_greenlet.result = node_greenlet.result, None
                         if node_greenlet.buffered:
                             yield from node_greenlet.take_buffered()
                     else:

@@ -21,7 +21,6 @@ from contextvars import copy_context
 from typing import Any
 
 from graph_agent.graph._concurrency import (
-    FINISHED,
     InlineStream,
     Job,
     run_on_loop,
@@ -119,31 +118,23 @@ class NodeGreenlet(InlineStream):
         # reference cycle (the call's state would wait for a collection: forever, with it off)
         self._emit: Callable[[TaskContext, Any], None] | None = self.emit
 
-    def run(self, task: Task, thread: int) -> NodeOutput | Outcome:
+    def run(self, task: Task, thread: int) -> Any:
         """Run ``task`` (on ``thread``, the caller's) until it emits its first chunk (a
-        NodeOutput, returned) or ends (its :data:`Outcome`, a tuple; chunks it emitted from
-        threads of its own wait in :attr:`buffered`)."""
+        NodeOutput, returned) or ends (:data:`FINISHED`: its :data:`Outcome` is in
+        :attr:`result`, for the caller to take; chunks it emitted from threads of its own wait
+        in :attr:`buffered`)."""
         task.context._emit = self._emit
-        return self._event(self.start(thread, run_inline, task))
+        return self.start(thread, run_inline, task)
 
-    def _event(self, event: Any) -> NodeOutput | Outcome:
-        """A chunk, or (once the node ended) its outcome."""
-        if event is FINISHED:
-            outcome: Outcome = self.result
-            self.result = None  # the stream keeps nothing of the node
-            return outcome
-        assert isinstance(event, NodeOutput)
-        return event
-
-    def resume(self, task: Task) -> NodeOutput | Outcome:
-        """Carry on after a chunk was yielded: the next chunk, or the end of the node."""
+    def resume(self, task: Task) -> Any:
+        """Carry on after a chunk was yielded: the next chunk, or :data:`FINISHED`."""
         if not self.on_its_thread():
             raise GraphRuntimeError(
                 f"the stream was read from another thread while node {task.node.name!r} was "
                 "streaming; read a stream from one thread, or create it in the thread that "
                 "reads it"
             )
-        return self._event(self.carry_on())
+        return self.carry_on()
 
     def emit(self, context: TaskContext, chunk: Any) -> None:
         self.deliver(chunk_output(context, chunk))
