@@ -31,8 +31,8 @@ from graph_agent.serve.runs import (
     STREAM_MODES,
     ActiveRun,
     Runnable,
-    RunRequest,
     Runner,
+    RunRequest,
     ThreadBusy,
     thread_values,
 )

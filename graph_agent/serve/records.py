@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["RunRecord", "RunStatus", "Records", "ThreadRecord", "ThreadStatus", "now"]
+__all__ = ["Records", "RunRecord", "RunStatus", "ThreadRecord", "ThreadStatus", "now"]
 
 ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
 RunStatus = Literal["pending", "running", "error", "success", "timeout", "interrupted"]

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from graph_agent.agent.react import ReactAgent
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphCancelledError
-from graph_agent.graph.types import Command, NodeOutput, RunnableConfig, StreamingOutput
+from graph_agent.graph.types import NodeOutput, RunnableConfig, StreamingOutput
 from graph_agent.messages import AssistantMessageChunk
 from graph_agent.serve.records import Records, RunRecord, RunStatus, ThreadStatus, now
 from graph_agent.serve.wire import chunk_json, command_from_json, input_from_json, to_json
@@ -177,8 +177,10 @@ class Runner:
         run_status: RunStatus = "success"
         thread_status: ThreadStatus = "idle"
         try:
-            if run.cancel.is_set():
-                raise GraphCancelledError("the run was cancelled before it started")
+            if run.cancel.is_set():  # cancelled while it waited in the queue
+                run_status = "interrupted"
+                run.result = to_json(thread_values(runnable, thread_id)[0])
+                return
             self._set_status(run, "running")
             await self._stream(run, runnable)
             values, snapshot = thread_values(runnable, thread_id)

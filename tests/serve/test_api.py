@@ -147,7 +147,7 @@ def test_an_interrupt_is_resumed_through_the_api(server: Server) -> None:
     assert paused["__interrupt__"][0]["value"] == {"approve": "reply to why?"}
     record = client.threads.get(thread_id)
     assert record["status"] == "interrupted"
-    [(task_id, [pending])] = record["interrupts"].items()
+    [(_task_id, [pending])] = record["interrupts"].items()
     assert pending["id"] == paused["__interrupt__"][0]["id"]
     state = client.threads.get_state(thread_id)
     assert state["next"] == ["ask"] and state["interrupts"][0]["value"]["approve"]
@@ -176,7 +176,9 @@ def test_state_is_updated_and_its_history_listed(server: Server) -> None:
     assert [h["values"]["x"] for h in history] == [100, 12, 2, 1]
     older = client.threads.get_history(thread_id, before=history[1]["checkpoint"], limit=1)
     assert [h["values"]["x"] for h in older] == [2]
-    at = client.threads.get_state(thread_id, checkpoint_id=history[2]["checkpoint"]["checkpoint_id"])
+    at = client.threads.get_state(
+        thread_id, checkpoint_id=history[2]["checkpoint"]["checkpoint_id"]
+    )
     assert at["values"] == {"x": 2}
 
 
