@@ -21,6 +21,7 @@ Run, chat with, draw and inspect graph_agent agents and graphs.
   graph-agent chat examples/human_in_the_loop.py:agent
   graph-agent draw examples/workflow.py:build -f svg -o workflow.svg
   graph-agent threads list                            what the demo stored
+  graph-agent serve examples/quickstart.py:agent      a LangGraph-Server-style HTTP API
 
 MODULE:OBJECT is a module (mypkg.agents) or a file (path/to/file.py) and the name of a
 ReactAgent, CompiledGraph or StateGraph in it, or of a function with no arguments returning one.
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``graph-agent``."""
     from graph_agent.cli.draw import FORMATS
     from graph_agent.cli.run import DEMO_DB
+    from graph_agent.cli.serve import SERVE_DB
 
     parser = argparse.ArgumentParser(
         prog="graph-agent",
@@ -214,6 +216,19 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("thread")
     _add_db(delete, DEMO_DB, db_help)
     _add_common(delete, top=False)
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve agents and graphs over HTTP, as LangGraph Server does",
+        description="Serve each MODULE:OBJECT as an assistant (its id is its name) with "
+        "LangGraph Server's HTTP API, so langgraph-sdk clients work against it. Needs the "
+        "serve extra: pip install 'graph-agent[serve]'.",
+    )
+    serve.add_argument("target", metavar="MODULE:OBJECT", nargs="+")
+    _add_db(serve, SERVE_DB, f"SQLite file for the threads (default: {SERVE_DB})")
+    serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
+    serve.add_argument("--port", type=int, default=8123, help="default: 8123")
+    _add_common(serve, top=False)
     return parser
 
 
@@ -230,6 +245,10 @@ def _handler(command: str) -> Callable[[argparse.Namespace], int]:
         from graph_agent.cli.chat import chat_command
 
         return chat_command
+    if command == "serve":
+        from graph_agent.cli.serve import serve_command
+
+        return serve_command
     if command == "draw":
         from graph_agent.cli.draw import draw_command
 

@@ -1,0 +1,610 @@
+"""The HTTP API: LangGraph Server's paths and bodies over graph_agent graphs and agents.
+
+:func:`create_app` returns a Starlette app; ``graph-agent serve`` runs it under uvicorn. Every
+error is a JSON body ``{"detail": ...}`` with a 4xx status saying what to fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from graph_agent.agent.react import ReactAgent
+from graph_agent.checkpoint.base import CheckpointSaver
+from graph_agent.checkpoint.memory import MemorySaver
+from graph_agent.graph.builder import StateGraph
+from graph_agent.graph.compiled import CompiledGraph
+from graph_agent.graph.errors import GraphAgentError
+from graph_agent.graph.types import CompileConfig, RunnableConfig
+from graph_agent.graph.values import END, START
+from graph_agent.serve.records import Records, ThreadRecord, matches, now
+from graph_agent.serve.runs import (
+    STREAM_MODES,
+    ActiveRun,
+    Runnable,
+    Runner,
+    RunRequest,
+    ThreadBusy,
+    thread_values,
+)
+from graph_agent.serve.wire import WireError, checkpoint_json, input_from_json, snapshot_json
+from graph_agent.serve.wire import to_json as wire_json
+
+__all__ = ["ApiError", "create_app"]
+
+Servable = ReactAgent | CompiledGraph | StateGraph
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class ApiError(Exception):
+    """A request the API refuses: answered with ``status`` and ``{"detail": detail}``."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+def create_app(
+    targets: Mapping[str, Servable] | Sequence[Servable],
+    *,
+    saver: CheckpointSaver | None = None,
+    records: Records | None = None,
+) -> Starlette:
+    """A LangGraph-Server-compatible app serving ``targets``.
+
+    Args:
+        targets: The graphs and agents to serve, by assistant id (a sequence: by their names).
+            A StateGraph is compiled on ``saver``; a compiled graph and an agent run on it.
+        saver: Where threads' checkpoints live (default: a MemorySaver).
+        records: Where thread and run records live (default: in memory).
+
+    Example:
+        >>> from graph_agent import StateGraph, START, END
+        >>> graph = StateGraph("inc")
+        >>> _ = graph.add_node("inc", lambda state: {"x": state["x"] + 1})
+        >>> _ = graph.add_edge(START, "inc").add_edge("inc", END)
+        >>> app = create_app([graph])
+        >>> sorted(route.path for route in app.routes)[:2]
+        ['/assistants/search', '/assistants/{assistant_id}']
+    """
+    store = saver if saver is not None else MemorySaver()
+    pairs = targets.items() if isinstance(targets, Mapping) else ((t.name, t) for t in targets)
+    assistants = {name: _on_saver(target, store) for name, target in pairs}
+    api = _Api(assistants, store, records if records is not None else Records())
+    return Starlette(
+        routes=api.routes(),
+        exception_handlers={ApiError: _api_error, HTTPException: _http_error, 500: _crash},
+    )
+
+
+def _on_saver(target: Servable, saver: CheckpointSaver) -> Runnable:
+    if isinstance(target, StateGraph):
+        return target.compile(CompileConfig(saver=saver))
+    if isinstance(target, CompiledGraph):
+        return target.with_saver(saver)
+    if isinstance(target, ReactAgent):
+        target.saver = saver
+        return target
+    raise TypeError(f"cannot serve a {type(target).__name__}: give an agent or a graph")
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+
+
+async def _crash(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"detail": "internal server error"}, status_code=500)
+
+
+class _Api:
+    def __init__(
+        self, assistants: dict[str, Runnable], saver: CheckpointSaver, records: Records
+    ) -> None:
+        self.assistants = assistants
+        self.saver = saver
+        self.records = records
+        self.runner = Runner(assistants, records)
+        self.created_at = now()
+
+    def routes(self) -> list[Route]:
+        t, r = "/threads/{thread_id}", "/threads/{thread_id}/runs/{run_id}"
+        table: list[tuple[str, str, Handler]] = [
+            ("GET", "/ok", self.ok),
+            ("POST", "/assistants/search", self.search_assistants),
+            ("GET", "/assistants/{assistant_id}", self.get_assistant),
+            ("GET", "/assistants/{assistant_id}/graph", self.get_graph),
+            ("POST", "/threads", self.create_thread),
+            ("POST", "/threads/search", self.search_threads),
+            ("GET", t, self.get_thread),
+            ("DELETE", t, self.delete_thread),
+            ("POST", f"{t}/copy", self.copy_thread),
+            ("GET", f"{t}/state", self.get_state),
+            ("POST", f"{t}/state", self.update_state),
+            ("POST", f"{t}/state/checkpoint", self.get_state_at_body),
+            ("GET", f"{t}/state/{{checkpoint_id}}", self.get_state_at),
+            ("POST", f"{t}/history", self.history),
+            ("POST", f"{t}/runs", self.create_run),
+            ("GET", f"{t}/runs", self.list_runs),
+            ("POST", f"{t}/runs/wait", self.wait_run),
+            ("POST", f"{t}/runs/stream", self.stream_run),
+            ("GET", r, self.get_run),
+            ("DELETE", r, self.delete_run),
+            ("GET", f"{r}/join", self.join_run),
+            ("GET", f"{r}/stream", self.join_stream),
+            ("POST", f"{r}/cancel", self.cancel_run),
+            ("POST", "/runs/wait", self.wait_stateless),
+            ("POST", "/runs/stream", self.stream_stateless),
+        ]
+        return [Route(path, handler, methods=[method]) for method, path, handler in table]
+
+    async def ok(self, request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    # assistants
+    def _assistant_json(self, assistant_id: str) -> dict[str, Any]:
+        return {
+            "assistant_id": assistant_id,
+            "graph_id": assistant_id,
+            "name": assistant_id,
+            "description": None,
+            "config": {},
+            "context": {},
+            "metadata": {"created_by": "system"},
+            "version": 1,
+            "created_at": self.created_at,
+            "updated_at": self.created_at,
+        }
+
+    def _runnable(self, assistant_id: Any) -> Runnable:
+        if not isinstance(assistant_id, str):
+            raise ApiError(422, "assistant_id must be a string naming a served graph or agent")
+        runnable = self.assistants.get(assistant_id)
+        if runnable is None:
+            known = ", ".join(sorted(self.assistants))
+            raise ApiError(404, f"assistant {assistant_id!r} not found; this server has: {known}")
+        return runnable
+
+    async def search_assistants(self, request: Request) -> Response:
+        body = await _body(request)
+        limit, offset = _page(body)
+        wanted = _field(body, "metadata", dict, {})
+        graph_id = _field(body, "graph_id", str, None)
+        name = _field(body, "name", str, None)
+        found = [
+            self._assistant_json(assistant_id)
+            for assistant_id in self.assistants
+            if graph_id in (None, assistant_id)
+            and (name is None or name in assistant_id)
+            and matches({"created_by": "system"}, wanted)
+        ]
+        return JSONResponse(found[offset : offset + limit])
+
+    async def get_assistant(self, request: Request) -> Response:
+        assistant_id = request.path_params["assistant_id"]
+        self._runnable(assistant_id)
+        return JSONResponse(self._assistant_json(assistant_id))
+
+    async def get_graph(self, request: Request) -> Response:
+        runnable = self._runnable(request.path_params["assistant_id"])
+        view = runnable.graph.view if isinstance(runnable, ReactAgent) else runnable.view
+        nodes = [START, *view.nodes, END]
+        return JSONResponse(
+            {
+                "nodes": [{"id": node, "type": "runnable", "data": node} for node in nodes],
+                "edges": [
+                    {"source": e.source, "target": e.target, "conditional": e.conditional}
+                    | ({"data": e.label} if e.label else {})
+                    for e in view.edges
+                ],
+            }
+        )
+
+    # threads
+    def _thread(self, thread_id: str) -> ThreadRecord:
+        record = self.records.thread(thread_id)
+        if record is None:
+            raise ApiError(404, f"thread {thread_id} not found")
+        return record
+
+    def _thread_runnable(self, record: ThreadRecord) -> Runnable | None:
+        if record.assistant_id in self.assistants:
+            return self.assistants[record.assistant_id]
+        if len(self.assistants) == 1:
+            return next(iter(self.assistants.values()))
+        return None
+
+    def _thread_json(self, record: ThreadRecord) -> dict[str, Any]:
+        values, snapshot = thread_values(self._thread_runnable(record), record.thread_id)
+        interrupts: dict[str, list[Any]] = {}
+        if snapshot is not None:
+            for task in snapshot.tasks:
+                if task.interrupts:
+                    interrupts[task.id] = wire_json(list(task.interrupts))
+        return {
+            "thread_id": record.thread_id,
+            "created_at": record.created_at,
+            "updated_at": record.updated_at,
+            "metadata": record.metadata,
+            "status": record.status,
+            "values": wire_json(values),
+            "interrupts": interrupts,
+        }
+
+    def _new_thread(self, thread_id: str, metadata: dict[str, Any]) -> ThreadRecord:
+        stamp = now()
+        record = ThreadRecord(
+            thread_id=thread_id, created_at=stamp, updated_at=stamp, metadata=metadata
+        )
+        self.records.put_thread(record)
+        return record
+
+    async def create_thread(self, request: Request) -> Response:
+        body = await _body(request)
+        thread_id = _field(body, "thread_id", str, None) or str(uuid.uuid4())
+        metadata = _field(body, "metadata", dict, {})
+        if_exists = _field(body, "if_exists", str, "raise")
+        existing = self.records.thread(thread_id)
+        if existing is not None:
+            if if_exists == "do_nothing":
+                return JSONResponse(self._thread_json(existing))
+            raise ApiError(409, f"thread {thread_id} already exists; send if_exists='do_nothing'")
+        return JSONResponse(self._thread_json(self._new_thread(thread_id, metadata)))
+
+    async def get_thread(self, request: Request) -> Response:
+        return JSONResponse(self._thread_json(self._thread(request.path_params["thread_id"])))
+
+    async def search_threads(self, request: Request) -> Response:
+        body = await _body(request)
+        limit, offset = _page(body)
+        wanted = _field(body, "metadata", dict, {})
+        status = _field(body, "status", str, None)
+        ids = _field(body, "ids", list, None)
+        found = [
+            record
+            for record in self.records.threads()
+            if matches(record.metadata, wanted)
+            and status in (None, record.status)
+            and (ids is None or record.thread_id in ids)
+        ]
+        return JSONResponse([self._thread_json(r) for r in found[offset : offset + limit]])
+
+    async def delete_thread(self, request: Request) -> Response:
+        record = self._thread(request.path_params["thread_id"])
+        active = self.runner.active(record.thread_id)
+        if active is not None:
+            await self.runner.cancel(active, wait=True)
+        await asyncio.to_thread(self.saver.delete_thread, record.thread_id)
+        self.records.delete_thread(record.thread_id)
+        return Response(status_code=204)
+
+    async def copy_thread(self, request: Request) -> Response:
+        source = self._thread(request.path_params["thread_id"])
+        copy = self._new_thread(str(uuid.uuid4()), dict(source.metadata))
+        await asyncio.to_thread(self.saver.copy_thread, source.thread_id, copy.thread_id)
+        copy.assistant_id = source.assistant_id
+        copy.status = "interrupted" if source.status == "interrupted" else "idle"
+        self.records.put_thread(copy)
+        return JSONResponse(self._thread_json(copy))
+
+    # thread state
+    def _state_runnable(self, record: ThreadRecord) -> Runnable:
+        runnable = self._thread_runnable(record)
+        if runnable is None:
+            raise ApiError(
+                409, f"thread {record.thread_id} has not run yet: it has no graph, hence no state"
+            )
+        return runnable
+
+    def _state(self, thread_id: str, checkpoint_id: str | None, subgraphs: bool) -> Response:
+        record = self._thread(thread_id)
+        runnable = self._thread_runnable(record)
+        config = RunnableConfig(thread_id=thread_id, checkpoint_id=checkpoint_id)
+        if runnable is None:
+            return JSONResponse(
+                {
+                    "values": {},
+                    "next": [],
+                    "checkpoint": checkpoint_json(config),
+                    "metadata": {},
+                    "created_at": None,
+                    "parent_checkpoint": None,
+                    "tasks": [],
+                    "interrupts": [],
+                }
+            )
+        snapshot = runnable.get_state(config, subgraphs=subgraphs)
+        if checkpoint_id is not None and snapshot.created_at is None:
+            raise ApiError(404, f"thread {thread_id} has no checkpoint {checkpoint_id}")
+        return JSONResponse(snapshot_json(snapshot))
+
+    async def get_state(self, request: Request) -> Response:
+        subgraphs = request.query_params.get("subgraphs", "false").lower() in ("true", "1")
+        return self._state(request.path_params["thread_id"], None, subgraphs)
+
+    async def get_state_at(self, request: Request) -> Response:
+        subgraphs = request.query_params.get("subgraphs", "false").lower() in ("true", "1")
+        params = request.path_params
+        return self._state(params["thread_id"], params["checkpoint_id"], subgraphs)
+
+    async def get_state_at_body(self, request: Request) -> Response:
+        body = await _body(request)
+        checkpoint_id = _checkpoint_id(body)
+        return self._state(request.path_params["thread_id"], checkpoint_id, False)
+
+    async def update_state(self, request: Request) -> Response:
+        record = self._thread(request.path_params["thread_id"])
+        body = await _body(request)
+        runnable = self._state_runnable(record)
+        if self.runner.active(record.thread_id) is not None:
+            raise ApiError(409, f"thread {record.thread_id} is busy: wait for its run to finish")
+        values = _wire(input_from_json, body.get("values"))
+        as_node = _field(body, "as_node", str, None)
+        config = RunnableConfig(thread_id=record.thread_id, checkpoint_id=_checkpoint_id(body))
+        try:
+            new_config = runnable.update_state(config, values or {}, as_node)
+        except (GraphAgentError, ValueError, TypeError, KeyError) as exc:
+            raise ApiError(422, f"cannot update thread {record.thread_id}: {exc}") from exc
+        return JSONResponse({"checkpoint": checkpoint_json(new_config)})
+
+    async def history(self, request: Request) -> Response:
+        record = self._thread(request.path_params["thread_id"])
+        body = await _body(request)
+        limit = _field(body, "limit", int, 10)
+        before = body.get("before")
+        if isinstance(before, dict):
+            before = before.get("checkpoint_id")
+        if before is not None and not isinstance(before, str):
+            raise ApiError(422, "before must be a checkpoint id or a checkpoint object")
+        runnable = self._thread_runnable(record)
+        if runnable is None:
+            return JSONResponse([])
+        config = RunnableConfig(thread_id=record.thread_id)
+        snapshots = runnable.get_state_history(config, limit=limit, before=before)
+        return JSONResponse([snapshot_json(snapshot) for snapshot in snapshots])
+
+    # runs
+    def _run_request(self, body: dict[str, Any]) -> RunRequest:
+        runnable_id = body.get("assistant_id")
+        self._runnable(runnable_id)
+        modes = body.get("stream_mode", "values")
+        modes = [modes] if isinstance(modes, str) else modes
+        if not isinstance(modes, list) or not modes:
+            raise ApiError(422, "stream_mode must be a mode or a list of modes")
+        for mode in modes:
+            if mode not in STREAM_MODES:
+                raise ApiError(
+                    422, f"stream_mode {mode!r} is not supported; use {', '.join(STREAM_MODES)}"
+                )
+        for unsupported in ("interrupt_before", "interrupt_after"):
+            if body.get(unsupported):
+                raise ApiError(422, f"{unsupported} per run is not supported: compile it in")
+        strategy = _field(body, "multitask_strategy", str, "reject")
+        if strategy not in ("reject", "enqueue"):
+            raise ApiError(
+                422, f"multitask_strategy {strategy!r} is not supported; use reject or enqueue"
+            )
+        config = _field(body, "config", dict, {})
+        recursion_limit = config.get("recursion_limit")
+        if recursion_limit is not None and (
+            not isinstance(recursion_limit, int) or recursion_limit < 1
+        ):
+            raise ApiError(422, "config.recursion_limit must be a positive integer")
+        command = _field(body, "command", dict, None)
+        request = RunRequest(
+            assistant_id=str(runnable_id),
+            input=body.get("input"),
+            command=command,
+            stream_modes=tuple(modes),
+            checkpoint_id=_checkpoint_id(body),
+            metadata=_field(body, "metadata", dict, {}),
+            context=_field(body, "context", dict, {}),
+            max_steps=recursion_limit,
+            multitask_strategy="enqueue" if strategy == "enqueue" else "reject",
+        )
+        _wire(lambda r: r.graph_input(), request)  # a malformed input fails here, as a 422
+        return request
+
+    async def _start(
+        self, request: Request, thread_id: str | None, modes: tuple[str, ...] | None = None
+    ) -> ActiveRun:
+        body = await _body(request)
+        if modes is not None:
+            body = {**body, "stream_mode": list(modes)}
+        run_request = self._run_request(body)
+        if thread_id is None:  # stateless: a thread of its own, gone when the run ends
+            record = self._new_thread(str(uuid.uuid4()), {})
+            run = self._start_on(record.thread_id, run_request)
+            if body.get("on_completion", "delete") == "delete":
+                asyncio.get_running_loop().create_task(self._forget(run))
+            return run
+        if self.records.thread(thread_id) is None:
+            if body.get("if_not_exists") != "create":
+                raise ApiError(
+                    404, f"thread {thread_id} not found; create it, or send if_not_exists='create'"
+                )
+            self._new_thread(thread_id, {})
+        return self._start_on(thread_id, run_request)
+
+    def _start_on(self, thread_id: str, run_request: RunRequest) -> ActiveRun:
+        record = self._thread(thread_id)
+        try:
+            run = self.runner.start(thread_id, run_request)
+        except ThreadBusy as exc:
+            raise ApiError(409, str(exc)) from exc
+        record.metadata = {
+            **record.metadata,
+            "graph_id": run_request.assistant_id,
+            "assistant_id": run_request.assistant_id,
+        }
+        record.assistant_id = run_request.assistant_id
+        record.status = "busy"
+        self.records.put_thread(record)
+        return run
+
+    async def _forget(self, run: ActiveRun) -> None:
+        await run.done.wait()
+        thread_id = run.record.thread_id
+        await asyncio.to_thread(self.saver.delete_thread, thread_id)
+        self.records.delete_thread(thread_id)
+
+    async def create_run(self, request: Request) -> Response:
+        run = await self._start(request, request.path_params["thread_id"])
+        return JSONResponse(run.record.json(), headers=_run_location(run))
+
+    async def wait_run(self, request: Request) -> Response:
+        run = await self._start(request, request.path_params["thread_id"])
+        await run.done.wait()
+        return JSONResponse(run.result, headers=_run_location(run))
+
+    async def wait_stateless(self, request: Request) -> Response:
+        run = await self._start(request, None)
+        await run.done.wait()
+        return JSONResponse(run.result)
+
+    async def stream_run(self, request: Request) -> Response:
+        run = await self._start(request, request.path_params["thread_id"])
+        return _sse(run)
+
+    async def stream_stateless(self, request: Request) -> Response:
+        return _sse(await self._start(request, None))
+
+    def _active_run(self, request: Request) -> ActiveRun | None:
+        thread_id, run_id = request.path_params["thread_id"], request.path_params["run_id"]
+        if self.records.run(thread_id, run_id) is None:
+            raise ApiError(404, f"run {run_id} not found on thread {thread_id}")
+        return self.runner.find(run_id)
+
+    async def get_run(self, request: Request) -> Response:
+        params = request.path_params
+        record = self.records.run(params["thread_id"], params["run_id"])
+        if record is None:
+            raise ApiError(404, f"run {params['run_id']} not found on thread {params['thread_id']}")
+        return JSONResponse(record.json())
+
+    async def list_runs(self, request: Request) -> Response:
+        thread_id = self._thread(request.path_params["thread_id"]).thread_id
+        limit = _int_param(request, "limit", 10)
+        offset = _int_param(request, "offset", 0)
+        status = request.query_params.get("status")
+        runs = self.records.runs(thread_id, limit=limit, offset=offset)
+        return JSONResponse([r.json() for r in runs if status in (None, r.status)])
+
+    async def delete_run(self, request: Request) -> Response:
+        run = self._active_run(request)
+        if run is not None and not run.done.is_set():
+            raise ApiError(409, f"run {run.record.run_id} is still running: cancel it first")
+        return Response(status_code=204)
+
+    async def join_run(self, request: Request) -> Response:
+        run = self._active_run(request)
+        if run is None:  # finished before this server started: the thread holds its result
+            record = self._thread(request.path_params["thread_id"])
+            values, _ = thread_values(self._thread_runnable(record), record.thread_id)
+            return JSONResponse(wire_json(values))
+        await run.done.wait()
+        return JSONResponse(run.result)
+
+    async def join_stream(self, request: Request) -> Response:
+        run = self._active_run(request)
+        if run is None:
+            raise ApiError(404, "the run finished before this server started: no events kept")
+        return _sse(run)
+
+    async def cancel_run(self, request: Request) -> Response:
+        run = self._active_run(request)
+        action = request.query_params.get("action", "interrupt")
+        if action != "interrupt":
+            raise ApiError(422, f"cancel action {action!r} is not supported; use interrupt")
+        if run is not None and not run.done.is_set():
+            wait = request.query_params.get("wait", "0").lower() in ("1", "true")
+            await self.runner.cancel(run, wait=wait)
+        return Response(status_code=204)
+
+
+def _run_location(run: ActiveRun) -> dict[str, str]:
+    return {"Content-Location": f"/threads/{run.record.thread_id}/runs/{run.record.run_id}"}
+
+
+def _sse(run: ActiveRun) -> Response:
+    async def events() -> AsyncIterator[str]:
+        async for number, event, data in run.follow():
+            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+            yield f"event: {event}\ndata: {text}\nid: {number}\n\n"
+
+    return StreamingResponse(
+        events(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", **_run_location(run)},
+    )
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise ApiError(422, f"the request body must be a JSON object, got {type(body).__name__}")
+    return body
+
+
+def _field(body: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
+    value = body.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ApiError(422, f"{key} must be a {_KIND_NAMES.get(kind, kind.__name__)}")
+    return value
+
+
+_KIND_NAMES = {dict: "JSON object", list: "JSON array", str: "string", int: "integer"}
+
+
+def _page(body: Mapping[str, Any]) -> tuple[int, int]:
+    limit, offset = _field(body, "limit", int, 10), _field(body, "offset", int, 0)
+    if limit < 0 or offset < 0:
+        raise ApiError(422, "limit and offset must not be negative")
+    return limit, offset
+
+
+def _int_param(request: Request, name: str, default: int) -> int:
+    text = request.query_params.get(name)
+    if text is None:
+        return default
+    if not text.isdigit():
+        raise ApiError(422, f"query parameter {name} must be a non-negative integer")
+    return int(text)
+
+
+def _checkpoint_id(body: Mapping[str, Any]) -> str | None:
+    checkpoint = _field(body, "checkpoint", dict, {})
+    checkpoint_id = _field(body, "checkpoint_id", str, None) or checkpoint.get("checkpoint_id")
+    if checkpoint_id is not None and not isinstance(checkpoint_id, str):
+        raise ApiError(422, "checkpoint_id must be a string")
+    return checkpoint_id
+
+
+def _wire(convert: Callable[[Any], Any], value: Any) -> Any:
+    try:
+        return convert(value)
+    except WireError as exc:
+        raise ApiError(422, str(exc)) from exc

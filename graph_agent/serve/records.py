@@ -1,0 +1,209 @@
+"""Thread and run records of the server: what LangGraph Server lists besides checkpoints.
+
+A thread's record holds its id, metadata, status and which assistant ran on it; a run's record
+its id, thread, assistant, status and the request's options. They live in a small SQLite file
+of their own next to the checkpoint database (the saver's file holds only its own tables), so a
+restarted server still knows its threads and finished runs. Every call is a short statement
+under one lock: cheap enough to make from the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = ["Records", "RunRecord", "RunStatus", "ThreadRecord", "ThreadStatus", "now"]
+
+ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
+RunStatus = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS threads (
+        thread_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+        metadata TEXT NOT NULL, status TEXT NOT NULL, assistant_id TEXT)""",
+    """CREATE TABLE IF NOT EXISTS runs (
+        run_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, assistant_id TEXT NOT NULL,
+        created_at TEXT NOT NULL, updated_at TEXT NOT NULL, status TEXT NOT NULL,
+        metadata TEXT NOT NULL, multitask_strategy TEXT NOT NULL, kwargs TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (thread_id, created_at)",
+)
+
+
+def now() -> str:
+    """The current time as the ISO text records carry (a seam tests can pin)."""
+    return datetime.now(UTC).isoformat()
+
+
+@dataclass(kw_only=True)
+class ThreadRecord:
+    thread_id: str
+    created_at: str
+    updated_at: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    status: ThreadStatus = "idle"
+    assistant_id: str | None = None
+
+
+@dataclass(kw_only=True)
+class RunRecord:
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    created_at: str
+    updated_at: str
+    status: RunStatus = "pending"
+    metadata: dict[str, Any] = field(default_factory=dict)
+    multitask_strategy: str = "reject"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def json(self) -> dict[str, Any]:
+        """The run as LangGraph's ``Run`` object."""
+        return {
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "assistant_id": self.assistant_id,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "status": self.status,
+            "metadata": self.metadata,
+            "multitask_strategy": self.multitask_strategy,
+            "kwargs": self.kwargs,
+        }
+
+
+class Records:
+    """The server's thread and run records in one SQLite file (``":memory:"`` for none).
+
+    Args:
+        path: The file; its folder is created when missing.
+    """
+
+    def __init__(self, path: str = ":memory:") -> None:
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        if path != ":memory:":
+            self._conn.execute("PRAGMA journal_mode=WAL")
+        for statement in _SCHEMA:
+            self._conn.execute(statement)
+        # runs a previous server left running cannot finish: they stopped with it
+        self._conn.execute(
+            "UPDATE runs SET status = 'error' WHERE status IN ('pending', 'running')"
+        )
+        self._conn.execute("UPDATE threads SET status = 'idle' WHERE status = 'busy'")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def _run(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._conn.execute(sql, args).fetchall()
+
+    # threads
+    def put_thread(self, thread: ThreadRecord) -> None:
+        self._run(
+            "INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                thread.thread_id,
+                thread.created_at,
+                thread.updated_at,
+                json.dumps(thread.metadata),
+                thread.status,
+                thread.assistant_id,
+            ),
+        )
+
+    def thread(self, thread_id: str) -> ThreadRecord | None:
+        rows = self._run("SELECT * FROM threads WHERE thread_id = ?", (thread_id,))
+        return _thread(rows[0]) if rows else None
+
+    def threads(self) -> list[ThreadRecord]:
+        """Every thread, newest first."""
+        return [_thread(row) for row in self._run("SELECT * FROM threads ORDER BY created_at DESC")]
+
+    def set_thread_status(
+        self, thread_id: str, status: ThreadStatus, assistant_id: str | None = None
+    ) -> None:
+        self._run(
+            "UPDATE threads SET status = ?, updated_at = ?, "
+            "assistant_id = COALESCE(?, assistant_id) WHERE thread_id = ?",
+            (status, now(), assistant_id, thread_id),
+        )
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._run("DELETE FROM runs WHERE thread_id = ?", (thread_id,))
+        self._run("DELETE FROM threads WHERE thread_id = ?", (thread_id,))
+
+    # runs
+    def put_run(self, run: RunRecord) -> None:
+        self._run(
+            "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run.run_id,
+                run.thread_id,
+                run.assistant_id,
+                run.created_at,
+                run.updated_at,
+                run.status,
+                json.dumps(run.metadata),
+                run.multitask_strategy,
+                json.dumps(run.kwargs),
+            ),
+        )
+
+    def set_run_status(self, run_id: str, status: RunStatus) -> None:
+        self._run(
+            "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?", (status, now(), run_id)
+        )
+
+    def run(self, thread_id: str, run_id: str) -> RunRecord | None:
+        rows = self._run(
+            "SELECT * FROM runs WHERE run_id = ? AND thread_id = ?", (run_id, thread_id)
+        )
+        return _run_record(rows[0]) if rows else None
+
+    def runs(self, thread_id: str, *, limit: int, offset: int) -> list[RunRecord]:
+        """A thread's runs, newest first."""
+        rows = self._run(
+            "SELECT * FROM runs WHERE thread_id = ? ORDER BY created_at DESC LIMIT ? OFFSET ?",
+            (thread_id, limit, offset),
+        )
+        return [_run_record(row) for row in rows]
+
+
+def _thread(row: tuple[Any, ...]) -> ThreadRecord:
+    return ThreadRecord(
+        thread_id=row[0],
+        created_at=row[1],
+        updated_at=row[2],
+        metadata=json.loads(row[3]),
+        status=row[4],
+        assistant_id=row[5],
+    )
+
+
+def _run_record(row: tuple[Any, ...]) -> RunRecord:
+    return RunRecord(
+        run_id=row[0],
+        thread_id=row[1],
+        assistant_id=row[2],
+        created_at=row[3],
+        updated_at=row[4],
+        status=row[5],
+        metadata=json.loads(row[6]),
+        multitask_strategy=row[7],
+        kwargs=json.loads(row[8]),
+    )
+
+
+def matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether ``metadata`` holds every key of ``wanted`` with the same value."""
+    return all(key in metadata and metadata[key] == value for key, value in wanted.items())

@@ -1,0 +1,245 @@
+"""The LangGraph Server wire format: our values as the JSON its clients expect, and back.
+
+Messages travel as LangChain-style dicts (``{"type": "human", "content": ...}``), the shape
+LangGraph's clients and UIs read; requests may send either that shape or ours (``role``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from graph_agent.graph.types import Command, Interrupt, RunnableConfig, StateSnapshot
+from graph_agent.messages import (
+    AssistantMessage,
+    AssistantMessageChunk,
+    BaseMessage,
+    SystemMessage,
+    ToolCall,
+    ToolResponseMessage,
+    UserMessage,
+)
+
+__all__ = [
+    "WireError",
+    "checkpoint_json",
+    "command_from_json",
+    "input_from_json",
+    "interrupt_json",
+    "snapshot_json",
+    "to_json",
+]
+
+_TYPE_OF_ROLE = {"user": "human", "assistant": "ai", "system": "system", "tool": "tool"}
+_ROLE_OF_TYPE = {
+    "human": "user",
+    "user": "user",
+    "ai": "assistant",
+    "assistant": "assistant",
+    "AIMessageChunk": "assistant",
+    "system": "system",
+    "tool": "tool",
+}
+
+
+class WireError(ValueError):
+    """A request body that cannot be turned into a graph's input: the client's mistake (422)."""
+
+
+def to_json(value: Any) -> Any:
+    """``value`` as plain JSON data: messages LangChain-style, models and dataclasses as
+    dicts, datetimes as ISO text, anything else unknown as its ``repr``."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, Mapping):
+        return {str(key): to_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [to_json(item) for item in value]
+    if isinstance(value, BaseMessage):
+        return message_json(value)
+    if isinstance(value, AssistantMessageChunk):
+        return chunk_json(value)
+    if isinstance(value, Interrupt):
+        return interrupt_json(value)
+    if isinstance(value, BaseModel):
+        return to_json(value.model_dump(mode="json"))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_json({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return to_json(value.value)
+    return repr(value)
+
+
+def message_json(message: BaseMessage) -> dict[str, Any]:
+    """A message as LangChain serialises it (``type``, ``content``, ``id``, ...)."""
+    body: dict[str, Any] = {
+        "type": _TYPE_OF_ROLE.get(getattr(message, "role", "user"), "human"),
+        "content": message.content,
+        "id": message.id,
+        "name": getattr(message, "name", None) or None,
+        "additional_kwargs": {},
+        "response_metadata": {},
+    }
+    if isinstance(message, AssistantMessage):
+        body["tool_calls"] = [_tool_call_json(call) for call in message.tool_calls]
+        body["invalid_tool_calls"] = []
+        body["usage_metadata"] = _usage_json(message.usage)
+        if message.finish_reason is not None:
+            body["response_metadata"] = {"finish_reason": message.finish_reason}
+    if isinstance(message, ToolResponseMessage):
+        body["tool_call_id"] = message.tool_call_id
+        body["status"] = "error" if message.is_error else "success"
+    return body
+
+
+def chunk_json(chunk: AssistantMessageChunk) -> dict[str, Any]:
+    """A streamed token chunk as LangChain's ``AIMessageChunk``."""
+    return {
+        "type": "AIMessageChunk",
+        "content": chunk.content,
+        "id": chunk.id,
+        "name": None,
+        "additional_kwargs": {},
+        "response_metadata": (
+            {"finish_reason": chunk.finish_reason} if chunk.finish_reason is not None else {}
+        ),
+        "tool_call_chunks": [
+            {"index": d.index, "id": d.id, "name": d.name, "args": d.arguments}
+            for d in chunk.tool_call_deltas
+        ],
+        "usage_metadata": _usage_json(chunk.usage),
+    }
+
+
+def _tool_call_json(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "name": call.name, "args": to_json(call.arguments), "type": "tool_call"}
+
+
+def _usage_json(usage: Any) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    dumped = to_json(usage)
+    return dumped if isinstance(dumped, dict) else None
+
+
+def interrupt_json(item: Interrupt) -> dict[str, Any]:
+    """An interrupt as LangGraph sends it (``value``, ``id``), with the node that paused."""
+    return {"value": to_json(item.value), "id": item.id, "node": item.node}
+
+
+def checkpoint_json(config: RunnableConfig | None) -> dict[str, Any] | None:
+    """Where a snapshot stands, as LangGraph's ``Checkpoint`` object."""
+    if config is None:
+        return None
+    return {
+        "thread_id": config.thread_id,
+        "checkpoint_ns": config.checkpoint_ns,
+        "checkpoint_id": config.checkpoint_id,
+        "checkpoint_map": None,
+    }
+
+
+def snapshot_json(snapshot: StateSnapshot) -> dict[str, Any]:
+    """A thread's state as LangGraph's ``ThreadState``."""
+    return {
+        "values": to_json(snapshot.values),
+        "next": list(snapshot.next),
+        "checkpoint": checkpoint_json(snapshot.config),
+        "metadata": to_json(snapshot.metadata),
+        "created_at": snapshot.created_at.isoformat() if snapshot.created_at else None,
+        "parent_checkpoint": checkpoint_json(snapshot.parent_config),
+        "tasks": [
+            {
+                "id": task.id,
+                "name": task.name,
+                "error": task.error,
+                "interrupts": [interrupt_json(item) for item in task.interrupts],
+                "checkpoint": None,
+                "state": snapshot_json(task.state) if task.state is not None else None,
+                "result": None,
+            }
+            for task in snapshot.tasks
+        ],
+        "interrupts": [interrupt_json(item) for item in snapshot.interrupts],
+    }
+
+
+def input_from_json(value: Any) -> Any:
+    """A run's ``input`` from JSON: message dicts under ``messages`` become our messages."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise WireError(f"input must be a JSON object of state keys, got {type(value).__name__}")
+    state = dict(value)
+    messages = state.get("messages")
+    if isinstance(messages, list):
+        state["messages"] = [message_from_json(item) for item in messages]
+    elif isinstance(messages, Mapping):
+        state["messages"] = [message_from_json(messages)]
+    elif isinstance(messages, str):
+        state["messages"] = [UserMessage(messages)]
+    return state
+
+
+def message_from_json(item: Any) -> BaseMessage:
+    """One message from a LangChain-style or graph_agent-style dict (or a bare string)."""
+    if isinstance(item, str):
+        return UserMessage(item)
+    if not isinstance(item, Mapping):
+        raise WireError(f"a message is an object with a type and content, got {item!r:.60}")
+    kind = item.get("role") or item.get("type") or "human"
+    role = _ROLE_OF_TYPE.get(str(kind))
+    content = item.get("content", "")
+    if not isinstance(content, str):  # content blocks: keep their text
+        content = "".join(
+            str(block.get("text", "")) if isinstance(block, Mapping) else str(block)
+            for block in content
+        )
+    extra: dict[str, Any] = {"id": str(item["id"])} if item.get("id") else {}
+    try:
+        if role == "user":
+            return UserMessage(content, **extra)
+        if role == "system":
+            return SystemMessage(content, **extra)
+        if role == "tool":
+            return ToolResponseMessage(
+                content=content,
+                tool_call_id=str(item.get("tool_call_id", "")),
+                name=str(item.get("name") or ""),
+                **extra,
+            )
+        if role == "assistant":
+            calls = [
+                ToolCall(
+                    str(call.get("id", "")),
+                    str(call.get("name", "")),
+                    dict(call.get("args", call.get("arguments", {})) or {}),
+                )
+                for call in item.get("tool_calls") or ()
+            ]
+            return AssistantMessage(content=content, tool_calls=calls, **extra)
+    except (TypeError, ValueError) as exc:
+        raise WireError(f"message {item!r:.60} is malformed: {exc}") from exc
+    raise WireError(f"unknown message type {kind!r}: use human, ai, system or tool")
+
+
+def command_from_json(value: Any) -> Command:
+    """A run's ``command`` (``resume``, ``update``, ``goto``) as our :class:`Command`."""
+    if not isinstance(value, Mapping):
+        raise WireError("command must be an object with resume, update or goto")
+    goto = value.get("goto")
+    if isinstance(goto, Mapping):
+        goto = goto.get("node")
+    update = value.get("update")
+    if update is not None:
+        if isinstance(update, list):  # LangGraph also sends [[key, value], ...]
+            update = dict(update)
+        update = input_from_json(update)
+    return Command(resume=value.get("resume"), update=update, goto=goto)

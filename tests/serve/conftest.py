@@ -1,0 +1,61 @@
+"""A real uvicorn server on 127.0.0.1, on a free port, serving the test graphs and an agent."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from graph_agent.checkpoint.sqlite import SqliteSaver
+from graph_agent.serve import Records, create_app
+from tests.serve.graphs import agent, approval, chain, slow
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Server:
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self.saver = SqliteSaver(str(db))
+        self.records = Records(str(db.with_name("records.db")))
+        app = create_app(
+            [chain(), approval(), slow(), agent()], saver=self.saver, records=self.records
+        )
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> Server:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/ok").status_code == 200:
+                    return self
+            except httpx.TransportError:
+                time.sleep(0.02)
+        raise RuntimeError("the test server did not start")
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.records.close()
+        self.saver.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with Server(tmp_path_factory.mktemp("serve") / "serve.db") as running:
+        yield running
