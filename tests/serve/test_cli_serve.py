@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -62,3 +63,42 @@ def test_serve_without_the_extra_says_how_to_install_it(
     monkeypatch.setitem(sys.modules, "uvicorn", None)
     assert main(["serve", "tests/serve/graphs.py:chain"]) == 2
     assert "pip install 'graph-agent[serve]'" in capsys.readouterr().err
+
+
+def test_the_readme_serves_the_demo_agent_and_calls_it_as_printed(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Serving agents") :]
+    shell = section[section.index("```bash") : section.index("```", section.index("```bash") + 3)]
+    body = json.loads(shell[shell.index("'{") + 1 : shell.rindex("}'") + 1])
+    python = section[section.index("```python\n") + 10 :]
+    python = python[: python.index("```")]
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "graph_agent", "serve", "graph_agent.demo:agent"]
+    server = subprocess.Popen(
+        [*command, "--port", str(port), "--db", str(tmp_path / "serve.db")],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/ok").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        reply = httpx.post(f"{url}/runs/wait", json=body, timeout=30).json()
+        assert reply["messages"][-1]["content"] == "- 17 * 23 = 391"
+        printed = subprocess.run(
+            [sys.executable, "-c", python.replace("http://127.0.0.1:8123", url)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert printed.returncode == 0, printed.stderr
+        assert printed.stdout.strip() == "- 2 + 2 = 4"
+    finally:
+        server.terminate()
+        server.wait(15)
