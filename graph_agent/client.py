@@ -74,11 +74,21 @@ class RemoteGraph:
         self.assistant = assistant
         self._headers = {**(headers or {}), **({"x-api-key": api_key} if api_key else {})}
         self._timeout = timeout
-        self._client: httpx.Client | None = None
+        self._kind: str | None = None  # the assistant's kind, asked once (see is_agent)
 
     @property
     def name(self) -> str:
         return self.assistant
+
+    @property
+    def is_agent(self) -> bool:
+        """Whether the server says this assistant is an agent (``graph-agent serve`` tells, in
+        the assistant's ``metadata.kind``), which takes a question as its input."""
+        if self._kind is None:
+            info = self._send("GET", f"/assistants/{self.assistant}")
+            metadata = info.get("metadata") if isinstance(info, Mapping) else None
+            self._kind = str((metadata or {}).get("kind", "graph"))
+        return self._kind == "agent"
 
     def __repr__(self) -> str:
         return f"RemoteGraph({self.url!r}, {self.assistant!r})"

@@ -25,7 +25,8 @@ from graph_agent.cli.output import (
     to_json,
 )
 from graph_agent.cli.running import continuable, execute, new_thread_id, parse_input
-from graph_agent.cli.targets import Target, db_option, load_target
+from graph_agent.cli.targets import Target, open_target
+from graph_agent.client import RemoteGraphError
 from graph_agent.graph.types import Command, Interrupt, RunnableConfig
 from graph_agent.messages import ToolCall
 
@@ -47,7 +48,7 @@ def _ask(prompt: str) -> str:
 
 def chat_command(args: argparse.Namespace) -> int:
     """The chat loop; returns when the user types /exit or closes the input."""
-    with load_target(args.target, db=args.db) as target:
+    with open_target(args) as target:
         _chat(target, args)
     return 0
 
@@ -63,7 +64,7 @@ def _chat(target: Target, args: argparse.Namespace) -> None:
         details["db"] = args.db
     reporter.header("graph-agent chat", details)
     again = f"graph-agent chat {shlex.quote(args.target)} --thread {shlex.quote(thread)}"
-    with continuable(target, thread, again + db_option(args.db, default=None), finished_too=True):
+    with continuable(target, thread, again + target.where(args.db), finished_too=True):
         try:
             if args.thread:
                 _pick_up(target, config, reporter, debug=args.debug)
@@ -89,13 +90,17 @@ def _pick_up(target: Target, config: RunnableConfig, reporter: Reporter, *, debu
     asked for first, as a new message would drop them); stopped in the middle of a run
     (finished first); or ready for the next message."""
     thread = str(config.thread_id)
-    saver = target.saver
-    if saver is None:
+    if not target.keeps_threads:
         return
-    if saver.get(thread) is None:
+    try:
+        snapshot = target.runnable.get_state(config)
+    except RemoteGraphError as exc:
+        if exc.status != 404:
+            raise
+        snapshot = None  # the server has no such thread
+    if snapshot is None or snapshot.config.checkpoint_id is None:  # a thread this call starts
         reporter.note(f"new thread {thread}")
         return
-    snapshot = target.runnable.get_state(config)
     if snapshot.interrupts:
         reporter.paused(snapshot.interrupts, "answer these first; then the conversation goes on")
         waiting = RunSummary(thread_id=thread, interrupts=snapshot.interrupts)

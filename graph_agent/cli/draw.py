@@ -71,7 +71,7 @@ def draw_command(args: argparse.Namespace) -> int:
             EXIT_USAGE,
         )
     with load_target(args.target, default_saver=False) as target:
-        data = render_diagram(target.runnable, fmt, xray=args.xray)
+        data = render_diagram(target.local, fmt, xray=args.xray)
     if args.output is None:
         if fmt in TEXT_FORMATS:
             sys.stdout.write(data.decode())

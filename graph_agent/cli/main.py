@@ -50,6 +50,20 @@ def _add_db(parser: argparse.ArgumentParser, default: str | None, what: str) -> 
     parser.add_argument("--db", metavar="PATH", default=default, help=what)
 
 
+def _add_url(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--url",
+        metavar="URL",
+        help="talk to a server (graph-agent serve, or LangGraph Server): the target is then its "
+        "assistant id, e.g. --url http://127.0.0.1:8123 demo",
+    )
+    parser.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help="the server's API key (default: $GRAPH_AGENT_API_KEY)",
+    )
+
+
 def _add_no_stream_model(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-stream-model",
@@ -135,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run MODULE:OBJECT once and print the answer (an agent) or the final state "
         "(a graph); --stream shows every node as it finishes.",
     )
-    run.add_argument("target", metavar="MODULE:OBJECT")
+    run.add_argument("target", metavar="MODULE:OBJECT", help="or, with --url, an assistant id")
     run.add_argument(
         "input",
         nargs="?",
@@ -144,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--thread", help="the thread to run on (default: a new one)")
     _add_db(run, None, "keep the threads in this SQLite file (created if missing)")
+    _add_url(run)
     run.add_argument("--stream", action="store_true", help="show nodes, tokens and tool calls live")
     _add_no_stream_model(run)
     run.add_argument(
@@ -159,9 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="An interactive loop on one thread. Pauses for approval are answered at "
         "the prompt: approve, edit (JSON arguments) or reject (with a reason).",
     )
-    chat.add_argument("target", metavar="MODULE:OBJECT")
+    chat.add_argument("target", metavar="MODULE:OBJECT", help="or, with --url, an assistant id")
     chat.add_argument("--thread", help="the thread to talk on (default: a new one)")
     _add_db(chat, None, "keep the thread in this SQLite file")
+    _add_url(chat)
     _add_no_stream_model(chat)
     _add_common(chat, top=False)
 

@@ -25,7 +25,7 @@ from graph_agent.cli.output import (
     to_json,
 )
 from graph_agent.cli.running import continuable, execute, new_thread_id, parse_input
-from graph_agent.cli.targets import DEMO_DB, Target, db_option, load_target, open_saver
+from graph_agent.cli.targets import DEMO_DB, Target, db_option, open_saver, open_target
 from graph_agent.cli.unstreamed import UnstreamedModel
 from graph_agent.graph.errors import InvalidResumeError
 from graph_agent.graph.types import Interrupt, RunnableConfig
@@ -117,8 +117,9 @@ def _model_flags(args: argparse.Namespace) -> str:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """Run ``MODULE:OBJECT`` once: print the answer (or final state), or stream with --stream."""
-    with load_target(args.target, db=args.db) as target:
+    """Run ``MODULE:OBJECT`` (or, with ``--url``, a served assistant) once: print the answer
+    (or final state), or stream with --stream."""
+    with open_target(args) as target:
         _run(target, args)
     return 0
 
@@ -153,7 +154,7 @@ def _run(target: Target, args: argparse.Namespace) -> None:
     reporter = make_reporter(plain=args.plain) if args.stream else make_progress(plain=args.plain)
     again = f"graph-agent run {shlex.quote(args.target)} --thread {shlex.quote(thread)}"
     try:
-        with continuable(target, thread, again + db_option(args.db, default=None)):
+        with continuable(target, thread, again + target.where(args.db)):
             summary = execute(target, input, config, reporter)
     except InvalidResumeError as exc:
         raise _resume_refused(exc, thread, args.db, target) from exc
@@ -167,7 +168,7 @@ def _run(target: Target, args: argparse.Namespace) -> None:
         reporter.finish(summary)
     else:
         _print_result(summary, target)
-    if args.thread is None and isinstance(target.saver, SqliteSaver):
+    if args.thread is None and (isinstance(target.saver, SqliteSaver) or target.remote):
         print(f"thread: {thread} (continue with --thread {thread})", file=sys.stderr)
 
 
@@ -177,7 +178,10 @@ def _resume_refused(
     """The thread does not wait for what ``--resume`` answered: how to see what it waits for."""
     saver = target.saver
     path = db if db is not None else saver.path if isinstance(saver, SqliteSaver) else None
-    if path is None:
+    remote = target.remote
+    if remote is not None:
+        hint = f"see what the thread waits for: curl {remote.url}/threads/{thread}/state"
+    elif path is None:
         hint = (
             "a thread kept in memory ends with the command that ran it: run with --db PATH so "
             "a pause can be answered later"
@@ -201,7 +205,7 @@ def resume_hint(
     """How to answer the pause from the command line."""
     if not interrupts:
         return ""
-    if db is None and not isinstance(target.saver, SqliteSaver):
+    if db is None and not isinstance(target.saver, SqliteSaver) and target.remote is None:
         return (
             f"this thread lives in memory only: run with --db PATH to resume it later, or use "
             f"graph-agent chat {spec}"
@@ -211,7 +215,7 @@ def resume_hint(
     calls = value.get("tool_calls") if isinstance(value, Mapping) else None
     if isinstance(calls, list):
         answer = {str(call.get("id")): {"decision": "approve"} for call in calls}
-    db_flag = db_option(db, default=None)
+    db_flag = target.where(db)
     resume = shlex.quote(json.dumps(answer))
     return (
         f"resume: graph-agent run {shlex.quote(spec)} --thread {shlex.quote(thread)}{db_flag} "

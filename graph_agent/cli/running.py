@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+import httpx
+
 from graph_agent.agent.nodes import run_answer
 from graph_agent.agent.react import ReactAgent
 from graph_agent.checkpoint.memory import MemorySaver
@@ -100,6 +102,14 @@ def continuable(
 
 
 def _carry_on(target: Target, thread: str, command: str, finished_too: bool) -> str:
+    remote = target.remote
+    if remote is not None:  # the server kept the thread: ask it where it stands
+        try:
+            snapshot = remote.get_state(RunnableConfig(thread_id=thread))
+        except (GraphAgentError, httpx.HTTPError):
+            return ""
+        unfinished = bool(snapshot.next) or bool(snapshot.interrupts)
+        return f"continue: {command}" if unfinished or finished_too else ""
     saver = target.saver
     if saver is None or isinstance(saver, MemorySaver):
         return "the thread lived in memory and is gone: with --db PATH it can be continued"
@@ -152,7 +162,7 @@ def execute(target: Target, input: Any, config: RunnableConfig, reporter: Report
     summary.usage = usage
     summary.state = last_state.data() if last_state is not None else {}
     summary.interrupts = tuple(interrupts.values())
-    if target.saver is not None and config.thread_id is not None:
+    if target.keeps_threads and config.thread_id is not None:
         snapshot = target.runnable.get_state(config)
         summary.state = dict(snapshot.values)
         summary.interrupts = snapshot.interrupts

@@ -35,7 +35,7 @@ def serve_command(args: argparse.Namespace) -> int:
             "pip install 'graph-agent[serve]'",
             EXIT_USAGE,
         ) from exc
-    runnables = [load_target(spec, default_saver=False).runnable for spec in args.target]
+    runnables = [load_target(spec, default_saver=False).local for spec in args.target]
     names = [runnable.name for runnable in runnables]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:

@@ -20,19 +20,31 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import httpx
+
 from graph_agent.agent.react import ReactAgent
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.sqlite import SqliteSaver
-from graph_agent.cli.errors import EXIT_USAGE, CliError, cannot_write
+from graph_agent.cli.errors import EXIT_ERROR, EXIT_USAGE, CliError, cannot_write
 from graph_agent.cli.unstreamed import UnstreamedModel
+from graph_agent.client import RemoteGraph, RemoteGraphError
 from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphRuntimeError, GraphSetupError, SerializationError
 from graph_agent.graph.types import CompileConfig
 from graph_agent.models.base import ChatModel
 
-__all__ = ["DEMO_DB", "Target", "db_option", "load_target", "open_existing_saver", "open_saver"]
+__all__ = [
+    "DEMO_DB",
+    "Target",
+    "db_option",
+    "load_remote_target",
+    "load_target",
+    "open_existing_saver",
+    "open_saver",
+    "open_target",
+]
 
 DEMO_DB = os.path.join(".graph_agent", "demo.db")
 """Where ``demo`` keeps its threads and ``threads`` looks by default."""
@@ -49,7 +61,7 @@ class Target:
     """
 
     spec: str
-    runnable: ReactAgent | CompiledGraph
+    runnable: ReactAgent | CompiledGraph | RemoteGraph
     opened: SqliteSaver | None = None
     previous_saver: CheckpointSaver | None = None
     previous_model: ChatModel | None = None
@@ -79,6 +91,8 @@ class Target:
         Raises:
             CliError: the target is a graph: its nodes call their models themselves.
         """
+        if isinstance(self.runnable, RemoteGraph):
+            return  # the server's agent asks its model as it was built to
         if not isinstance(self.runnable, ReactAgent):
             raise CliError(
                 f"--no-stream-model works on an agent, and {self.spec} is a graph, whose nodes "
@@ -92,7 +106,33 @@ class Target:
 
     @property
     def is_agent(self) -> bool:
+        if isinstance(self.runnable, RemoteGraph):
+            return self.runnable.is_agent
         return isinstance(self.runnable, ReactAgent)
+
+    @property
+    def remote(self) -> RemoteGraph | None:
+        """The served graph or agent (``--url``), or None for a local one."""
+        return self.runnable if isinstance(self.runnable, RemoteGraph) else None
+
+    @property
+    def local(self) -> ReactAgent | CompiledGraph:
+        """The local agent or graph (``load_target``'s, never a served one)."""
+        runnable = self.runnable
+        assert not isinstance(runnable, RemoteGraph), "a served target has no local object"
+        return runnable
+
+    @property
+    def keeps_threads(self) -> bool:
+        """Whether a thread outlives the call that ran it (a saver, or a server)."""
+        return self.remote is not None or self.saver is not None
+
+    def where(self, db: str | None) -> str:
+        """The options that find this target's threads again (``--url``, or ``--db``)."""
+        remote = self.remote
+        if remote is not None:
+            return f" --url {shlex.quote(remote.url)}"
+        return db_option(db, default=None)
 
     @property
     def name(self) -> str:
@@ -100,11 +140,54 @@ class Target:
 
     @property
     def saver(self) -> CheckpointSaver | None:
+        """The local saver (None for a served target: its server keeps the threads)."""
+        if isinstance(self.runnable, RemoteGraph):
+            return None
         saver: CheckpointSaver | None = self.runnable.saver
         return saver
 
     def get_graph(self, fmt: str) -> str:
+        if isinstance(self.runnable, RemoteGraph):
+            raise CliError("draw works on a local MODULE:OBJECT", "point at the module", EXIT_USAGE)
         return self.runnable.get_graph(fmt)
+
+
+def open_target(args: Any) -> Target:
+    """What ``run`` and ``chat`` talk to: a served assistant (``--url``), else MODULE:OBJECT."""
+    if args.url is None:
+        return load_target(args.target, db=args.db)
+    if args.db is not None:
+        raise CliError(
+            "--db and --url do not go together: a server keeps its threads itself",
+            "drop --db",
+            EXIT_USAGE,
+        )
+    return load_remote_target(args.url, args.target, api_key=args.api_key)
+
+
+def load_remote_target(url: str, assistant: str, *, api_key: str | None = None) -> Target:
+    """A graph or agent served at ``url`` (``graph-agent serve``, or LangGraph Server), by its
+    assistant id; the server must answer and know the assistant.
+
+    Raises:
+        CliError: the server cannot be reached, refuses the key, or has no such assistant.
+    """
+    remote = RemoteGraph(url, assistant, api_key=api_key or os.environ.get("GRAPH_AGENT_API_KEY"))
+    try:
+        _ = remote.is_agent  # asks the server: what it is, and that it is there
+    except RemoteGraphError as exc:
+        raise CliError(
+            f"{url} refused assistant {assistant!r}: {exc.detail or exc}",
+            "list the assistants with: curl -X POST " + f"{url.rstrip('/')}/assistants/search",
+            EXIT_USAGE,
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise CliError(
+            f"cannot reach {url}: {type(exc).__name__}",
+            "start it with: graph-agent serve MODULE:OBJECT, or check --url",
+            EXIT_ERROR,
+        ) from exc
+    return Target(spec=assistant, runnable=remote)
 
 
 def load_target(spec: str, *, db: str | None = None, default_saver: bool = True) -> Target:

@@ -165,11 +165,16 @@ class _Api:
             "description": None,
             "config": {},
             "context": {},
-            "metadata": {"created_by": "system"},
+            "metadata": {"created_by": "system", "kind": self._kind(assistant_id)},
             "version": 1,
             "created_at": self.created_at,
             "updated_at": self.created_at,
         }
+
+    def _kind(self, assistant_id: str) -> str:
+        """``agent`` (a ReactAgent: takes a question) or ``graph``, for clients like
+        ``graph-agent run --url``."""
+        return "agent" if isinstance(self.assistants[assistant_id], ReactAgent) else "graph"
 
     def _runnable(self, assistant_id: Any) -> Runnable:
         if not isinstance(assistant_id, str):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -58,7 +58,9 @@ def to_json(value: Any) -> Any:
         return value
     if isinstance(value, Mapping):
         return {str(key): to_json(item) for key, item in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
+    if isinstance(value, list | tuple | set | frozenset | Sequence) and not isinstance(
+        value, bytes | bytearray
+    ):  # a Sequence: an append key's read-only view (SeqView) too
         return [to_json(item) for item in value]
     if isinstance(value, BaseMessage):
         return message_json(value)

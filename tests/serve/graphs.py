@@ -51,6 +51,6 @@ def slow() -> StateGraph:
 
 
 def agent() -> ReactAgent:
-    return ReactAgent(
-        "assistant", model=ScriptedChatModel(["Hello there.", "Second answer.", "Third."])
-    )
+    answers = ["Hello there.", "Second answer.", "Third."]
+    answers += [f"Answer {n}." for n in range(4, 50)]  # a module's tests ask it many times
+    return ReactAgent("assistant", model=ScriptedChatModel(answers))

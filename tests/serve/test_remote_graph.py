@@ -110,3 +110,15 @@ def test_a_remote_graph_is_a_node_and_a_remote_agent_is_a_tool(server: Server) -
     )
     answer = ReactAgent("caller", model, tools=[ask]).call("Ask it.")
     assert answer.text.startswith("It said: ") and len(answer.text) > len("It said: ")
+
+
+def test_a_streamed_agent_state_holds_messages_not_their_repr(server: Server) -> None:
+    outputs = list(RemoteGraph(server.url, "assistant").stream("Hi", thread()))
+    states = [o.state for o in outputs if o.state is not None]
+    assert states and all(
+        isinstance(m, (UserMessage, AssistantMessage)) or m.role == "system"
+        for state in states
+        for m in state["messages"]
+    )
+    assert RemoteGraph(server.url, "assistant").is_agent
+    assert not RemoteGraph(server.url, "chain").is_agent
