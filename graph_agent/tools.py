@@ -49,6 +49,7 @@ from graph_agent.graph._concurrency import (
     call_on_daemon_thread,
     call_with_timeout,
     run_coroutine,
+    to_thread,
 )
 from graph_agent.graph.errors import GraphAgentError, GraphSetupError, ParentCommand
 from graph_agent.graph.task import current_task
@@ -585,6 +586,42 @@ class Tool:
         if inspect.isawaitable(result):
             result = run_coroutine(lambda: result)
         return result
+
+    async def arun(
+        self,
+        arguments: Mapping[str, Any] | str | None = None,
+        context: ToolContext | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Any:
+        """:meth:`run` for code on an event loop (the agent's tool node under ``ainvoke`` and
+        ``astream``): an async function is awaited on this loop, a sync one runs on the shared
+        worker pool. Past ``timeout`` the call is cancelled and ``context.cancelled`` set (a
+        sync function is abandoned on its thread); an async function that blocks its loop
+        (``time.sleep`` inside ``async def``) holds the loop until it returns, then times out.
+
+        Example:
+            >>> import asyncio
+            >>> @tool
+            ... async def echo(text: str) -> str:
+            ...     '''Repeat the text.'''
+            ...     return text
+            >>> asyncio.run(echo.arun({"text": "hi"}, timeout=5))
+            'hi'
+        """
+        call = self._bind(arguments, context)
+        if timeout is None:
+            return await self._on_loop(call)
+        cancelled = context.cancelled if context is not None else None
+        try:
+            return await at_most(self._on_loop(call), timeout, cancelled=cancelled)
+        except TimedOut as out:
+            raise self._timeout_error(out) from None
+
+    async def _on_loop(self, call: Callable[[], Any]) -> Any:
+        """The call's value: awaited on this loop, or (a sync function) from the shared pool."""
+        result = call() if self.is_async else await to_thread(call)
+        return await result if inspect.isawaitable(result) else result
 
     async def ainvoke(
         self,

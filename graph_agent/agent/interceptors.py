@@ -91,6 +91,26 @@ def stream_to_caller(model: ChatModel, request: ModelRequest) -> AssistantMessag
     return fold_chunks(_emitting(chunks, current_model_call()))
 
 
+async def acall_model(
+    model: ChatModel, request: ModelRequest, *, streaming: bool
+) -> AssistantMessage:
+    """One model call through ``model``'s async API, no interceptors: streamed to the caller
+    chunk by chunk when ``streaming`` (as :func:`stream_to_caller`), else ``agenerate``."""
+    state = ModelCallState(streaming=streaming)
+    token = _model_call.set(state)
+    try:
+        if not streaming:
+            return await model.agenerate(request.messages, request.tools, request.options)
+        chunks = []
+        async for chunk in model.astream(request.messages, request.tools, request.options):
+            state.streamed = True
+            emit_chunk(chunk)
+            chunks.append(chunk)
+        return fold_chunks(chunks)
+    finally:
+        _model_call.reset(token)
+
+
 def _emitting(
     chunks: Iterable[AssistantMessageChunk], state: ModelCallState | None
 ) -> Iterator[AssistantMessageChunk]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import functools
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from graph_agent.agent.interceptors import (
     ToolCallRequest,
+    acall_model,
     chain_model,
     chain_tool,
     run_model_call,
@@ -38,8 +40,8 @@ from graph_agent.agent.tool_commands import (
     command_updates,
     from_command,
 )
-from graph_agent.graph._concurrency import shared_pool, wait_delivering
-from graph_agent.graph._engine import Updates
+from graph_agent.graph._concurrency import shared_pool, to_thread, wait_delivering
+from graph_agent.graph._engine import DualNode, Updates
 from graph_agent.graph.errors import (
     GraphCancelledError,
     GraphInterrupted,
@@ -58,7 +60,7 @@ from graph_agent.messages import (
     UserMessage,
 )
 from graph_agent.models.base import ModelRequest, ToolDefinition
-from graph_agent.tools import ToolContext, result_to_text
+from graph_agent.tools import Tool, ToolContext, result_to_text
 
 if TYPE_CHECKING:
     from graph_agent.agent.spec import NodeSettings
@@ -205,7 +207,7 @@ class _Verdict:
     feedback: list[BaseMessage] = field(default_factory=list)
 
 
-class ModelNode:
+class ModelNode(DualNode):
     """``__model__``: one model call through the interceptors, streamed when the caller streams.
 
     The instruction's ``{key}`` placeholders are filled from the state for each call, and the
@@ -235,11 +237,34 @@ class ModelNode:
         )
 
     def __call__(self, state: OverAllState, config: RunnableConfig) -> dict[str, Any]:
+        flow = self._flow(state)
+        request = next(flow)
+        try:
+            while True:
+                request = flow.send(self._call(request, config))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    async def acall(self, state: OverAllState, config: RunnableConfig) -> dict[str, Any]:
+        """:meth:`__call__` on the caller's event loop: the model's async API, no thread."""
+        flow = self._flow(state)
+        request = next(flow)
+        try:
+            while True:
+                request = flow.send(await self._acall(request, config))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    def _flow(
+        self, state: OverAllState
+    ) -> Generator[ModelRequest, AssistantMessage, dict[str, Any]]:
+        """The node's work, for both faces: yields each request to send to the model, is sent
+        its reply, and returns the state update."""
         agent = self.agent
         history = self._with_instruction_filled(state)
         run, thread = counters(state, RUN_KEY), counters(state, THREAD_KEY)
         summarizing = bool(agent.toolkit) and run["iterations"] >= agent.max_iterations
-        reply = self._call(self._request(history, summarizing), config)
+        reply = yield self._request(history, summarizing)
         reply = unique_call_ids(reply, history)
         new_messages: list[BaseMessage] = []
         update: dict[str, Any] = {}
@@ -247,7 +272,7 @@ class ModelNode:
             reply = reply.model_copy(update={"tool_calls": [], "finish_reason": "max_iterations"})
             update = self._summary_output(reply)
         elif agent.output_schema is not None and self._is_final(reply):
-            reply, new_messages, update = self._structured(history, reply, config)
+            reply, new_messages, update = yield from self._structured(history, reply)
         elif not reply.tool_calls:
             update = {agent.output_key: reply.text}
         for counter in (run, thread):
@@ -295,7 +320,23 @@ class ModelNode:
             return model.generate(final.messages, final.tools, final.options)
 
         chain = chain_model(self.agent.model_interceptors, innermost)
-        reply = run_model_call(chain, request, streaming=streaming)
+        return self._checked(run_model_call(chain, request, streaming=streaming), task)
+
+    async def _acall(self, request: ModelRequest, config: RunnableConfig) -> AssistantMessage:
+        """:meth:`_call` through the model's ``agenerate``/``astream``. Model interceptors are
+        sync (they may sleep between retries), as are models without the async API: with
+        either, the call runs as under ``invoke``, on the shared worker pool."""
+        model = self.agent.model
+        if self.agent.model_interceptors or not _has_async_api(model):
+            return await to_thread(self._call, request, config)
+        task = config.task
+        if task is not None:
+            task.check_lease()
+        streaming = task is not None and task.streaming
+        return self._checked(await acall_model(model, request, streaming=streaming), task)
+
+    @staticmethod
+    def _checked(reply: Any, task: TaskContext | None) -> AssistantMessage:
         if not isinstance(reply, AssistantMessage):
             raise TypeError(
                 f"the model (or a model interceptor) returned {type(reply).__name__}; it must "
@@ -314,9 +355,12 @@ class ModelNode:
         )
 
     def _structured(
-        self, history: list[BaseMessage], reply: AssistantMessage, config: RunnableConfig
-    ) -> tuple[AssistantMessage, list[BaseMessage], dict[str, Any]]:
-        """Validate the final answer against ``output_schema``; feed an error back once.
+        self, history: list[BaseMessage], reply: AssistantMessage
+    ) -> Generator[
+        ModelRequest, AssistantMessage, tuple[AssistantMessage, list[BaseMessage], dict[str, Any]]
+    ]:
+        """Validate the final answer against ``output_schema``; feed an error back once (a
+        request yielded, as in :meth:`_flow`).
 
         Returns the answer to store, the messages before it (the rejected answer and its
         feedback, when there was a second call) and the state update with the output.
@@ -327,7 +371,7 @@ class ModelNode:
             return first.reply, [], self._output(first.value)
         sent = [first.reply, *first.feedback]
         retry = self._request([*history, *sent], summarizing=False)
-        second = self._judge(unique_call_ids(self._call(retry, config), [*history, *sent]))
+        second = self._judge(unique_call_ids((yield retry), [*history, *sent]))
         if second.error is not None:
             assert agent.output_schema is not None
             raise StructuredOutputError(
@@ -422,7 +466,21 @@ def _short_errors(error: ValidationError) -> str:
     )
 
 
-class ToolNode:
+@dataclass(kw_only=True)
+class _ToolStep:
+    """One pass of the tool node: the calls it answers and what it knows of them."""
+
+    calls: list[ToolCall]
+    message: AssistantMessage
+    """The assistant message that made the calls."""
+    rejected: Mapping[str, str]
+    over_limit: dict[str, ToolResponseMessage]
+    """The error results of calls beyond ``max_tool_calls_per_step`` (they do not run)."""
+    updates: dict[str, ToolUpdate] = field(default_factory=dict)
+    """What each call's ``Command`` wrote besides its result, by call id."""
+
+
+class ToolNode(DualNode):
     """``__tool__``: runs the pending calls of the last assistant message, in parallel.
 
     Each finished call is recorded in the task (``config.task.record``), so after a crash or a
@@ -446,26 +504,66 @@ class ToolNode:
     def __call__(
         self, state: OverAllState, config: RunnableConfig
     ) -> dict[str, Any] | Updates | None:
+        step = self._plan(state)
+        if step is None:
+            return None
+        run = [
+            (lambda call=call: step.over_limit[call.id])
+            if call.id in step.over_limit
+            else (lambda call=call: self._run_one(call, step, state, config))
+            for call in step.calls
+        ]
+        if len(run) == 1:
+            results = [run[0]()]
+        else:
+            results = _in_parallel(run, max(1, self.agent.max_parallel_tools))
+        return self._update(state, step, results)
+
+    async def acall(
+        self, state: OverAllState, config: RunnableConfig
+    ) -> dict[str, Any] | Updates | None:
+        """:meth:`__call__` on the caller's event loop: async tools are awaited on it, sync
+        ones run on the shared worker pool."""
+        step = self._plan(state)
+        if step is None:
+            return None
+        run = [
+            _answered(step.over_limit[call.id])
+            if call.id in step.over_limit
+            else functools.partial(self._arun_one, call, step, state, config)
+            for call in step.calls
+        ]
+        if len(run) == 1:
+            results = [await run[0]()]
+        else:
+            results = await _ain_parallel(run, max(1, self.agent.max_parallel_tools))
+        return self._update(state, step, results)
+
+    def _plan(self, state: OverAllState) -> _ToolStep | None:
+        """The calls this pass answers (``None`` when there are none)."""
         calls = pending_tool_calls(state.value("messages", ()))
         if not calls:
             return None
         _, message = last_assistant(state["messages"])
         assert message is not None
         rejected = rejected_calls(state, message)
-        over_limit = self._over_limit(calls, rejected)
-        updates: dict[str, ToolUpdate] = {}
-        run = [
-            (lambda call=call: over_limit[call.id])
-            if call.id in over_limit
-            else (lambda call=call: self._run_one(call, message, rejected, state, config, updates))
+        return _ToolStep(
+            calls=calls,
+            message=message,
+            rejected=rejected,
+            over_limit=self._over_limit(calls, rejected),
+        )
+
+    def _update(
+        self, state: OverAllState, step: _ToolStep, results: list[ToolResponseMessage]
+    ) -> dict[str, Any] | Updates:
+        """The state update: the results in call order, the counters, what Commands wrote."""
+        calls, updates = step.calls, step.updates
+        executed = [
+            call
             for call in calls
+            if call.id not in step.rejected and call.id not in step.over_limit
         ]
-        if len(run) == 1:
-            results = [run[0]()]
-        else:
-            limit = max(1, self.agent.max_parallel_tools)
-            results = _in_parallel(run, limit)
-        executed = [call for call in calls if call.id not in rejected and call.id not in over_limit]
         run_counts, thread_counts = counters(state, RUN_KEY), counters(state, THREAD_KEY)
         for counts in (run_counts, thread_counts):
             for call in executed:
@@ -497,37 +595,77 @@ class ToolNode:
         return {call.id: error_response(call, text) for call in to_run[limit:]}
 
     def _run_one(
-        self,
-        call: ToolCall,
-        message: AssistantMessage,
-        rejected: Mapping[str, str],
-        state: OverAllState,
-        config: RunnableConfig,
-        updates: dict[str, ToolUpdate],
+        self, call: ToolCall, step: _ToolStep, state: OverAllState, config: RunnableConfig
     ) -> ToolResponseMessage:
-        reason = rejected.get(call.id)
+        known = self._known(call, step, config)
+        if known is not None:
+            return known
+        with InterruptScope(call.id):  # its interrupts get ids of its own, whatever runs beside it
+            response = self._execute(call, step.message, state, config, step.updates)
+        task = config.task
+        self._settle(call, response, step.updates)
+        if task is not None:
+            for key, value in self._records(call, response, step.updates):
+                task.record(key, value)
+        return response
+
+    async def _arun_one(
+        self, call: ToolCall, step: _ToolStep, state: OverAllState, config: RunnableConfig
+    ) -> ToolResponseMessage:
+        """:meth:`_run_one` on the event loop. Tool interceptors are sync: with them, the call
+        runs as under ``invoke``, on the shared worker pool."""
+        if self.agent.tool_interceptors:
+            return await to_thread(self._run_one, call, step, state, config)
+        known = self._known(call, step, config)
+        if known is not None:
+            return known
+        with InterruptScope(call.id):
+            response = await self._aexecute(call, step.message, state, config, step.updates)
+        task = config.task
+        self._settle(call, response, step.updates)
+        if task is not None:
+            for key, value in self._records(call, response, step.updates):
+                await task.arecord(key, value)
+        return response
+
+    def _known(
+        self, call: ToolCall, step: _ToolStep, config: RunnableConfig
+    ) -> ToolResponseMessage | None:
+        """The result of a call that does not run: rejected by a human, or recorded by an
+        earlier attempt of this task (with what its Command wrote). ``None``: it runs."""
+        reason = step.rejected.get(call.id)
         if reason is not None:
             return rejection_response(call, reason)
         task: TaskContext | None = config.task
-        key = f"{TOOL_RECORD}{call.id}"
-        if task is not None:
-            recorded = task.recorded(key)
-            if recorded is not None:
-                kept = task.recorded(f"{TOOL_UPDATE_RECORD}{call.id}")
-                if kept is not None:
-                    updates[call.id] = ToolUpdate(*kept)
-                return recorded  # type: ignore[no-any-return]
-        if task is not None:
-            task.check_lease()  # a run that lost its thread runs no tool (the other run does)
-        with InterruptScope(call.id):  # its interrupts get ids of its own, whatever runs beside it
-            response = self._execute(call, message, state, config, updates)
+        if task is None:
+            return None
+        recorded = task.recorded(f"{TOOL_RECORD}{call.id}")
+        if recorded is not None:
+            kept = task.recorded(f"{TOOL_UPDATE_RECORD}{call.id}")
+            if kept is not None:
+                step.updates[call.id] = ToolUpdate(*kept)
+            return recorded  # type: ignore[no-any-return]
+        task.check_lease()  # a run that lost its thread runs no tool (the other run does)
+        return None
+
+    @staticmethod
+    def _settle(
+        call: ToolCall, response: ToolResponseMessage, updates: dict[str, ToolUpdate]
+    ) -> None:
         if response.is_error:
             updates.pop(call.id, None)  # a failed call changes nothing but its result
-        if task is not None:
-            if call.id in updates:
-                task.record(f"{TOOL_UPDATE_RECORD}{call.id}", tuple(updates[call.id]))
-            task.record(key, response)
-        return response
+
+    @staticmethod
+    def _records(
+        call: ToolCall, response: ToolResponseMessage, updates: dict[str, ToolUpdate]
+    ) -> list[tuple[str, Any]]:
+        """What the task records of a finished call: its Command's other writes, then its
+        result (so a replayed call loses nothing)."""
+        records: list[tuple[str, Any]] = []
+        if call.id in updates:
+            records.append((f"{TOOL_UPDATE_RECORD}{call.id}", tuple(updates[call.id])))
+        records.append((f"{TOOL_RECORD}{call.id}", response))
+        return records
 
     def _execute(
         self,
@@ -537,7 +675,40 @@ class ToolNode:
         config: RunnableConfig,
         updates: dict[str, ToolUpdate],
     ) -> ToolResponseMessage:
-        agent = self.agent
+        request = self._request(call, message, state, config)
+
+        def innermost(final: ToolCallRequest) -> ToolResponseMessage:
+            return self._invoke(final, updates)
+
+        try:
+            response = chain_tool(self.agent.tool_interceptors, innermost)(request)
+        except Exception as exc:
+            response = self._failed(exc, call, config)
+        return self._checked(response, call)
+
+    async def _aexecute(
+        self,
+        call: ToolCall,
+        message: AssistantMessage,
+        state: OverAllState,
+        config: RunnableConfig,
+        updates: dict[str, ToolUpdate],
+    ) -> ToolResponseMessage:
+        """:meth:`_execute` without interceptors, the tool awaited (:meth:`Tool.arun`)."""
+        request = self._request(call, message, state, config)
+        try:
+            tool = self._tool(request)
+            value = await tool.arun(
+                self._arguments(request.call), request.context, timeout=self._timeout(tool)
+            )
+            response = self._response(request.call, value, updates)
+        except Exception as exc:
+            response = self._failed(exc, call, config)
+        return self._checked(response, call)
+
+    def _request(
+        self, call: ToolCall, message: AssistantMessage, state: OverAllState, config: RunnableConfig
+    ) -> ToolCallRequest:
         task = config.task
         thread = task.id_thread if task is not None else config.thread_id
         context = ToolContext(
@@ -546,25 +717,23 @@ class ToolNode:
             state=state,
             config=config,
         )
-        request = ToolCallRequest(
+        return ToolCallRequest(
             # the call's own arguments, not the history's: an interceptor editing them in place
             # must not change the message the checkpoint holds (and the next model call sees)
             call=call.model_copy(update={"arguments": copy.deepcopy(call.arguments)}),
-            tool=agent.toolkit.get(call.name),
+            tool=self.agent.toolkit.get(call.name),
             state=state,
             config=config,
             context=context,
         )
 
-        def innermost(final: ToolCallRequest) -> ToolResponseMessage:
-            return self._invoke(final, updates)
+    @staticmethod
+    def _failed(exc: Exception, call: ToolCall, config: RunnableConfig) -> ToolResponseMessage:
+        if isinstance(exc, GraphCancelledError) and _is_set(config.cancel):
+            raise exc  # the run stops (an agent tool stopped with it): the call runs again later
+        return error_response(call, _describe(exc, call))
 
-        try:
-            response = chain_tool(agent.tool_interceptors, innermost)(request)
-        except Exception as exc:
-            if isinstance(exc, GraphCancelledError) and _is_set(config.cancel):
-                raise  # the run stops (an agent tool stopped with it): the call runs again later
-            response = error_response(call, _describe(exc, call))
+    def _checked(self, response: Any, call: ToolCall) -> ToolResponseMessage:
         if not isinstance(response, ToolResponseMessage):
             raise TypeError(
                 f"a tool interceptor returned {type(response).__name__} for tool call {call.id} "
@@ -575,18 +744,36 @@ class ToolNode:
     def _invoke(
         self, request: ToolCallRequest, updates: dict[str, ToolUpdate]
     ) -> ToolResponseMessage:
-        call, tool = request.call, request.tool
-        if tool is None:
+        tool = self._tool(request)
+        value = tool.run(
+            self._arguments(request.call), request.context, timeout=self._timeout(tool)
+        )
+        return self._response(request.call, value, updates)
+
+    def _tool(self, request: ToolCallRequest) -> Tool:
+        if request.tool is None:
             available = ", ".join(self.agent.toolkit.names) or "none"
-            raise LookupError(f"there is no tool named {call.name!r}; available tools: {available}")
-        arguments: Any = call.raw_arguments if call.has_malformed_arguments else call.arguments
-        timeout = tool.timeout if tool.timeout is not None else self.agent.tool_timeout
-        value = tool.run(arguments, request.context, timeout=timeout)
+            raise LookupError(
+                f"there is no tool named {request.call.name!r}; available tools: {available}"
+            )
+        return request.tool
+
+    @staticmethod
+    def _arguments(call: ToolCall) -> Any:
+        return call.raw_arguments if call.has_malformed_arguments else call.arguments
+
+    def _timeout(self, tool: Tool) -> float | None:
+        return tool.timeout if tool.timeout is not None else self.agent.tool_timeout
+
+    def _response(
+        self, call: ToolCall, value: Any, updates: dict[str, ToolUpdate]
+    ) -> ToolResponseMessage:
         if isinstance(value, Command) and value.graph is None:
             response, updates[call.id] = from_command(call, value, self.private_keys)
             return response
-        text = result_to_text(value)
-        return ToolResponseMessage(tool_call_id=call.id, name=call.name, content=text)
+        return ToolResponseMessage(
+            tool_call_id=call.id, name=call.name, content=result_to_text(value)
+        )
 
     def _fit(self, response: ToolResponseMessage, call: ToolCall) -> ToolResponseMessage:
         """Match the response to its call and cut output above the size cap."""
@@ -600,6 +787,11 @@ class ToolNode:
             cut = len(response.content) - limit
             fixes["content"] = response.content[:limit] + f"\n[... {cut} more characters truncated]"
         return response.model_copy(update=fixes) if fixes else response
+
+
+def _has_async_api(model: Any) -> bool:
+    """Whether ``model`` has ``agenerate`` and ``astream`` (a ChatModel need not)."""
+    return callable(getattr(model, "agenerate", None)) and callable(getattr(model, "astream", None))
 
 
 def _is_set(cancel: Any) -> bool:
@@ -652,17 +844,66 @@ def _in_parallel(jobs: Sequence[Any], limit: int) -> list[Any]:
             except BaseException as exc:
                 errors[position] = exc
     if errors:
-        raised = [errors[position] for position in sorted(errors)]
-        pauses = [e for e in raised if isinstance(e, GraphInterrupted)]
-        if len(pauses) == len(raised):
-            raise GraphInterrupted(
-                [i for pause in pauses for i in pause.interrupts],
-                nested=frozenset().union(*(pause.nested for pause in pauses)),
-                breakpoints=frozenset().union(*(pause.breakpoints for pause in pauses)),
-                scopes={k: v for pause in pauses for k, v in pause.scopes.items()},
-            )
-        raise next(e for e in raised if not isinstance(e, GraphInterrupted))
+        _raise_together(errors)
     return results
+
+
+async def _ain_parallel(jobs: Sequence[Callable[[], Awaitable[Any]]], limit: int) -> list[Any]:
+    """:func:`_in_parallel` on the event loop: each job (a coroutine function) a task of its
+    own (its own context), ``limit`` at a time; the same rules for errors and handoffs. When
+    the caller is cancelled, so are the jobs running."""
+    import asyncio
+
+    results: list[Any] = [None] * len(jobs)
+    errors: dict[int, BaseException] = {}
+    pending: dict[asyncio.Future[Any], int] = {}
+    index = 0
+    try:
+        while index < len(jobs) or pending:
+            handed_off = any(isinstance(e, ParentCommand) for e in errors.values())
+            while index < len(jobs) and len(pending) < limit and not handed_off:
+                pending[asyncio.ensure_future(jobs[index]())] = index
+                index += 1
+            if not pending:
+                break
+            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for future in done:
+                position = pending.pop(future)
+                try:
+                    results[position] = future.result()
+                except BaseException as exc:
+                    errors[position] = exc
+    finally:
+        for future in pending:
+            future.cancel()
+    if errors:
+        _raise_together(errors)
+    return results
+
+
+def _raise_together(errors: Mapping[int, BaseException]) -> None:
+    """Raise what parallel jobs raised: their pauses together as one (keeping what each says
+    of its interrupts: raised by a nested graph, static breakpoints, their scopes), else the
+    first error that is not a pause."""
+    raised = [errors[position] for position in sorted(errors)]
+    pauses = [e for e in raised if isinstance(e, GraphInterrupted)]
+    if len(pauses) == len(raised):
+        raise GraphInterrupted(
+            [i for pause in pauses for i in pause.interrupts],
+            nested=frozenset().union(*(pause.nested for pause in pauses)),
+            breakpoints=frozenset().union(*(pause.breakpoints for pause in pauses)),
+            scopes={k: v for pause in pauses for k, v in pause.scopes.items()},
+        )
+    raise next(e for e in raised if not isinstance(e, GraphInterrupted))
+
+
+def _answered(response: ToolResponseMessage) -> Callable[[], Awaitable[ToolResponseMessage]]:
+    """A job of :func:`_ain_parallel` whose result is known already."""
+
+    async def answer() -> ToolResponseMessage:
+        return response
+
+    return answer
 
 
 def messages_of(update: Mapping[str, Any]) -> list[BaseMessage]:

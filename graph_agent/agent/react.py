@@ -9,6 +9,7 @@ import threading
 import typing
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -26,7 +27,7 @@ from graph_agent.agent.templates import placeholders
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.serde import register
-from graph_agent.graph._concurrency import to_thread
+from graph_agent.graph._concurrency import shared_pool
 from graph_agent.graph._subgraph import SubgraphNode
 from graph_agent.graph.compiled import CompiledGraph, check_config
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, GraphSetupError
@@ -161,6 +162,7 @@ class ReactAgent:
         self.model_options = dict(model_options or {})
         self._compiled: CompiledGraph | None = None
         self._lock = threading.Lock()
+        self._building: Future[CompiledGraph] | None = None
 
     @property
     def output_keys(self) -> tuple[str, ...]:
@@ -183,6 +185,7 @@ class ReactAgent:
         with self._lock:
             self._saver = saver
             self._compiled = None
+            self._building = None
 
     # the graph
     @property
@@ -220,8 +223,13 @@ class ReactAgent:
         """:attr:`graph` for the async calls: built (once) on a worker thread, not the loop."""
         if self._compiled is not None:
             return self._compiled
+        import asyncio
 
-        return await to_thread(lambda: self.graph)
+        with self._lock:  # concurrent first calls share one build (and one worker thread)
+            building = self._building
+            if building is None or (building.done() and building.exception() is not None):
+                building = self._building = shared_pool().submit(lambda: self.graph)
+        return await asyncio.wrap_future(building)
 
     def get_graph(self, fmt: str = "mermaid", *, xray: bool = False) -> str:
         """The agent's graph as Mermaid, PlantUML, DOT or ASCII text (``xray``: agents and

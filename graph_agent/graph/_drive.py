@@ -1,7 +1,8 @@
 """The sync and async drivers of a call: each runs the call's flow (``_flow.py``) and carries
 out its effects (``_effects.py``): saver calls, outputs, and the tasks of a superstep, which
 ``_run_tasks.py`` runs (a lone sync node inline, or in a greenlet while streaming; parallel and
-async nodes on threads). The sync driver calls, the async one awaits; both hold the thread's
+async nodes on threads; under the async driver, async nodes and DualNodes on the caller's loop
+and sync nodes on the pool). The sync driver calls, the async one awaits; both hold the thread's
 lease for the whole call.
 """
 
@@ -27,6 +28,7 @@ from graph_agent.graph._run_tasks import (
     Concurrent,
     NodeGreenlet,
     arun_lone,
+    awaits,
     run_inline,
 )
 from graph_agent.graph.errors import InvalidUpdateError, ParentCommand, ThreadBusyError
@@ -153,7 +155,7 @@ async def drive_async(
             reply = failed = None
             if type(effect) is RunTasks:
                 tasks = effect.tasks
-                if len(tasks) == 1 and not streaming and tasks[0].node.is_async:
+                if len(tasks) == 1 and not streaming and awaits(tasks[0]):
                     reply = await arun_lone(tasks[0])
                     continue
                 running = AsyncConcurrent(effect, streaming)

@@ -11,7 +11,7 @@ routers reading the merged state, ``Command.goto``, barriers) to decide the next
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -29,6 +29,20 @@ from graph_agent.graph.types import END, START, Command, RunnableConfig
 _REPLACE = ReplaceStrategy()
 
 
+class DualNode:
+    """A node with a sync and an async face that do the same work: ``invoke``/``stream`` call
+    it, ``ainvoke``/``astream`` await :meth:`acall` on the caller's event loop instead of
+    running ``__call__`` on a worker thread (the agent's model and tool nodes, whose model
+    calls and async tools then need no thread). Both take ``(state, config)``.
+    """
+
+    def __call__(self, state: OverAllState, config: RunnableConfig) -> Any:
+        raise NotImplementedError
+
+    async def acall(self, state: OverAllState, config: RunnableConfig) -> Any:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeSpec:
     """A node as compiled: its callable and how to call it."""
@@ -39,6 +53,9 @@ class NodeSpec:
     pass_config: bool
     is_async: bool
     destinations: frozenset[str] = frozenset()
+    afn: Callable[..., Awaitable[Any]] | None = None
+    """The async face of a :class:`DualNode` (called like ``fn``), which the async driver
+    awaits in place of ``fn``; ``None`` for other nodes."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -508,6 +508,7 @@ class _Flow:
                 checkpoint_ns=storage.ns,
                 stream_subgraphs=self.subgraphs,
                 persist_record=storage.persist_record if self.durable else None,
+                apersist_record=storage.apersist_record if self.durable else None,
             )
         return self._shared
 

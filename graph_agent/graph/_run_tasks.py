@@ -4,7 +4,9 @@ A lone sync node runs inline in the caller's thread (no thread round trip); whil
 runs in a greenlet (:class:`NodeGreenlet`), so that ``emit_chunk`` reaches the caller the moment
 it is called. Parallel sync nodes run on the shared worker pool and async nodes on a private
 event-loop thread, so that ``invoke()`` also works inside a running event loop; their outcomes
-and chunks come back through one queue. The threads, loops and greenlets are
+and chunks come back through one queue. Under ``ainvoke``/``astream``, async nodes and the
+async face of a :class:`~graph_agent.graph._engine.DualNode` run on the caller's loop and sync
+nodes on the shared pool (:class:`AsyncConcurrent`). The threads, loops and greenlets are
 ``_concurrency.py``'s. How each task ended goes back to the flow as an
 :data:`~graph_agent.graph._effects.Outcome`: the driver's reply to
 :class:`~graph_agent.graph._effects.RunTasks` or to ``NEXT_OUTCOME``.
@@ -65,11 +67,23 @@ async def _with_task(task: Task, awaitable: Any) -> Any:
         _current_task.reset(token)
 
 
+def awaits(task: Task) -> bool:
+    """Whether the async driver awaits ``task`` on its loop (an async node, or the async face
+    of a :class:`~graph_agent.graph._engine.DualNode`) rather than on a worker thread."""
+    node = task.node
+    return node.is_async or node.afn is not None
+
+
 async def run_async(task: Task) -> Any:
-    """Run a node as a coroutine with its task context set."""
+    """Run a node as a coroutine (a DualNode's async face) with its task context set."""
     token = _current_task.set(task.context)
     try:
-        result = _call(task)
+        node = task.node
+        if node.afn is not None:
+            afn = node.afn
+            result = afn(task.state, task.config) if node.pass_config else afn(task.state)
+        else:
+            result = _call(task)
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -241,7 +255,8 @@ async def _run_async_reporting(task: Task, events: queue.SimpleQueue[Any]) -> No
 
 
 async def arun_lone(task: Task) -> Outcome:
-    """Run a lone async node on the caller's loop (not streaming): how it ended."""
+    """Run a lone awaited node (:func:`awaits`) on the caller's loop (not streaming): how it
+    ended."""
     try:
         return task, await run_async(task), None
     except CAUGHT as exc:
@@ -278,7 +293,7 @@ class AsyncConcurrent:
                 if streaming:
                     task.context._emit = emit_threadsafe
                 try:
-                    if task.node.is_async:
+                    if awaits(task):
                         value = await run_async(task)
                     else:
                         value = await to_thread(run_sync, task)

@@ -101,3 +101,8 @@ class RunStorage:
         must be durable before the node goes on."""
         assert self.saver is not None
         self.put_writes(context.id, [(RECORD_PREFIX + key, value)]).run(self.saver)
+
+    async def apersist_record(self, context: TaskContext, key: str, value: Any) -> None:
+        """:meth:`persist_record` through the saver's async API."""
+        assert self.saver is not None
+        await self.put_writes(context.id, [(RECORD_PREFIX + key, value)]).arun(self.saver)

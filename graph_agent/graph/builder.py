@@ -9,7 +9,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from graph_agent.graph._effects import RunSettings
-from graph_agent.graph._engine import BarrierSpec, BranchSpec, GraphSpec, NodeSpec
+from graph_agent.graph._engine import BarrierSpec, BranchSpec, DualNode, GraphSpec, NodeSpec
 from graph_agent.graph._subgraph import SubgraphNode, is_node_graph
 from graph_agent.graph._validate import validate
 from graph_agent.graph.compiled import CompiledGraph
@@ -256,6 +256,7 @@ class StateGraph:
                 pass_config=_takes_config(node.fn, f"node {node.name!r}"),
                 is_async=_is_async(node.fn),
                 destinations=frozenset(node.destinations),
+                afn=node.fn.acall if isinstance(node.fn, DualNode) else None,
             )
         edges: dict[str, list[str]] = {}
         for source, target in self._edges:

@@ -8,7 +8,7 @@ worker thread) and from async nodes alike.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -52,6 +52,7 @@ class CallContext:
     checkpoint_ns: str = ""
     stream_subgraphs: bool = False
     persist_record: Callable[[TaskContext, str, Any], None] | None = None
+    apersist_record: Callable[[TaskContext, str, Any], Awaitable[None]] | None = None
 
     @property
     def durable(self) -> bool:
@@ -155,6 +156,15 @@ class TaskContext:
         persist = self._call.persist_record
         if persist is not None:
             persist(self, key, value)
+
+    async def arecord(self, key: str, value: Any) -> None:
+        """:meth:`record` through the saver's async API (for code on the event loop)."""
+        if self.records is _NO_RECORDS:
+            self.records = {}
+        self.records[key] = value
+        persist = self._call.apersist_record
+        if persist is not None:
+            await persist(self, key, value)
 
     def recorded(self, key: str, default: Any = None) -> Any:
         """The value recorded under ``key`` by this task (possibly in an earlier attempt)."""

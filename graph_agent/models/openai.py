@@ -164,7 +164,8 @@ class OpenAIChatModel:
         # Not weak-keyed: the closer holds its loop (through the loop's async generator
         # finalizer), so a weak key would never die. Entries leave when their loop shuts down.
         self._async_clients: dict[
-            asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncGenerator[None, None]]
+            asyncio.AbstractEventLoop,
+            tuple[httpx.AsyncClient, AsyncGenerator[None, None], asyncio.Semaphore],
         ] = {}
 
     @classmethod
@@ -214,7 +215,7 @@ class OpenAIChatModel:
                 )
             return self._client
 
-    async def _async_client(self) -> httpx.AsyncClient:
+    async def _async_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
         # An AsyncClient's connections belong to the loop that opened them, so each loop gets
         # its own client (asyncio.run per call, notebooks, a private runner loop). A started
         # async generator closes it when the loop shuts down (asyncio.run and asyncio.Runner
@@ -224,7 +225,7 @@ class OpenAIChatModel:
         with self._lock:
             entry = self._async_clients.get(loop)
             if entry is not None and not entry[0].is_closed:
-                return entry[0]
+                return entry[0], entry[2]
             # A loop closed without finalizing its async generators never ran its closer.
             for closed in [other for other in self._async_clients if other.is_closed()]:
                 del self._async_clients[closed]
@@ -233,12 +234,14 @@ class OpenAIChatModel:
                 timeout=self.timeout,
                 headers=self._headers(),
                 verify=_shared_ssl_context(),
+                limits=_ASYNC_LIMITS,
             )
             forget = functools.partial(_forget_async_client, weakref.ref(self), loop, client)
             closer = _close_at_loop_shutdown(client, forget)
-            self._async_clients[loop] = (client, closer)
+            gate = asyncio.Semaphore(MAX_REQUESTS_IN_FLIGHT)
+            self._async_clients[loop] = (client, closer, gate)
         await closer.__anext__()
-        return client
+        return client, gate
 
     def _forget_async_client(
         self, loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient
@@ -473,7 +476,7 @@ class OpenAIChatModel:
 
     async def _adrive(self, flow: _Flow, result: list[Any]) -> AsyncIterator[AssistantMessageChunk]:
         """Async :meth:`_drive`."""
-        client = await self._async_client()
+        client, gate = await self._async_client()
         with contextlib.closing(flow):
             async with contextlib.AsyncExitStack() as open_response:
                 events: AsyncIterator[Any] = _no_events()
@@ -501,6 +504,8 @@ class OpenAIChatModel:
                             await self.retry.async_sleep(effect.seconds)
                             continue
                         assert isinstance(effect, _Post)
+                        await gate.acquire()  # held until this response is closed
+                        open_response.callback(gate.release)
                         try:
                             if not effect.stream:
                                 reply = await client.post(self._url, json=effect.body)
@@ -748,6 +753,15 @@ class OpenAIChatModel:
 _SSE_HEADERS = {"Accept": "text/event-stream"}
 # What a driver throws into the flow: a failed connection, or a body it could not decompress.
 _IO_ERRORS = (httpx.TransportError, httpx.DecodingError)
+
+MAX_REQUESTS_IN_FLIGHT = 64
+"""Requests a model sends at once on one event loop; more wait their turn. httpcore's pool
+costs time in the number of requests it holds times its connections at every request and
+response, so 1,000 concurrent runs queueing there spend seconds in it: they wait here instead,
+on a semaphore, each request then finding a connection at once."""
+_ASYNC_LIMITS = httpx.Limits(
+    max_connections=MAX_REQUESTS_IN_FLIGHT, max_keepalive_connections=MAX_REQUESTS_IN_FLIGHT
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

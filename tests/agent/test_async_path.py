@@ -1,0 +1,123 @@
+"""Under ainvoke/astream the agent's model call and async tools run on the caller's loop, in
+its thread; sync tools on the shared pool; invoke is unchanged."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from graph_agent import ReactAgent, StreamingOutput, tool
+from graph_agent.messages import AssistantMessage, ToolCall
+from graph_agent.models import ScriptedChatModel
+from graph_agent.models.base import message_to_chunks
+
+
+class ThreadRecordingModel(ScriptedChatModel):
+    """A scripted model that records the thread of each call, sync or async."""
+
+    def __init__(self, replies: list[AssistantMessage | str]) -> None:
+        super().__init__(replies)
+        self.threads: list[tuple[str, int]] = []
+
+    def generate(self, messages, tools=None, options=None):
+        self.threads.append(("generate", threading.get_ident()))
+        return super().generate(messages, tools, options)
+
+    async def agenerate(self, messages, tools=None, options=None):
+        self.threads.append(("agenerate", threading.get_ident()))
+        return super().generate(messages, tools, options)
+
+    async def astream(self, messages, tools=None, options=None):
+        self.threads.append(("astream", threading.get_ident()))
+        for chunk in message_to_chunks(super().generate(messages, tools, options)):
+            yield chunk
+
+
+def _agent(model: ThreadRecordingModel, seen: list[int]) -> ReactAgent:
+    @tool
+    async def lookup(query: str) -> str:
+        """Look a fact up."""
+        seen.append(threading.get_ident())
+        await asyncio.sleep(0)
+        return f"found {query}"
+
+    @tool
+    def shout(text: str) -> str:
+        """Shout the text."""
+        seen.append(threading.get_ident())
+        return text.upper()
+
+    return ReactAgent("threads", model=model, tools=[lookup, shout])
+
+
+def _replies() -> list[AssistantMessage | str]:
+    calls = [
+        ToolCall(id="a", name="lookup", arguments={"query": "x"}),
+        ToolCall(id="b", name="lookup", arguments={"query": "y"}),
+    ]
+    return [AssistantMessage(content="", tool_calls=calls), "done"]
+
+
+def test_ainvoke_calls_the_model_and_async_tools_on_the_callers_thread() -> None:
+    model, seen = ThreadRecordingModel(_replies()), []
+    agent = _agent(model, seen)
+
+    async def main() -> tuple[str, int]:
+        answer = await agent.acall("go")
+        return answer.text, threading.get_ident()
+
+    text, loop_thread = asyncio.run(main())
+    assert text == "done"
+    assert model.threads == [("agenerate", loop_thread)] * 2
+    assert seen == [loop_thread, loop_thread]
+
+
+def test_astream_streams_the_model_on_the_callers_thread() -> None:
+    model, seen = ThreadRecordingModel(_replies()), []
+    agent = _agent(model, seen)
+
+    async def main() -> tuple[list[str], int]:
+        chunks = [o.chunk async for o in agent.astream("go") if isinstance(o, StreamingOutput)]
+        return chunks, threading.get_ident()
+
+    chunks, loop_thread = asyncio.run(main())
+    assert "".join(chunks) == "done"
+    assert model.threads == [("astream", loop_thread)] * 2
+    assert seen == [loop_thread, loop_thread]
+
+
+def test_a_sync_tool_under_ainvoke_runs_on_a_worker_thread() -> None:
+    call = ToolCall(id="a", name="shout", arguments={"text": "hi"})
+    model, seen = ThreadRecordingModel([AssistantMessage(content="", tool_calls=[call]), "ok"]), []
+    agent = _agent(model, seen)
+
+    async def main() -> tuple[str, int]:
+        state = await agent.ainvoke("go")
+        return state["messages"][-2].content, threading.get_ident()
+
+    result, loop_thread = asyncio.run(main())
+    assert result == "HI"
+    assert len(seen) == 1 and seen[0] != loop_thread
+
+
+def test_invoke_still_calls_the_sync_model_and_runs_async_tools() -> None:
+    model, seen = ThreadRecordingModel(_replies()), []
+    agent = _agent(model, seen)
+    assert agent.call("go").text == "done"
+    assert [kind for kind, _ in model.threads] == ["generate", "generate"]
+    assert len(seen) == 2
+
+
+def test_an_async_tool_past_its_timeout_under_ainvoke_is_an_error_result() -> None:
+    @tool(timeout=0.05)
+    async def slow() -> str:
+        """Take a long time."""
+        await asyncio.sleep(5)
+        return "late"
+
+    call = ToolCall(id="a", name="slow", arguments={})
+    model = ScriptedChatModel([AssistantMessage(content="", tool_calls=[call]), "ok"])
+    agent = ReactAgent("timeouts", model=model, tools=[slow])
+    state = asyncio.run(agent.ainvoke("go"))
+    result = state["messages"][-2]
+    assert result.is_error and "did not finish within 0.05 s" in result.content
