@@ -1,9 +1,8 @@
 """``RemoteGraph``: a graph or agent served by ``graph-agent serve`` (or by LangGraph Server),
-called with the API of a local :class:`~graph_agent.graph.compiled.CompiledGraph`.
+called with the API of a local :class:`~graph_agent.graph.compiled.CompiledGraph`::
 
-    >>> remote = RemoteGraph("http://127.0.0.1:8123", "weather_agent")  # doctest: +SKIP
-    >>> remote.invoke({"messages": [UserMessage("Weather in Paris?")]},
-    ...               RunnableConfig(thread_id="user-42"))  # doctest: +SKIP
+    remote = RemoteGraph("http://127.0.0.1:8123", "demo")
+    remote.invoke("What is 2 + 2?", RunnableConfig(thread_id="user-42"))
 
 It speaks LangGraph Server's wire protocol over httpx (``/threads/{id}/runs/wait``,
 ``/runs/stream`` as server-sent events, ``/threads/{id}/state``, ``/history``): with a
