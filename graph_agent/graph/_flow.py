@@ -317,11 +317,13 @@ class _Flow:
                 self.several = len(tasks) > 1
                 run_tasks.tasks = to_run
                 outcome = yield run_tasks
-                if self.several and durable:  # each write is stored as the task ends
+                if not self.several:  # the common step: one task, its write not stored alone
+                    self._take_in(outcome)
+                elif durable:  # each write is stored as its task ends
                     yield from self._take_outcome(outcome)
                     for _ in range(len(to_run) - 1):
                         yield from self._take_outcome((yield NEXT_OUTCOME))
-                else:  # the common step (one task), or nothing to store
+                else:  # nothing to store
                     self._take_in(outcome)
                     for _ in range(len(to_run) - 1):
                         self._take_in((yield NEXT_OUTCOME))
