@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -583,7 +584,10 @@ class _Api:
 
 
 def _run_location(run: ActiveRun) -> dict[str, str]:
-    return {"Content-Location": f"/threads/{run.record.thread_id}/runs/{run.record.run_id}"}
+    location = f"/threads/{run.record.thread_id}/runs/{run.record.run_id}"
+    return {
+        "Content-Location": urllib.parse.quote(location)
+    }  # headers are latin-1: ids need not be
 
 
 def _sse(run: ActiveRun) -> Response:
@@ -653,3 +657,5 @@ def _wire(convert: Callable[[Any], Any], value: Any) -> Any:
         return convert(value)
     except WireError as exc:
         raise ApiError(422, str(exc)) from exc
+    except (TypeError, ValueError, KeyError) as exc:  # a shape no check above foresaw
+        raise ApiError(422, f"the request has a malformed value: {exc}") from exc

@@ -294,10 +294,18 @@ def _array(name: str) -> Schema:
 _SSE = "text/event-stream"
 _STREAM = (
     200,
-    {
-        "type": "string",
-        "description": "SSE events: metadata, then one per stream mode part; each has an id",
-    },
+    _obj(
+        {
+            "event": {
+                "type": "string",
+                "description": "metadata first, then a stream mode's name (messages/partial, "
+                "messages/metadata for messages), or error",
+            },
+            "data": {"type": "string", "description": "the event's JSON"},
+            "id": {"type": "string", "description": "its number: send as Last-Event-ID"},
+        },
+        ["event", "data"],
+    ),
     _SSE,
 )
 
