@@ -146,3 +146,39 @@ def test_serve_refuses_to_listen_on_all_interfaces_without_a_key(
     err = capsys.readouterr().err
     assert "refusing to listen on 0.0.0.0 without an API key" in err
     assert "--api-key" in err
+
+
+def test_serve_takes_its_keys_from_the_environment(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from tests.serve.conftest import free_port
+
+    root = Path(__file__).resolve().parents[2]
+    port = free_port()
+    command = [sys.executable, "-m", "graph_agent", "serve", "tests/serve/graphs.py:chain"]
+    command += ["--port", str(port), "--db", str(tmp_path / "keyed.db")]
+    env = {**os.environ, "PYTHONPATH": str(root), "GRAPH_AGENT_API_KEYS": f"{ANN}, {BOB}"}
+    server = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        assert "2 API keys" in line and ANN not in line
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/ok").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        assert httpx.post(f"{url}/threads", json={}).status_code == 401
+        assert get_sync_client(url=url, api_key=BOB).runs.wait(None, "chain", input={"x": 1}) == {
+            "x": 12
+        }
+    finally:
+        server.terminate()
+        server.wait(15)

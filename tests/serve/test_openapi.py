@@ -53,9 +53,10 @@ def test_the_document_describes_every_route_and_no_other() -> None:
 def test_the_server_hands_out_its_document_and_a_page_of_it(fuzzed: Server) -> None:
     document = httpx.get(f"{fuzzed.url}/openapi.json").json()
     assert document["openapi"] == "3.1.0"
-    assert document["components"]["schemas"]["RunCreate"]["properties"]["assistant_id"][
-        "enum"
-    ] == ASSISTANTS
+    assert (
+        document["components"]["schemas"]["RunCreate"]["properties"]["assistant_id"]["enum"]
+        == ASSISTANTS
+    )
     page = httpx.get(f"{fuzzed.url}/docs")
     assert page.headers["content-type"].startswith("text/html")
     assert "/threads/{thread_id}/runs/wait" in page.text and "<script" not in page.text
