@@ -244,6 +244,27 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(serve, SERVE_DB, f"SQLite file for the threads (default: {SERVE_DB})")
     serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
     serve.add_argument("--port", type=int, default=8123, help="default: 8123")
+    serve.add_argument(
+        "--api-key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="a key clients must send (x-api-key header); repeatable; each key sees only its "
+        "own threads. Also read from GRAPH_AGENT_API_KEYS (comma-separated), which, unlike "
+        "the command line, other users of the machine cannot see in the process list",
+    )
+    serve.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=4 * 1024 * 1024,
+        metavar="N",
+        help="refuse larger request bodies with a 413 (default: 4 MiB)",
+    )
+    serve.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="listen beyond loopback without API keys (only behind a proxy that checks them)",
+    )
     _add_common(serve, top=False)
     return parser
 

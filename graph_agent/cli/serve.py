@@ -29,12 +29,24 @@ def serve_command(args: argparse.Namespace) -> int:
         import uvicorn
 
         from graph_agent.serve import Records, create_app
+        from graph_agent.serve.auth import API_KEYS_ENV, binding_problem, keys_from_env
     except ImportError as exc:
         raise CliError(
             f"graph-agent serve needs the serve extra ({exc.name or 'a module'} is missing)",
             "pip install 'graph-agent[serve]'",
             EXIT_USAGE,
         ) from exc
+    api_keys = [*args.api_key, *keys_from_env(os.environ.get(API_KEYS_ENV))]
+    problem = binding_problem(args.host, bool(api_keys))
+    if problem is not None and not args.insecure_no_auth:
+        raise CliError(
+            problem,
+            f"give --api-key KEY (or set {API_KEYS_ENV}), listen on 127.0.0.1, or, behind a "
+            "proxy that checks keys itself, pass --insecure-no-auth",
+            EXIT_USAGE,
+        )
+    if args.max_body_bytes < 1:
+        raise CliError("--max-body-bytes must be at least 1", "", EXIT_USAGE)
     runnables = [load_target(spec, default_saver=False).local for spec in args.target]
     names = [runnable.name for runnable in runnables]
     twice = sorted({name for name in names if names.count(name) > 1})
@@ -46,9 +58,18 @@ def serve_command(args: argparse.Namespace) -> int:
         )
     saver = open_saver(args.db)
     records = Records(records_path(args.db))
-    app = create_app(runnables, saver=saver, records=records)
+    app = create_app(
+        runnables,
+        saver=saver,
+        records=records,
+        api_keys=api_keys,
+        max_body_bytes=args.max_body_bytes,
+    )
     url = f"http://{args.host}:{args.port}"
-    print(f"graph-agent serve: {', '.join(names)} at {url} (threads in {args.db})", flush=True)
+    keys = f", {len(api_keys)} API key{'s' * (len(api_keys) != 1)}" if api_keys else ""
+    print(
+        f"graph-agent serve: {', '.join(names)} at {url} (threads in {args.db}{keys})", flush=True
+    )
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     except SystemExit as exit:  # uvicorn exits when it cannot bind

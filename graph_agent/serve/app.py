@@ -1,21 +1,25 @@
 """The HTTP API: LangGraph Server's paths and bodies over graph_agent graphs and agents.
 
 :func:`create_app` returns a Starlette app; ``graph-agent serve`` runs it under uvicorn. Every
-error is a JSON body ``{"detail": ...}`` with a 4xx status saying what to fix.
+error is a JSON body ``{"detail": ..., "code": ...}`` with a 4xx status saying what to fix
+(:mod:`graph_agent.serve.errors`); API keys and thread ownership are in
+:mod:`graph_agent.serve.auth`, the body size limit in :mod:`graph_agent.serve.limits`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import urllib.parse
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from graph_agent.agent.react import ReactAgent
@@ -26,6 +30,11 @@ from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphAgentError
 from graph_agent.graph.types import CompileConfig, RunnableConfig
 from graph_agent.graph.values import END, START
+from graph_agent.serve.auth import ApiKeyMiddleware, owns, stamp_owner
+from graph_agent.serve.errors import error_response
+from graph_agent.serve.inputs import InputKeys
+from graph_agent.serve.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
+from graph_agent.serve.openapi import docs_html, openapi_document
 from graph_agent.serve.records import Records, ThreadRecord, matches, now
 from graph_agent.serve.runs import (
     STREAM_MODES,
@@ -46,12 +55,14 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 class ApiError(Exception):
-    """A request the API refuses: answered with ``status`` and ``{"detail": detail}``."""
+    """A request the API refuses: answered with ``status`` and ``{"detail": detail, "code":
+    code}`` (``code`` defaults to the status's word, see :data:`errors.CODES`)."""
 
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, status: int, detail: str, code: str | None = None) -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
+        self.code = code
 
 
 def create_app(
@@ -59,6 +70,9 @@ def create_app(
     *,
     saver: CheckpointSaver | None = None,
     records: Records | None = None,
+    api_keys: Iterable[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    input_keys: Mapping[str, Iterable[str]] | None = None,
 ) -> Starlette:
     """A LangGraph-Server-compatible app serving ``targets``.
 
@@ -67,6 +81,11 @@ def create_app(
             A StateGraph is compiled on ``saver``; a compiled graph and an agent run on it.
         saver: Where threads' checkpoints live (default: a MemorySaver).
         records: Where thread and run records live (default: in memory).
+        api_keys: The keys a request must carry (``x-api-key`` or ``Authorization: Bearer``);
+            each sees only the threads it created. None: no check (for loopback only).
+        max_body_bytes: A larger request body is refused with a 413.
+        input_keys: Per assistant id, the only state keys a client may send (default: any
+            key but the graph's private ones).
 
     Example:
         >>> from graph_agent import StateGraph, START, END
@@ -78,12 +97,20 @@ def create_app(
         ['/assistants/search', '/assistants/{assistant_id}']
     """
     store = saver if saver is not None else MemorySaver()
-    pairs = targets.items() if isinstance(targets, Mapping) else ((t.name, t) for t in targets)
+    pairs = list(
+        targets.items() if isinstance(targets, Mapping) else ((t.name, t) for t in targets)
+    )
     assistants = {name: _on_saver(target, store) for name, target in pairs}
     api = _Api(assistants, store, records if records is not None else Records())
+    declared = input_keys or {}
+    api.input_keys = {name: InputKeys.of(target, declared.get(name)) for name, target in pairs}
     return Starlette(
         routes=api.routes(),
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, 500: _crash},
+        middleware=[
+            Middleware(ApiKeyMiddleware, keys=list(api_keys)),
+            Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes),
+        ],
     )
 
 
@@ -100,16 +127,16 @@ def _on_saver(target: Servable, saver: CheckpointSaver) -> Runnable:
 
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return JSONResponse({"detail": exc.detail}, status_code=exc.status)
+    return error_response(exc.status, exc.detail, exc.code)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+    return error_response(exc.status_code, exc.detail, headers=exc.headers)
 
 
 async def _crash(request: Request, exc: Exception) -> Response:
-    return JSONResponse({"detail": "internal server error"}, status_code=500)
+    return error_response(500, "internal server error: the server's log says more")
 
 
 class _Api:
@@ -121,11 +148,14 @@ class _Api:
         self.records = records
         self.runner = Runner(assistants, records)
         self.created_at = now()
+        self.input_keys: dict[str, InputKeys] = {}
 
     def routes(self) -> list[Route]:
         t, r = "/threads/{thread_id}", "/threads/{thread_id}/runs/{run_id}"
         table: list[tuple[str, str, Handler]] = [
             ("GET", "/ok", self.ok),
+            ("GET", "/openapi.json", self.openapi),
+            ("GET", "/docs", self.docs),
             ("POST", "/assistants/search", self.search_assistants),
             ("GET", "/assistants/{assistant_id}", self.get_assistant),
             ("GET", "/assistants/{assistant_id}/graph", self.get_graph),
@@ -155,6 +185,12 @@ class _Api:
 
     async def ok(self, request: Request) -> Response:
         return JSONResponse({"ok": True})
+
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse(openapi_document(sorted(self.assistants)))
+
+    async def docs(self, request: Request) -> Response:
+        return HTMLResponse(docs_html(openapi_document(sorted(self.assistants))))
 
     # assistants
     def _assistant_json(self, assistant_id: str) -> dict[str, Any]:
@@ -223,7 +259,7 @@ class _Api:
     # threads
     def _thread(self, thread_id: str) -> ThreadRecord:
         record = self.records.thread(thread_id)
-        if record is None:
+        if record is None or not owns(record.metadata):  # another key's: as if missing
             raise ApiError(404, f"thread {thread_id} not found")
         return record
 
@@ -254,7 +290,7 @@ class _Api:
     def _new_thread(self, thread_id: str, metadata: dict[str, Any]) -> ThreadRecord:
         stamp = now()
         record = ThreadRecord(
-            thread_id=thread_id, created_at=stamp, updated_at=stamp, metadata=metadata
+            thread_id=thread_id, created_at=stamp, updated_at=stamp, metadata=stamp_owner(metadata)
         )
         self.records.put_thread(record)
         return record
@@ -266,7 +302,7 @@ class _Api:
         if_exists = _field(body, "if_exists", str, "raise")
         existing = self.records.thread(thread_id)
         if existing is not None:
-            if if_exists == "do_nothing":
+            if if_exists == "do_nothing" and owns(existing.metadata):
                 return JSONResponse(self._thread_json(existing))
             raise ApiError(409, f"thread {thread_id} already exists; send if_exists='do_nothing'")
         return JSONResponse(self._thread_json(self._new_thread(thread_id, metadata)))
@@ -283,7 +319,8 @@ class _Api:
         found = [
             record
             for record in self.records.threads()
-            if matches(record.metadata, wanted)
+            if owns(record.metadata)
+            and matches(record.metadata, wanted)
             and status in (None, record.status)
             and (ids is None or record.thread_id in ids)
         ]
@@ -358,6 +395,7 @@ class _Api:
         runnable = self._state_runnable(record)
         if self.runner.active(record.thread_id) is not None:
             raise ApiError(409, f"thread {record.thread_id} is busy: wait for its run to finish")
+        self._check_keys(str(record.assistant_id), body.get("values"), "values")
         values = _wire(input_from_json, body.get("values"))
         as_node = _field(body, "as_node", str, None)
         config = RunnableConfig(thread_id=record.thread_id, checkpoint_id=_checkpoint_id(body))
@@ -423,7 +461,15 @@ class _Api:
             multitask_strategy="enqueue" if strategy == "enqueue" else "reject",
         )
         _wire(lambda r: r.graph_input(), request)  # a malformed input fails here, as a 422
+        self._check_keys(request.assistant_id, request.input, "input")
+        self._check_keys(request.assistant_id, (command or {}).get("update"), "command.update")
         return request
+
+    def _check_keys(self, assistant_id: str, values: Any, where: str) -> None:
+        keys = self.input_keys.get(assistant_id)
+        problem = keys.problem(assistant_id, values, where) if keys is not None else None
+        if problem is not None:
+            raise ApiError(422, problem, "unknown_input_key")
 
     async def _start(
         self, request: Request, thread_id: str | None, modes: tuple[str, ...] | None = None
@@ -491,13 +537,13 @@ class _Api:
 
     def _active_run(self, request: Request) -> ActiveRun | None:
         thread_id, run_id = request.path_params["thread_id"], request.path_params["run_id"]
-        if self.records.run(thread_id, run_id) is None:
+        if self.records.run(self._thread(thread_id).thread_id, run_id) is None:
             raise ApiError(404, f"run {run_id} not found on thread {thread_id}")
         return self.runner.find(run_id)
 
     async def get_run(self, request: Request) -> Response:
         params = request.path_params
-        record = self.records.run(params["thread_id"], params["run_id"])
+        record = self.records.run(self._thread(params["thread_id"]).thread_id, params["run_id"])
         if record is None:
             raise ApiError(404, f"run {params['run_id']} not found on thread {params['thread_id']}")
         return JSONResponse(record.json())
@@ -543,7 +589,10 @@ class _Api:
 
 
 def _run_location(run: ActiveRun) -> dict[str, str]:
-    return {"Content-Location": f"/threads/{run.record.thread_id}/runs/{run.record.run_id}"}
+    location = f"/threads/{run.record.thread_id}/runs/{run.record.run_id}"
+    return {
+        "Content-Location": urllib.parse.quote(location)
+    }  # headers are latin-1: ids need not be
 
 
 def _sse(run: ActiveRun) -> Response:
@@ -613,3 +662,5 @@ def _wire(convert: Callable[[Any], Any], value: Any) -> Any:
         return convert(value)
     except WireError as exc:
         raise ApiError(422, str(exc)) from exc
+    except (TypeError, ValueError, KeyError) as exc:  # a shape no check above foresaw
+        raise ApiError(422, f"the request has a malformed value: {exc}") from exc

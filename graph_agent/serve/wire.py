@@ -242,6 +242,8 @@ def command_from_json(value: Any) -> Command:
     update = value.get("update")
     if update is not None:
         if isinstance(update, list):  # LangGraph also sends [[key, value], ...]
+            if not all(isinstance(pair, list | tuple) and len(pair) == 2 for pair in update):
+                raise WireError("command.update must be an object or a list of [key, value]")
             update = dict(update)
         update = input_from_json(update)
     return Command(resume=value.get("resume"), update=update, goto=goto)

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -24,13 +25,14 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, db: Path) -> None:
+    """``create_app`` on ``db`` under uvicorn; ``options`` go to ``create_app``."""
+
+    def __init__(self, db: Path, targets: list[Any] | None = None, **options: Any) -> None:
         self.db = db
         self.saver = SqliteSaver(str(db))
         self.records = Records(str(db.with_name("records.db")))
-        app = create_app(
-            [chain(), approval(), slow(), agent()], saver=self.saver, records=self.records
-        )
+        served = targets if targets is not None else [chain(), approval(), slow(), agent()]
+        app = create_app(served, saver=self.saver, records=self.records, **options)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")

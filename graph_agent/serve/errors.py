@@ -1,0 +1,45 @@
+"""The server's error bodies: ``{"detail": message, "code": code}`` for every refusal.
+
+``detail`` is what LangGraph Server sends (its client shows it); ``code`` is a stable word a
+program can branch on. Messages say what to fix and never carry a stack trace, a key or a
+value the server holds secret.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.responses import JSONResponse
+
+__all__ = ["CODES", "error_body", "error_bytes", "error_response"]
+
+CODES: dict[int, str] = {
+    400: "bad_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    422: "invalid_input",
+    500: "internal_error",
+}
+"""The ``code`` each status carries unless the refusal names a more precise one."""
+
+
+def error_body(status: int, detail: str, code: str | None = None) -> dict[str, Any]:
+    """The JSON body of an error with ``status``."""
+    return {"detail": detail, "code": code or CODES.get(status, "error")}
+
+
+def error_response(
+    status: int, detail: str, code: str | None = None, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """An error as a Starlette response."""
+    return JSONResponse(error_body(status, detail, code), status_code=status, headers=headers)
+
+
+def error_bytes(status: int, detail: str, code: str | None = None) -> bytes:
+    """An error body as bytes, for middleware that answers before the app runs."""
+    return json.dumps(error_body(status, detail, code)).encode()

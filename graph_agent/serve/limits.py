@@ -1,0 +1,70 @@
+"""The request size limit: a body over ``max_body_bytes`` is a 413 before any handler reads it.
+
+A declared ``Content-Length`` over the limit is refused at once; a chunked body is read up to
+the limit and refused at the first byte past it. Bodies under the limit are handed on as read.
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from graph_agent.serve.errors import error_bytes
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "BodyLimitMiddleware"]
+
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+"""4 MiB: a long conversation fits; a runaway upload does not."""
+
+
+class BodyLimitMiddleware:
+    """Answers 413 to a request whose body exceeds ``max_body_bytes``."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            await self._refuse(send)
+            return
+        messages: list[Message] = []
+        size = 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if size > self.max_body_bytes:
+                await self._refuse(send)
+                return
+            if not message.get("more_body", False):
+                break
+
+        async def replay() -> Message:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Send) -> None:
+        body = error_bytes(
+            413,
+            f"the request body is over {self.max_body_bytes} bytes: send less "
+            "(the server's limit is set with --max-body-bytes)",
+        )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
