@@ -26,8 +26,9 @@ from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphAgentError
 from graph_agent.graph.types import CompileConfig, RunnableConfig
 from graph_agent.graph.values import END, START
-from graph_agent.serve.records import Records, ThreadRecord, matches, now
+from graph_agent.serve.records import Records, RunRecord, ThreadRecord, matches, now
 from graph_agent.serve.runs import (
+    MULTITASK_STRATEGIES,
     STREAM_MODES,
     ActiveRun,
     Runnable,
@@ -395,9 +396,11 @@ class _Api:
             if body.get(unsupported):
                 raise ApiError(422, f"{unsupported} per run is not supported: compile it in")
         strategy = _field(body, "multitask_strategy", str, "reject")
-        if strategy not in ("reject", "enqueue"):
+        if strategy not in MULTITASK_STRATEGIES:
             raise ApiError(
-                422, f"multitask_strategy {strategy!r} is not supported; use reject or enqueue"
+                422,
+                f"multitask_strategy {strategy!r} is not supported; use "
+                + ", ".join(MULTITASK_STRATEGIES),
             )
         config = _field(body, "config", dict, {})
         recursion_limit = config.get("recursion_limit")
@@ -415,7 +418,8 @@ class _Api:
             metadata=_field(body, "metadata", dict, {}),
             context=_field(body, "context", dict, {}),
             max_steps=recursion_limit,
-            multitask_strategy="enqueue" if strategy == "enqueue" else "reject",
+            multitask_strategy=strategy,
+            stream_resumable=_field(body, "stream_resumable", bool, False),
         )
         _wire(lambda r: r.graph_input(), request)  # a malformed input fails here, as a 422
         return request
@@ -458,7 +462,7 @@ class _Api:
         return run
 
     async def _forget(self, run: ActiveRun) -> None:
-        await run.done.wait()
+        await run.wait()
         thread_id = run.record.thread_id
         await asyncio.to_thread(self.saver.delete_thread, thread_id)
         self.records.delete_thread(thread_id)
@@ -469,20 +473,19 @@ class _Api:
 
     async def wait_run(self, request: Request) -> Response:
         run = await self._start(request, request.path_params["thread_id"])
-        await run.done.wait()
-        return JSONResponse(run.result, headers=_run_location(run))
+        return JSONResponse(await run.wait(), headers=_run_location(run))
 
     async def wait_stateless(self, request: Request) -> Response:
         run = await self._start(request, None)
-        await run.done.wait()
-        return JSONResponse(run.result)
+        return JSONResponse(await run.wait())
 
     async def stream_run(self, request: Request) -> Response:
         run = await self._start(request, request.path_params["thread_id"])
-        return _sse(run)
+        return _sse(run.follow(), run, resumable=run.request.stream_resumable)
 
     async def stream_stateless(self, request: Request) -> Response:
-        return _sse(await self._start(request, None))
+        run = await self._start(request, None)
+        return _sse(run.follow(), run, resumable=False)
 
     def _active_run(self, request: Request) -> ActiveRun | None:
         thread_id, run_id = request.path_params["thread_id"], request.path_params["run_id"]
@@ -507,8 +510,9 @@ class _Api:
 
     async def delete_run(self, request: Request) -> Response:
         run = self._active_run(request)
-        if run is not None and not run.done.is_set():
+        if run is not None and not run.finished:
             raise ApiError(409, f"run {run.record.run_id} is still running: cancel it first")
+        self.records.delete_run(request.path_params["run_id"])
         return Response(status_code=204)
 
     async def join_run(self, request: Request) -> Response:
@@ -517,41 +521,68 @@ class _Api:
             record = self._thread(request.path_params["thread_id"])
             values, _ = thread_values(self._thread_runnable(record), record.thread_id)
             return JSONResponse(wire_json(values))
-        await run.done.wait()
-        return JSONResponse(run.result)
+        return JSONResponse(await run.wait())
 
     async def join_stream(self, request: Request) -> Response:
+        """A run's events, from the one after ``Last-Event-ID`` (from the first without it),
+        live while it runs; replayed from the records once it ended."""
+        after = _last_event_id(request)
         run = self._active_run(request)
-        if run is None:
-            raise ApiError(404, "the run finished before this server started: no events kept")
-        return _sse(run)
+        if run is not None:
+            return _sse(run.follow(after), run, resumable=True)
+        params = request.path_params
+        record = self.records.run(params["thread_id"], params["run_id"])
+        assert record is not None  # _active_run checked it
+
+        async def stored() -> AsyncIterator[tuple[int, str, str]]:
+            for item in self.records.events(record.run_id, after):
+                yield item
+
+        return _sse(stored(), record, resumable=True)
 
     async def cancel_run(self, request: Request) -> Response:
         run = self._active_run(request)
         action = request.query_params.get("action", "interrupt")
-        if action != "interrupt":
-            raise ApiError(422, f"cancel action {action!r} is not supported; use interrupt")
-        if run is not None and not run.done.is_set():
+        if action not in ("interrupt", "rollback"):
+            raise ApiError(
+                422, f"cancel action {action!r} is not supported; use interrupt or rollback"
+            )
+        if run is not None and not run.finished:
             wait = request.query_params.get("wait", "0").lower() in ("1", "true")
-            await self.runner.cancel(run, wait=wait)
+            await self.runner.cancel(
+                run, wait=wait, action="rollback" if action == "rollback" else "interrupt"
+            )
         return Response(status_code=204)
 
 
-def _run_location(run: ActiveRun) -> dict[str, str]:
-    return {"Content-Location": f"/threads/{run.record.thread_id}/runs/{run.record.run_id}"}
+def _run_location(run: ActiveRun | RunRecord) -> dict[str, str]:
+    record = run.record if isinstance(run, ActiveRun) else run
+    return {"Content-Location": f"/threads/{record.thread_id}/runs/{record.run_id}"}
 
 
-def _sse(run: ActiveRun) -> Response:
-    async def events() -> AsyncIterator[str]:
-        async for number, event, data in run.follow():
-            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+def _last_event_id(request: Request) -> int:
+    text = request.headers.get("last-event-id", "").strip()
+    if not text:
+        return -1
+    if not text.isdigit():
+        raise ApiError(422, f"Last-Event-ID {text!r} is not an event id this server sent")
+    return int(text)
+
+
+def _sse(
+    events: AsyncIterator[tuple[int, str, str]], run: ActiveRun | RunRecord, *, resumable: bool
+) -> Response:
+    """The events as an SSE response. A resumable one names, in ``Location``, where a client
+    that lost it reconnects (with ``Last-Event-ID``); the SDK does so by itself."""
+
+    async def lines() -> AsyncIterator[str]:
+        async for number, event, text in events:
             yield f"event: {event}\ndata: {text}\nid: {number}\n\n"
 
-    return StreamingResponse(
-        events(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", **_run_location(run)},
-    )
+    headers = {"Cache-Control": "no-store", **_run_location(run)}
+    if resumable:
+        headers["Location"] = headers["Content-Location"] + "/stream"
+    return StreamingResponse(lines(), media_type="text/event-stream", headers=headers)
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -576,7 +607,13 @@ def _field(body: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
     return value
 
 
-_KIND_NAMES = {dict: "JSON object", list: "JSON array", str: "string", int: "integer"}
+_KIND_NAMES = {
+    dict: "JSON object",
+    list: "JSON array",
+    str: "string",
+    int: "integer",
+    bool: "boolean",
+}
 
 
 def _page(body: Mapping[str, Any]) -> tuple[int, int]:
