@@ -228,6 +228,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(serve, SERVE_DB, f"SQLite file for the threads (default: {SERVE_DB})")
     serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
     serve.add_argument("--port", type=int, default=8123, help="default: 8123")
+    serve.add_argument(
+        "--postgres",
+        metavar="DSN",
+        help="keep checkpoints, threads, runs and events in PostgreSQL instead of --db: runs "
+        "become durable jobs that every server and worker on the database may claim",
+    )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --postgres: N processes run runs (this one, serving HTTP, and N-1 more; "
+        "0: this one only serves HTTP)",
+    )
+    serve.add_argument("--no-http", action="store_true", help=argparse.SUPPRESS)
     _add_common(serve, top=False)
     return parser
 

@@ -7,6 +7,7 @@ error is a JSON body ``{"detail": ...}`` with a 4xx status saying what to fix.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -26,6 +27,8 @@ from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphAgentError
 from graph_agent.graph.types import CompileConfig, RunnableConfig
 from graph_agent.graph.values import END, START
+from graph_agent.serve.pg_records import PostgresRecords
+from graph_agent.serve.queue import QueueRunner
 from graph_agent.serve.records import Records, RunRecord, ThreadRecord, matches, now
 from graph_agent.serve.runs import (
     MULTITASK_STRATEGIES,
@@ -40,7 +43,7 @@ from graph_agent.serve.runs import (
 from graph_agent.serve.wire import WireError, checkpoint_json, input_from_json, snapshot_json
 from graph_agent.serve.wire import to_json as wire_json
 
-__all__ = ["ApiError", "create_app"]
+__all__ = ["ApiError", "assistants_on", "create_app"]
 
 Servable = ReactAgent | CompiledGraph | StateGraph
 Handler = Callable[[Request], Awaitable[Response]]
@@ -59,7 +62,8 @@ def create_app(
     targets: Mapping[str, Servable] | Sequence[Servable],
     *,
     saver: CheckpointSaver | None = None,
-    records: Records | None = None,
+    records: Records | PostgresRecords | None = None,
+    work: bool = True,
 ) -> Starlette:
     """A LangGraph-Server-compatible app serving ``targets``.
 
@@ -67,7 +71,10 @@ def create_app(
         targets: The graphs and agents to serve, by assistant id (a sequence: by their names).
             A StateGraph is compiled on ``saver``; a compiled graph and an agent run on it.
         saver: Where threads' checkpoints live (default: a MemorySaver).
-        records: Where thread and run records live (default: in memory).
+        records: Where thread and run records live (default: in memory). With
+            :class:`PostgresRecords` runs are durable jobs in PostgreSQL that every process on
+            the database may claim (see :mod:`graph_agent.serve.queue`).
+        work: In PostgreSQL mode, whether this process also runs runs (not only serves).
 
     Example:
         >>> from graph_agent import StateGraph, START, END
@@ -79,13 +86,22 @@ def create_app(
         ['/assistants/search', '/assistants/{assistant_id}']
     """
     store = saver if saver is not None else MemorySaver()
-    pairs = targets.items() if isinstance(targets, Mapping) else ((t.name, t) for t in targets)
-    assistants = {name: _on_saver(target, store) for name, target in pairs}
-    api = _Api(assistants, store, records if records is not None else Records())
+    api = _Api(assistants_on(targets, store), store, records if records is not None else Records())
+    if isinstance(records, PostgresRecords):
+        api.runner = QueueRunner(api.assistants, records, work=work)
     return Starlette(
         routes=api.routes(),
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, 500: _crash},
+        lifespan=api.lifespan,
     )
+
+
+def assistants_on(
+    targets: Mapping[str, Servable] | Sequence[Servable], saver: CheckpointSaver
+) -> dict[str, Runnable]:
+    """Each target by its assistant id, running on ``saver``."""
+    pairs = targets.items() if isinstance(targets, Mapping) else ((t.name, t) for t in targets)
+    return {name: _on_saver(target, saver) for name, target in pairs}
 
 
 def _on_saver(target: Servable, saver: CheckpointSaver) -> Runnable:
@@ -115,13 +131,26 @@ async def _crash(request: Request, exc: Exception) -> Response:
 
 class _Api:
     def __init__(
-        self, assistants: dict[str, Runnable], saver: CheckpointSaver, records: Records
+        self,
+        assistants: dict[str, Runnable],
+        saver: CheckpointSaver,
+        records: Records | PostgresRecords,
     ) -> None:
         self.assistants = assistants
         self.saver = saver
         self.records = records
-        self.runner = Runner(assistants, records)
+        self.runner: Runner = Runner(assistants, records)  # type: ignore[arg-type]
         self.created_at = now()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        if isinstance(self.runner, QueueRunner):
+            await self.runner.open()
+        try:
+            yield
+        finally:
+            if isinstance(self.runner, QueueRunner):
+                await self.runner.close()
 
     def routes(self) -> list[Route]:
         t, r = "/threads/{thread_id}", "/threads/{thread_id}/runs/{run_id}"
@@ -155,6 +184,8 @@ class _Api:
         return [Route(path, handler, methods=[method]) for method, path, handler in table]
 
     async def ok(self, request: Request) -> Response:
+        if isinstance(self.runner, QueueRunner) and self.runner.work:
+            return JSONResponse({"ok": True, "worker": self.runner.worker_key})
         return JSONResponse({"ok": True})
 
     # assistants
@@ -447,19 +478,18 @@ class _Api:
 
     def _start_on(self, thread_id: str, run_request: RunRequest) -> ActiveRun:
         record = self._thread(thread_id)
+        if self.runner.active(thread_id) is None:  # written before the run may end elsewhere
+            record.metadata = {
+                **record.metadata,
+                "graph_id": run_request.assistant_id,
+                "assistant_id": run_request.assistant_id,
+            }
+            record.assistant_id = run_request.assistant_id
+            self.records.put_thread(record)
         try:
-            run = self.runner.start(thread_id, run_request)
+            return self.runner.start(thread_id, run_request)
         except ThreadBusy as exc:
             raise ApiError(409, str(exc)) from exc
-        record.metadata = {
-            **record.metadata,
-            "graph_id": run_request.assistant_id,
-            "assistant_id": run_request.assistant_id,
-        }
-        record.assistant_id = run_request.assistant_id
-        record.status = "busy"
-        self.records.put_thread(record)
-        return run
 
     async def _forget(self, run: ActiveRun) -> None:
         await run.wait()
