@@ -62,3 +62,8 @@ def test_serve_without_the_extra_says_how_to_install_it(
     monkeypatch.setitem(sys.modules, "uvicorn", None)
     assert main(["serve", "tests/serve/graphs.py:chain"]) == 2
     assert "pip install 'graph-agent[serve]'" in capsys.readouterr().err
+
+
+def test_workers_without_postgres_says_what_to_add(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "tests/serve/graphs.py:chain", "--workers", "2"]) != 0
+    assert "--workers needs --postgres" in capsys.readouterr().err

@@ -154,6 +154,25 @@ def test_sse_reconnect_with_last_event_id_loses_no_event(cluster: Cluster) -> No
     assert [data for _, _, data in seen[1:]] == [f'{{"n":{n}}}' for n in range(11)]
 
 
+def test_cancel_and_multitask_strategies_reach_the_worker_running_the_run(
+    cluster: Cluster,
+) -> None:
+    client = get_sync_client(url=cluster.api.url)
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.create(thread_id, "slow", input={"n": 0})
+    time.sleep(0.4)
+    second = client.runs.create(thread_id, "slow", input=None, multitask_strategy="interrupt")
+    assert client.runs.join(thread_id, second["run_id"]) == {"n": 10}
+    assert client.runs.get(thread_id, first["run_id"])["status"] == "interrupted"
+    third = client.runs.create(thread_id, "slow", input={"n": 0})
+    time.sleep(0.4)
+    client.runs.cancel(thread_id, third["run_id"], wait=True, action="rollback")
+    assert client.threads.get_state(thread_id)["values"] == {"n": 10}
+    assert client.threads.get(thread_id)["status"] == "idle"
+    with pytest.raises(httpx.HTTPStatusError):
+        client.runs.get(thread_id, third["run_id"])
+
+
 def test_a_worker_killed_mid_run_has_its_runs_finished_by_another(cluster: Cluster) -> None:
     client = get_sync_client(url=cluster.api.url)
     runs = []
