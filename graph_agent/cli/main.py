@@ -265,6 +265,21 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="listen beyond loopback without API keys (only behind a proxy that checks them)",
     )
+    serve.add_argument(
+        "--postgres",
+        metavar="DSN",
+        help="keep checkpoints, threads, runs and events in PostgreSQL instead of --db: runs "
+        "become durable jobs that every server and worker on the database may claim",
+    )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --postgres: N processes run runs (this one, serving HTTP, and N-1 more; "
+        "0: this one only serves HTTP)",
+    )
+    serve.add_argument("--no-http", action="store_true", help=argparse.SUPPRESS)
     _add_common(serve, top=False)
     return parser
 

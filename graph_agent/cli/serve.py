@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from graph_agent.cli.errors import EXIT_USAGE, CliError
 from graph_agent.cli.targets import load_target, open_saver
@@ -56,20 +60,31 @@ def serve_command(args: argparse.Namespace) -> int:
             "give each graph or agent its own name",
             EXIT_USAGE,
         )
-    saver = open_saver(args.db)
-    records = Records(records_path(args.db))
+    if args.postgres is None:
+        if args.workers != 1 or args.no_http:
+            raise CliError("--workers needs --postgres", "add --postgres DSN, or drop --workers")
+        saver: Any = open_saver(args.db)
+        records: Any = Records(records_path(args.db))
+        where = args.db
+    else:
+        saver, records = _open_postgres(args.postgres)
+        where = "PostgreSQL"
+    if args.no_http:
+        return _work_only(runnables, saver, records)
+    if args.workers < 0:
+        raise CliError(f"--workers {args.workers}: give 0 or more", "e.g. --workers 2")
+    helpers = [_spawn_worker() for _ in range(args.workers - 1)]
     app = create_app(
         runnables,
         saver=saver,
         records=records,
+        work=args.workers > 0,
         api_keys=api_keys,
         max_body_bytes=args.max_body_bytes,
     )
     url = f"http://{args.host}:{args.port}"
     keys = f", {len(api_keys)} API key{'s' * (len(api_keys) != 1)}" if api_keys else ""
-    print(
-        f"graph-agent serve: {', '.join(names)} at {url} (threads in {args.db}{keys})", flush=True
-    )
+    print(f"graph-agent serve: {', '.join(names)} at {url} (threads in {where}{keys})", flush=True)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     except SystemExit as exit:  # uvicorn exits when it cannot bind
@@ -78,7 +93,57 @@ def serve_command(args: argparse.Namespace) -> int:
             "is another server there? pick another --port",
         ) from exit
     finally:
+        for helper in helpers:
+            helper.terminate()
+        for helper in helpers:
+            helper.wait(15)
         records.close()
         saver.close()
     print("graph-agent serve: stopped", file=sys.stderr)
+    return 0
+
+
+def _open_postgres(dsn: str) -> tuple[Any, Any]:
+    try:
+        from graph_agent.checkpoint.postgres import PostgresSaver
+        from graph_agent.serve.pg_records import PostgresRecords
+
+        saver = PostgresSaver(dsn)
+        return saver, PostgresRecords(dsn)
+    except ImportError as exc:
+        raise CliError(
+            f"--postgres needs psycopg ({exc.name or 'a module'} is missing)",
+            "pip install 'graph-agent[serve,postgres]'",
+            EXIT_USAGE,
+        ) from exc
+    except Exception as exc:
+        # the DSN may hold a password: name the option, not its value
+        raise CliError(
+            f"cannot use PostgreSQL (--postgres): {type(exc).__name__}",
+            "check the DSN, and that the server is up",
+        ) from exc
+
+
+def _spawn_worker() -> subprocess.Popen[bytes]:
+    """This command again, as a worker process without HTTP."""
+    return subprocess.Popen([sys.executable, "-m", "graph_agent", *sys.argv[1:], "--no-http"])
+
+
+def _work_only(runnables: list[Any], saver: Any, records: Any) -> int:
+    from graph_agent.serve.app import assistants_on
+    from graph_agent.serve.queue import work_forever
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    stop = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        asyncio.run(work_forever(assistants_on(runnables, saver), records))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, stop)
+        records.close()
+        saver.close()
     return 0

@@ -9,6 +9,7 @@ error is a JSON body ``{"detail": ..., "code": ...}`` with a 4xx status saying w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import urllib.parse
 import uuid
@@ -35,8 +36,11 @@ from graph_agent.serve.errors import error_response
 from graph_agent.serve.inputs import InputKeys
 from graph_agent.serve.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
 from graph_agent.serve.openapi import docs_html, openapi_document
-from graph_agent.serve.records import Records, ThreadRecord, matches, now
+from graph_agent.serve.pg_records import PostgresRecords
+from graph_agent.serve.queue import QueueRunner
+from graph_agent.serve.records import Records, RunRecord, ThreadRecord, matches, now
 from graph_agent.serve.runs import (
+    MULTITASK_STRATEGIES,
     STREAM_MODES,
     ActiveRun,
     Runnable,
@@ -48,7 +52,7 @@ from graph_agent.serve.runs import (
 from graph_agent.serve.wire import WireError, checkpoint_json, input_from_json, snapshot_json
 from graph_agent.serve.wire import to_json as wire_json
 
-__all__ = ["ApiError", "create_app"]
+__all__ = ["ApiError", "assistants_on", "create_app"]
 
 Servable = ReactAgent | CompiledGraph | StateGraph
 Handler = Callable[[Request], Awaitable[Response]]
@@ -69,7 +73,8 @@ def create_app(
     targets: Mapping[str, Servable] | Sequence[Servable],
     *,
     saver: CheckpointSaver | None = None,
-    records: Records | None = None,
+    records: Records | PostgresRecords | None = None,
+    work: bool = True,
     api_keys: Iterable[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     input_keys: Mapping[str, Iterable[str]] | None = None,
@@ -80,7 +85,10 @@ def create_app(
         targets: The graphs and agents to serve, by assistant id (a sequence: by their names).
             A StateGraph is compiled on ``saver``; a compiled graph and an agent run on it.
         saver: Where threads' checkpoints live (default: a MemorySaver).
-        records: Where thread and run records live (default: in memory).
+        records: Where thread and run records live (default: in memory). With
+            :class:`PostgresRecords` runs are durable jobs in PostgreSQL that every process on
+            the database may claim (see :mod:`graph_agent.serve.queue`).
+        work: In PostgreSQL mode, whether this process also runs runs (not only serves).
         api_keys: The keys a request must carry (``x-api-key`` or ``Authorization: Bearer``);
             each sees only the threads it created. None: no check (for loopback only).
         max_body_bytes: A larger request body is refused with a 413.
@@ -102,16 +110,27 @@ def create_app(
     )
     assistants = {name: _on_saver(target, store) for name, target in pairs}
     api = _Api(assistants, store, records if records is not None else Records())
+    if isinstance(records, PostgresRecords):
+        api.runner = QueueRunner(api.assistants, records, work=work)
     declared = input_keys or {}
     api.input_keys = {name: InputKeys.of(target, declared.get(name)) for name, target in pairs}
     return Starlette(
         routes=api.routes(),
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, 500: _crash},
+        lifespan=api.lifespan,
         middleware=[
             Middleware(ApiKeyMiddleware, keys=list(api_keys)),
             Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes),
         ],
     )
+
+
+def assistants_on(
+    targets: Mapping[str, Servable] | Sequence[Servable], saver: CheckpointSaver
+) -> dict[str, Runnable]:
+    """Each target by its assistant id, running on ``saver``."""
+    pairs = targets.items() if isinstance(targets, Mapping) else ((t.name, t) for t in targets)
+    return {name: _on_saver(target, saver) for name, target in pairs}
 
 
 def _on_saver(target: Servable, saver: CheckpointSaver) -> Runnable:
@@ -141,14 +160,27 @@ async def _crash(request: Request, exc: Exception) -> Response:
 
 class _Api:
     def __init__(
-        self, assistants: dict[str, Runnable], saver: CheckpointSaver, records: Records
+        self,
+        assistants: dict[str, Runnable],
+        saver: CheckpointSaver,
+        records: Records | PostgresRecords,
     ) -> None:
         self.assistants = assistants
         self.saver = saver
         self.records = records
-        self.runner = Runner(assistants, records)
+        self.runner: Runner = Runner(assistants, records)  # type: ignore[arg-type]
         self.created_at = now()
         self.input_keys: dict[str, InputKeys] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        if isinstance(self.runner, QueueRunner):
+            await self.runner.open()
+        try:
+            yield
+        finally:
+            if isinstance(self.runner, QueueRunner):
+                await self.runner.close()
 
     def routes(self) -> list[Route]:
         t, r = "/threads/{thread_id}", "/threads/{thread_id}/runs/{run_id}"
@@ -184,6 +216,8 @@ class _Api:
         return [Route(path, handler, methods=[method]) for method, path, handler in table]
 
     async def ok(self, request: Request) -> Response:
+        if isinstance(self.runner, QueueRunner) and self.runner.work:
+            return JSONResponse({"ok": True, "worker": self.runner.worker_key})
         return JSONResponse({"ok": True})
 
     async def openapi(self, request: Request) -> Response:
@@ -438,9 +472,11 @@ class _Api:
             if body.get(unsupported):
                 raise ApiError(422, f"{unsupported} per run is not supported: compile it in")
         strategy = _field(body, "multitask_strategy", str, "reject")
-        if strategy not in ("reject", "enqueue"):
+        if strategy not in MULTITASK_STRATEGIES:
             raise ApiError(
-                422, f"multitask_strategy {strategy!r} is not supported; use reject or enqueue"
+                422,
+                f"multitask_strategy {strategy!r} is not supported; use "
+                + ", ".join(MULTITASK_STRATEGIES),
             )
         config = _field(body, "config", dict, {})
         recursion_limit = config.get("recursion_limit")
@@ -458,7 +494,8 @@ class _Api:
             metadata=_field(body, "metadata", dict, {}),
             context=_field(body, "context", dict, {}),
             max_steps=recursion_limit,
-            multitask_strategy="enqueue" if strategy == "enqueue" else "reject",
+            multitask_strategy=strategy,
+            stream_resumable=_field(body, "stream_resumable", bool, False),
         )
         _wire(lambda r: r.graph_input(), request)  # a malformed input fails here, as a 422
         self._check_keys(request.assistant_id, request.input, "input")
@@ -494,22 +531,21 @@ class _Api:
 
     def _start_on(self, thread_id: str, run_request: RunRequest) -> ActiveRun:
         record = self._thread(thread_id)
+        if self.runner.active(thread_id) is None:  # written before the run may end elsewhere
+            record.metadata = {
+                **record.metadata,
+                "graph_id": run_request.assistant_id,
+                "assistant_id": run_request.assistant_id,
+            }
+            record.assistant_id = run_request.assistant_id
+            self.records.put_thread(record)
         try:
-            run = self.runner.start(thread_id, run_request)
+            return self.runner.start(thread_id, run_request)
         except ThreadBusy as exc:
             raise ApiError(409, str(exc)) from exc
-        record.metadata = {
-            **record.metadata,
-            "graph_id": run_request.assistant_id,
-            "assistant_id": run_request.assistant_id,
-        }
-        record.assistant_id = run_request.assistant_id
-        record.status = "busy"
-        self.records.put_thread(record)
-        return run
 
     async def _forget(self, run: ActiveRun) -> None:
-        await run.done.wait()
+        await run.wait()
         thread_id = run.record.thread_id
         await asyncio.to_thread(self.saver.delete_thread, thread_id)
         self.records.delete_thread(thread_id)
@@ -520,20 +556,19 @@ class _Api:
 
     async def wait_run(self, request: Request) -> Response:
         run = await self._start(request, request.path_params["thread_id"])
-        await run.done.wait()
-        return JSONResponse(run.result, headers=_run_location(run))
+        return JSONResponse(await run.wait(), headers=_run_location(run))
 
     async def wait_stateless(self, request: Request) -> Response:
         run = await self._start(request, None)
-        await run.done.wait()
-        return JSONResponse(run.result)
+        return JSONResponse(await run.wait())
 
     async def stream_run(self, request: Request) -> Response:
         run = await self._start(request, request.path_params["thread_id"])
-        return _sse(run)
+        return _sse(run.follow(), run, resumable=run.request.stream_resumable)
 
     async def stream_stateless(self, request: Request) -> Response:
-        return _sse(await self._start(request, None))
+        run = await self._start(request, None)
+        return _sse(run.follow(), run, resumable=False)
 
     def _active_run(self, request: Request) -> ActiveRun | None:
         thread_id, run_id = request.path_params["thread_id"], request.path_params["run_id"]
@@ -558,8 +593,9 @@ class _Api:
 
     async def delete_run(self, request: Request) -> Response:
         run = self._active_run(request)
-        if run is not None and not run.done.is_set():
+        if run is not None and not run.finished:
             raise ApiError(409, f"run {run.record.run_id} is still running: cancel it first")
+        self.records.delete_run(request.path_params["run_id"])
         return Response(status_code=204)
 
     async def join_run(self, request: Request) -> Response:
@@ -568,44 +604,71 @@ class _Api:
             record = self._thread(request.path_params["thread_id"])
             values, _ = thread_values(self._thread_runnable(record), record.thread_id)
             return JSONResponse(wire_json(values))
-        await run.done.wait()
-        return JSONResponse(run.result)
+        return JSONResponse(await run.wait())
 
     async def join_stream(self, request: Request) -> Response:
+        """A run's events, from the one after ``Last-Event-ID`` (from the first without it),
+        live while it runs; replayed from the records once it ended."""
+        after = _last_event_id(request)
         run = self._active_run(request)
-        if run is None:
-            raise ApiError(404, "the run finished before this server started: no events kept")
-        return _sse(run)
+        if run is not None:
+            return _sse(run.follow(after), run, resumable=True)
+        params = request.path_params
+        record = self.records.run(params["thread_id"], params["run_id"])
+        assert record is not None  # _active_run checked it
+
+        async def stored() -> AsyncIterator[tuple[int, str, str]]:
+            for item in self.records.events(record.run_id, after):
+                yield item
+
+        return _sse(stored(), record, resumable=True)
 
     async def cancel_run(self, request: Request) -> Response:
         run = self._active_run(request)
         action = request.query_params.get("action", "interrupt")
-        if action != "interrupt":
-            raise ApiError(422, f"cancel action {action!r} is not supported; use interrupt")
-        if run is not None and not run.done.is_set():
+        if action not in ("interrupt", "rollback"):
+            raise ApiError(
+                422, f"cancel action {action!r} is not supported; use interrupt or rollback"
+            )
+        if run is not None and not run.finished:
             wait = request.query_params.get("wait", "0").lower() in ("1", "true")
-            await self.runner.cancel(run, wait=wait)
+            await self.runner.cancel(
+                run, wait=wait, action="rollback" if action == "rollback" else "interrupt"
+            )
         return Response(status_code=204)
 
 
-def _run_location(run: ActiveRun) -> dict[str, str]:
-    location = f"/threads/{run.record.thread_id}/runs/{run.record.run_id}"
+def _run_location(run: ActiveRun | RunRecord) -> dict[str, str]:
+    record = run.record if isinstance(run, ActiveRun) else run
+    location = f"/threads/{record.thread_id}/runs/{record.run_id}"
     return {
         "Content-Location": urllib.parse.quote(location)
     }  # headers are latin-1: ids need not be
 
 
-def _sse(run: ActiveRun) -> Response:
-    async def events() -> AsyncIterator[str]:
-        async for number, event, data in run.follow():
-            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+def _last_event_id(request: Request) -> int:
+    text = request.headers.get("last-event-id", "").strip()
+    if not text:
+        return -1
+    if not text.isdigit():
+        raise ApiError(422, f"Last-Event-ID {text!r} is not an event id this server sent")
+    return int(text)
+
+
+def _sse(
+    events: AsyncIterator[tuple[int, str, str]], run: ActiveRun | RunRecord, *, resumable: bool
+) -> Response:
+    """The events as an SSE response. A resumable one names, in ``Location``, where a client
+    that lost it reconnects (with ``Last-Event-ID``); the SDK does so by itself."""
+
+    async def lines() -> AsyncIterator[str]:
+        async for number, event, text in events:
             yield f"event: {event}\ndata: {text}\nid: {number}\n\n"
 
-    return StreamingResponse(
-        events(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", **_run_location(run)},
-    )
+    headers = {"Cache-Control": "no-store", **_run_location(run)}
+    if resumable:
+        headers["Location"] = headers["Content-Location"] + "/stream"
+    return StreamingResponse(lines(), media_type="text/event-stream", headers=headers)
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -630,7 +693,13 @@ def _field(body: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
     return value
 
 
-_KIND_NAMES = {dict: "JSON object", list: "JSON array", str: "string", int: "integer"}
+_KIND_NAMES = {
+    dict: "JSON object",
+    list: "JSON array",
+    str: "string",
+    int: "integer",
+    bool: "boolean",
+}
 
 
 def _page(body: Mapping[str, Any]) -> tuple[int, int]:

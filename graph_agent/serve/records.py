@@ -1,7 +1,9 @@
 """Thread and run records of the server: what LangGraph Server lists besides checkpoints.
 
 A thread's record holds its id, metadata, status and which assistant ran on it; a run's record
-its id, thread, assistant, status and the request's options. They live in a small SQLite file
+its id, thread, assistant, status and the request's options; a run's events (numbered from 0,
+their data as JSON text) are kept so a client that reconnects, or comes after the run ended,
+gets them again (``Last-Event-ID``). They live in a small SQLite file
 of their own next to the checkpoint database (the saver's file holds only its own tables), so a
 restarted server still knows its threads and finished runs. Every call is a short statement
 under one lock: cheap enough to make from the event loop.
@@ -32,6 +34,9 @@ _SCHEMA = (
         created_at TEXT NOT NULL, updated_at TEXT NOT NULL, status TEXT NOT NULL,
         metadata TEXT NOT NULL, multitask_strategy TEXT NOT NULL, kwargs TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (thread_id, created_at)",
+    """CREATE TABLE IF NOT EXISTS events (
+        run_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, data TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)) WITHOUT ROWID""",
 )
 
 
@@ -91,6 +96,8 @@ class Records:
         self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         if path != ":memory:":
             self._conn.execute("PRAGMA journal_mode=WAL")
+            # a power cut may lose the last events; never the file's consistency
+            self._conn.execute("PRAGMA synchronous=NORMAL")
         for statement in _SCHEMA:
             self._conn.execute(statement)
         # runs a previous server left running cannot finish: they stopped with it
@@ -139,6 +146,10 @@ class Records:
         )
 
     def delete_thread(self, thread_id: str) -> None:
+        self._run(
+            "DELETE FROM events WHERE run_id IN (SELECT run_id FROM runs WHERE thread_id = ?)",
+            (thread_id,),
+        )
         self._run("DELETE FROM runs WHERE thread_id = ?", (thread_id,))
         self._run("DELETE FROM threads WHERE thread_id = ?", (thread_id,))
 
@@ -163,6 +174,23 @@ class Records:
         self._run(
             "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?", (status, now(), run_id)
         )
+
+    def delete_run(self, run_id: str) -> None:
+        self._run("DELETE FROM events WHERE run_id = ?", (run_id,))
+        self._run("DELETE FROM runs WHERE run_id = ?", (run_id,))
+
+    # events
+    def add_event(self, run_id: str, seq: int, event: str, data: str) -> None:
+        """Store event number ``seq`` of a run, its data as JSON text."""
+        self._run("INSERT INTO events VALUES (?, ?, ?, ?)", (run_id, seq, event, data))
+
+    def events(self, run_id: str, after: int = -1) -> list[tuple[int, str, str]]:
+        """A run's events numbered above ``after``, in order: ``(seq, event, data)``."""
+        rows = self._run(
+            "SELECT seq, event, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
+            (run_id, after),
+        )
+        return [(int(seq), str(event), str(data)) for seq, event, data in rows]
 
     def run(self, thread_id: str, run_id: str) -> RunRecord | None:
         rows = self._run(

@@ -1,18 +1,27 @@
 """Runs inside the server process: each an asyncio task that streams its graph or agent, keeps
-its events for the clients that listen, and records how it ended.
+its events (in memory for the clients that listen, and in the records for those who come back
+later) and records how it ended.
 
-One run holds a thread at a time. A run asked for while another holds the thread is rejected
-(:class:`ThreadBusy`, a 409) or, with ``multitask_strategy="enqueue"``, waits for it.
+One run holds a thread at a time. A run asked for while another holds the thread follows the
+request's ``multitask_strategy``, as LangGraph Server does:
+
+- ``reject`` (default): refused with :class:`ThreadBusy`, a 409;
+- ``enqueue``: it waits for the runs before it;
+- ``interrupt``: the runs before it stop at their next step boundary (status ``interrupted``,
+  their progress kept in the thread), then it starts;
+- ``rollback``: the runs before it stop, are deleted with their events, and the thread goes back
+  to where it was before them (a checkpoint copying that state becomes the newest), then it
+  starts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
+import json
 import threading
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -24,12 +33,32 @@ from graph_agent.messages import AssistantMessageChunk
 from graph_agent.serve.records import Records, RunRecord, RunStatus, ThreadStatus, now
 from graph_agent.serve.wire import chunk_json, command_from_json, input_from_json, to_json
 
-__all__ = ["STREAM_MODES", "ActiveRun", "RunRequest", "Runner", "ThreadBusy", "thread_values"]
+__all__ = [
+    "MULTITASK_STRATEGIES",
+    "STREAM_MODES",
+    "ActiveRun",
+    "CancelAction",
+    "RunRequest",
+    "Runner",
+    "ThreadBusy",
+    "rollback_thread",
+    "sse_text",
+    "thread_values",
+]
 
 Runnable = ReactAgent | CompiledGraph
 StreamMode = Literal["values", "updates", "custom", "messages", "messages-tuple"]
 STREAM_MODES: tuple[str, ...] = ("values", "updates", "custom", "messages", "messages-tuple")
-MultitaskStrategy = Literal["reject", "enqueue"]
+MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
+MULTITASK_STRATEGIES: tuple[str, ...] = ("reject", "enqueue", "interrupt", "rollback")
+CancelAction = Literal["interrupt", "rollback"]
+EventLog = Callable[[str, int, str, str], None]
+"""Stores one event of a run: ``(run_id, seq, event, data as JSON text)``."""
+
+
+def sse_text(data: Any) -> str:
+    """An event's data as the compact JSON an SSE ``data:`` line carries."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 class ThreadBusy(Exception):
@@ -49,6 +78,7 @@ class RunRequest:
     context: Mapping[str, Any] = field(default_factory=dict)
     max_steps: int | None = None
     multitask_strategy: MultitaskStrategy = "reject"
+    stream_resumable: bool = False
 
     def graph_input(self) -> Any:
         """The input the graph is called with: a Command to resume, or the state update."""
@@ -59,41 +89,71 @@ class RunRequest:
 
 @dataclass(kw_only=True)
 class ActiveRun:
-    """A run the server started: its record, its events so far, and how to stop it."""
+    """A run the server started: its record, its events so far, and how to stop it.
+
+    Events are numbered from 0 in the order emitted; the number is the SSE event id a client
+    sends back as ``Last-Event-ID`` to get what it missed.
+    """
 
     record: RunRecord
     request: RunRequest
     cancel: threading.Event = field(default_factory=threading.Event)
     done: asyncio.Event = field(default_factory=asyncio.Event)
-    events: list[tuple[str, Any]] = field(default_factory=list)
-    listeners: list[asyncio.Queue[tuple[str, Any] | None]] = field(default_factory=list)
+    events: list[tuple[str, str]] = field(default_factory=list)
     result: Any = None
     task: asyncio.Task[None] | None = None
+    previous: ActiveRun | None = None
+    """The run it waits for (with ``enqueue``, ``interrupt`` or ``rollback``)."""
+    log: EventLog | None = None
+    rolled_back: bool = False
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def finished(self) -> bool:
+        return self.done.is_set()
+
+    async def wait(self) -> Any:
+        """The run's result, once it ended."""
+        await self.done.wait()
+        return self.result
 
     def emit(self, event: str, data: Any) -> None:
-        self.events.append((event, data))
-        for queue in self.listeners:
-            queue.put_nowait((event, data))
+        text = sse_text(data)
+        if self.log is not None:
+            self.log(self.record.run_id, len(self.events), event, text)
+        self.events.append((event, text))
+        self._wake_followers()
 
-    async def follow(self) -> AsyncIterator[tuple[int, str, Any]]:
-        """Every event of the run, numbered, from the first, until it ends."""
-        queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
-        seen = list(self.events)
-        if not self.done.is_set():
-            self.listeners.append(queue)
-        try:
-            for number, (event, data) in enumerate(seen):
-                yield number, event, data
-            number = len(seen)
-            while not self.done.is_set() or not queue.empty():
-                item = await queue.get()
-                if item is None:
-                    break
-                yield number, item[0], item[1]
+    def end(self) -> None:
+        self.done.set()
+        self._wake_followers()
+
+    def _wake_followers(self) -> None:
+        wake, self._wake = self._wake, asyncio.Event()
+        wake.set()
+
+    async def follow(self, after: int = -1) -> AsyncIterator[tuple[int, str, str]]:
+        """The run's events numbered above ``after``, as ``(id, event, JSON text)``, until it
+        ends."""
+        number = after + 1
+        while True:
+            if number < len(self.events):
+                event, text = self.events[number]
+                yield number, event, text
                 number += 1
-        finally:
-            with contextlib.suppress(ValueError):
-                self.listeners.remove(queue)
+            elif self.done.is_set():
+                return
+            else:
+                await self._wake.wait()
+
+    def chain(self) -> list[ActiveRun]:
+        """This run and the unfinished runs it waits for, newest first."""
+        runs: list[ActiveRun] = []
+        run: ActiveRun | None = self
+        while run is not None and not run.done.is_set():
+            runs.append(run)
+            run = run.previous
+        return runs
 
 
 def thread_values(runnable: Runnable | None, thread_id: str) -> tuple[dict[str, Any], Any]:
@@ -104,12 +164,31 @@ def thread_values(runnable: Runnable | None, thread_id: str) -> tuple[dict[str, 
     return dict(snapshot.values), snapshot
 
 
+def rollback_thread(runnable: Runnable, thread_id: str, run_ids: set[str]) -> None:
+    """Take the thread back to its newest checkpoint that none of ``run_ids`` wrote.
+
+    That checkpoint's state is copied into a new newest checkpoint (what ``get_state`` shows
+    and the next run continues from); the abandoned checkpoints stay as a side branch of the
+    history. A thread none of whose checkpoints predate those runs is emptied.
+    """
+    config = RunnableConfig(thread_id=thread_id)
+    for snapshot in runnable.get_state_history(config):
+        if snapshot.metadata.get("run_id") not in run_ids:
+            if snapshot.config is not None and snapshot.config.checkpoint_id is not None:
+                target = dataclasses.replace(config, checkpoint_id=snapshot.config.checkpoint_id)
+                runnable.update_state(target, {})
+            return
+    saver = runnable.saver
+    if saver is not None:
+        saver.delete_thread(thread_id)
+
+
 class Runner:
     """Starts, follows and cancels the runs of one server process.
 
     Args:
         assistants: Each runnable by its assistant id.
-        records: Where threads and runs are recorded.
+        records: Where threads, runs and their events are recorded.
     """
 
     def __init__(self, assistants: Mapping[str, Runnable], records: Records) -> None:
@@ -136,7 +215,8 @@ class Runner:
         if previous is not None and request.multitask_strategy == "reject":
             raise ThreadBusy(
                 f"thread {thread_id} is busy with run {previous.record.run_id}: wait for it "
-                "(runs.join), cancel it, or send multitask_strategy='enqueue'"
+                "(runs.join), cancel it, or send multitask_strategy='enqueue', 'interrupt' "
+                "or 'rollback'"
             )
         stamp = now()
         record = RunRecord(
@@ -156,22 +236,51 @@ class Runner:
         )
         self.records.put_run(record)
         self.records.set_thread_status(thread_id, "busy", request.assistant_id)
-        run = ActiveRun(record=record, request=request)
+        run = ActiveRun(
+            record=record, request=request, previous=previous, log=self.records.add_event
+        )
         self._latest[thread_id] = run
         self._by_id[record.run_id] = run
-        run.task = asyncio.create_task(self._execute(run, previous))
+        if previous is not None and request.multitask_strategy in ("interrupt", "rollback"):
+            for earlier in previous.chain():
+                earlier.cancel.set()
+        run.task = asyncio.create_task(self._execute(run))
         return run
 
-    async def cancel(self, run: ActiveRun, *, wait: bool) -> None:
-        """Stop ``run`` before its next step (a running node finishes first)."""
+    async def cancel(
+        self, run: ActiveRun, *, wait: bool, action: CancelAction = "interrupt"
+    ) -> None:
+        """Stop ``run`` before its next step (a running node finishes first); with
+        ``action="rollback"`` also delete it and take its thread back to before it."""
         run.cancel.set()
-        if wait:
+        if action == "rollback":
+            await run.done.wait()
+            await self._roll_back([run])
+        elif wait:
             await run.done.wait()
 
-    async def _execute(self, run: ActiveRun, previous: ActiveRun | None) -> None:
+    async def _roll_back(self, runs: Sequence[ActiveRun]) -> None:
+        """Delete ``runs`` (finished) and take their thread back to before them."""
+        if not runs:
+            return
+        thread_id = runs[0].record.thread_id
+        runnable = self.assistants[runs[0].request.assistant_id]
+        run_ids = {run.record.run_id for run in runs}
+        await asyncio.to_thread(rollback_thread, runnable, thread_id, run_ids)
+        for run in runs:
+            run.rolled_back = True
+            self.records.delete_run(run.record.run_id)
+            self._by_id.pop(run.record.run_id, None)
+        if self.active(thread_id) is None:
+            self.records.set_thread_status(thread_id, "idle")
+
+    async def _execute(self, run: ActiveRun) -> None:
         thread_id, run_id = run.record.thread_id, run.record.run_id
-        if previous is not None:
-            await previous.done.wait()
+        earlier = run.previous.chain() if run.previous is not None else []
+        for before in earlier:
+            await before.done.wait()
+        if run.request.multitask_strategy == "rollback":
+            await self._roll_back([before for before in earlier if not before.rolled_back])
         runnable = self.assistants[run.request.assistant_id]
         run.emit("metadata", {"run_id": run_id, "attempt": 1})
         run_status: RunStatus = "success"
@@ -201,9 +310,7 @@ class Runner:
             self._set_status(run, run_status)
             if self._latest.get(thread_id) is run:
                 self.records.set_thread_status(thread_id, thread_status)
-            run.done.set()
-            for queue in run.listeners:
-                queue.put_nowait(None)
+            run.end()
 
     def _set_status(self, run: ActiveRun, status: RunStatus) -> None:
         run.record.status = status

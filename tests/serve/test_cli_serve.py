@@ -102,3 +102,8 @@ def test_the_readme_serves_the_demo_agent_and_calls_it_as_printed(tmp_path: Path
     finally:
         server.terminate()
         server.wait(15)
+
+
+def test_workers_without_postgres_says_what_to_add(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "tests/serve/graphs.py:chain", "--workers", "2"]) != 0
+    assert "--workers needs --postgres" in capsys.readouterr().err

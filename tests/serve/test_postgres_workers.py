@@ -1,0 +1,206 @@
+"""graph-agent serve --postgres: runs are jobs in PostgreSQL claimed by several processes.
+
+Three real processes on one fresh schema: ``api`` serves HTTP only (``--workers 0``), so every
+run it is asked for executes elsewhere; ``b`` and ``c`` serve HTTP and work.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from langgraph_sdk import get_sync_client
+
+from tests.checkpoint.postgres_db import admin, fresh_schema
+from tests.serve.conftest import free_port
+from tests.serve.test_events import _sse
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGETS = ["tests/serve/graphs.py:slow", "tests/serve/graphs.py:chain"]
+
+
+@dataclass
+class Node:
+    process: subprocess.Popen[bytes]
+    url: str
+    worker: int | None = None
+
+
+@dataclass
+class Cluster:
+    schema: str
+    api: Node
+    b: Node
+    c: Node
+
+    def rows(self, sql: str, *args: object) -> list[tuple]:
+        sql = sql.replace("graph_agent_serve_", f"{self.schema}.graph_agent_serve_")
+        return admin().execute(sql, args).fetchall()
+
+
+def _start(dsn: str, workers: int) -> Node:
+    port = free_port()
+    command = [sys.executable, "-m", "graph_agent", "serve", *TARGETS, "--port", str(port)]
+    command += ["--postgres", dsn, "--workers", str(workers)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    return Node(process, f"http://127.0.0.1:{port}")
+
+
+def _ready(node: Node) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            response = httpx.get(f"{node.url}/ok")
+            if response.status_code == 200:
+                node.worker = response.json().get("worker")
+                return
+        except httpx.TransportError:
+            time.sleep(0.05)
+    raise RuntimeError(f"graph-agent serve at {node.url} did not start")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with fresh_schema() as dsn:
+        schema = dsn.split("search_path=")[1].split("'")[0].split()[0]
+        nodes = [_start(dsn, 0), _start(dsn, 1), _start(dsn, 1)]
+        try:
+            for node in nodes:
+                _ready(node)
+            yield Cluster(schema, *nodes)
+        finally:
+            for node in nodes:
+                if node.process.poll() is None:
+                    node.process.terminate()
+            for node in nodes:
+                node.process.wait(20)
+
+
+def test_fifty_background_runs_all_finish_exactly_once(cluster: Cluster) -> None:
+    client = get_sync_client(url=cluster.api.url)
+
+    def one(i: int) -> tuple[str, str]:
+        thread_id = client.threads.create()["thread_id"]
+        return thread_id, client.runs.create(thread_id, "slow", input={"n": 7 + i % 3})["run_id"]
+
+    with ThreadPoolExecutor(10) as pool:
+        runs = list(pool.map(one, range(50)))
+    assert cluster.api.worker is None  # it serves HTTP only: others ran everything
+    for thread_id, run_id in runs:
+        assert client.runs.join(thread_id, run_id) == {"n": 10}
+        assert client.runs.get(thread_id, run_id)["status"] == "success"
+    ids = [run_id for _, run_id in runs]
+    claims = cluster.rows(
+        "SELECT attempt, worker FROM graph_agent_serve_runs WHERE run_id = ANY(%s)", ids
+    )
+    assert [attempt for attempt, _ in claims] == [1] * 50  # each claimed once
+    assert {worker for _, worker in claims} == {cluster.b.worker, cluster.c.worker}
+    starts = cluster.rows(
+        "SELECT count(*) FROM graph_agent_serve_events WHERE event = 'metadata' "
+        "AND run_id = ANY(%s)",
+        ids,
+    )
+    assert starts == [(50,)]  # and run once
+
+
+def test_a_client_of_one_process_streams_a_run_executing_on_another(cluster: Cluster) -> None:
+    client = get_sync_client(url=cluster.api.url)
+    thread_id = client.threads.create()["thread_id"]
+    parts = list(
+        client.runs.stream(thread_id, "chain", input={"x": 1}, stream_mode=["values", "custom"])
+    )
+    assert [p.event for p in parts] == [
+        "metadata",
+        "values",
+        "custom",
+        "custom",
+        "values",
+        "values",
+    ]
+    assert parts[-1].data == {"x": 12}
+    worker = cluster.rows(
+        "SELECT worker FROM graph_agent_serve_runs WHERE run_id = %s", parts[0].data["run_id"]
+    )
+    assert worker[0][0] in (cluster.b.worker, cluster.c.worker)
+    other = get_sync_client(url=cluster.b.url)  # and any process joins it afterwards
+    assert [p.data for p in other.runs.join_stream(thread_id, parts[0].data["run_id"])] == [
+        p.data for p in parts
+    ]
+
+
+def test_sse_reconnect_with_last_event_id_loses_no_event(cluster: Cluster) -> None:
+    client = get_sync_client(url=cluster.api.url)
+    thread_id = client.threads.create()["thread_id"]
+    run = client.runs.create(thread_id, "slow", input={"n": 0}, stream_mode="values")
+    path = f"/threads/{thread_id}/runs/{run['run_id']}/stream"
+    with httpx.stream("GET", cluster.api.url + path, timeout=10) as response:
+        first = _sse(response, limit=3)
+    with httpx.stream(  # reconnect to another process
+        "GET", cluster.c.url + path, headers={"Last-Event-ID": str(first[-1][0])}, timeout=10
+    ) as response:
+        rest = _sse(response)
+    seen = first + rest
+    assert [number for number, _, _ in seen] == list(range(12))
+    assert [data for _, _, data in seen[1:]] == [f'{{"n":{n}}}' for n in range(11)]
+
+
+def test_cancel_and_multitask_strategies_reach_the_worker_running_the_run(
+    cluster: Cluster,
+) -> None:
+    client = get_sync_client(url=cluster.api.url)
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.create(thread_id, "slow", input={"n": 0})
+    time.sleep(0.4)
+    second = client.runs.create(thread_id, "slow", input=None, multitask_strategy="interrupt")
+    assert client.runs.join(thread_id, second["run_id"]) == {"n": 10}
+    assert client.runs.get(thread_id, first["run_id"])["status"] == "interrupted"
+    third = client.runs.create(thread_id, "slow", input={"n": 0})
+    time.sleep(0.4)
+    client.runs.cancel(thread_id, third["run_id"], wait=True, action="rollback")
+    assert client.threads.get_state(thread_id)["values"] == {"n": 10}
+    assert client.threads.get(thread_id)["status"] == "idle"
+    with pytest.raises(httpx.HTTPStatusError):
+        client.runs.get(thread_id, third["run_id"])
+
+
+def test_a_worker_killed_mid_run_has_its_runs_finished_by_another(cluster: Cluster) -> None:
+    client = get_sync_client(url=cluster.api.url)
+    runs = []
+    for _ in range(6):
+        thread_id = client.threads.create()["thread_id"]
+        runs.append((thread_id, client.runs.create(thread_id, "slow", input={"n": 0})["run_id"]))
+    deadline = time.monotonic() + 10
+    while not cluster.rows(
+        "SELECT 1 FROM graph_agent_serve_runs WHERE worker = %s AND status = 'running'",
+        cluster.b.worker,
+    ):
+        assert time.monotonic() < deadline, "worker b never claimed a run"
+        time.sleep(0.05)
+    time.sleep(0.35)  # a few steps in
+    cluster.b.process.send_signal(signal.SIGKILL)
+    cluster.b.process.wait(10)
+    reference = client.threads.create()["thread_id"]  # the same run, without a crash
+    client.runs.wait(reference, "slow", input={"n": 0})
+    expected = [s["values"] for s in client.threads.get_history(reference, limit=100)]
+    for thread_id, run_id in runs:
+        assert client.runs.join(thread_id, run_id) == {"n": 10}
+        assert client.runs.get(thread_id, run_id)["status"] == "success"
+        history = [s["values"] for s in client.threads.get_history(thread_id, limit=100)]
+        assert history == expected  # every step stored once: linear, nothing lost or doubled
+    claims = cluster.rows(
+        "SELECT max(attempt), count(*) FILTER (WHERE worker = %s) "
+        "FROM graph_agent_serve_runs WHERE run_id = ANY(%s)",
+        cluster.c.worker,
+        [run_id for _, run_id in runs],
+    )
+    assert claims == [(2, 6)]  # b's runs were claimed again, all finished on c
