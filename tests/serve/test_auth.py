@@ -182,3 +182,22 @@ def test_serve_takes_its_keys_from_the_environment(tmp_path) -> None:
     finally:
         server.terminate()
         server.wait(15)
+
+
+def test_remote_graph_and_run_url_carry_the_key(
+    keyed: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from graph_agent import RunnableConfig
+    from graph_agent.client import RemoteGraph, RemoteGraphError
+
+    config = RunnableConfig(thread_id="remote-keyed")
+    assert RemoteGraph(keyed.url, "chain", api_key=ANN).invoke({"x": 1}, config)["x"] == 12
+    with pytest.raises(RemoteGraphError) as other:  # Bob cannot see Ann's thread
+        RemoteGraph(keyed.url, "chain", api_key=BOB).get_state(config)
+    assert other.value.status == 404
+    with pytest.raises(RemoteGraphError) as missing:
+        RemoteGraph(keyed.url, "chain").invoke({"x": 1})
+    assert missing.value.status == 401 and ANN not in str(missing.value)
+    args = ["run", "--url", keyed.url, "chain", '{"x": 2}', "--api-key", ANN, "--plain"]
+    assert main(args) == 0
+    assert '"x": 13' in capsys.readouterr().out
