@@ -44,15 +44,17 @@ from typing import Any
 from graph_agent.graph.errors import GraphCancelledError, ThreadBusyError
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.serve.pg_records import CHANNEL, UNFINISHED, PostgresRecords
-from graph_agent.serve.records import RunRecord, RunStatus, ThreadStatus, now
+from graph_agent.serve.records import RunRecord, RunStatus, ThreadStatus
 from graph_agent.serve.runs import (
     ActiveRun,
     CancelAction,
     Runnable,
     Runner,
     RunRequest,
-    ThreadBusy,
+    new_run_record,
     rollback_thread,
+    thread_busy,
+    thread_values,
 )
 from graph_agent.serve.wire import to_json
 
@@ -250,28 +252,8 @@ class QueueRunner(Runner):
     def start(self, thread_id: str, request: RunRequest) -> ActiveRun:
         unfinished = self.records.unfinished_runs(thread_id)
         if unfinished and request.multitask_strategy == "reject":
-            raise ThreadBusy(
-                f"thread {thread_id} is busy with run {unfinished[0]}: wait for it "
-                "(runs.join), cancel it, or send multitask_strategy='enqueue', 'interrupt' "
-                "or 'rollback'"
-            )
-        stamp = now()
-        record = RunRecord(
-            run_id=_new_run_id(),
-            thread_id=thread_id,
-            assistant_id=request.assistant_id,
-            created_at=stamp,
-            updated_at=stamp,
-            metadata=dict(request.metadata),
-            multitask_strategy=request.multitask_strategy,
-            kwargs={
-                "input": to_json(request.input),
-                "command": to_json(request.command),
-                "stream_mode": list(request.stream_modes),
-                "checkpoint_id": request.checkpoint_id,
-                "request": _request_json(request),
-            },
-        )
+            raise thread_busy(thread_id, unfinished[0])
+        record = new_run_record(thread_id, request, {"request": _request_json(request)})
         self.records.set_thread_status(thread_id, "busy", request.assistant_id)
         if unfinished and request.multitask_strategy in ("interrupt", "rollback"):
             for run_id in unfinished:
@@ -341,7 +323,7 @@ class QueueRunner(Runner):
                 raise _Cancelled
             if run.request is not _NOTHING_LEFT:
                 await self._stream(run, runnable)
-            values, snapshot = await asyncio.to_thread(_thread_values, runnable, thread_id)
+            values, snapshot = await asyncio.to_thread(thread_values, runnable, thread_id)
             result = to_json(values)
             if snapshot is not None and snapshot.interrupts:
                 thread_status = "interrupted"
@@ -356,7 +338,7 @@ class QueueRunner(Runner):
                 self.records.finish_thread(thread_id, "idle")
                 return
             run_status = "interrupted"
-            result = to_json((await asyncio.to_thread(_thread_values, runnable, thread_id))[0])
+            result = to_json((await asyncio.to_thread(thread_values, runnable, thread_id))[0])
         except Exception as exc:
             run_status, thread_status = "error", "error"
             error = {"error": type(exc).__name__, "message": str(exc)}
@@ -373,11 +355,6 @@ class _Cancelled(Exception):
 
 _NOTHING_LEFT = RunRequest(assistant_id="")
 """The request of a resumed run whose thread already holds its last checkpoint."""
-
-
-def _thread_values(runnable: Runnable, thread_id: str) -> tuple[dict[str, Any], Any]:
-    snapshot = runnable.get_state(RunnableConfig(thread_id=thread_id))
-    return dict(snapshot.values), snapshot
 
 
 def _await_lease(runnable: Runnable, thread_id: str, timeout: float = 30.0) -> None:
@@ -404,12 +381,6 @@ def _resumed(runnable: Runnable, record: RunRecord, request: RunRequest) -> RunR
     if not snapshot.next and not snapshot.interrupts:
         return _NOTHING_LEFT
     return dataclasses.replace(request, input=None, command=None, checkpoint_id=None)
-
-
-def _new_run_id() -> str:
-    import uuid
-
-    return str(uuid.uuid4())
 
 
 def _request_json(request: RunRequest) -> dict[str, Any]:

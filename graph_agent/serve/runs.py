@@ -156,6 +156,38 @@ class ActiveRun:
         return runs
 
 
+def thread_busy(thread_id: str, run_id: str) -> ThreadBusy:
+    """The refusal of a run on a thread another run holds (``multitask_strategy='reject'``)."""
+    return ThreadBusy(
+        f"thread {thread_id} is busy with run {run_id}: wait for it (runs.join), cancel it, or "
+        "send multitask_strategy='enqueue', 'interrupt' or 'rollback'"
+    )
+
+
+def new_run_record(
+    thread_id: str, request: RunRequest, kept: Mapping[str, Any] | None = None
+) -> RunRecord:
+    """The record of a new run of ``request`` on the thread (``kept``: more to keep with what
+    it was asked)."""
+    stamp = now()
+    return RunRecord(
+        run_id=str(uuid.uuid4()),
+        thread_id=thread_id,
+        assistant_id=request.assistant_id,
+        created_at=stamp,
+        updated_at=stamp,
+        metadata=dict(request.metadata),
+        multitask_strategy=request.multitask_strategy,
+        kwargs={
+            "input": to_json(request.input),
+            "command": to_json(request.command),
+            "stream_mode": list(request.stream_modes),
+            "checkpoint_id": request.checkpoint_id,
+            **(kept or {}),
+        },
+    )
+
+
 def thread_values(runnable: Runnable | None, thread_id: str) -> tuple[dict[str, Any], Any]:
     """A thread's newest values and its state snapshot (``None`` when nothing ran on it)."""
     if runnable is None:
@@ -213,27 +245,8 @@ class Runner:
         """
         previous = self.active(thread_id)
         if previous is not None and request.multitask_strategy == "reject":
-            raise ThreadBusy(
-                f"thread {thread_id} is busy with run {previous.record.run_id}: wait for it "
-                "(runs.join), cancel it, or send multitask_strategy='enqueue', 'interrupt' "
-                "or 'rollback'"
-            )
-        stamp = now()
-        record = RunRecord(
-            run_id=str(uuid.uuid4()),
-            thread_id=thread_id,
-            assistant_id=request.assistant_id,
-            created_at=stamp,
-            updated_at=stamp,
-            metadata=dict(request.metadata),
-            multitask_strategy=request.multitask_strategy,
-            kwargs={
-                "input": to_json(request.input),
-                "command": to_json(request.command),
-                "stream_mode": list(request.stream_modes),
-                "checkpoint_id": request.checkpoint_id,
-            },
-        )
+            raise thread_busy(thread_id, previous.record.run_id)
+        record = new_run_record(thread_id, request)
         self.records.put_run(record)
         self.records.set_thread_status(thread_id, "busy", request.assistant_id)
         run = ActiveRun(
