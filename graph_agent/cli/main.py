@@ -237,13 +237,16 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="serve agents and graphs over HTTP, as LangGraph Server does",
         description="Serve each MODULE:OBJECT as an assistant (its id is its name) with "
-        "LangGraph Server's HTTP API, so langgraph-sdk clients work against it. Needs the "
-        "serve extra: pip install 'graph-agent[serve]'.",
+        "LangGraph Server's HTTP API, so langgraph-sdk clients work against it. A TARGET may "
+        "also be a config file (.json or .toml) listing several, with options: "
+        '{"targets": [...], "port": 8123}, or LangGraph\'s langgraph.json '
+        '({"graphs": {"id": "./file.py:object"}}). Needs the serve extra: '
+        "pip install 'graph-agent[serve]'.",
     )
-    serve.add_argument("target", metavar="MODULE:OBJECT", nargs="+")
-    _add_db(serve, SERVE_DB, f"SQLite file for the threads (default: {SERVE_DB})")
-    serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
-    serve.add_argument("--port", type=int, default=8123, help="default: 8123")
+    serve.add_argument("target", metavar="MODULE:OBJECT|CONFIG", nargs="+")
+    _add_db(serve, None, f"SQLite file for the threads (default: {SERVE_DB})")
+    serve.add_argument("--host", help="default: 127.0.0.1")
+    serve.add_argument("--port", type=int, help="default: 8123")
     serve.add_argument(
         "--api-key",
         action="append",
@@ -256,7 +259,6 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--max-body-bytes",
         type=int,
-        default=4 * 1024 * 1024,
         metavar="N",
         help="refuse larger request bodies with a 413 (default: 4 MiB)",
     )
@@ -274,7 +276,6 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--workers",
         type=int,
-        default=1,
         metavar="N",
         help="with --postgres: N processes run runs (this one, serving HTTP, and N-1 more; "
         "0: this one only serves HTTP)",

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from graph_agent.cli.errors import EXIT_USAGE, CliError
+from graph_agent.cli.serve_config import is_config, read_config
 from graph_agent.cli.targets import load_target, open_saver
 
-__all__ = ["SERVE_DB", "records_path", "serve_command"]
+__all__ = ["SERVE_DB", "records_path", "serve_command", "serve_targets"]
 
 SERVE_DB = os.path.join(".graph_agent", "serve.db")
 """Where ``serve`` keeps its threads by default."""
@@ -40,6 +41,7 @@ def serve_command(args: argparse.Namespace) -> int:
             "pip install 'graph-agent[serve]'",
             EXIT_USAGE,
         ) from exc
+    targets = serve_targets(args)
     api_keys = [*args.api_key, *keys_from_env(os.environ.get(API_KEYS_ENV))]
     problem = binding_problem(args.host, bool(api_keys))
     if problem is not None and not args.insecure_no_auth:
@@ -51,15 +53,18 @@ def serve_command(args: argparse.Namespace) -> int:
         )
     if args.max_body_bytes < 1:
         raise CliError("--max-body-bytes must be at least 1", "", EXIT_USAGE)
-    runnables = [load_target(spec, default_saver=False).local for spec in args.target]
-    names = [runnable.name for runnable in runnables]
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
-        raise CliError(
-            f"two targets share the name {twice[0]!r}: an assistant id names one graph",
-            "give each graph or agent its own name",
-            EXIT_USAGE,
-        )
+    runnables: dict[str, Any] = {}
+    for assistant_id, spec in targets:
+        runnable = load_target(spec, default_saver=False).local
+        name = assistant_id or runnable.name
+        if name in runnables:
+            raise CliError(
+                f"two targets share the name {name!r}: an assistant id names one graph",
+                "give each graph or agent its own name (or its own id in the config file)",
+                EXIT_USAGE,
+            )
+        runnables[name] = runnable
+    names = list(runnables)
     if args.postgres is None:
         if args.workers != 1 or args.no_http:
             raise CliError("--workers needs --postgres", "add --postgres DSN, or drop --workers")
@@ -103,6 +108,46 @@ def serve_command(args: argparse.Namespace) -> int:
     return 0
 
 
+_DEFAULTS: dict[str, Any] = {
+    "db": SERVE_DB,
+    "postgres": None,
+    "host": "127.0.0.1",
+    "port": 8123,
+    "workers": 1,
+    "max_body_bytes": 4 * 1024 * 1024,  # serve.limits.DEFAULT_MAX_BODY_BYTES (needs the extra)
+}
+
+
+def serve_targets(args: argparse.Namespace) -> list[tuple[str | None, str]]:
+    """The targets to serve, as ``(assistant id or None, MODULE:OBJECT)``, with config files'
+    targets read; ``args`` gets each option from the command line, else a config file, else
+    its default."""
+    targets: list[tuple[str | None, str]] = []
+    options: dict[str, Any] = {}
+    for target in args.target:
+        if not is_config(target):
+            targets.append((None, target))
+            continue
+        config = read_config(target)
+        targets += config.targets
+        for key, value in config.options.items():
+            if key in options and options[key] != value:
+                raise CliError(
+                    f"the config files disagree on {key}", "set it once, or on the command line"
+                )
+            options[key] = value
+        if config.ignored:
+            print(
+                f"graph-agent serve: {target}: ignoring {', '.join(config.ignored)} "
+                "(not graph-agent settings)",
+                file=sys.stderr,
+            )
+    for key, default in _DEFAULTS.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, options.get(key, default))
+    return targets
+
+
 def _open_postgres(dsn: str) -> tuple[Any, Any]:
     try:
         from graph_agent.checkpoint.postgres import PostgresSaver
@@ -129,7 +174,7 @@ def _spawn_worker() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "graph_agent", *sys.argv[1:], "--no-http"])
 
 
-def _work_only(runnables: list[Any], saver: Any, records: Any) -> int:
+def _work_only(runnables: dict[str, Any], saver: Any, records: Any) -> int:
     from graph_agent.serve.app import assistants_on
     from graph_agent.serve.queue import work_forever
 

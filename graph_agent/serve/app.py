@@ -20,7 +20,13 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Route
 
 from graph_agent.agent.react import ReactAgent
@@ -30,7 +36,6 @@ from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphAgentError
 from graph_agent.graph.types import CompileConfig, RunnableConfig
-from graph_agent.graph.values import END, START
 from graph_agent.serve.auth import ApiKeyMiddleware, owns, stamp_owner
 from graph_agent.serve.errors import error_response
 from graph_agent.serve.inputs import InputKeys
@@ -48,6 +53,13 @@ from graph_agent.serve.runs import (
     RunRequest,
     ThreadBusy,
     thread_values,
+)
+from graph_agent.serve.schemas import (
+    DIAGRAM_FORMATS,
+    assistant_schemas,
+    graph_json,
+    graph_text,
+    xray_depth,
 )
 from graph_agent.serve.wire import WireError, checkpoint_json, input_from_json, snapshot_json
 from graph_agent.serve.wire import to_json as wire_json
@@ -114,6 +126,9 @@ def create_app(
         api.runner = QueueRunner(api.assistants, records, work=work)
     declared = input_keys or {}
     api.input_keys = {name: InputKeys.of(target, declared.get(name)) for name, target in pairs}
+    api.schemas = {
+        name: assistant_schemas(name, target, api.input_keys[name]) for name, target in pairs
+    }
     return Starlette(
         routes=api.routes(),
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, 500: _crash},
@@ -171,6 +186,7 @@ class _Api:
         self.runner: Runner = Runner(assistants, records)  # type: ignore[arg-type]
         self.created_at = now()
         self.input_keys: dict[str, InputKeys] = {}
+        self.schemas: dict[str, dict[str, Any]] = {}
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -191,6 +207,7 @@ class _Api:
             ("POST", "/assistants/search", self.search_assistants),
             ("GET", "/assistants/{assistant_id}", self.get_assistant),
             ("GET", "/assistants/{assistant_id}/graph", self.get_graph),
+            ("GET", "/assistants/{assistant_id}/schemas", self.get_schemas),
             ("POST", "/threads", self.create_thread),
             ("POST", "/threads/search", self.search_threads),
             ("GET", t, self.get_thread),
@@ -276,19 +293,26 @@ class _Api:
         return JSONResponse(self._assistant_json(assistant_id))
 
     async def get_graph(self, request: Request) -> Response:
+        """The graph as LangGraph's JSON, or as ``?format=mermaid|dot|plantuml|ascii`` text;
+        ``?xray=`` opens subgraph nodes (``true``, or how many levels)."""
         runnable = self._runnable(request.path_params["assistant_id"])
         view = runnable.graph.view if isinstance(runnable, ReactAgent) else runnable.view
-        nodes = [START, *view.nodes, END]
-        return JSONResponse(
-            {
-                "nodes": [{"id": node, "type": "runnable", "data": node} for node in nodes],
-                "edges": [
-                    {"source": e.source, "target": e.target, "conditional": e.conditional}
-                    | ({"data": e.label} if e.label else {})
-                    for e in view.edges
-                ],
-            }
-        )
+        fmt = request.query_params.get("format", "json")
+        if fmt not in DIAGRAM_FORMATS:
+            formats = ", ".join(DIAGRAM_FORMATS)
+            raise ApiError(422, f"format {fmt!r} is not supported; use {formats}")
+        try:
+            depth = xray_depth(request.query_params.get("xray"))
+        except ValueError as exc:
+            raise ApiError(422, str(exc)) from exc
+        if fmt == "json":
+            return JSONResponse(graph_json(view, depth))
+        return PlainTextResponse(graph_text(view, fmt, depth))
+
+    async def get_schemas(self, request: Request) -> Response:
+        assistant_id = request.path_params["assistant_id"]
+        self._runnable(assistant_id)
+        return JSONResponse(self.schemas[assistant_id])
 
     # threads
     def _thread(self, thread_id: str) -> ThreadRecord:

@@ -105,6 +105,17 @@ def _schemas(assistant_ids: Sequence[str]) -> dict[str, Schema]:
             },
             ["nodes", "edges"],
         ),
+        "GraphSchema": _obj(
+            {
+                "graph_id": _STRING,
+                "input_schema": _OBJECT,
+                "output_schema": _OBJECT,
+                "state_schema": _OBJECT,
+                "config_schema": _OBJECT,
+                "context_schema": _OBJECT,
+            },
+            ["graph_id", "input_schema", "output_schema", "state_schema"],
+        ),
         "Checkpoint": checkpoint,
         "Interrupt": interrupt,
         "Thread": _obj(
@@ -287,6 +298,29 @@ def _operation(
     return operation
 
 
+def _graph_operation() -> dict[str, Any]:
+    """The graph route: LangGraph's JSON, or diagram text with ``?format=``."""
+    operation = _operation(
+        "An assistant's graph: JSON nodes and edges, or Mermaid/DOT/PlantUML/ASCII text",
+        (200, _ref("Graph")),
+        errors=[404, 422],
+        query=[
+            _query(
+                "format",
+                {"enum": ["json", "mermaid", "dot", "plantuml", "ascii"]},
+                "json (the default: nodes and edges) or a diagram's text",
+            ),
+            _query(
+                "xray",
+                {"anyOf": [{"type": "boolean"}, {"type": "integer", "minimum": 0}]},
+                "open subgraph nodes: true for all levels, or how many",
+            ),
+        ],
+    )
+    operation["responses"]["200"]["content"]["text/plain"] = {"schema": _STRING}
+    return operation
+
+
 def _array(name: str) -> Schema:
     return {"type": "array", "items": _ref(name)}
 
@@ -335,8 +369,13 @@ def _operations() -> dict[str, dict[str, dict[str, Any]]]:
         "/assistants/{assistant_id}": {
             "get": _operation("An assistant", (200, _ref("Assistant")), errors=[404]),
         },
-        "/assistants/{assistant_id}/graph": {
-            "get": _operation("An assistant's graph", (200, _ref("Graph")), errors=[404]),
+        "/assistants/{assistant_id}/graph": {"get": _graph_operation()},
+        "/assistants/{assistant_id}/schemas": {
+            "get": _operation(
+                "An assistant's input, output, state, config and context JSON Schemas",
+                (200, _ref("GraphSchema")),
+                errors=[404],
+            ),
         },
         "/threads": {
             "post": _operation(

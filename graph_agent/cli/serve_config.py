@@ -1,0 +1,122 @@
+"""A config file for ``graph-agent serve``: several targets and the server's options in one place.
+
+``graph-agent serve CONFIG.json`` (or ``.toml``) reads:
+
+- ``targets``: a list of ``MODULE:OBJECT`` (each assistant's id is its graph's or agent's name)
+  or a table ``{assistant id: MODULE:OBJECT}``;
+- or LangGraph's ``langgraph.json`` shape, ``{"graphs": {"id": "./path.py:object"}}`` (a value
+  may also be ``{"path": ...}``): each key is an assistant id. LangGraph's other keys
+  (``dependencies``, ``env``, ``http``, ...) are not ours: they are named on stderr and left
+  alone;
+- optionally ``db``, ``postgres``, ``host``, ``port``, ``workers``, ``max_body_bytes``: what the
+  options of the same names set. An option given on the command line wins.
+
+File paths in the file (a target's ``path.py``, ``db``) are relative to the file's folder, as
+LangGraph reads ``langgraph.json``; a dotted module is imported from that folder too.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graph_agent.cli.errors import EXIT_USAGE, CliError
+
+__all__ = ["CONFIG_SUFFIXES", "ServeConfig", "is_config", "read_config"]
+
+CONFIG_SUFFIXES = (".json", ".toml")
+_OPTIONS: dict[str, type[Any]] = {
+    "db": str,
+    "postgres": str,
+    "host": str,
+    "port": int,
+    "workers": int,
+    "max_body_bytes": int,
+}
+_EXAMPLE = '{"graphs": {"chain": "./graphs.py:chain"}, "port": 8123}'
+
+
+@dataclass(kw_only=True)
+class ServeConfig:
+    """What a config file says: ``targets`` as ``(assistant id or None, MODULE:OBJECT)`` pairs
+    (``None``: the target's own name), and the options it sets."""
+
+    targets: list[tuple[str | None, str]] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+
+
+def is_config(target: str) -> bool:
+    """Whether a command-line TARGET names a config file rather than ``MODULE:OBJECT``."""
+    return target.lower().endswith(CONFIG_SUFFIXES) and ":" not in Path(target).name
+
+
+def read_config(path: str) -> ServeConfig:
+    """Read the config file at ``path``.
+
+    Raises:
+        CliError: the file is missing, is not JSON/TOML, or says something malformed.
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}", _EXAMPLE, EXIT_USAGE) from exc
+    try:
+        data: Any = tomllib.loads(text) if file.suffix.lower() == ".toml" else json.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        kind = file.suffix[1:].upper()
+        raise CliError(f"{path} is not valid {kind}: {exc}", "", EXIT_USAGE) from exc
+    if not isinstance(data, dict):
+        raise CliError(f"{path} must hold an object (a table)", _EXAMPLE, EXIT_USAGE)
+    folder = file.resolve().parent
+    config = ServeConfig()
+    for key, value in data.items():
+        if key in ("targets", "graphs"):
+            config.targets += _targets(path, key, value, folder)
+        elif key in _OPTIONS:
+            wanted = _OPTIONS[key]
+            if not isinstance(value, wanted) or isinstance(value, bool):
+                word = "an integer" if wanted is int else "a string"
+                raise CliError(f"{path}: {key} must be {word}", _EXAMPLE, EXIT_USAGE)
+            config.options[key] = str(folder / str(value)) if key == "db" else value
+        else:
+            config.ignored.append(key)
+    if not config.targets:
+        raise CliError(f"{path} lists no targets", f"e.g. {_EXAMPLE}", EXIT_USAGE)
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))  # its dotted modules are imported from its folder
+    return config
+
+
+def _targets(path: str, key: str, value: Any, folder: Path) -> list[tuple[str | None, str]]:
+    if isinstance(value, list):
+        pairs: list[tuple[str | None, Any]] = [(None, item) for item in value]
+    elif isinstance(value, dict):
+        pairs = [(str(name), item) for name, item in value.items()]
+    else:
+        raise CliError(
+            f"{path}: {key} must be a list of MODULE:OBJECT or a table of them by id",
+            _EXAMPLE,
+            EXIT_USAGE,
+        )
+    found: list[tuple[str | None, str]] = []
+    for name, item in pairs:
+        spec = item.get("path") if isinstance(item, dict) else item
+        if not isinstance(spec, str) or ":" not in spec:
+            where = f"{key}.{name}" if name is not None else key
+            raise CliError(f"{path}: {where} must be MODULE:OBJECT, got {spec!r}", _EXAMPLE)
+        found.append((name, _relative_to(folder, spec)))
+    return found
+
+
+def _relative_to(folder: Path, spec: str) -> str:
+    """``spec`` with a file path in it made relative to ``folder`` (a dotted module stays)."""
+    module, _, obj = spec.rpartition(":")
+    if module.endswith(".py") or "/" in module or "\\" in module:
+        module = str(folder / module)
+    return f"{module}:{obj}"

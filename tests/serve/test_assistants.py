@@ -1,0 +1,106 @@
+"""An assistant's graph (JSON, Mermaid, DOT; subgraphs opened with ``xray``) and its schemas,
+and a paused thread's pending interrupts, through langgraph-sdk."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from langgraph_sdk import get_client, get_sync_client
+
+from graph_agent import END, START, AppendStrategy, StateGraph
+from tests.serve.conftest import Server
+from tests.serve.graphs import agent, approval, chain
+
+
+def nested() -> StateGraph:
+    """``outer`` runs ``chain`` as its node ``inner``; ``log`` is appended to."""
+    graph = StateGraph("outer", key_strategies={"log": AppendStrategy()})
+    graph.add_node("inner", chain().compile())
+    graph.add_node("note", lambda state: {"log": "done"})
+    graph.add_edge(START, "inner").add_edge("inner", "note").add_edge("note", END)
+    return graph
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    db: Path = tmp_path_factory.mktemp("assistants") / "serve.db"
+    targets = [chain(), approval(), agent(), nested()]
+    with Server(db, targets, input_keys={"approval": ["question"]}) as running:
+        yield running
+
+
+def test_the_graph_is_langgraph_json_and_xray_opens_subgraphs(served: Server) -> None:
+    client = get_sync_client(url=served.url)
+    flat = client.assistants.get_graph("outer")
+    assert [n["id"] for n in flat["nodes"]] == ["__start__", "inner", "note", "__end__"]
+    assert {(e["source"], e["target"]) for e in flat["edges"]} == {
+        ("__start__", "inner"),
+        ("inner", "note"),
+        ("note", "__end__"),
+    }
+    opened = client.assistants.get_graph("outer", xray=True)
+    ids = [n["id"] for n in opened["nodes"]]
+    assert "inner" not in ids and {"inner/first", "inner/second"} <= set(ids)
+    assert client.assistants.get_graph("outer", xray=1)["nodes"] == opened["nodes"]
+    assert client.assistants.get_graph("outer", xray=0)["nodes"] == flat["nodes"]
+
+
+def test_the_graph_is_also_mermaid_or_dot_text(served: Server) -> None:
+    mermaid = httpx.get(f"{served.url}/assistants/chain/graph", params={"format": "mermaid"})
+    assert mermaid.status_code == 200 and mermaid.headers["content-type"].startswith("text/plain")
+    assert "first" in mermaid.text and "second" in mermaid.text
+    dot = httpx.get(f"{served.url}/assistants/outer/graph?format=dot&xray=true")
+    assert dot.text.lstrip().startswith("digraph") and "cluster" in dot.text
+    bad = httpx.get(f"{served.url}/assistants/chain/graph", params={"format": "png"})
+    assert bad.status_code == 422 and "mermaid" in bad.json()["detail"]
+    assert httpx.get(f"{served.url}/assistants/chain/graph?xray=deep").status_code == 422
+    assert httpx.get(f"{served.url}/assistants/nobody/graph").status_code == 404
+
+
+def test_an_agent_takes_and_returns_messages(served: Server) -> None:
+    schemas = get_sync_client(url=served.url).assistants.get_schemas("assistant")
+    assert schemas["graph_id"] == "assistant"
+    for which in ("input_schema", "output_schema", "state_schema"):
+        messages = schemas[which]["properties"]["messages"]
+        assert messages["type"] == "array" and "content" in messages["items"]["properties"]
+    assert "_agent_run" not in schemas["state_schema"]["properties"]
+
+
+async def test_a_state_graph_names_its_keys_and_stays_open(served: Server) -> None:
+    client = get_client(url=served.url)
+    outer = await client.assistants.get_schemas("outer")
+    assert outer["state_schema"] == {
+        "type": "object",
+        "properties": {"log": {"type": "array", "description": "appended to on each write"}},
+    }
+    assert outer["input_schema"].get("additionalProperties") is not False
+    unknown = await client.assistants.get_schemas("chain")
+    assert unknown["input_schema"] == {"type": "object"}
+    closed = await client.assistants.get_schemas("approval")
+    assert closed["input_schema"]["properties"] == {"question": {}}
+    assert closed["input_schema"]["additionalProperties"] is False
+
+
+def test_a_graph_compiled_elsewhere_is_an_object_of_unknown_keys(tmp_path: Path) -> None:
+    with Server(tmp_path / "serve.db", [chain().compile()]) as running:
+        schemas = get_sync_client(url=running.url).assistants.get_schemas("chain")
+        assert schemas["state_schema"] == schemas["input_schema"] == {"type": "object"}
+        assert get_sync_client(url=running.url).assistants.get_graph("chain")["nodes"]
+
+
+def test_a_paused_thread_lists_its_pending_interrupts_by_task(served: Server) -> None:
+    client = get_sync_client(url=served.url)
+    thread_id = client.threads.create()["thread_id"]
+    paused = client.runs.wait(thread_id, "approval", input={"question": "refund?"})
+    [raised] = paused["__interrupt__"]
+    thread = client.threads.get(thread_id)
+    [task] = client.threads.get_state(thread_id)["tasks"]
+    assert thread["interrupts"] == {task["id"]: [raised]}
+    assert raised["value"] == {"approve": "reply to refund?"} and raised["id"]
+    [found] = client.threads.search(ids=[thread_id])
+    assert found["interrupts"] == thread["interrupts"]
+    client.runs.wait(thread_id, "approval", command={"resume": {raised["id"]: "yes"}})
+    assert client.threads.get(thread_id)["interrupts"] == {}
