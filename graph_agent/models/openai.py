@@ -754,7 +754,8 @@ _IO_ERRORS = (httpx.TransportError, httpx.DecodingError)
 
 MAX_REQUESTS_IN_FLIGHT = 256
 """Requests a model sends at once on one event loop (each on a connection of its own); more
-wait their turn, in order."""
+wait their turn. Requests through a proxy taken from the environment bypass this count: httpx
+gives them a pool of their own, limited to as many connections."""
 _ASYNC_LIMITS = httpx.Limits(
     max_connections=MAX_REQUESTS_IN_FLIGHT, max_keepalive_connections=MAX_REQUESTS_IN_FLIGHT
 )
