@@ -164,8 +164,7 @@ class OpenAIChatModel:
         # Not weak-keyed: the closer holds its loop (through the loop's async generator
         # finalizer), so a weak key would never die. Entries leave when their loop shuts down.
         self._async_clients: dict[
-            asyncio.AbstractEventLoop,
-            tuple[httpx.AsyncClient, AsyncGenerator[None, None], asyncio.Semaphore],
+            asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncGenerator[None, None]]
         ] = {}
 
     @classmethod
@@ -215,7 +214,7 @@ class OpenAIChatModel:
                 )
             return self._client
 
-    async def _async_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+    async def _async_client(self) -> httpx.AsyncClient:
         # An AsyncClient's connections belong to the loop that opened them, so each loop gets
         # its own client (asyncio.run per call, notebooks, a private runner loop). A started
         # async generator closes it when the loop shuts down (asyncio.run and asyncio.Runner
@@ -225,7 +224,7 @@ class OpenAIChatModel:
         with self._lock:
             entry = self._async_clients.get(loop)
             if entry is not None and not entry[0].is_closed:
-                return entry[0], entry[2]
+                return entry[0]
             # A loop closed without finalizing its async generators never ran its closer.
             for closed in [other for other in self._async_clients if other.is_closed()]:
                 del self._async_clients[closed]
@@ -233,15 +232,16 @@ class OpenAIChatModel:
                 auth=self._url_auth,
                 timeout=self.timeout,
                 headers=self._headers(),
+                # Proxies taken from the environment get a pool of their own, with these.
                 verify=_shared_ssl_context(),
                 limits=_ASYNC_LIMITS,
+                transport=_OneConnectionPools(MAX_REQUESTS_IN_FLIGHT),
             )
             forget = functools.partial(_forget_async_client, weakref.ref(self), loop, client)
             closer = _close_at_loop_shutdown(client, forget)
-            gate = asyncio.Semaphore(MAX_REQUESTS_IN_FLIGHT)
-            self._async_clients[loop] = (client, closer, gate)
+            self._async_clients[loop] = (client, closer)
         await closer.__anext__()
-        return client, gate
+        return client
 
     def _forget_async_client(
         self, loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient
@@ -476,7 +476,7 @@ class OpenAIChatModel:
 
     async def _adrive(self, flow: _Flow, result: list[Any]) -> AsyncIterator[AssistantMessageChunk]:
         """Async :meth:`_drive`."""
-        client, gate = await self._async_client()
+        client = await self._async_client()
         with contextlib.closing(flow):
             async with contextlib.AsyncExitStack() as open_response:
                 events: AsyncIterator[Any] = _no_events()
@@ -504,8 +504,6 @@ class OpenAIChatModel:
                             await self.retry.async_sleep(effect.seconds)
                             continue
                         assert isinstance(effect, _Post)
-                        await gate.acquire()  # held until this response is closed
-                        open_response.callback(gate.release)
                         try:
                             if not effect.stream:
                                 reply = await client.post(self._url, json=effect.body)
@@ -754,14 +752,79 @@ _SSE_HEADERS = {"Accept": "text/event-stream"}
 # What a driver throws into the flow: a failed connection, or a body it could not decompress.
 _IO_ERRORS = (httpx.TransportError, httpx.DecodingError)
 
-MAX_REQUESTS_IN_FLIGHT = 64
-"""Requests a model sends at once on one event loop; more wait their turn. httpcore's pool
-costs time in the number of requests it holds times its connections at every request and
-response, so 1,000 concurrent runs queueing there spend seconds in it: they wait here instead,
-on a semaphore, each request then finding a connection at once."""
+MAX_REQUESTS_IN_FLIGHT = 256
+"""Requests a model sends at once on one event loop (each on a connection of its own); more
+wait their turn. Requests through a proxy taken from the environment bypass this count: httpx
+gives them a pool of their own, limited to as many connections."""
 _ASYNC_LIMITS = httpx.Limits(
     max_connections=MAX_REQUESTS_IN_FLIGHT, max_keepalive_connections=MAX_REQUESTS_IN_FLIGHT
 )
+
+
+class _OneConnectionPools(httpx.AsyncBaseTransport):
+    """An async transport of up to ``size`` one-connection pools, each lent to one request
+    until its response is closed; more requests wait on a semaphore.
+
+    httpcore's pool spends time in its connections times its queued requests at every request
+    and response (it probes each idle connection's socket), so 1,000 concurrent runs through one
+    pool of 64 connections spent most of their time there. A pool of one connection does that
+    work once. The most recently returned pool is lent first, so its connection is still warm.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._free = asyncio.Semaphore(size)
+        self._idle: list[httpx.AsyncHTTPTransport] = []
+        self._all: list[httpx.AsyncHTTPTransport] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await self._free.acquire()
+        if self._idle:
+            pool = self._idle.pop()
+        else:
+            pool = httpx.AsyncHTTPTransport(verify=_shared_ssl_context(), limits=_ONE_CONNECTION)
+            self._all.append(pool)
+        try:
+            response = await pool.handle_async_request(request)
+        except BaseException:
+            self._give_back(pool)
+            raise
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        response.stream = _GivenBackOnClose(
+            response.stream, functools.partial(self._give_back, pool)
+        )
+        return response
+
+    def _give_back(self, pool: httpx.AsyncHTTPTransport) -> None:
+        self._idle.append(pool)
+        self._free.release()
+
+    async def aclose(self) -> None:
+        pools, self._all, self._idle = self._all, [], []
+        for pool in pools:
+            await pool.aclose()
+
+
+_ONE_CONNECTION = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+
+
+class _GivenBackOnClose(httpx.AsyncByteStream):
+    """A response body that calls ``give_back`` once it is closed."""
+
+    def __init__(self, stream: httpx.AsyncByteStream, give_back: Callable[[], None]) -> None:
+        self._stream = stream
+        self._give_back: Callable[[], None] | None = give_back
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for part in self._stream:
+            yield part
+
+    async def aclose(self) -> None:
+        try:
+            await self._stream.aclose()
+        finally:
+            if self._give_back is not None:
+                give_back, self._give_back = self._give_back, None
+                give_back()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+import graph_agent.models.openai as openai_module
 from graph_agent.messages import UserMessage
 from graph_agent.models import ModelConnectionError, OpenAIChatModel, fold_chunks
 
@@ -68,6 +69,38 @@ async def test_concurrent_async_calls_share_the_model(
     async with make_model() as model:
         replies = await asyncio.gather(*(model.agenerate(HI) for _ in range(4)))
     assert [r.text for r in replies] == ["ok"] * 4
+
+
+async def test_calls_beyond_the_in_flight_limit_wait_and_reuse_its_connections(
+    server: FakeOpenAIServer, make_model: ModelFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(openai_module, "MAX_REQUESTS_IN_FLIGHT", 2)
+    server.enqueue(*[reply_json(completion("ok"))] * 6)
+    async with make_model() as model:
+        calls = asyncio.gather(*(model.agenerate(HI) for _ in range(6)))
+        replies = await asyncio.wait_for(calls, timeout=10)
+    assert [r.text for r in replies] == ["ok"] * 6
+    assert len({request.client_port for request in server.requests}) <= 2
+
+
+async def test_a_closed_or_failed_request_frees_its_place_in_flight(
+    server: FakeOpenAIServer, make_model: ModelFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(openai_module, "MAX_REQUESTS_IN_FLIGHT", 1)
+    server.enqueue(
+        reply_sse(STREAM, stall_after=2),
+        reply_sse(STREAM, drop_after=1),
+        reply_json(completion("next")),
+    )
+    async with make_model(max_retries=0) as model:
+        stream = model.astream(HI)
+        assert (await anext(aiter(stream))).text == "a"
+        await stream.aclose()  # type: ignore[attr-defined]
+        with pytest.raises(ModelConnectionError):
+            async for _ in model.astream(HI):
+                pass
+        reply = await asyncio.wait_for(model.agenerate(HI), timeout=10)
+    assert reply.text == "next"
 
 
 def test_one_model_works_across_separate_event_loops(
