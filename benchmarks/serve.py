@@ -11,10 +11,11 @@ Each server runs as its own process on 127.0.0.1, alone on the machine while it 
 Servers: ``graph-agent serve`` on the SQLite default; ``graph-agent serve --postgres DSN
 --workers 2`` (HTTP and one worker in the main process, a second worker process; a fresh schema,
 dropped afterwards) when PostgreSQL answers at ``GRAPH_AGENT_BENCH_POSTGRES`` (default the test
-server); and LangGraph Server (``langgraph dev --no-browser --no-reload``, its in-memory
-runtime) when ``langgraph-cli[inmem]`` is installed. Runs for about two minutes with all three:
-it is not in ``python -m benchmarks``; run it alone with ``python -m benchmarks.serve [--quick]
-[--without-langgraph] [--without-postgres]``.
+server); and LangGraph Server (``langgraph dev --no-browser --no-reload``: its in-memory
+runtime on its defaults; ``--n-jobs-per-worker 10`` made it slower here, 10 runs/s at 10
+clients against 37-56) when ``langgraph-cli[inmem]`` is installed. It takes about three
+minutes with all three, so it is not in ``python -m benchmarks``; run it alone with
+``python -m benchmarks.serve [--quick] [--without-langgraph] [--without-postgres]``.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ ASSISTANT = "chain"
 BODY = {"assistant_id": ASSISTANT, "input": {"x": 0}}
 ANSWER = {"x": 3}
 CLIENTS = (10, 50)
-LANGGRAPH_JOBS = 10
 
 OURS = """\
 from graph_agent import END, START, StateGraph
@@ -259,7 +259,12 @@ def _ours(root: Path, options: list[str]) -> Iterator[str]:
     command = [sys.executable, "-m", "graph_agent", "serve", "ga_chain.py:chain"]
     command += ["--port", str(port), *options]
     log = (root / f"ours-{port}.log").open("w+")
-    process = subprocess.Popen(command, cwd=root, stdout=log, stderr=subprocess.STDOUT)
+    # its own process group: with --workers 2 the server starts a second worker process, which
+    # a SIGTERM of the server alone leaves running (uvicorn re-raises the signal, so the server
+    # dies before it stops its helpers)
+    process = subprocess.Popen(
+        command, cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, process, log, 30)
@@ -275,8 +280,6 @@ def _langgraph_dev(root: Path) -> Iterator[str]:
     assert executable is not None
     wanted = _free_port()
     command = [executable, "dev", "--no-browser", "--no-reload", "--port", str(wanted)]
-    # its documented default, given explicitly: this version started one job slot without it
-    command += ["--n-jobs-per-worker", str(LANGGRAPH_JOBS)]
     env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false"}
     log = (root / "langgraph.log").open("w+")
     process = subprocess.Popen(
@@ -300,7 +303,7 @@ def _langgraph_dev(root: Path) -> Iterator[str]:
         _wait_ready(url, process, log, 60)
         yield url
     finally:
-        _stop(process, group=True)
+        _stop(process)
         log.close()
 
 
@@ -329,20 +332,15 @@ def _tail(log: object) -> str:
     return str(log.read())[-2000:]
 
 
-def _stop(process: subprocess.Popen[bytes], *, group: bool = False) -> None:
-    if process.poll() is None:
-        if group:
-            os.killpg(process.pid, signal.SIGTERM)
-        else:
-            process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            if group:
-                os.killpg(process.pid, signal.SIGKILL)
-            else:
-                process.kill()
-            process.wait(10)
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop the server and every process it started (its process group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(20)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # whatever is left of the group
+    process.wait(10)
 
 
 @contextlib.contextmanager
