@@ -1,10 +1,11 @@
 """Served runs: ``graph-agent serve`` against LangGraph Server on the same 3-node chain (issue 20).
 
-Each server runs as its own process on 127.0.0.1, alone on the machine while it is measured
-(started, warmed up, measured, stopped), and answers the same HTTP requests: a stateless
+Each server runs as its own process on 127.0.0.1; all are started and warmed up, then measured
+in turns, round after round (one server at a time), and answer the same HTTP requests: a stateless
 ``POST /runs/wait`` of a chain of three nodes that each add one to ``x``. Measured:
 
-- the latency of one ``runs/wait`` at one client (sequential requests; the median is the p50);
+- the latency of one ``runs/wait`` at one client (sequential requests, 50 per server; the
+  median is the p50);
 - runs per second with 10 and with 50 concurrent clients (asyncio + one ``httpx.AsyncClient``
   per client, each sending its next request as soon as the last one is answered).
 
@@ -91,15 +92,15 @@ LANGGRAPH_JSON = '{"dependencies": ["."], "graphs": {"chain": "./lg_chain.py:gra
 class Sizes:
     """How many requests each measurement sends."""
 
-    sequential: int
+    sequential: int  # sequential requests per round
     per_client: int  # requests per concurrent client
-    rounds: int  # samples of runs/s per client count
+    rounds: int  # each server's turns; one sample of runs/s per client count in each
 
 
 def sizes(settings: Settings) -> Sizes:
     if settings.quick:
         return Sizes(sequential=5, per_client=2, rounds=1)
-    return Sizes(sequential=50, per_client=10, rounds=3)
+    return Sizes(sequential=10, per_client=10, rounds=5)
 
 
 @dataclass
@@ -135,29 +136,29 @@ def run(
 ) -> list[Row]:
     """Every server's figures as rows (graph_agent's PostgreSQL figures in rows of their own)."""
     size = sizes(settings)
-    servers: dict[str, Figures] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-serve-") as folder:
+    with tempfile.TemporaryDirectory(prefix="bench-serve-") as folder, contextlib.ExitStack() as up:
         root = Path(folder)
         (root / "ga_chain.py").write_text(OURS)
         (root / "lg_chain.py").write_text(THEIRS)
         (root / "langgraph.json").write_text(LANGGRAPH_JSON)
-        with _ours(root, ["--db", str(root / "serve.db")]) as url:
-            servers["sqlite"] = _measure(url, size, clients)
+        urls = {"sqlite": up.enter_context(_ours(root, ["--db", str(root / "serve.db")]))}
         if with_postgres:
             reason = postgres_unavailable()
             if reason:
                 print(f"graph-agent serve --postgres skipped: {reason}", file=sys.stderr)
             else:
-                with _schema() as dsn, _ours(root, ["--postgres", dsn, "--workers", "2"]) as url:
-                    servers["postgres"] = _measure(url, size, clients)
+                dsn = up.enter_context(_schema())
+                urls["postgres"] = up.enter_context(
+                    _ours(root, ["--postgres", dsn, "--workers", "2"])
+                )
         if settings.with_langgraph:
             if not langgraph_cli_available():
                 print(
                     "LangGraph Server skipped: pip install 'langgraph-cli[inmem]'", file=sys.stderr
                 )
             else:
-                with _langgraph_dev(root) as url:
-                    servers["langgraph"] = _measure(url, size, clients)
+                urls["langgraph"] = up.enter_context(_langgraph_dev(root))
+        servers = asyncio.run(_measure(urls, size, clients))
     return _rows(servers, clients)
 
 
@@ -203,25 +204,28 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def _measure(url: str, size: Sizes, clients: tuple[int, ...]) -> Figures:
-    return asyncio.run(_measure_async(url, size, clients))
-
-
-async def _measure_async(url: str, size: Sizes, clients: tuple[int, ...]) -> Figures:
-    async with httpx.AsyncClient(base_url=url, timeout=120) as client:
-        for _ in range(3):  # warm-up: imports, connections, caches
-            await _one(client)
-        latencies = []
-        for _ in range(size.sequential):
-            started = time.perf_counter()
-            await _one(client)
-            latencies.append((time.perf_counter() - started) * 1000)
-    throughput: dict[int, list[float]] = {}
-    for count in clients:
-        throughput[count] = [
-            await _runs_per_second(url, count, size.per_client) for _ in range(size.rounds)
-        ]
-    return Figures(latencies, throughput)
+async def _measure(
+    urls: dict[str, str], size: Sizes, clients: tuple[int, ...]
+) -> dict[str, Figures]:
+    """Every server measured in turns, one round of each measurement after another, so that a
+    neighbour's load on the shared machine slows them alike (as :func:`timed_together` does)."""
+    figures = {name: Figures([], {count: [] for count in clients}) for name in urls}
+    for url in urls.values():
+        async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+            for _ in range(3):  # warm-up: imports, connections, caches
+                await _one(client)
+    for _ in range(size.rounds):
+        for name, url in urls.items():
+            async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+                for _ in range(size.sequential):
+                    started = time.perf_counter()
+                    await _one(client)
+                    figures[name].latencies_ms.append((time.perf_counter() - started) * 1000)
+        for count in clients:
+            for name, url in urls.items():
+                rate = await _runs_per_second(url, count, size.per_client)
+                figures[name].runs_per_second[count].append(rate)
+    return figures
 
 
 async def _runs_per_second(url: str, clients: int, per_client: int) -> float:
