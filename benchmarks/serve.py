@@ -1,0 +1,389 @@
+"""Served runs: ``graph-agent serve`` against LangGraph Server on the same 3-node chain (issue 20).
+
+Each server runs as its own process on 127.0.0.1; all are started and warmed up, then measured
+in turns, round after round (one server at a time), and answer the same HTTP requests: a stateless
+``POST /runs/wait`` of a chain of three nodes that each add one to ``x``. Measured:
+
+- the latency of one ``runs/wait`` at one client (sequential requests, 50 per server; the
+  median is the p50);
+- runs per second with 10 and with 50 concurrent clients (asyncio + one ``httpx.AsyncClient``
+  per client, each sending its next request as soon as the last one is answered).
+
+Servers: ``graph-agent serve`` on the SQLite default; ``graph-agent serve --postgres DSN
+--workers 2`` (HTTP and one worker in the main process, a second worker process; a fresh schema,
+dropped afterwards) when PostgreSQL answers at ``GRAPH_AGENT_BENCH_POSTGRES`` (default the test
+server); and LangGraph Server (``langgraph dev --no-browser --no-reload``: its in-memory
+runtime on its defaults; ``--n-jobs-per-worker 10`` made it slower here, 10 runs/s at 10
+clients against 37-56) when ``langgraph-cli[inmem]`` is installed. It takes about three
+minutes with all three, so it is not in ``python -m benchmarks``; run it alone with
+``python -m benchmarks.serve [--quick] [--without-langgraph] [--without-postgres]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from benchmarks.harness import GRAPH_AGENT, LANGGRAPH, Row, Settings
+
+DSN = os.environ.get(
+    "GRAPH_AGENT_BENCH_POSTGRES", "host=127.0.0.1 port=5432 dbname=test user=postgres"
+)
+ASSISTANT = "chain"
+BODY = {"assistant_id": ASSISTANT, "input": {"x": 0}}
+ANSWER = {"x": 3}
+CLIENTS = (10, 50)
+
+OURS = """\
+from graph_agent import END, START, StateGraph
+
+
+def chain() -> StateGraph:
+    graph = StateGraph("chain")
+    graph.add_node("first", lambda state: {"x": state["x"] + 1})
+    graph.add_node("second", lambda state: {"x": state["x"] + 1})
+    graph.add_node("third", lambda state: {"x": state["x"] + 1})
+    graph.add_edge(START, "first").add_edge("first", "second")
+    graph.add_edge("second", "third").add_edge("third", END)
+    return graph
+"""
+
+THEIRS = """\
+from typing import TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+
+class State(TypedDict):
+    x: int
+
+
+builder = StateGraph(State)
+builder.add_node("first", lambda state: {"x": state["x"] + 1})
+builder.add_node("second", lambda state: {"x": state["x"] + 1})
+builder.add_node("third", lambda state: {"x": state["x"] + 1})
+builder.add_edge(START, "first")
+builder.add_edge("first", "second")
+builder.add_edge("second", "third")
+builder.add_edge("third", END)
+graph = builder.compile()
+"""
+
+LANGGRAPH_JSON = '{"dependencies": ["."], "graphs": {"chain": "./lg_chain.py:graph"}}\n'
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sizes:
+    """How many requests each measurement sends."""
+
+    sequential: int  # sequential requests per round
+    per_client: int  # requests per concurrent client
+    rounds: int  # each server's turns; one sample of runs/s per client count in each
+
+
+def sizes(settings: Settings) -> Sizes:
+    if settings.quick:
+        return Sizes(sequential=5, per_client=2, rounds=1)
+    return Sizes(sequential=10, per_client=10, rounds=5)
+
+
+@dataclass
+class Figures:
+    latencies_ms: list[float]
+    runs_per_second: dict[int, list[float]]
+
+
+def langgraph_cli_available() -> bool:
+    """True when ``langgraph dev`` can run here (``pip install "langgraph-cli[inmem]"``)."""
+    import importlib.util
+
+    return (
+        _langgraph_executable() is not None
+        and importlib.util.find_spec("langgraph_api") is not None
+    )
+
+
+def postgres_unavailable() -> str | None:
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed (pip install -e '.[postgres]')"
+    try:
+        psycopg.connect(DSN, connect_timeout=3).close()
+    except psycopg.Error as exc:
+        return f"cannot connect to {DSN!r}: {str(exc).strip().splitlines()[0]}"
+    return None
+
+
+def run(
+    settings: Settings, *, with_postgres: bool = True, clients: tuple[int, ...] = CLIENTS
+) -> list[Row]:
+    """Every server's figures as rows (graph_agent's PostgreSQL figures in rows of their own)."""
+    size = sizes(settings)
+    with tempfile.TemporaryDirectory(prefix="bench-serve-") as folder, contextlib.ExitStack() as up:
+        root = Path(folder)
+        (root / "ga_chain.py").write_text(OURS)
+        (root / "lg_chain.py").write_text(THEIRS)
+        (root / "langgraph.json").write_text(LANGGRAPH_JSON)
+        urls = {"sqlite": up.enter_context(_ours(root, ["--db", str(root / "serve.db")]))}
+        if with_postgres:
+            reason = postgres_unavailable()
+            if reason:
+                print(f"graph-agent serve --postgres skipped: {reason}", file=sys.stderr)
+            else:
+                dsn = up.enter_context(_schema())
+                urls["postgres"] = up.enter_context(
+                    _ours(root, ["--postgres", dsn, "--workers", "2"])
+                )
+        if settings.with_langgraph:
+            if not langgraph_cli_available():
+                print(
+                    "LangGraph Server skipped: pip install 'langgraph-cli[inmem]'", file=sys.stderr
+                )
+            else:
+                urls["langgraph"] = up.enter_context(_langgraph_dev(root))
+        servers = asyncio.run(_measure(urls, size, clients))
+    return _rows(servers, clients)
+
+
+def _rows(servers: dict[str, Figures], clients: tuple[int, ...]) -> list[Row]:
+    theirs = servers.get("langgraph")
+    rows = []
+    for name, label, throughput_target in (
+        ("sqlite", "SQLite", "≥ ×5 LangGraph Server's"),
+        ("postgres", "PostgreSQL, 2 workers", "≥ ×3 LangGraph Server's"),
+    ):
+        if name not in servers:
+            continue
+        mine = servers[name]
+        latency = {GRAPH_AGENT: mine.latencies_ms}
+        if theirs is not None:
+            latency[LANGGRAPH] = theirs.latencies_ms
+        rows.append(
+            Row(
+                key=f"Serve runs/wait, one client ({label})",
+                unit="ms per run (the median is the p50)",
+                samples=latency,
+                target="p50 ≤ 1/20 of LangGraph Server's",
+                extra={"p90_ms": _percentile(mine.latencies_ms, 0.9)},
+            )
+        )
+        for count in clients:
+            throughput = {GRAPH_AGENT: mine.runs_per_second[count]}
+            if theirs is not None:
+                throughput[LANGGRAPH] = theirs.runs_per_second[count]
+            rows.append(
+                Row(
+                    key=f"Serve runs/wait, {count} clients ({label})",
+                    unit="runs/s",
+                    samples=throughput,
+                    target=throughput_target,
+                )
+            )
+    return rows
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def _measure(
+    urls: dict[str, str], size: Sizes, clients: tuple[int, ...]
+) -> dict[str, Figures]:
+    """Every server measured in turns, one round of each measurement after another, so that a
+    neighbour's load on the shared machine slows them alike (as :func:`timed_together` does)."""
+    figures = {name: Figures([], {count: [] for count in clients}) for name in urls}
+    for url in urls.values():
+        async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+            for _ in range(3):  # warm-up: imports, connections, caches
+                await _one(client)
+    for _ in range(size.rounds):
+        for name, url in urls.items():
+            async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+                for _ in range(size.sequential):
+                    started = time.perf_counter()
+                    await _one(client)
+                    figures[name].latencies_ms.append((time.perf_counter() - started) * 1000)
+        for count in clients:
+            for name, url in urls.items():
+                rate = await _runs_per_second(url, count, size.per_client)
+                figures[name].runs_per_second[count].append(rate)
+    return figures
+
+
+async def _runs_per_second(url: str, clients: int, per_client: int) -> float:
+    """``clients`` clients, each with its own connection, sending ``per_client`` runs in turn."""
+    sessions = [httpx.AsyncClient(base_url=url, timeout=300) for _ in range(clients)]
+    try:
+        await asyncio.gather(*(_one(session) for session in sessions))  # connect everyone
+
+        async def client(session: httpx.AsyncClient) -> None:
+            for _ in range(per_client):
+                await _one(session)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(client(session) for session in sessions))
+        return clients * per_client / (time.perf_counter() - started)
+    finally:
+        await asyncio.gather(*(session.aclose() for session in sessions))
+
+
+async def _one(client: httpx.AsyncClient) -> None:
+    response = await client.post("/runs/wait", json=BODY)
+    if response.status_code != 200 or response.json() != ANSWER:
+        raise RuntimeError(f"runs/wait answered {response.status_code}: {response.text[:300]}")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _ours(root: Path, options: list[str]) -> Iterator[str]:
+    port = _free_port()
+    command = [sys.executable, "-m", "graph_agent", "serve", "ga_chain.py:chain"]
+    command += ["--port", str(port), *options]
+    log = (root / f"ours-{port}.log").open("w+")
+    # its own process group: with --workers 2 the server starts a second worker process, which
+    # a SIGTERM of the server alone leaves running (uvicorn re-raises the signal, so the server
+    # dies before it stops its helpers)
+    process = subprocess.Popen(
+        command, cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, process, log, 30)
+        yield url
+    finally:
+        _stop(process)
+        log.close()
+
+
+@contextlib.contextmanager
+def _langgraph_dev(root: Path) -> Iterator[str]:
+    executable = _langgraph_executable()
+    assert executable is not None
+    wanted = _free_port()
+    command = [executable, "dev", "--no-browser", "--no-reload", "--port", str(wanted)]
+    env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false"}
+    log = (root / "langgraph.log").open("w+")
+    process = subprocess.Popen(
+        command, cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
+    try:
+        # the port it really listens on: its log says "API: http://127.0.0.1:PORT"
+        deadline = time.monotonic() + 90
+        port = None
+        while port is None and time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"langgraph dev exited: {_tail(log)}")
+            log.seek(0)
+            text = re.sub(r"\x1b\[[0-9;]*m", "", log.read())  # its colours
+            found = re.search(r"API: http://[\w.]+:(\d+)", text)
+            port = int(found.group(1)) if found else None
+            time.sleep(0.1)
+        if port is None:
+            raise RuntimeError(f"langgraph dev did not say its port: {_tail(log)}")
+        url = f"http://127.0.0.1:{port}"
+        _wait_ready(url, process, log, 60)
+        yield url
+    finally:
+        _stop(process)
+        log.close()
+
+
+def _langgraph_executable() -> str | None:
+    beside = Path(sys.executable).with_name("langgraph")
+    return str(beside) if beside.exists() else shutil.which("langgraph")
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], log: object, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server at {url} exited: {_tail(log)}")
+        try:
+            if httpx.get(f"{url}/ok", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"the server at {url} did not start: {_tail(log)}")
+
+
+def _tail(log: object) -> str:
+    assert hasattr(log, "seek") and hasattr(log, "read")
+    log.seek(0)
+    return str(log.read())[-2000:]
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop the server and every process it started (its process group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(20)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # whatever is left of the group
+    process.wait(10)
+
+
+@contextlib.contextmanager
+def _schema() -> Iterator[str]:
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    schema = f"bench_serve_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(DSN, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield make_conninfo(DSN, options=f"-c search_path={schema}")
+    finally:
+        with psycopg.connect(DSN, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmarks import report
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.serve", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a few requests (for CI)")
+    parser.add_argument(
+        "--without-langgraph", action="store_true", help="leave LangGraph Server out"
+    )
+    parser.add_argument(
+        "--without-postgres", action="store_true", help="leave graph-agent serve --postgres out"
+    )
+    args = parser.parse_args(argv)
+    settings = Settings(
+        quick=args.quick,
+        with_langgraph=not args.without_langgraph and langgraph_cli_available(),
+    )
+    started = time.perf_counter()
+    rows = run(settings, with_postgres=not args.without_postgres)
+    print(report.as_text(rows, settings))
+    print(f"\n({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+"""The serve benchmark runs in quick mode against graph-agent serve alone (no langgraph-cli)."""
+
+from __future__ import annotations
+
+from benchmarks import serve
+from benchmarks.harness import GRAPH_AGENT, LANGGRAPH, Settings
+
+
+def test_the_serve_benchmark_measures_our_server_in_quick_mode() -> None:
+    rows = serve.run(Settings(quick=True, with_langgraph=False), with_postgres=False, clients=(3,))
+    assert [row.key for row in rows] == [
+        "Serve runs/wait, one client (SQLite)",
+        "Serve runs/wait, 3 clients (SQLite)",
+    ]
+    latency, throughput = rows
+    size = serve.sizes(Settings(quick=True))
+    assert len(latency.samples[GRAPH_AGENT]) == size.sequential * size.rounds
+    assert all(ms > 0 for ms in latency.samples[GRAPH_AGENT])
+    assert throughput.samples[GRAPH_AGENT][0] > 0
+    assert all(LANGGRAPH not in row.samples for row in rows)
