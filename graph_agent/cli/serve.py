@@ -90,14 +90,21 @@ def serve_command(args: argparse.Namespace) -> int:
     url = f"http://{args.host}:{args.port}"
     keys = f", {len(api_keys)} API key{'s' * (len(api_keys) != 1)}" if api_keys else ""
     print(f"graph-agent serve: {', '.join(names)} at {url} (threads in {where}{keys})", flush=True)
+    # uvicorn shuts down on SIGTERM, then raises the signal again with the handler found at
+    # start: with the default one the process would die here, before the worker processes it
+    # started are stopped and the stores closed; this handler ends it as Ctrl-C does
+    previous = signal.signal(signal.SIGTERM, _stop)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    except KeyboardInterrupt:
+        pass
     except SystemExit as exit:  # uvicorn exits when it cannot bind
         raise CliError(
             f"cannot listen on {args.host}:{args.port}",
             "is another server there? pick another --port",
         ) from exit
     finally:
+        signal.signal(signal.SIGTERM, previous)
         for helper in helpers:
             helper.terminate()
         for helper in helpers:
@@ -146,6 +153,10 @@ def serve_targets(args: argparse.Namespace) -> list[tuple[str | None, str]]:
         if getattr(args, key, None) is None:
             setattr(args, key, options.get(key, default))
     return targets
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _open_postgres(dsn: str) -> tuple[Any, Any]:

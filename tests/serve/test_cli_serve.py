@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -107,3 +108,32 @@ def test_the_readme_serves_the_demo_agent_and_calls_it_as_printed(tmp_path: Path
 def test_workers_without_postgres_says_what_to_add(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "tests/serve/graphs.py:chain", "--workers", "2"]) != 0
     assert "--workers needs --postgres" in capsys.readouterr().err
+
+
+def test_sigterm_stops_the_server_cleanly(tmp_path: Path) -> None:
+    """uvicorn raises SIGTERM again after its shutdown: serve still runs its own cleanup (stops
+    its worker processes, closes its stores) and exits 0."""
+    port = free_port()
+    command = [sys.executable, "-m", "graph_agent", "serve", "tests/serve/graphs.py:chain"]
+    server = subprocess.Popen(
+        [*command, "--port", str(port), "--db", str(tmp_path / "serve.db")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/ok").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        server.send_signal(signal.SIGTERM)
+        _, err = server.communicate(timeout=15)
+    finally:
+        server.kill()
+    assert server.returncode == 0, err
+    assert "graph-agent serve: stopped" in err
