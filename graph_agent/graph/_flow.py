@@ -367,21 +367,19 @@ class _Flow:
 
     def _take_outcome(self, outcome: Outcome) -> Generator[Effect, Any, None]:
         """Take in how one task of a step of several ended, with a saver: its return becomes
-        its write, made durable at once (a crash after it does not run the node again)."""
-        task, value, error = outcome
-        if error is not None:
-            task.error = error
+        its write (:meth:`_take_in`), made durable at once (a crash after it does not run the
+        node again)."""
+        self._take_in(outcome)
+        task = outcome[0]
+        write = task.write
+        if write is None:  # it failed, or returned what no write can be
             return
-        node = task.node
+        stored: dict[str, Any] = {"update": dict(write.update), "goto": list(write.goto)}
+        if write.parts:
+            stored["parts"] = [[label, dict(part)] for label, part in write.parts]
         try:
-            task.write = write = normalize_return(
-                node.name, task.context.step, value, node.destinations
-            )
-            stored: dict[str, Any] = {"update": dict(write.update), "goto": list(write.goto)}
-            if write.parts:
-                stored["parts"] = [[label, dict(part)] for label, part in write.parts]
             yield self.storage.put_writes(task.context.id, [(WRITE, stored)])
-        except Exception as exc:  # a bad return, or the saver's error (thrown in here)
+        except Exception as exc:  # the saver's error, thrown in here
             task.error = exc
             task.engine_error = True
 
