@@ -24,6 +24,18 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def wait_until_up(url: str, timeout: float = 15.0) -> None:
+    """Return once the server at ``url`` answers ``GET /ok``; raise if it does not in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/ok").status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.02)
+    raise RuntimeError(f"the server at {url} did not start within {timeout} s")
+
+
 class Server:
     """``create_app`` on ``db`` under uvicorn; ``options`` go to ``create_app``."""
 
@@ -41,14 +53,8 @@ class Server:
 
     def __enter__(self) -> Server:
         self.thread.start()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/ok").status_code == 200:
-                    return self
-            except httpx.TransportError:
-                time.sleep(0.02)
-        raise RuntimeError("the test server did not start")
+        wait_until_up(self.url, timeout=10)
+        return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.server.should_exit = True

@@ -11,7 +11,7 @@ from langgraph_sdk import get_client, get_sync_client
 
 from graph_agent.cli.main import main
 from graph_agent.serve.auth import binding_problem
-from tests.serve.conftest import Server
+from tests.serve.conftest import Server, wait_until_up
 from tests.serve.graphs import approval, chain
 
 ANN, BOB = "ann-secret-key-1", "bob-secret-key-2"
@@ -152,7 +152,6 @@ def test_serve_takes_its_keys_from_the_environment(tmp_path) -> None:
     import os
     import subprocess
     import sys
-    import time
     from pathlib import Path
 
     from tests.serve.conftest import free_port
@@ -168,13 +167,7 @@ def test_serve_takes_its_keys_from_the_environment(tmp_path) -> None:
         line = server.stdout.readline()
         assert "2 API keys" in line and ANN not in line
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/ok").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
+        wait_until_up(url)
         assert httpx.post(f"{url}/threads", json={}).status_code == 401
         assert get_sync_client(url=url, api_key=BOB).runs.wait(None, "chain", input={"x": 1}) == {
             "x": 12

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -16,7 +15,7 @@ from langgraph_sdk import get_sync_client
 
 from graph_agent.cli.main import main
 from graph_agent.cli.serve import records_path
-from tests.serve.conftest import free_port
+from tests.serve.conftest import free_port, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,13 +36,7 @@ def test_serve_listens_where_it_says_and_keeps_threads_in_its_db(tmp_path: Path)
         assert server.stdout is not None
         line = server.stdout.readline()
         assert f"chain, assistant at http://127.0.0.1:{port}" in line
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/ok").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
+        wait_until_up(f"http://127.0.0.1:{port}")
         client = get_sync_client(url=f"http://127.0.0.1:{port}")
         assert client.runs.wait(None, "chain", input={"x": 1}) == {"x": 12}
     finally:
@@ -83,13 +76,7 @@ def test_the_readme_serves_the_demo_agent_and_calls_it_as_printed(tmp_path: Path
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/ok").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
+        wait_until_up(url)
         reply = httpx.post(f"{url}/runs/wait", json=body, timeout=30).json()
         assert reply["messages"][-1]["content"] == "- 17 * 23 = 391"
         printed = subprocess.run(
@@ -124,13 +111,7 @@ def test_sigterm_stops_the_server_cleanly(tmp_path: Path) -> None:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/ok").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
+        wait_until_up(f"http://127.0.0.1:{port}")
         server.send_signal(signal.SIGTERM)
         _, err = server.communicate(timeout=15)
     finally:

@@ -9,10 +9,8 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 
@@ -20,7 +18,7 @@ from graph_agent.cli.errors import CliError
 from graph_agent.cli.main import build_parser, main
 from graph_agent.cli.serve import serve_targets
 from graph_agent.cli.serve_config import is_config, read_config
-from tests.serve.conftest import free_port
+from tests.serve.conftest import free_port, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,13 +119,7 @@ def test_serve_langgraph_json_serves_each_graph_under_its_key(tmp_path: Path) ->
     try:
         assert server.stdout is not None
         assert f"counter, approval at http://127.0.0.1:{port}" in server.stdout.readline()
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/ok").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
+        wait_until_up(f"http://127.0.0.1:{port}")
         client = get_sync_client(url=f"http://127.0.0.1:{port}")
         assert {a["assistant_id"] for a in client.assistants.search()} == {"counter", "approval"}
         assert client.runs.wait(None, "counter", input={"x": 1}) == {"x": 12}
