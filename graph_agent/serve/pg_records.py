@@ -97,14 +97,7 @@ class PostgresRecords:
             "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (thread_id) DO UPDATE SET "
             "updated_at = EXCLUDED.updated_at, metadata = EXCLUDED.metadata, "
             "status = EXCLUDED.status, assistant_id = EXCLUDED.assistant_id",
-            (
-                thread.thread_id,
-                thread.created_at,
-                thread.updated_at,
-                json.dumps(thread.metadata),
-                thread.status,
-                thread.assistant_id,
-            ),
+            thread.row(),
         )
 
     def thread(self, thread_id: str) -> ThreadRecord | None:
@@ -154,18 +147,7 @@ class PostgresRecords:
         self._run(
             f"INSERT INTO graph_agent_serve_runs ({_RUN_COLUMNS}, request) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                run.run_id,
-                run.thread_id,
-                run.assistant_id,
-                run.created_at,
-                run.updated_at,
-                run.status,
-                json.dumps(run.metadata),
-                run.multitask_strategy,
-                json.dumps(run.kwargs),
-                request,
-            ),
+            (*run.row(), request),
         )
         self.announce_queue()
 

@@ -54,6 +54,17 @@ class ThreadRecord:
     status: ThreadStatus = "idle"
     assistant_id: str | None = None
 
+    def row(self) -> tuple[Any, ...]:
+        """The record as a table row (both stores' column order; :func:`_thread` reads it)."""
+        return (
+            self.thread_id,
+            self.created_at,
+            self.updated_at,
+            json.dumps(self.metadata),
+            self.status,
+            self.assistant_id,
+        )
+
 
 @dataclass(kw_only=True)
 class RunRecord:
@@ -80,6 +91,21 @@ class RunRecord:
             "multitask_strategy": self.multitask_strategy,
             "kwargs": self.kwargs,
         }
+
+    def row(self) -> tuple[Any, ...]:
+        """The record as a table row (both stores' column order; :func:`_run_record` reads
+        it)."""
+        return (
+            self.run_id,
+            self.thread_id,
+            self.assistant_id,
+            self.created_at,
+            self.updated_at,
+            self.status,
+            json.dumps(self.metadata),
+            self.multitask_strategy,
+            json.dumps(self.kwargs),
+        )
 
 
 class Records:
@@ -118,14 +144,7 @@ class Records:
     def put_thread(self, thread: ThreadRecord) -> None:
         self._run(
             "INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                thread.thread_id,
-                thread.created_at,
-                thread.updated_at,
-                json.dumps(thread.metadata),
-                thread.status,
-                thread.assistant_id,
-            ),
+            thread.row(),
         )
 
     def thread(self, thread_id: str) -> ThreadRecord | None:
@@ -157,17 +176,7 @@ class Records:
     def put_run(self, run: RunRecord) -> None:
         self._run(
             "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                run.run_id,
-                run.thread_id,
-                run.assistant_id,
-                run.created_at,
-                run.updated_at,
-                run.status,
-                json.dumps(run.metadata),
-                run.multitask_strategy,
-                json.dumps(run.kwargs),
-            ),
+            run.row(),
         )
 
     def set_run_status(self, run_id: str, status: RunStatus) -> None:
