@@ -50,7 +50,9 @@ def slow() -> StateGraph:
     return graph
 
 
+ANSWERS = ("Hello there.", "Second answer.", "Third.", *(f"Answer {n}." for n in range(4, 50)))
+"""What the test agent answers, in order (a module's tests ask it many times)."""
+
+
 def agent() -> ReactAgent:
-    answers = ["Hello there.", "Second answer.", "Third."]
-    answers += [f"Answer {n}." for n in range(4, 50)]  # a module's tests ask it many times
-    return ReactAgent("assistant", model=ScriptedChatModel(answers))
+    return ReactAgent("assistant", model=ScriptedChatModel(list(ANSWERS)))

@@ -10,6 +10,7 @@ import pytest
 
 from graph_agent.cli.main import main
 from tests.serve.conftest import Server
+from tests.serve.graphs import ANSWERS
 
 
 def test_run_asks_a_served_agent_and_prints_its_answer(
@@ -17,7 +18,8 @@ def test_run_asks_a_served_agent_and_prints_its_answer(
 ) -> None:
     assert main(["run", "--url", server.url, "assistant", "Hi", "--plain"]) == 0
     out, err = capsys.readouterr()
-    assert out.strip() and "thread:" in err  # an answer, and how to go on with the thread
+    assert out.strip() in ANSWERS  # the served agent's answer, as its model gave it
+    assert "thread:" in err  # and how to go on with the thread
 
 
 def test_run_sends_a_graph_its_json_input_and_prints_the_state(
@@ -45,7 +47,9 @@ def test_chat_talks_to_a_served_agent_on_one_thread(
     lines: Iterator[str] = iter(["Hello", "/exit"])
     monkeypatch.setattr(builtins, "input", lambda prompt="": next(lines))
     assert main(["chat", "--url", server.url, "assistant", "--thread", "cli-chat", "--plain"]) == 0
-    assert "new thread cli-chat" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "new thread cli-chat" in out
+    assert any(f"assistant: {answer}" in out for answer in ANSWERS)
 
 
 def test_bad_url_use_says_what_to_fix(server: Server, capsys: pytest.CaptureFixture[str]) -> None:
