@@ -31,6 +31,7 @@ EXPECTED = {
     "ReplaceAll",
     "ReplaceStrategy",
     "RunnableConfig",
+    "Send",
     "SerializationError",
     "SqliteSaver",
     "StateGraph",

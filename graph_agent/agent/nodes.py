@@ -41,7 +41,8 @@ from graph_agent.agent.tool_commands import (
     from_command,
 )
 from graph_agent.graph._concurrency import shared_pool, to_thread, wait_delivering
-from graph_agent.graph._engine import DualNode, Updates
+from graph_agent.graph._engine import DualNode
+from graph_agent.graph._writes import Updates
 from graph_agent.graph.errors import (
     GraphCancelledError,
     GraphInterrupted,

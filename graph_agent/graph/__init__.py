@@ -2,3 +2,7 @@
 
 Knows nothing of agents, models or networks.
 """
+
+from graph_agent.graph.types import Send
+
+__all__ = ["Send"]

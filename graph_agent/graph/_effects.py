@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from graph_agent.graph._engine import GraphSpec, NodeSpec, Write
+from graph_agent.graph._engine import GraphSpec, NodeSpec
+from graph_agent.graph._writes import Write
 from graph_agent.graph.saver import Checkpoint, Saver
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.task import TaskContext

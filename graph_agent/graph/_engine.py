@@ -4,27 +4,33 @@ Everything here is pure: no threads, no awaits, no saver calls. :class:`RunState
 live state and applies supersteps to it; the drivers in ``_drive.py`` carry out nodes (with
 ``_run_tasks.py``) and I/O around it (see ``_flow.py`` for the order of events in a call).
 
-A superstep (BSP): the nodes triggered in step *n* run in step *n+1*, each seeing the same state;
-their writes are merged in ``add_node`` order; then every node that ran is routed (static edges,
-routers reading the merged state, ``Command.goto``, barriers) to decide the next step's nodes.
+A superstep (BSP): the nodes triggered in step *n* run in step *n+1*, each seeing the same state,
+and each :class:`~graph_agent.graph.types.Send` of step *n* runs as a task of its own, seeing its
+input; their writes are merged in ``add_node`` order (a node's Send tasks after its plain task,
+in Send order); then every node that ran is routed (static edges, routers reading the merged
+state, ``Command.goto``, barriers) to decide the next step's nodes and Sends. A deferred node
+(``add_node(..., defer=True)``) waits for a step in which nothing else would run.
+What a node's return becomes is ``_writes.py``'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
-from graph_agent.graph.errors import (
-    InvalidUpdateError,
-    NodeError,
-    ParentCommand,
-    exception_text,
+from graph_agent.graph._sends import (
+    DEFERRED,
+    decode_sends,
+    encode_sends,
+    plain_next,
+    route_answers,
 )
-from graph_agent.graph.saver import Blob
+from graph_agent.graph._writes import short as _short
+from graph_agent.graph.errors import InvalidUpdateError, NodeError, exception_text
+from graph_agent.graph.saver import SENDS_KEY, Blob
 from graph_agent.graph.state import KeyStore, KeyStrategy, OverAllState, ReplaceStrategy
-from graph_agent.graph.types import END, START, Command, RunnableConfig
+from graph_agent.graph.types import END, START, RunnableConfig, Send
 
 _REPLACE = ReplaceStrategy()
 
@@ -56,6 +62,8 @@ class NodeSpec:
     afn: Callable[..., Awaitable[Any]] | None = None
     """The async face of a :class:`DualNode` (called like ``fn``), which the async driver
     awaits in place of ``fn``; ``None`` for other nodes."""
+    defer: bool = False
+    """Runs only in a step in which no other task would run (``add_node(..., defer=True)``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,6 +74,9 @@ class BranchSpec:
     fn: Callable[..., Any]
     path_map: Mapping[Any, str] | None
     pass_config: bool
+    sends: frozenset[str] | None = None
+    """The nodes its :class:`Send` items may go to: those named in ``sends=`` or its path_map;
+    ``None`` when it declared neither (any node)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,6 +114,8 @@ class GraphSpec:
     routing of one node, without sets (see :meth:`RunState.route`)."""
     lone_branch: Mapping[str, BranchSpec] = field(init=False)
     """The router of a node whose only way out is one conditional edge, and no barrier."""
+    deferred: frozenset[str] = field(init=False)
+    """The deferred nodes; a graph with any routes every step the general way."""
 
     def __post_init__(self) -> None:
         by_source: dict[str, list[BarrierSpec]] = {}
@@ -116,8 +129,12 @@ class GraphSpec:
         kept = frozenset(k for k, s in self.strategies.items() if s.store() is not None)
         object.__setattr__(self, "kept_keys", kept)
         object.__setattr__(self, "rank", {name: node.index for name, node in self.nodes.items()})
+        deferred = frozenset(name for name, node in self.nodes.items() if node.defer)
+        object.__setattr__(self, "deferred", deferred)
         in_barrier = set(by_source) | set(by_target)
         simple = [name for name in [START, *self.nodes] if name not in in_barrier]
+        if deferred:  # a step's next nodes depend on whether others would run beside them
+            simple = []
         fixed = {
             name: self.order(set(self.edges.get(name, ())))
             for name in simple
@@ -139,166 +156,9 @@ class GraphSpec:
         return tuple(sorted((n for n in names if n != END), key=self.rank.__getitem__))
 
 
-@dataclass(slots=True)
-class Write:
-    """A node's normalized return: its partial update and its ``Command.goto`` targets.
-
-    ``parts``, when a node returned :class:`Updates`: the writes to merge, in order, each as
-    if written by a node of its own (``update`` then only shows them together)."""
-
-    update: Mapping[str, Any]
-    goto: tuple[str, ...] = ()
-    parts: tuple[tuple[str, Mapping[str, Any]], ...] = ()
-
-    def labelled(self, node: str) -> list[tuple[str, Mapping[str, Any]]]:
-        """The writes to merge for ``node``: its update, or its parts named ``node (label)``."""
-        if not self.parts:
-            return [(node, self.update)]
-        return [(f"{node} ({label})" if label else node, part) for label, part in self.parts]
-
-
-@dataclass(frozen=True, slots=True)
-class Updates:
-    """What an engine-internal node (the agent's tool node) returns to have several writes
-    merged in order, each by the keys' strategies, as if each came from a node of its own:
-    two of them writing one replaced key is an :class:`InvalidUpdateError` naming both
-    ``labels``. ``goto`` as in :class:`Command`."""
-
-    parts: tuple[tuple[str, Mapping[str, Any]], ...]
-    goto: str | Sequence[str] | None = None
-
-
-EMPTY_WRITE = Write(MappingProxyType({}))
-"""What a node returning ``None`` wrote; read-only, since stream consumers receive it."""
-
-
 _new_blob: Callable[[type[Blob], tuple[str, Any, str | None]], Blob] = tuple.__new__
 """``Blob(*fields)`` without the named tuple's Python-level ``__new__``: one is made per
 checkpoint and changed key."""
-
-
-def normalize_return(node: str, step: int, value: Any, destinations: frozenset[str]) -> Write:
-    """Turn a node's return value into a :class:`Write`, or explain why it cannot be one."""
-    if value is None:
-        return EMPTY_WRITE
-    if isinstance(value, dict):
-        for key in value:
-            if type(key) is not str:
-                _check_keys(node, step, value)  # raises, naming the key (a str subclass passes)
-                break
-        return Write(value)
-    if isinstance(value, Command):
-        if value.graph is not None:
-            if value.graph != Command.PARENT:
-                raise InvalidUpdateError(
-                    f"node {node!r} (step {step}) returned Command(graph={value.graph!r}); the "
-                    "only graph a node can address is Command.PARENT",
-                    node=node,
-                    step=step,
-                )
-            raise ParentCommand(value, node=node, step=step)
-        if value.resume is not None:
-            raise InvalidUpdateError(
-                f"node {node!r} (step {step}) returned Command(resume=...): resume is an input "
-                "to invoke(), not something a node returns; return Command(goto=..., update=...)",
-                node=node,
-                step=step,
-            )
-        update = value.update if value.update is not None else {}
-        if not isinstance(update, Mapping):
-            raise InvalidUpdateError(
-                f"node {node!r} (step {step}) returned Command(update={_short(update)}): "
-                "update must be a dict of state keys",
-                node=node,
-                step=step,
-            )
-        _check_keys(node, step, update)
-        return Write(dict(update), _goto_targets(node, step, value.goto, destinations))
-    if isinstance(value, Mapping):
-        _check_keys(node, step, value)
-        return Write(dict(value))
-    if isinstance(value, Updates):
-        for _, part in value.parts:
-            _check_keys(node, step, part)
-        parts = tuple((label, dict(part)) for label, part in value.parts)
-        goto = _goto_targets(node, step, value.goto, destinations)
-        return Write(_shown_together(parts), goto, parts)
-    raise InvalidUpdateError(
-        f"node {node!r} (step {step}) returned {type(value).__name__} {_short(value)}; a node "
-        "must return a dict of state updates (e.g. {'key': value}), a Command, or None",
-        node=node,
-        step=step,
-    )
-
-
-def _shown_together(parts: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
-    """Several writes as one update to show (streams): lists written to one key are joined,
-    any other value is the last one written."""
-    shown: dict[str, Any] = {}
-    for _, part in parts:
-        for key, value in part.items():
-            earlier = shown.get(key)
-            if type(earlier) is list and type(value) is list:
-                shown[key] = [*earlier, *value]
-            else:
-                shown[key] = value
-    return shown
-
-
-def _check_keys(node: str, step: int, update: Mapping[Any, Any]) -> None:
-    for key in update:
-        if not isinstance(key, str):
-            raise InvalidUpdateError(
-                f"node {node!r} (step {step}) wrote the key {key!r}: state keys must be strings",
-                node=node,
-                step=step,
-            )
-
-
-def _goto_targets(
-    node: str, step: int, goto: str | Sequence[str] | None, destinations: frozenset[str]
-) -> tuple[str, ...]:
-    if goto is None:
-        return ()
-    if isinstance(goto, str):
-        targets: tuple[Any, ...] = (goto,)
-    else:
-        try:
-            targets = tuple(goto)
-        except TypeError:
-            targets = (goto,)  # not iterable: named as the bad target below
-    for target in targets:
-        if not isinstance(target, str):
-            raise InvalidUpdateError(
-                f"node {node!r} (step {step}) returned Command(goto={_short(goto)}): goto takes "
-                f"a node name (str), a list of node names, or END, not {type(target).__name__} "
-                f"{_short(target)}",
-                node=node,
-                step=step,
-            )
-        if target == START:
-            raise InvalidUpdateError(
-                f"node {node!r} (step {step}) returned Command(goto=START): START cannot be a "
-                "goto target (a run passes START only once, when it begins); goto the node to "
-                "run next by name instead",
-                node=node,
-                step=step,
-            )
-        if target not in destinations:
-            declared = ", ".join(sorted(destinations)) or "none"
-            raise InvalidUpdateError(
-                f"node {node!r} (step {step}) returned Command(goto={target!r}), which it did not "
-                f"declare (declared: {declared}); add it with add_node({node!r}, fn, "
-                f"destinations=(..., {target!r}))",
-                node=node,
-                step=step,
-            )
-    return targets
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class RunState:
@@ -308,6 +168,11 @@ class RunState:
     stays what it was. Keys whose strategy keeps them its own way (append keys, in an
     :class:`~graph_agent.graph.state.AppendKey`) live in ``stores``, and appear in ``values`` as
     the store's view (for an append key, a fixed-length :class:`SeqView` snapshot).
+
+    ``next`` and ``sends`` are the next step's tasks: the nodes triggered (one task each), and
+    the Sends (one task each, with their inputs). A checkpoint stores the Sends under the key
+    :data:`~graph_agent.graph.saver.SENDS_KEY`, and their nodes after the others in its
+    ``next``; ``values`` never holds that key.
     """
 
     def __init__(self, spec: GraphSpec) -> None:
@@ -316,6 +181,9 @@ class RunState:
         self.stores: dict[str, KeyStore] = {}
         self.step = -1
         self.next: tuple[str, ...] = ()
+        self.sends: list[Send] = []
+        self.sends_changed = False
+        """``sends`` differ from those of the checkpoint the run stands on."""
         self.barrier_seen: dict[str, set[str]] = {}
         self.versions: dict[str, str] = {}
         self.dirty: set[str] = set()
@@ -349,10 +217,28 @@ class RunState:
             else:
                 self.values[key] = value
         self.step = step
+        stored_sends = self.values.pop(SENDS_KEY, None)
+        self.sends = decode_sends(stored_sends) if stored_sends else []
+        self.sends_changed = False
+        if self.sends:
+            next_nodes = plain_next(next_nodes, self.sends)
         self.next = tuple(n for n in next_nodes if n in self.spec.nodes)
         self.versions = dict(versions)
         self.barrier_seen = {k: set(v) for k, v in barriers.items()}
         self.dirty = set()
+
+    def next_nodes(self) -> tuple[str, ...]:
+        """The next step's nodes as a checkpoint stores them: the Sends' nodes last."""
+        if not self.sends:
+            return self.next
+        return (*self.next, *(send.node for send in self.sends))
+
+    def take_sends(self) -> list[Send]:
+        """The Sends to run now: the step that runs them is under way, so they are no longer
+        the next step's (the next checkpoint drops them)."""
+        sends, self.sends = self.sends, []
+        self.sends_changed = True
+        return sends
 
     def state(self) -> OverAllState:
         """A read-only view of ``values``; one per ``values`` dict (views are immutable)."""
@@ -416,8 +302,12 @@ class RunState:
                 step=step,
             ) from exc
 
-    def route(self, ran: Sequence[tuple[str, tuple[str, ...]]], config: RunnableConfig) -> None:
-        """Decide the next step's nodes from the nodes that just ran (with their gotos)."""
+    def route(
+        self, ran: Sequence[tuple[str, tuple[str | Send, ...]]], config: RunnableConfig
+    ) -> None:
+        """Decide the next step's nodes and Sends from the nodes that just ran (with their
+        gotos); a node that ran several tasks (Sends) takes its edges and routers once. The
+        Sends of the step that ran must have been taken (:meth:`take_sends`)."""
         spec = self.spec
         if len(ran) == 1 and not ran[0][1]:  # the usual step: one node ran, no goto
             node = ran[0][0]
@@ -443,11 +333,21 @@ class RunState:
             for node, _ in ran:
                 for barrier in spec.barriers_into.get(node, ()):
                     self.barrier_seen.pop(barrier.key, None)
+        routed: set[str] = set()
         for node, goto in ran:
+            if goto:
+                for target in goto:
+                    if type(target) is str:
+                        triggered.add(target)
+                    else:
+                        assert isinstance(target, Send)
+                        self.sends.append(target)
+                        self.sends_changed = True
+            if node in routed:
+                continue
+            routed.add(node)
             if node in edges:
                 triggered.update(edges[node])
-            if goto:
-                triggered.update(goto)
             if node in branches:
                 for branch in branches[node]:
                     if state is None:
@@ -460,12 +360,27 @@ class RunState:
                     if seen >= barrier.sources:
                         triggered.add(barrier.target)
                         del self.barrier_seen[barrier.key]
+        if spec.deferred:
+            self._hold_deferred(triggered)
         if len(triggered) == 1:  # one node triggered one node
             (name,) = triggered
             self.next = () if name == END else (name,)
         else:
             self.next = spec.order(triggered)
         self._drop_ephemeral()
+
+    def _hold_deferred(self, triggered: set[str]) -> None:
+        """Deferred nodes run in a step with no other task: those triggered wait (in
+        ``barrier_seen``, so that checkpoints keep them) while other nodes or Sends are due."""
+        waiting = self.barrier_seen.pop(DEFERRED, set())
+        waiting.update(triggered.intersection(self.spec.deferred))
+        if not waiting:
+            return
+        triggered.difference_update(waiting)
+        if self.sends or any(name != END for name in triggered):
+            self.barrier_seen[DEFERRED] = waiting
+        else:
+            triggered.update(waiting)
 
     def _drop_ephemeral(self) -> None:
         """Ephemeral keys are read by this step's routers, then gone: never stored, returned
@@ -478,7 +393,13 @@ class RunState:
 
     def route_from_start(self, config: RunnableConfig) -> None:
         self.barrier_seen = {}
+        self.drop_sends()
         self.route(((START, ()),), config)
+
+    def drop_sends(self) -> None:
+        """Forget the next step's Sends (a new run, or a state update routing anew)."""
+        if self.sends:
+            self.take_sends()
 
     def evaluate(
         self, branch: BranchSpec, state: OverAllState, config: RunnableConfig
@@ -498,13 +419,7 @@ class RunState:
         if branch.path_map is None:
             for name in answers:
                 if name != END and (not isinstance(name, str) or name not in self.spec.nodes):
-                    valid = ", ".join([*self.spec.nodes, END])
-                    raise InvalidUpdateError(
-                        f"the router on {source!r} returned {name!r}, which is not a node "
-                        f"(valid: {valid}) (step {step})",
-                        node=source,
-                        step=step,
-                    )
+                    return self._routed_otherwise(branch, answers)
             return tuple(answers)
         targets = []
         for key in answers:
@@ -513,15 +428,18 @@ class RunState:
             except TypeError:  # an unhashable answer is no key
                 target = None
             if target is None:
-                valid = ", ".join(repr(k) for k in branch.path_map)
-                raise InvalidUpdateError(
-                    f"the router on {source!r} returned {key!r}, which is not a key of its "
-                    f"path_map (valid: {valid}) (step {step})",
-                    node=source,
-                    step=step,
-                )
+                return self._routed_otherwise(branch, answers)
             targets.append(target)
         return tuple(targets)
+
+    def _routed_otherwise(self, branch: BranchSpec, answers: Sequence[Any]) -> tuple[str, ...]:
+        """A router's answer that is not only known names or keys: Sends (taken into
+        :attr:`sends`), or a mistake (an :class:`InvalidUpdateError` saying what to fix)."""
+        targets, sends = route_answers(branch, answers, self.spec.nodes, self.step)
+        if sends:
+            self.sends.extend(sends)
+            self.sends_changed = True
+        return targets
 
     def take_blobs(self, checkpoint_id: str) -> dict[str, Blob]:
         """The blobs a new checkpoint must store: only the keys that changed since the last one,
@@ -541,4 +459,11 @@ class RunState:
                 blobs[key] = blob
             versions[key] = checkpoint_id
         self.dirty = set()
+        if self.sends_changed:
+            self.sends_changed = False
+            if self.sends:
+                blobs[SENDS_KEY] = _new_blob(Blob, ("full", encode_sends(self.sends), None))
+                versions[SENDS_KEY] = checkpoint_id
+            else:
+                versions.pop(SENDS_KEY, None)
         return blobs

@@ -26,22 +26,30 @@ from graph_agent.graph._effects import (
     RunTasks,
     Task,
 )
-from graph_agent.graph._engine import EMPTY_WRITE, NodeSpec, RunState, Write, normalize_return
+from graph_agent.graph._engine import NodeSpec, RunState
+from graph_agent.graph._failures import (
+    cancelled,
+    node_error,
+    nothing_to_continue,
+    task_label,
+    tasks_text,
+)
 from graph_agent.graph._pauses import NO_TASK_IDS, Pauses, interrupted
 from graph_agent.graph._pending import Pending, thread_start
+from graph_agent.graph._sends import send_indexes
 from graph_agent.graph._storage import RunStorage
+from graph_agent.graph._writes import EMPTY_WRITE, Write, normalize_return, stored_write
 from graph_agent.graph.errors import (
     GraphCancelledError,
     GraphRecursionError,
     InvalidResumeError,
     InvalidUpdateError,
-    NodeError,
     exception_text,
 )
 from graph_agent.graph.saver import ERROR, WRITE, Checkpoint
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.task import CallContext, ContinueAs, FromThread, TaskContext, ThreadStart
-from graph_agent.graph.types import START, Command, NodeOutput, RunnableConfig, node_output
+from graph_agent.graph.types import START, Command, NodeOutput, RunnableConfig, Send, node_output
 
 _run_counter = itertools.count()
 
@@ -166,6 +174,7 @@ class _Flow:
         if as_node == START:
             run_state.route_from_start(self.config)
         elif as_node is not None:
+            run_state.drop_sends()
             run_state.route([(as_node, ())], self.config)
         yield from self.storage.checkpoint(run_state, "update", [writer])
 
@@ -246,8 +255,10 @@ class _Flow:
             yield from pauses.answer(input.resume)
             return None
         if input is None:
-            if saved is None or (not self.run_state.next and not pauses.pending.unanswered()):
-                raise _nothing_to_continue("no checkpoint" if saved is None else "finished")
+            run_state = self.run_state
+            waiting = run_state.next or run_state.sends or pauses.pending.unanswered()
+            if saved is None or not waiting:
+                raise nothing_to_continue("no checkpoint" if saved is None else "finished")
             dynamic = pauses.pending.dynamic_waiting()
             if dynamic:  # never answered with None: the same interrupts are raised again
                 return (yield from pauses.pause([i for _, i in dynamic], self.run_state.step + 1))
@@ -268,8 +279,8 @@ class _Flow:
         self._check_update(decided.update, decided.node)
         yield from self._write_update(decided.update, decided.node)
         self.pauses.clear()
-        if not self.run_state.next:
-            raise _nothing_to_continue("finished")
+        if not self.run_state.next and not self.run_state.sends:
+            raise nothing_to_continue("finished")
 
     def _check_next_nodes(self, saved: Checkpoint) -> None:
         """A thread that stopped before a node this graph no longer has cannot carry on as
@@ -291,7 +302,7 @@ class _Flow:
         durable = self.durable
         steps = 0
         run_tasks = RunTasks([], config.max_concurrency)  # one for every step
-        while run_state.next:
+        while run_state.next or run_state.sends:
             tasks = self._tasks()
             if durable and run.interrupt_before:
                 paused = yield from pauses.before(tasks)
@@ -302,13 +313,13 @@ class _Flow:
                     f"graph {self.spec.name!r} ran {steps} supersteps in this call without "
                     f"finishing (max_steps={config.max_steps}); it last ran "
                     f"{', '.join(name for name, _ in self.last_writes)} and would run "
-                    f"{', '.join(run_state.next)} next. "
+                    f"{tasks_text(tasks)} next. "
                     "Check the routing for a loop that never ends, or raise "
                     "RunnableConfig(max_steps=...); with a saver the run can be continued "
                     "with invoke(None, config)"
                 )
             if config.cancel is not None and config.cancel.is_set():
-                raise self._cancelled()
+                raise self._cancelled(tasks)
             steps += 1
             # nothing pending: every task runs, and a step that does not pause adds nothing
             nothing_pending = not durable or pauses.pending.empty  # (only a saver brings any)
@@ -374,11 +385,8 @@ class _Flow:
         write = task.write
         if write is None:  # it failed, or returned what no write can be
             return
-        stored: dict[str, Any] = {"update": dict(write.update), "goto": list(write.goto)}
-        if write.parts:
-            stored["parts"] = [[label, dict(part)] for label, part in write.parts]
         try:
-            yield self.storage.put_writes(task.context.id, [(WRITE, stored)])
+            yield self.storage.put_writes(task.context.id, [(WRITE, stored_write(write))])
         except Exception as exc:  # the saver's error, thrown in here
             task.error = exc
             task.engine_error = True
@@ -396,8 +404,8 @@ class _Flow:
         if cancel is not None and cancel.is_set():
             for task in failures:  # a subgraph or agent that stopped with this run
                 if isinstance(task.error, GraphCancelledError):
-                    raise self._cancelled(during=True) from task.error
-        raised = _node_error(failures)
+                    raise self._cancelled(tasks, during=True) from task.error
+        raised = node_error(failures)
         if self.durable:  # shown by get_state's tasks; a resume runs them again
             try:
                 for task in failures:
@@ -430,7 +438,12 @@ class _Flow:
                 write = done.get(task.context.id) if done else None
             writes.append((task.node.name, write if write is not None else EMPTY_WRITE))
         run_state.apply_writes(
-            [labelled for name, w in writes for labelled in w.labelled(name)], step
+            [
+                labelled
+                for task, (_, w) in zip(tasks, writes, strict=True)
+                for labelled in w.labelled(task_label(task))
+            ],
+            step,
         )
         run_state.step = step
         run_state.route([(name, w.goto) for name, w in writes], self.config)
@@ -449,6 +462,7 @@ class _Flow:
                 state,
                 checkpoint_id,
                 task.context.usage,
+                task.context.send_index if task.context.index else None,
             )
         return Emit(
             [
@@ -460,41 +474,42 @@ class _Flow:
                     state,
                     checkpoint_id,
                     task.context.usage,
+                    task.context.send_index,
                 )
                 for task, (_, write) in zip(tasks, writes, strict=True)
             ]
         )
 
-    def _cancelled(self, *, during: bool = False) -> GraphCancelledError:
+    def _cancelled(self, tasks: list[Task], *, during: bool = False) -> GraphCancelledError:
         """``during``: a subgraph in the step stopped with this run (the step did not finish)."""
         step = self.run_state.step + 1
         thread_id = self.storage.thread_id
-        where = f"graph {self.spec.name!r}" + (
-            f" on thread {thread_id!r}" if thread_id is not None else ""
-        )
-        if not self.durable:
-            after = "nothing was kept (no saver)"
-        else:
-            after = (
-                "the thread stays at its last checkpoint; invoke(None, config) with a "
-                "cancel signal that is not set carries on from there"
-            )
-        when = "during" if during else "before"
-        return GraphCancelledError(
-            f"{where} was cancelled (RunnableConfig.cancel is set) {when} step {step}, which "
-            f"{'runs' if during else 'would run'} {', '.join(self.run_state.next)}; {after}",
-            step=step,
+        return cancelled(
+            self.spec.name, thread_id, step, tasks, durable=self.durable, during=during
         )
 
     def _tasks(self) -> list[Task]:
-        """The tasks of the next superstep, one per triggered node, all seeing one state."""
+        """The tasks of the next superstep, one per triggered node, all seeing one state, and
+        one per Send, seeing its input; in merge order (a node's Sends after its own task)."""
         run_state = self.run_state
         state = run_state.state()
         step = run_state.step + 1
         nodes = self.spec.nodes
+        if run_state.sends:
+            return self._tasks_with_sends(state, step)
         if len(run_state.next) == 1:
             return [self._task(nodes[run_state.next[0]], state, step)]
         return [self._task(nodes[name], state, step) for name in run_state.next]
+
+    def _tasks_with_sends(self, state: OverAllState, step: int) -> list[Task]:
+        run_state, nodes, hidden = self.run_state, self.spec.nodes, self.spec.hidden_keys
+        tasks = [self._task(nodes[name], state, step) for name in run_state.next]
+        for send, index in send_indexes(run_state.take_sends()):
+            view = OverAllState(dict(send.input), hidden=hidden)
+            tasks.append(self._send_task(nodes[send.node], view, step, send, index + 1))
+        if run_state.next:
+            tasks.sort(key=lambda task: task.node.index)  # stable: Sends keep their order
+        return tasks
 
     def _call_context(self) -> CallContext:
         """What every task of this call shares, made once."""
@@ -507,6 +522,7 @@ class _Flow:
                 saver=storage.saver,
                 checkpoint_ns=storage.ns,
                 stream_subgraphs=self.subgraphs,
+                step_limit=self.run_state.step + 1 + self.config.max_steps,
                 persist_record=storage.persist_record if self.durable else None,
                 apersist_record=storage.apersist_record if self.durable else None,
             )
@@ -517,15 +533,33 @@ class _Flow:
             self._shared or self._call_context(), node.name, step, self.storage.checkpoint_id
         )
         if self.durable:
-            pending = self.pauses.pending
-            if pending.ids_thread is not None:
-                context.ids_thread = pending.ids_thread
-            if pending.records or pending.resume:
-                task_id = context.id
-                context.records = dict(pending.records.get(task_id, {}))
-                context._resume = pending.resume.get(task_id, {})
+            self._resume_task(context)
         node_config = self._task_config(context) if node.pass_config else None
         return Task(node, context, state, node_config)
+
+    def _send_task(
+        self, node: NodeSpec, state: OverAllState, step: int, send: Send, index: int
+    ) -> Task:
+        """The task of a Send: ``index`` is its place among the step's Sends to ``node``, plus
+        one (a node's own task is 0)."""
+        shared = self._shared or self._call_context()
+        context = TaskContext(shared, node.name, step, self.storage.checkpoint_id, index)
+        context.send = send
+        if self.durable:
+            self._resume_task(context)
+        node_config = self._task_config(context) if node.pass_config else None
+        return Task(node, context, state, node_config)
+
+    def _resume_task(self, context: TaskContext) -> None:
+        """Hand a task what the checkpoint keeps for it: records and resume values (and the
+        thread its ids derive from, in a copied thread's step)."""
+        pending = self.pauses.pending
+        if pending.ids_thread is not None:
+            context.ids_thread = pending.ids_thread
+        if pending.records or pending.resume:
+            task_id = context.id
+            context.records = dict(pending.records.get(task_id, {}))
+            context._resume = pending.resume.get(task_id, {})
 
     def _task_config(self, context: TaskContext) -> RunnableConfig:
         """The call's config with ``task`` set: what a node taking ``(state, config)`` gets."""
@@ -552,36 +586,3 @@ class _Flow:
         return node_output(
             START, self.spec.name, run_state.step, update, state, self.storage.checkpoint_id
         )
-
-
-def _nothing_to_continue(state: str) -> InvalidResumeError:
-    return InvalidResumeError(
-        f"nothing to continue on this thread: it has {state}; call with new input to start a run"
-    )
-
-
-def _node_error(failures: list[Task]) -> BaseException:
-    first, others = failures[0], failures[1:]
-    error = first.error
-    assert error is not None
-    # raised by the engine while storing a result, or a resume the node refused: as they are;
-    # anything else came from user code (a subgraph's own NodeError included) and is wrapped
-    if first.engine_error or isinstance(error, InvalidResumeError):
-        wrapped: BaseException = error
-    elif not isinstance(error, Exception):
-        return error
-    else:
-        node, step = first.node.name, first.context.step
-        wrapped = NodeError(
-            f"node {node!r} raised {type(error).__name__}: {exception_text(error)} (step {step})",
-            node=node,
-            step=step,
-        )
-        wrapped.__cause__ = error
-    for other in others:
-        assert other.error is not None
-        wrapped.add_note(
-            f"node {other.node.name!r} also failed in this step: "
-            f"{type(other.error).__name__}: {exception_text(other.error)}"
-        )
-    return wrapped

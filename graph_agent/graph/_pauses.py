@@ -7,13 +7,15 @@ part of (``_flow.py``).
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from graph_agent.graph._effects import Effect, Emit, RunSettings, Task
 from graph_agent.graph._engine import RunState
 from graph_agent.graph._pending import SUBGRAPH_CONSUMED, SUBGRAPH_TASK, Pending
+from graph_agent.graph._sends import send_indexes
 from graph_agent.graph._storage import RunStorage
+from graph_agent.graph._writes import stored_write
 from graph_agent.graph.errors import GraphInterrupted, InvalidResumeError
 from graph_agent.graph.saver import BREAKPOINT, INTERRUPT, NESTED, RESUME, SCOPED, WRITE
 from graph_agent.graph.state import OverAllState
@@ -21,6 +23,7 @@ from graph_agent.graph.task import (
     RECORD_PREFIX,
     derive_id,
     scoped_interrupt_id,
+    send_key,
     task_id_for,
 )
 from graph_agent.graph.types import Interrupt, NodeOutput
@@ -112,13 +115,11 @@ class Pauses:
         :data:`SUBGRAPH_TASK` record): it resumes where it waits."""
         storage = self.storage
         thread, step = storage.thread_id, self.run_state.step + 1
-        for node in self.run_state.next:
-            old_id = task_id_for(old.ids_thread or thread, old_checkpoint, node)
-            new_id = task_id_for(thread, storage.checkpoint_id, node)
+        for node, old_id, new_id in self._moved_tasks(old.ids_thread or thread, old_checkpoint):
             writes: list[tuple[str, Any]] = []
             done = old.done.get(old_id)
             if done is not None:
-                writes.append((WRITE, {"update": dict(done.update), "goto": list(done.goto)}))
+                writes.append((WRITE, stored_write(done)))
             records = old.records.get(old_id, {})
             nested_in, nested = old.nested.get(old_id, (node, frozenset()))
             if nested and SUBGRAPH_TASK not in records:
@@ -169,6 +170,20 @@ class Pauses:
                 writes.append((SCOPED, {i: [key, at] for i, (key, at) in moved_scopes.items()}))
             if writes:
                 yield storage.put_writes(new_id, writes)
+
+    def _moved_tasks(
+        self, old_thread: str | None, old_checkpoint: str
+    ) -> Iterator[tuple[str, str, str]]:
+        """The paused step's tasks, as (node, id before, id after) an update moved the step
+        onto the new checkpoint: a task per next node, and per Send."""
+        thread, new_checkpoint = self.storage.thread_id, self.storage.checkpoint_id
+        for node in self.run_state.next:
+            old_id = task_id_for(old_thread, old_checkpoint, node)
+            yield node, old_id, task_id_for(thread, new_checkpoint, node)
+        for send, index in send_indexes(self.run_state.sends):
+            key = send_key(send.input)
+            old_id = task_id_for(old_thread, old_checkpoint, send.node, index + 1, key)
+            yield send.node, old_id, task_id_for(thread, new_checkpoint, send.node, index + 1, key)
 
     # a superstep
     def runnable(self, tasks: list[Task]) -> tuple[list[Task], frozenset[str]]:
@@ -262,12 +277,12 @@ class Pauses:
         return (yield from self.pause(new, self.run_state.step + 1))
 
     def after(self, tasks: list[Task]) -> Generator[Effect, Any, OverAllState | None]:
-        """Pause after the tasks of nodes in ``interrupt_after``."""
-        new = []
+        """Pause after the tasks of nodes in ``interrupt_after`` (once per node)."""
+        new: list[Interrupt] = []
         storage = self.storage
         for task in tasks:
             name = task.node.name
-            if name in self.run.interrupt_after:
+            if name in self.run.interrupt_after and all(i.node != name for i in new):
                 task_id = derive_id("after", storage.thread_id, storage.checkpoint_id, name)
                 item = Interrupt(
                     derive_id(

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from graph_agent.graph._engine import Write
+from graph_agent.graph._writes import Write, write_from_stored
 from graph_agent.graph.saver import (
     BREAKPOINT,
     ERROR,
@@ -80,8 +80,7 @@ class Pending:
         for write in writes:
             task_id, channel, value = write.task_id, write.channel, write.value
             if channel == WRITE:
-                parts = tuple((label, part) for label, part in value.get("parts", ()))
-                self.done[task_id] = Write(value["update"], tuple(value["goto"]), parts)
+                self.done[task_id] = write_from_stored(value)
             elif channel in (INTERRUPT, BREAKPOINT):
                 for item in value:
                     self.add_interrupt(task_id, item, static=channel == BREAKPOINT)

@@ -106,6 +106,7 @@ def chunk_output(context: TaskContext, chunk: Any) -> NodeOutput:
         checkpoint_id=None,
         chunk=text,
         message=None if isinstance(chunk, str) else chunk,
+        send_index=context.index - 1 if context.index else None,
     )
 
 

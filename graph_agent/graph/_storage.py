@@ -78,7 +78,7 @@ class RunStorage:
             self.ns,
             self.checkpoint_id,
             run_state.step,
-            run_state.next,
+            run_state.next if not run_state.sends else run_state.next_nodes(),
             dict(run_state.versions),
             {k: tuple(sorted(v)) for k, v in barriers.items()} if barriers else {},
             blobs,

@@ -20,23 +20,44 @@ from graph_agent.graph.types import END, START, CompileConfig
 
 
 class _Node:
-    __slots__ = ("destinations", "fn", "name")
+    __slots__ = ("defer", "destinations", "fn", "labels", "name")
 
-    def __init__(self, name: str, fn: Callable[..., Any], destinations: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        destinations: tuple[str, ...],
+        labels: Mapping[str, str],
+        defer: bool,
+    ) -> None:
         self.name = name
         self.fn = fn
         self.destinations = destinations
+        self.labels = labels  # drawn on the edges to destinations (LangGraph's {node: label})
+        self.defer = defer
 
 
 class _Branch:
-    __slots__ = ("fn", "path_map", "source")
+    __slots__ = ("fn", "path_map", "sends", "source")
 
     def __init__(
-        self, source: str, fn: Callable[..., Any], path_map: dict[Hashable, str] | None
+        self,
+        source: str,
+        fn: Callable[..., Any],
+        path_map: dict[Hashable, str] | None,
+        sends: tuple[str, ...],
     ) -> None:
         self.source = source
         self.fn = fn
         self.path_map = path_map
+        self.sends = sends
+
+    def send_targets(self) -> frozenset[str] | None:
+        """Where its Sends may go: the nodes it declared (``sends`` and its path_map), or
+        ``None`` (anywhere) when it declared neither."""
+        if self.path_map is None and not self.sends:
+            return None
+        return frozenset(self.sends) | frozenset((self.path_map or {}).values()) - {END}
 
 
 class StateGraph:
@@ -90,10 +111,22 @@ class StateGraph:
         self._reserved_ok = False
         self._subgraphs: dict[str, GraphView] = {}
 
-    def add_node(self, name: str, fn: Any, destinations: Sequence[str] = ()) -> StateGraph:
+    def add_node(
+        self,
+        name: str,
+        fn: Any,
+        destinations: Sequence[str] | Mapping[str, str] = (),
+        *,
+        defer: bool = False,
+    ) -> StateGraph:
         """Add a node: ``fn(state)`` or ``fn(state, config)``, sync or async, returning a dict
         update, a ``Command`` or ``None``. ``destinations`` lists where its ``Command(goto=...)``
-        may go.
+        may go (node names, those of its ``Send`` items included; or LangGraph's ``{node: edge
+        label}``, labels drawn on the edges).
+
+        ``defer``: the node runs only in a superstep in which nothing else would run, however
+        often it was triggered before: an aggregator after branches of different lengths, or
+        after Sends, runs once, when they are all done.
 
         ``fn`` may also be a compiled graph or an agent: it then runs as a subgraph (see
         :mod:`graph_agent.graph._subgraph`), keeping its checkpoints in the parent's thread."""
@@ -116,7 +149,14 @@ class StateGraph:
         if not callable(fn):
             raise GraphSetupError(f"node {name!r}: {fn!r} is not callable")
         _takes_config(fn, f"node {name!r}")
-        self._nodes[name] = _Node(name, fn, _destinations(name, destinations))
+        if not isinstance(defer, bool):
+            raise GraphSetupError(f"add_node({name!r}, ..., defer={defer!r}): True or False")
+        labels = (
+            {k: v for k, v in destinations.items() if isinstance(v, str) and v}
+            if isinstance(destinations, Mapping)
+            else {}
+        )
+        self._nodes[name] = _Node(name, fn, _destinations(name, destinations), labels, defer)
         return self
 
     def _subgraph_node(self, name: str, child: Any) -> SubgraphNode:
@@ -176,12 +216,20 @@ class StateGraph:
         source: str,
         fn: Callable[..., Any],
         path_map: Mapping[Any, str] | Sequence[str] | None = None,
+        *,
+        sends: str | Sequence[str] = (),
     ) -> StateGraph:
         """Route after ``source`` with ``fn(state[, config])``.
 
         With a ``path_map`` (dict, or list of node names) ``fn`` returns one of its keys or a list
         of keys (fan-out); without one it returns node names or END. A router whose return type
         is a ``Literal[...]`` of node names needs no path_map.
+
+        ``fn`` may also return :class:`~graph_agent.graph.types.Send` items (among the rest, or
+        a list of them): each runs its node once in the next step, with the Send's input as its
+        state. ``sends`` names the nodes it sends to (drawn as dashed edges labelled "Send");
+        a router with ``sends`` and no path_map answers with Sends only. A router that declared
+        a path_map or ``sends`` may send to their nodes only; one that declared neither, to any.
         """
         if not isinstance(source, str):
             raise GraphSetupError(
@@ -215,7 +263,10 @@ class StateGraph:
             names = list(path_map)
             _check_path_map_targets(source, dict(enumerate(names)), where="path_map item {}")
             mapping = {name: name for name in names}
-        self._branches.append(_Branch(source, fn, mapping))
+        send_targets = _send_targets(source, sends)
+        if send_targets and mapping is None:
+            mapping = {}  # Sends only
+        self._branches.append(_Branch(source, fn, mapping, send_targets))
         return self
 
     def compile(self, config: CompileConfig | None = None) -> CompiledGraph:
@@ -257,6 +308,7 @@ class StateGraph:
                 is_async=_is_async(node.fn),
                 destinations=frozenset(node.destinations),
                 afn=node.fn.acall if isinstance(node.fn, DualNode) else None,
+                defer=node.defer,
             )
         edges: dict[str, list[str]] = {}
         for source, target in self._edges:
@@ -270,6 +322,7 @@ class StateGraph:
                     fn=branch.fn,
                     path_map=branch.path_map,
                     pass_config=pass_config,
+                    sends=branch.send_targets(),
                 )
             )
         return GraphSpec(
@@ -292,6 +345,9 @@ class StateGraph:
         for branch in self._branches:
             for key, target in (branch.path_map or {}).items():
                 how = f"add_conditional_edges({branch.source!r}, ...) path_map[{key!r}]"
+                declared.append((branch.source, target, how))
+            for target in branch.sends:
+                how = f"add_conditional_edges({branch.source!r}, ..., sends=[..., {target!r}])"
                 declared.append((branch.source, target, how))
             # Declared on its own so that an unknown source is refused even when no path_map
             # entry names it (an empty path_map).
@@ -318,6 +374,7 @@ class StateGraph:
                         (None if key == target else str(key), target)
                         for key, target in branch.path_map.items()
                     ]
+                targets += [("Send", t) for t in branch.sends]
                 edges.extend(
                     EdgeView(source=source, target=t, label=label, conditional=True)
                     for label, t in targets
@@ -325,7 +382,8 @@ class StateGraph:
             node = self._nodes.get(source)
             if node is not None:
                 edges.extend(
-                    EdgeView(source=source, target=t, conditional=True) for t in node.destinations
+                    EdgeView(source=source, target=t, label=node.labels.get(t), conditional=True)
+                    for t in node.destinations
                 )
         unique = list(dict.fromkeys(edges))
         return GraphView(
@@ -454,6 +512,20 @@ def _destinations(node: str, destinations: Any) -> tuple[str, ...]:
             raise GraphSetupError(
                 f"add_node({node!r}, ..., destinations=...): START cannot be a destination "
                 "(a run passes START only once, when it begins); name the node to go to instead"
+            )
+    return names
+
+
+def _send_targets(source: str, sends: str | Sequence[str]) -> tuple[str, ...]:
+    """``add_conditional_edges``'s ``sends`` as a tuple of node names."""
+    given: Any = sends
+    listed = (given,) if isinstance(given, str) or not isinstance(given, Iterable) else given
+    names = tuple(dict.fromkeys(listed))
+    for name in names:
+        if not isinstance(name, str) or name in (START, END):
+            raise GraphSetupError(
+                f"add_conditional_edges({source!r}, ..., sends={sends!r}): sends lists the "
+                f"nodes the router's Send items go to, and {name!r} is no node name"
             )
     return names
 

@@ -18,10 +18,10 @@ from graph_agent.graph._effects import (
 )
 from graph_agent.graph._flow import update_flow
 from graph_agent.graph._pending import Pending, nested_namespace, subgraph_place
+from graph_agent.graph._sends import next_task_ids
 from graph_agent.graph.render import GraphView
-from graph_agent.graph.saver import Saver
+from graph_agent.graph.saver import SENDS_KEY, Saver
 from graph_agent.graph.state import OverAllState
-from graph_agent.graph.task import task_id_for
 from graph_agent.graph.types import NodeOutput, RunnableConfig, StateSnapshot, TaskSnapshot
 
 
@@ -224,7 +224,9 @@ class CompiledGraph:
         parent = checkpoint.parent_id
         pending = Pending(checkpoint.pending_writes, self._run.spec.rank)
         return StateSnapshot(
-            values={k: v for k, v in checkpoint.values.items() if k not in hidden},
+            values={
+                k: v for k, v in checkpoint.values.items() if k not in hidden and k != SENDS_KEY
+            },
             next=tuple(checkpoint.next),
             config=RunnableConfig(
                 thread_id=thread_id, checkpoint_id=checkpoint.id, checkpoint_ns=ns
@@ -241,10 +243,11 @@ class CompiledGraph:
         )
 
     def _tasks(self, checkpoint: Any, pending: Pending, subgraphs: bool) -> Iterator[TaskSnapshot]:
-        """The next step's tasks as a snapshot shows them."""
+        """The next step's tasks as a snapshot shows them (a Send's task among them)."""
         thread_id, nodes = checkpoint.thread_id, self._run.spec.nodes
-        for name in checkpoint.next:
-            task_id = task_id_for(pending.ids_thread or thread_id, checkpoint.id, name)
+        ids_thread = pending.ids_thread or thread_id
+        next_nodes, values = checkpoint.next, checkpoint.values
+        for name, task_id in next_task_ids(ids_thread, checkpoint.id, next_nodes, values):
             node = nodes.get(name)
             child = getattr(node.fn, "child", None) if node is not None else None
             state = None

@@ -260,6 +260,11 @@ were derived for. The step after that checkpoint derives its ids from it, so the
 its finished nodes, records and interrupts where the source left them."""
 COPY_TASK = "__copy__"
 
+SENDS_KEY = "__sends__"
+"""The key under which a checkpoint stores the Sends its next step runs (``[node, input]``
+pairs, a blob like any key's; their nodes come last in its ``next``). No node writes it, and
+snapshots leave it out of their values."""
+
 
 def write_problem(channel: str, value: Any) -> str | None:
     """What is wrong with the shape of a pending write :class:`Pending` reads back, or None.
@@ -295,6 +300,18 @@ def _finished_write(value: Any) -> bool:
         and _strings(value["update"])
         and isinstance(value.get("goto"), list)
         and _strings(value["goto"])
+        and _sends(value.get("sends", []))
+    )
+
+
+def _sends(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(pair, list | tuple)
+        and len(pair) == 2
+        and type(pair[0]) is str
+        and isinstance(pair[1], dict)
+        and _strings(pair[1])
+        for pair in value
     )
 
 
@@ -324,7 +341,8 @@ def _resume(value: Any) -> bool:
 
 _SHAPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     WRITE: (
-        "a map with 'update' (a map of keys) and 'goto' (a list of node names)",
+        "a map with 'update' (a map of keys), 'goto' (a list of node names) and maybe 'sends' "
+        "(a list of [node, input] pairs)",
         _finished_write,
     ),
     INTERRUPT: ("a list of Interrupt (with string id and node)", _interrupts),

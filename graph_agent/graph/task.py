@@ -8,6 +8,7 @@ worker thread) and from async nodes alike.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -33,12 +34,52 @@ def derive_id(*parts: object) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
-def task_id_for(thread_id: str | None, checkpoint_id: str | None, node: str, index: int = 0) -> str:
+def task_id_for(
+    thread_id: str | None,
+    checkpoint_id: str | None,
+    node: str,
+    index: int = 0,
+    input_key: str | None = None,
+) -> str:
     """The id of the task running ``node`` in the superstep after ``checkpoint_id``; ``index``
-    tells apart several tasks of one node in one step (the first, 0, adds nothing)."""
+    tells apart several tasks of one node in one step (the first, 0, adds nothing): a Send
+    task's is its place among the step's Sends to ``node`` plus one, and ``input_key`` its
+    input's :func:`send_key`."""
+    if input_key is not None:
+        return derive_id("task", thread_id, checkpoint_id, node, index, input_key)
     if index:
         return derive_id("task", thread_id, checkpoint_id, node, index)
     return derive_id("task", thread_id, checkpoint_id, node)
+
+
+def send_key(value: Any) -> str:
+    """A short digest of a Send's input, the same for the input as given and as a checkpoint
+    gives it back (so a Send task keeps its id across a crash): the input as canonical JSON,
+    models by their JSON dump, a value JSON cannot hold by its type's name alone."""
+    try:
+        text = json.dumps(value, sort_keys=True, default=_plain, separators=(",", ":"))
+    except (TypeError, ValueError):  # keys of several types, or a cycle: by position alone
+        text = ""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """What :func:`send_key` reads of a value JSON does not know."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, set | frozenset):
+        return sorted(map(repr, value))
+    if isinstance(value, bytes | bytearray):
+        return value.hex()
+    isoformat = getattr(value, "isoformat", None)
+    if callable(isoformat):
+        return isoformat()
+    if isinstance(value, tuple) or hasattr(value, "__iter__"):
+        return list(value)
+    return f"<{type(value).__module__}.{type(value).__qualname__}>"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +92,8 @@ class CallContext:
     saver: Any = None
     checkpoint_ns: str = ""
     stream_subgraphs: bool = False
+    step_limit: int | None = None
+    """The first step the call may not run (it would raise ``GraphRecursionError``)."""
     persist_record: Callable[[TaskContext, str, Any], None] | None = None
     apersist_record: Callable[[TaskContext, str, Any], Awaitable[None]] | None = None
 
@@ -63,9 +106,10 @@ class TaskContext:
     """One node execution inside a superstep.
 
     ``id`` is derived from (thread, checkpoint id, node, index), the index telling apart the
-    tasks of one node in one superstep (0 today: a node runs at most once per superstep). It is
-    the same when the task runs again after a crash or a resume, so it can serve as an
-    idempotency key (without a saver it is unique to the call and step).
+    tasks of one node in one superstep (0 for the node's own task; ``k + 1`` for the task of
+    its ``k``-th Send, whose id also derives from the Send's input). It is the same when the
+    task runs again after a crash or a resume, so it can serve as an idempotency key (without a
+    saver it is unique to the call and step).
 
     ``record``/``recorded`` keep sub-task results (one tool call, one API request) that survive
     a crash: with a saver, each record is committed as a pending write of the task and handed
@@ -83,9 +127,13 @@ class TaskContext:
         "index",
         "node",
         "records",
+        "send",
         "step",
         "usage",
     )
+
+    send: Any
+    """The Send that started this task (set only on such tasks: read it when ``index``)."""
 
     def __init__(
         self,
@@ -98,7 +146,8 @@ class TaskContext:
         self._call = call
         self.node = node
         self.index = index
-        """Which task of ``node`` this is in its step (0: the first, and today the only)."""
+        """Which task of ``node`` this is in its step: 0 for the node's own, ``k + 1`` for its
+        ``k``-th Send (whose task also has ``send`` set: the Send, read only when ``index``)."""
         self.step = step
         self.checkpoint_id = checkpoint_id
         self.ids_thread: str | None = None  # a copied step's: see id_thread
@@ -131,9 +180,29 @@ class TaskContext:
             if self.checkpoint_id is None:  # no saver: unique to this call and step
                 parts: tuple[object, ...] = (call.thread_id, call.run_id, self.step, self.node)
                 self._id = derive_id("task", *parts, *((self.index,) if self.index else ()))
+            elif self.index:  # a Send's task
+                key = send_key(self.send.input)
+                self._id = task_id_for(
+                    self.id_thread, self.checkpoint_id, self.node, self.index, key
+                )
             else:
-                self._id = task_id_for(self.id_thread, self.checkpoint_id, self.node, self.index)
+                self._id = task_id_for(self.id_thread, self.checkpoint_id, self.node)
         return self._id
+
+    @property
+    def send_index(self) -> int | None:
+        """For a task started by a ``Send``: its place among the step's Sends to this node
+        (0 for the first); ``None`` for the node's own task."""
+        return self.index - 1 if self.index else None
+
+    @property
+    def remaining_steps(self) -> int | None:
+        """How many supersteps this call may still run, this one included, before it raises
+        ``GraphRecursionError`` (``RunnableConfig.max_steps``): 1 in the last one, so a node
+        seeing ``remaining_steps < 2`` can wrap up instead of routing on. ``None`` outside a
+        graph's run."""
+        limit = self._call.step_limit
+        return None if limit is None else limit - self.step
 
     @property
     def streaming(self) -> bool:

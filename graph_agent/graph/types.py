@@ -22,6 +22,7 @@ __all__ = [
     "Interrupt",
     "NodeOutput",
     "RunnableConfig",
+    "Send",
     "StateSnapshot",
     "StreamingOutput",
     "TaskSnapshot",
@@ -38,18 +39,78 @@ class CancelSignal(Protocol):
 class Command:
     """Returned by a node to update state and route (``goto``), or passed as input to resume.
 
-    ``goto`` names one node, several, or END; its targets must be declared with
-    ``add_node(..., destinations=...)``. ``resume`` answers pending interrupts (input only).
+    ``goto`` names one node, several, or END, or holds :class:`Send` items (a node run with an
+    input of its own); its targets must be declared with ``add_node(..., destinations=...)``.
+    ``resume`` answers pending interrupts (input only).
     ``graph=Command.PARENT`` hands off: the subgraph (or agent) this node runs in stops, and
     the parent graph applies ``update`` and routes to ``goto``.
     """
 
-    goto: str | Sequence[str] | None = None
+    goto: str | Send | Sequence[str | Send] | None = None
     update: Mapping[str, Any] | None = None
     resume: Any = None
     graph: str | None = None
 
     PARENT: ClassVar[str] = "__parent__"
+
+
+class Send:
+    """A task to run in the next superstep: ``node`` with ``input`` as its whole state view.
+
+    A router (``add_conditional_edges``) or a node's ``Command(goto=...)`` returns Sends, any
+    number to one node (map-reduce): each runs as a task of its own, seeing only its ``input``
+    (not the shared state), and their writes merge into the shared state by the keys'
+    strategies, in Send order. A router declares the nodes it sends to with ``sends=`` (or its
+    path_map), a node with ``destinations=``.
+
+    Example:
+        >>> from graph_agent import END, START, AppendStrategy, Send, StateGraph
+        >>> g = StateGraph("squares", key_strategies={"squares": AppendStrategy()})
+        >>> _ = g.add_node("plan", lambda state: None)
+        >>> _ = g.add_node("square", lambda item: {"squares": item["n"] ** 2})
+        >>> _ = g.add_edge(START, "plan").add_edge("square", END)
+        >>> fan_out = lambda state: [Send("square", {"n": n}) for n in state["numbers"]]
+        >>> _ = g.add_conditional_edges("plan", fan_out, sends=["square"])
+        >>> list(g.compile().invoke({"numbers": [1, 2, 3]})["squares"])
+        [1, 4, 9]
+    """
+
+    __slots__ = ("input", "node")
+
+    def __init__(self, node: str, input: Mapping[str, Any]) -> None:
+        if not isinstance(node, str) or not node:
+            raise TypeError(f"Send({node!r}, ...): the first argument is the name of a node")
+        if node in (START, END):
+            raise ValueError(
+                f"Send({node!r}, ...): a Send runs a node with an input of its own, and "
+                f"{node} is no node; to end this branch return END (or nothing) instead"
+            )
+        if not isinstance(input, Mapping):
+            raise TypeError(
+                f"Send({node!r}, {input!r:.60}): the input must be a dict of state keys, the "
+                f"node's whole state view, e.g. Send({node!r}, {{'item': ...}}); got "
+                f"{type(input).__name__}"
+            )
+        for key in input:
+            if not isinstance(key, str):
+                raise TypeError(
+                    f"Send({node!r}, ...): the input has the key {key!r}; state keys are strings"
+                )
+        self.node = node
+        self.input = input
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Send):
+            return NotImplemented
+        return self.node == other.node and self.input == other.input
+
+    def __hash__(self) -> int:
+        # by node alone, so that equal Sends hash alike although an input (a dict) cannot
+        # hash; a path_map lookup of a Send then finds nothing, without an exception
+        return hash(("Send", self.node))
+
+    def __repr__(self) -> str:
+        return f"Send(node={self.node!r}, input={self.input!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +190,9 @@ class NodeOutput:
     interrupts: tuple[Interrupt, ...] = ()
     path: tuple[str, ...] = ()
     """Where a nested graph's output comes from: the parent nodes it runs under (``()`` at top)."""
+    send_index: int | None = None
+    """For a task started by a :class:`Send`: which of the step's Sends to ``node`` it was (0
+    for the first); ``None`` for any other task."""
 
 
 _OUTPUT_FIELDS = (
@@ -141,6 +205,7 @@ _OUTPUT_FIELDS = (
     "usage",
     "interrupts",
     "path",
+    "send_index",
 )
 # node_output() sets every field: a field added to NodeOutput and not here fails at import
 if set(NodeOutput.__slots__) != set(_OUTPUT_FIELDS):
@@ -155,6 +220,7 @@ if set(NodeOutput.__slots__) != set(_OUTPUT_FIELDS):
     _set_usage,
     _set_interrupts,
     _set_path,
+    _set_send_index,
 ) = (getattr(NodeOutput, name).__set__ for name in _OUTPUT_FIELDS)
 
 
@@ -166,6 +232,7 @@ def node_output(
     state: OverAllState | None,
     checkpoint_id: str | None,
     usage: Any = None,
+    send_index: int | None = None,
 ) -> NodeOutput:
     """``NodeOutput(...)`` for the engine, which makes one per streamed node: the frozen
     dataclass's ``__init__`` (an ``object.__setattr__`` per field) costs twice as much."""
@@ -179,6 +246,7 @@ def node_output(
     _set_usage(output, usage)
     _set_interrupts(output, ())
     _set_path(output, ())
+    _set_send_index(output, send_index)
     return output
 
 

@@ -549,7 +549,7 @@ def test_ordered_writes_of_one_node_survive_a_sibling_failure_and_apply_in_order
     """An engine-internal node (the agent's tool node) may return several writes to merge in
     order; in a step of several nodes they are stored as they were returned, and a resume
     that only re-runs the failed sibling merges them the same way."""
-    from graph_agent.graph._engine import Updates
+    from graph_agent.graph._writes import Updates
 
     failures = [True]
 

@@ -47,6 +47,29 @@ FAN_LOOP = GraphView(
     ),
 )
 
+
+def send_view() -> GraphView:
+    """A map-reduce graph built with Send: a router's Send edge, and a node's labelled goto."""
+    from graph_agent import AppendStrategy, Command, Send, StateGraph
+
+    g = StateGraph("map_reduce", key_strategies={"results": AppendStrategy()})
+    g.add_node("plan", lambda s: None)
+    g.add_node("work", lambda s: Command(goto=Send("check", s)), destinations={"check": "Send"})
+    g.add_node("check", lambda s: {"results": [s["n"]]})
+    g.add_node("reduce", lambda s: None, defer=True)
+    g.add_edge(START, "plan").add_edge("check", "reduce").add_edge("reduce", END)
+    g.add_conditional_edges("plan", lambda s: [Send("work", {"n": 1})], sends=["work"])
+    return g.compile().view
+
+
+def test_send_edges_are_conditional_and_labelled_send() -> None:
+    sends = [e for e in SEND_VIEW.edges if e.label == "Send"]
+    assert [(e.source, e.target, e.conditional) for e in sends] == [
+        ("plan", "work", True),
+        ("work", "check", True),
+    ]
+
+
 MERMAID_KEYWORDS = [
     "end",
     "graph",
@@ -115,6 +138,11 @@ def awkward_view() -> GraphView:
         edges.append(edge(source, target, label, conditional=index % 2 == 0))
     edges += [edge(names[-1], names[0], "again", conditional=True), edge(names[-1], END)]
     return GraphView(name='awkward "graph" \\ %date() __x__', nodes=names, edges=tuple(edges))
+
+
+SEND_VIEW = send_view()
+VIEWS = [FAN_LOOP, awkward_view(), SEND_VIEW]
+VIEW_IDS = ["fan_loop", "awkward", "send"]
 
 
 def test_mermaid_golden_text_for_a_fan_out_fan_in_loop() -> None:
@@ -476,7 +504,7 @@ def distinct_node_count(view: GraphView, *, with_start_end: bool = True) -> int:
     return len(names if with_start_end else names - {START, END})
 
 
-@pytest.mark.parametrize("view", [FAN_LOOP, awkward_view()], ids=["fan_loop", "awkward"])
+@pytest.mark.parametrize("view", VIEWS, ids=VIEW_IDS)
 def test_graphviz_dot_renders_the_dot_output_with_every_node_and_edge(view: GraphView) -> None:
     dot = require("dot", "apt-get install graphviz")
     source = to_dot(view)
@@ -489,7 +517,7 @@ def test_graphviz_dot_renders_the_dot_output_with_every_node_and_edge(view: Grap
     assert kinds.count("edge") == len(view.edges)
 
 
-@pytest.mark.parametrize("view", [FAN_LOOP, awkward_view()], ids=["fan_loop", "awkward"])
+@pytest.mark.parametrize("view", VIEWS, ids=VIEW_IDS)
 def test_plantuml_renders_the_plantuml_output_without_a_syntax_error(view: GraphView) -> None:
     require("plantuml", "apt-get install plantuml")
     result = run_tool(["plantuml", "-pipe", "-tsvg"], to_plantuml(view))
@@ -500,7 +528,7 @@ def test_plantuml_renders_the_plantuml_output_without_a_syntax_error(view: Graph
     assert states == distinct_node_count(view, with_start_end=False)
 
 
-@pytest.mark.parametrize("view", [FAN_LOOP, awkward_view()], ids=["fan_loop", "awkward"])
+@pytest.mark.parametrize("view", VIEWS, ids=VIEW_IDS)
 def test_mermaid_cli_renders_the_mermaid_output_with_every_node_and_edge(
     view: GraphView, tmp_path: Path
 ) -> None:
