@@ -21,12 +21,13 @@ from benchmarks import (
     long_thread,
     postgres,
     report,
+    send,
     storage,
     streaming,
 )
 from benchmarks.harness import Row, Settings, langgraph_available
 
-WORKLOADS = (chain, iterations, fanout, streaming, storage, long_thread, footprint, postgres)
+WORKLOADS = (chain, iterations, fanout, send, streaming, storage, long_thread, footprint, postgres)
 
 
 def main(argv: list[str] | None = None) -> int:

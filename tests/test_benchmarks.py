@@ -16,6 +16,7 @@ WORKLOADS = {
     "W2 react, in-memory saver",
     "W2 react, SQLite saver",
     "W3 fanout",
+    "W3 send",
     "W4 long history, no saver",
     "W4 long history, in-memory saver",
     "W5 stream",
