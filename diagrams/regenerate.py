@@ -25,6 +25,7 @@ TARGETS = {
     "human_in_the_loop_agent": "examples/human_in_the_loop.py:agent",
     "hooks_and_interceptors_agent": "examples/hooks_and_interceptors.py:agent",
     "workflow": "examples/workflow.py:build",
+    "map_reduce": "examples/map_reduce.py:build",
     "checkpoints_publisher": "examples/checkpoints.py:publisher",
     "team_xray": "examples/team.py:team.graph",
 }

@@ -24,6 +24,12 @@ README = ROOT / "README.md"
 PROVIDER_VARIABLES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "DASHSCOPE_API_KEY")
 EXPECTED_OUTPUT = {
     "workflow.py": ["final draft: Graph runtimes (v2)"],
+    "map_reduce.py": [
+        "step  1  summarize (Send 2) {'summaries': ['Send runs...']}",
+        "report (97 steps left of 100):",
+        "glossary: checkpoint, send, superstep",
+        "plan -.Send.-> summarize",
+    ],
     "checkpoints.py": ["after time travel, published: None"],
     "quickstart.py": [
         "answer: Right now it is sunny and 23 °C in Hangzhou.",

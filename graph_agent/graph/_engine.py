@@ -181,7 +181,7 @@ class RunState:
         self.stores: dict[str, KeyStore] = {}
         self.step = -1
         self.next: tuple[str, ...] = ()
-        self.sends: list[Send] = []
+        self.sends: Sequence[Send] = ()
         self.sends_changed = False
         """``sends`` differ from those of the checkpoint the run stands on."""
         self.barrier_seen: dict[str, set[str]] = {}
@@ -218,7 +218,7 @@ class RunState:
                 self.values[key] = value
         self.step = step
         stored_sends = self.values.pop(SENDS_KEY, None)
-        self.sends = decode_sends(stored_sends) if stored_sends else []
+        self.sends = decode_sends(stored_sends) if stored_sends else ()
         self.sends_changed = False
         if self.sends:
             next_nodes = plain_next(next_nodes, self.sends)
@@ -233,12 +233,17 @@ class RunState:
             return self.next
         return (*self.next, *(send.node for send in self.sends))
 
-    def take_sends(self) -> list[Send]:
+    def take_sends(self) -> Sequence[Send]:
         """The Sends to run now: the step that runs them is under way, so they are no longer
         the next step's (the next checkpoint drops them)."""
-        sends, self.sends = self.sends, []
+        sends, self.sends = self.sends, ()
         self.sends_changed = True
         return sends
+
+    def add_sends(self, sends: Sequence[Send]) -> None:
+        """Sends a router or a ``Command.goto`` gave: the next step runs them, in order."""
+        self.sends = [*self.sends, *sends]
+        self.sends_changed = True
 
     def state(self) -> OverAllState:
         """A read-only view of ``values``; one per ``values`` dict (views are immutable)."""
@@ -336,13 +341,10 @@ class RunState:
         routed: set[str] = set()
         for node, goto in ran:
             if goto:
-                for target in goto:
-                    if type(target) is str:
-                        triggered.add(target)
-                    else:
-                        assert isinstance(target, Send)
-                        self.sends.append(target)
-                        self.sends_changed = True
+                names = [target for target in goto if type(target) is str]
+                triggered.update(names)
+                if len(names) < len(goto):
+                    self.add_sends([target for target in goto if isinstance(target, Send)])
             if node in routed:
                 continue
             routed.add(node)
@@ -393,7 +395,8 @@ class RunState:
 
     def route_from_start(self, config: RunnableConfig) -> None:
         self.barrier_seen = {}
-        self.drop_sends()
+        if self.sends:
+            self.take_sends()
         self.route(((START, ()),), config)
 
     def drop_sends(self) -> None:
@@ -437,8 +440,7 @@ class RunState:
         :attr:`sends`), or a mistake (an :class:`InvalidUpdateError` saying what to fix)."""
         targets, sends = route_answers(branch, answers, self.spec.nodes, self.step)
         if sends:
-            self.sends.extend(sends)
-            self.sends_changed = True
+            self.add_sends(sends)
         return targets
 
     def take_blobs(self, checkpoint_id: str) -> dict[str, Blob]:

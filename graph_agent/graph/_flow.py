@@ -48,7 +48,14 @@ from graph_agent.graph.errors import (
 )
 from graph_agent.graph.saver import ERROR, WRITE, Checkpoint
 from graph_agent.graph.state import OverAllState
-from graph_agent.graph.task import CallContext, ContinueAs, FromThread, TaskContext, ThreadStart
+from graph_agent.graph.task import (
+    CallContext,
+    ContinueAs,
+    FromThread,
+    SendTaskContext,
+    TaskContext,
+    ThreadStart,
+)
 from graph_agent.graph.types import START, Command, NodeOutput, RunnableConfig, Send, node_output
 
 _run_counter = itertools.count()
@@ -543,8 +550,7 @@ class _Flow:
         """The task of a Send: ``index`` is its place among the step's Sends to ``node``, plus
         one (a node's own task is 0)."""
         shared = self._shared or self._call_context()
-        context = TaskContext(shared, node.name, step, self.storage.checkpoint_id, index)
-        context.send = send
+        context = SendTaskContext(shared, send, step, self.storage.checkpoint_id, index)
         if self.durable:
             self._resume_task(context)
         node_config = self._task_config(context) if node.pass_config else None

@@ -127,13 +127,9 @@ class TaskContext:
         "index",
         "node",
         "records",
-        "send",
         "step",
         "usage",
     )
-
-    send: Any
-    """The Send that started this task (set only on such tasks: read it when ``index``)."""
 
     def __init__(
         self,
@@ -147,7 +143,7 @@ class TaskContext:
         self.node = node
         self.index = index
         """Which task of ``node`` this is in its step: 0 for the node's own, ``k + 1`` for its
-        ``k``-th Send (whose task also has ``send`` set: the Send, read only when ``index``)."""
+        ``k``-th Send (a :class:`SendTaskContext`)."""
         self.step = step
         self.checkpoint_id = checkpoint_id
         self.ids_thread: str | None = None  # a copied step's: see id_thread
@@ -180,11 +176,6 @@ class TaskContext:
             if self.checkpoint_id is None:  # no saver: unique to this call and step
                 parts: tuple[object, ...] = (call.thread_id, call.run_id, self.step, self.node)
                 self._id = derive_id("task", *parts, *((self.index,) if self.index else ()))
-            elif self.index:  # a Send's task
-                key = send_key(self.send.input)
-                self._id = task_id_for(
-                    self.id_thread, self.checkpoint_id, self.node, self.index, key
-                )
             else:
                 self._id = task_id_for(self.id_thread, self.checkpoint_id, self.node)
         return self._id
@@ -245,6 +236,29 @@ class TaskContext:
 
     def __repr__(self) -> str:
         return f"TaskContext(node={self.node!r}, step={self.step})"
+
+
+class SendTaskContext(TaskContext):
+    """The task of a ``Send``: ``index`` is its place among its step's Sends to ``node`` plus
+    one, and its id also derives from the Send's input (:func:`send_key`), so it is the same
+    when the task runs again after a crash or a resume. (A class of its own, so that plain
+    tasks carry no slot for a Send.)"""
+
+    __slots__ = ("send",)
+
+    def __init__(
+        self, call: CallContext, send: Any, step: int, checkpoint_id: str | None, index: int
+    ) -> None:
+        super().__init__(call, send.node, step, checkpoint_id, index)
+        self.send = send
+        """The ``Send`` that started this task."""
+
+    @property
+    def id(self) -> str:
+        if self._id is None and self.checkpoint_id is not None:
+            key = send_key(self.send.input)
+            self._id = task_id_for(self.id_thread, self.checkpoint_id, self.node, self.index, key)
+        return super().id
 
 
 class InterruptScope:
