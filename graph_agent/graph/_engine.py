@@ -311,8 +311,8 @@ class RunState:
         self, ran: Sequence[tuple[str, tuple[str | Send, ...]]], config: RunnableConfig
     ) -> None:
         """Decide the next step's nodes and Sends from the nodes that just ran (with their
-        gotos); a node that ran several tasks (Sends) takes its edges and routers once. The
-        Sends of the step that ran must have been taken (:meth:`take_sends`)."""
+        gotos), each node once (see ``_sends.once_per_node``). The Sends of the step that ran
+        must have been taken (:meth:`take_sends`)."""
         spec = self.spec
         if len(ran) == 1 and not ran[0][1]:  # the usual step: one node ran, no goto
             node = ran[0][0]
@@ -338,18 +338,14 @@ class RunState:
             for node, _ in ran:
                 for barrier in spec.barriers_into.get(node, ()):
                     self.barrier_seen.pop(barrier.key, None)
-        routed: set[str] = set()
         for node, goto in ran:
+            if node in edges:
+                triggered.update(edges[node])
             if goto:
                 names = [target for target in goto if type(target) is str]
                 triggered.update(names)
                 if len(names) < len(goto):
                     self.add_sends([target for target in goto if isinstance(target, Send)])
-            if node in routed:
-                continue
-            routed.add(node)
-            if node in edges:
-                triggered.update(edges[node])
             if node in branches:
                 for branch in branches[node]:
                     if state is None:

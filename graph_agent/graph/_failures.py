@@ -4,7 +4,10 @@ Send) and the fix."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from graph_agent.graph._effects import Task
+from graph_agent.graph._engine import GraphSpec
 from graph_agent.graph.errors import (
     GraphCancelledError,
     InvalidResumeError,
@@ -29,6 +32,21 @@ def tasks_text(tasks: list[Task]) -> str:
     for task in tasks:
         counts[task.node.name] = counts.get(task.node.name, 0) + 1
     return ", ".join(name if n == 1 else f"{name} ×{n}" for name, n in counts.items())
+
+
+def check_next_nodes(next_nodes: Sequence[str], spec: GraphSpec, thread_id: str | None) -> None:
+    """A thread that stopped before a node this graph no longer has cannot carry on as it
+    is: say so (a silent "finished" would drop the work it was waiting to do)."""
+    missing = list(dict.fromkeys(name for name in next_nodes if name not in spec.nodes))
+    if missing:
+        names = ", ".join(map(repr, missing))
+        raise InvalidResumeError(
+            f"thread {thread_id!r} stopped before {names}, which graph {spec.name!r} no longer "
+            f"has (renamed or removed since the thread was saved; its nodes now: "
+            f"{', '.join(map(repr, spec.nodes))}); move the thread on with "
+            "update_state(config, values, as_node=...) naming the node whose edges lead where "
+            "it should go next, or start a new run with new input"
+        )
 
 
 def nothing_to_continue(state: str) -> InvalidResumeError:

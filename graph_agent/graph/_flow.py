@@ -29,6 +29,7 @@ from graph_agent.graph._effects import (
 from graph_agent.graph._engine import NodeSpec, RunState
 from graph_agent.graph._failures import (
     cancelled,
+    check_next_nodes,
     node_error,
     nothing_to_continue,
     task_label,
@@ -36,7 +37,7 @@ from graph_agent.graph._failures import (
 )
 from graph_agent.graph._pauses import NO_TASK_IDS, Pauses, interrupted
 from graph_agent.graph._pending import Pending, thread_start
-from graph_agent.graph._sends import send_indexes
+from graph_agent.graph._sends import once_per_node, send_indexes
 from graph_agent.graph._storage import RunStorage
 from graph_agent.graph._writes import EMPTY_WRITE, Write, normalize_return, stored_write
 from graph_agent.graph.errors import (
@@ -101,6 +102,7 @@ class _Flow:
         self.run_id: str | None = None  # without a saver: makes task ids unique per call
         self.several = False  # the running step has several tasks (their writes go pending)
         self.last_writes: list[tuple[str, Write]] = []
+        self.send_step = -2  # the step running Send tasks (their writes are labelled)
         self._config_fields: dict[str, Any] | None = None  # for _task_config, made once needed
         self._shared: CallContext | None = None
 
@@ -252,7 +254,7 @@ class _Flow:
             yield from self._continue_as(input)
             return None
         if (input is None or isinstance(input, Command)) and saved is not None:
-            self._check_next_nodes(saved)
+            check_next_nodes(saved.next, self.spec, self.storage.thread_id)
         if isinstance(input, Command):
             if input.goto is not None or input.update is not None:
                 raise InvalidResumeError(
@@ -288,20 +290,6 @@ class _Flow:
         self.pauses.clear()
         if not self.run_state.next and not self.run_state.sends:
             raise nothing_to_continue("finished")
-
-    def _check_next_nodes(self, saved: Checkpoint) -> None:
-        """A thread that stopped before a node this graph no longer has cannot carry on as
-        it is: say so (a silent "finished" would drop the work it was waiting to do)."""
-        missing = [name for name in saved.next if name not in self.spec.nodes]
-        if missing:
-            names = ", ".join(map(repr, missing))
-            raise InvalidResumeError(
-                f"thread {self.storage.thread_id!r} stopped before {names}, which graph "
-                f"{self.spec.name!r} no longer has (renamed or removed since the thread was "
-                f"saved; its nodes now: {', '.join(map(repr, self.spec.nodes))}); move the "
-                "thread on with update_state(config, values, as_node=...) naming the node whose "
-                "edges lead where it should go next, or start a new run with new input"
-            )
 
     # supersteps
     def _supersteps(self) -> Generator[Effect, Any, OverAllState]:
@@ -444,13 +432,16 @@ class _Flow:
             if write is None:
                 write = done.get(task.context.id) if done else None
             writes.append((task.node.name, write if write is not None else EMPTY_WRITE))
+        if self.send_step == step:  # Sends ran: several tasks of a node, routed once
+            labelled = [
+                (task_label(task), write) for task, (_, write) in zip(tasks, writes, strict=True)
+            ]
+            run_state.apply_writes([p for label, w in labelled for p in w.labelled(label)], step)
+            run_state.step = step
+            run_state.route(once_per_node([(name, w.goto) for name, w in writes]), self.config)
+            return writes
         run_state.apply_writes(
-            [
-                labelled
-                for task, (_, w) in zip(tasks, writes, strict=True)
-                for labelled in w.labelled(task_label(task))
-            ],
-            step,
+            [labelled for name, w in writes for labelled in w.labelled(name)], step
         )
         run_state.step = step
         run_state.route([(name, w.goto) for name, w in writes], self.config)
@@ -511,6 +502,7 @@ class _Flow:
     def _tasks_with_sends(self, state: OverAllState, step: int) -> list[Task]:
         run_state, nodes, hidden = self.run_state, self.spec.nodes, self.spec.hidden_keys
         tasks = [self._task(nodes[name], state, step) for name in run_state.next]
+        self.send_step = step
         for send, index in send_indexes(run_state.take_sends()):
             view = OverAllState(dict(send.input), hidden=hidden)
             tasks.append(self._send_task(nodes[send.node], view, step, send, index + 1))
@@ -540,7 +532,9 @@ class _Flow:
             self._shared or self._call_context(), node.name, step, self.storage.checkpoint_id
         )
         if self.durable:
-            self._resume_task(context)
+            pending = self.pauses.pending
+            if pending.ids_thread is not None or pending.records or pending.resume:
+                self._resume_task(context)
         node_config = self._task_config(context) if node.pass_config else None
         return Task(node, context, state, node_config)
 

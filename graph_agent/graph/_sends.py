@@ -138,6 +138,17 @@ def send_indexes(sends: Sequence[Send]) -> Iterator[tuple[Send, int]]:
         yield send, index
 
 
+def once_per_node(
+    ran: Sequence[tuple[str, tuple[str | Send, ...]]],
+) -> list[tuple[str, tuple[str | Send, ...]]]:
+    """The tasks that ran as the step machine routes them: each node once (its edges and
+    routers are taken once however many of its Sends ran), with every task's gotos, in order."""
+    gotos: dict[str, list[str | Send]] = {}
+    for node, goto in ran:
+        gotos.setdefault(node, []).extend(goto)
+    return [(node, tuple(goto)) for node, goto in gotos.items()]
+
+
 def next_task_ids(
     thread_id: str | None, checkpoint_id: str, next_nodes: Sequence[str], values: Mapping[str, Any]
 ) -> Iterator[tuple[str, str]]:

@@ -437,3 +437,26 @@ def test_time_travel_to_before_a_send_step_runs_its_sends_again(driver):
     final = driver.invoke(app, None, before.config)
     assert list(final["results"]) == [1, 2]
     assert sorted(calls) == [1, 1, 2, 2]
+
+
+def test_subgraphs_run_by_sends_pause_and_resume_each_in_a_namespace_of_its_own(driver):
+    child = StateGraph("child")
+    child.add_node("ask", lambda s: {"doubled": [s["n"] * interrupt(f"factor for {s['n']}?")]})
+    child.add_edge(START, "ask").add_edge("ask", END)
+    g = StateGraph("parent", key_strategies={"doubled": AppendStrategy()})
+    g.add_node("plan", lambda s: None)
+    g.add_node("child", child.compile())
+    g.add_edge(START, "plan").add_edge("child", END)
+    g.add_conditional_edges("plan", lambda s: [Send("child", {"n": n}) for n in (1, 2)])
+    app = g.compile(CompileConfig(saver=MemorySaver()))
+    config = RunnableConfig(thread_id="t")
+    paused = driver.invoke(app, {}, config)
+    asked = {i.value: i.id for i in paused.interrupts}
+    assert set(asked) == {"factor for 1?", "factor for 2?"}
+    tasks = app.get_state(config, subgraphs=True).tasks
+    assert [t.name for t in tasks] == ["child", "child"]
+    namespaces = {t.state.config.checkpoint_ns for t in tasks}
+    assert len(namespaces) == 2
+    answers = {asked["factor for 1?"]: 10, asked["factor for 2?"]: 100}
+    final = driver.invoke(app, Command(resume=answers), config)
+    assert list(final["doubled"]) == [10, 200]
