@@ -85,14 +85,14 @@ class Send:
                 f"Send({node!r}, ...): a Send runs a node with an input of its own, and "
                 f"{node} is no node; to end this branch return END (or nothing) instead"
             )
-        if not isinstance(input, Mapping):
+        if type(input) is not dict and not isinstance(input, Mapping):
             raise TypeError(
                 f"Send({node!r}, {input!r:.60}): the input must be a dict of state keys, the "
                 f"node's whole state view, e.g. Send({node!r}, {{'item': ...}}); got "
                 f"{type(input).__name__}"
             )
         for key in input:
-            if not isinstance(key, str):
+            if type(key) is not str and not isinstance(key, str):
                 raise TypeError(
                     f"Send({node!r}, ...): the input has the key {key!r}; state keys are strings"
                 )
