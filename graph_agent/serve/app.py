@@ -59,6 +59,7 @@ from graph_agent.serve.schemas import (
     assistant_schemas,
     graph_json,
     graph_text,
+    subgraph_schemas,
     xray_depth,
 )
 from graph_agent.serve.wire import WireError, checkpoint_json, input_from_json, snapshot_json
@@ -208,6 +209,8 @@ class _Api:
             ("GET", "/assistants/{assistant_id}", self.get_assistant),
             ("GET", "/assistants/{assistant_id}/graph", self.get_graph),
             ("GET", "/assistants/{assistant_id}/schemas", self.get_schemas),
+            ("GET", "/assistants/{assistant_id}/subgraphs", self.get_subgraphs),
+            ("GET", "/assistants/{assistant_id}/subgraphs/{namespace}", self.get_subgraphs),
             ("POST", "/threads", self.create_thread),
             ("POST", "/threads/search", self.search_threads),
             ("GET", t, self.get_thread),
@@ -313,6 +316,22 @@ class _Api:
         assistant_id = request.path_params["assistant_id"]
         self._runnable(assistant_id)
         return JSONResponse(self.schemas[assistant_id])
+
+    async def get_subgraphs(self, request: Request) -> Response:
+        """The schemas of the graphs an assistant's nodes run, by namespace (``node``,
+        ``node|child``); ``?recurse=true`` goes all the way down."""
+        assistant_id = request.path_params["assistant_id"]
+        runnable = self._runnable(assistant_id)
+        graph = runnable.graph if isinstance(runnable, ReactAgent) else runnable
+        recurse = request.query_params.get("recurse", "false").lower()
+        if recurse not in ("true", "false", "1", "0"):
+            raise ApiError(422, f"recurse must be true or false, got {recurse!r}")
+        namespace = request.path_params.get("namespace")
+        try:
+            found = subgraph_schemas(graph, namespace, recurse in ("true", "1"))
+        except KeyError as exc:
+            raise ApiError(404, f"assistant {assistant_id}: {exc.args[0]}") from exc
+        return JSONResponse(found)
 
     # threads
     def _thread(self, thread_id: str) -> ThreadRecord:
