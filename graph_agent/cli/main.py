@@ -253,8 +253,34 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY",
         help="a key clients must send (x-api-key header); repeatable; each key sees only its "
-        "own threads. Also read from GRAPH_AGENT_API_KEYS (comma-separated), which, unlike "
-        "the command line, other users of the machine cannot see in the process list",
+        "own threads (unless --key-group or --shared-threads). Also read from "
+        "GRAPH_AGENT_API_KEYS (comma-separated), which, unlike the command line, other users "
+        "of the machine cannot see in the process list",
+    )
+    serve.add_argument(
+        "--key-group",
+        action="append",
+        default=[],
+        metavar="TEAM=KEY,KEY",
+        help="valid keys that see each other's threads (a team's: they own the threads any of "
+        "them creates); repeatable. Also read from GRAPH_AGENT_KEY_GROUPS "
+        "(TEAM=KEY,KEY;OTHER=KEY)",
+    )
+    serve.add_argument(
+        "--shared-threads",
+        action="store_true",
+        default=None,
+        help="every valid key sees, runs, resumes and deletes every thread (default: each key "
+        "only the threads it or its group created)",
+    )
+    serve.add_argument(
+        "--input-keys",
+        action="append",
+        default=[],
+        metavar="[ASSISTANT=]KEY,KEY",
+        help="the only state keys clients may send to ASSISTANT (others are a 422); repeatable; "
+        "ASSISTANT= may be left out when serving one target. Default: any key but the "
+        "graph's private ones",
     )
     serve.add_argument(
         "--max-body-bytes",

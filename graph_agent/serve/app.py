@@ -36,7 +36,7 @@ from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphAgentError
 from graph_agent.graph.types import CompileConfig, RunnableConfig
-from graph_agent.serve.auth import ApiKeyMiddleware, owns, stamp_owner
+from graph_agent.serve.auth import ApiKeyMiddleware, callers, owns, stamp_owner
 from graph_agent.serve.errors import error_response
 from graph_agent.serve.inputs import InputKeys
 from graph_agent.serve.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
@@ -91,6 +91,8 @@ def create_app(
     api_keys: Iterable[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     input_keys: Mapping[str, Iterable[str]] | None = None,
+    key_groups: Mapping[str, Iterable[str]] | None = None,
+    shared_threads: bool = False,
 ) -> Starlette:
     """A LangGraph-Server-compatible app serving ``targets``.
 
@@ -107,6 +109,13 @@ def create_app(
         max_body_bytes: A larger request body is refused with a 413.
         input_keys: Per assistant id, the only state keys a client may send (default: any
             key but the graph's private ones).
+        key_groups: More valid keys, by group name: the keys of a group see each other's
+            threads (see :mod:`graph_agent.serve.auth`).
+        shared_threads: Every valid key sees every thread.
+
+    Raises:
+        ValueError: ``input_keys`` names an assistant not served or a private key, or a key
+            is in two groups.
 
     Example:
         >>> from graph_agent import StateGraph, START, END
@@ -125,8 +134,17 @@ def create_app(
     api = _Api(assistants, store, records if records is not None else Records())
     if isinstance(records, PostgresRecords):
         api.runner = QueueRunner(api.assistants, records, work=work)
-    declared = input_keys or {}
-    api.input_keys = {name: InputKeys.of(target, declared.get(name)) for name, target in pairs}
+    declared = dict(input_keys or {})
+    unknown = sorted(set(declared) - set(assistants))
+    if unknown:
+        raise ValueError(
+            f"input_keys names {', '.join(map(repr, unknown))}, which is not served; the "
+            f"assistants are: {', '.join(sorted(assistants))}"
+        )
+    api.input_keys = {
+        name: InputKeys.of(target, declared.get(name), assistant_id=name) for name, target in pairs
+    }
+    access = callers(api_keys, key_groups, shared=shared_threads)
     api.schemas = {
         name: assistant_schemas(name, target, api.input_keys[name]) for name, target in pairs
     }
@@ -135,7 +153,7 @@ def create_app(
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, 500: _crash},
         lifespan=api.lifespan,
         middleware=[
-            Middleware(ApiKeyMiddleware, keys=list(api_keys)),
+            Middleware(ApiKeyMiddleware, keys=access),
             Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes),
         ],
     )
