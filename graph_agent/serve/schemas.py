@@ -213,4 +213,3 @@ def subgraph_schemas(
         del schemas["graph_id"]
         found[name] = schemas
     return found
-
