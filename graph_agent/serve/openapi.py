@@ -281,7 +281,7 @@ def _query(name: str, schema: Schema, description: str) -> dict[str, Any]:
 _ERRORS = {
     400: "the body is not JSON",
     401: "no valid API key",
-    404: "no such thread, run, checkpoint or assistant (or another key's)",
+    404: "no such thread, run, checkpoint, assistant or subgraph (or another key's thread)",
     409: "the thread is busy, or the id is taken",
     413: "the body is over the size limit",
     422: "a field is of the wrong type or value, or an input key is unknown",
