@@ -330,8 +330,8 @@ def _graph_operation() -> dict[str, Any]:
         query=[
             _query(
                 "format",
-                {"enum": ["json", "mermaid", "dot", "plantuml", "ascii"]},
-                "json (the default: nodes and edges) or a diagram's text",
+                {"enum": ["json", "mermaid", "dot", "plantuml", "ascii", "svg"]},
+                "json (the default: nodes and edges), a diagram's text, or an SVG picture",
             ),
             _query(
                 "xray",
@@ -341,6 +341,7 @@ def _graph_operation() -> dict[str, Any]:
         ],
     )
     operation["responses"]["200"]["content"]["text/plain"] = {"schema": _STRING}
+    operation["responses"]["200"]["content"]["image/svg+xml"] = {"schema": _STRING}
     return operation
 
 

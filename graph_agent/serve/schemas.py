@@ -23,6 +23,7 @@ from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.render import GraphView
 from graph_agent.graph.state import AppendStrategy, KeyStrategy, MergeStrategy
 from graph_agent.graph.values import END, START
+from graph_agent.serve.diagram import graph_svg
 from graph_agent.serve.inputs import InputKeys
 
 __all__ = [
@@ -34,8 +35,9 @@ __all__ = [
     "xray_depth",
 ]
 
-DIAGRAM_FORMATS = ("json", "mermaid", "dot", "plantuml", "ascii")
-"""The values of ``?format=`` on the graph route; ``json`` (the default) is LangGraph's."""
+DIAGRAM_FORMATS = ("json", "mermaid", "dot", "plantuml", "ascii", "svg")
+"""The values of ``?format=`` on the graph route; ``json`` (the default) is LangGraph's, ``svg``
+a picture (:mod:`graph_agent.serve.diagram`)."""
 
 _MESSAGE = {
     "type": "object",
@@ -142,7 +144,9 @@ def _trim_ends(
 
 
 def graph_text(view: GraphView, fmt: str, depth: int = 0) -> str:
-    """``view`` drawn as ``fmt`` text (``mermaid``, ``dot``, ``plantuml``, ``ascii``)."""
+    """``view`` drawn as ``fmt`` text (``mermaid``, ``dot``, ``plantuml``, ``ascii``, ``svg``)."""
+    if fmt == "svg":
+        return graph_svg(_trimmed(view, depth), xray=depth > 0)
     return render.render(_trimmed(view, depth), fmt, xray=depth > 0)
 
 
