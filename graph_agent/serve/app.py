@@ -62,6 +62,7 @@ from graph_agent.serve.schemas import (
     subgraph_schemas,
     xray_depth,
 )
+from graph_agent.serve.studio import studio_routes
 from graph_agent.serve.wire import WireError, checkpoint_json, input_from_json, snapshot_json
 from graph_agent.serve.wire import to_json as wire_json
 
@@ -93,6 +94,7 @@ def create_app(
     input_keys: Mapping[str, Iterable[str]] | None = None,
     key_groups: Mapping[str, Iterable[str]] | None = None,
     shared_threads: bool = False,
+    studio: bool = True,
 ) -> Starlette:
     """A LangGraph-Server-compatible app serving ``targets``.
 
@@ -112,6 +114,7 @@ def create_app(
         key_groups: More valid keys, by group name: the keys of a group see each other's
             threads (see :mod:`graph_agent.serve.auth`).
         shared_threads: Every valid key sees every thread.
+        studio: Also serve the Studio page at ``/studio`` (:mod:`graph_agent.serve.studio`).
 
     Raises:
         ValueError: ``input_keys`` names an assistant not served or a private key, or a key
@@ -149,7 +152,7 @@ def create_app(
         name: assistant_schemas(name, target, api.input_keys[name]) for name, target in pairs
     }
     return Starlette(
-        routes=api.routes(),
+        routes=api.routes() + (studio_routes(keys_required=bool(access)) if studio else []),
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, 500: _crash},
         lifespan=api.lifespan,
         middleware=[
@@ -328,6 +331,9 @@ class _Api:
             raise ApiError(422, str(exc)) from exc
         if fmt == "json":
             return JSONResponse(graph_json(view, depth))
+        if fmt == "svg":  # Graphviz runs as a subprocess: not on the event loop
+            svg = await asyncio.to_thread(graph_text, view, fmt, depth)
+            return Response(svg, media_type="image/svg+xml")
         return PlainTextResponse(graph_text(view, fmt, depth))
 
     async def get_schemas(self, request: Request) -> Response:

@@ -2,7 +2,8 @@
 
 A request carries its key as LangGraph's client sends it (header ``x-api-key``) or as
 ``Authorization: Bearer KEY``. With keys configured, a request without a valid one is a 401
-(``/ok``, ``/docs`` and ``/openapi.json`` stay open), and each key is an *owner*: the threads
+(``/ok``, ``/docs``, ``/openapi.json`` and the Studio's files under ``/studio`` stay open: the
+page asks for the key and sends it with its API calls), and each key is an *owner*: the threads
 it creates are stamped with the key's fingerprint (``metadata["owner"]``, a hash, never the
 key) and another key is told they do not exist (404, not 403: existence is not leaked).
 Without keys, everyone sees everything: fine on loopback, refused elsewhere by the command.
@@ -35,6 +36,7 @@ __all__ = [
     "KEY_GROUPS_ENV",
     "OWNER_KEY",
     "PUBLIC_PATHS",
+    "STUDIO_PREFIX",
     "ApiKeyMiddleware",
     "Caller",
     "binding_problem",
@@ -55,6 +57,8 @@ KEY_GROUPS_ENV = "GRAPH_AGENT_KEY_GROUPS"
 OWNER_KEY = "owner"
 """The thread metadata key holding its creator's key fingerprint (LangGraph's convention)."""
 PUBLIC_PATHS = frozenset({"/ok", "/docs", "/openapi.json"})
+STUDIO_PREFIX = "/studio"
+"""The Studio page's files (``graph_agent.serve.studio``): open, as the page holds no data."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +205,7 @@ class ApiKeyMiddleware:
             await self.app(scope, receive, send)
             return
         caller = self._caller_of(scope)
-        if caller is None and scope["path"] not in PUBLIC_PATHS:
+        if caller is None and not _public(scope["path"]):
             await _refuse(send)
             return
         token = _caller.set(caller)
@@ -248,3 +252,7 @@ async def _refuse(send: Send) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+def _public(path: str) -> bool:
+    return path in PUBLIC_PATHS or path == STUDIO_PREFIX or path.startswith(STUDIO_PREFIX + "/")
