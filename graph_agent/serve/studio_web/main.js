@@ -86,9 +86,8 @@ $("assistant").addEventListener("change", (event) => guarded(() => selectAssista
 $("new-thread").addEventListener("click", () => newThread());
 $("cancel-run").addEventListener("click", () => guarded(cancelRun));
 $("change-key").addEventListener("click", () => askKey().then(() => guarded(boot)));
-window.addEventListener("unhandledrejection", (event) => {
-  event.preventDefault();
-  notify(event.reason?.message ?? String(event.reason));
+$("notice").addEventListener("click", () => {
+  $("notice").hidden = true;
 });
 
 document.body.dataset.ready = "loading";

@@ -297,9 +297,10 @@ export async function startRun({ input = null, command = null, checkpointId = nu
     app.run = null;
     $("cancel-run").hidden = true;
     graph.idle();
-    setStatus(live.errored ? "error" : live.interrupted ? "waiting for you" : "done", live.errored ? "bad" : live.interrupted ? "wait" : "good");
   }
-  await emit("run-finished", threadId, live);
+  await emit("run-finished", threadId, live); // the thread, its timeline and interrupts anew
+  // said last, so that "done" means everything on the page is up to date
+  setStatus(live.errored ? "error" : live.interrupted ? "waiting for you" : "done", live.errored ? "bad" : live.interrupted ? "wait" : "good");
 }
 
 /** Stop the streaming run before its next step. */

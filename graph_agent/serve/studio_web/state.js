@@ -28,16 +28,20 @@ export async function emit(name, ...args) {
 
 let noticeTimer = null;
 
-/** A short message at the top of the page (an action that failed, or a hint). */
+/** A short message at the top of the page: a hint fades, an action that failed stays until
+ * clicked away. */
 export function notify(text, kind = "error") {
   const notice = document.getElementById("notice");
   notice.textContent = text;
   notice.className = `notice ${kind}`;
+  notice.title = kind === "error" ? "click to close" : "";
   notice.hidden = false;
   clearTimeout(noticeTimer);
-  noticeTimer = setTimeout(() => {
-    notice.hidden = true;
-  }, 8000);
+  if (kind !== "error") {
+    noticeTimer = setTimeout(() => {
+      notice.hidden = true;
+    }, 6000);
+  }
 }
 
 /** Run `action`, showing its failure as a notice instead of losing it. */
