@@ -1,10 +1,12 @@
 """What the Studio's browser tests serve: the offline demo agent (streaming its words), the demo
 agent behind a human approval of its tools, a two-step graph to travel in time with, a graph
-with a subgraph, and a graph whose node raises."""
+with a subgraph, a graph whose node raises, one that asks a human, and a slow one."""
 
 from __future__ import annotations
 
-from graph_agent import END, START, StateGraph
+import time
+
+from graph_agent import END, START, StateGraph, interrupt
 from graph_agent.agent.builtin_hooks import HumanInTheLoopHook
 from graph_agent.agent.react import ReactAgent
 from graph_agent.demo import INSTRUCTION, DemoChatModel
@@ -79,5 +81,28 @@ def broken() -> StateGraph:
     return graph
 
 
+def asking() -> StateGraph:
+    """``ask`` pauses with a question; the answer it is resumed with lands in ``answer``."""
+    graph = StateGraph("asking")
+    graph.add_node("draft", lambda state: {"draft": f"reply to {state['question']}"})
+    graph.add_node("ask", lambda state: {"answer": interrupt({"send this?": state["draft"]})})
+    graph.add_edge(START, "draft").add_edge("draft", "ask").add_edge("ask", END)
+    return graph
+
+
+def slow() -> StateGraph:
+    """Fifty steps of 0.1 s: a run long enough to be cancelled from the page."""
+    graph = StateGraph("slow")
+
+    def tick(state):
+        time.sleep(0.1)
+        return {"n": state.value("n", 0) + 1}
+
+    graph.add_node("tick", tick)
+    graph.add_edge(START, "tick")
+    graph.add_conditional_edges("tick", lambda state: END if state["n"] >= 50 else "tick")
+    return graph
+
+
 def targets() -> list[object]:
-    return [demo(), gated(), steps(), nested(), broken()]
+    return [demo(), gated(), steps(), nested(), broken(), asking(), slow()]

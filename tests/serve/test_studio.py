@@ -201,6 +201,35 @@ def test_a_subgraph_is_a_cluster_that_lights_up_while_it_runs(studio: Studio) ->
     assert studio.highlighted() == ["plan", "research", "write"]
 
 
+def test_a_pause_shows_its_value_and_takes_the_answer(studio: Studio) -> None:
+    from playwright.sync_api import expect
+
+    page = studio.open("asking", key=KEY)
+    page.fill("#input-json", '{"question": "lunch?"}')
+    page.click("#start-run")
+    card = page.locator(".interrupt")
+    expect(card).to_contain_text('"reply to lunch?"')
+    expect(card).to_contain_text("send this?")
+    expect(page.locator("#graph [data-node=ask]")).to_have_class(re.compile(r"\bpaused\b"))
+    card.locator(".resume-value").fill('{"send": true}')
+    card.locator("button.resume").click()
+    expect(page.locator("#run-status")).to_have_text("done")
+    expect(page.locator("#conversation")).to_contain_text("send: true")
+    expect(page.locator(".interrupt")).to_have_count(0)
+
+
+def test_a_long_run_stops_when_cancelled(studio: Studio) -> None:
+    from playwright.sync_api import expect
+
+    page = studio.open("slow", key=KEY)
+    page.click("#start-run")
+    expect(page.locator("#run-log li")).not_to_have_count(0)
+    page.click("#cancel-run")
+    expect(page.locator("#run-status")).to_have_text("cancelled")
+    expect(page.locator("#threads .thread.selected .chip")).to_have_text("idle")
+    assert page.locator("#run-log li").count() < 50
+
+
 @pytest.mark.postgres
 def test_the_studio_on_postgresql_with_an_api_key(browser: Any, tmp_path: Path) -> None:
     """``graph-agent studio --postgres``: runs are queued jobs there, events come through the

@@ -130,6 +130,7 @@ class LiveRun {
     this.tokens = 0;
     this.errored = false;
     this.interrupted = false;
+    this.cancelled = false;
     this.abort = new AbortController();
   }
 
@@ -300,13 +301,17 @@ export async function startRun({ input = null, command = null, checkpointId = nu
   }
   await emit("run-finished", threadId, live); // the thread, its timeline and interrupts anew
   // said last, so that "done" means everything on the page is up to date
-  setStatus(live.errored ? "error" : live.interrupted ? "waiting for you" : "done", live.errored ? "bad" : live.interrupted ? "wait" : "good");
+  if (live.errored) setStatus("error", "bad");
+  else if (live.interrupted) setStatus("waiting for you", "wait");
+  else if (live.cancelled) setStatus("cancelled", "");
+  else setStatus("done", "good");
 }
 
 /** Stop the streaming run before its next step. */
 export async function cancelRun() {
   const live = app.run;
   if (!live?.runId) return;
+  live.cancelled = true;
   await call("POST", p`/threads/${live.threadId}/runs/${live.runId}/cancel`);
   notify("Cancelled: the run stops before its next step.", "info");
 }
