@@ -22,6 +22,7 @@ Run, chat with, draw and inspect graph_agent agents and graphs.
   graph-agent draw examples/workflow.py:build -f svg -o workflow.svg
   graph-agent threads list                            what the demo stored
   graph-agent serve examples/quickstart.py:agent      a LangGraph-Server-style HTTP API
+  graph-agent studio graph_agent.demo:agent           watch and steer runs in the browser
 
 MODULE:OBJECT is a module (mypkg.agents) or a file (path/to/file.py) and the name of a
 ReactAgent, CompiledGraph or StateGraph in it, or of a function with no arguments returning one.
@@ -94,6 +95,74 @@ def _version() -> str:
         return version("graph-agent")
     except PackageNotFoundError:
         return "unknown (not installed)"
+
+
+def _add_serve_options(parser: argparse.ArgumentParser, serve_db: str) -> None:
+    """The options of ``serve``, which ``studio`` shares."""
+    parser.add_argument("target", metavar="MODULE:OBJECT|CONFIG", nargs="+")
+    _add_db(parser, None, f"SQLite file for the threads (default: {serve_db})")
+    parser.add_argument("--host", help="default: 127.0.0.1")
+    parser.add_argument("--port", type=int, help="default: 8123")
+    parser.add_argument(
+        "--api-key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="a key clients must send (x-api-key header); repeatable; each key sees only its "
+        "own threads (unless --key-group or --shared-threads). Also read from "
+        "GRAPH_AGENT_API_KEYS (comma-separated), which, unlike the command line, other users "
+        "of the machine cannot see in the process list",
+    )
+    parser.add_argument(
+        "--key-group",
+        action="append",
+        default=[],
+        metavar="TEAM=KEY,KEY",
+        help="valid keys that see each other's threads (a team's: they own the threads any of "
+        "them creates); repeatable. Also read from GRAPH_AGENT_KEY_GROUPS "
+        "(TEAM=KEY,KEY;OTHER=KEY)",
+    )
+    parser.add_argument(
+        "--shared-threads",
+        action="store_true",
+        default=None,
+        help="every valid key sees, runs, resumes and deletes every thread (default: each key "
+        "only the threads it or its group created)",
+    )
+    parser.add_argument(
+        "--input-keys",
+        action="append",
+        default=[],
+        metavar="[ASSISTANT=]KEY,KEY",
+        help="the only state keys clients may send to ASSISTANT (others are a 422); repeatable; "
+        "ASSISTANT= may be left out when serving one target. Default: any key but the "
+        "graph's private ones",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        metavar="N",
+        help="refuse larger request bodies with a 413 (default: 4 MiB)",
+    )
+    parser.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="listen beyond loopback without API keys (only behind a proxy that checks them)",
+    )
+    parser.add_argument(
+        "--postgres",
+        metavar="DSN",
+        help="keep checkpoints, threads, runs and events in PostgreSQL instead of --db: runs "
+        "become durable jobs that every server and worker on the database may claim",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="with --postgres: N processes run runs (this one, serving HTTP, and N-1 more; "
+        "0: this one only serves HTTP)",
+    )
+    parser.add_argument("--no-http", action="store_true", help=argparse.SUPPRESS)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -243,45 +312,22 @@ def build_parser() -> argparse.ArgumentParser:
         '({"graphs": {"id": "./file.py:object"}}). Needs the serve extra: '
         "pip install 'graph-agent[serve]'.",
     )
-    serve.add_argument("target", metavar="MODULE:OBJECT|CONFIG", nargs="+")
-    _add_db(serve, None, f"SQLite file for the threads (default: {SERVE_DB})")
-    serve.add_argument("--host", help="default: 127.0.0.1")
-    serve.add_argument("--port", type=int, help="default: 8123")
-    serve.add_argument(
-        "--api-key",
-        action="append",
-        default=[],
-        metavar="KEY",
-        help="a key clients must send (x-api-key header); repeatable; each key sees only its "
-        "own threads. Also read from GRAPH_AGENT_API_KEYS (comma-separated), which, unlike "
-        "the command line, other users of the machine cannot see in the process list",
-    )
-    serve.add_argument(
-        "--max-body-bytes",
-        type=int,
-        metavar="N",
-        help="refuse larger request bodies with a 413 (default: 4 MiB)",
-    )
-    serve.add_argument(
-        "--insecure-no-auth",
-        action="store_true",
-        help="listen beyond loopback without API keys (only behind a proxy that checks them)",
-    )
-    serve.add_argument(
-        "--postgres",
-        metavar="DSN",
-        help="keep checkpoints, threads, runs and events in PostgreSQL instead of --db: runs "
-        "become durable jobs that every server and worker on the database may claim",
-    )
-    serve.add_argument(
-        "--workers",
-        type=int,
-        metavar="N",
-        help="with --postgres: N processes run runs (this one, serving HTTP, and N-1 more; "
-        "0: this one only serves HTTP)",
-    )
-    serve.add_argument("--no-http", action="store_true", help=argparse.SUPPRESS)
+    _add_serve_options(serve, SERVE_DB)
     _add_common(serve, top=False)
+
+    studio = commands.add_parser(
+        "studio",
+        help="serve agents and graphs, and open the Studio page on them in a browser",
+        description="graph-agent serve, then open http://HOST:PORT/studio/ in a browser: the "
+        "graph drawn, runs watched live, threads and checkpoints browsed, time travel and "
+        "human-in-the-loop answers by mouse. Takes every option of serve. Needs the serve "
+        "extra: pip install 'graph-agent[serve]'.",
+    )
+    _add_serve_options(studio, SERVE_DB)
+    studio.add_argument(
+        "--no-browser", action="store_true", help="print the page's address, open no browser"
+    )
+    _add_common(studio, top=False)
     return parser
 
 
@@ -302,6 +348,10 @@ def _handler(command: str) -> Callable[[argparse.Namespace], int]:
         from graph_agent.cli.serve import serve_command
 
         return serve_command
+    if command == "studio":
+        from graph_agent.cli.studio import studio_command
+
+        return studio_command
     if command == "draw":
         from graph_agent.cli.draw import draw_command
 

@@ -43,7 +43,9 @@ def serve_command(args: argparse.Namespace) -> int:
         ) from exc
     targets = serve_targets(args)
     api_keys = [*args.api_key, *keys_from_env(os.environ.get(API_KEYS_ENV))]
-    problem = binding_problem(args.host, bool(api_keys))
+    key_groups = _key_groups(args.key_group)
+    all_keys = {*api_keys, *(key for keys in key_groups.values() for key in keys)}
+    problem = binding_problem(args.host, bool(all_keys))
     if problem is not None and not args.insecure_no_auth:
         raise CliError(
             problem,
@@ -65,6 +67,7 @@ def serve_command(args: argparse.Namespace) -> int:
             )
         runnables[name] = runnable
     names = list(runnables)
+    input_keys = _input_keys_by_id(args.input_key_table, names)
     if args.postgres is None:
         if args.workers != 1 or args.no_http:
             raise CliError("--workers needs --postgres", "add --postgres DSN, or drop --workers")
@@ -78,17 +81,27 @@ def serve_command(args: argparse.Namespace) -> int:
         return _work_only(runnables, saver, records)
     if args.workers < 0:
         raise CliError(f"--workers {args.workers}: give 0 or more", "e.g. --workers 2")
+    try:
+        app = create_app(
+            runnables,
+            saver=saver,
+            records=records,
+            work=args.workers > 0,
+            api_keys=api_keys,
+            max_body_bytes=args.max_body_bytes,
+            input_keys=input_keys,
+            key_groups=key_groups,
+            shared_threads=args.shared_threads,
+        )
+    except ValueError as exc:
+        records.close()
+        saver.close()
+        raise CliError(str(exc), "see graph-agent serve --help", EXIT_USAGE) from exc
     helpers = [_spawn_worker() for _ in range(args.workers - 1)]
-    app = create_app(
-        runnables,
-        saver=saver,
-        records=records,
-        work=args.workers > 0,
-        api_keys=api_keys,
-        max_body_bytes=args.max_body_bytes,
-    )
     url = f"http://{args.host}:{args.port}"
-    keys = f", {len(api_keys)} API key{'s' * (len(api_keys) != 1)}" if api_keys else ""
+    keys = f", {len(all_keys)} API key{'s' * (len(all_keys) != 1)}" if all_keys else ""
+    if all_keys and args.shared_threads:
+        keys += " sharing every thread"
     print(f"graph-agent serve: {', '.join(names)} at {url} (threads in {where}{keys})", flush=True)
     # uvicorn shuts down on SIGTERM, then raises the signal again with the handler found at
     # start: with the default one the process would die here, before the worker processes it
@@ -122,6 +135,7 @@ _DEFAULTS: dict[str, Any] = {
     "port": 8123,
     "workers": 1,
     "max_body_bytes": 4 * 1024 * 1024,  # serve.limits.DEFAULT_MAX_BODY_BYTES (needs the extra)
+    "shared_threads": False,
 }
 
 
@@ -152,7 +166,46 @@ def serve_targets(args: argparse.Namespace) -> list[tuple[str | None, str]]:
     for key, default in _DEFAULTS.items():
         if getattr(args, key, None) is None:
             setattr(args, key, options.get(key, default))
+    table: dict[str | None, list[str]] = dict(options.get("input_keys", {}))
+    for text in getattr(args, "input_keys", None) or ():
+        name, equals, keys = text.partition("=")
+        if not equals:
+            name, keys = "", text
+        table[name.strip() or None] = [key.strip() for key in keys.split(",") if key.strip()]
+    args.input_key_table = table
     return targets
+
+
+def _input_keys_by_id(table: dict[str | None, list[str]], names: list[str]) -> dict[str, list[str]]:
+    """``--input-keys`` and the config files' ``input_keys`` by assistant id: a value given
+    without ``ASSISTANT=`` belongs to the one target served."""
+    if None not in table:
+        return {name: keys for name, keys in table.items() if name is not None}
+    if len(names) != 1:
+        raise CliError(
+            "--input-keys without an assistant id, and several assistants are served",
+            f"name it: --input-keys {names[0]}=KEY,KEY",
+            EXIT_USAGE,
+        )
+    found = {name: keys for name, keys in table.items() if name is not None}
+    found[names[0]] = table[None]  # the command line's: it wins over a file's
+    return found
+
+
+def _key_groups(given: list[str]) -> dict[str, list[str]]:
+    """The key groups of ``--key-group`` and of the environment (see serve.auth)."""
+    from graph_agent.serve.auth import KEY_GROUPS_ENV, key_group, key_groups_from_env
+
+    try:
+        groups = key_groups_from_env(os.environ.get(KEY_GROUPS_ENV))
+        for text in given:
+            name, keys = key_group(text)
+            groups.setdefault(name, []).extend(keys)
+    except ValueError as exc:
+        raise CliError(
+            str(exc), f"e.g. --key-group support=KEY1,KEY2 (or {KEY_GROUPS_ENV})", EXIT_USAGE
+        ) from exc
+    return groups
 
 
 def _stop(signum: int, frame: Any) -> None:

@@ -8,8 +8,14 @@
   may also be ``{"path": ...}``): each key is an assistant id. LangGraph's other keys
   (``dependencies``, ``env``, ``http``, ...) are not ours: they are named on stderr and left
   alone;
-- optionally ``db``, ``postgres``, ``host``, ``port``, ``workers``, ``max_body_bytes``: what the
-  options of the same names set. An option given on the command line wins.
+- optionally ``db``, ``postgres``, ``host``, ``port``, ``workers``, ``max_body_bytes``,
+  ``shared_threads`` (true/false): what the options of the same names set. An option given on
+  the command line wins;
+- optionally ``input_keys``, a table ``{assistant id: [key, ...]}``: the only state keys
+  clients may send to that assistant (``--input-keys``). A target given as a table
+  ``{"path": ..., "input_keys": [...]}`` may say it there instead.
+
+API keys are never read from the file: give them on the command line or in the environment.
 
 File paths in the file (a target's ``path.py``, ``db``) are relative to the file's folder, as
 LangGraph reads ``langgraph.json``; a dotted module is imported from that folder too.
@@ -36,7 +42,9 @@ _OPTIONS: dict[str, type[Any]] = {
     "port": int,
     "workers": int,
     "max_body_bytes": int,
+    "shared_threads": bool,
 }
+_WORDS = {int: "an integer", str: "a string", bool: "true or false"}
 _EXAMPLE = '{"graphs": {"chain": "./graphs.py:chain"}, "port": 8123}'
 
 
@@ -75,17 +83,28 @@ def read_config(path: str) -> ServeConfig:
         raise CliError(f"{path} must hold an object (a table)", _EXAMPLE, EXIT_USAGE)
     folder = file.resolve().parent
     config = ServeConfig()
+    input_keys: dict[str, list[str]] = {}
     for key, value in data.items():
         if key in ("targets", "graphs"):
-            config.targets += _targets(path, key, value, folder)
+            config.targets += _targets(path, key, value, folder, input_keys)
+        elif key == "input_keys":
+            if not isinstance(value, dict):
+                raise CliError(
+                    f"{path}: input_keys must be a table of key lists by assistant id",
+                    '"input_keys": {"chain": ["x"]}',
+                    EXIT_USAGE,
+                )
+            for name, keys in value.items():
+                input_keys[str(name)] = _key_list(path, f"input_keys.{name}", keys)
         elif key in _OPTIONS:
             wanted = _OPTIONS[key]
-            if not isinstance(value, wanted) or isinstance(value, bool):
-                word = "an integer" if wanted is int else "a string"
-                raise CliError(f"{path}: {key} must be {word}", _EXAMPLE, EXIT_USAGE)
+            if not isinstance(value, wanted) or isinstance(value, bool) is not (wanted is bool):
+                raise CliError(f"{path}: {key} must be {_WORDS[wanted]}", _EXAMPLE, EXIT_USAGE)
             config.options[key] = str(folder / str(value)) if key == "db" else value
         else:
             config.ignored.append(key)
+    if input_keys:
+        config.options["input_keys"] = input_keys
     if not config.targets:
         raise CliError(f"{path} lists no targets", f"e.g. {_EXAMPLE}", EXIT_USAGE)
     if str(folder) not in sys.path:
@@ -93,7 +112,9 @@ def read_config(path: str) -> ServeConfig:
     return config
 
 
-def _targets(path: str, key: str, value: Any, folder: Path) -> list[tuple[str | None, str]]:
+def _targets(
+    path: str, key: str, value: Any, folder: Path, input_keys: dict[str, list[str]]
+) -> list[tuple[str | None, str]]:
     if isinstance(value, list):
         pairs: list[tuple[str | None, Any]] = [(None, item) for item in value]
     elif isinstance(value, dict):
@@ -107,11 +128,27 @@ def _targets(path: str, key: str, value: Any, folder: Path) -> list[tuple[str | 
     found: list[tuple[str | None, str]] = []
     for name, item in pairs:
         spec = item.get("path") if isinstance(item, dict) else item
+        where = f"{key}.{name}" if name is not None else key
         if not isinstance(spec, str) or ":" not in spec:
-            where = f"{key}.{name}" if name is not None else key
             raise CliError(f"{path}: {where} must be MODULE:OBJECT, got {spec!r}", _EXAMPLE)
+        if isinstance(item, dict) and "input_keys" in item:
+            if name is None:
+                raise CliError(
+                    f"{path}: {spec} sets input_keys but has no assistant id",
+                    'list the targets in a table by id, or give "input_keys": {"NAME": [...]}',
+                    EXIT_USAGE,
+                )
+            input_keys[name] = _key_list(path, f"{where}.input_keys", item["input_keys"])
         found.append((name, _relative_to(folder, spec)))
     return found
+
+
+def _key_list(path: str, where: str, value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(k, str) and k for k in value):
+        raise CliError(
+            f"{path}: {where} must be a list of state key names", '["question"]', EXIT_USAGE
+        )
+    return list(value)
 
 
 def _relative_to(folder: Path, spec: str) -> str:

@@ -21,7 +21,7 @@ from graph_agent.graph._pending import Pending, nested_namespace, subgraph_place
 from graph_agent.graph._sends import next_task_ids
 from graph_agent.graph.render import GraphView
 from graph_agent.graph.saver import SENDS_KEY, Saver
-from graph_agent.graph.state import OverAllState
+from graph_agent.graph.state import KeyStrategy, OverAllState
 from graph_agent.graph.types import NodeOutput, RunnableConfig, StateSnapshot, TaskSnapshot
 
 
@@ -103,6 +103,64 @@ class CompiledGraph:
     @property
     def saver(self) -> Any:
         return self._run.saver
+
+    @property
+    def private_keys(self) -> frozenset[str]:
+        """The keys kept out of the state's values (``StateGraph(private_keys=...,
+        ephemeral_keys=...)``): the graph's own bookkeeping, never a caller's input."""
+        return self._run.spec.hidden_keys
+
+    @property
+    def strategies(self) -> Mapping[str, KeyStrategy]:
+        """How each key with a strategy merges writes (every other key is replaced)."""
+        return self._run.spec.strategies
+
+    def get_subgraphs(
+        self, *, namespace: str | None = None, recurse: bool = False
+    ) -> Iterator[tuple[str, CompiledGraph]]:
+        """The graphs that nodes of this one run (subgraphs and agent nodes), by namespace:
+        the node's name, ``node|child`` for a subgraph's own (as LangGraph's
+        ``get_subgraphs``).
+
+        Args:
+            namespace: Only this subgraph (``node`` or ``node|child``; task ids after a
+                ``:`` are ignored), and with ``recurse`` the ones inside it.
+            recurse: Also the subgraphs of subgraphs, all the way down.
+
+        Raises:
+            KeyError: ``namespace`` names no subgraph.
+        """
+        if namespace is None:
+            yield from self._subgraphs_below("", recurse)
+            return
+        graph: CompiledGraph = self
+        path = [segment.partition(":")[0] for segment in namespace.split("|")]
+        for depth, name in enumerate(path):
+            child = graph._child_graphs().get(name)
+            if child is None:
+                where = "|".join(path[:depth]) or self.name
+                known = ", ".join(graph._child_graphs()) or "none"
+                raise KeyError(f"{where} has no subgraph {name!r}; its subgraphs: {known}")
+            graph = child
+        prefix = "|".join(path)
+        yield prefix, graph
+        if recurse:
+            yield from graph._subgraphs_below(prefix + "|", recurse)
+
+    def _subgraphs_below(self, prefix: str, recurse: bool) -> Iterator[tuple[str, CompiledGraph]]:
+        for name, child in self._child_graphs().items():
+            yield prefix + name, child
+            if recurse:
+                yield from child._subgraphs_below(f"{prefix}{name}|", recurse)
+
+    def _child_graphs(self) -> dict[str, CompiledGraph]:
+        """The nodes that run a compiled graph, with it."""
+        found: dict[str, CompiledGraph] = {}
+        for name, node in self._run.spec.nodes.items():
+            child = getattr(node.fn, "child", None)
+            if isinstance(child, CompiledGraph):
+                found[name] = child
+        return found
 
     def with_saver(self, saver: Any) -> CompiledGraph:
         """The same graph on another saver (or none): nothing is compiled again."""

@@ -36,7 +36,7 @@ from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphAgentError
 from graph_agent.graph.types import CompileConfig, RunnableConfig
-from graph_agent.serve.auth import ApiKeyMiddleware, owns, stamp_owner
+from graph_agent.serve.auth import ApiKeyMiddleware, callers, owns, stamp_owner
 from graph_agent.serve.errors import error_response
 from graph_agent.serve.inputs import InputKeys
 from graph_agent.serve.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
@@ -59,8 +59,10 @@ from graph_agent.serve.schemas import (
     assistant_schemas,
     graph_json,
     graph_text,
+    subgraph_schemas,
     xray_depth,
 )
+from graph_agent.serve.studio import studio_routes
 from graph_agent.serve.wire import WireError, checkpoint_json, input_from_json, snapshot_json
 from graph_agent.serve.wire import to_json as wire_json
 
@@ -90,6 +92,9 @@ def create_app(
     api_keys: Iterable[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     input_keys: Mapping[str, Iterable[str]] | None = None,
+    key_groups: Mapping[str, Iterable[str]] | None = None,
+    shared_threads: bool = False,
+    studio: bool = True,
 ) -> Starlette:
     """A LangGraph-Server-compatible app serving ``targets``.
 
@@ -106,6 +111,14 @@ def create_app(
         max_body_bytes: A larger request body is refused with a 413.
         input_keys: Per assistant id, the only state keys a client may send (default: any
             key but the graph's private ones).
+        key_groups: More valid keys, by group name: the keys of a group see each other's
+            threads (see :mod:`graph_agent.serve.auth`).
+        shared_threads: Every valid key sees every thread.
+        studio: Also serve the Studio page at ``/studio`` (:mod:`graph_agent.serve.studio`).
+
+    Raises:
+        ValueError: ``input_keys`` names an assistant not served or a private key, or a key
+            is in two groups.
 
     Example:
         >>> from graph_agent import StateGraph, START, END
@@ -124,17 +137,26 @@ def create_app(
     api = _Api(assistants, store, records if records is not None else Records())
     if isinstance(records, PostgresRecords):
         api.runner = QueueRunner(api.assistants, records, work=work)
-    declared = input_keys or {}
-    api.input_keys = {name: InputKeys.of(target, declared.get(name)) for name, target in pairs}
+    declared = dict(input_keys or {})
+    unknown = sorted(set(declared) - set(assistants))
+    if unknown:
+        raise ValueError(
+            f"input_keys names {', '.join(map(repr, unknown))}, which is not served; the "
+            f"assistants are: {', '.join(sorted(assistants))}"
+        )
+    api.input_keys = {
+        name: InputKeys.of(target, declared.get(name), assistant_id=name) for name, target in pairs
+    }
+    access = callers(api_keys, key_groups, shared=shared_threads)
     api.schemas = {
         name: assistant_schemas(name, target, api.input_keys[name]) for name, target in pairs
     }
     return Starlette(
-        routes=api.routes(),
+        routes=api.routes() + (studio_routes(keys_required=bool(access)) if studio else []),
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, 500: _crash},
         lifespan=api.lifespan,
         middleware=[
-            Middleware(ApiKeyMiddleware, keys=list(api_keys)),
+            Middleware(ApiKeyMiddleware, keys=access),
             Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes),
         ],
     )
@@ -208,6 +230,8 @@ class _Api:
             ("GET", "/assistants/{assistant_id}", self.get_assistant),
             ("GET", "/assistants/{assistant_id}/graph", self.get_graph),
             ("GET", "/assistants/{assistant_id}/schemas", self.get_schemas),
+            ("GET", "/assistants/{assistant_id}/subgraphs", self.get_subgraphs),
+            ("GET", "/assistants/{assistant_id}/subgraphs/{namespace}", self.get_subgraphs),
             ("POST", "/threads", self.create_thread),
             ("POST", "/threads/search", self.search_threads),
             ("GET", t, self.get_thread),
@@ -307,12 +331,31 @@ class _Api:
             raise ApiError(422, str(exc)) from exc
         if fmt == "json":
             return JSONResponse(graph_json(view, depth))
+        if fmt == "svg":  # Graphviz runs as a subprocess: not on the event loop
+            svg = await asyncio.to_thread(graph_text, view, fmt, depth)
+            return Response(svg, media_type="image/svg+xml")
         return PlainTextResponse(graph_text(view, fmt, depth))
 
     async def get_schemas(self, request: Request) -> Response:
         assistant_id = request.path_params["assistant_id"]
         self._runnable(assistant_id)
         return JSONResponse(self.schemas[assistant_id])
+
+    async def get_subgraphs(self, request: Request) -> Response:
+        """The schemas of the graphs an assistant's nodes run, by namespace (``node``,
+        ``node|child``); ``?recurse=true`` goes all the way down."""
+        assistant_id = request.path_params["assistant_id"]
+        runnable = self._runnable(assistant_id)
+        graph = runnable.graph if isinstance(runnable, ReactAgent) else runnable
+        recurse = request.query_params.get("recurse", "false").lower()
+        if recurse not in ("true", "false", "1", "0"):
+            raise ApiError(422, f"recurse must be true or false, got {recurse!r}")
+        namespace = request.path_params.get("namespace")
+        try:
+            found = subgraph_schemas(graph, namespace, recurse in ("true", "1"))
+        except KeyError as exc:
+            raise ApiError(404, f"assistant {assistant_id}: {exc.args[0]}") from exc
+        return JSONResponse(found)
 
     # threads
     def _thread(self, thread_id: str) -> ThreadRecord:

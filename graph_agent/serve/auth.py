@@ -2,10 +2,19 @@
 
 A request carries its key as LangGraph's client sends it (header ``x-api-key``) or as
 ``Authorization: Bearer KEY``. With keys configured, a request without a valid one is a 401
-(``/ok``, ``/docs`` and ``/openapi.json`` stay open), and each key is an *owner*: the threads
+(``/ok``, ``/docs``, ``/openapi.json`` and the Studio's files under ``/studio`` stay open: the
+page asks for the key and sends it with its API calls), and each key is an *owner*: the threads
 it creates are stamped with the key's fingerprint (``metadata["owner"]``, a hash, never the
 key) and another key is told they do not exist (404, not 403: existence is not leaked).
 Without keys, everyone sees everything: fine on loopback, refused elsewhere by the command.
+
+Two settings widen what a key sees, in the way LangGraph's custom auth is mostly used (an
+identity per caller, a metadata filter per resource):
+
+- *key groups* (``--key-group TEAM=KEY,KEY``): the keys of a group own its threads together
+  (``metadata["owner"]`` is ``group:TEAM``); each also still sees the threads it created alone;
+- *shared threads* (``--shared-threads``): every valid key sees every thread. Threads are
+  still stamped with their creator, so turning sharing off again gives each its own back.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ import hashlib
 import hmac
 import ipaddress
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -23,11 +33,17 @@ from graph_agent.serve.errors import error_bytes
 
 __all__ = [
     "API_KEYS_ENV",
+    "KEY_GROUPS_ENV",
     "OWNER_KEY",
     "PUBLIC_PATHS",
+    "STUDIO_PREFIX",
     "ApiKeyMiddleware",
+    "Caller",
     "binding_problem",
+    "callers",
     "current_owner",
+    "key_group",
+    "key_groups_from_env",
     "keys_from_env",
     "owns",
     "stamp_owner",
@@ -35,27 +51,47 @@ __all__ = [
 
 API_KEYS_ENV = "GRAPH_AGENT_API_KEYS"
 """The environment variable ``graph-agent serve`` reads keys from (comma-separated)."""
+KEY_GROUPS_ENV = "GRAPH_AGENT_KEY_GROUPS"
+"""The environment variable ``graph-agent serve`` reads key groups from:
+``TEAM=KEY,KEY;OTHER=KEY`` (groups separated by ``;``)."""
 OWNER_KEY = "owner"
 """The thread metadata key holding its creator's key fingerprint (LangGraph's convention)."""
 PUBLIC_PATHS = frozenset({"/ok", "/docs", "/openapi.json"})
+STUDIO_PREFIX = "/studio"
+"""The Studio page's files (``graph_agent.serve.studio``): open, as the page holds no data."""
 
-_owner: contextvars.ContextVar[str | None] = contextvars.ContextVar("owner", default=None)
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """What one key may do with threads.
+
+    Args:
+        owner: What the threads it creates are stamped with (``metadata["owner"]``).
+        sees: The owners whose threads it sees, or ``None`` for every thread.
+    """
+
+    owner: str
+    sees: frozenset[str] | None
+
+
+_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("caller", default=None)
 
 
 def current_owner() -> str | None:
-    """The fingerprint of the key of the request being served (``None`` without keys)."""
-    return _owner.get()
+    """The owner the request being served stamps on new threads (``None`` without keys)."""
+    caller = _caller.get()
+    return None if caller is None else caller.owner
 
 
 def owns(metadata: Mapping[str, Any]) -> bool:
     """Whether the current request may see a thread with ``metadata``."""
-    owner = _owner.get()
-    return owner is None or metadata.get(OWNER_KEY) == owner
+    caller = _caller.get()
+    return caller is None or caller.sees is None or metadata.get(OWNER_KEY) in caller.sees
 
 
 def stamp_owner(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """``metadata`` of a new thread, owned by the current request's key (whatever it said)."""
-    owner = _owner.get()
+    owner = current_owner()
     stamped = {key: value for key, value in metadata.items() if key != OWNER_KEY}
     if owner is not None:
         stamped[OWNER_KEY] = owner
@@ -70,6 +106,66 @@ def fingerprint(key: str) -> str:
 def keys_from_env(text: str | None) -> list[str]:
     """The keys of a comma-separated list (blanks dropped)."""
     return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+def key_group(text: str) -> tuple[str, list[str]]:
+    """``TEAM=KEY,KEY`` as ``("TEAM", [KEY, KEY])``.
+
+    Raises:
+        ValueError: no group name, or no key; the message never repeats a key.
+    """
+    name, equals, keys = text.partition("=")
+    name = name.strip()
+    if not equals or not name or any(c in name for c in ",; "):
+        raise ValueError(
+            "a key group must be NAME=KEY[,KEY...] with a name of its own before the '=' "
+            "(e.g. support=KEY1,KEY2)"
+        )
+    found = keys_from_env(keys)
+    if not found:
+        raise ValueError(f"key group {name!r} lists no key: give NAME=KEY[,KEY...]")
+    return name, found
+
+
+def key_groups_from_env(text: str | None) -> dict[str, list[str]]:
+    """The groups of ``TEAM=KEY,KEY;OTHER=KEY`` (see :data:`KEY_GROUPS_ENV`)."""
+    groups: dict[str, list[str]] = {}
+    for part in (text or "").split(";"):
+        if part.strip():
+            name, keys = key_group(part)
+            groups.setdefault(name, []).extend(keys)
+    return groups
+
+
+def callers(
+    keys: Iterable[str],
+    groups: Mapping[str, Iterable[str]] | None = None,
+    *,
+    shared: bool = False,
+) -> dict[str, Caller]:
+    """Each valid key with what it may see: alone, in a group, or everything when ``shared``.
+
+    Raises:
+        ValueError: a key is in two groups (which group would own its threads?).
+    """
+    group_of: dict[str, str] = {}
+    for name, members in (groups or {}).items():
+        for key in members:
+            if group_of.get(key, name) != name:
+                raise ValueError(
+                    f"a key is in both key groups {group_of[key]!r} and {name!r}: "
+                    "give each key one group"
+                )
+            group_of[key] = name
+    table: dict[str, Caller] = {}
+    for key in [*keys, *group_of]:
+        if not key or key in table:
+            continue
+        own = fingerprint(key)
+        group = group_of.get(key)
+        owner = own if group is None else f"group:{group}"
+        table[key] = Caller(owner=owner, sees=None if shared else frozenset({own, owner}))
+    return table
 
 
 def binding_problem(host: str, has_keys: bool) -> str | None:
@@ -96,36 +192,37 @@ class ApiKeyMiddleware:
 
     Args:
         app: The app behind it.
-        keys: The valid keys; none turns the check off.
+        keys: The valid keys and what each sees (see :func:`callers`); none turns the check
+            off.
     """
 
-    def __init__(self, app: ASGIApp, keys: Iterable[str]) -> None:
+    def __init__(self, app: ASGIApp, keys: Mapping[str, Caller]) -> None:
         self.app = app
-        self._keys = [(key.encode(), fingerprint(key)) for key in keys if key]
+        self._keys = [(key.encode(), caller) for key, caller in keys.items() if key]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not self._keys:
             await self.app(scope, receive, send)
             return
-        owner = self._owner_of(scope)
-        if owner is None and scope["path"] not in PUBLIC_PATHS:
+        caller = self._caller_of(scope)
+        if caller is None and not _public(scope["path"]):
             await _refuse(send)
             return
-        token = _owner.set(owner)
+        token = _caller.set(caller)
         try:
             await self.app(scope, receive, send)
         finally:
-            _owner.reset(token)
+            _caller.reset(token)
 
-    def _owner_of(self, scope: Scope) -> str | None:
+    def _caller_of(self, scope: Scope) -> Caller | None:
         given = _presented_key(scope["headers"])
         if given is None:
             return None
-        owner = None
-        for key, name in self._keys:  # every key compared: the time says nothing about which
+        found = None
+        for key, caller in self._keys:  # every key compared: the time says nothing about which
             if hmac.compare_digest(given, key):
-                owner = name
-        return owner
+                found = caller
+        return found
 
 
 def _presented_key(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
@@ -155,3 +252,7 @@ async def _refuse(send: Send) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+def _public(path: str) -> bool:
+    return path in PUBLIC_PATHS or path == STUDIO_PREFIX or path.startswith(STUDIO_PREFIX + "/")

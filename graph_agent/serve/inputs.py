@@ -1,10 +1,11 @@
 """Which state keys a client may send to an assistant: the check behind a 422 on bad input.
 
-A graph_agent state is open: a StateGraph lists strategies only for the keys that do not
-simply replace, so any other key is as valid. What a graph does declare is its bookkeeping
-(``private_keys``, ``ephemeral_keys``; an agent's ``_agent_*`` keys): a client never writes
-those. A server may also close an assistant's input to a list of keys
-(``create_app(..., input_keys={"chain": ["x"]})``): any other key is then refused, naming
+A graph_agent state is open: a graph lists strategies only for the keys that do not simply
+replace, so any other key is as valid, and a graph with no declaration takes any key. What a
+graph does declare is its bookkeeping (``private_keys``, ``ephemeral_keys``, kept by the
+compiled graph too; an agent's ``_agent_*`` keys): a client never writes those. A server may
+also close an assistant's input to a list of keys (``create_app(..., input_keys={"chain":
+["x"]})``, ``graph-agent serve --input-keys chain=x``): any other key is then refused, naming
 the valid ones.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 from graph_agent.agent.keys import AGENT_KEYS
 from graph_agent.agent.react import ReactAgent
 from graph_agent.graph.builder import StateGraph
+from graph_agent.graph.compiled import CompiledGraph
 
 __all__ = ["InputKeys"]
 
@@ -34,14 +36,31 @@ class InputKeys:
     private: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, target: Any, declared: Iterable[str] | None = None) -> InputKeys:
-        """What ``target`` (a graph or an agent, before it is compiled) declares."""
+    def of(
+        cls, target: Any, declared: Iterable[str] | None = None, *, assistant_id: str = ""
+    ) -> InputKeys:
+        """What ``target`` (a graph, compiled or not, or an agent) takes from clients: only
+        ``declared`` if given, else any key but its private ones.
+
+        Raises:
+            ValueError: ``declared`` names a private key (a client could never send it).
+        """
         private: frozenset[str] = frozenset()
-        if isinstance(target, StateGraph):
+        if isinstance(target, StateGraph | CompiledGraph):
             private = target.private_keys
         elif isinstance(target, ReactAgent):
             private = AGENT_KEYS
-        allowed = frozenset(declared) - private if declared is not None else None
+        if declared is None:
+            return cls(allowed=None, private=private)
+        if isinstance(declared, str):
+            raise TypeError(f"input keys must be a list of keys, not the string {declared!r}")
+        allowed = frozenset(declared)
+        if allowed & private:
+            name = assistant_id or getattr(target, "name", "the graph")
+            raise ValueError(
+                f"input keys {', '.join(sorted(allowed & private))} of {name} are its private "
+                "bookkeeping, which clients never write: leave them out of its input keys"
+            )
         return cls(allowed=allowed, private=private)
 
     def problem(self, assistant_id: str, values: Any, where: str) -> str | None:

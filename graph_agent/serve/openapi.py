@@ -49,6 +49,13 @@ def _schemas(assistant_ids: Sequence[str]) -> dict[str, Schema]:
         }
     )
     interrupt = _obj({"value": {}, "id": _STRING, "node": _NULLABLE_STRING})
+    graph_schemas = {
+        "input_schema": _OBJECT,
+        "output_schema": _OBJECT,
+        "state_schema": _OBJECT,
+        "config_schema": _OBJECT,
+        "context_schema": _OBJECT,
+    }
     assistant_id: Schema = {"type": "string", "description": "a served graph or agent"}
     if assistant_ids:
         assistant_id["enum"] = list(assistant_ids)
@@ -89,7 +96,24 @@ def _schemas(assistant_ids: Sequence[str]) -> dict[str, Schema]:
             {
                 "nodes": {
                     "type": "array",
-                    "items": _obj({"id": _STRING, "type": _STRING, "data": _STRING}),
+                    "items": _obj(
+                        {
+                            "id": _STRING,
+                            "type": {"enum": ["runnable", "schema", "unknown"]},
+                            "data": {
+                                "anyOf": [
+                                    _STRING,
+                                    _obj(
+                                        {"id": {"type": "array", "items": _STRING}, "name": _STRING}
+                                    ),
+                                ],
+                                "description": "a runnable's kind and name; the start's or "
+                                "end's name",
+                            },
+                            "metadata": _OBJECT,
+                        },
+                        ["id", "type", "data"],
+                    ),
                 },
                 "edges": {
                     "type": "array",
@@ -106,16 +130,15 @@ def _schemas(assistant_ids: Sequence[str]) -> dict[str, Schema]:
             ["nodes", "edges"],
         ),
         "GraphSchema": _obj(
-            {
-                "graph_id": _STRING,
-                "input_schema": _OBJECT,
-                "output_schema": _OBJECT,
-                "state_schema": _OBJECT,
-                "config_schema": _OBJECT,
-                "context_schema": _OBJECT,
-            },
+            {"graph_id": _STRING, **graph_schemas},
             ["graph_id", "input_schema", "output_schema", "state_schema"],
         ),
+        "GraphSchemaNoId": _obj(graph_schemas, ["input_schema", "output_schema", "state_schema"]),
+        "Subgraphs": {
+            "type": "object",
+            "description": "each subgraph's schemas by namespace (node, node|child)",
+            "additionalProperties": _ref("GraphSchemaNoId"),
+        },
         "Checkpoint": checkpoint,
         "Interrupt": interrupt,
         "Thread": _obj(
@@ -258,7 +281,7 @@ def _query(name: str, schema: Schema, description: str) -> dict[str, Any]:
 _ERRORS = {
     400: "the body is not JSON",
     401: "no valid API key",
-    404: "no such thread, run, checkpoint or assistant (or another key's)",
+    404: "no such thread, run, checkpoint, assistant or subgraph (or another key's thread)",
     409: "the thread is busy, or the id is taken",
     413: "the body is over the size limit",
     422: "a field is of the wrong type or value, or an input key is unknown",
@@ -307,8 +330,8 @@ def _graph_operation() -> dict[str, Any]:
         query=[
             _query(
                 "format",
-                {"enum": ["json", "mermaid", "dot", "plantuml", "ascii"]},
-                "json (the default: nodes and edges) or a diagram's text",
+                {"enum": ["json", "mermaid", "dot", "plantuml", "ascii", "svg"]},
+                "json (the default: nodes and edges), a diagram's text, or an SVG picture",
             ),
             _query(
                 "xray",
@@ -318,7 +341,29 @@ def _graph_operation() -> dict[str, Any]:
         ],
     )
     operation["responses"]["200"]["content"]["text/plain"] = {"schema": _STRING}
+    operation["responses"]["200"]["content"]["image/svg+xml"] = {"schema": _STRING}
     return operation
+
+
+def _subgraphs_operation(*, namespaced: bool) -> dict[str, Any]:
+    """The subgraphs routes: every subgraph's schemas, or one namespace's."""
+    summary = (
+        "The schemas of one subgraph (node or node|child), and with recurse those inside it"
+        if namespaced
+        else "The schemas of the graphs an assistant's nodes run, by namespace"
+    )
+    return _operation(
+        summary,
+        (200, _ref("Subgraphs")),
+        errors=[404, 422],
+        query=[
+            _query(
+                "recurse",
+                {"type": "boolean"},
+                "also the subgraphs of subgraphs (default: only the next level)",
+            )
+        ],
+    )
 
 
 def _array(name: str) -> Schema:
@@ -376,6 +421,10 @@ def _operations() -> dict[str, dict[str, dict[str, Any]]]:
                 (200, _ref("GraphSchema")),
                 errors=[404],
             ),
+        },
+        "/assistants/{assistant_id}/subgraphs": {"get": _subgraphs_operation(namespaced=False)},
+        "/assistants/{assistant_id}/subgraphs/{namespace}": {
+            "get": _subgraphs_operation(namespaced=True)
         },
         "/threads": {
             "post": _operation(

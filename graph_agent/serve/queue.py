@@ -56,7 +56,7 @@ from graph_agent.serve.runs import (
     thread_busy,
     thread_values,
 )
-from graph_agent.serve.wire import to_json
+from graph_agent.serve.wire import error_json, to_json
 
 __all__ = ["QueueRunner", "RemoteRun", "work_forever"]
 
@@ -341,7 +341,7 @@ class QueueRunner(Runner):
             result = to_json((await asyncio.to_thread(thread_values, runnable, thread_id))[0])
         except Exception as exc:
             run_status, thread_status = "error", "error"
-            error = {"error": type(exc).__name__, "message": str(exc)}
+            error = error_json(exc)
             result = {"__error__": error}
             run.emit("error", error)
         if self.records.finish_run(run_id, run_status, result, self.worker_key):

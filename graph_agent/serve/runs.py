@@ -31,7 +31,13 @@ from graph_agent.graph.errors import GraphCancelledError
 from graph_agent.graph.types import NodeOutput, RunnableConfig, StreamingOutput
 from graph_agent.messages import AssistantMessageChunk
 from graph_agent.serve.records import Records, RunRecord, RunStatus, ThreadStatus, now
-from graph_agent.serve.wire import chunk_json, command_from_json, input_from_json, to_json
+from graph_agent.serve.wire import (
+    chunk_json,
+    command_from_json,
+    error_json,
+    input_from_json,
+    to_json,
+)
 
 __all__ = [
     "MULTITASK_STRATEGIES",
@@ -316,7 +322,7 @@ class Runner:
             run.result = to_json(thread_values(runnable, thread_id)[0])
         except Exception as exc:
             run_status, thread_status = "error", "error"
-            error = {"error": type(exc).__name__, "message": str(exc)}
+            error = error_json(exc)
             run.result = {"__error__": error}
             run.emit("error", error)
         finally:
@@ -369,6 +375,9 @@ class _Translator:
             return
         if "updates" in self.modes and output.node != "__start__":
             self.emit("updates", {output.node: to_json(output.update)})
+        if "updates" in self.modes and output.usage is not None:  # the node's model calls
+            usage = {"node": output.node, "step": output.step, "usage": to_json(output.usage)}
+            self.emit("usage", usage)
         if (
             "values" in self.modes
             and output.state is not None

@@ -29,6 +29,7 @@ __all__ = [
     "WireError",
     "checkpoint_json",
     "command_from_json",
+    "error_json",
     "input_from_json",
     "interrupt_json",
     "snapshot_json",
@@ -129,6 +130,18 @@ def _usage_json(usage: Any) -> dict[str, Any] | None:
         return None
     dumped = to_json(usage)
     return dumped if isinstance(dumped, dict) else None
+
+
+def error_json(exc: BaseException) -> dict[str, Any]:
+    """A failed run's ``error`` event: LangGraph's ``error`` (the type) and ``message``, and,
+    when a node or router raised, the ``node`` and ``step`` it raised in."""
+    body: dict[str, Any] = {"error": type(exc).__name__, "message": str(exc)}
+    node, step = getattr(exc, "node", None), getattr(exc, "step", None)
+    if isinstance(node, str):
+        body["node"] = node
+    if isinstance(step, int) and not isinstance(step, bool):
+        body["step"] = step
+    return body
 
 
 def interrupt_json(item: Interrupt) -> dict[str, Any]:

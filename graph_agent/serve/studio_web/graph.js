@@ -1,0 +1,63 @@
+// The assistant's graph as a picture (the server draws it: GET /assistants/{id}/graph?format=svg)
+// and the run on it: the node running now, the ones that ran, the one that failed or paused.
+
+import { call, p } from "./api.js";
+import { clear, h } from "./dom.js";
+
+const box = () => document.getElementById("graph");
+const path = () => document.getElementById("path");
+
+/** Draw the graph of `assistantId`, subgraphs opened as clusters. */
+export async function loadGraph(assistantId) {
+  const svg = await call("GET", p`/assistants/${assistantId}/graph` + "?format=svg&xray=true");
+  const holder = box();
+  holder.innerHTML = svg; // the server's own SVG: node names escaped there, nothing scripted
+  const drawn = holder.querySelector("svg");
+  const layout = drawn?.dataset.layout === "graphviz" ? "drawn by Graphviz" : "built-in layout";
+  document.getElementById("graph-layout").textContent = layout;
+  reset();
+}
+
+function find(node) {
+  const holder = box();
+  const selector = (name) => `[data-${name}="${CSS.escape(node)}"]`;
+  return holder.querySelector(selector("node")) ?? holder.querySelector(selector("cluster"));
+}
+
+/** Forget the last run's marks. */
+export function reset() {
+  for (const item of box().querySelectorAll(".running, .visited, .failed, .paused")) {
+    item.classList.remove("running", "visited", "failed", "paused");
+    delete item.dataset.visits;
+  }
+  clear(path());
+}
+
+/** `node` runs now (or just ran): highlighted, and added to the path below the graph. */
+export function running(node) {
+  const item = find(node);
+  if (item?.classList.contains("running")) return; // its tokens came first, now its update
+  for (const other of box().querySelectorAll(".running")) other.classList.remove("running");
+  if (item) {
+    item.classList.add("running", "visited");
+    item.dataset.visits = String(Number(item.dataset.visits ?? 0) + 1);
+  }
+  const steps = path();
+  const last = steps.lastElementChild;
+  if (last?.dataset.node !== node) steps.append(h("li", { dataset: { node } }, node));
+}
+
+/** The run is over: nothing runs any more. */
+export function idle() {
+  for (const item of box().querySelectorAll(".running")) item.classList.remove("running");
+}
+
+export function failed(node) {
+  idle();
+  find(node)?.classList.add("failed");
+}
+
+export function paused(node) {
+  idle();
+  find(node)?.classList.add("paused");
+}

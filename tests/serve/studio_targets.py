@@ -1,0 +1,108 @@
+"""What the Studio's browser tests serve: the offline demo agent (streaming its words), the demo
+agent behind a human approval of its tools, a two-step graph to travel in time with, a graph
+with a subgraph, a graph whose node raises, one that asks a human, and a slow one."""
+
+from __future__ import annotations
+
+import time
+
+from graph_agent import END, START, StateGraph, interrupt
+from graph_agent.agent.builtin_hooks import HumanInTheLoopHook
+from graph_agent.agent.react import ReactAgent
+from graph_agent.demo import INSTRUCTION, DemoChatModel
+from graph_agent.demo_tools import calculator, clock, convert_units
+
+CHUNK_DELAY = 0.02
+"""Seconds between streamed words: long enough that a page sees tokens arrive."""
+
+
+def demo() -> ReactAgent:
+    """The demo agent, as ``graph-agent demo`` runs it."""
+    return ReactAgent(
+        "demo",
+        DemoChatModel(chunk_delay=CHUNK_DELAY),
+        tools=[calculator, clock, convert_units],
+        instruction=INSTRUCTION,
+    )
+
+
+def gated() -> ReactAgent:
+    """The demo agent asking before it calculates or converts."""
+    return ReactAgent(
+        "gated",
+        DemoChatModel(),
+        tools=[calculator, clock, convert_units],
+        instruction=INSTRUCTION,
+        hooks=[
+            HumanInTheLoopHook(
+                approve={
+                    "calculator": "runs arithmetic on the server",
+                    "convert_units": "converts units",
+                }
+            )
+        ],
+    )
+
+
+def steps() -> StateGraph:
+    """``x`` goes up by one in ``first``, then by ten in ``second``."""
+    graph = StateGraph("steps")
+    graph.add_node("first", lambda state: {"x": state["x"] + 1})
+    graph.add_node("second", lambda state: {"x": state["x"] + 10})
+    graph.add_edge(START, "first").add_edge("first", "second").add_edge("second", END)
+    return graph
+
+
+def nested() -> StateGraph:
+    """A graph with a subgraph node (``research``), drawn as a cluster."""
+    inner = StateGraph("research")
+    inner.add_node("search", lambda state: {"notes": f"notes on {state['topic']}"})
+    inner.add_node("summarise", lambda state: {"summary": state["notes"].upper()})
+    inner.add_edge(START, "search").add_edge("search", "summarise").add_edge("summarise", END)
+    outer = StateGraph("nested")
+    outer.add_node("plan", lambda state: {"topic": state.value("topic", "graphs")})
+    outer.add_node("research", inner.compile())
+    outer.add_node("write", lambda state: {"report": f"report: {state['summary']}"})
+    outer.add_edge(START, "plan").add_edge("plan", "research").add_edge("research", "write")
+    outer.add_edge("write", END)
+    return outer
+
+
+def broken() -> StateGraph:
+    """``check`` raises on its input: a run fails at step 1."""
+    graph = StateGraph("broken")
+
+    def check(state):
+        raise ValueError(f"the amount {state['amount']} is over the limit")
+
+    graph.add_node("load", lambda state: {"amount": state["amount"] * 2})
+    graph.add_node("check", check)
+    graph.add_edge(START, "load").add_edge("load", "check").add_edge("check", END)
+    return graph
+
+
+def asking() -> StateGraph:
+    """``ask`` pauses with a question; the answer it is resumed with lands in ``answer``."""
+    graph = StateGraph("asking")
+    graph.add_node("draft", lambda state: {"draft": f"reply to {state['question']}"})
+    graph.add_node("ask", lambda state: {"answer": interrupt({"send this?": state["draft"]})})
+    graph.add_edge(START, "draft").add_edge("draft", "ask").add_edge("ask", END)
+    return graph
+
+
+def slow() -> StateGraph:
+    """Fifty steps of 0.1 s: a run long enough to be cancelled from the page."""
+    graph = StateGraph("slow")
+
+    def tick(state):
+        time.sleep(0.1)
+        return {"n": state.value("n", 0) + 1}
+
+    graph.add_node("tick", tick)
+    graph.add_edge(START, "tick")
+    graph.add_conditional_edges("tick", lambda state: END if state["n"] >= 50 else "tick")
+    return graph
+
+
+def targets() -> list[object]:
+    return [demo(), gated(), steps(), nested(), broken(), asking(), slow()]
