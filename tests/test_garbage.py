@@ -24,6 +24,7 @@ from graph_agent import (
     CompileConfig,
     MemorySaver,
     RunnableConfig,
+    Send,
     StateGraph,
     ToolCall,
     ToolResponseMessage,
@@ -77,6 +78,18 @@ def fan_out(saver: MemorySaver | None) -> Any:
     g.add_edge(START, "a")
     g.add_edge(START, "b")
     g.add_edge(["a", "b"], "join")
+    g.add_edge("join", END)
+    return g.compile(CompileConfig(saver=saver))
+
+
+def map_reduce(saver: MemorySaver | None) -> Any:
+    """Sends to one node and a deferred join: Sends and a waiting node get stored."""
+    g = StateGraph("map_reduce", key_strategies={"log": AppendStrategy()})
+    g.add_node("plan", lambda s: None)
+    g.add_node("work", lambda item: {"log": item["n"]})
+    g.add_node("join", lambda s: {"log": "join"}, defer=True)
+    g.add_edge(START, "plan").add_edge("plan", "join").add_edge("work", "join")
+    g.add_conditional_edges("plan", lambda s: [Send("work", {"n": n}) for n in range(3)])
     g.add_edge("join", END)
     return g.compile(CompileConfig(saver=saver))
 
@@ -136,6 +149,7 @@ def _calls() -> dict[str, Callable[[], Any]]:
     question = {"messages": [UserMessage("count to three")]}
     with_saver, without = react(MemorySaver()), react(None)
     fan = fan_out(MemorySaver())
+    sends = map_reduce(MemorySaver())
     agent = build_agent()
 
     async def streamed_async() -> list[Any]:
@@ -149,6 +163,7 @@ def _calls() -> dict[str, Callable[[], Any]]:
         "ainvoke, in-memory saver": lambda: asyncio.run(with_saver.ainvoke(question, thread())),
         "astream, in-memory saver": lambda: asyncio.run(streamed_async()),
         "parallel branches, in-memory saver": lambda: fan.invoke({"log": []}, thread()),
+        "sends and a deferred join, in-memory saver": lambda: sends.invoke({}, thread()),
         "a pause, then its answer": paused_then_answered(asking(MemorySaver())),
         "a subgraph's pause, then its answer": paused_then_answered(
             asking(MemorySaver(), nested=True)
@@ -167,6 +182,7 @@ CALL_NAMES = [
     "ainvoke, in-memory saver",
     "astream, in-memory saver",
     "parallel branches, in-memory saver",
+    "sends and a deferred join, in-memory saver",
     "a pause, then its answer",
     "a subgraph's pause, then its answer",
     "demo agent invoke",
