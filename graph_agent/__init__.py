@@ -20,9 +20,11 @@ from graph_agent.graph.errors import (
     InvalidUpdateError,
     ModelError,
     NodeError,
+    NodeTimeoutError,
     SerializationError,
     ThreadBusyError,
 )
+from graph_agent.graph.policies import CachePolicy, RetryPolicy
 from graph_agent.graph.state import (
     AppendStrategy,
     KeyStrategy,
@@ -96,6 +98,7 @@ __all__ = [
     "AssistantMessage",
     "AssistantMessageChunk",
     "AsyncPostgresSaver",
+    "CachePolicy",
     "Checkpoint",
     "CheckpointSaver",
     "CheckpointStoreError",
@@ -128,6 +131,7 @@ __all__ = [
     "ModelRetryInterceptor",
     "NodeError",
     "NodeOutput",
+    "NodeTimeoutError",
     "OverAllState",
     "ParallelAgent",
     "PostgresSaver",
@@ -135,6 +139,7 @@ __all__ = [
     "RemoveMessage",
     "ReplaceAll",
     "ReplaceStrategy",
+    "RetryPolicy",
     "RunnableConfig",
     "Send",
     "SequentialAgent",

@@ -64,6 +64,9 @@ class NodeSpec:
     awaits in place of ``fn``; ``None`` for other nodes."""
     defer: bool = False
     """Runs only in a step in which no other task would run (``add_node(..., defer=True)``)."""
+    policy: Any = None
+    """Its retry/timeout/cache/error-handler policy (a ``_policy_node.NodePolicy``), when it
+    has one; ``fn`` (and ``afn``) then run under it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,6 +119,8 @@ class GraphSpec:
     """The router of a node whose only way out is one conditional edge, and no barrier."""
     deferred: frozenset[str] = field(init=False)
     """The deferred nodes; a graph with any routes every step the general way."""
+    policies: bool = field(init=False)
+    """Some node has a policy: the flow then reports attempts (metadata, outputs)."""
 
     def __post_init__(self) -> None:
         by_source: dict[str, list[BarrierSpec]] = {}
@@ -131,6 +136,8 @@ class GraphSpec:
         object.__setattr__(self, "rank", {name: node.index for name, node in self.nodes.items()})
         deferred = frozenset(name for name, node in self.nodes.items() if node.defer)
         object.__setattr__(self, "deferred", deferred)
+        policies = any(node.policy is not None for node in self.nodes.values())
+        object.__setattr__(self, "policies", policies)
         in_barrier = set(by_source) | set(by_target)
         simple = [name for name in [START, *self.nodes] if name not in in_barrier]
         if deferred:  # a step's next nodes depend on whether others would run beside them

@@ -12,6 +12,7 @@ from graph_agent.graph.errors import (
     GraphCancelledError,
     InvalidResumeError,
     NodeError,
+    NodeTimeoutError,
     exception_text,
 )
 
@@ -61,8 +62,13 @@ def node_error(failures: list[Task]) -> BaseException:
     error = first.error
     assert error is not None
     # raised by the engine while storing a result, or a resume the node refused: as they are;
-    # anything else came from user code (a subgraph's own NodeError included) and is wrapped
-    if first.engine_error or isinstance(error, InvalidResumeError):
+    # anything else came from user code (a subgraph's own NodeError included) and is wrapped;
+    # the node's own timeout (add_node(..., timeout=...)) is raised as it is too
+    if (
+        first.engine_error
+        or isinstance(error, InvalidResumeError)
+        or (isinstance(error, NodeTimeoutError) and error.node == first.node.name)
+    ):
         wrapped: BaseException = error
     elif not isinstance(error, Exception):
         return error

@@ -37,6 +37,7 @@ from graph_agent.graph._failures import (
 )
 from graph_agent.graph._pauses import NO_TASK_IDS, Pauses, interrupted
 from graph_agent.graph._pending import Pending, thread_start
+from graph_agent.graph._policy_node import attempts_of, with_attempts
 from graph_agent.graph._sends import once_per_node, send_indexes
 from graph_agent.graph._storage import RunStorage
 from graph_agent.graph._writes import EMPTY_WRITE, Write, normalize_return, stored_write
@@ -346,12 +347,15 @@ class _Flow:
                 writers = [writes[0][0]] if len(writes) == 1 else [name for name, _ in writes]
                 storage = self.storage
                 put = storage.put(run_state, "loop", writers)
+                if self.spec.policies and (attempts := attempts_of(tasks)):
+                    put.checkpoint.metadata["attempts"] = attempts
                 yield put
                 storage.stand_on(put)
             if not nothing_pending:
                 pauses.clear()
             if self.streaming:
-                yield self._step_outputs(tasks, writes)
+                outputs = self._step_outputs(tasks, writes)
+                yield with_attempts(outputs, tasks) if self.spec.policies else outputs
             if durable and run.interrupt_after:
                 paused = yield from pauses.after(tasks)
                 if paused is not None:

@@ -107,6 +107,7 @@ def chunk_output(context: TaskContext, chunk: Any) -> NodeOutput:
         chunk=text,
         message=None if isinstance(chunk, str) else chunk,
         send_index=context.index - 1 if context.index else None,
+        attempts=getattr(context, "attempts", 1),
     )
 
 

@@ -10,17 +10,19 @@ from typing import Any
 
 from graph_agent.graph._effects import RunSettings
 from graph_agent.graph._engine import BarrierSpec, BranchSpec, DualNode, GraphSpec, NodeSpec
+from graph_agent.graph._policy_node import NodePolicy, node_policy, wrap
 from graph_agent.graph._subgraph import SubgraphNode, is_node_graph
 from graph_agent.graph._validate import validate
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphSetupError
+from graph_agent.graph.policies import CachePolicy, RetryPolicy
 from graph_agent.graph.render import EdgeView, GraphView
 from graph_agent.graph.state import AppendStrategy, KeyStrategy, as_strategy
 from graph_agent.graph.types import END, START, CompileConfig
 
 
 class _Node:
-    __slots__ = ("defer", "destinations", "fn", "labels", "name")
+    __slots__ = ("defer", "destinations", "fn", "labels", "name", "policy")
 
     def __init__(
         self,
@@ -29,12 +31,14 @@ class _Node:
         destinations: tuple[str, ...],
         labels: Mapping[str, str],
         defer: bool,
+        policy: NodePolicy | None = None,
     ) -> None:
         self.name = name
         self.fn = fn
         self.destinations = destinations
         self.labels = labels  # drawn on the edges to destinations (LangGraph's {node: label})
         self.defer = defer
+        self.policy = policy
 
 
 class _Branch:
@@ -118,6 +122,10 @@ class StateGraph:
         destinations: Sequence[str] | Mapping[str, str] = (),
         *,
         defer: bool = False,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+        cache: CachePolicy | None = None,
+        error_handler: Callable[..., Any] | None = None,
     ) -> StateGraph:
         """Add a node: ``fn(state)`` or ``fn(state, config)``, sync or async, returning a dict
         update, a ``Command`` or ``None``. ``destinations`` lists where its ``Command(goto=...)``
@@ -127,6 +135,12 @@ class StateGraph:
         ``defer``: the node runs only in a superstep in which nothing else would run, however
         often it was triggered before: an aggregator after branches of different lengths, or
         after Sends, runs once, when they are all done.
+
+        Policies (see :mod:`graph_agent.graph.policies`): ``retry`` attempts the node again
+        when it raises what ``RetryPolicy.retry_on`` accepts; ``timeout`` (seconds) cuts each
+        attempt with a ``NodeTimeoutError``; ``cache`` reuses its result for the same input;
+        ``error_handler(state, error)`` answers the last failure with an update or a
+        ``Command`` (declare its ``goto`` targets in ``destinations``) instead of failing.
 
         ``fn`` may also be a compiled graph or an agent: it then runs as a subgraph (see
         :mod:`graph_agent.graph._subgraph`), keeping its checkpoints in the parent's thread."""
@@ -156,7 +170,10 @@ class StateGraph:
             if isinstance(destinations, Mapping)
             else {}
         )
-        self._nodes[name] = _Node(name, fn, _destinations(name, destinations), labels, defer)
+        policy = node_policy(name, retry, timeout, cache, error_handler)
+        self._nodes[name] = _Node(
+            name, fn, _destinations(name, destinations), labels, defer, policy
+        )
         return self
 
     def _subgraph_node(self, name: str, child: Any) -> SubgraphNode:
@@ -300,15 +317,32 @@ class StateGraph:
     def _spec(self) -> GraphSpec:
         nodes = {}
         for index, node in enumerate(self._nodes.values()):
+            fn, pass_config, is_async = (
+                node.fn,
+                _takes_config(node.fn, f"node {node.name!r}"),
+                _is_async(node.fn),
+            )
+            afn = node.fn.acall if isinstance(node.fn, DualNode) else None
+            if node.policy is not None:
+                fn, afn = wrap(
+                    node.name,
+                    fn,
+                    pass_config=pass_config,
+                    is_async=is_async,
+                    afn=afn,
+                    policy=node.policy,
+                )
+                pass_config = True
             nodes[node.name] = NodeSpec(
                 name=node.name,
-                fn=node.fn,
+                fn=fn,
                 index=index,
-                pass_config=_takes_config(node.fn, f"node {node.name!r}"),
-                is_async=_is_async(node.fn),
+                pass_config=pass_config,
+                is_async=is_async,
                 destinations=frozenset(node.destinations),
-                afn=node.fn.acall if isinstance(node.fn, DualNode) else None,
+                afn=afn,
                 defer=node.defer,
+                policy=node.policy,
             )
         edges: dict[str, list[str]] = {}
         for source, target in self._edges:

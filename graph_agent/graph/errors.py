@@ -8,6 +8,7 @@
     │   ├── GraphRecursionError               max_steps supersteps without finishing
     │   ├── NodeError                         user code (a node or a router) raised
     │   ├── InvalidUpdateError                a node returned something the engine cannot merge
+    │   ├── NodeTimeoutError                  a node ran past add_node(..., timeout=...)
     │   ├── ThreadBusyError                   another run holds the thread
     │   └── CheckpointStoreError              the checkpoint store failed (connection lost...)
     ├── InvalidResumeError (ValueError)       a resume that answers nothing, or unknown ids
@@ -76,6 +77,18 @@ class InvalidUpdateError(GraphRuntimeError):
         self.step = step
 
 
+class NodeTimeoutError(GraphRuntimeError):
+    """A node ran longer than its ``add_node(..., timeout=seconds)``: an async node was
+    cancelled; a sync node cannot be stopped, so it was abandoned on its thread (it runs to its
+    end there, and what it returns is discarded)."""
+
+    def __init__(self, message: str, *, node: str, step: int, timeout: float) -> None:
+        super().__init__(message)
+        self.node = node
+        self.step = step
+        self.timeout = timeout
+
+
 class ThreadBusyError(GraphRuntimeError):
     """Another run is in progress on the same thread."""
 
@@ -110,7 +123,12 @@ class SerializationError(GraphAgentError, ValueError):
 
 
 class ModelError(GraphAgentError, RuntimeError):
-    """A chat model call failed. ``status_code`` is the HTTP status when there was one."""
+    """A chat model call failed. ``status_code`` is the HTTP status when there was one.
+
+    ``transient``: another attempt later may well succeed (a lost connection, a 5xx, a rate
+    limit); what a node's default ``RetryPolicy.retry_on`` retries."""
+
+    transient: bool = False
 
     def __init__(self, message: str, *, status_code: int | None = None) -> None:
         super().__init__(message)

@@ -122,6 +122,7 @@ class TaskContext:
         "_id",
         "_interrupt_count",
         "_resume",
+        "attempts",
         "checkpoint_id",
         "ids_thread",
         "index",
@@ -130,6 +131,10 @@ class TaskContext:
         "step",
         "usage",
     )
+
+    attempts: int
+    """Which attempt of the node is running (1 for the first): set only by a node with a
+    ``RetryPolicy`` when it retries, so read it as ``getattr(task, "attempts", 1)``."""
 
     def __init__(
         self,

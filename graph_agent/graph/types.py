@@ -193,6 +193,9 @@ class NodeOutput:
     send_index: int | None = None
     """For a task started by a :class:`Send`: which of the step's Sends to ``node`` it was (0
     for the first); ``None`` for any other task."""
+    attempts: int = 1
+    """How many attempts the node took (above 1 only for a node retried by its
+    ``RetryPolicy``); on a ``StreamingOutput``, the attempt that emitted the chunk."""
 
 
 _OUTPUT_FIELDS = (
@@ -206,6 +209,7 @@ _OUTPUT_FIELDS = (
     "interrupts",
     "path",
     "send_index",
+    "attempts",
 )
 # node_output() sets every field: a field added to NodeOutput and not here fails at import
 if set(NodeOutput.__slots__) != set(_OUTPUT_FIELDS):
@@ -221,6 +225,7 @@ if set(NodeOutput.__slots__) != set(_OUTPUT_FIELDS):
     _set_interrupts,
     _set_path,
     _set_send_index,
+    _set_attempts,
 ) = (getattr(NodeOutput, name).__set__ for name in _OUTPUT_FIELDS)
 
 
@@ -247,6 +252,7 @@ def node_output(
     _set_interrupts(output, ())
     _set_path(output, ())
     _set_send_index(output, send_index)
+    _set_attempts(output, 1)
     return output
 
 

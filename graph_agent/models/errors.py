@@ -63,6 +63,8 @@ class ModelRateLimitError(ModelError):
     ``retry_after`` is the wait in seconds the server asked for, when it said.
     """
 
+    transient = True
+
     def __init__(
         self, message: str, *, status_code: int | None = None, retry_after: float | None = None
     ) -> None:
@@ -73,9 +75,13 @@ class ModelRateLimitError(ModelError):
 class ModelServerError(ModelError):
     """HTTP 408, 409 or 5xx after all retries."""
 
+    transient = True
+
 
 class ModelConnectionError(ModelError):
     """The server could not be reached, or the connection broke (also in the middle of a stream)."""
+
+    transient = True
 
 
 class ModelTimeoutError(ModelConnectionError):
