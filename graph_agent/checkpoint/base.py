@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
+from graph_agent.graph.cache import CachedValue
 from graph_agent.graph.errors import ThreadBusyError
 from graph_agent.graph.saver import (
     Blob,
@@ -63,6 +64,9 @@ class CheckpointSaver:
         self._lost_leases: dict[str, str] = {}
         """Owners of leases this saver holds but found taken or lapsed, and how: the run stops
         at its next write (:meth:`check_lease`)."""
+        self._memory_cache: dict[tuple[str, str], tuple[bytes, float | None]] = {}
+        self._cache_lock = threading.Lock()
+        """The node cache of a saver that keeps it in memory (see :meth:`_cache_read`)."""
 
     # storage: subclasses implement these
     def put(self, checkpoint: Checkpoint) -> None:
@@ -135,6 +139,52 @@ class CheckpointSaver:
     def stored_bytes(self, thread_id: str) -> int:
         """Bytes of checkpoint data stored for a thread (headers, blobs, pending writes)."""
         raise NotImplementedError
+
+    # the node cache (graph_agent.graph.cache.NodeCache), beside the checkpoints
+    def cache_get(self, namespace: str, key: str, now: float) -> CachedValue | None:
+        """A node's cached result (``add_node(..., cache=...)``), unless missing or expired."""
+        data = self._cache_read(namespace, key, now)
+        if data is None:
+            return None
+        from graph_agent.checkpoint import serde
+
+        return CachedValue(serde.loads(data))
+
+    def cache_put(self, namespace: str, key: str, value: Any, expires_at: float | None) -> None:
+        """Keep a node's result, serialized as a checkpoint keeps state (a value the
+        serializer cannot store fails here, naming its key path)."""
+        from graph_agent.checkpoint import serde
+
+        self._cache_write(namespace, key, serde.dumps(value, root="cached update"), expires_at)
+
+    async def acache_get(self, namespace: str, key: str, now: float) -> CachedValue | None:
+        return await _to_thread(self.cache_get, namespace, key, now)
+
+    async def acache_put(
+        self, namespace: str, key: str, value: Any, expires_at: float | None
+    ) -> None:
+        await _to_thread(self.cache_put, namespace, key, value, expires_at)
+
+    def cache_clear(self, namespace: str | None = None) -> None:
+        """Drop the cached results of one node (``"graph:node"``), or all of them."""
+        self._cache_delete(namespace)
+
+    # the node cache's storage: in this process's memory unless a saver stores it elsewhere
+    def _cache_read(self, namespace: str, key: str, now: float) -> bytes | None:
+        with self._cache_lock:
+            entry = self._memory_cache.get((namespace, key))
+            if entry is None or (entry[1] is not None and entry[1] <= now):
+                return None
+            return entry[0]
+
+    def _cache_write(self, namespace: str, key: str, data: bytes, expires_at: float | None) -> None:
+        with self._cache_lock:
+            self._memory_cache[(namespace, key)] = (data, expires_at)
+
+    def _cache_delete(self, namespace: str | None) -> None:
+        with self._cache_lock:
+            for entry in [k for k in self._memory_cache if namespace in (None, k[0])]:
+                del self._memory_cache[entry]
 
     # async twins
     async def aput(self, checkpoint: Checkpoint) -> None:

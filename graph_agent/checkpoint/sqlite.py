@@ -67,7 +67,7 @@ from graph_agent.graph.errors import (
 )
 from graph_agent.graph.saver import COPY_TASK, IDS_THREAD, Blob
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -99,6 +99,12 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("ALTER TABLE leases ADD COLUMN host TEXT NOT NULL DEFAULT ''",),
     # who holds the lease, beyond its pid: see graph_agent.checkpoint.liveness
     3: ("ALTER TABLE leases ADD COLUMN process TEXT NOT NULL DEFAULT ''",),
+    # the node cache (add_node(..., cache=CachePolicy(...))): results kept beside the threads
+    4: (
+        """CREATE TABLE IF NOT EXISTS node_cache (
+            namespace TEXT NOT NULL, key TEXT NOT NULL, data BLOB NOT NULL, expires_at REAL,
+            PRIMARY KEY (namespace, key)) WITHOUT ROWID""",
+    ),
 }
 
 # A key's blobs from one version back to its full copy, newest first. A delta's base is
@@ -482,6 +488,30 @@ class SqliteSaver(CheckpointSaver):
                     (*where, checkpoint_id),
                 ).fetchone()
             return None if row is None else self._load(thread, ns, row[0], decoded)
+
+    def _cache_read(self, namespace: str, key: str, now: float) -> bytes | None:
+        with self._reading("reading the node cache"):
+            row = self._conn.execute(
+                "SELECT data FROM node_cache WHERE namespace = ? AND key = ? "
+                "AND (expires_at IS NULL OR expires_at > ?)",
+                (_sql_name(namespace), _sql_name(key), now),
+            ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def _cache_write(self, namespace: str, key: str, data: bytes, expires_at: float | None) -> None:
+        with self._transaction("writing the node cache") as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO node_cache (namespace, key, data, expires_at) "
+                "VALUES (?, ?, ?, ?)",
+                (_sql_name(namespace), _sql_name(key), data, expires_at),
+            )
+
+    def _cache_delete(self, namespace: str | None) -> None:
+        with self._transaction("clearing the node cache") as conn:
+            if namespace is None:
+                conn.execute("DELETE FROM node_cache")
+            else:
+                conn.execute("DELETE FROM node_cache WHERE namespace = ?", (_sql_name(namespace),))
 
     def delete_thread(self, thread_id: str) -> None:
         with self._transaction(f"deleting thread {_show(thread_id)}") as conn:

@@ -1,6 +1,7 @@
-"""A node with policies (``add_node(..., retry=, timeout=, error_handler=)``) as the engine runs
-it: the user's callable wrapped, at compile time, in a callable that attempts it, cuts each
-attempt at the timeout, retries, and hands the last failure to the error handler.
+"""A node with policies (``add_node(..., retry=, timeout=, cache=, error_handler=)``) as the
+engine runs it: the user's callable wrapped, at compile time, in a callable that looks its
+result up in the cache (``cache.py``), attempts it, cuts each attempt at the timeout, retries,
+stores a success in the cache, and hands the last failure to the error handler.
 
 Only nodes with policies are wrapped, so the others pay nothing. The wrapper keeps the node's
 kind: a sync node stays sync (it runs inline or on the pool, as before), an async node becomes
@@ -14,11 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from graph_agent.graph import cache as cache_clock
 from graph_agent.graph._concurrency import TimedOut, at_most, call_with_timeout, run_on_loop
+from graph_agent.graph.cache import InMemoryCache, NodeCache, input_key
 from graph_agent.graph.errors import GraphSetupError, NodeTimeoutError
 from graph_agent.graph.policies import CachePolicy, RetryPolicy, check_timeout
 from graph_agent.graph.types import NodeOutput
@@ -65,15 +68,68 @@ class PolicyRunner:
     """Runs one node's attempts under its policy; :meth:`run` for a sync node (or a sync face),
     :meth:`arun` for an async one."""
 
-    __slots__ = ("fn", "name", "pass_config", "policy")
+    __slots__ = ("fn", "name", "namespace", "pass_config", "policy", "store")
 
     def __init__(
-        self, name: str, fn: Callable[..., Any], pass_config: bool, policy: NodePolicy
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        pass_config: bool,
+        policy: NodePolicy,
+        store: NodeCache | None = None,
+        graph: str = "",
     ) -> None:
         self.name = name
         self.fn = fn
         self.pass_config = pass_config
         self.policy = policy
+        self.store = store
+        self.namespace = f"{graph}:{name}"
+        """The node's entries in the cache: a graph's node names are unique."""
+
+    def _cache_key(self, state: Any) -> str:
+        cache = self.policy.cache
+        assert cache is not None
+        if cache.key is None:
+            return input_key(state)
+        key = cache.key(state)
+        if not isinstance(key, str):
+            raise TypeError(
+                f"node {self.name!r}: CachePolicy(key=...) returned {type(key).__name__} "
+                f"{key!r:.60}; the key function must return a str"
+            )
+        return key
+
+    def _keeps(self, result: Any) -> bool:
+        """Whether a result can be cached: a dict update or None (not a Command)."""
+        return result is None or type(result) is dict
+
+    def _expires_at(self) -> float | None:
+        cache = self.policy.cache
+        assert cache is not None
+        return None if cache.ttl is None else cache_clock.now() + cache.ttl
+
+    def run(self, state: Any, config: Any) -> Any:
+        """A sync node: its cached result, or its attempts' (then cached)."""
+        if self.policy.cache is None:
+            return self._attempts(state, config, None)
+        assert self.store is not None
+        key = self._cache_key(state)
+        hit = self.store.cache_get(self.namespace, key, cache_clock.now())
+        if hit is not None:
+            return hit.value
+        return self._attempts(state, config, key)
+
+    async def arun(self, state: Any, config: Any) -> Any:
+        """An async node: its cached result, or its attempts' (then cached)."""
+        if self.policy.cache is None:
+            return await self._aattempts(state, config, None)
+        assert self.store is not None
+        key = self._cache_key(state)
+        hit = await self.store.acache_get(self.namespace, key, cache_clock.now())
+        if hit is not None:
+            return hit.value
+        return await self._aattempts(state, config, key)
 
     def _call(self, state: Any, config: Any) -> Any:
         return self.fn(state, config) if self.pass_config else self.fn(state)
@@ -102,8 +158,9 @@ class PolicyRunner:
             task._interrupt_count = 0  # the next attempt asks its interrupts under the same ids
         return retry.delay(attempt)
 
-    def run(self, state: Any, config: Any) -> Any:
-        """A sync node's attempts; returns the first success (or the handler's answer)."""
+    def _attempts(self, state: Any, config: Any, key: str | None) -> Any:
+        """A sync node's attempts: the first success (stored under ``key`` when given), or the
+        handler's answer."""
         timeout, retry = self.policy.timeout, self.policy.retry
         attempt = 1
         while True:
@@ -122,6 +179,9 @@ class PolicyRunner:
                         raise self._timed_out(config, what) from None
                 if type(result) is not dict and inspect.isawaitable(result):
                     result = run_on_loop(_awaited(result))
+                if key is not None and self._keeps(result):
+                    assert self.store is not None
+                    self.store.cache_put(self.namespace, key, result, self._expires_at())
                 return result
             except Exception as error:
                 delay = self._retry_delay(error, attempt, config)
@@ -131,7 +191,7 @@ class PolicyRunner:
             retry.sleep(delay)
             attempt += 1
 
-    async def arun(self, state: Any, config: Any) -> Any:
+    async def _aattempts(self, state: Any, config: Any, key: str | None) -> Any:
         """An async node's attempts (each cancelled at the timeout)."""
         timeout, retry = self.policy.timeout, self.policy.retry
         attempt = 1
@@ -146,6 +206,9 @@ class PolicyRunner:
                             result = await at_most(result, timeout)
                         except TimedOut:
                             raise self._timed_out(config, "it was cancelled") from None
+                if key is not None and self._keeps(result):
+                    assert self.store is not None
+                    await self.store.acache_put(self.namespace, key, result, self._expires_at())
                 return result
             except Exception as error:
                 delay = self._retry_delay(error, attempt, config)
@@ -189,15 +252,17 @@ def wrap(
     is_async: bool,
     afn: Callable[..., Any] | None,
     policy: NodePolicy,
+    store: NodeCache | None = None,
+    graph: str = "",
 ) -> tuple[Callable[..., Any], Callable[..., Any] | None]:
     """The node's callable (and, for a DualNode, its async face) under ``policy``; both take
-    ``(state, config)``."""
+    ``(state, config)``. ``store``: where its cache lives (when it has a ``CachePolicy``)."""
     if is_async:
-        return PolicyRunner(name, fn, pass_config, policy).arun, None
-    sync = _SyncPolicyNode(PolicyRunner(name, fn, pass_config, policy))
+        return PolicyRunner(name, fn, pass_config, policy, store, graph).arun, None
+    sync = _SyncPolicyNode(PolicyRunner(name, fn, pass_config, policy, store, graph))
     if afn is None:
         return sync, None
-    return sync, PolicyRunner(name, afn, True, policy).arun
+    return sync, PolicyRunner(name, afn, True, policy, store, graph).arun
 
 
 def attempts_of(tasks: Any) -> dict[str, int]:
@@ -226,3 +291,17 @@ def with_attempts(outputs: Any, tasks: Any) -> Any:
         for output, task in zip(outputs.items, tasks, strict=True)
     ]
     return outputs
+
+
+def node_cache(config: Any, nodes: Iterable[Any]) -> NodeCache | None:
+    """Where the graph's cached nodes keep their results (``None``: no node caches)."""
+    if not any(node.policy is not None and node.policy.cache is not None for node in nodes):
+        return None
+    if config.cache is not None:
+        if not isinstance(config.cache, NodeCache):
+            raise GraphSetupError(
+                f"CompileConfig(cache={config.cache!r}): not a node cache; pass an "
+                "InMemoryCache() (graph_agent.graph.cache), a saver, or leave it out"
+            )
+        return config.cache
+    return config.saver if isinstance(config.saver, NodeCache) else InMemoryCache()

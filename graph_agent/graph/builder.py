@@ -10,9 +10,10 @@ from typing import Any
 
 from graph_agent.graph._effects import RunSettings
 from graph_agent.graph._engine import BarrierSpec, BranchSpec, DualNode, GraphSpec, NodeSpec
-from graph_agent.graph._policy_node import NodePolicy, node_policy, wrap
+from graph_agent.graph._policy_node import NodePolicy, node_cache, node_policy, wrap
 from graph_agent.graph._subgraph import SubgraphNode, is_node_graph
 from graph_agent.graph._validate import validate
+from graph_agent.graph.cache import NodeCache
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphSetupError
 from graph_agent.graph.policies import CachePolicy, RetryPolicy
@@ -305,7 +306,7 @@ class StateGraph:
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
         )
-        spec = self._spec()
+        spec = self._spec(node_cache(config, self._nodes.values()))
         run = RunSettings(
             spec=spec,
             saver=config.saver,
@@ -314,7 +315,7 @@ class StateGraph:
         )
         return CompiledGraph(run, view)
 
-    def _spec(self) -> GraphSpec:
+    def _spec(self, store: NodeCache | None = None) -> GraphSpec:
         nodes = {}
         for index, node in enumerate(self._nodes.values()):
             fn, pass_config, is_async = (
@@ -331,6 +332,8 @@ class StateGraph:
                     is_async=is_async,
                     afn=afn,
                     policy=node.policy,
+                    store=store,
+                    graph=self.name,
                 )
                 pass_config = True
             nodes[node.name] = NodeSpec(

@@ -9,9 +9,7 @@ the error handler.
 
 from __future__ import annotations
 
-import asyncio
 import math
-import random
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -98,7 +96,7 @@ class RetryPolicy:
     retry_on: RetryOn = default_retry_on
     sleep: Callable[[float], Any] = field(default=time.sleep, kw_only=True, repr=False)
     async_sleep: Callable[[float], Awaitable[Any]] = field(
-        default=asyncio.sleep, kw_only=True, repr=False
+        default=lambda seconds: _asyncio_sleep(seconds), kw_only=True, repr=False
     )
 
     def __post_init__(self) -> None:
@@ -137,7 +135,11 @@ class RetryPolicy:
     def delay(self, attempt: int) -> float:
         """The wait after attempt ``attempt`` failed, with jitter when it is on."""
         wait = self.interval(attempt)
-        return wait * (1.0 - 0.5 * random.random()) if self.jitter else wait
+        if not self.jitter:
+            return wait
+        import random  # not with the package: only a retry needs it
+
+        return wait * (1.0 - 0.5 * random.random())
 
     def retries(self, error: BaseException) -> bool:
         """Whether ``retry_on`` accepts ``error``."""
@@ -173,6 +175,12 @@ class CachePolicy:
             )
         if self.ttl is not None:
             _check_seconds("CachePolicy(ttl=...)", self.ttl, zero_ok=False)
+
+
+async def _asyncio_sleep(seconds: float) -> None:
+    import asyncio  # not with the package: see _concurrency.py
+
+    await asyncio.sleep(seconds)
 
 
 def check_timeout(node: str, timeout: Any) -> float | None:

@@ -165,11 +165,16 @@ class RunnableConfig:
 
 @dataclass(frozen=True, slots=True)
 class CompileConfig:
-    """Compile-time settings: the checkpoint saver and the static breakpoints."""
+    """Compile-time settings: the checkpoint saver and the static breakpoints.
+
+    ``cache``: where the results of nodes with a ``CachePolicy`` are kept (a
+    ``graph_agent.graph.cache.NodeCache``); by default the saver (its cache lives beside the
+    checkpoints), or, without a saver, an in-memory cache of the compiled graph."""
 
     saver: Saver | None = None
     interrupt_before: Sequence[str] = ()
     interrupt_after: Sequence[str] = ()
+    cache: Any = None
 
 
 @dataclass(frozen=True, slots=True)
