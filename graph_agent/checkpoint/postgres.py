@@ -636,6 +636,16 @@ class PostgresSaver(CheckpointSaver):
     def threads(self) -> builtins.list[str]:
         return self._run(plans.threads_plan(), doing="listing threads")
 
+    def _cache_read(self, namespace: str, key: str, now: float) -> bytes | None:
+        return self._run(plans.cache_read_plan(namespace, key, now), doing="reading the node cache")
+
+    def _cache_write(self, namespace: str, key: str, data: bytes, expires_at: float | None) -> None:
+        plan = plans.cache_write_plan(namespace, key, data, expires_at)
+        self._run(plan, doing="writing the node cache")
+
+    def _cache_delete(self, namespace: str | None) -> None:
+        self._run(plans.cache_delete_plan(namespace), doing="clearing the node cache")
+
     def stored_bytes(self, thread_id: str) -> int:
         """Bytes of checkpoint data stored for a thread (headers, blobs and pending writes)."""
         return self._run(plans.stored_bytes_plan(thread_id), doing="measuring a thread")

@@ -45,7 +45,7 @@ from graph_agent.graph.saver import COPY_TASK, IDS_THREAD, Blob
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _LOCK_SPACE = 0x6761_6167  # first key of the two-key advisory locks graph_agent takes ("gaag")
 _MIGRATION_LOCK = 1  # second key: the migration lock, taken inside the migration transaction
@@ -77,6 +77,12 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             expires_at timestamptz NOT NULL, acquired_at timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (thread_key, checkpoint_ns))""",
         "CREATE INDEX graph_agent_leases_by_session ON graph_agent_leases (session_key)",
+    ),
+    # the node cache (add_node(..., cache=CachePolicy(...))): results kept beside the threads
+    2: (
+        """CREATE TABLE graph_agent_node_cache (
+            namespace bytea NOT NULL, key bytea NOT NULL, data bytea NOT NULL,
+            expires_at double precision, PRIMARY KEY (namespace, key))""",
     ),
 }
 
@@ -678,6 +684,33 @@ def release_plan(lease: Lease) -> Plan[None]:
             "owner": lease.owner,
         },
     )
+
+
+def cache_read_plan(namespace: str, key: str, now: float) -> Plan[bytes | None]:
+    rows = yield Query(
+        "SELECT data FROM graph_agent_node_cache WHERE namespace = %(ns)s AND key = %(key)s "
+        "AND (expires_at IS NULL OR expires_at > %(now)s)",
+        {"ns": _name(namespace), "key": _name(key), "now": now},
+    )
+    return bytes(rows[0][0]) if rows else None
+
+
+def cache_write_plan(namespace: str, key: str, data: bytes, expires_at: float | None) -> Plan[None]:
+    yield Query(
+        "INSERT INTO graph_agent_node_cache (namespace, key, data, expires_at) "
+        "VALUES (%(ns)s, %(key)s, %(data)s, %(expires)s) ON CONFLICT (namespace, key) "
+        "DO UPDATE SET data = EXCLUDED.data, expires_at = EXCLUDED.expires_at",
+        {"ns": _name(namespace), "key": _name(key), "data": data, "expires": expires_at},
+    )
+
+
+def cache_delete_plan(namespace: str | None) -> Plan[None]:
+    if namespace is None:
+        yield Query("DELETE FROM graph_agent_node_cache", {})
+    else:
+        yield Query(
+            "DELETE FROM graph_agent_node_cache WHERE namespace = %(ns)s", {"ns": _name(namespace)}
+        )
 
 
 def threads_plan() -> Plan[builtins.list[str]]:
