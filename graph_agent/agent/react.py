@@ -31,6 +31,7 @@ from graph_agent.graph._concurrency import shared_pool
 from graph_agent.graph._subgraph import SubgraphNode
 from graph_agent.graph.compiled import CompiledGraph, check_config
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, GraphSetupError
+from graph_agent.graph.policies import RetryPolicy
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import (
     Command,
@@ -83,6 +84,15 @@ class ReactAgent:
             answered with an error telling the model to call fewer at once.
         max_tool_output_chars: Longer tool results are cut, with a marker.
         model_options: Extra request fields for every model call (temperature, ...).
+        model_retry: A :class:`~graph_agent.graph.policies.RetryPolicy` for the model node:
+            a model call failing with what its ``retry_on`` accepts (by default lost
+            connections, 5xx, rate limits, as they remain after the client's own retries) is
+            made again after a backoff, instead of ending the run.
+        model_timeout: Seconds the model node may take (each attempt); past them it fails
+            with a ``NodeTimeoutError`` (which ``model_retry`` retries by default).
+        tool_retry: A ``RetryPolicy`` for the tool node, should it raise (tool errors
+            already become tool results); tool calls recorded before the failure are not
+            made again.
 
     Example:
         >>> from graph_agent import ReactAgent, tool
@@ -121,6 +131,9 @@ class ReactAgent:
         model_options: Mapping[str, Any] | None = None,
         output_mode: Literal["response_format", "tool"] = "response_format",
         description: str | None = None,
+        model_retry: RetryPolicy | None = None,
+        model_timeout: float | None = None,
+        tool_retry: RetryPolicy | None = None,
     ) -> None:
         if max_iterations < 0:
             raise ValueError(f"max_iterations must be >= 0, got {max_iterations}")
@@ -160,6 +173,9 @@ class ReactAgent:
         self.max_tool_calls_per_step = max_tool_calls_per_step
         self.max_tool_output_chars = max_tool_output_chars
         self.model_options = dict(model_options or {})
+        self.model_retry = model_retry
+        self.model_timeout = model_timeout
+        self.tool_retry = tool_retry
         self._compiled: CompiledGraph | None = None
         self._lock = threading.Lock()
         self._building: Future[CompiledGraph] | None = None

@@ -172,12 +172,14 @@ def build_graph(agent: Any, hooks: Sequence[Hook], spec: AgentSpec) -> StateGrap
     for position in ("before_agent", "before_model"):
         for hook in run_order[position]:
             graph.add_node(hook_node_name(hook, position), hook_node(hook, position, spec))
-    graph.add_node(MODEL_NODE, ModelNode(agent))
+    graph.add_node(
+        MODEL_NODE, ModelNode(agent), retry=agent.model_retry, timeout=agent.model_timeout
+    )
     for hook in run_order["after_model"]:
         graph.add_node(hook_node_name(hook, "after_model"), hook_node(hook, "after_model", spec))
     if has_tools:
         private = frozenset(key for key in strategies if key.startswith("_"))
-        graph.add_node(TOOL_NODE, ToolNode(agent, private))
+        graph.add_node(TOOL_NODE, ToolNode(agent, private), retry=agent.tool_retry)
     for hook in run_order["after_agent"]:
         graph.add_node(hook_node_name(hook, "after_agent"), hook_node(hook, "after_agent", spec))
     _wire(graph, shape, run_order, has_tools, jumps)
