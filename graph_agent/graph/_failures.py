@@ -75,9 +75,11 @@ def node_error(failures: list[Task]) -> BaseException:
     else:
         node, step = first.node.name, first.context.step
         send = f" (Send {first.context.index - 1})" if first.context.index else ""
+        attempts = getattr(first.context, "attempts", 1)  # set by a RetryPolicy that retried
+        tries = f", attempt {attempts} of a RetryPolicy" if attempts > 1 else ""
         wrapped = NodeError(
             f"node {node!r}{send} raised {type(error).__name__}: {exception_text(error)} "
-            f"(step {step})",
+            f"(step {step}{tries})",
             node=node,
             step=step,
         )

@@ -243,6 +243,12 @@ class _SyncPolicyNode:
     def __call__(self, state: Any, config: Any) -> Any:
         return self.runner.run(state, config)
 
+    def __getattr__(self, name: str) -> Any:
+        """What the engine reads of the wrapped node (a subgraph node's ``child``)."""
+        if name == "runner":  # not set yet: no node to ask
+            raise AttributeError(name)
+        return getattr(self.runner.fn, name)
+
 
 def wrap(
     name: str,

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_agent.graph.errors import GraphSetupError, ModelError, NodeTimeoutError
+from graph_agent.graph.errors import GraphSetupError, ModelError, NodeError, NodeTimeoutError
 
 __all__ = ["CachePolicy", "RetryPolicy", "default_retry_on"]
 
@@ -26,7 +26,8 @@ def default_retry_on(error: BaseException) -> bool:
     :class:`RetryPolicy` retries unless told otherwise.
 
     Retried: ``ConnectionError`` and ``TimeoutError`` (socket errors), a node's own
-    :class:`~graph_agent.graph.errors.NodeTimeoutError`, the chat models' transient errors
+    :class:`~graph_agent.graph.errors.NodeTimeoutError`, a ``NodeError`` of a subgraph or
+    agent whose cause is one of these, the chat models' transient errors
     (``ModelConnectionError`` and its timeouts, ``ModelServerError`` for 5xx,
     ``ModelRateLimitError``), and, when the program uses them, httpx's transport errors and
     ``HTTPStatusError`` with a 5xx status, and requests' connection errors, timeouts and 5xx
@@ -35,6 +36,8 @@ def default_retry_on(error: BaseException) -> bool:
     """
     if isinstance(error, ConnectionError | TimeoutError | NodeTimeoutError):
         return True
+    if isinstance(error, NodeError) and isinstance(error.__cause__, Exception):
+        return default_retry_on(error.__cause__)  # a subgraph's (or an agent's) node failed
     if isinstance(error, ModelError):
         return error.transient or (error.status_code or 0) >= 500
     httpx = sys.modules.get("httpx")  # never imported here: only an error it raised matters

@@ -130,7 +130,7 @@ def test_the_last_failure_is_raised_once_the_attempts_are_spent(driver):
     clock = FakeClock()
     fn, calls = flaky(5)
     app = one_node(fn, retry=retry(clock, max_attempts=3))
-    with pytest.raises(NodeError, match="failure 3"):
+    with pytest.raises(NodeError, match="failure 3 .step 0, attempt 3 of a RetryPolicy"):
         driver.invoke(app, {"log": []})
     assert len(calls) == 3
 
@@ -166,6 +166,9 @@ def test_the_default_retry_on_takes_network_and_server_errors_only():
     assert default_retry_on(ModelServerError("busy", status_code=503))
     assert not default_retry_on(ModelBadRequestError("bad", status_code=400))
     assert not default_retry_on(ValueError("bug"))
+    nested = NodeError("node 'inner' raised", node="inner", step=0)
+    nested.__cause__ = ConnectionError("reset")
+    assert default_retry_on(nested)  # a subgraph's node lost its connection
 
 
 def test_default_retry_on_knows_httpx_errors():
@@ -328,3 +331,17 @@ def test_a_retried_send_task_beside_others_writes_once_and_its_attempts_are_kept
     assert list(app.get_state(config).values["log"]) == [0, 1, 2]
     assert [o.attempts for o in outputs] == [1, 2, 1]
     assert app.get_state(config).metadata["attempts"] == {"work (Send 1)": 2}
+
+
+def test_a_subgraph_node_with_a_policy_is_still_a_subgraph(driver):
+    clock = FakeClock()
+    child = StateGraph("child", key_strategies={"log": AppendStrategy()})
+    child.add_node("inner", flaky(1)[0])
+    child.add_edge(START, "inner").add_edge("inner", END)
+    g = StateGraph("parent", key_strategies={"log": AppendStrategy()})
+    g.add_node("sub", child.compile(), retry=retry(clock))
+    g.add_edge(START, "sub").add_edge("sub", END)
+    app = g.compile(CompileConfig(saver=MemorySaver()))
+    result = driver.invoke(app, {"log": []}, RunnableConfig(thread_id="t"))
+    assert list(result["log"]) == ["done"]
+    assert [name for name, _ in app.get_subgraphs()] == ["sub"]
