@@ -389,10 +389,7 @@ class _Api:
         }
 
     def _new_thread(self, thread_id: str, metadata: dict[str, Any]) -> ThreadRecord:
-        stamp = now()
-        record = ThreadRecord(
-            thread_id=thread_id, created_at=stamp, updated_at=stamp, metadata=stamp_owner(metadata)
-        )
+        record = _thread_record(thread_id, metadata)
         self.records.put_thread(record)
         return record
 
@@ -583,8 +580,8 @@ class _Api:
             body = {**body, "stream_mode": list(modes)}
         run_request = self._run_request(body)
         if thread_id is None:  # stateless: a thread of its own, gone when the run ends
-            record = self._new_thread(str(uuid.uuid4()), {})
-            run = self._start_on(record.thread_id, run_request)
+            record = _thread_record(str(uuid.uuid4()), {})
+            run = await self._start_on(record.thread_id, run_request, record)
             if body.get("on_completion", "delete") == "delete":
                 asyncio.get_running_loop().create_task(self._forget(run))
             return run
@@ -593,29 +590,39 @@ class _Api:
                 raise ApiError(
                     404, f"thread {thread_id} not found; create it, or send if_not_exists='create'"
                 )
-            self._new_thread(thread_id, {})
-        return self._start_on(thread_id, run_request)
+            return await self._start_on(thread_id, run_request, _thread_record(thread_id, {}))
+        return await self._start_on(thread_id, run_request)
 
-    def _start_on(self, thread_id: str, run_request: RunRequest) -> ActiveRun:
-        record = self._thread(thread_id)
-        if self.runner.active(thread_id) is None:  # written before the run may end elsewhere
+    async def _start_on(
+        self, thread_id: str, run_request: RunRequest, new: ThreadRecord | None = None
+    ) -> ActiveRun:
+        """Start the run on the thread: an existing one, or ``new`` (not written yet: the
+        runner writes it with the run)."""
+        record = new if new is not None else self._thread(thread_id)
+        changed = None
+        if new is not None or self.runner.active(thread_id) is None:
+            # written before the run may end elsewhere
             record.metadata = {
                 **record.metadata,
                 "graph_id": run_request.assistant_id,
                 "assistant_id": run_request.assistant_id,
             }
             record.assistant_id = run_request.assistant_id
-            self.records.put_thread(record)
+            changed = record
         try:
-            return self.runner.start(thread_id, run_request)
+            return await self.runner.astart(thread_id, run_request, changed)
         except ThreadBusy as exc:
             raise ApiError(409, str(exc)) from exc
 
     async def _forget(self, run: ActiveRun) -> None:
         await run.wait()
         thread_id = run.record.thread_id
-        await asyncio.to_thread(self.saver.delete_thread, thread_id)
-        self.records.delete_thread(thread_id)
+
+        def forget() -> None:
+            self.saver.delete_thread(thread_id)
+            self.records.delete_thread(thread_id)
+
+        await asyncio.to_thread(forget)
 
     async def create_run(self, request: Request) -> Response:
         run = await self._start(request, request.path_params["thread_id"])
@@ -703,6 +710,14 @@ class _Api:
                 run, wait=wait, action="rollback" if action == "rollback" else "interrupt"
             )
         return Response(status_code=204)
+
+
+def _thread_record(thread_id: str, metadata: dict[str, Any]) -> ThreadRecord:
+    """A new thread's record, owned by the request's key (not written yet)."""
+    stamp = now()
+    return ThreadRecord(
+        thread_id=thread_id, created_at=stamp, updated_at=stamp, metadata=stamp_owner(metadata)
+    )
 
 
 def _run_location(run: ActiveRun | RunRecord) -> dict[str, str]:

@@ -8,13 +8,20 @@ Same rows as :class:`~graph_agent.serve.records.Records` (tables prefixed
 (the action a client asked for) and the ``result``. Every change a client may be waiting for is
 announced with ``NOTIFY graph_agent_serve`` (see :mod:`graph_agent.serve.queue`).
 
-Calls are short parameterised statements on a ``psycopg_pool.ConnectionPool`` in autocommit
-mode, made from the event loop as the SQLite records' are: one round trip each.
+Two faces on the same SQL: the API's reads and its rare writes are sync calls on a
+``psycopg_pool.ConnectionPool`` (one short statement each, as the SQLite records' are); what a
+run does while it runs (start, claim, events, end) is awaited on an ``AsyncConnectionPool``
+opened in the server's event loop (:meth:`aopen`), so hundreds of runs wait on PostgreSQL's
+commits at once instead of one after another on the loop. Each of those is one round trip: one
+statement, or a pipelined transaction.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from graph_agent.serve.records import (
@@ -27,11 +34,12 @@ from graph_agent.serve.records import (
     now,
 )
 
-__all__ = ["CHANNEL", "PostgresRecords"]
+__all__ = ["CHANNEL", "UNFINISHED", "PostgresRecords", "StartedRun"]
 
 CHANNEL = "graph_agent_serve"
-"""The NOTIFY channel: ``q`` (a run to claim), ``e:<run_id>`` (its events or status changed),
-``c:<run_id>`` (a client asked to cancel it)."""
+"""The NOTIFY channel's prefix (see :attr:`PostgresRecords.channel`). Payloads: ``q`` (a run
+to claim), ``e:<run_id>`` (new events of the run), ``d:<run_id>`` (its row changed: it ended,
+was cancelled or deleted) and ``c:<run_id>:<action>`` (a client asked to cancel it)."""
 
 _THREAD_COLUMNS = "thread_id, created_at, updated_at, metadata, status, assistant_id"
 _RUN_COLUMNS = (
@@ -57,8 +65,103 @@ _SCHEMA = (
         PRIMARY KEY (run_id, seq))""",
 )
 _SCHEMA_LOCK = 0x6761_7365_7276  # an advisory lock: two processes never create tables at once
+_THREAD_LOCKS = 0x6761_7372
+"""First key of the two-key transaction locks that serialise the runs started on one thread
+(the second is the thread id's hash); two-key locks never clash with the workers' one-key
+session locks."""
 
 UNFINISHED = ("pending", "running")
+
+_UPSERT_THREAD = (
+    f"INSERT INTO graph_agent_serve_threads ({_THREAD_COLUMNS}) "
+    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (thread_id) DO UPDATE SET "
+    "updated_at = EXCLUDED.updated_at, metadata = EXCLUDED.metadata, "
+    "status = EXCLUDED.status, assistant_id = EXCLUDED.assistant_id"
+)
+_SET_THREAD_STATUS = (
+    "UPDATE graph_agent_serve_threads SET status = %s, updated_at = %s, "
+    "assistant_id = COALESCE(%s, assistant_id) WHERE thread_id = %s"
+)
+_UNFINISHED_RUNS = (
+    "SELECT run_id FROM graph_agent_serve_runs WHERE thread_id = %s "
+    "AND status IN ('pending', 'running') ORDER BY seq DESC"
+)
+_INSERT_RUN = (
+    f"INSERT INTO graph_agent_serve_runs ({_RUN_COLUMNS}, request, attempt, worker) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+_NOTIFY = "SELECT pg_notify(%s, %s)"
+_CANCEL = (
+    "UPDATE graph_agent_serve_runs SET status = CASE status WHEN 'pending' THEN "
+    "'interrupted' ELSE status END, cancel = %s, updated_at = %s WHERE run_id = %s "
+    "AND status IN ('pending', 'running')"
+)
+_DELETE_PENDING = "DELETE FROM graph_agent_serve_runs WHERE run_id = %s AND status = 'pending'"
+_RUN_BY_ID = f"SELECT {_RUN_COLUMNS}, result, cancel FROM graph_agent_serve_runs WHERE run_id = %s"
+_EVENTS = (
+    "SELECT seq, event, data FROM graph_agent_serve_events WHERE run_id = %s "
+    "AND seq > %s ORDER BY seq"
+)
+_CLAIM = (
+    "UPDATE graph_agent_serve_runs SET status = 'running', worker = %s, "
+    "attempt = attempt + 1, updated_at = %s WHERE run_id = ("
+    " SELECT r.run_id FROM graph_agent_serve_runs r WHERE r.status = 'pending'"
+    " AND NOT EXISTS (SELECT 1 FROM graph_agent_serve_runs e WHERE"
+    "  e.thread_id = r.thread_id AND e.seq < r.seq AND e.status IN ('pending', 'running'))"
+    " ORDER BY r.seq LIMIT 1 FOR UPDATE SKIP LOCKED)"
+    f" RETURNING {_RUN_COLUMNS}, request, attempt, cancel"
+)
+_REQUEUE_ORPHANS = (
+    "WITH orphans AS (UPDATE graph_agent_serve_runs SET status = 'pending', updated_at = %s "
+    "WHERE status = 'running' AND worker IS NOT NULL "
+    "AND pg_try_advisory_xact_lock(worker) RETURNING run_id) "
+    "SELECT run_id, pg_notify(%s, 'q') FROM orphans"
+)
+_ADD_EVENTS = (
+    "WITH added AS (INSERT INTO graph_agent_serve_events (run_id, seq, event, data) "
+    "SELECT %(run)s, e.seq, e.event, e.data "
+    "FROM unnest(%(seqs)s::int[], %(events)s::text[], %(datas)s::text[]) AS e (seq, event, data) "
+    "ON CONFLICT DO NOTHING) "
+)
+_FINISH_RUN = (
+    _ADD_EVENTS + ", finished AS (UPDATE graph_agent_serve_runs SET status = %(status)s, "
+    "updated_at = %(now)s, result = %(result)s WHERE run_id = %(run)s AND worker = %(worker)s "
+    "AND status = 'running' RETURNING run_id), "
+    # the thread is busy while another of its runs is to come (this run still reads as
+    # running here: the statement sees the rows as they were before it)
+    "others AS (SELECT status FROM graph_agent_serve_runs WHERE thread_id = %(thread)s "
+    "AND run_id <> %(run)s AND status IN ('pending', 'running')), "
+    "thread AS (UPDATE graph_agent_serve_threads SET updated_at = %(now)s, status = CASE "
+    "WHEN EXISTS (SELECT FROM others) THEN 'busy' ELSE %(thread_status)s END "
+    "WHERE thread_id = %(thread)s AND EXISTS (SELECT FROM finished)) "
+    "SELECT EXISTS (SELECT FROM finished), pg_notify(%(channel)s, 'd:' || %(run)s), "
+    "CASE WHEN EXISTS (SELECT FROM others WHERE status = 'pending') "
+    "THEN pg_notify(%(channel)s, 'q') END"
+)
+_ROLLED_BACK = (
+    "WITH events AS (DELETE FROM graph_agent_serve_events WHERE run_id = %(run)s), "
+    "deleted AS (DELETE FROM graph_agent_serve_runs WHERE run_id = %(run)s), "
+    "others AS (SELECT status FROM graph_agent_serve_runs WHERE thread_id = %(thread)s "
+    "AND run_id <> %(run)s AND status IN ('pending', 'running')), "
+    "thread AS (UPDATE graph_agent_serve_threads SET updated_at = %(now)s, status = CASE "
+    "WHEN EXISTS (SELECT FROM others) THEN 'busy' ELSE 'idle' END "
+    "WHERE thread_id = %(thread)s) "
+    "SELECT pg_notify(%(channel)s, 'd:' || %(run)s), "
+    "CASE WHEN EXISTS (SELECT FROM others WHERE status = 'pending') "
+    "THEN pg_notify(%(channel)s, 'q') END"
+)
+
+
+@dataclass(kw_only=True)
+class StartedRun:
+    """What :meth:`PostgresRecords.astart_run` did."""
+
+    before: list[str] = field(default_factory=list)
+    """The ids of the thread's runs that were unfinished before it, newest first."""
+    started: bool = False
+    """Whether the run was written (not with ``reject`` while ``before`` is not empty)."""
+    claimed: bool = False
+    """Whether it was written already claimed by the worker that asked."""
 
 
 class PostgresRecords:
@@ -66,7 +169,7 @@ class PostgresRecords:
 
     Args:
         dsn: A libpq connection string (``options=-c search_path=...`` picks the schema).
-        pool_size: Most connections the pool opens.
+        pool_size: Most connections each pool (sync, async) opens.
     """
 
     def __init__(self, dsn: str, *, pool_size: int = 10) -> None:
@@ -74,31 +177,59 @@ class PostgresRecords:
         import psycopg_pool
 
         self.dsn = dsn
+        self.pool_size = pool_size
         with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             for statement in _SCHEMA:
                 conn.execute(statement)
+            found = conn.execute("SELECT coalesce(current_schema(), '')").fetchone()
+        schema = str(found[0]) if found else ""
+        self.channel = f"{CHANNEL}_{hashlib.sha256(schema.encode()).hexdigest()[:12]}"
+        """The NOTIFY channel of the processes on these tables (notifications are per database:
+        a server on another schema of the same database never hears them)."""
         self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
             dsn, min_size=1, max_size=pool_size, kwargs={"autocommit": True}, open=True
         )
+        self._apool: psycopg_pool.AsyncConnectionPool[Any] | None = None
 
     def close(self) -> None:
         self._pool.close()
+
+    async def aopen(self) -> None:
+        """Open the async pool, in the event loop that will await the ``a...`` methods."""
+        import psycopg_pool
+
+        if self._apool is None:
+            self._apool = psycopg_pool.AsyncConnectionPool(
+                self.dsn,
+                min_size=1,
+                max_size=self.pool_size,
+                kwargs={"autocommit": True},
+                open=False,
+                name="graph_agent-serve",
+            )
+            await self._apool.open()
+
+    async def aclose(self) -> None:
+        if self._apool is not None:
+            await self._apool.close()
+            self._apool = None
 
     def _run(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._pool.connection() as conn:
             cursor = conn.execute(sql, args)
             return cursor.fetchall() if cursor.description is not None else []
 
+    async def _arun(self, sql: str, args: Any = ()) -> list[tuple[Any, ...]]:
+        if self._apool is None:
+            raise RuntimeError("PostgresRecords.aopen() was not awaited: the async pool is shut")
+        async with self._apool.connection() as conn:
+            cursor = await conn.execute(sql, args)
+            return await cursor.fetchall() if cursor.description is not None else []
+
     # threads
     def put_thread(self, thread: ThreadRecord) -> None:
-        self._run(
-            f"INSERT INTO graph_agent_serve_threads ({_THREAD_COLUMNS}) "
-            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (thread_id) DO UPDATE SET "
-            "updated_at = EXCLUDED.updated_at, metadata = EXCLUDED.metadata, "
-            "status = EXCLUDED.status, assistant_id = EXCLUDED.assistant_id",
-            thread.row(),
-        )
+        self._run(_UPSERT_THREAD, thread.row())
 
     def thread(self, thread_id: str) -> ThreadRecord | None:
         rows = self._run(
@@ -114,67 +245,74 @@ class PostgresRecords:
         )
         return [_thread(row) for row in rows]
 
-    def set_thread_status(
-        self, thread_id: str, status: ThreadStatus, assistant_id: str | None = None
-    ) -> None:
-        self._run(
-            "UPDATE graph_agent_serve_threads SET status = %s, updated_at = %s, "
-            "assistant_id = COALESCE(%s, assistant_id) WHERE thread_id = %s",
-            (status, now(), assistant_id, thread_id),
-        )
-
-    def finish_thread(self, thread_id: str, status: ThreadStatus) -> None:
-        """Set the thread's status after a run, unless another run is still to come on it."""
-        self._run(
-            "UPDATE graph_agent_serve_threads SET updated_at = %s, status = CASE WHEN EXISTS "
-            "(SELECT 1 FROM graph_agent_serve_runs WHERE thread_id = %s AND status IN "
-            "('pending', 'running')) THEN 'busy' ELSE %s END WHERE thread_id = %s",
-            (now(), thread_id, status, thread_id),
-        )
-
     def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread, its runs and their events (one statement: all or nothing)."""
         self._run(
-            "DELETE FROM graph_agent_serve_events WHERE run_id IN "
-            "(SELECT run_id FROM graph_agent_serve_runs WHERE thread_id = %s)",
-            (thread_id,),
+            "WITH runs AS (DELETE FROM graph_agent_serve_runs WHERE thread_id = %s "
+            "RETURNING run_id), events AS (DELETE FROM graph_agent_serve_events "
+            "WHERE run_id IN (SELECT run_id FROM runs)) "
+            "DELETE FROM graph_agent_serve_threads WHERE thread_id = %s",
+            (thread_id, thread_id),
         )
-        self._run("DELETE FROM graph_agent_serve_runs WHERE thread_id = %s", (thread_id,))
-        self._run("DELETE FROM graph_agent_serve_threads WHERE thread_id = %s", (thread_id,))
 
-    # runs
-    def put_run(self, run: RunRecord, request: str = "{}") -> None:
-        """Queue a run (``request``: what it is to do, as JSON) and announce it."""
-        self._run(
-            f"INSERT INTO graph_agent_serve_runs ({_RUN_COLUMNS}, request) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (*run.row(), request),
-        )
-        self.announce_queue()
+    # runs: the API's side
+    async def astart_run(
+        self,
+        run: RunRecord,
+        request: str,
+        *,
+        thread: ThreadRecord | None = None,
+        worker: int | None = None,
+    ) -> StartedRun:
+        """Start a run on its thread, in one transaction under the thread's lock (so runs
+        started at once on one thread, from any process, queue in order).
 
-    def announce_queue(self) -> None:
-        """Tell the workers there may be a run to claim."""
-        self._run("SELECT pg_notify(%s, 'q')", (CHANNEL,))
-
-    def set_run_status(self, run_id: str, status: RunStatus) -> None:
-        self._run(
-            "UPDATE graph_agent_serve_runs SET status = %s, updated_at = %s WHERE run_id = %s",
-            (status, now(), run_id),
-        )
-        self.announce(run_id)
-
-    def finish_run(self, run_id: str, status: RunStatus, result: Any, worker: int) -> bool:
-        """Record how a run claimed by ``worker`` ended; False when another worker holds it
-        now (this one was taken for dead), and nothing was written."""
-        rows = self._run(
-            "UPDATE graph_agent_serve_runs SET status = %s, updated_at = %s, result = %s "
-            "WHERE run_id = %s AND worker = %s AND status = 'running' RETURNING run_id",
-            (status, now(), json.dumps(result), run_id, worker),
-        )
-        self.announce(run_id)
-        return bool(rows)
-
-    def announce(self, run_id: str) -> None:
-        self._run("SELECT pg_notify(%s, %s)", (CHANNEL, f"e:{run_id}"))
+        The thread's record is written (``thread``, else its status and assistant) and the run
+        queued, unless the run's ``multitask_strategy`` is ``reject`` and another run is still
+        unfinished on the thread. With ``interrupt``/``rollback`` those others are asked to
+        stop. With ``worker``, a run with nothing before it on its thread is written already
+        claimed by that worker (``running``, attempt 1; it holds the worker's advisory lock, so
+        it goes back to the queue if that process dies); otherwise it is announced to the
+        workers. One round trip for the usual case.
+        """
+        if self._apool is None:
+            raise RuntimeError("PostgresRecords.aopen() was not awaited: the async pool is shut")
+        started = StartedRun()
+        stamp = now()
+        strategy = run.multitask_strategy
+        async with self._apool.connection() as conn, conn.pipeline(), conn.transaction():
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_THREAD_LOCKS, run.thread_id)
+            )
+            cursor = await conn.execute(_UNFINISHED_RUNS, (run.thread_id,))
+            started.before = [str(row[0]) for row in await cursor.fetchall()]
+            if started.before and strategy == "reject":
+                return started
+            if thread is not None:
+                thread.status, thread.updated_at = "busy", stamp
+                await conn.execute(_UPSERT_THREAD, thread.row())
+            else:
+                await conn.execute(
+                    _SET_THREAD_STATUS, ("busy", stamp, run.assistant_id, run.thread_id)
+                )
+            if strategy in ("interrupt", "rollback"):
+                for run_id in started.before:
+                    if strategy == "rollback":
+                        await conn.execute(_DELETE_PENDING, (run_id,))
+                    await conn.execute(_CANCEL, (strategy, stamp, run_id))
+                    await conn.execute(_NOTIFY, (self.channel, f"c:{run_id}:{strategy}"))
+                    await conn.execute(_NOTIFY, (self.channel, f"d:{run_id}"))
+            started.claimed = worker is not None and not started.before
+            if started.claimed:
+                run.status = "running"
+            await conn.execute(
+                _INSERT_RUN,
+                (*run.row(), request, int(started.claimed), worker if started.claimed else None),
+            )
+            if not started.claimed:
+                await conn.execute(_NOTIFY, (self.channel, "q"))
+        started.started = True
+        return started
 
     def run(self, thread_id: str, run_id: str) -> RunRecord | None:
         rows = self._run(
@@ -186,14 +324,10 @@ class PostgresRecords:
 
     def run_by_id(self, run_id: str) -> tuple[RunRecord, Any, str | None] | None:
         """A run's record, its result (None until it ended) and the cancel asked for it."""
-        rows = self._run(
-            f"SELECT {_RUN_COLUMNS}, result, cancel FROM graph_agent_serve_runs WHERE run_id = %s",
-            (run_id,),
-        )
-        if not rows:
-            return None
-        row = rows[0]
-        return _run_record(row[:9]), json.loads(row[9]) if row[9] else None, row[10]
+        return _with_result(self._run(_RUN_BY_ID, (run_id,)))
+
+    async def arun_by_id(self, run_id: str) -> tuple[RunRecord, Any, str | None] | None:
+        return _with_result(await self._arun(_RUN_BY_ID, (run_id,)))
 
     def runs(self, thread_id: str, *, limit: int, offset: int) -> list[RunRecord]:
         """A thread's runs, newest first."""
@@ -206,80 +340,112 @@ class PostgresRecords:
 
     def unfinished_runs(self, thread_id: str) -> list[str]:
         """The ids of the thread's runs still pending or running, newest first."""
-        rows = self._run(
-            "SELECT run_id FROM graph_agent_serve_runs WHERE thread_id = %s "
-            "AND status IN ('pending', 'running') ORDER BY seq DESC",
-            (thread_id,),
-        )
-        return [str(row[0]) for row in rows]
+        return [str(row[0]) for row in self._run(_UNFINISHED_RUNS, (thread_id,))]
 
     def delete_run(self, run_id: str) -> None:
-        self._run("DELETE FROM graph_agent_serve_events WHERE run_id = %s", (run_id,))
-        self._run("DELETE FROM graph_agent_serve_runs WHERE run_id = %s", (run_id,))
-        self.announce(run_id)
-
-    def request_cancel(self, run_id: str, action: str) -> None:
-        """Ask the run to stop: a pending one ends here (``interrupted``, or deleted for a
-        rollback); the worker running one is told (``NOTIFY c:<run_id>``)."""
-        if action == "rollback":
-            self._run(
-                "DELETE FROM graph_agent_serve_runs WHERE run_id = %s AND status = 'pending'",
-                (run_id,),
-            )
         self._run(
-            "UPDATE graph_agent_serve_runs SET status = CASE status WHEN 'pending' THEN "
-            "'interrupted' ELSE status END, cancel = %s, updated_at = %s WHERE run_id = %s "
-            "AND status IN ('pending', 'running')",
-            (action, now(), run_id),
+            "WITH events AS (DELETE FROM graph_agent_serve_events WHERE run_id = %s) "
+            "DELETE FROM graph_agent_serve_runs WHERE run_id = %s",
+            (run_id, run_id),
         )
-        self._run("SELECT pg_notify(%s, %s)", (CHANNEL, f"c:{run_id}"))
-        self.announce(run_id)
+        self._run(_NOTIFY, (self.channel, f"d:{run_id}"))
 
-    def claim(self, worker: int) -> tuple[RunRecord, str, int] | None:
+    async def arequest_cancel(self, run_id: str, action: str) -> None:
+        """Ask the run to stop: a pending one ends here (``interrupted``, or deleted for a
+        rollback); the worker running one is told (``NOTIFY c:<run_id>:<action>``)."""
+        if self._apool is None:
+            raise RuntimeError("PostgresRecords.aopen() was not awaited: the async pool is shut")
+        async with self._apool.connection() as conn, conn.pipeline(), conn.transaction():
+            if action == "rollback":
+                await conn.execute(_DELETE_PENDING, (run_id,))
+            await conn.execute(_CANCEL, (action, now(), run_id))
+            await conn.execute(_NOTIFY, (self.channel, f"c:{run_id}:{action}"))
+            await conn.execute(_NOTIFY, (self.channel, f"d:{run_id}"))
+
+    # runs: the workers' side
+    async def aclaim(self, worker: int) -> tuple[RunRecord, str, int, str | None] | None:
         """Claim the oldest pending run whose thread has no earlier unfinished run, for
-        ``worker``: its record, its request (JSON) and its attempt (1 on the first claim)."""
-        rows = self._run(
-            "UPDATE graph_agent_serve_runs SET status = 'running', worker = %s, "
-            "attempt = attempt + 1, updated_at = %s WHERE run_id = ("
-            " SELECT r.run_id FROM graph_agent_serve_runs r WHERE r.status = 'pending'"
-            " AND NOT EXISTS (SELECT 1 FROM graph_agent_serve_runs e WHERE"
-            "  e.thread_id = r.thread_id AND e.seq < r.seq AND e.status IN ('pending', 'running'))"
-            " ORDER BY r.seq LIMIT 1 FOR UPDATE SKIP LOCKED)"
-            f" RETURNING {_RUN_COLUMNS}, request, attempt",
-            (worker, now()),
-        )
+        ``worker``: its record, its request (JSON), its attempt (1 on the first claim) and the
+        cancel asked for it meanwhile."""
+        rows = await self._arun(_CLAIM, (worker, now()))
         if not rows:
             return None
         row = rows[0]
-        return _run_record(row[:9]), str(row[9]), int(row[10])
+        return _run_record(row[:9]), str(row[9]), int(row[10]), row[11]
 
-    def requeue_orphans(self) -> list[str]:
+    async def arequeue_orphans(self) -> list[str]:
         """Put back in the queue the runs whose worker is gone (its session, and so its
         advisory lock, ended); they resume from their last checkpoint on whoever claims them."""
-        rows = self._run(
-            "UPDATE graph_agent_serve_runs SET status = 'pending', updated_at = %s "
-            "WHERE status = 'running' AND worker IS NOT NULL "
-            "AND pg_try_advisory_xact_lock(worker) RETURNING run_id",
-            (now(),),
-        )
-        if rows:
-            self.announce_queue()
+        rows = await self._arun(_REQUEUE_ORPHANS, (now(), self.channel))
         return [str(row[0]) for row in rows]
 
+    async def afinish_run(
+        self,
+        run_id: str,
+        thread_id: str,
+        status: RunStatus,
+        result: Any,
+        worker: int,
+        thread_status: ThreadStatus,
+        events: Sequence[tuple[int, str, str]] = (),
+    ) -> bool:
+        """Record how a run claimed by ``worker`` ended, with its last events, and set its
+        thread's status (``busy`` while another run is to come); False when another worker
+        holds the run now (this one was taken for dead), and only the events were written.
+        One statement; waiters are told (``d:``), and workers too if a run waits on the
+        thread (``q``)."""
+        rows = await self._arun(
+            _FINISH_RUN,
+            {
+                **_event_arrays(run_id, events),
+                "status": status,
+                "now": now(),
+                "result": json.dumps(result),
+                "worker": worker,
+                "thread": thread_id,
+                "thread_status": thread_status,
+                "channel": self.channel,
+            },
+        )
+        return bool(rows and rows[0][0])
+
+    async def arolled_back(self, run_id: str, thread_id: str) -> None:
+        """Delete a run that was rolled back, with its events; its thread goes idle unless
+        another run is to come."""
+        args = {"run": run_id, "thread": thread_id, "now": now(), "channel": self.channel}
+        await self._arun(_ROLLED_BACK, args)
+
     # events
-    def add_event(self, run_id: str, seq: int, event: str, data: str) -> None:
-        """Store event number ``seq`` of a run and announce it."""
-        self._run(
-            "WITH added AS (INSERT INTO graph_agent_serve_events VALUES (%s, %s, %s, %s)) "
-            "SELECT pg_notify(%s, %s)",
-            (run_id, seq, event, data, CHANNEL, f"e:{run_id}"),
+    async def aadd_events(self, run_id: str, events: Sequence[tuple[int, str, str]]) -> None:
+        """Store a run's events ``(seq, event, data as JSON text)`` and announce them."""
+        await self._arun(
+            _ADD_EVENTS + "SELECT pg_notify(%(channel)s, 'e:' || %(run)s)",
+            {**_event_arrays(run_id, events), "channel": self.channel},
         )
 
     def events(self, run_id: str, after: int = -1) -> list[tuple[int, str, str]]:
         """A run's events numbered above ``after``, in order: ``(seq, event, data)``."""
-        rows = self._run(
-            "SELECT seq, event, data FROM graph_agent_serve_events WHERE run_id = %s "
-            "AND seq > %s ORDER BY seq",
-            (run_id, after),
-        )
-        return [(int(seq), str(event), str(data)) for seq, event, data in rows]
+        return _events(self._run(_EVENTS, (run_id, after)))
+
+    async def aevents(self, run_id: str, after: int = -1) -> list[tuple[int, str, str]]:
+        return _events(await self._arun(_EVENTS, (run_id, after)))
+
+
+def _with_result(rows: list[tuple[Any, ...]]) -> tuple[RunRecord, Any, str | None] | None:
+    if not rows:
+        return None
+    row = rows[0]
+    return _run_record(row[:9]), json.loads(row[9]) if row[9] else None, row[10]
+
+
+def _events(rows: list[tuple[Any, ...]]) -> list[tuple[int, str, str]]:
+    return [(int(seq), str(event), str(data)) for seq, event, data in rows]
+
+
+def _event_arrays(run_id: str, events: Sequence[tuple[int, str, str]]) -> dict[str, Any]:
+    return {
+        "run": run_id,
+        "seqs": [seq for seq, _, _ in events],
+        "events": [event for _, event, _ in events],
+        "datas": [data for _, _, data in events],
+    }

@@ -8,7 +8,9 @@ a run does not need.
 
 - **Claiming.** A worker claims the oldest pending run whose thread has no earlier unfinished
   run, so runs on one thread go one at a time in order (``enqueue``), and runs on different
-  threads in parallel, on any worker.
+  threads in parallel, on any worker. A process that works and receives a run with nothing
+  before it on its thread claims it as it writes it (same row, same worker key, one round trip):
+  no NOTIFY, no claim, and its clients follow it from memory; the others queue for any worker.
 - **A worker that dies is noticed at once.** Each worker process holds a session advisory lock
   on a random key, on a connection of its own, and writes that key on the runs it claims. When
   the process dies (``kill -9`` included) PostgreSQL ends its session and drops the lock; every
@@ -17,14 +19,19 @@ a run does not need.
   checkpoint (the checkpoint saver's own lease, also bound to the dead session, is free too):
   input ``None`` when the thread's newest checkpoint is the run's own, its input otherwise.
   Liveness is never judged from a PID or a clock.
-- **Events reach every process.** Events are rows (``seq`` per run) and each insert is announced
-  with ``NOTIFY graph_agent_serve``; one connection per process LISTENs and wakes the clients
-  streaming or waiting there, who read the rows after the last they sent. A reconnecting client
-  (``Last-Event-ID``) reads from the table: nothing is lost or sent twice, whichever process
-  ran or runs the run.
+- **Events reach every process.** Events are rows (``seq`` per run), written in batches (each
+  batch while the run goes on, the last with the run's end, in one statement) and announced with
+  ``NOTIFY graph_agent_serve``; one connection per process LISTENs and wakes the clients
+  streaming there from another process, who read the rows after the last they sent. Clients of
+  the process running the run read its events from memory, and ``runs/wait`` wakes once, at the
+  end. A reconnecting client (``Last-Event-ID``) reads from the table: nothing is lost or sent
+  twice, whichever process ran or runs the run.
 - **Cancel** marks the row and notifies; the worker running it stops at its next step boundary
   (``rollback``: it also takes the thread back and deletes the run) before the next run on the
   thread may be claimed.
+
+Everything a run does on the records is awaited on an async pool: no process blocks its event
+loop on PostgreSQL while its runs run.
 """
 
 from __future__ import annotations
@@ -35,7 +42,6 @@ import dataclasses
 import json
 import logging
 import secrets
-import threading
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -43,8 +49,8 @@ from typing import Any
 
 from graph_agent.graph.errors import GraphCancelledError, ThreadBusyError
 from graph_agent.graph.types import RunnableConfig
-from graph_agent.serve.pg_records import CHANNEL, UNFINISHED, PostgresRecords
-from graph_agent.serve.records import RunRecord, RunStatus, ThreadStatus
+from graph_agent.serve.pg_records import UNFINISHED, PostgresRecords
+from graph_agent.serve.records import RunRecord, RunStatus, ThreadRecord, ThreadStatus
 from graph_agent.serve.runs import (
     ActiveRun,
     CancelAction,
@@ -64,11 +70,15 @@ _log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5
 """How often a worker looks for runs without being told (and for the runs of dead workers)."""
+EVENT_BATCH_SECONDS = 0.1
+"""How long a run's events wait to be written with the next ones (clients in other processes
+see them that much later; those of the process running it, at once)."""
 
 
 @dataclass(kw_only=True)
 class RemoteRun(ActiveRun):
-    """A run as the API sees it in PostgreSQL mode: its rows, whichever process runs it."""
+    """A run as the API sees it in PostgreSQL mode when another process runs it (or none yet):
+    its rows, re-read when that process announces a change."""
 
     runner: QueueRunner
     status: RunStatus = "pending"
@@ -78,9 +88,9 @@ class RemoteRun(ActiveRun):
     def finished(self) -> bool:
         return self.status not in UNFINISHED
 
-    def _refresh(self) -> bool:
+    async def _refresh(self) -> bool:
         """Read the run's row; False when it is gone (deleted, or rolled back)."""
-        found = self.runner.records.run_by_id(self.record.run_id)
+        found = await self.runner.records.arun_by_id(self.record.run_id)
         if found is None:
             self.status = "interrupted"
             return False
@@ -90,17 +100,17 @@ class RemoteRun(ActiveRun):
 
     async def wait(self) -> Any:
         while True:
-            wake = self.runner.wake_for(self.record.run_id)
-            if not self._refresh() or self.finished:
+            wake = self.runner.wake_for(self.record.run_id, events=False)
+            if not await self._refresh() or self.finished:
                 return self.last_result
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), POLL_SECONDS * 4)
 
     async def follow(self, after: int = -1) -> AsyncIterator[tuple[int, str, str]]:
         while True:
-            wake = self.runner.wake_for(self.record.run_id)
-            ended = not self._refresh() or self.finished  # read before the events: none missed
-            for item in self.runner.records.events(self.record.run_id, after):
+            wake = self.runner.wake_for(self.record.run_id, events=True)
+            ended = not await self._refresh() or self.finished  # read before the events
+            for item in await self.runner.records.aevents(self.record.run_id, after):
                 yield item
                 after = item[0]
             if ended:
@@ -109,10 +119,57 @@ class RemoteRun(ActiveRun):
                 await asyncio.wait_for(wake.wait(), POLL_SECONDS * 4)
 
 
+class _EventWriter:
+    """A running run's event log (``ActiveRun.log``): events are kept here and written in
+    batches, at most every :data:`EVENT_BATCH_SECONDS` and one statement at a time, so a run
+    of many quick steps makes few round trips; what is left when it ends goes with its end
+    (see :meth:`drain`). Clients of this process read the events from memory meanwhile."""
+
+    def __init__(self, records: PostgresRecords, run_id: str) -> None:
+        self.records = records
+        self.run_id = run_id
+        self.pending: list[tuple[int, str, str]] = []
+        self.writing: asyncio.Task[None] | None = None
+        self.holding = False  # the writer waits before its first batch
+
+    def __call__(self, run_id: str, seq: int, event: str, data: str) -> None:
+        self.pending.append((seq, event, data))
+        if self.writing is None:
+            self.writing = asyncio.get_running_loop().create_task(self._write())
+
+    async def _write(self) -> None:
+        try:
+            self.holding = True
+            await asyncio.sleep(EVENT_BATCH_SECONDS)
+            self.holding = False
+            while self.pending:
+                batch, self.pending = self.pending, []
+                try:
+                    await self.records.aadd_events(self.run_id, batch)
+                except Exception as exc:  # kept: the run's end writes them (or tries again)
+                    _log.warning("graph-agent serve: could not store events (%s)", exc)
+                    self.pending[:0] = batch
+                    return
+        finally:
+            self.holding = False
+            self.writing = None
+
+    async def drain(self) -> list[tuple[int, str, str]]:
+        """The events not written yet, taken out (after the batch being written, if any)."""
+        writing = self.writing
+        if writing is not None:
+            if self.holding:
+                writing.cancel()
+            await asyncio.wait([writing])
+        rest, self.pending = self.pending, []
+        return rest
+
+
 @dataclass(kw_only=True)
 class _Claimed:
     run: ActiveRun
     attempt: int
+    writer: _EventWriter
     cancel_action: list[str] = field(default_factory=list)
 
 
@@ -123,7 +180,8 @@ class QueueRunner(Runner):
         assistants: Each runnable by its assistant id.
         records: The PostgreSQL records shared by every process.
         work: Whether this process claims runs (an API-only process does not).
-        concurrency: Most runs this process runs at once.
+        concurrency: Most runs this process runs at once (those it claims as it receives
+            them included); the rest wait in the queue for any worker.
     """
 
     def __init__(
@@ -140,35 +198,32 @@ class QueueRunner(Runner):
         self.concurrency = concurrency
         self.worker_key = secrets.randbits(62)
         self._claimed: dict[str, _Claimed] = {}
-        self._wakes: dict[str, asyncio.Event] = {}
+        self._event_wakes: dict[str, asyncio.Event] = {}
+        self._end_wakes: dict[str, asyncio.Event] = {}
         self._queue_wake = asyncio.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._stop = threading.Event()
         self._lock_conn: Any = None
-        self._listener: threading.Thread | None = None
 
     # lifecycle
     async def open(self) -> None:
         """Listen for notifications and, as a worker, start claiming runs."""
         import psycopg
 
-        self._loop = asyncio.get_running_loop()
+        await self.records.aopen()
         self._queue_wake = asyncio.Event()
         if self.work:
-            self._lock_conn = psycopg.connect(self.records.dsn, autocommit=True)
-            self._lock_conn.execute("SELECT pg_advisory_lock(%s)", (self.worker_key,))
-        ready = threading.Event()
-        self._listener = threading.Thread(
-            target=self._listen, args=(ready,), name="graph-agent-serve-listen", daemon=True
-        )
-        self._listener.start()
-        await asyncio.to_thread(ready.wait, 10)
+            self._lock_conn = await psycopg.AsyncConnection.connect(
+                self.records.dsn, autocommit=True
+            )
+            await self._lock_conn.execute("SELECT pg_advisory_lock(%s)", (self.worker_key,))
+        listening = asyncio.Event()
+        self._tasks.append(asyncio.create_task(self._listen(listening)))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(listening.wait(), 10)
         if self.work:
             self._tasks.append(asyncio.create_task(self._work()))
 
     async def close(self) -> None:
-        self._stop.set()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -178,54 +233,59 @@ class QueueRunner(Runner):
         for task in running:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
-        if self._listener is not None:
-            await asyncio.to_thread(self._listener.join, 5)
         if self._lock_conn is not None:
-            self._lock_conn.close()
+            await self._lock_conn.close()
+        await self.records.aclose()
 
-    def _listen(self, ready: threading.Event) -> None:
+    async def _listen(self, listening: asyncio.Event) -> None:
         import psycopg
 
-        while not self._stop.is_set():
+        while True:
             try:
-                with psycopg.connect(self.records.dsn, autocommit=True) as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
-                    ready.set()
-                    while not self._stop.is_set():
-                        for note in conn.notifies(timeout=0.5):
-                            self._notified(note.payload)
+                conn = await psycopg.AsyncConnection.connect(self.records.dsn, autocommit=True)
+                async with conn:
+                    await conn.execute(f"LISTEN {self.records.channel}")
+                    listening.set()
+                    self._wake_everyone()  # what was announced while we did not listen
+                    async for note in conn.notifies():
+                        self._dispatch(note.payload)
             except psycopg.Error as exc:
                 _log.warning("graph-agent serve: LISTEN connection lost (%s); reconnecting", exc)
-                self._stop.wait(0.5)
-
-    def _notified(self, payload: str) -> None:
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            return
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            loop.call_soon_threadsafe(self._dispatch, payload)
+                await asyncio.sleep(0.5)
 
     def _dispatch(self, payload: str) -> None:
-        kind, _, run_id = payload.partition(":")
+        kind, _, about = payload.partition(":")
         if kind == "q":
             self._queue_wake.set()
         elif kind == "e":
-            wake = self._wakes.pop(run_id, None)
-            if wake is not None:
-                wake.set()
+            _set(self._event_wakes.pop(about, None))
+        elif kind == "d":
+            _set(self._event_wakes.pop(about, None))
+            _set(self._end_wakes.pop(about, None))
         elif kind == "c":
-            claimed = self._claimed.get(run_id)
-            if claimed is not None:
-                found = self.records.run_by_id(run_id)
-                if found is not None and found[2]:
-                    claimed.cancel_action.append(found[2])
-                claimed.run.cancel.set()
+            run_id, _, action = about.partition(":")
+            self._cancel_here(run_id, action)
 
-    def wake_for(self, run_id: str) -> asyncio.Event:
-        """An event set at the next announcement about ``run_id``."""
-        wake = self._wakes.get(run_id)
+    def _wake_everyone(self) -> None:
+        self._queue_wake.set()
+        for wakes in (self._event_wakes, self._end_wakes):
+            for wake in wakes.values():
+                wake.set()
+            wakes.clear()
+
+    def _cancel_here(self, run_id: str, action: str) -> None:
+        claimed = self._claimed.get(run_id)
+        if claimed is not None:
+            claimed.cancel_action.append(action)
+            claimed.run.cancel.set()
+
+    def wake_for(self, run_id: str, *, events: bool) -> asyncio.Event:
+        """An event set at the next announcement that ``run_id`` changed: any (``events``), or
+        only that its row did (it ended, was cancelled or deleted)."""
+        wakes = self._event_wakes if events else self._end_wakes
+        wake = wakes.get(run_id)
         if wake is None:
-            wake = self._wakes[run_id] = asyncio.Event()
+            wake = wakes[run_id] = asyncio.Event()
         return wake
 
     # the API's side
@@ -234,6 +294,9 @@ class QueueRunner(Runner):
         return self.find(unfinished[0]) if unfinished else None
 
     def find(self, run_id: str) -> ActiveRun | None:
+        claimed = self._claimed.get(run_id)
+        if claimed is not None:
+            return claimed.run
         found = self.records.run_by_id(run_id)
         if found is None:
             return None
@@ -250,75 +313,99 @@ class QueueRunner(Runner):
         )
 
     def start(self, thread_id: str, request: RunRequest) -> ActiveRun:
-        unfinished = self.records.unfinished_runs(thread_id)
-        if unfinished and request.multitask_strategy == "reject":
-            raise thread_busy(thread_id, unfinished[0])
-        record = new_run_record(thread_id, request, {"request": _request_json(request)})
-        self.records.set_thread_status(thread_id, "busy", request.assistant_id)
-        if unfinished and request.multitask_strategy in ("interrupt", "rollback"):
-            for run_id in unfinished:
-                self.records.request_cancel(run_id, request.multitask_strategy)
-        self.records.put_run(record, json.dumps(_request_json(request)))
+        """Not in PostgreSQL mode: starting a run waits on the database, so it is awaited."""
+        raise NotImplementedError("a QueueRunner starts runs with `await runner.astart(...)`")
+
+    async def astart(
+        self, thread_id: str, request: RunRequest, thread: ThreadRecord | None = None
+    ) -> ActiveRun:
+        kept = _request_json(request)
+        record = new_run_record(thread_id, request, {"request": kept})
+        here = self.work and len(self._claimed) < self.concurrency
+        started = await self.records.astart_run(
+            record, json.dumps(kept), thread=thread, worker=self.worker_key if here else None
+        )
+        if not started.started:
+            raise thread_busy(thread_id, started.before[0])
+        if started.claimed:
+            return self._run_here(record, request, attempt=1)
         return self._handle(record)
 
     async def cancel(
         self, run: ActiveRun, *, wait: bool, action: CancelAction = "interrupt"
     ) -> None:
-        self.records.request_cancel(run.record.run_id, action)
+        self._cancel_here(run.record.run_id, action)
+        await self.records.arequest_cancel(run.record.run_id, action)
         if wait or action == "rollback":
             await run.wait()
 
     # the worker's side
     async def _work(self) -> None:
-        slots = asyncio.Semaphore(self.concurrency)
+        orphans_due = 0.0
         while True:
+            self._queue_wake.clear()
             try:
-                await asyncio.to_thread(self.records.requeue_orphans)
-                while True:
-                    await slots.acquire()
-                    claimed = self.records.claim(self.worker_key)
+                if time.monotonic() >= orphans_due:
+                    await self.records.arequeue_orphans()
+                    orphans_due = time.monotonic() + POLL_SECONDS
+                while len(self._claimed) < self.concurrency:
+                    claimed = await self.records.aclaim(self.worker_key)
                     if claimed is None:
-                        slots.release()
                         break
-                    record, request_text, attempt = claimed
-                    task = asyncio.create_task(self._run_claimed(record, request_text, attempt))
-                    task.add_done_callback(lambda _: slots.release())
+                    record, request_text, attempt, cancel = claimed
+                    request = _request_from_json(json.loads(request_text), record)
+                    events = await self.records.aevents(record.run_id) if attempt > 1 else []
+                    run = self._run_here(record, request, attempt, events)
+                    if cancel:  # asked before it was claimed
+                        self._cancel_here(record.run_id, cancel)
+                        run.cancel.set()
             except Exception:  # the database went away a moment: try again at the next poll
                 _log.exception("graph-agent serve: claiming runs failed")
-            self._queue_wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._queue_wake.wait(), POLL_SECONDS)
 
-    async def _run_claimed(self, record: RunRecord, request_text: str, attempt: int) -> None:
-        request = _request_from_json(json.loads(request_text), record)
-        runnable = self.assistants.get(request.assistant_id)
-        run = ActiveRun(record=record, request=request, log=self.records.add_event)
-        run.events = [(event, data) for _, event, data in self.records.events(record.run_id)]
-        claimed = _Claimed(run=run, attempt=attempt)
+    def _run_here(
+        self,
+        record: RunRecord,
+        request: RunRequest,
+        attempt: int,
+        events: list[tuple[int, str, str]] | None = None,
+    ) -> ActiveRun:
+        """Run a run this process claimed, as a task; its clients here follow it in memory."""
+        writer = _EventWriter(self.records, record.run_id)
+        run = ActiveRun(record=record, request=request, log=writer)
+        run.events = [(event, data) for _, event, data in events or ()]
+        claimed = _Claimed(run=run, attempt=attempt, writer=writer)
         self._claimed[record.run_id] = claimed
-        run.task = asyncio.current_task()
-        found = self.records.run_by_id(record.run_id)
-        if found is not None and found[2]:  # cancelled before it was claimed
-            claimed.cancel_action.append(found[2])
-            run.cancel.set()
-        try:
-            if runnable is None:
-                raise LookupError(f"this worker does not serve assistant {request.assistant_id}")
-            if attempt > 1:
-                await asyncio.to_thread(_await_lease, runnable, record.thread_id)
-                request = await asyncio.to_thread(_resumed, runnable, record, request)
-                run.request = request
-            await self._execute_claimed(run, runnable, attempt)
-        finally:
-            self._claimed.pop(record.run_id, None)
+        run.task = asyncio.create_task(self._run_claimed(claimed))
+        return run
 
-    async def _execute_claimed(self, run: ActiveRun, runnable: Runnable, attempt: int) -> None:
+    async def _run_claimed(self, claimed: _Claimed) -> None:
+        run = claimed.run
+        try:
+            await self._execute_claimed(claimed)
+        finally:
+            if len(self._claimed) >= self.concurrency:
+                self._queue_wake.set()  # room for one more from the queue
+            self._claimed.pop(run.record.run_id, None)
+            run.end()
+
+    async def _execute_claimed(self, claimed: _Claimed) -> None:
+        run, attempt = claimed.run, claimed.attempt
         thread_id, run_id = run.record.thread_id, run.record.run_id
         run.emit("metadata", {"run_id": run_id, "attempt": attempt})
         run_status: RunStatus = "success"
         thread_status: ThreadStatus = "idle"
         result: Any
+        runnable = self.assistants.get(run.request.assistant_id)
         try:
+            if runnable is None:
+                raise LookupError(
+                    f"this worker does not serve assistant {run.request.assistant_id}"
+                )
+            if attempt > 1:
+                await asyncio.to_thread(_await_lease, runnable, thread_id)
+                run.request = await asyncio.to_thread(_resumed, runnable, run.record, run.request)
             if run.cancel.is_set():
                 raise _Cancelled
             if run.request is not _NOTHING_LEFT:
@@ -331,11 +418,12 @@ class QueueRunner(Runner):
             if run.cancel.is_set() and snapshot is not None and snapshot.next:
                 raise _Cancelled
         except (_Cancelled, GraphCancelledError):
-            claimed = self._claimed.get(run_id)
-            if claimed is not None and "rollback" in claimed.cancel_action:
+            assert runnable is not None
+            if "rollback" in claimed.cancel_action:
                 await asyncio.to_thread(rollback_thread, runnable, thread_id, {run_id})
-                self.records.delete_run(run_id)
-                self.records.finish_thread(thread_id, "idle")
+                await claimed.writer.drain()
+                await self.records.arolled_back(run_id, thread_id)
+                run.rolled_back = True
                 return
             run_status = "interrupted"
             result = to_json((await asyncio.to_thread(thread_values, runnable, thread_id))[0])
@@ -344,9 +432,24 @@ class QueueRunner(Runner):
             error = error_json(exc)
             result = {"__error__": error}
             run.emit("error", error)
-        if self.records.finish_run(run_id, run_status, result, self.worker_key):
-            self.records.finish_thread(thread_id, thread_status)
-        self.records.announce_queue()  # the next run on the thread may be claimed now
+        events = await claimed.writer.drain()
+        for delay in (0.1, 0.5, 2.0, None):  # the database may be away a moment
+            try:
+                await self.records.afinish_run(
+                    run_id, thread_id, run_status, result, self.worker_key, thread_status, events
+                )
+                break
+            except Exception as exc:
+                if delay is None:
+                    raise
+                _log.warning("graph-agent serve: could not record the end of a run (%s)", exc)
+                await asyncio.sleep(delay)
+        run.result = result
+
+
+def _set(wake: asyncio.Event | None) -> None:
+    if wake is not None:
+        wake.set()
 
 
 class _Cancelled(Exception):

@@ -30,7 +30,14 @@ from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphCancelledError
 from graph_agent.graph.types import NodeOutput, RunnableConfig, StreamingOutput
 from graph_agent.messages import AssistantMessageChunk
-from graph_agent.serve.records import Records, RunRecord, RunStatus, ThreadStatus, now
+from graph_agent.serve.records import (
+    Records,
+    RunRecord,
+    RunStatus,
+    ThreadRecord,
+    ThreadStatus,
+    now,
+)
 from graph_agent.serve.wire import (
     chunk_json,
     command_from_json,
@@ -265,6 +272,16 @@ class Runner:
                 earlier.cancel.set()
         run.task = asyncio.create_task(self._execute(run))
         return run
+
+    async def astart(
+        self, thread_id: str, request: RunRequest, thread: ThreadRecord | None = None
+    ) -> ActiveRun:
+        """:meth:`start`, with ``thread`` (the thread's record, set for this run) written first;
+        awaited, so that a runner whose records are a network away (PostgreSQL) writes both
+        without blocking the event loop."""
+        if thread is not None:
+            self.records.put_thread(thread)
+        return self.start(thread_id, request)
 
     async def cancel(
         self, run: ActiveRun, *, wait: bool, action: CancelAction = "interrupt"
