@@ -234,6 +234,9 @@ class _LeaseSession:
         self._watcher: threading.Thread | None = None
         self._wake: tuple[socket.socket, socket.socket] | None = None
         self._forget: set[str] = set()  # owners whose release failed: deleted on the next beat
+        # owners whose lease row is written (under leases_lock): what a heartbeat extends and
+        # checks; a lease being acquired is in ``leases`` before its row exists
+        self._confirmed: set[str] = set()
         self._suspect = False  # the connection was seen dead: the leases are in doubt
         self._deadline = 0.0  # monotonic time until which every held lease surely has not expired
 
@@ -278,13 +281,20 @@ class _LeaseSession:
                     pass
             self._connect()
 
-    def took(self, started: float) -> None:
-        """A lease was taken by a statement sent at ``started`` (monotonic): it expires
-        ``lease_ttl`` later, after every lease held before it."""
+    def took(self, owner: str, started: float) -> None:
+        """``owner``'s lease was taken by a statement sent at ``started`` (monotonic): it
+        expires ``lease_ttl`` later (before the last heartbeat's deadline if that heartbeat
+        started after this statement, and so did not extend it)."""
+        expires = started + self.lease_ttl
         with self._leases_lock:
-            first = len(self._leases) == 1
-        if first:
-            self._deadline = started + self.lease_ttl
+            first = not self._confirmed
+            self._confirmed.add(owner)
+            self._deadline = expires if first else min(self._deadline, expires)
+
+    def gave_back(self, owner: str) -> None:
+        """``owner``'s lease was released (or is to be forgotten): heartbeats skip it."""
+        with self._leases_lock:
+            self._confirmed.discard(owner)
 
     def confirm(self) -> None:
         """Check the held leases with the server now: reconnect if the session was lost
@@ -346,8 +356,10 @@ class _LeaseSession:
         self._conn = conn
 
     def _held(self) -> builtins.list[str]:
+        """The leases this session holds: those being acquired are not written yet (a
+        heartbeat would find them missing and take them for lost)."""
         with self._leases_lock:
-            return sorted(self._leases.values())
+            return sorted(self._confirmed.intersection(self._leases.values()))
 
     def _watch(self) -> None:
         """The watcher thread: a heartbeat every ``lease_ttl / 3`` seconds, and one at once
@@ -417,7 +429,11 @@ class _LeaseSession:
             self._conn = None
             raise
         self._forget.difference_update(forget)
-        self._deadline = started + self.lease_ttl
+        with self._leases_lock:
+            # a lease written meanwhile was not extended: it keeps the deadline ``took`` gave
+            unextended = not self._confirmed.issubset(owners)
+            expires = started + self.lease_ttl
+            self._deadline = min(expires, self._deadline) if unextended else expires
         self._suspect = False
 
     def _record_lost(self, owners: set[str], reconnected: bool) -> None:
@@ -659,7 +675,7 @@ class PostgresSaver(CheckpointSaver):
                 plan = plans.acquire_plan(lease, self._session.key, self.lease_ttl)
                 started = time.monotonic()
                 if self._run(plan, doing=f"taking thread {_show(thread_id)}"):
-                    self._session.took(started)
+                    self._session.took(lease.owner, started)
                     return lease
                 self._session.reconnect()
             raise CheckpointStoreError(
@@ -678,6 +694,7 @@ class PostgresSaver(CheckpointSaver):
             self._session.forget_later(lease.owner)
             _log.warning("graph_agent: %s", exc)
         finally:
+            self._session.gave_back(lease.owner)
             CheckpointSaver.release(self, lease)
 
     async def aacquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
@@ -857,7 +874,7 @@ class AsyncPostgresSaver(PostgresSaver):
                 plan = plans.acquire_plan(lease, self._session.key, self.lease_ttl)
                 started = time.monotonic()
                 if await self._arun(plan, doing=f"taking thread {_show(thread_id)}"):
-                    self._session.took(started)
+                    self._session.took(lease.owner, started)
                     return lease
                 await asyncio.to_thread(self._session.reconnect)
             raise CheckpointStoreError(
@@ -876,6 +893,7 @@ class AsyncPostgresSaver(PostgresSaver):
             self._session.forget_later(lease.owner)
             _log.warning("graph_agent: %s", exc)
         finally:
+            self._session.gave_back(lease.owner)
             CheckpointSaver.release(self, lease)
 
 

@@ -222,6 +222,50 @@ def test_a_run_that_keeps_its_lease_asks_the_server_nothing_more_per_step(dsn, m
     assert confirmations == []
 
 
+def test_a_heartbeat_while_a_lease_is_being_taken_does_not_take_that_lease_for_lost(
+    dsn, monkeypatch
+):
+    from graph_agent.checkpoint import postgres
+
+    acquire_plan = postgres.plans.acquire_plan
+    with PostgresSaver(dsn) as saver:
+        saver.acquire("held")  # the session is up, and a lease is held: the heartbeat checks it
+
+        def heartbeat_first(*args: Any) -> Any:  # the lease is known here, its row not written
+            saver._session.confirm()
+            return (yield from acquire_plan(*args))
+
+        monkeypatch.setattr(postgres.plans, "acquire_plan", heartbeat_first)
+        lease = saver.acquire("taken")
+        saver.check_lease("taken")  # neither lost, nor in doubt
+        assert not saver._lease_in_doubt("taken", "") and not saver._lease_in_doubt("held", "")
+        saver.release(lease)
+
+
+def test_runs_started_at_once_on_a_new_saver_ask_the_server_nothing_more_per_step(dsn, monkeypatch):
+    import asyncio
+
+    from graph_agent.checkpoint.postgres import _LeaseSession
+
+    confirmations: list[int] = []
+    confirm = _LeaseSession.confirm
+    monkeypatch.setattr(
+        _LeaseSession, "confirm", lambda self: confirmations.append(1) or confirm(self)
+    )
+    g = StateGraph("steps")
+    g.add_node("step", lambda s: {"n": s["n"] + 1}).add_edge(START, "step")
+    g.add_conditional_edges("step", lambda s: "step" if s["n"] < 5 else END)
+
+    async def eight_at_once(saver: PostgresSaver) -> list[Any]:
+        app = g.compile(CompileConfig(saver=saver))
+        runs = [app.ainvoke({"n": 0}, RunnableConfig(thread_id=f"t{i}")) for i in range(8)]
+        return await asyncio.gather(*runs)
+
+    with PostgresSaver(dsn) as saver:
+        assert [out["n"] for out in asyncio.run(eight_at_once(saver))] == [5] * 8
+    assert confirmations == []
+
+
 def test_savers_never_closed_warn_and_give_their_connections_back_when_collected(dsn):
     def forget_a_saver() -> None:
         saver = PostgresSaver(dsn, pool_size=1)
