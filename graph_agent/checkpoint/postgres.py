@@ -138,6 +138,13 @@ async def _adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
         return result
 
 
+def _snapshot_open(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether a plan left the snapshot transaction it began (``SNAPSHOT_BEGIN``) open: the
+    driver ends it. A local question to libpq, no round trip."""
+    pg, _ = _import_psycopg()
+    return bool(conn.info.transaction_status != pg.pq.TransactionStatus.IDLE)
+
+
 def _hung_up(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
     """Whether an idle pooled connection is unusable, without a round trip.
 
@@ -578,10 +585,19 @@ class PostgresSaver(CheckpointSaver):
         pg = _import_psycopg()[0]
         try:
             with self._connection() as conn:
-                if not transaction:
-                    return _drive(conn, plan)
-                with conn.transaction():
-                    return _drive(conn, plan)
+                if transaction:
+                    with conn.transaction():
+                        return _drive(conn, plan)
+                try:
+                    result = _drive(conn, plan)
+                except BaseException:
+                    if _snapshot_open(conn) and not conn.broken:
+                        with contextlib.suppress(pg.Error):  # the error that got here says more
+                            conn.execute("ROLLBACK")
+                    raise
+                if _snapshot_open(conn):
+                    conn.execute("COMMIT")
+                return result
         except pg.Error as exc:  # pool errors are psycopg errors too
             raise _store_error(exc, doing) from exc
         finally:
@@ -612,7 +628,7 @@ class PostgresSaver(CheckpointSaver):
         self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
     ) -> Checkpoint | None:
         plan = plans.get_plan(thread_id, checkpoint_id, checkpoint_ns, loaded=self._loaded)
-        return self._run(plan, doing=f"loading thread {_show(thread_id)}", transaction=True)
+        return self._run(plan, doing=f"loading thread {_show(thread_id)}")
 
     def list(
         self,
@@ -626,16 +642,13 @@ class PostgresSaver(CheckpointSaver):
         decoded = DecodedBlobs()
         for checkpoint_id in ids:  # a connection per checkpoint: none is held while paused here
             plan = plans.get_plan(thread_id, checkpoint_id, checkpoint_ns, decoded)
-            checkpoint = self._run(plan, doing=doing, transaction=True)
+            checkpoint = self._run(plan, doing=doing)
             if checkpoint is not None:  # None: pruned or deleted since the listing began
                 yield checkpoint
 
     def delete_thread(self, thread_id: str) -> None:
-        self._run(
-            plans.delete_thread_plan(thread_id),
-            doing=f"deleting thread {_show(thread_id)}",
-            transaction=True,
-        )
+        plan = plans.delete_thread_plan(thread_id)
+        self._run(plan, doing=f"deleting thread {_show(thread_id)}")
 
     def copy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
         plan = plans.copy_thread_plan(src_thread_id, dst_thread_id)
@@ -810,10 +823,19 @@ class AsyncPostgresSaver(PostgresSaver):
                     await conn.close()
                     await pool.putconn(conn)
                     conn = await pool.getconn()
-                if not transaction:
-                    return await _adrive(conn, plan)
-                async with conn.transaction():
-                    return await _adrive(conn, plan)
+                if transaction:
+                    async with conn.transaction():
+                        return await _adrive(conn, plan)
+                try:
+                    result = await _adrive(conn, plan)
+                except BaseException:
+                    if _snapshot_open(conn) and not conn.broken:
+                        with contextlib.suppress(pg.Error):  # the error that got here says more
+                            await conn.execute("ROLLBACK")
+                    raise
+                if _snapshot_open(conn):
+                    await conn.execute("COMMIT")
+                return result
             finally:
                 await pool.putconn(conn)
         except pg.Error as exc:  # pool errors are psycopg errors too
@@ -849,7 +871,7 @@ class AsyncPostgresSaver(PostgresSaver):
         self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
     ) -> Checkpoint | None:
         plan = plans.get_plan(thread_id, checkpoint_id, checkpoint_ns, loaded=self._loaded)
-        return await self._arun(plan, doing=f"loading thread {_show(thread_id)}", transaction=True)
+        return await self._arun(plan, doing=f"loading thread {_show(thread_id)}")
 
     async def alist(
         self,
@@ -859,7 +881,7 @@ class AsyncPostgresSaver(PostgresSaver):
         checkpoint_ns: str = "",
     ) -> builtins.list[Checkpoint]:
         plan = plans.list_plan(thread_id, limit, before, checkpoint_ns)
-        return await self._arun(plan, doing=f"listing thread {_show(thread_id)}", transaction=True)
+        return await self._arun(plan, doing=f"listing thread {_show(thread_id)}")
 
     async def acopy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
         plan = plans.copy_thread_plan(src_thread_id, dst_thread_id)

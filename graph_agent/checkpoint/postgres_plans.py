@@ -280,13 +280,13 @@ WHERE session_key = %(old)s::bigint AND owner = ANY(%(owners)s::text[])"""
 FORGET = """DELETE FROM graph_agent_leases
 WHERE session_key = %(session)s::bigint AND owner = ANY(%(owners)s::text[])"""
 
-_DELETE_THREAD = (
-    "DELETE FROM graph_agent_heads WHERE thread_key = %(thread)s",
-    "DELETE FROM graph_agent_checkpoints WHERE thread_key = %(thread)s",
-    "DELETE FROM graph_agent_blobs WHERE thread_key = %(thread)s",
-    "DELETE FROM graph_agent_writes WHERE thread_key = %(thread)s",
-    "DELETE FROM graph_agent_leases WHERE thread_key = %(thread)s",
-)
+# one statement: all or nothing, in one round trip
+_DELETE_THREAD = """
+WITH heads AS (DELETE FROM graph_agent_heads WHERE thread_key = %(thread)s),
+checkpoints AS (DELETE FROM graph_agent_checkpoints WHERE thread_key = %(thread)s),
+blobs AS (DELETE FROM graph_agent_blobs WHERE thread_key = %(thread)s),
+writes AS (DELETE FROM graph_agent_writes WHERE thread_key = %(thread)s)
+DELETE FROM graph_agent_leases WHERE thread_key = %(thread)s"""
 
 _STORED_BYTES = """SELECT
     (SELECT coalesce(sum(octet_length(header)), 0) FROM graph_agent_checkpoints
@@ -428,9 +428,10 @@ def put_writes_plan(
     )
 
 
-_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-"""First statement of a read that takes several: all of them see one snapshot, so a prune or
-delete committed meanwhile (by any process) is seen whole or not at all. Run in a transaction."""
+SNAPSHOT_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+"""Begins a read that takes several statements: all of them see one snapshot, so a prune or
+delete committed meanwhile (by any process) is seen whole or not at all. A plan yields it
+itself; the driver ends the transaction when the plan returns (or fails)."""
 
 
 def get_plan(
@@ -440,13 +441,19 @@ def get_plan(
     decoded: DecodedBlobs | None = None,
     loaded: LoadedLists | None = None,
 ) -> Plan[Checkpoint | None]:
-    """One checkpoint (the newest for ``None``); run it in a transaction. ``decoded``: the
-    blobs a listing has decoded so far (see :class:`DecodedBlobs`); ``loaded``: the lists the
-    saver's loads rebuilt (see :class:`LoadedLists`)."""
-    yield Query(_SNAPSHOT, {})
+    """One checkpoint (the newest for ``None``). ``decoded``: the blobs a listing has decoded
+    so far (see :class:`DecodedBlobs`); ``loaded``: the lists the saver's loads rebuilt (see
+    :class:`LoadedLists`).
+
+    A checkpoint that is not there (a new thread's) costs one statement and no transaction;
+    one that is, is read again with its blobs in one snapshot."""
     params = {"thread": thread_key(thread_id), "ns": _name(checkpoint_ns), "id": checkpoint_id}
-    rows = yield Query(_HEAD_HEADER if checkpoint_id is None else _HEADER, params)
-    if not rows:
+    header = Query(_HEAD_HEADER if checkpoint_id is None else _HEADER, params)
+    if not (yield header):
+        return None
+    yield Query(SNAPSHOT_BEGIN, {})
+    rows = yield header
+    if not rows:  # deleted in between
         return None
     return (yield from load_plan(thread_id, checkpoint_ns, rows[0][0], decoded, loaded))
 
@@ -462,8 +469,8 @@ def ids_plan(
 def list_plan(
     thread_id: str, limit: int | None, before: str | None, checkpoint_ns: str
 ) -> Plan[builtins.list[Checkpoint]]:
-    """A thread's checkpoints, newest first, from one snapshot; run it in a transaction."""
-    yield Query(_SNAPSHOT, {})
+    """A thread's checkpoints, newest first, from one snapshot."""
+    yield Query(SNAPSHOT_BEGIN, {})
     rows = yield Query(_HEADERS, _listing(thread_id, limit, before, checkpoint_ns))
     headers = [row[0] for row in rows]
     checkpoints, decoded = [], DecodedBlobs()
@@ -552,9 +559,8 @@ def copy_thread_plan(src_thread_id: str, dst_thread_id: str) -> Plan[None]:
 
 
 def delete_thread_plan(thread_id: str) -> Plan[None]:
-    params = {"thread": thread_key(thread_id)}
-    for sql in _DELETE_THREAD:
-        yield Query(sql, params)
+    """One statement: needs no transaction of its own."""
+    yield Query(_DELETE_THREAD, {"thread": thread_key(thread_id)})
 
 
 def prune_plan(thread_id: str, keep_last: int) -> Plan[int]:

@@ -214,10 +214,10 @@ def _stop(signum: int, frame: Any) -> None:
 
 def _open_postgres(dsn: str) -> tuple[Any, Any]:
     try:
-        from graph_agent.checkpoint.postgres import PostgresSaver
+        from graph_agent.checkpoint.postgres import AsyncPostgresSaver
         from graph_agent.serve.pg_records import PostgresRecords
 
-        saver = PostgresSaver(dsn)
+        saver = AsyncPostgresSaver(dsn)
         return saver, PostgresRecords(dsn)
     except ImportError as exc:
         raise CliError(

@@ -610,7 +610,9 @@ class _Api:
             record.assistant_id = run_request.assistant_id
             changed = record
         try:
-            return await self.runner.astart(thread_id, run_request, changed)
+            return await self.runner.astart(
+                thread_id, run_request, changed, new_thread=new is not None
+            )
         except ThreadBusy as exc:
             raise ApiError(409, str(exc)) from exc
 

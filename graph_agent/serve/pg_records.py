@@ -39,7 +39,8 @@ __all__ = ["CHANNEL", "UNFINISHED", "PostgresRecords", "StartedRun"]
 CHANNEL = "graph_agent_serve"
 """The NOTIFY channel's prefix (see :attr:`PostgresRecords.channel`). Payloads: ``q`` (a run
 to claim), ``e:<run_id>`` (new events of the run), ``d:<run_id>`` (its row changed: it ended,
-was cancelled or deleted) and ``c:<run_id>:<action>`` (a client asked to cancel it)."""
+was cancelled or deleted), ``c:<run_id>:<action>`` (a client asked to cancel it) and
+``f:<run_id>`` (a client follows it from another process: write its events at once)."""
 
 _THREAD_COLUMNS = "thread_id, created_at, updated_at, metadata, status, assistant_id"
 _RUN_COLUMNS = (
@@ -89,6 +90,14 @@ _UNFINISHED_RUNS = (
 _INSERT_RUN = (
     f"INSERT INTO graph_agent_serve_runs ({_RUN_COLUMNS}, request, attempt, worker) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+_START_ON_NEW_THREAD = (
+    f"WITH thread AS (INSERT INTO graph_agent_serve_threads ({_THREAD_COLUMNS}) "
+    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id), "
+    f"run AS (INSERT INTO graph_agent_serve_runs ({_RUN_COLUMNS}, request, attempt, worker) "
+    "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s WHERE EXISTS (SELECT FROM thread) "
+    "RETURNING run_id) "
+    "SELECT count(*), CASE WHEN count(*) > 0 AND %s THEN pg_notify(%s, 'q') END FROM run"
 )
 _NOTIFY = "SELECT pg_notify(%s, %s)"
 _CANCEL = (
@@ -262,6 +271,7 @@ class PostgresRecords:
         request: str,
         *,
         thread: ThreadRecord | None = None,
+        new_thread: bool = False,
         worker: int | None = None,
     ) -> StartedRun:
         """Start a run on its thread, in one transaction under the thread's lock (so runs
@@ -273,13 +283,27 @@ class PostgresRecords:
         stop. With ``worker``, a run with nothing before it on its thread is written already
         claimed by that worker (``running``, attempt 1; it holds the worker's advisory lock, so
         it goes back to the queue if that process dies); otherwise it is announced to the
-        workers. One round trip for the usual case.
+        workers. A ``new_thread`` (the thread's record is not written yet) takes one statement
+        and no lock: nothing can be before the run on it (if someone wrote the thread
+        meanwhile, the run is started as on any other thread).
         """
         if self._apool is None:
             raise RuntimeError("PostgresRecords.aopen() was not awaited: the async pool is shut")
         started = StartedRun()
         stamp = now()
         strategy = run.multitask_strategy
+        if thread is not None and new_thread:
+            thread.status = "busy"
+            claimed = worker is not None
+            if claimed:
+                run.status = "running"
+            attempt, holder = (1, worker) if claimed else (0, None)
+            args = (*thread.row(), *run.row(), request, attempt, holder, not claimed)
+            rows = await self._arun(_START_ON_NEW_THREAD, (*args, self.channel))
+            if rows and rows[0][0]:
+                started.started, started.claimed = True, claimed
+                return started
+            run.status = "pending"
         async with self._apool.connection() as conn, conn.pipeline(), conn.transaction():
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_THREAD_LOCKS, run.thread_id)
@@ -422,6 +446,10 @@ class PostgresRecords:
             _ADD_EVENTS + "SELECT pg_notify(%(channel)s, 'e:' || %(run)s)",
             {**_event_arrays(run_id, events), "channel": self.channel},
         )
+
+    async def aannounce(self, payload: str) -> None:
+        """Notify every process on these tables (see :data:`CHANNEL` for the payloads)."""
+        await self._arun(_NOTIFY, (self.channel, payload))
 
     def events(self, run_id: str, after: int = -1) -> list[tuple[int, str, str]]:
         """A run's events numbered above ``after``, in order: ``(seq, event, data)``."""

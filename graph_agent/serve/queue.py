@@ -47,6 +47,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphCancelledError, ThreadBusyError
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.serve.pg_records import UNFINISHED, PostgresRecords
@@ -70,9 +71,9 @@ _log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5
 """How often a worker looks for runs without being told (and for the runs of dead workers)."""
-EVENT_BATCH_SECONDS = 0.1
-"""How long a run's events wait to be written with the next ones (clients in other processes
-see them that much later; those of the process running it, at once)."""
+EVENT_BATCH_SECONDS = 1.0
+"""How long a run's events wait to be written with the next ones while no client in another
+process follows it (see ``_EventWriter``)."""
 
 
 @dataclass(kw_only=True)
@@ -107,41 +108,61 @@ class RemoteRun(ActiveRun):
                 await asyncio.wait_for(wake.wait(), POLL_SECONDS * 4)
 
     async def follow(self, after: int = -1) -> AsyncIterator[tuple[int, str, str]]:
+        run_id, asked = self.record.run_id, False
         while True:
-            wake = self.runner.wake_for(self.record.run_id, events=True)
+            wake = self.runner.wake_for(run_id, events=True)
             ended = not await self._refresh() or self.finished  # read before the events
-            for item in await self.runner.records.aevents(self.record.run_id, after):
+            for item in await self.runner.records.aevents(run_id, after):
                 yield item
                 after = item[0]
             if ended:
                 return
-            with contextlib.suppress(TimeoutError):
+            if self.status == "running" and not asked:  # its worker writes events at once
+                await self.runner.records.aannounce(f"f:{run_id}")
+                asked = True
+            try:
                 await asyncio.wait_for(wake.wait(), POLL_SECONDS * 4)
+            except TimeoutError:
+                asked = False  # it may have moved to another worker meanwhile: ask again
 
 
 class _EventWriter:
-    """A running run's event log (``ActiveRun.log``): events are kept here and written in
-    batches, at most every :data:`EVENT_BATCH_SECONDS` and one statement at a time, so a run
-    of many quick steps makes few round trips; what is left when it ends goes with its end
-    (see :meth:`drain`). Clients of this process read the events from memory meanwhile."""
+    """A running run's event log (``ActiveRun.log``). Clients of this process read the events
+    from memory; the table is for clients elsewhere, who ask for them (:meth:`follow`), and
+    for those who come back later. So events are written in batches: every
+    :data:`EVENT_BATCH_SECONDS` while nobody elsewhere follows the run, at once (one statement
+    in flight at a time) once someone does; what is left when the run ends goes with its end
+    (see :meth:`drain`). A quick run nobody follows elsewhere writes its events in the
+    statement that ends it."""
 
     def __init__(self, records: PostgresRecords, run_id: str) -> None:
         self.records = records
         self.run_id = run_id
         self.pending: list[tuple[int, str, str]] = []
         self.writing: asyncio.Task[None] | None = None
-        self.holding = False  # the writer waits before its first batch
+        self.holding = False  # the writer waits before its next batch
+        self.followed = False
 
     def __call__(self, run_id: str, seq: int, event: str, data: str) -> None:
         self.pending.append((seq, event, data))
         if self.writing is None:
             self.writing = asyncio.get_running_loop().create_task(self._write())
 
+    def follow(self) -> None:
+        """A client in another process follows the run: write its events as they come."""
+        self.followed = True
+        if self.writing is not None and self.holding:
+            self.writing.cancel()  # its ``finally`` forgets it
+            self.writing = None
+        if self.writing is None and self.pending:
+            self.writing = asyncio.get_running_loop().create_task(self._write())
+
     async def _write(self) -> None:
         try:
-            self.holding = True
-            await asyncio.sleep(EVENT_BATCH_SECONDS)
-            self.holding = False
+            if not self.followed:
+                self.holding = True
+                await asyncio.sleep(EVENT_BATCH_SECONDS)
+                self.holding = False
             while self.pending:
                 batch, self.pending = self.pending, []
                 try:
@@ -151,8 +172,9 @@ class _EventWriter:
                     self.pending[:0] = batch
                     return
         finally:
-            self.holding = False
-            self.writing = None
+            if self.writing is asyncio.current_task():
+                self.holding = False
+                self.writing = None
 
     async def drain(self) -> list[tuple[int, str, str]]:
         """The events not written yet, taken out (after the batch being written, if any)."""
@@ -265,6 +287,10 @@ class QueueRunner(Runner):
         elif kind == "c":
             run_id, _, action = about.partition(":")
             self._cancel_here(run_id, action)
+        elif kind == "f":
+            claimed = self._claimed.get(about)
+            if claimed is not None:
+                claimed.writer.follow()
 
     def _wake_everyone(self) -> None:
         self._queue_wake.set()
@@ -317,13 +343,22 @@ class QueueRunner(Runner):
         raise NotImplementedError("a QueueRunner starts runs with `await runner.astart(...)`")
 
     async def astart(
-        self, thread_id: str, request: RunRequest, thread: ThreadRecord | None = None
+        self,
+        thread_id: str,
+        request: RunRequest,
+        thread: ThreadRecord | None = None,
+        *,
+        new_thread: bool = False,
     ) -> ActiveRun:
         kept = _request_json(request)
         record = new_run_record(thread_id, request, {"request": kept})
         here = self.work and len(self._claimed) < self.concurrency
         started = await self.records.astart_run(
-            record, json.dumps(kept), thread=thread, worker=self.worker_key if here else None
+            record,
+            json.dumps(kept),
+            thread=thread,
+            new_thread=new_thread,
+            worker=self.worker_key if here else None,
         )
         if not started.started:
             raise thread_busy(thread_id, started.before[0])
@@ -408,15 +443,20 @@ class QueueRunner(Runner):
                 run.request = await asyncio.to_thread(_resumed, runnable, run.record, run.request)
             if run.cancel.is_set():
                 raise _Cancelled
+            seen = None
             if run.request is not _NOTHING_LEFT:
-                await self._stream(run, runnable)
-            values, snapshot = await asyncio.to_thread(thread_values, runnable, thread_id)
-            result = to_json(values)
-            if snapshot is not None and snapshot.interrupts:
-                thread_status = "interrupted"
-                result["__interrupt__"] = to_json(list(snapshot.interrupts))
-            if run.cancel.is_set() and snapshot is not None and snapshot.next:
-                raise _Cancelled
+                seen = await self._stream(run, runnable)
+            if _ended_on(seen, runnable) and not run.cancel.is_set():
+                assert seen is not None and seen.state is not None
+                result = to_json(seen.state.data())  # what get_state() would read back
+            else:
+                values, snapshot = await asyncio.to_thread(thread_values, runnable, thread_id)
+                result = to_json(values)
+                if snapshot is not None and snapshot.interrupts:
+                    thread_status = "interrupted"
+                    result["__interrupt__"] = to_json(list(snapshot.interrupts))
+                if run.cancel.is_set() and snapshot is not None and snapshot.next:
+                    raise _Cancelled
         except (_Cancelled, GraphCancelledError):
             assert runnable is not None
             if "rollback" in claimed.cancel_action:
@@ -445,6 +485,17 @@ class QueueRunner(Runner):
                 _log.warning("graph-agent serve: could not record the end of a run (%s)", exc)
                 await asyncio.sleep(delay)
         run.result = result
+
+
+def _ended_on(seen: Any, runnable: Runnable) -> bool:
+    """Whether a graph's run streamed through to its end with nothing interrupting it: its
+    last streamed state is then the thread's values, and reading them back is not needed."""
+    return (
+        isinstance(runnable, CompiledGraph)
+        and seen is not None
+        and seen.state is not None
+        and not seen.interrupted
+    )
 
 
 def _set(wake: asyncio.Event | None) -> None:

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from graph_agent.agent.react import ReactAgent
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphCancelledError
+from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import NodeOutput, RunnableConfig, StreamingOutput
 from graph_agent.messages import AssistantMessageChunk
 from graph_agent.serve.records import (
@@ -274,11 +275,16 @@ class Runner:
         return run
 
     async def astart(
-        self, thread_id: str, request: RunRequest, thread: ThreadRecord | None = None
+        self,
+        thread_id: str,
+        request: RunRequest,
+        thread: ThreadRecord | None = None,
+        *,
+        new_thread: bool = False,
     ) -> ActiveRun:
-        """:meth:`start`, with ``thread`` (the thread's record, set for this run) written first;
-        awaited, so that a runner whose records are a network away (PostgreSQL) writes both
-        without blocking the event loop."""
+        """:meth:`start`, with ``thread`` (the thread's record, set for this run; not written
+        yet when ``new_thread``) written first; awaited, so that a runner whose records are a
+        network away (PostgreSQL) writes both without blocking the event loop."""
         if thread is not None:
             self.records.put_thread(thread)
         return self.start(thread_id, request)
@@ -353,7 +359,8 @@ class Runner:
         run.record.updated_at = now()
         self.records.set_run_status(run.record.run_id, status)
 
-    async def _stream(self, run: ActiveRun, runnable: Runnable) -> None:
+    async def _stream(self, run: ActiveRun, runnable: Runnable) -> _Translator:
+        """Stream the run, emitting its events; what it saw (its last state) is returned."""
         request = run.request
         config = RunnableConfig(
             thread_id=run.record.thread_id,
@@ -367,6 +374,7 @@ class Runner:
         translate = _Translator(request.stream_modes, run.emit)
         async for output in runnable.astream(request.graph_input(), config):
             translate(output)
+        return translate
 
 
 class _Translator:
@@ -377,13 +385,21 @@ class _Translator:
         self.emit = emit
         self.values_at: str | None = None
         self.partial: dict[str, str] = {}
+        self.state: OverAllState | None = None
+        """The state after the last step streamed (a graph's values, once it ended)."""
+        self.interrupted = False
+        """Whether an output (a nested graph's included) carried interrupts."""
 
     def __call__(self, output: NodeOutput) -> None:
+        if output.interrupts:
+            self.interrupted = True
         if output.path:
             return
         if isinstance(output, StreamingOutput):
             self._chunk(output)
             return
+        if output.state is not None:
+            self.state = output.state
         interrupts = [to_json(item) for item in output.interrupts]
         if interrupts:
             for mode in ("values", "updates"):
