@@ -138,11 +138,13 @@ async def _adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
         return result
 
 
+_IDLE = 0  # libpq's PQTRANS_IDLE (psycopg.pq.TransactionStatus.IDLE)
+
+
 def _snapshot_open(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
     """Whether a plan left the snapshot transaction it began (``SNAPSHOT_BEGIN``) open: the
     driver ends it. A local question to libpq, no round trip."""
-    pg, _ = _import_psycopg()
-    return bool(conn.info.transaction_status != pg.pq.TransactionStatus.IDLE)
+    return bool(conn.pgconn.transaction_status != _IDLE)
 
 
 def _hung_up(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
@@ -807,7 +809,9 @@ class AsyncPostgresSaver(PostgresSaver):
                 "this AsyncPostgresSaver is bound to the event loop that first used it; make "
                 "one per event loop, or use PostgresSaver, whose async methods work from any loop"
             )
-        await asyncio.shield(self._aopening)
+        if not self._aopening.done():  # once open, no future per call
+            await asyncio.shield(self._aopening)
+        self._aopening.result()  # the opening's error, if it failed
         assert self._apool is not None
         return self._apool
 

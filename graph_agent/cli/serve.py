@@ -217,7 +217,7 @@ def _open_postgres(dsn: str) -> tuple[Any, Any]:
         from graph_agent.checkpoint.postgres import AsyncPostgresSaver
         from graph_agent.serve.pg_records import PostgresRecords
 
-        saver = AsyncPostgresSaver(dsn)
+        saver = AsyncPostgresSaver(dsn, pool_size=16)  # runs wait less for a connection
         return saver, PostgresRecords(dsn)
     except ImportError as exc:
         raise CliError(

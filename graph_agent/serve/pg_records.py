@@ -133,7 +133,13 @@ _ADD_EVENTS = (
     "ON CONFLICT DO NOTHING) "
 )
 _FINISH_RUN = (
-    _ADD_EVENTS + ", finished AS (UPDATE graph_agent_serve_runs SET status = %(status)s, "
+    _ADD_EVENTS
+    # the one write whose commit does not wait for the disk: a run's end can be told again
+    # from its checkpoints, which do wait. Lost in a crash of PostgreSQL itself, it leaves the
+    # run running under a dead worker: it is claimed again, finds the thread's last
+    # checkpoint its own, and ends again with the same result, running no node twice
+    + ", relaxed AS (SELECT set_config('synchronous_commit', 'off', true)), "
+    "finished AS (UPDATE graph_agent_serve_runs SET status = %(status)s, "
     "updated_at = %(now)s, result = %(result)s WHERE run_id = %(run)s AND worker = %(worker)s "
     "AND status = 'running' RETURNING run_id), "
     # the thread is busy while another of its runs is to come (this run still reads as
@@ -145,7 +151,7 @@ _FINISH_RUN = (
     "WHERE thread_id = %(thread)s AND EXISTS (SELECT FROM finished)) "
     "SELECT EXISTS (SELECT FROM finished), pg_notify(%(channel)s, 'd:' || %(run)s), "
     "CASE WHEN EXISTS (SELECT FROM others WHERE status = 'pending') "
-    "THEN pg_notify(%(channel)s, 'q') END"
+    "THEN pg_notify(%(channel)s, 'q') END, (SELECT count(*) FROM relaxed)"
 )
 _ROLLED_BACK = (
     "WITH events AS (DELETE FROM graph_agent_serve_events WHERE run_id = %(run)s), "

@@ -71,6 +71,9 @@ _log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5
 """How often a worker looks for runs without being told (and for the runs of dead workers)."""
+CLAIM_DELAY_SECONDS = 0.002
+"""How long a worker waits, per run it is running, before it claims a queued run: every
+worker hears of a run at once, and so the least busy one gets it."""
 EVENT_BATCH_SECONDS = 1.0
 """How long a run's events wait to be written with the next ones while no client in another
 process follows it (see ``_EventWriter``)."""
@@ -384,6 +387,8 @@ class QueueRunner(Runner):
                     await self.records.arequeue_orphans()
                     orphans_due = time.monotonic() + POLL_SECONDS
                 while len(self._claimed) < self.concurrency:
+                    if self._claimed:  # the least busy worker claims first
+                        await asyncio.sleep(CLAIM_DELAY_SECONDS * len(self._claimed))
                     claimed = await self.records.aclaim(self.worker_key)
                     if claimed is None:
                         break
