@@ -11,6 +11,7 @@ the SHA-256 of the thread id so that an id of any length fits an index.
 from __future__ import annotations
 
 import builtins
+import functools
 import hashlib
 import os
 import socket
@@ -314,6 +315,7 @@ def _name(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
+@functools.lru_cache(maxsize=4096)  # a run computes it at each of its statements
 def thread_key(thread_id: str) -> bytes:
     """What rows are keyed by: the SHA-256 of the thread id, so any id fits an index (a btree
     entry holds at most ~2.7 kB); ``graph_agent_heads.thread_id`` keeps the id itself."""
