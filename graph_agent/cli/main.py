@@ -156,6 +156,12 @@ def _add_serve_options(parser: argparse.ArgumentParser, serve_db: str) -> None:
         "become durable jobs that every server and worker on the database may claim",
     )
     parser.add_argument(
+        "--redis",
+        metavar="URL",
+        help="with --postgres: processes tell each other of new runs and events over Redis "
+        "pub/sub at URL (redis://host:6379/0) instead of PostgreSQL's LISTEN/NOTIFY",
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         metavar="N",

@@ -71,12 +71,14 @@ def serve_command(args: argparse.Namespace) -> int:
     if args.postgres is None:
         if args.workers != 1 or args.no_http:
             raise CliError("--workers needs --postgres", "add --postgres DSN, or drop --workers")
+        if args.redis is not None:
+            raise CliError("--redis needs --postgres", "add --postgres DSN, or drop --redis")
         saver: Any = open_saver(args.db)
         records: Any = Records(records_path(args.db))
         where = args.db
     else:
-        saver, records = _open_postgres(args.postgres)
-        where = "PostgreSQL"
+        saver, records = _open_postgres(args.postgres, args.redis)
+        where = "PostgreSQL" if args.redis is None else "PostgreSQL, notified over Redis"
     if args.no_http:
         return _work_only(runnables, saver, records)
     if args.workers < 0:
@@ -131,6 +133,7 @@ def serve_command(args: argparse.Namespace) -> int:
 _DEFAULTS: dict[str, Any] = {
     "db": SERVE_DB,
     "postgres": None,
+    "redis": None,
     "host": "127.0.0.1",
     "port": 8123,
     "workers": 1,
@@ -212,13 +215,14 @@ def _stop(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _open_postgres(dsn: str) -> tuple[Any, Any]:
+def _open_postgres(dsn: str, redis_url: str | None = None) -> tuple[Any, Any]:
+    notifier = _open_redis(redis_url) if redis_url is not None else None
     try:
         from graph_agent.checkpoint.postgres import AsyncPostgresSaver
         from graph_agent.serve.pg_records import PostgresRecords
 
         saver = AsyncPostgresSaver(dsn, pool_size=16)  # runs wait less for a connection
-        return saver, PostgresRecords(dsn)
+        return saver, PostgresRecords(dsn, notifier=notifier)
     except ImportError as exc:
         raise CliError(
             f"--postgres needs psycopg ({exc.name or 'a module'} is missing)",
@@ -231,6 +235,35 @@ def _open_postgres(dsn: str) -> tuple[Any, Any]:
             f"cannot use PostgreSQL (--postgres): {type(exc).__name__}",
             "check the DSN, and that the server is up",
         ) from exc
+
+
+def _open_redis(url: str) -> Any:
+    """The Redis notifier of ``--redis URL``, once Redis answered (checked here, at start, so
+    that a wrong URL fails at once rather than in every process's subscription)."""
+    from graph_agent.serve.notify import NotifierUnreachable, RedisNotifier, redis_where
+
+    try:
+        notifier = RedisNotifier(url)
+    except ImportError as exc:
+        raise CliError(str(exc), "pip install 'graph-agent[serve]'", EXIT_USAGE) from exc
+    except ValueError as exc:  # not a redis:// URL; it may hold a password: not shown
+        raise CliError(
+            "--redis is not a Redis URL",
+            "give redis://HOST:PORT/DB (rediss:// for TLS)",
+            EXIT_USAGE,
+        ) from exc
+
+    async def check() -> None:
+        try:
+            await notifier.check()
+        finally:
+            await notifier.aclose()
+
+    try:
+        asyncio.run(check())
+    except NotifierUnreachable as exc:
+        raise CliError(str(exc), f"is Redis running at {redis_where(url)}?") from exc
+    return RedisNotifier(url)  # the checked one's connections belong to the loop that ended
 
 
 def _spawn_worker() -> subprocess.Popen[bytes]:

@@ -8,9 +8,9 @@
   may also be ``{"path": ...}``): each key is an assistant id. LangGraph's other keys
   (``dependencies``, ``env``, ``http``, ...) are not ours: they are named on stderr and left
   alone;
-- optionally ``db``, ``postgres``, ``host``, ``port``, ``workers``, ``max_body_bytes``,
-  ``shared_threads`` (true/false): what the options of the same names set. An option given on
-  the command line wins;
+- optionally ``db``, ``postgres``, ``redis``, ``host``, ``port``, ``workers``,
+  ``max_body_bytes``, ``shared_threads`` (true/false): what the options of the same names set.
+  An option given on the command line wins;
 - optionally ``input_keys``, a table ``{assistant id: [key, ...]}``: the only state keys
   clients may send to that assistant (``--input-keys``). A target given as a table
   ``{"path": ..., "input_keys": [...]}`` may say it there instead.
@@ -38,6 +38,7 @@ CONFIG_SUFFIXES = (".json", ".toml")
 _OPTIONS: dict[str, type[Any]] = {
     "db": str,
     "postgres": str,
+    "redis": str,
     "host": str,
     "port": int,
     "workers": int,

@@ -6,7 +6,8 @@ Same rows as :class:`~graph_agent.serve.records.Records` (tables prefixed
 ``seq`` (its place in the queue), the request it carries, the ``worker`` process that claimed it
 (a random key on which that process's session holds an advisory lock), ``attempt``, ``cancel``
 (the action a client asked for) and the ``result``. Every change a client may be waiting for is
-announced with ``NOTIFY graph_agent_serve`` (see :mod:`graph_agent.serve.queue`).
+announced through the notifier: ``NOTIFY`` sent by the very statement that commits it, or a
+Redis message published once it is committed (see :mod:`graph_agent.serve.notify`).
 
 Two faces on the same SQL: the API's reads and its rare writes are sync calls on a
 ``psycopg_pool.ConnectionPool`` (one short statement each, as the SQLite records' are); what a
@@ -18,12 +19,14 @@ statement, or a pipelined transaction.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from graph_agent.serve.notify import Notifier, PostgresNotifier
 from graph_agent.serve.records import (
     RunRecord,
     RunStatus,
@@ -124,7 +127,7 @@ _REQUEUE_ORPHANS = (
     "WITH orphans AS (UPDATE graph_agent_serve_runs SET status = 'pending', updated_at = %s "
     "WHERE status = 'running' AND worker IS NOT NULL "
     "AND pg_try_advisory_xact_lock(worker) RETURNING run_id) "
-    "SELECT run_id, pg_notify(%s, 'q') FROM orphans"
+    "SELECT run_id, CASE WHEN %s THEN pg_notify(%s, 'q') END FROM orphans"
 )
 _ADD_EVENTS = (
     "WITH added AS (INSERT INTO graph_agent_serve_events (run_id, seq, event, data) "
@@ -149,8 +152,9 @@ _FINISH_RUN = (
     "thread AS (UPDATE graph_agent_serve_threads SET updated_at = %(now)s, status = CASE "
     "WHEN EXISTS (SELECT FROM others) THEN 'busy' ELSE %(thread_status)s END "
     "WHERE thread_id = %(thread)s AND EXISTS (SELECT FROM finished)) "
-    "SELECT EXISTS (SELECT FROM finished), pg_notify(%(channel)s, 'd:' || %(run)s), "
-    "CASE WHEN EXISTS (SELECT FROM others WHERE status = 'pending') "
+    "SELECT EXISTS (SELECT FROM finished), EXISTS (SELECT FROM others WHERE status = 'pending'), "
+    "CASE WHEN %(in_band)s THEN pg_notify(%(channel)s, 'd:' || %(run)s) END, "
+    "CASE WHEN %(in_band)s AND EXISTS (SELECT FROM others WHERE status = 'pending') "
     "THEN pg_notify(%(channel)s, 'q') END, (SELECT count(*) FROM relaxed)"
 )
 _ROLLED_BACK = (
@@ -161,8 +165,9 @@ _ROLLED_BACK = (
     "thread AS (UPDATE graph_agent_serve_threads SET updated_at = %(now)s, status = CASE "
     "WHEN EXISTS (SELECT FROM others) THEN 'busy' ELSE 'idle' END "
     "WHERE thread_id = %(thread)s) "
-    "SELECT pg_notify(%(channel)s, 'd:' || %(run)s), "
-    "CASE WHEN EXISTS (SELECT FROM others WHERE status = 'pending') "
+    "SELECT EXISTS (SELECT FROM others WHERE status = 'pending'), "
+    "CASE WHEN %(in_band)s THEN pg_notify(%(channel)s, 'd:' || %(run)s) END, "
+    "CASE WHEN %(in_band)s AND EXISTS (SELECT FROM others WHERE status = 'pending') "
     "THEN pg_notify(%(channel)s, 'q') END"
 )
 
@@ -185,14 +190,19 @@ class PostgresRecords:
     Args:
         dsn: A libpq connection string (``options=-c search_path=...`` picks the schema).
         pool_size: Most connections each pool (sync, async) opens.
+        notifier: How processes tell each other of changes (default: ``LISTEN``/``NOTIFY``
+            on this database; :class:`~graph_agent.serve.notify.RedisNotifier` for Redis).
     """
 
-    def __init__(self, dsn: str, *, pool_size: int = 10) -> None:
+    def __init__(self, dsn: str, *, pool_size: int = 10, notifier: Notifier | None = None) -> None:
         import psycopg
         import psycopg_pool
 
         self.dsn = dsn
         self.pool_size = pool_size
+        self.notifier = notifier if notifier is not None else PostgresNotifier(dsn)
+        self._in_band = self.notifier.in_band
+        self._publishing: set[asyncio.Task[None]] = set()
         with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             for statement in _SCHEMA:
@@ -226,9 +236,18 @@ class PostgresRecords:
             await self._apool.open()
 
     async def aclose(self) -> None:
+        if self._publishing:
+            await asyncio.wait(self._publishing)
         if self._apool is not None:
             await self._apool.close()
             self._apool = None
+        await self.notifier.aclose()
+
+    async def _publish(self, payloads: list[str]) -> None:
+        """Announce ``payloads`` through a notifier that is not in band (the database's own
+        notifications go with the statements that commit the changes)."""
+        if payloads and not self._in_band:
+            await self.notifier.publish(self.channel, payloads)
 
     def _run(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._pool.connection() as conn:
@@ -304,12 +323,15 @@ class PostgresRecords:
             if claimed:
                 run.status = "running"
             attempt, holder = (1, worker) if claimed else (0, None)
-            args = (*thread.row(), *run.row(), request, attempt, holder, not claimed)
-            rows = await self._arun(_START_ON_NEW_THREAD, (*args, self.channel))
+            notify = not claimed and self._in_band
+            args = (*thread.row(), *run.row(), request, attempt, holder, notify, self.channel)
+            rows = await self._arun(_START_ON_NEW_THREAD, args)
             if rows and rows[0][0]:
                 started.started, started.claimed = True, claimed
+                await self._publish([] if claimed else ["q"])
                 return started
             run.status = "pending"
+        payloads: list[str] = []
         async with self._apool.connection() as conn, conn.pipeline(), conn.transaction():
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_THREAD_LOCKS, run.thread_id)
@@ -330,8 +352,7 @@ class PostgresRecords:
                     if strategy == "rollback":
                         await conn.execute(_DELETE_PENDING, (run_id,))
                     await conn.execute(_CANCEL, (strategy, stamp, run_id))
-                    await conn.execute(_NOTIFY, (self.channel, f"c:{run_id}:{strategy}"))
-                    await conn.execute(_NOTIFY, (self.channel, f"d:{run_id}"))
+                    payloads += [f"c:{run_id}:{strategy}", f"d:{run_id}"]
             started.claimed = worker is not None and not started.before
             if started.claimed:
                 run.status = "running"
@@ -340,8 +361,12 @@ class PostgresRecords:
                 (*run.row(), request, int(started.claimed), worker if started.claimed else None),
             )
             if not started.claimed:
-                await conn.execute(_NOTIFY, (self.channel, "q"))
+                payloads.append("q")
+            if self._in_band:
+                for payload in payloads:
+                    await conn.execute(_NOTIFY, (self.channel, payload))
         started.started = True
+        await self._publish(payloads)
         return started
 
     def run(self, thread_id: str, run_id: str) -> RunRecord | None:
@@ -378,7 +403,12 @@ class PostgresRecords:
             "DELETE FROM graph_agent_serve_runs WHERE run_id = %s",
             (run_id, run_id),
         )
-        self._run(_NOTIFY, (self.channel, f"d:{run_id}"))
+        if self._in_band:
+            self._run(_NOTIFY, (self.channel, f"d:{run_id}"))
+        else:  # called from the event loop: published as soon as it runs again
+            task = asyncio.get_running_loop().create_task(self._publish([f"d:{run_id}"]))
+            self._publishing.add(task)
+            task.add_done_callback(self._publishing.discard)
 
     async def arequest_cancel(self, run_id: str, action: str) -> None:
         """Ask the run to stop: a pending one ends here (``interrupted``, or deleted for a
@@ -389,8 +419,10 @@ class PostgresRecords:
             if action == "rollback":
                 await conn.execute(_DELETE_PENDING, (run_id,))
             await conn.execute(_CANCEL, (action, now(), run_id))
-            await conn.execute(_NOTIFY, (self.channel, f"c:{run_id}:{action}"))
-            await conn.execute(_NOTIFY, (self.channel, f"d:{run_id}"))
+            if self._in_band:
+                await conn.execute(_NOTIFY, (self.channel, f"c:{run_id}:{action}"))
+                await conn.execute(_NOTIFY, (self.channel, f"d:{run_id}"))
+        await self._publish([f"c:{run_id}:{action}", f"d:{run_id}"])
 
     # runs: the workers' side
     async def aclaim(self, worker: int) -> tuple[RunRecord, str, int, str | None] | None:
@@ -406,7 +438,8 @@ class PostgresRecords:
     async def arequeue_orphans(self) -> list[str]:
         """Put back in the queue the runs whose worker is gone (its session, and so its
         advisory lock, ended); they resume from their last checkpoint on whoever claims them."""
-        rows = await self._arun(_REQUEUE_ORPHANS, (now(), self.channel))
+        rows = await self._arun(_REQUEUE_ORPHANS, (now(), self._in_band, self.channel))
+        await self._publish(["q"] if rows else [])
         return [str(row[0]) for row in rows]
 
     async def afinish_run(
@@ -434,28 +467,38 @@ class PostgresRecords:
                 "worker": worker,
                 "thread": thread_id,
                 "thread_status": thread_status,
+                "in_band": self._in_band,
                 "channel": self.channel,
             },
         )
-        return bool(rows and rows[0][0])
+        finished, waiting = (bool(rows[0][0]), bool(rows[0][1])) if rows else (False, False)
+        await self._publish([f"d:{run_id}", *(["q"] if waiting else [])])
+        return finished
 
     async def arolled_back(self, run_id: str, thread_id: str) -> None:
         """Delete a run that was rolled back, with its events; its thread goes idle unless
         another run is to come."""
-        args = {"run": run_id, "thread": thread_id, "now": now(), "channel": self.channel}
-        await self._arun(_ROLLED_BACK, args)
+        args = {"run": run_id, "thread": thread_id, "now": now()}
+        rows = await self._arun(
+            _ROLLED_BACK, {**args, "in_band": self._in_band, "channel": self.channel}
+        )
+        await self._publish([f"d:{run_id}", *(["q"] if rows and rows[0][0] else [])])
 
     # events
     async def aadd_events(self, run_id: str, events: Sequence[tuple[int, str, str]]) -> None:
         """Store a run's events ``(seq, event, data as JSON text)`` and announce them."""
         await self._arun(
-            _ADD_EVENTS + "SELECT pg_notify(%(channel)s, 'e:' || %(run)s)",
-            {**_event_arrays(run_id, events), "channel": self.channel},
+            _ADD_EVENTS
+            + "SELECT CASE WHEN %(in_band)s THEN pg_notify(%(channel)s, 'e:' || %(run)s) END",
+            {**_event_arrays(run_id, events), "in_band": self._in_band, "channel": self.channel},
         )
+        await self._publish([f"e:{run_id}"])
 
     async def aannounce(self, payload: str) -> None:
         """Notify every process on these tables (see :data:`CHANNEL` for the payloads)."""
-        await self._arun(_NOTIFY, (self.channel, payload))
+        if self._in_band:
+            await self._arun(_NOTIFY, (self.channel, payload))
+        await self._publish([payload])
 
     def events(self, run_id: str, after: int = -1) -> list[tuple[int, str, str]]:
         """A run's events numbered above ``after``, in order: ``(seq, event, data)``."""

@@ -20,12 +20,13 @@ a run does not need.
   input ``None`` when the thread's newest checkpoint is the run's own, its input otherwise.
   Liveness is never judged from a PID or a clock.
 - **Events reach every process.** Events are rows (``seq`` per run), written in batches (each
-  batch while the run goes on, the last with the run's end, in one statement) and announced with
-  ``NOTIFY graph_agent_serve``; one connection per process LISTENs and wakes the clients
-  streaming there from another process, who read the rows after the last they sent. Clients of
-  the process running the run read its events from memory, and ``runs/wait`` wakes once, at the
-  end. A reconnecting client (``Last-Event-ID``) reads from the table: nothing is lost or sent
-  twice, whichever process ran or runs the run.
+  batch while the run goes on, the last with the run's end, in one statement) and announced
+  through the notifier (``NOTIFY``, or Redis pub/sub: :mod:`graph_agent.serve.notify`); one
+  subscription per process wakes the clients streaming there from another process, who read
+  the rows after the last they sent. Clients of the process running the run read its events
+  from memory, and ``runs/wait`` wakes once, at the end. A reconnecting client
+  (``Last-Event-ID``) reads from the table: nothing is lost or sent twice, whichever process
+  ran or runs the run.
 - **Cancel** marks the row and notifies; the worker running it stops at its next step boundary
   (``rollback``: it also takes the thread back and deletes the run) before the next run on the
   thread may be claimed.
@@ -234,6 +235,7 @@ class QueueRunner(Runner):
         """Listen for notifications and, as a worker, start claiming runs."""
         import psycopg
 
+        await self.records.notifier.check()
         await self.records.aopen()
         self._queue_wake = asyncio.Event()
         if self.work:
@@ -242,7 +244,8 @@ class QueueRunner(Runner):
             )
             await self._lock_conn.execute("SELECT pg_advisory_lock(%s)", (self.worker_key,))
         listening = asyncio.Event()
-        self._tasks.append(asyncio.create_task(self._listen(listening)))
+        notifier, channel = self.records.notifier, self.records.channel
+        self._tasks.append(asyncio.create_task(notifier.listen(channel, self._dispatch, listening)))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(listening.wait(), 10)
         if self.work:
@@ -262,25 +265,11 @@ class QueueRunner(Runner):
             await self._lock_conn.close()
         await self.records.aclose()
 
-    async def _listen(self, listening: asyncio.Event) -> None:
-        import psycopg
-
-        while True:
-            try:
-                conn = await psycopg.AsyncConnection.connect(self.records.dsn, autocommit=True)
-                async with conn:
-                    await conn.execute(f"LISTEN {self.records.channel}")
-                    listening.set()
-                    self._wake_everyone()  # what was announced while we did not listen
-                    async for note in conn.notifies():
-                        self._dispatch(note.payload)
-            except psycopg.Error as exc:
-                _log.warning("graph-agent serve: LISTEN connection lost (%s); reconnecting", exc)
-                await asyncio.sleep(0.5)
-
     def _dispatch(self, payload: str) -> None:
         kind, _, about = payload.partition(":")
-        if kind == "q":
+        if not payload:  # (re)subscribed: what was announced meanwhile was missed
+            self._wake_everyone()
+        elif kind == "q":
             self._queue_wake.set()
         elif kind == "e":
             _set(self._event_wakes.pop(about, None))

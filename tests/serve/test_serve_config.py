@@ -128,3 +128,11 @@ def test_serve_langgraph_json_serves_each_graph_under_its_key(tmp_path: Path) ->
         _, err = server.communicate(timeout=15)
     assert "ignoring dependencies" in err
     assert (tmp_path / "state" / "serve.db").exists()
+
+
+def test_a_config_file_may_name_the_redis_that_carries_notifications(tmp_path: Path) -> None:
+    config = tmp_path / "serve.json"
+    options = {"postgres": "dbname=agents", "redis": "redis://127.0.0.1:6379/0", "workers": 2}
+    config.write_text(json.dumps({"targets": ["graphs.py:chain"], **options}))
+    assert read_config(str(config)).options == options
+    sys.path.remove(str(tmp_path))
