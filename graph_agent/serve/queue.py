@@ -144,29 +144,32 @@ class _EventWriter:
         self.run_id = run_id
         self.pending: list[tuple[int, str, str]] = []
         self.writing: asyncio.Task[None] | None = None
-        self.holding = False  # the writer waits before its next batch
+        self.waiting: asyncio.TimerHandle | None = None  # until the next batch is written
         self.followed = False
 
     def __call__(self, run_id: str, seq: int, event: str, data: str) -> None:
         self.pending.append((seq, event, data))
-        if self.writing is None:
-            self.writing = asyncio.get_running_loop().create_task(self._write())
+        if self.writing is None and self.waiting is None:
+            if self.followed:
+                self._write_now()
+            else:
+                loop = asyncio.get_running_loop()
+                self.waiting = loop.call_later(EVENT_BATCH_SECONDS, self._write_now)
 
     def follow(self) -> None:
         """A client in another process follows the run: write its events as they come."""
         self.followed = True
-        if self.writing is not None and self.holding:
-            self.writing.cancel()  # its ``finally`` forgets it
-            self.writing = None
+        self._write_now()
+
+    def _write_now(self) -> None:
+        if self.waiting is not None:
+            self.waiting.cancel()
+            self.waiting = None
         if self.writing is None and self.pending:
             self.writing = asyncio.get_running_loop().create_task(self._write())
 
     async def _write(self) -> None:
         try:
-            if not self.followed:
-                self.holding = True
-                await asyncio.sleep(EVENT_BATCH_SECONDS)
-                self.holding = False
             while self.pending:
                 batch, self.pending = self.pending, []
                 try:
@@ -176,17 +179,15 @@ class _EventWriter:
                     self.pending[:0] = batch
                     return
         finally:
-            if self.writing is asyncio.current_task():
-                self.holding = False
-                self.writing = None
+            self.writing = None
 
     async def drain(self) -> list[tuple[int, str, str]]:
         """The events not written yet, taken out (after the batch being written, if any)."""
-        writing = self.writing
-        if writing is not None:
-            if self.holding:
-                writing.cancel()
-            await asyncio.wait([writing])
+        if self.waiting is not None:
+            self.waiting.cancel()
+            self.waiting = None
+        while self.writing is not None:
+            await asyncio.wait([self.writing])
         rest, self.pending = self.pending, []
         return rest
 
