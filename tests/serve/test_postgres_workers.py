@@ -204,3 +204,47 @@ def test_a_worker_killed_mid_run_has_its_runs_finished_by_another(cluster: Clust
         [run_id for _, run_id in runs],
     )
     assert claims == [(2, 6)]  # b's runs were claimed again, all finished on c
+
+
+def test_a_run_received_by_a_working_process_runs_there_and_every_process_replays_it(
+    cluster: Cluster,
+) -> None:
+    client = get_sync_client(url=cluster.c.url)  # (b was killed above)
+    thread_id = client.threads.create()["thread_id"]
+    parts = list(client.runs.stream(thread_id, "chain", input={"x": 1}, stream_mode="values"))
+    run_id = parts[0].data["run_id"]
+    claim = cluster.rows(
+        "SELECT worker, attempt, status FROM graph_agent_serve_runs WHERE run_id = %s", run_id
+    )
+    assert claim == [(cluster.c.worker, 1, "success")]  # claimed as it was written
+    other = get_sync_client(url=cluster.api.url)  # its events were written with its end
+    assert [(p.event, p.data) for p in other.runs.join_stream(thread_id, run_id)] == [
+        (p.event, p.data) for p in parts
+    ]
+
+
+def test_a_run_enqueued_behind_one_running_in_the_same_process_runs_after_it(
+    cluster: Cluster,
+) -> None:
+    client = get_sync_client(url=cluster.c.url)
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.create(thread_id, "slow", input={"n": 0})
+    second = client.runs.create(thread_id, "slow", input={"n": 9}, multitask_strategy="enqueue")
+    assert client.runs.join(thread_id, second["run_id"]) == {"n": 10}
+    assert client.runs.get(thread_id, first["run_id"])["status"] == "success"
+    history = [s["metadata"]["run_id"] for s in client.threads.get_history(thread_id, limit=100)]
+    ran = [run_id for i, run_id in enumerate(history) if i == 0 or history[i - 1] != run_id]
+    assert ran == [second["run_id"], first["run_id"]]  # one after the other, not interleaved
+    assert client.threads.get(thread_id)["status"] == "idle"
+
+
+def test_a_stateless_run_waited_for_leaves_no_thread_behind(cluster: Cluster) -> None:
+    def threads() -> int:
+        return cluster.rows("SELECT count(*) FROM graph_agent_serve_threads")[0][0]
+
+    before = threads()
+    assert get_sync_client(url=cluster.c.url).runs.wait(None, "chain", input={"x": 1}) == {"x": 12}
+    deadline = time.monotonic() + 10
+    while threads() != before:  # deleted once the answer is sent
+        assert time.monotonic() < deadline, "the stateless run's thread was never deleted"
+        time.sleep(0.05)
