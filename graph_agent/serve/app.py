@@ -366,7 +366,7 @@ class _Api:
 
     def _thread_runnable(self, record: ThreadRecord) -> Runnable | None:
         if record.assistant_id in self.assistants:
-            return self.assistants[record.assistant_id]
+            return self.runner.runnable_of(record.thread_id, record.assistant_id)
         if len(self.assistants) == 1:
             return next(iter(self.assistants.values()))
         return None
@@ -579,10 +579,13 @@ class _Api:
         if modes is not None:
             body = {**body, "stream_mode": list(modes)}
         run_request = self._run_request(body)
+        delete = body.get("on_completion", "delete") == "delete"
+        if thread_id is None and delete and isinstance(self.records, Records):
+            return self.runner.start_temporary(self._temporary_thread(run_request), run_request)
         if thread_id is None:  # stateless: a thread of its own, gone when the run ends
             record = _thread_record(str(uuid.uuid4()), {})
             run = await self._start_on(record.thread_id, run_request, record)
-            if body.get("on_completion", "delete") == "delete":
+            if delete:
                 asyncio.get_running_loop().create_task(self._forget(run))
             return run
         if self.records.thread(thread_id) is None:
@@ -592,6 +595,14 @@ class _Api:
                 )
             return await self._start_on(thread_id, run_request, _thread_record(thread_id, {}))
         return await self._start_on(thread_id, run_request)
+
+    def _temporary_thread(self, run_request: RunRequest) -> ThreadRecord:
+        """The record of a stateless run's thread, as :meth:`_start_on` would leave it."""
+        assistant_id = run_request.assistant_id
+        metadata = {"graph_id": assistant_id, "assistant_id": assistant_id}
+        record = _thread_record(str(uuid.uuid4()), metadata)
+        record.assistant_id = assistant_id
+        return record
 
     async def _start_on(
         self, thread_id: str, run_request: RunRequest, new: ThreadRecord | None = None
@@ -636,7 +647,7 @@ class _Api:
 
     async def wait_stateless(self, request: Request) -> Response:
         run = await self._start(request, None)
-        return JSONResponse(await run.wait())
+        return JSONResponse(await run.wait(), headers=_run_location(run))
 
     async def stream_run(self, request: Request) -> Response:
         run = await self._start(request, request.path_params["thread_id"])

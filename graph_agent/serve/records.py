@@ -7,6 +7,11 @@ gets them again (``Last-Event-ID``). They live in a small SQLite file
 of their own next to the checkpoint database (the saver's file holds only its own tables), so a
 restarted server still knows its threads and finished runs. Every call is a short statement
 under one lock: cheap enough to make from the event loop.
+
+A *temporary* thread (that of a stateless run, deleted when the run ends: LangGraph Server runs
+those without a checkpointer at all) has its records in memory instead, in the same tables of an
+in-memory database: the API finds it, its run and events while it lives, and nothing of it is
+written to the file (nor left there by a crash).
 """
 
 from __future__ import annotations
@@ -124,8 +129,13 @@ class Records:
             self._conn.execute("PRAGMA journal_mode=WAL")
             # a power cut may lose the last events; never the file's consistency
             self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._memory = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        """Where temporary threads, their runs and events are (see the module docstring)."""
+        self._temporary_threads: set[str] = set()
+        self._temporary_runs: set[str] = set()
         for statement in _SCHEMA:
             self._conn.execute(statement)
+            self._memory.execute(statement)
         # runs a previous server left running cannot finish: they stopped with it
         self._conn.execute(
             "UPDATE runs SET status = 'error' WHERE status IN ('pending', 'running')"
@@ -135,24 +145,40 @@ class Records:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+            self._memory.close()
 
-    def _run(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    def _run(
+        self, sql: str, args: tuple[Any, ...] = (), *, temporary: bool = False
+    ) -> list[tuple[Any, ...]]:
         with self._lock:
-            return self._conn.execute(sql, args).fetchall()
+            conn = self._memory if temporary else self._conn
+            return conn.execute(sql, args).fetchall()
+
+    def is_temporary(self, thread_id: str) -> bool:
+        """Whether the thread's records are in memory only (see the module docstring)."""
+        return thread_id in self._temporary_threads
 
     # threads
-    def put_thread(self, thread: ThreadRecord) -> None:
+    def put_thread(self, thread: ThreadRecord, *, temporary: bool = False) -> None:
+        """Store a thread's record (``temporary``: a new thread's, in memory only)."""
+        if temporary:
+            self._temporary_threads.add(thread.thread_id)
         self._run(
             "INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?, ?, ?)",
             thread.row(),
+            temporary=thread.thread_id in self._temporary_threads,
         )
 
     def thread(self, thread_id: str) -> ThreadRecord | None:
-        rows = self._run("SELECT * FROM threads WHERE thread_id = ?", (thread_id,))
+        rows = self._run(
+            "SELECT * FROM threads WHERE thread_id = ?",
+            (thread_id,),
+            temporary=thread_id in self._temporary_threads,
+        )
         return _thread(rows[0]) if rows else None
 
     def threads(self) -> list[ThreadRecord]:
-        """Every thread, newest first."""
+        """Every thread but the temporary ones, newest first."""
         return [_thread(row) for row in self._run("SELECT * FROM threads ORDER BY created_at DESC")]
 
     def set_thread_status(
@@ -162,48 +188,72 @@ class Records:
             "UPDATE threads SET status = ?, updated_at = ?, "
             "assistant_id = COALESCE(?, assistant_id) WHERE thread_id = ?",
             (status, now(), assistant_id, thread_id),
+            temporary=thread_id in self._temporary_threads,
         )
 
     def delete_thread(self, thread_id: str) -> None:
+        temporary = thread_id in self._temporary_threads
+        if temporary:
+            for (run_id,) in self._run(
+                "SELECT run_id FROM runs WHERE thread_id = ?", (thread_id,), temporary=True
+            ):
+                self._temporary_runs.discard(run_id)
         self._run(
             "DELETE FROM events WHERE run_id IN (SELECT run_id FROM runs WHERE thread_id = ?)",
             (thread_id,),
+            temporary=temporary,
         )
-        self._run("DELETE FROM runs WHERE thread_id = ?", (thread_id,))
-        self._run("DELETE FROM threads WHERE thread_id = ?", (thread_id,))
+        self._run("DELETE FROM runs WHERE thread_id = ?", (thread_id,), temporary=temporary)
+        self._run("DELETE FROM threads WHERE thread_id = ?", (thread_id,), temporary=temporary)
+        self._temporary_threads.discard(thread_id)
 
     # runs
     def put_run(self, run: RunRecord) -> None:
+        temporary = run.thread_id in self._temporary_threads
+        if temporary:
+            self._temporary_runs.add(run.run_id)
         self._run(
             "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             run.row(),
+            temporary=temporary,
         )
 
     def set_run_status(self, run_id: str, status: RunStatus) -> None:
         self._run(
-            "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?", (status, now(), run_id)
+            "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?",
+            (status, now(), run_id),
+            temporary=run_id in self._temporary_runs,
         )
 
     def delete_run(self, run_id: str) -> None:
-        self._run("DELETE FROM events WHERE run_id = ?", (run_id,))
-        self._run("DELETE FROM runs WHERE run_id = ?", (run_id,))
+        temporary = run_id in self._temporary_runs
+        self._run("DELETE FROM events WHERE run_id = ?", (run_id,), temporary=temporary)
+        self._run("DELETE FROM runs WHERE run_id = ?", (run_id,), temporary=temporary)
+        self._temporary_runs.discard(run_id)
 
     # events
     def add_event(self, run_id: str, seq: int, event: str, data: str) -> None:
         """Store event number ``seq`` of a run, its data as JSON text."""
-        self._run("INSERT INTO events VALUES (?, ?, ?, ?)", (run_id, seq, event, data))
+        self._run(
+            "INSERT INTO events VALUES (?, ?, ?, ?)",
+            (run_id, seq, event, data),
+            temporary=run_id in self._temporary_runs,
+        )
 
     def events(self, run_id: str, after: int = -1) -> list[tuple[int, str, str]]:
         """A run's events numbered above ``after``, in order: ``(seq, event, data)``."""
         rows = self._run(
             "SELECT seq, event, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
             (run_id, after),
+            temporary=run_id in self._temporary_runs,
         )
         return [(int(seq), str(event), str(data)) for seq, event, data in rows]
 
     def run(self, thread_id: str, run_id: str) -> RunRecord | None:
         rows = self._run(
-            "SELECT * FROM runs WHERE run_id = ? AND thread_id = ?", (run_id, thread_id)
+            "SELECT * FROM runs WHERE run_id = ? AND thread_id = ?",
+            (run_id, thread_id),
+            temporary=thread_id in self._temporary_threads,
         )
         return _run_record(rows[0]) if rows else None
 
@@ -212,6 +262,7 @@ class Records:
         rows = self._run(
             "SELECT * FROM runs WHERE thread_id = ? ORDER BY created_at DESC LIMIT ? OFFSET ?",
             (thread_id, limit, offset),
+            temporary=thread_id in self._temporary_threads,
         )
         return [_run_record(row) for row in rows]
 

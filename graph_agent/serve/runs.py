@@ -12,11 +12,20 @@ request's ``multitask_strategy``, as LangGraph Server does:
 - ``rollback``: the runs before it stop, are deleted with their events, and the thread goes back
   to where it was before them (a checkpoint copying that state becomes the newest), then it
   starts.
+
+A stateless run that deletes its thread when it ends (``on_completion="delete"``, the default)
+runs on a *temporary* thread (:meth:`Runner.start_temporary`): its checkpoints in a
+:class:`MemorySaver` of the runner's, its records in memory (see
+:mod:`graph_agent.serve.records`), all gone when it ends. Nothing of it would outlive the run
+anyway, and the file's commits and worker-thread round trips were most of what such a run cost
+(LangGraph Server runs these without a checkpointer at all). While it runs, the API finds the
+thread, its state and the run as for any other.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import json
 import threading
@@ -26,6 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from graph_agent.agent.react import ReactAgent
+from graph_agent.checkpoint.base import CheckpointSaver
+from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphCancelledError
 from graph_agent.graph.state import OverAllState
@@ -229,6 +240,15 @@ def rollback_thread(runnable: Runnable, thread_id: str, run_ids: set[str]) -> No
         saver.delete_thread(thread_id)
 
 
+def on_saver(runnable: Runnable, saver: CheckpointSaver) -> Runnable:
+    """The same graph or agent keeping its threads in ``saver`` (``runnable`` is unchanged)."""
+    if isinstance(runnable, CompiledGraph):
+        return runnable.with_saver(saver)
+    twin = copy.copy(runnable)
+    twin.saver = saver  # the setter drops the graph the copy shares: it builds its own
+    return twin
+
+
 class Runner:
     """Starts, follows and cancels the runs of one server process.
 
@@ -242,6 +262,10 @@ class Runner:
         self.records = records
         self._latest: dict[str, ActiveRun] = {}
         self._by_id: dict[str, ActiveRun] = {}
+        self._temporary: dict[str, list[str]] = {}
+        """The temporary threads running, with their runs' ids (see the module docstring)."""
+        self._scratch = MemorySaver()
+        self._on_scratch: dict[str, Runnable] = {}
 
     def active(self, thread_id: str) -> ActiveRun | None:
         """The thread's newest run while it (or one queued before it) has not finished."""
@@ -250,6 +274,23 @@ class Runner:
 
     def find(self, run_id: str) -> ActiveRun | None:
         return self._by_id.get(run_id)
+
+    def runnable_of(self, thread_id: str, assistant_id: str) -> Runnable:
+        """The assistant's runnable on the saver holding the thread's checkpoints."""
+        runnable = self.assistants[assistant_id]
+        if thread_id not in self._temporary:
+            return runnable
+        scratch = self._on_scratch.get(assistant_id)
+        if scratch is None:
+            scratch = self._on_scratch[assistant_id] = on_saver(runnable, self._scratch)
+        return scratch
+
+    def start_temporary(self, thread: ThreadRecord, request: RunRequest) -> ActiveRun:
+        """Start a stateless run on ``thread``, a new thread kept in memory and deleted, with
+        the run, when the run ends (see the module docstring)."""
+        self._temporary[thread.thread_id] = []
+        self.records.put_thread(thread, temporary=True)
+        return self.start(thread.thread_id, request)
 
     def start(self, thread_id: str, request: RunRequest) -> ActiveRun:
         """Record a run and start it as a task.
@@ -263,9 +304,12 @@ class Runner:
         record = new_run_record(thread_id, request)
         self.records.put_run(record)
         self.records.set_thread_status(thread_id, "busy", request.assistant_id)
-        run = ActiveRun(
-            record=record, request=request, previous=previous, log=self.records.add_event
-        )
+        temporary = self._temporary.get(thread_id)
+        if temporary is not None:
+            temporary.append(record.run_id)
+        # a temporary run's events are read from the run itself: it and its records go together
+        log = self.records.add_event if temporary is None else None
+        run = ActiveRun(record=record, request=request, previous=previous, log=log)
         self._latest[thread_id] = run
         self._by_id[record.run_id] = run
         if previous is not None and request.multitask_strategy in ("interrupt", "rollback"):
@@ -306,7 +350,7 @@ class Runner:
         if not runs:
             return
         thread_id = runs[0].record.thread_id
-        runnable = self.assistants[runs[0].request.assistant_id]
+        runnable = self.runnable_of(thread_id, runs[0].request.assistant_id)
         run_ids = {run.record.run_id for run in runs}
         await asyncio.to_thread(rollback_thread, runnable, thread_id, run_ids)
         for run in runs:
@@ -323,7 +367,7 @@ class Runner:
             await before.done.wait()
         if run.request.multitask_strategy == "rollback":
             await self._roll_back([before for before in earlier if not before.rolled_back])
-        runnable = self.assistants[run.request.assistant_id]
+        runnable = self.runnable_of(thread_id, run.request.assistant_id)
         run.emit("metadata", {"run_id": run_id, "attempt": 1})
         run_status: RunStatus = "success"
         thread_status: ThreadStatus = "idle"
@@ -352,7 +396,17 @@ class Runner:
             self._set_status(run, run_status)
             if self._latest.get(thread_id) is run:
                 self.records.set_thread_status(thread_id, thread_status)
+                if thread_id in self._temporary:
+                    self._forget_temporary(thread_id)
             run.end()
+
+    def _forget_temporary(self, thread_id: str) -> None:
+        """Delete a temporary thread whose last run ended: its checkpoints, records and runs."""
+        for run_id in self._temporary.pop(thread_id):
+            self._by_id.pop(run_id, None)
+        del self._latest[thread_id]
+        self._scratch.delete_thread(thread_id)
+        self.records.delete_thread(thread_id)
 
     def _set_status(self, run: ActiveRun, status: RunStatus) -> None:
         run.record.status = status
