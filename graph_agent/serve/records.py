@@ -9,13 +9,14 @@ restarted server still knows its threads and finished runs. Every call is a shor
 under one lock: cheap enough to make from the event loop.
 
 A *temporary* thread (that of a stateless run, deleted when the run ends: LangGraph Server runs
-those without a checkpointer at all) has its records in memory instead, in the same tables of an
-in-memory database: the API finds it, its run and events while it lives, and nothing of it is
-written to the file (nor left there by a crash).
+those without a checkpointer at all) has its records in memory instead, in plain dicts: the API
+finds it and its runs while it lives, and nothing of it is written to the file (nor left there
+by a crash).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import threading
@@ -23,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 __all__ = ["Records", "RunRecord", "RunStatus", "ThreadRecord", "ThreadStatus", "now"]
 
@@ -129,52 +130,42 @@ class Records:
             self._conn.execute("PRAGMA journal_mode=WAL")
             # a power cut may lose the last events; never the file's consistency
             self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._memory = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        """Where temporary threads, their runs and events are (see the module docstring)."""
-        self._temporary_threads: set[str] = set()
-        self._temporary_runs: set[str] = set()
         for statement in _SCHEMA:
             self._conn.execute(statement)
-            self._memory.execute(statement)
         # runs a previous server left running cannot finish: they stopped with it
         self._conn.execute(
             "UPDATE runs SET status = 'error' WHERE status IN ('pending', 'running')"
         )
         self._conn.execute("UPDATE threads SET status = 'idle' WHERE status = 'busy'")
+        self._temporary: dict[str, _Temporary] = {}
+        """The temporary threads, by id (see the module docstring)."""
+        self._temporary_runs: dict[str, _Temporary] = {}
+        """The same, by the id of each of their runs."""
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
-            self._memory.close()
 
-    def _run(
-        self, sql: str, args: tuple[Any, ...] = (), *, temporary: bool = False
-    ) -> list[tuple[Any, ...]]:
+    def _run(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
-            conn = self._memory if temporary else self._conn
-            return conn.execute(sql, args).fetchall()
-
-    def is_temporary(self, thread_id: str) -> bool:
-        """Whether the thread's records are in memory only (see the module docstring)."""
-        return thread_id in self._temporary_threads
+            return self._conn.execute(sql, args).fetchall()
 
     # threads
     def put_thread(self, thread: ThreadRecord, *, temporary: bool = False) -> None:
         """Store a thread's record (``temporary``: a new thread's, in memory only)."""
-        if temporary:
-            self._temporary_threads.add(thread.thread_id)
-        self._run(
-            "INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?, ?, ?)",
-            thread.row(),
-            temporary=thread.thread_id in self._temporary_threads,
-        )
+        kept = self._temporary.get(thread.thread_id)
+        if kept is not None:
+            kept.thread = _copy(thread)
+        elif temporary:
+            self._temporary[thread.thread_id] = _Temporary(_copy(thread))
+        else:
+            self._run("INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?, ?, ?)", thread.row())
 
     def thread(self, thread_id: str) -> ThreadRecord | None:
-        rows = self._run(
-            "SELECT * FROM threads WHERE thread_id = ?",
-            (thread_id,),
-            temporary=thread_id in self._temporary_threads,
-        )
+        kept = self._temporary.get(thread_id)
+        if kept is not None:
+            return _copy(kept.thread)
+        rows = self._run("SELECT * FROM threads WHERE thread_id = ?", (thread_id,))
         return _thread(rows[0]) if rows else None
 
     def threads(self) -> list[ThreadRecord]:
@@ -184,87 +175,120 @@ class Records:
     def set_thread_status(
         self, thread_id: str, status: ThreadStatus, assistant_id: str | None = None
     ) -> None:
+        kept = self._temporary.get(thread_id)
+        if kept is not None:
+            kept.thread.status, kept.thread.updated_at = status, now()
+            kept.thread.assistant_id = assistant_id or kept.thread.assistant_id
+            return
         self._run(
             "UPDATE threads SET status = ?, updated_at = ?, "
             "assistant_id = COALESCE(?, assistant_id) WHERE thread_id = ?",
             (status, now(), assistant_id, thread_id),
-            temporary=thread_id in self._temporary_threads,
         )
 
     def delete_thread(self, thread_id: str) -> None:
-        temporary = thread_id in self._temporary_threads
-        if temporary:
-            for (run_id,) in self._run(
-                "SELECT run_id FROM runs WHERE thread_id = ?", (thread_id,), temporary=True
-            ):
-                self._temporary_runs.discard(run_id)
+        kept = self._temporary.pop(thread_id, None)
+        if kept is not None:
+            for run_id in kept.runs:
+                del self._temporary_runs[run_id]
+            return
         self._run(
             "DELETE FROM events WHERE run_id IN (SELECT run_id FROM runs WHERE thread_id = ?)",
             (thread_id,),
-            temporary=temporary,
         )
-        self._run("DELETE FROM runs WHERE thread_id = ?", (thread_id,), temporary=temporary)
-        self._run("DELETE FROM threads WHERE thread_id = ?", (thread_id,), temporary=temporary)
-        self._temporary_threads.discard(thread_id)
+        self._run("DELETE FROM runs WHERE thread_id = ?", (thread_id,))
+        self._run("DELETE FROM threads WHERE thread_id = ?", (thread_id,))
 
     # runs
     def put_run(self, run: RunRecord) -> None:
-        temporary = run.thread_id in self._temporary_threads
-        if temporary:
-            self._temporary_runs.add(run.run_id)
+        kept = self._temporary.get(run.thread_id)
+        if kept is not None:
+            kept.runs[run.run_id] = _copy(run)
+            self._temporary_runs[run.run_id] = kept
+            return
         self._run(
             "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             run.row(),
-            temporary=temporary,
         )
 
     def set_run_status(self, run_id: str, status: RunStatus) -> None:
+        kept = self._temporary_runs.get(run_id)
+        if kept is not None:
+            kept.runs[run_id].status, kept.runs[run_id].updated_at = status, now()
+            return
         self._run(
-            "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?",
-            (status, now(), run_id),
-            temporary=run_id in self._temporary_runs,
+            "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?", (status, now(), run_id)
         )
 
     def delete_run(self, run_id: str) -> None:
-        temporary = run_id in self._temporary_runs
-        self._run("DELETE FROM events WHERE run_id = ?", (run_id,), temporary=temporary)
-        self._run("DELETE FROM runs WHERE run_id = ?", (run_id,), temporary=temporary)
-        self._temporary_runs.discard(run_id)
+        kept = self._temporary_runs.pop(run_id, None)
+        if kept is not None:
+            del kept.runs[run_id]
+            kept.events.pop(run_id, None)
+            return
+        self._run("DELETE FROM events WHERE run_id = ?", (run_id,))
+        self._run("DELETE FROM runs WHERE run_id = ?", (run_id,))
 
     # events
     def add_event(self, run_id: str, seq: int, event: str, data: str) -> None:
         """Store event number ``seq`` of a run, its data as JSON text."""
-        self._run(
-            "INSERT INTO events VALUES (?, ?, ?, ?)",
-            (run_id, seq, event, data),
-            temporary=run_id in self._temporary_runs,
-        )
+        kept = self._temporary_runs.get(run_id)
+        if kept is not None:
+            kept.events.setdefault(run_id, []).append((seq, event, data))
+            return
+        self._run("INSERT INTO events VALUES (?, ?, ?, ?)", (run_id, seq, event, data))
 
     def events(self, run_id: str, after: int = -1) -> list[tuple[int, str, str]]:
         """A run's events numbered above ``after``, in order: ``(seq, event, data)``."""
+        kept = self._temporary_runs.get(run_id)
+        if kept is not None:
+            return [item for item in kept.events.get(run_id, ()) if item[0] > after]
         rows = self._run(
             "SELECT seq, event, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
             (run_id, after),
-            temporary=run_id in self._temporary_runs,
         )
         return [(int(seq), str(event), str(data)) for seq, event, data in rows]
 
     def run(self, thread_id: str, run_id: str) -> RunRecord | None:
+        kept = self._temporary.get(thread_id)
+        if kept is not None:
+            found = kept.runs.get(run_id)
+            return _copy(found) if found is not None else None
         rows = self._run(
-            "SELECT * FROM runs WHERE run_id = ? AND thread_id = ?",
-            (run_id, thread_id),
-            temporary=thread_id in self._temporary_threads,
+            "SELECT * FROM runs WHERE run_id = ? AND thread_id = ?", (run_id, thread_id)
         )
         return _run_record(rows[0]) if rows else None
 
     def runs(self, thread_id: str, *, limit: int, offset: int) -> list[RunRecord]:
         """A thread's runs, newest first."""
+        kept = self._temporary.get(thread_id)
+        if kept is not None:
+            newest = sorted(kept.runs.values(), key=lambda run: run.created_at, reverse=True)
+            return [_copy(run) for run in newest[offset : offset + limit]]
         rows = self._run(
             "SELECT * FROM runs WHERE thread_id = ? ORDER BY created_at DESC LIMIT ? OFFSET ?",
             (thread_id, limit, offset),
-            temporary=thread_id in self._temporary_threads,
         )
         return [_run_record(row) for row in rows]
+
+
+@dataclass
+class _Temporary:
+    """A temporary thread's record, its runs' and their events (all in memory)."""
+
+    thread: ThreadRecord
+    runs: dict[str, RunRecord] = field(default_factory=dict)
+    events: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
+
+
+_Record = TypeVar("_Record", ThreadRecord, RunRecord)
+
+
+def _copy(record: _Record) -> _Record:
+    """A record of its own, as one read from the file is (its dicts are copied too)."""
+    if isinstance(record, ThreadRecord):
+        return dataclasses.replace(record, metadata=dict(record.metadata))
+    return dataclasses.replace(record, metadata=dict(record.metadata), kwargs=dict(record.kwargs))
 
 
 def _thread(row: tuple[Any, ...]) -> ThreadRecord:

@@ -12,6 +12,7 @@ from langgraph_sdk import get_sync_client
 
 from graph_agent import RunnableConfig
 from graph_agent.checkpoint.memory import MemorySaver
+from graph_agent.serve.records import Records, RunRecord, ThreadRecord, now
 from graph_agent.serve.runs import on_saver
 from tests.serve.conftest import Server
 from tests.serve.graphs import agent
@@ -89,3 +90,24 @@ def test_a_stateless_agent_run_leaves_the_served_agent_on_its_saver() -> None:
     assert twin.invoke("hi", config)["messages"][-1].content == "Hello there."
     assert twin.get_state(config).values["messages"][-1].content == "Hello there."
     assert served.get_state(config).values == {}
+
+
+def test_temporary_records_are_found_by_id_and_never_reach_the_file(tmp_path) -> None:
+    path = str(tmp_path / "records.db")
+    records = Records(path)
+    thread = ThreadRecord(thread_id="t", created_at=now(), updated_at=now(), metadata={"a": 1})
+    records.put_thread(thread, temporary=True)
+    run = RunRecord(
+        run_id="r", thread_id="t", assistant_id="chain", created_at=now(), updated_at=now()
+    )
+    records.put_run(run)
+    records.set_thread_status("t", "busy", "chain")
+    records.set_run_status("r", "running")
+    found = records.thread("t")
+    assert found is not None and found.status == "busy" and found.assistant_id == "chain"
+    found.metadata["a"] = 2  # a copy: the record stays as stored
+    assert records.thread("t").metadata == {"a": 1}  # type: ignore[union-attr]
+    assert [r.status for r in records.runs("t", limit=10, offset=0)] == ["running"]
+    assert records.threads() == [] and Records(path).thread("t") is None
+    records.delete_thread("t")
+    assert records.thread("t") is None and records.run("t", "r") is None
