@@ -1,8 +1,8 @@
 """Every way graph_agent runs code off the caller's stack: threads, event loops, greenlets and
 timeouts (only the savers keep their own: ``asyncio.to_thread``, PostgreSQL's lease watcher).
 
-- **Worker threads** (:class:`WorkerPool`, :func:`shared_pool`, :func:`to_thread`): parallel
-  sync nodes, sync nodes of ``ainvoke``, parallel tool calls.
+- **Worker threads** (:class:`WorkerPool`, :func:`shared_pool`, :func:`to_thread`, from
+  ``_pool.py``): parallel sync nodes, sync nodes of ``ainvoke``, parallel tool calls.
 - **Private event loops** (:func:`start_on_loop`, :func:`run_on_loop`): async nodes of a sync
   call, on daemon loop threads, so that ``invoke()`` also works inside a running loop.
 - **A greenlet per stream** (:class:`InlineStream`, :func:`wait_delivering`): a stream's lone
@@ -20,15 +20,19 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import os
 import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable, Collection, Coroutine
-from concurrent.futures import Executor, Future
+from concurrent.futures import Future
 from contextvars import ContextVar, copy_context
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from graph_agent.graph._pool import Job as Job
+from graph_agent.graph._pool import WorkerPool as WorkerPool
+from graph_agent.graph._pool import _call, _Settle, _settle, _settler
+from graph_agent.graph._pool import shared_pool as shared_pool
+from graph_agent.graph._pool import to_thread as to_thread
 from graph_agent.graph.task import _current_task
 
 if TYPE_CHECKING:
@@ -36,158 +40,7 @@ if TYPE_CHECKING:
 
     import greenlet
 
-_P = ParamSpec("_P")
 _T = TypeVar("_T")
-
-
-class Job:
-    """A task handed to the pool; :meth:`cancel` keeps it from starting if it has not yet."""
-
-    __slots__ = ("args", "cancelled", "fn")
-
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        self.fn = fn
-        self.args = args
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class WorkerPool(Executor):
-    """Daemon threads taking :class:`Job` values from one queue, made only when none is idle.
-
-    ``ThreadPoolExecutor`` costs about 6 µs a task in locks, a ``Future``, a work item and a
-    semaphore (a fan-out of 50 one-line nodes spent two thirds of its time there); here a job
-    reaches an idle thread through one queue and reports its own outcome. It is also an
-    ``Executor`` (for ``loop.run_in_executor``). Daemon threads: a call abandoned by its caller
-    never keeps the interpreter from exiting.
-
-    Args:
-        max_threads: The most threads; past it, jobs wait for a free thread (it matters only
-            for deep nesting: a node waiting for a subgraph holds its thread).
-        name: Thread names are ``f"{name}-{n}"``.
-
-    Example:
-        >>> import queue
-        >>> done = queue.SimpleQueue()
-        >>> pool = WorkerPool(max_threads=2, name="example")
-        >>> job = pool.start(done.put, "ran")
-        >>> done.get(timeout=5)
-        'ran'
-        >>> pool.submit(sum, [1, 2]).result(timeout=5)
-        3
-    """
-
-    def __init__(self, *, max_threads: int, name: str) -> None:
-        if max_threads < 1:
-            raise ValueError(f"WorkerPool(max_threads={max_threads}): needs at least 1 thread")
-        self.max_threads = max_threads
-        self.name = name
-        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._threads = 0
-        self._idle = 0  # threads waiting for a job no one has claimed
-        self._backlog = 0  # jobs queued when every thread was busy and none could be made
-        self._closed = False
-
-    def start(self, fn: Callable[..., Any], /, *args: Any) -> Job:
-        """Run ``fn(*args)`` on a pool thread. What it returns or raises is dropped: ``fn``
-        reports its own outcome (the engine's runners put it on a queue)."""
-        job = Job(fn, args)
-        with self._lock:
-            if self._closed:
-                raise RuntimeError(f"worker pool {self.name!r} is shut down")
-            number = 0
-            if self._idle:
-                self._idle -= 1  # that thread is spoken for, even before it wakes up
-            elif self._threads < self.max_threads:
-                number = self._threads = self._threads + 1
-            else:
-                self._backlog += 1  # the next thread to finish takes it
-        if number:  # the thread first: if none can be had, nothing was queued
-            thread = threading.Thread(target=self._work, name=f"{self.name}-{number}", daemon=True)
-            try:
-                thread.start()
-            except BaseException:  # e.g. "can't start new thread"
-                with self._lock:
-                    self._threads -= 1
-                raise
-        self._jobs.put(job)
-        return job
-
-    def submit(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> Future[_T]:
-        """The ``Executor`` interface (for ``loop.run_in_executor``): a ``Future`` of the call."""
-        future: Future[_T] = Future()
-
-        def run() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            try:
-                result = fn(*args, **kwargs)
-            except BaseException as exc:
-                future.set_exception(exc)
-            else:
-                future.set_result(result)
-
-        self.start(run)
-        return future
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Stop the threads once the queued jobs are done (``wait`` is not supported: the
-        threads are daemons, and a job may be a node that never returns)."""
-        with self._lock:
-            self._closed = True
-            threads = self._threads
-        for _ in range(threads):
-            self._jobs.put(None)
-
-    def _work(self) -> None:
-        jobs, lock = self._jobs, self._lock
-        while True:
-            job = jobs.get()
-            if job is None:
-                return
-            if not job.cancelled:
-                with contextlib.suppress(BaseException):  # the job reported it (see start)
-                    job.fn(*job.args)
-                job = None  # drop the task and its state while idle
-            with lock:
-                if self._backlog:
-                    self._backlog -= 1
-                else:
-                    self._idle += 1
-
-
-_shared: WorkerPool | None = None
-_shared_lock = threading.Lock()
-
-
-def shared_pool() -> WorkerPool:
-    """The process's worker threads (up to 1,024; a run's own bound is ``max_concurrency``)."""
-    global _shared
-    if _shared is None:
-        with _shared_lock:
-            if _shared is None:
-                _shared = WorkerPool(max_threads=1024, name="graph-agent")
-    return _shared
-
-
-def _forget_shared_pool() -> None:
-    global _shared, _shared_lock
-    _shared, _shared_lock = None, threading.Lock()  # the parent's threads are not in the child
-
-
-os.register_at_fork(after_in_child=_forget_shared_pool)
-
-
-async def to_thread(fn: Callable[..., _T], /, *args: Any) -> _T:
-    """``fn(*args)`` on the shared pool in a copy of this context, awaited (``asyncio.to_thread``
-    without the loop's default executor, which is sized by the CPU count)."""
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(shared_pool(), copy_context().run, fn, *args)
 
 
 _loop_depth: ContextVar[int] = ContextVar("graph_agent_loop_depth", default=0)
@@ -496,39 +349,13 @@ async def call_on_daemon_thread(fn: Callable[[], _T], *, thread_name: str) -> _T
 
     loop = asyncio.get_running_loop()
     future: asyncio.Future[_T] = loop.create_future()
-
-    def settle(result: Any, error: BaseException | None) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop closed while an abandoned call ran
-            loop.call_soon_threadsafe(_settle, future, result, error)
-
-    _on_daemon_thread(fn, thread_name, settle)
+    _on_daemon_thread(fn, thread_name, _settler(loop, future))
     return await future
 
 
-def _on_daemon_thread(
-    fn: Callable[[], Any], thread_name: str, settle: Callable[[Any, BaseException | None], None]
-) -> None:
-    context = copy_context()
-
-    def run() -> None:
-        result: Any = None
-        error: BaseException | None = None
-        try:
-            result = context.run(fn)
-        except BaseException as exc:
-            error = exc
-        settle(result, error)
-
-    threading.Thread(target=run, name=thread_name, daemon=True).start()
-
-
-def _settle(future: Future[Any] | asyncio.Future[Any], result: Any, error: Any) -> None:
-    if future.done():  # cancelled: the caller gave up on this call
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+def _on_daemon_thread(fn: Callable[[], Any], thread_name: str, settle: _Settle) -> None:
+    args = (copy_context(), settle, fn)
+    threading.Thread(target=_call, args=args, name=thread_name, daemon=True).start()
 
 
 def _set(cancelled: threading.Event | None) -> None:

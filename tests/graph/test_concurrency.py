@@ -13,6 +13,7 @@ import pytest
 
 from graph_agent import END, START, AppendStrategy, StateGraph
 from graph_agent.graph import _concurrency as concurrency
+from graph_agent.graph import _pool
 from graph_agent.graph._concurrency import (
     FINISHED,
     InlineStream,
@@ -220,6 +221,40 @@ def test_to_thread_runs_on_the_shared_pool_in_a_copy_of_the_context() -> None:
 
     name, seen = asyncio.run(main())
     assert name.startswith("graph-agent-") and seen == "changed on the thread / caller's"
+
+
+def test_to_thread_raises_what_the_call_raised_in_the_awaiting_coroutine() -> None:
+    def fail() -> None:
+        raise LookupError("from the pool")
+
+    async def main() -> None:
+        await to_thread(fail)
+
+    with pytest.raises(LookupError, match="from the pool"):
+        asyncio.run(main())
+
+
+def test_to_thread_cancelled_before_a_thread_took_it_never_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pool = WorkerPool(max_threads=1, name="one")
+    monkeypatch.setattr(_pool, "_shared", pool)
+    release = threading.Event()
+    pool.start(release.wait, WAIT)  # its only thread is busy
+    ran: list[str] = []
+
+    async def main() -> None:
+        waiting = asyncio.ensure_future(to_thread(ran.append, "ran"))
+        await asyncio.sleep(0.05)  # queued behind the busy thread
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    try:
+        asyncio.run(main())
+    finally:
+        release.set()
+    assert pool.submit(lambda: "after").result(timeout=WAIT) == "after" and ran == []
 
 
 def test_a_coroutine_run_from_sync_code_runs_on_a_private_loop_thread() -> None:
