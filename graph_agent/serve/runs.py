@@ -83,7 +83,11 @@ EventLog = Callable[[str, int, str, str], None]
 
 def sse_text(data: Any) -> str:
     """An event's data as the compact JSON an SSE ``data:`` line carries."""
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return _COMPACT.encode(data)
+
+
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""One encoder for every event: ``json.dumps`` with options builds one per call."""
 
 
 class ThreadBusy(Exception):
@@ -154,8 +158,9 @@ class ActiveRun:
         self._wake_followers()
 
     def _wake_followers(self) -> None:
-        wake, self._wake = self._wake, asyncio.Event()
-        wake.set()
+        # the waiters' futures are settled by set(): cleared at once, it wakes each one once
+        self._wake.set()
+        self._wake.clear()
 
     async def follow(self, after: int = -1) -> AsyncIterator[tuple[int, str, str]]:
         """The run's events numbered above ``after``, as ``(id, event, JSON text)``, until it

@@ -3,9 +3,13 @@ what it missed, while the run goes on and after it ended, also after a restart."
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 from langgraph_sdk import get_sync_client
 
+from graph_agent.serve.records import RunRecord, now
+from graph_agent.serve.runs import ActiveRun, RunRequest
 from tests.serve.conftest import Server
 
 
@@ -101,3 +105,22 @@ def test_events_outlive_a_restart(tmp_path) -> None:
     with Server(tmp_path / "serve.db") as second:
         assert _replay(second, thread_id, run_id) == before
         assert _replay(second, thread_id, run_id, after=1) == before[2:]
+
+
+async def test_every_follower_of_a_live_run_gets_every_event_once() -> None:
+    record = RunRecord(
+        run_id="r", thread_id="t", assistant_id="chain", created_at=now(), updated_at=now()
+    )
+    run = ActiveRun(record=record, request=RunRequest(assistant_id="chain"))
+
+    async def follow(after: int) -> list[int]:
+        return [number for number, _, _ in [item async for item in run.follow(after)]]
+
+    followers = [asyncio.ensure_future(follow(after)) for after in (-1, -1, 1)]
+    await asyncio.sleep(0)
+    for n in range(5):
+        run.emit("values", {"n": n})
+        if n % 2:
+            await asyncio.sleep(0)
+    run.end()
+    assert await asyncio.gather(*followers) == [[0, 1, 2, 3, 4], [0, 1, 2, 3, 4], [2, 3, 4]]
