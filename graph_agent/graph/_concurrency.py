@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from graph_agent.graph._pool import Job as Job
 from graph_agent.graph._pool import WorkerPool as WorkerPool
-from graph_agent.graph._pool import _call, _Settle, _settle, _settler
+from graph_agent.graph._pool import _Settle, _settle, _settler, call_reporting
 from graph_agent.graph._pool import shared_pool as shared_pool
 from graph_agent.graph._pool import to_thread as to_thread
 from graph_agent.graph.task import _current_task
@@ -355,7 +355,7 @@ async def call_on_daemon_thread(fn: Callable[[], _T], *, thread_name: str) -> _T
 
 def _on_daemon_thread(fn: Callable[[], Any], thread_name: str, settle: _Settle) -> None:
     args = (copy_context(), settle, fn)
-    threading.Thread(target=_call, args=args, name=thread_name, daemon=True).start()
+    threading.Thread(target=call_reporting, args=args, name=thread_name, daemon=True).start()
 
 
 def _set(cancelled: threading.Event | None) -> None:

@@ -174,7 +174,7 @@ async def to_thread(fn: Callable[..., _T], /, *args: Any) -> _T:
 
     loop = asyncio.get_running_loop()
     future: asyncio.Future[_T] = loop.create_future()
-    job = shared_pool().start(_call, copy_context(), _settler(loop, future), fn, *args)
+    job = shared_pool().start(call_reporting, copy_context(), _settler(loop, future), fn, *args)
     try:
         return await future
     except asyncio.CancelledError:
@@ -195,7 +195,7 @@ def _settler(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> _S
     return settle
 
 
-def _call(context: Context, settle: _Settle, fn: Callable[..., Any], *args: Any) -> None:
+def call_reporting(context: Context, settle: _Settle, fn: Callable[..., Any], *args: Any) -> None:
     """``fn(*args)`` in ``context``; what it returned or raised goes to ``settle``."""
     try:
         result = context.run(fn, *args)

@@ -14,6 +14,7 @@ nodes on the shared pool (:class:`AsyncConcurrent`). The threads, loops and gree
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import queue
@@ -31,6 +32,7 @@ from graph_agent.graph._concurrency import (
     to_thread,
 )
 from graph_agent.graph._effects import Outcome, RunTasks, Task
+from graph_agent.graph._pool import call_reporting
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, ParentCommand
 from graph_agent.graph.task import TaskContext, _current_task
 from graph_agent.graph.types import NodeOutput, StreamingOutput
@@ -306,7 +308,20 @@ class AsyncConcurrent:
                 else:
                     events.put_nowait((task, value, None))
 
-        self.workers = [asyncio.ensure_future(run_one(task)) for task in effect.tasks]
+        tasks = effect.tasks
+        self.workers: list[Job | asyncio.Future[None]] = []
+        if len(tasks) <= effect.max_concurrency and not any(map(awaits, tasks)):
+            # sync nodes only, none waiting for a slot: each goes straight to the pool and puts
+            # its outcome on the queue from there (no task, semaphore or coroutine per node)
+            for task in tasks:
+                if streaming:
+                    task.context._emit = emit_threadsafe
+                report = _reporter(loop, events, task)
+                self.workers.append(
+                    shared_pool().start(call_reporting, copy_context(), report, run_sync, task)
+                )
+        else:
+            self.workers = [asyncio.ensure_future(run_one(task)) for task in tasks]
         self.remaining = len(self.workers)
 
     async def next(self) -> AsyncIterator[NodeOutput | Outcome]:
@@ -334,3 +349,13 @@ class AsyncConcurrent:
     def cancel(self) -> None:
         for worker in self.workers:
             worker.cancel()
+
+
+def _reporter(loop: Any, events: Any, task: Task) -> Callable[[Any, BaseException | None], None]:
+    """What puts how a pool-run ``task`` ended on the driver's queue, from its thread."""
+
+    def report(result: Any, error: BaseException | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: no one waits any more
+            loop.call_soon_threadsafe(events.put_nowait, (task, result, error))
+
+    return report
