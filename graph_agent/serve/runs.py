@@ -25,6 +25,7 @@ thread, its state and the run as for any other.
 from __future__ import annotations
 
 import asyncio
+import collections
 import copy
 import dataclasses
 import json
@@ -262,11 +263,17 @@ class Runner:
         records: Where threads, runs and their events are recorded.
     """
 
+    finished_kept = 1000
+    """How many finished runs stay in memory, with their results, for clients that join them;
+    an older one is joined from the records and its thread, as after a restart (kept all, a
+    server held every run it ever ran: some kilobytes each, and longer garbage collections)."""
+
     def __init__(self, assistants: Mapping[str, Runnable], records: Records) -> None:
         self.assistants = assistants
         self.records = records
         self._latest: dict[str, ActiveRun] = {}
         self._by_id: dict[str, ActiveRun] = {}
+        self._finished: collections.deque[ActiveRun] = collections.deque()
         self._temporary: dict[str, list[str]] = {}
         """The temporary threads running, with their runs' ids (see the module docstring)."""
         self._scratch = MemorySaver()
@@ -399,11 +406,25 @@ class Runner:
             run.emit("error", error)
         finally:
             self._set_status(run, run_status)
+            temporary = thread_id in self._temporary  # its runs are forgotten with it
             if self._latest.get(thread_id) is run:
                 self.records.set_thread_status(thread_id, thread_status)
-                if thread_id in self._temporary:
+                if temporary:
                     self._forget_temporary(thread_id)
+            run.previous = None  # waited for: the runs before it need not stay in memory
             run.end()
+            if not temporary:
+                self._keep_finished(run)
+
+    def _keep_finished(self, run: ActiveRun) -> None:
+        """Keep ``run`` among the :attr:`finished_kept` newest finished runs; forget the oldest."""
+        self._finished.append(run)
+        while len(self._finished) > self.finished_kept:
+            old = self._finished.popleft()
+            if self._by_id.get(old.record.run_id) is old:
+                del self._by_id[old.record.run_id]
+            if self._latest.get(old.record.thread_id) is old:
+                del self._latest[old.record.thread_id]
 
     def _forget_temporary(self, thread_id: str) -> None:
         """Delete a temporary thread whose last run ended: its checkpoints, records and runs."""

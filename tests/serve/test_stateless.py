@@ -10,10 +10,10 @@ import urllib.parse
 import httpx
 from langgraph_sdk import get_sync_client
 
-from graph_agent import RunnableConfig
+from graph_agent import END, START, CompileConfig, RunnableConfig, StateGraph
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.serve.records import Records, RunRecord, ThreadRecord, now
-from graph_agent.serve.runs import on_saver
+from graph_agent.serve.runs import Runner, RunRequest, on_saver
 from tests.serve.conftest import Server
 from tests.serve.graphs import agent
 
@@ -111,3 +111,25 @@ def test_temporary_records_are_found_by_id_and_never_reach_the_file(tmp_path) ->
     assert records.threads() == [] and Records(path).thread("t") is None
     records.delete_thread("t")
     assert records.thread("t") is None and records.run("t", "r") is None
+
+
+async def test_a_runner_keeps_only_its_newest_finished_runs_in_memory() -> None:
+    graph = StateGraph("inc")
+    graph.add_node("inc", lambda state: {"x": state["x"] + 1})
+    graph.add_edge(START, "inc").add_edge("inc", END)
+    runner = Runner({"inc": graph.compile(CompileConfig(saver=MemorySaver()))}, Records())
+    runner.finished_kept = 2
+    runs = []
+    for n in range(4):
+        thread = ThreadRecord(thread_id=f"t{n}", created_at=now(), updated_at=now())
+        runner.records.put_thread(thread)
+        runs.append(runner.start(thread.thread_id, RunRequest(assistant_id="inc", input={"x": n})))
+        assert await runs[-1].wait() == {"x": n + 1}
+    assert [runner.find(run.record.run_id) is run for run in runs] == [False, False, True, True]
+    first = runs[0].record
+    assert runner.records.run(first.thread_id, first.run_id) is not None  # still recorded
+    temporary = ThreadRecord(thread_id="temp", created_at=now(), updated_at=now())
+    stateless = runner.start_temporary(temporary, RunRequest(assistant_id="inc", input={"x": 0}))
+    assert await stateless.wait() == {"x": 1}
+    assert runner.find(stateless.record.run_id) is None  # gone with its thread, not kept
+    assert runner.find(runs[3].record.run_id) is runs[3]
