@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import httpx
 import pytest
 
 from graph_agent import (
@@ -172,7 +173,6 @@ def test_the_default_retry_on_takes_network_and_server_errors_only():
 
 
 def test_default_retry_on_knows_httpx_errors():
-    httpx = pytest.importorskip("httpx")
     request = httpx.Request("GET", "http://example.invalid")
     assert default_retry_on(httpx.ConnectError("refused", request=request))
     for status, retried in [(502, True), (404, False)]:
