@@ -29,7 +29,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from graph_agent.serve.errors import error_bytes
+from graph_agent.serve.errors import send_error
 
 __all__ = [
     "API_KEYS_ENV",
@@ -235,23 +235,13 @@ def _presented_key(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
 
 
 async def _refuse(send: Send) -> None:
-    body = error_bytes(
+    await send_error(
+        send,
         401,
         "missing or invalid API key: send it in the x-api-key header "
         "(langgraph-sdk: get_client(url, api_key=...)) or as Authorization: Bearer KEY",
+        [(b"www-authenticate", b'Bearer realm="graph-agent"')],
     )
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"www-authenticate", b'Bearer realm="graph-agent"'),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
 
 
 def _public(path: str) -> bool:

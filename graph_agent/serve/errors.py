@@ -8,12 +8,13 @@ value the server holds secret.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from starlette.responses import JSONResponse
+from starlette.types import Send
 
-__all__ = ["CODES", "error_body", "error_bytes", "error_response"]
+__all__ = ["CODES", "error_body", "error_bytes", "error_response", "send_error"]
 
 CODES: dict[int, str] = {
     400: "bad_request",
@@ -43,3 +44,13 @@ def error_response(
 def error_bytes(status: int, detail: str, code: str | None = None) -> bytes:
     """An error body as bytes, for middleware that answers before the app runs."""
     return json.dumps(error_body(status, detail, code)).encode()
+
+
+async def send_error(
+    send: Send, status: int, detail: str, headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    """Answer with an error body straight from ASGI middleware, before the app runs."""
+    body = error_bytes(status, detail)
+    start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": [*start, *headers]})
+    await send({"type": "http.response.body", "body": body})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from graph_agent.serve.errors import error_bytes
+from graph_agent.serve.errors import send_error
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "BodyLimitMiddleware"]
 
@@ -51,20 +51,10 @@ class BodyLimitMiddleware:
         await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
-        body = error_bytes(
+        await send_error(
+            send,
             413,
             f"the request body is over {self.max_body_bytes} bytes: send less "
             "(the server's limit is set with --max-body-bytes)",
+            [(b"connection", b"close")],
         )
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
