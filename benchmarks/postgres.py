@@ -37,7 +37,7 @@ NODE_SECONDS = 0.005  # the waiting node: a stand-in for a model or tool call
 
 
 def run(settings: Settings) -> list[Row]:
-    reason = _unavailable()
+    reason = unavailable()
     if reason:
         print(f"PostgreSQL workload skipped: {reason}", file=sys.stderr)
         return []
@@ -63,7 +63,8 @@ def run(settings: Settings) -> list[Row]:
     return rows
 
 
-def _unavailable() -> str | None:
+def unavailable() -> str | None:
+    """Why the benchmark's PostgreSQL cannot be used, or None when it answers."""
     try:
         import psycopg
     except ImportError:

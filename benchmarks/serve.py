@@ -41,10 +41,8 @@ from pathlib import Path
 import httpx
 
 from benchmarks.harness import GRAPH_AGENT, LANGGRAPH, Row, Settings
+from benchmarks.postgres import DSN, unavailable
 
-DSN = os.environ.get(
-    "GRAPH_AGENT_BENCH_POSTGRES", "host=127.0.0.1 port=5432 dbname=test user=postgres"
-)
 ASSISTANT = "chain"
 BODY = {"assistant_id": ASSISTANT, "input": {"x": 0}}
 ANSWER = {"x": 3}
@@ -119,18 +117,6 @@ def langgraph_cli_available() -> bool:
     )
 
 
-def postgres_unavailable() -> str | None:
-    try:
-        import psycopg
-    except ImportError:
-        return "psycopg is not installed (pip install -e '.[postgres]')"
-    try:
-        psycopg.connect(DSN, connect_timeout=3).close()
-    except psycopg.Error as exc:
-        return f"cannot connect to {DSN!r}: {str(exc).strip().splitlines()[0]}"
-    return None
-
-
 def run(
     settings: Settings, *, with_postgres: bool = True, clients: tuple[int, ...] = CLIENTS
 ) -> list[Row]:
@@ -143,7 +129,7 @@ def run(
         (root / "langgraph.json").write_text(LANGGRAPH_JSON)
         urls = {"sqlite": up.enter_context(_ours(root, ["--db", str(root / "serve.db")]))}
         if with_postgres:
-            reason = postgres_unavailable()
+            reason = unavailable()
             if reason:
                 print(f"graph-agent serve --postgres skipped: {reason}", file=sys.stderr)
             else:
