@@ -399,7 +399,7 @@ def message_to_chunks(message: AssistantMessage) -> Iterator[AssistantMessageChu
     message_id = message.id
     if message.reasoning:
         yield AssistantMessageChunk(id=message_id, reasoning=message.reasoning)
-    for piece in _PIECES.findall(message.content):
+    for piece in _PIECES.findall(message.text):
         yield AssistantMessageChunk(piece, id=message_id)
     for index, call in enumerate(message.tool_calls):
         arguments = (
