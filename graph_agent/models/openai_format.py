@@ -123,7 +123,7 @@ def messages_to_openai(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
         if isinstance(message, ToolResponseMessage) and not _only_text(content):
             lead = f"The result of tool call {message.tool_call_id} ({message.name}) holds:"
             held.append({"type": "text", "text": lead})
-            held.extend(_part_to_openai(part) for part in _parts(content))
+            held.extend(_part_to_openai(p) for p in _parts(content) if not isinstance(p, TextPart))
     if held:
         wire.append({"role": "user", "content": held})
     return wire
