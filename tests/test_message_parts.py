@@ -3,8 +3,6 @@ it is stored and loaded exactly."""
 
 from __future__ import annotations
 
-import base64
-
 import pytest
 from pydantic import ValidationError
 
@@ -22,10 +20,7 @@ from graph_agent.messages import (
     content_text,
     message_from_dict,
 )
-
-PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(12 * 1024)).decode()
-WAV = base64.b64encode(b"RIFF" + bytes(100)).decode()
-PDF = base64.b64encode(b"%PDF-1.4 tiny").decode()
+from tests.media import PDF, PNG, WAV
 
 
 def picture() -> ImagePart:

@@ -5,7 +5,6 @@ OpenAI-compatible server)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 from pydantic import BaseModel
@@ -20,16 +19,13 @@ from graph_agent.messages import (
     ToolCall,
     ToolResponseMessage,
 )
-from graph_agent.models import OpenAIChatModel, RetryPolicy, ScriptedChatModel
+from graph_agent.models import OpenAIChatModel, ScriptedChatModel
+from tests.agent.conftest import streamed_or_whole
 from tests.models.openai_fake_server import (
-    API_KEY,
     FakeOpenAIServer,
-    RecordedRequest,
     chunk,
     completion,
-    dynamic,
     reply_json,
-    reply_sse,
     tool_call,
     tool_delta,
 )
@@ -74,26 +70,7 @@ def calls_tools(*calls: tuple[str, str, str]) -> object:
         ),
         chunk(finish_reason="tool_calls"),
     ]
-
-    def choose(request: RecordedRequest) -> object:
-        return reply_sse(streamed) if request.body.get("stream") else reply_json(whole)
-
-    return dynamic(choose)
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as running:
-        yield running
-
-
-@pytest.fixture
-def model(server: FakeOpenAIServer) -> Iterator[OpenAIChatModel]:
-    retry = RetryPolicy(max_retries=0, sleep=lambda _: None)
-    with OpenAIChatModel(
-        "fake-model", base_url=server.base_url, api_key=API_KEY, timeout=5.0, retry=retry
-    ) as client:
-        yield client
+    return streamed_or_whole(streamed, whole)
 
 
 ORDER_CALL = ("c1", "lookup_order", '{"order_id": "A7"}')

@@ -3,8 +3,6 @@ loads exactly from every saver, also in a new process's saver (memory, SQLite, P
 
 from __future__ import annotations
 
-import base64
-
 from graph_agent import RunnableConfig, tool
 from graph_agent.agent import ReactAgent
 from graph_agent.checkpoint.base import CheckpointSaver
@@ -21,10 +19,8 @@ from graph_agent.messages import (
 )
 from graph_agent.models import ScriptedChatModel
 from tests.checkpoint.test_conformance import checkpoint
+from tests.media import PDF, PNG, WAV
 
-PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(2048)).decode()
-WAV = base64.b64encode(b"RIFF" + bytes(256)).decode()
-PDF = base64.b64encode(b"%PDF-1.4 tiny").decode()
 SCREENSHOT = ImagePart(data=PNG, media_type="image/png")
 
 

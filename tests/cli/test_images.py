@@ -3,16 +3,14 @@ an image part to the model, and the terminal shows it as a placeholder."""
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 
 import pytest
 
+from tests.media import PNG, PNG_BYTES
 from tests.models.openai_fake_server import FakeOpenAIServer, completion, reply_json
 
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(12 * 1024)
-
-SEEING_AGENT = '''
+SEEING_AGENT = """
 from graph_agent.agent import ReactAgent
 from graph_agent.messages import content_text
 from graph_agent.models import ScriptedChatModel
@@ -23,13 +21,13 @@ def describe(request):
 
 
 agent = ReactAgent("eyes", ScriptedChatModel([describe] * 5))
-'''
+"""
 
 
 @pytest.fixture
 def photo(tmp_path: Path) -> Path:
     path = tmp_path / "photo.png"
-    path.write_bytes(PNG)
+    path.write_bytes(PNG_BYTES)
     return path
 
 
@@ -54,12 +52,11 @@ def test_demo_image_reaches_the_model_in_the_openai_shape_and_shows_as_a_placeho
     assert result.code == 0, result.err
     assert "you: What is this? [image: image/png, 12 KB]" in result.out
     assert "A black square." in result.out
-    encoded = base64.b64encode(PNG).decode()
     assert bodies[0]["messages"][-1] == {
         "role": "user",
         "content": [
             {"type": "text", "text": "What is this?"},
-            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{encoded}"}},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
         ],
     }
 
@@ -102,9 +99,7 @@ def test_chat_image_alone_goes_with_the_next_message(cli, photo: Path, seeing_ag
     assert "I got: No picture now" in result.out
 
 
-def test_chat_image_of_a_missing_file_is_an_error_and_the_chat_goes_on(
-    cli, seeing_agent
-) -> None:
+def test_chat_image_of_a_missing_file_is_an_error_and_the_chat_goes_on(cli, seeing_agent) -> None:
     result = cli("chat", "--plain", seeing_agent, stdin="/image nope.png\nhello\n/exit\n")
     assert result.code == 0, result.err
     assert "image nope.png does not exist" in result.err

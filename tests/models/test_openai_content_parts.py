@@ -3,7 +3,6 @@ streamed and not, through the sync and the async client."""
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable
 
 import pytest
@@ -20,14 +19,12 @@ from graph_agent.messages import (
 )
 from graph_agent.models import OpenAIChatModel
 from graph_agent.models.errors import ModelBadRequestError
+from tests.media import PDF, PNG, WAV
 
 from .conftest import Driver
 from .openai_fake_server import FakeOpenAIServer, chunk, completion, reply_json, reply_sse
 
 ModelFactory = Callable[..., OpenAIChatModel]
-PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(64)).decode()
-WAV = base64.b64encode(b"RIFF" + bytes(32)).decode()
-PDF = base64.b64encode(b"%PDF-1.4 tiny").decode()
 
 QUESTION = UserMessage(
     [
@@ -113,7 +110,7 @@ def test_a_tool_result_with_an_image_goes_as_text_and_the_image_follows_in_a_use
     assert wire[2] == {
         "role": "tool",
         "tool_call_id": "c1",
-        "content": "Taken. [image: image/png, 72 B]",
+        "content": "Taken. [image: image/png, 12 KB]",
     }
     assert wire[4] == {
         "role": "user",
@@ -137,6 +134,6 @@ def test_a_file_by_url_is_refused_before_anything_is_sent(
     server: FakeOpenAIServer, make_model: ModelFactory
 ) -> None:
     message = UserMessage([FilePart(url="https://x.test/a.pdf", media_type="application/pdf")])
-    with pytest.raises(ModelBadRequestError, match="FilePart\\(data=..., media_type=...\\)"):
+    with pytest.raises(ModelBadRequestError, match=r"FilePart\(data=\.\.\., media_type=\.\.\.\)"):
         make_model().generate([message])
     assert server.requests == []

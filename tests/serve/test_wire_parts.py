@@ -3,7 +3,6 @@ standard and 0.3 blocks) become parts, and parts go out as LangChain standard bl
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 
 import httpx
@@ -22,11 +21,9 @@ from graph_agent.messages import (
 from graph_agent.models import ScriptedChatModel
 from graph_agent.serve.wire import WireError, message_from_json, message_json
 from graph_agent.serve.wire_parts import part_from_json, part_json
+from tests.media import PDF, PNG, WAV
 from tests.serve.conftest import Server
 
-PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(2048)).decode()
-WAV = base64.b64encode(b"RIFF" + bytes(64)).decode()
-PDF = base64.b64encode(b"%PDF-1.4 tiny").decode()
 PICTURE = ImagePart(data=PNG, media_type="image/png")
 
 
@@ -149,4 +146,4 @@ def test_an_image_sent_to_a_served_agent_reaches_its_model(tmp_path: Path) -> No
     assert response.status_code == 200, response.text
     messages = response.json()["messages"]
     assert messages[0]["content"][1] == {"type": "image", "base64": PNG, "mime_type": "image/png"}
-    assert messages[-1]["content"] == "I got: What is this? [image: image/png, 2 KB]"
+    assert messages[-1]["content"] == "I got: What is this? [image: image/png, 12 KB]"
