@@ -390,7 +390,8 @@ _PIECES = re.compile(r"\S+\s*|\s+")
 
 def message_to_chunks(message: AssistantMessage) -> Iterator[AssistantMessageChunk]:
     """Stream a finished message: its reasoning, its text word by word, one piece per tool call,
-    then the finish reason and usage. ``fold_chunks`` of the result equals ``message``.
+    then the finish reason and usage. ``fold_chunks`` of the result equals ``message`` (for a
+    message of parts, chunks carry its text parts: images do not stream).
 
     Example:
         >>> [c.text for c in message_to_chunks(AssistantMessage("Hi there"))]
