@@ -160,25 +160,30 @@ _UPKEEP = (
     "SELECT 'held', run_id FROM beat UNION ALL SELECT 'orphan', run_id FROM orphans "
     "UNION ALL SELECT 'notified', count(*)::text FROM notified"
 )
-_ADD_EVENTS = (
-    # only while the claim that ran them holds: a worker taken for dead writes nothing more
-    "WITH added AS (INSERT INTO graph_agent_serve_events (run_id, seq, event, data) "
+_INSERT_EVENTS = (
+    "INSERT INTO graph_agent_serve_events (run_id, seq, event, data) "
     "SELECT %(run)s, e.seq, e.event, e.data "
     "FROM unnest(%(seqs)s::int[], %(events)s::text[], %(datas)s::text[]) AS e (seq, event, data) "
-    "WHERE EXISTS (SELECT FROM graph_agent_serve_runs WHERE run_id = %(run)s "
-    "AND worker = %(worker)s AND attempt = %(attempt)s AND status = 'running') "
-    "ON CONFLICT DO NOTHING) "
+)
+_ADD_EVENTS = (
+    # only while the claim that ran them holds: a worker taken for dead writes nothing more.
+    # The run's row is share-locked until they are in, so a claim made meanwhile waits for
+    # them, and the new claimer reads them before it numbers its own
+    f"WITH added AS ({_INSERT_EVENTS} WHERE EXISTS (SELECT FROM graph_agent_serve_runs "
+    "WHERE run_id = %(run)s AND worker = %(worker)s AND attempt = %(attempt)s "
+    "AND status = 'running' FOR SHARE) ON CONFLICT DO NOTHING) "
 )
 _FINISH_RUN = (
-    _ADD_EVENTS
     # the one write whose commit does not wait for the disk: a run's end can be told again
     # from its checkpoints, which do wait. Lost in a crash of PostgreSQL itself, it leaves the
     # run running under a dead worker: it is claimed again, finds the thread's last
     # checkpoint its own, and ends again with the same result, running no node twice
-    + ", relaxed AS (SELECT set_config('synchronous_commit', 'off', true)), "
+    "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)), "
     "finished AS (UPDATE graph_agent_serve_runs SET status = %(status)s, "
     "updated_at = %(now)s, result = %(result)s WHERE run_id = %(run)s AND worker = %(worker)s "
     "AND attempt = %(attempt)s AND status = 'running' RETURNING run_id), "
+    # the last events, with the end (the claim still holds: the update locked its row)
+    f"added AS ({_INSERT_EVENTS} WHERE EXISTS (SELECT FROM finished) ON CONFLICT DO NOTHING), "
     # the thread is busy while another of its runs is to come (this run still reads as
     # running here: the statement sees the rows as they were before it)
     "others AS (SELECT status FROM graph_agent_serve_runs WHERE thread_id = %(thread)s "

@@ -26,6 +26,7 @@ import psycopg
 import pytest
 from langgraph_sdk import get_sync_client
 
+from graph_agent.cli.main import main
 from graph_agent.graph.errors import GraphSetupError
 from graph_agent.serve.pg_records import Claim, PostgresRecords
 from graph_agent.serve.records import ThreadRecord, now
@@ -139,6 +140,14 @@ def test_a_worker_timeout_that_is_not_a_positive_number_is_refused(dsn: str) -> 
     for wrong in (0, -1.0, float("nan")):
         with pytest.raises(GraphSetupError, match=r"worker_timeout=.*positive number of seconds"):
             PostgresRecords(dsn, worker_timeout=wrong)
+
+
+def test_serve_refuses_a_worker_timeout_that_is_not_positive(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = ["serve", "tests/serve/graphs.py:chain", "--postgres", dsn]
+    assert main([*command, "--worker-timeout", "0"]) != 0
+    assert "--worker-timeout 0.0: give a positive number of seconds" in capsys.readouterr().err
 
 
 def _serve(dsn: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
