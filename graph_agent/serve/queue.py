@@ -18,7 +18,9 @@ a run does not need.
   back in the queue those whose lock is free. The next claim resumes such a run from the
   thread's last checkpoint (the checkpoint saver's own lease, also bound to the dead session,
   is free too): input ``None`` when the thread's newest checkpoint is the run's own, its input
-  otherwise. Liveness is never judged from a PID.
+  otherwise. Liveness is never judged from a PID. A worker whose own lock session is cut
+  while it lives claims nothing until it holds its key again on a new session (its runs were
+  taken for a dead worker's: its heartbeat finds them gone and stops them).
 - **A worker that falls silent is noticed after ``worker_timeout``.** A session can outlive its
   usefulness: a process frozen (``SIGSTOP``) or hung behind a live connection, a host cut off
   before PostgreSQL noticed its TCP connection is dead. So a claim also carries a heartbeat
@@ -264,6 +266,7 @@ class QueueRunner(Runner):
         self._queue_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._lock_conn: Any = None
+        self._locked = False  # whether this worker's session holds its lock (it claims only then)
 
     # lifecycle
     async def open(self) -> None:
@@ -278,6 +281,7 @@ class QueueRunner(Runner):
                 self.records.dsn, autocommit=True
             )
             await self._lock_conn.execute("SELECT pg_advisory_lock(%s)", (self.worker_key,))
+            self._locked = True
         listening = asyncio.Event()
         notifier, channel = self.records.notifier, self.records.channel
         self._tasks.append(asyncio.create_task(notifier.listen(channel, self._dispatch, listening)))
@@ -393,7 +397,7 @@ class QueueRunner(Runner):
     ) -> ActiveRun:
         kept = _request_json(request)
         record = new_run_record(thread_id, request, {"request": kept})
-        here = self.work and len(self._claimed) < self.concurrency
+        here = self.work and self._locked and len(self._claimed) < self.concurrency
         started = await self.records.astart_run(
             record,
             json.dumps(kept),
@@ -429,7 +433,7 @@ class QueueRunner(Runner):
                     upkeep_due = time.monotonic() + upkeep_every
                     if beat:
                         beat_due = started + beat_every
-                while len(self._claimed) < self.concurrency:
+                while self._locked and len(self._claimed) < self.concurrency:
                     if self._claimed:  # the least busy worker claims first
                         await asyncio.sleep(CLAIM_DELAY_SECONDS * len(self._claimed))
                     claimed = await self.records.aclaim(self.worker_key)
@@ -452,6 +456,8 @@ class QueueRunner(Runner):
     async def _upkeep(self, beat: bool) -> None:
         """Renew this worker's claims (with ``beat``), stop the runs whose claims were taken
         over meanwhile, and put back in the queue the runs of dead or silent workers."""
+        if beat:
+            await self._keep_lock()
         sent = time.monotonic()
         held = [(run_id, c.claim.attempt) for run_id, c in self._claimed.items()]
         found = await self.records.aupkeep(self.worker_key, held, beat=beat)
@@ -467,6 +473,29 @@ class QueueRunner(Runner):
                 and not claimed.ending
             ):
                 self._lose(run_id)
+
+    async def _keep_lock(self) -> None:
+        """Check that this worker's lock session lives; if it was lost (the server ended it,
+        the network cut it), lock the same key on a new one. Until then the worker claims
+        nothing: the other workers take its runs for a dead worker's at once."""
+        import psycopg
+
+        try:
+            await self._lock_conn.execute("SELECT 1")
+        except psycopg.Error:
+            self._locked = False
+            with contextlib.suppress(psycopg.Error):
+                await self._lock_conn.close()
+            _log.warning("graph-agent serve: this worker's lock session was lost; locking again")
+            self._lock_conn = await psycopg.AsyncConnection.connect(
+                self.records.dsn, autocommit=True
+            )
+        if not self._locked:  # the old session may hold it a while yet: tried at each beat
+            cursor = await self._lock_conn.execute(
+                "SELECT pg_try_advisory_lock(%s)", (self.worker_key,)
+            )
+            found = await cursor.fetchone()
+            self._locked = bool(found and found[0])
 
     def _lose(self, run_id: str) -> None:
         """Another worker took this run over (this one was silent past its deadline): stop it

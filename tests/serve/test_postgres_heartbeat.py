@@ -26,13 +26,17 @@ import psycopg
 import pytest
 from langgraph_sdk import get_sync_client
 
+from graph_agent import CompileConfig
+from graph_agent.checkpoint.postgres import AsyncPostgresSaver
 from graph_agent.cli.main import main
 from graph_agent.graph.errors import GraphSetupError
 from graph_agent.serve.pg_records import Claim, PostgresRecords
+from graph_agent.serve.queue import QueueRunner, RemoteRun
 from graph_agent.serve.records import ThreadRecord, now
 from graph_agent.serve.runs import RunRequest, new_run_record
 from tests.checkpoint.postgres_db import admin, fresh_schema
 from tests.serve.conftest import free_port, wait_until_up
+from tests.serve.graphs import chain
 
 ROOT = Path(__file__).resolve().parents[2]
 SILENT, OTHER = 0x5151_0001, 0x5151_0002  # two workers' tokens (their advisory lock keys)
@@ -134,6 +138,48 @@ def test_a_workers_heartbeat_keeps_its_claims_and_a_dead_workers_go_back_at_once
     run_id, beat, kept, dead = asyncio.run(scenario())
     assert beat.held == {run_id} and kept.orphans == []
     assert dead.orphans == [run_id]
+
+
+def test_a_worker_whose_lock_session_was_cut_locks_its_key_again_and_claims_again(
+    dsn: str,
+) -> None:
+    def lock_holders(key: int) -> list[int]:
+        return [
+            pid
+            for (pid,) in admin().execute(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = %s",
+                (key,),
+            )
+        ]
+
+    async def scenario() -> tuple[list[int], list[int], bool]:
+        saver = AsyncPostgresSaver(dsn)
+        records = PostgresRecords(dsn, worker_timeout=0.3)  # a beat every 0.1 s
+        runner = QueueRunner({"chain": chain().compile(CompileConfig(saver=saver))}, records)
+        await runner.open()
+        try:
+            before = lock_holders(runner.worker_key)
+            admin().execute("SELECT pg_terminate_backend(%s)", (before[0],))
+            async with asyncio.timeout(10):
+                while not runner._locked or lock_holders(runner.worker_key) in ([], before):
+                    await asyncio.sleep(0.02)
+            after = lock_holders(runner.worker_key)
+            stamp = now()
+            thread = ThreadRecord(thread_id="t1", created_at=stamp, updated_at=stamp)
+            request = RunRequest(assistant_id="chain", input={"x": 1})
+            run = await runner.astart("t1", request, thread, new_thread=True)
+            claimed_here = not isinstance(run, RemoteRun)
+            await run.wait()
+            return before, after, claimed_here
+        finally:
+            await runner.close()
+            records.close()
+            await saver.aclose()
+
+    before, after, claimed_here = asyncio.run(scenario())
+    assert len(before) == 1 and len(after) == 1 and after != before  # a new session holds it
+    assert claimed_here  # it claims the runs it receives again
 
 
 def test_a_worker_timeout_that_is_not_a_positive_number_is_refused(dsn: str) -> None:
