@@ -552,6 +552,15 @@ class PostgresRecords:
         await self._publish(["q"] if found.orphans else [])
         return found
 
+    async def aholds(self, run_id: str, claim: Claim) -> bool:
+        """Whether ``claim`` still holds the run (no other worker took it over)."""
+        rows = await self._arun(
+            "SELECT EXISTS (SELECT FROM graph_agent_serve_runs WHERE run_id = %s "
+            "AND worker = %s AND attempt = %s AND status = 'running')",
+            (run_id, claim.worker, claim.attempt),
+        )
+        return bool(rows and rows[0][0])
+
     async def afinish_run(
         self,
         run_id: str,

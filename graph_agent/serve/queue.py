@@ -225,14 +225,42 @@ class _EventWriter:
 
 
 @dataclass(kw_only=True)
+class _LocalRun(ActiveRun):
+    """A run this process claimed, followed here from memory. Should another worker take it
+    over (this one was silent too long), those waiting here get that worker's result, and
+    those following here go on with its events from the table (numbered after the last they
+    got here: what this worker ran that was never stored is not told twice)."""
+
+    runner: QueueRunner
+    lost: bool = False
+
+    def emit(self, event: str, data: Any) -> None:
+        if not self.lost:
+            super().emit(event, data)
+
+    async def wait(self) -> Any:
+        result = await super().wait()
+        if self.lost:
+            return await self.runner._handle(self.record).wait()
+        return result
+
+    async def follow(self, after: int = -1) -> AsyncIterator[tuple[int, str, str]]:
+        async for item in super().follow(after):
+            yield item
+            after = item[0]
+        if self.lost:
+            async for item in self.runner._handle(self.record).follow(after):
+                yield item
+
+
+@dataclass(kw_only=True)
 class _Claimed:
-    run: ActiveRun
+    run: _LocalRun
     claim: Claim
     writer: _EventWriter
     since: float = field(default_factory=time.monotonic)
     cancel_action: list[str] = field(default_factory=list)
     ending: bool = False  # its end is being written: its claim is no longer renewed
-    lost: bool = False  # another worker took it over: it writes nothing more
 
 
 class QueueRunner(Runner):
@@ -497,19 +525,26 @@ class QueueRunner(Runner):
             found = await cursor.fetchone()
             self._locked = bool(found and found[0])
 
+    async def _holds(self, claimed: _Claimed) -> bool:
+        """Whether the claim still holds (True when the records cannot tell now)."""
+        try:
+            return await self.records.aholds(claimed.run.record.run_id, claimed.claim)
+        except Exception:
+            return True
+
     def _lose(self, run_id: str) -> None:
         """Another worker took this run over (this one was silent past its deadline): stop it
         at its next step boundary, writing nothing more."""
         claimed = self._claimed.pop(run_id, None)
-        if claimed is None or claimed.lost:
+        if claimed is None or claimed.run.lost:
             return
         _log.warning(
-            "graph-agent serve: run %s was taken over by another worker (no heartbeat from "
-            "this one for %s s); stopping it here",
+            "graph-agent serve: run %s was taken over by another worker (this one was taken "
+            "for dead, or silent past worker_timeout=%s s); stopping it here",
             run_id,
             self.records.worker_timeout,
         )
-        claimed.lost = True
+        claimed.run.lost = True
         claimed.writer.stop()
         claimed.run.cancel.set()
 
@@ -524,7 +559,7 @@ class QueueRunner(Runner):
         claim = Claim(worker=self.worker_key, attempt=attempt)
         writer = _EventWriter(self.records, record.run_id, claim)
         writer.followed = self._follow_asks.pop(record.run_id, None) is not None
-        run = ActiveRun(record=record, request=request, log=writer)
+        run = _LocalRun(record=record, request=request, log=writer, runner=self)
         run.events = [(event, data) for _, event, data in events or ()]
         claimed = _Claimed(run=run, claim=claim, writer=writer)
         self._claimed[record.run_id] = claimed
@@ -577,7 +612,7 @@ class QueueRunner(Runner):
                     raise _Cancelled
         except (_Cancelled, GraphCancelledError):
             assert runnable is not None
-            if claimed.lost:
+            if claimed.run.lost:
                 return
             if "rollback" in claimed.cancel_action:
                 await asyncio.to_thread(rollback_thread, runnable, thread_id, {run_id})
@@ -588,13 +623,16 @@ class QueueRunner(Runner):
             run_status = "interrupted"
             result = to_json((await asyncio.to_thread(thread_values, runnable, thread_id))[0])
         except Exception as exc:
-            if claimed.lost:  # e.g. the saver refused its checkpoint: its lease was taken too
+            # e.g. the saver refused a checkpoint because the thread's lease was taken: the
+            # run was taken over, and its error here is no error of the run's
+            if claimed.run.lost or not await self._holds(claimed):
+                self._lose(run_id)
                 return
             run_status, thread_status = "error", "error"
             error = error_json(exc)
             result = {"__error__": error}
             run.emit("error", error)
-        if claimed.lost:
+        if claimed.run.lost:
             return
         claimed.ending = True
         events = await claimed.writer.drain()
@@ -609,6 +647,8 @@ class QueueRunner(Runner):
                         "ended here; its end here is not recorded",
                         run_id,
                     )
+                    run.lost = True  # those waiting here get the other worker's result
+                    return
                 break
             except Exception as exc:
                 if delay is None:

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -230,18 +231,27 @@ def test_a_frozen_workers_run_is_finished_once_by_another_and_it_writes_nothing_
         thread_id = client.threads.create()["thread_id"]
         run_id = client.runs.create(thread_id, "slow", input={"n": 0})["run_id"]
         assert rows("SELECT worker FROM graph_agent_serve_runs") == [(frozen_key,)]  # as written
-        time.sleep(0.35)  # a few steps in
-        frozen.send_signal(signal.SIGSTOP)  # its connections live on: only its heartbeat stops
         others = get_sync_client(url=other_url)
-        assert others.runs.join(thread_id, run_id) == {"n": 10}
-        reference = others.threads.create()["thread_id"]  # the same run, frozen by nobody
-        others.runs.wait(reference, "slow", input={"n": 0})
-        expected = [s["values"] for s in others.threads.get_history(reference, limit=100)]
-        frozen.send_signal(signal.SIGCONT)
-        deadline = time.monotonic() + 20
-        while "was taken over by another worker" not in (tmp_path / "frozen.log").read_text():
-            assert time.monotonic() < deadline, "the frozen worker never noticed its loss"
-            time.sleep(0.05)
+        with ThreadPoolExecutor(2) as pool:  # clients of the frozen process, waiting there
+            joined = pool.submit(client.runs.join, thread_id, run_id)
+            streamed = pool.submit(lambda: list(client.runs.join_stream(thread_id, run_id)))
+            time.sleep(0.35)  # a few steps in
+            frozen.send_signal(signal.SIGSTOP)  # its connections live on: its heartbeat stops
+            assert others.runs.join(thread_id, run_id) == {"n": 10}
+            reference = others.threads.create()["thread_id"]  # the same run, frozen by nobody
+            others.runs.wait(reference, "slow", input={"n": 0})
+            expected = [s["values"] for s in others.threads.get_history(reference, limit=100)]
+            frozen.send_signal(signal.SIGCONT)
+            deadline = time.monotonic() + 20
+            while "was taken over by another worker" not in (tmp_path / "frozen.log").read_text():
+                assert time.monotonic() < deadline, "the frozen worker never noticed its loss"
+                time.sleep(0.05)
+            # its clients get the other worker's result, and the rest of its events
+            assert joined.result(timeout=30) == {"n": 10}
+            parts = streamed.result(timeout=30)
+        assert parts[-1].event == "values" and parts[-1].data == {"n": 10}
+        ids = [int(p.id) for p in parts]
+        assert ids == sorted(set(ids))  # no event id told twice
         final = rows(
             "SELECT status, worker, attempt, result FROM graph_agent_serve_runs WHERE run_id = %s",
             run_id,

@@ -21,7 +21,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 
 from tests.checkpoint.postgres_db import admin, fresh_schema
-from tests.serve.conftest import free_port
+from tests.serve.conftest import free_port, wait_until_up
 from tests.serve.test_events import _sse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,16 +57,8 @@ def _start(dsn: str, workers: int) -> Node:
 
 
 def _ready(node: Node) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            response = httpx.get(f"{node.url}/ok")
-            if response.status_code == 200:
-                node.worker = response.json().get("worker")
-                return
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise RuntimeError(f"graph-agent serve at {node.url} did not start")
+    wait_until_up(node.url)  # (a start under load took over 20 s)
+    node.worker = httpx.get(f"{node.url}/ok").json().get("worker")
 
 
 @pytest.fixture(scope="module")
