@@ -168,6 +168,14 @@ def _add_serve_options(parser: argparse.ArgumentParser, serve_db: str) -> None:
         help="with --postgres: N processes run runs (this one, serving HTTP, and N-1 more; "
         "0: this one only serves HTTP)",
     )
+    parser.add_argument(
+        "--worker-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="with --postgres: a worker silent this long (no heartbeat: frozen, hung or cut "
+        "off) has its runs claimed again by another, and its checkpoint leases lapse "
+        "(default: 30)",
+    )
     parser.add_argument("--no-http", action="store_true", help=argparse.SUPPRESS)
 
 

@@ -77,7 +77,8 @@ def serve_command(args: argparse.Namespace) -> int:
         records: Any = Records(records_path(args.db))
         where = args.db
     else:
-        saver, records = _open_postgres(args.postgres, args.redis)
+        timeout = getattr(args, "worker_timeout", None)
+        saver, records = _open_postgres(args.postgres, args.redis, timeout)
         where = "PostgreSQL" if args.redis is None else "PostgreSQL, notified over Redis"
     if args.no_http:
         return _work_only(runnables, saver, records)
@@ -215,14 +216,25 @@ def _stop(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _open_postgres(dsn: str, redis_url: str | None = None) -> tuple[Any, Any]:
+def _open_postgres(
+    dsn: str, redis_url: str | None = None, worker_timeout: float | None = None
+) -> tuple[Any, Any]:
+    if worker_timeout is not None and not 0 < worker_timeout < float("inf"):
+        raise CliError(
+            f"--worker-timeout {worker_timeout}: give a positive number of seconds",
+            "e.g. --worker-timeout 30",
+            EXIT_USAGE,
+        )
     notifier = _open_redis(redis_url) if redis_url is not None else None
     try:
         from graph_agent.checkpoint.postgres import AsyncPostgresSaver
-        from graph_agent.serve.pg_records import PostgresRecords
+        from graph_agent.serve.pg_records import WORKER_TIMEOUT, PostgresRecords
 
-        saver = AsyncPostgresSaver(dsn, pool_size=16)  # runs wait less for a connection
-        return saver, PostgresRecords(dsn, notifier=notifier)
+        timeout = WORKER_TIMEOUT if worker_timeout is None else worker_timeout
+        # one timeout for both: a silent worker's runs are claimed again, and resume once its
+        # leases on their threads lapsed
+        saver = AsyncPostgresSaver(dsn, pool_size=16, lease_ttl=timeout)  # pool: less waiting
+        return saver, PostgresRecords(dsn, notifier=notifier, worker_timeout=timeout)
     except ImportError as exc:
         raise CliError(
             f"--postgres needs psycopg ({exc.name or 'a module'} is missing)",

@@ -4,8 +4,10 @@ shared by every server and worker process on the same database.
 Same rows as :class:`~graph_agent.serve.records.Records` (tables prefixed
 ``graph_agent_serve_``, in the DSN's ``search_path`` schema), plus what a queue needs on a run:
 ``seq`` (its place in the queue), the request it carries, the ``worker`` process that claimed it
-(a random key on which that process's session holds an advisory lock), ``attempt``, ``cancel``
-(the action a client asked for) and the ``result``. Every change a client may be waiting for is
+(a random key on which that process's session holds an advisory lock), ``attempt`` (so
+``worker`` and ``attempt`` name one claim), ``alive_until`` (the claim's heartbeat: the
+database's time until which its worker vouches for it), ``cancel`` (the action a client asked
+for) and the ``result``. Every change a client may be waiting for is
 announced through the notifier: ``NOTIFY`` sent by the very statement that commits it, or a
 Redis message published once it is committed (see :mod:`graph_agent.serve.notify`).
 
@@ -22,10 +24,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from graph_agent.graph.errors import GraphSetupError
 from graph_agent.serve.notify import Notifier, PostgresNotifier
 from graph_agent.serve.records import (
     RunRecord,
@@ -37,13 +41,17 @@ from graph_agent.serve.records import (
     now,
 )
 
-__all__ = ["CHANNEL", "UNFINISHED", "PostgresRecords", "StartedRun"]
+__all__ = ["CHANNEL", "UNFINISHED", "WORKER_TIMEOUT", "Claim", "PostgresRecords", "StartedRun"]
 
 CHANNEL = "graph_agent_serve"
 """The NOTIFY channel's prefix (see :attr:`PostgresRecords.channel`). Payloads: ``q`` (a run
 to claim), ``e:<run_id>`` (new events of the run), ``d:<run_id>`` (its row changed: it ended,
 was cancelled or deleted), ``c:<run_id>:<action>`` (a client asked to cancel it) and
 ``f:<run_id>`` (a client follows it from another process: write its events at once)."""
+
+WORKER_TIMEOUT = 30.0
+"""Seconds a claim outlives its worker's last heartbeat by default (the checkpoint saver's
+default ``lease_ttl`` too): a worker that is alive renews its claims every third of that."""
 
 _THREAD_COLUMNS = "thread_id, created_at, updated_at, metadata, status, assistant_id"
 _RUN_COLUMNS = (
@@ -59,7 +67,9 @@ _SCHEMA = (
         assistant_id TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
         status TEXT NOT NULL, metadata TEXT NOT NULL, multitask_strategy TEXT NOT NULL,
         kwargs TEXT NOT NULL, request TEXT NOT NULL, result TEXT, attempt INTEGER NOT NULL
-        DEFAULT 0, worker BIGINT, cancel TEXT)""",
+        DEFAULT 0, worker BIGINT, cancel TEXT, alive_until TIMESTAMPTZ)""",
+    # tables made before claims had a heartbeat
+    "ALTER TABLE graph_agent_serve_runs ADD COLUMN IF NOT EXISTS alive_until TIMESTAMPTZ",
     """CREATE INDEX IF NOT EXISTS graph_agent_serve_runs_by_thread
         ON graph_agent_serve_runs (thread_id, seq)""",
     """CREATE INDEX IF NOT EXISTS graph_agent_serve_runs_unfinished
@@ -90,15 +100,19 @@ _UNFINISHED_RUNS = (
     "SELECT run_id FROM graph_agent_serve_runs WHERE thread_id = %s "
     "AND status IN ('pending', 'running') ORDER BY seq DESC"
 )
+_ALIVE_UNTIL = "clock_timestamp() + %s * interval '1 second'"
+"""A claim's heartbeat deadline, on the database's clock (workers' clocks never compared);
+NULL for a run nobody claims."""
 _INSERT_RUN = (
-    f"INSERT INTO graph_agent_serve_runs ({_RUN_COLUMNS}, request, attempt, worker) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    f"INSERT INTO graph_agent_serve_runs ({_RUN_COLUMNS}, request, attempt, worker, "
+    f"alive_until) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {_ALIVE_UNTIL})"
 )
 _START_ON_NEW_THREAD = (
     f"WITH thread AS (INSERT INTO graph_agent_serve_threads ({_THREAD_COLUMNS}) "
     "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id), "
-    f"run AS (INSERT INTO graph_agent_serve_runs ({_RUN_COLUMNS}, request, attempt, worker) "
-    "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s WHERE EXISTS (SELECT FROM thread) "
+    f"run AS (INSERT INTO graph_agent_serve_runs ({_RUN_COLUMNS}, request, attempt, worker, "
+    f"alive_until) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {_ALIVE_UNTIL} "
+    "WHERE EXISTS (SELECT FROM thread) "
     "RETURNING run_id) "
     "SELECT count(*), CASE WHEN count(*) > 0 AND %s THEN pg_notify(%s, 'q') END FROM run"
 )
@@ -116,35 +130,60 @@ _EVENTS = (
 )
 _CLAIM = (
     "UPDATE graph_agent_serve_runs SET status = 'running', worker = %s, "
-    "attempt = attempt + 1, updated_at = %s WHERE run_id = ("
+    f"attempt = attempt + 1, updated_at = %s, alive_until = {_ALIVE_UNTIL} WHERE run_id = ("
     " SELECT r.run_id FROM graph_agent_serve_runs r WHERE r.status = 'pending'"
     " AND NOT EXISTS (SELECT 1 FROM graph_agent_serve_runs e WHERE"
     "  e.thread_id = r.thread_id AND e.seq < r.seq AND e.status IN ('pending', 'running'))"
     " ORDER BY r.seq LIMIT 1 FOR UPDATE SKIP LOCKED)"
     f" RETURNING {_RUN_COLUMNS}, request, attempt, cancel"
 )
-_REQUEUE_ORPHANS = (
-    "WITH orphans AS (UPDATE graph_agent_serve_runs SET status = 'pending', updated_at = %s "
-    "WHERE status = 'running' AND worker IS NOT NULL "
-    "AND pg_try_advisory_xact_lock(worker) RETURNING run_id) "
-    "SELECT run_id, CASE WHEN %s THEN pg_notify(%s, 'q') END FROM orphans"
+_HELD = (
+    "SELECT run_id, attempt FROM unnest(%(runs)s::text[], %(attempts)s::int[]) AS h (run_id, "
+    "attempt)"
 )
-_ADD_EVENTS = (
-    "WITH added AS (INSERT INTO graph_agent_serve_events (run_id, seq, event, data) "
+_UPKEEP = (
+    # the heartbeat: the claims this worker holds (and still runs) are renewed; those missing
+    # from what it returns were taken over
+    "WITH beat AS (UPDATE graph_agent_serve_runs r SET alive_until = clock_timestamp() + "
+    "%(timeout)s * interval '1 second' "
+    f"FROM ({_HELD}) h WHERE %(beat)s AND r.run_id = h.run_id AND r.attempt = h.attempt "
+    "AND r.worker = %(worker)s AND r.status = 'running' RETURNING r.run_id), "
+    # runs whose worker is gone (its session, and so its advisory lock, ended) or silent (no
+    # heartbeat since the deadline it set: frozen, hung, or cut off by the network)
+    "orphans AS (UPDATE graph_agent_serve_runs SET status = 'pending', updated_at = %(now)s "
+    "WHERE status = 'running' AND worker IS NOT NULL "
+    f"AND (worker, run_id, attempt) NOT IN (SELECT %(worker)s::bigint, * FROM ({_HELD}) h) "
+    "AND (alive_until < clock_timestamp() OR pg_try_advisory_xact_lock(worker)) "
+    "RETURNING run_id) "
+    ", notified AS (SELECT pg_notify(%(channel)s, 'q') FROM (SELECT FROM orphans LIMIT 1) o "
+    "WHERE %(in_band)s) "
+    "SELECT 'held', run_id FROM beat UNION ALL SELECT 'orphan', run_id FROM orphans "
+    "UNION ALL SELECT 'notified', count(*)::text FROM notified"
+)
+_INSERT_EVENTS = (
+    "INSERT INTO graph_agent_serve_events (run_id, seq, event, data) "
     "SELECT %(run)s, e.seq, e.event, e.data "
     "FROM unnest(%(seqs)s::int[], %(events)s::text[], %(datas)s::text[]) AS e (seq, event, data) "
-    "ON CONFLICT DO NOTHING) "
+)
+_ADD_EVENTS = (
+    # only while the claim that ran them holds: a worker taken for dead writes nothing more.
+    # The run's row is share-locked until they are in, so a claim made meanwhile waits for
+    # them, and the new claimer reads them before it numbers its own
+    f"WITH added AS ({_INSERT_EVENTS} WHERE EXISTS (SELECT FROM graph_agent_serve_runs "
+    "WHERE run_id = %(run)s AND worker = %(worker)s AND attempt = %(attempt)s "
+    "AND status = 'running' FOR SHARE) ON CONFLICT DO NOTHING) "
 )
 _FINISH_RUN = (
-    _ADD_EVENTS
     # the one write whose commit does not wait for the disk: a run's end can be told again
     # from its checkpoints, which do wait. Lost in a crash of PostgreSQL itself, it leaves the
     # run running under a dead worker: it is claimed again, finds the thread's last
     # checkpoint its own, and ends again with the same result, running no node twice
-    + ", relaxed AS (SELECT set_config('synchronous_commit', 'off', true)), "
+    "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)), "
     "finished AS (UPDATE graph_agent_serve_runs SET status = %(status)s, "
     "updated_at = %(now)s, result = %(result)s WHERE run_id = %(run)s AND worker = %(worker)s "
-    "AND status = 'running' RETURNING run_id), "
+    "AND attempt = %(attempt)s AND status = 'running' RETURNING run_id), "
+    # the last events, with the end (the claim still holds: the update locked its row)
+    f"added AS ({_INSERT_EVENTS} WHERE EXISTS (SELECT FROM finished) ON CONFLICT DO NOTHING), "
     # the thread is busy while another of its runs is to come (this run still reads as
     # running here: the statement sees the rows as they were before it)
     "others AS (SELECT status FROM graph_agent_serve_runs WHERE thread_id = %(thread)s "
@@ -158,18 +197,40 @@ _FINISH_RUN = (
     "THEN pg_notify(%(channel)s, 'q') END, (SELECT count(*) FROM relaxed)"
 )
 _ROLLED_BACK = (
-    "WITH events AS (DELETE FROM graph_agent_serve_events WHERE run_id = %(run)s), "
-    "deleted AS (DELETE FROM graph_agent_serve_runs WHERE run_id = %(run)s), "
+    "WITH deleted AS (DELETE FROM graph_agent_serve_runs WHERE run_id = %(run)s "
+    "AND worker = %(worker)s AND attempt = %(attempt)s RETURNING run_id), "
+    "events AS (DELETE FROM graph_agent_serve_events WHERE run_id = %(run)s "
+    "AND EXISTS (SELECT FROM deleted)), "
     "others AS (SELECT status FROM graph_agent_serve_runs WHERE thread_id = %(thread)s "
     "AND run_id <> %(run)s AND status IN ('pending', 'running')), "
     "thread AS (UPDATE graph_agent_serve_threads SET updated_at = %(now)s, status = CASE "
     "WHEN EXISTS (SELECT FROM others) THEN 'busy' ELSE 'idle' END "
-    "WHERE thread_id = %(thread)s) "
+    "WHERE thread_id = %(thread)s AND EXISTS (SELECT FROM deleted)) "
     "SELECT EXISTS (SELECT FROM others WHERE status = 'pending'), "
     "CASE WHEN %(in_band)s THEN pg_notify(%(channel)s, 'd:' || %(run)s) END, "
     "CASE WHEN %(in_band)s AND EXISTS (SELECT FROM others WHERE status = 'pending') "
     "THEN pg_notify(%(channel)s, 'q') END"
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    """One claim on a run: the worker process that holds it and the run's attempt it made.
+    Whatever a run writes is refused once its claim no longer holds (another worker took the
+    run over)."""
+
+    worker: int
+    attempt: int
+
+
+@dataclass(kw_only=True)
+class Upkept:
+    """What :meth:`PostgresRecords.aupkeep` found."""
+
+    held: set[str] = field(default_factory=set)
+    """The runs whose claims were renewed (of those asked for)."""
+    orphans: list[str] = field(default_factory=list)
+    """The runs put back in the queue."""
 
 
 @dataclass(kw_only=True)
@@ -192,13 +253,36 @@ class PostgresRecords:
         pool_size: Most connections each pool (sync, async) opens.
         notifier: How processes tell each other of changes (default: ``LISTEN``/``NOTIFY``
             on this database; :class:`~graph_agent.serve.notify.RedisNotifier` for Redis).
+        worker_timeout: Seconds after its worker's last heartbeat that a claimed run is taken
+            for orphaned and claimed again by another worker, even while the worker's session
+            lives (a frozen or hung process, a host cut off before PostgreSQL noticed). Give
+            the checkpoint saver the same ``lease_ttl``: the run resumes once the silent
+            worker's lease on its thread lapsed too.
+
+    Raises:
+        GraphSetupError: ``worker_timeout`` is not a positive number of seconds.
     """
 
-    def __init__(self, dsn: str, *, pool_size: int = 10, notifier: Notifier | None = None) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        pool_size: int = 10,
+        notifier: Notifier | None = None,
+        worker_timeout: float = WORKER_TIMEOUT,
+    ) -> None:
         import psycopg
         import psycopg_pool
 
+        if not (isinstance(worker_timeout, int | float) and math.isfinite(worker_timeout)) or (
+            worker_timeout <= 0
+        ):
+            raise GraphSetupError(
+                f"PostgresRecords(worker_timeout={worker_timeout!r}): give a positive number of "
+                "seconds, e.g. 30"
+            )
         self.dsn = dsn
+        self.worker_timeout = float(worker_timeout)
         self.pool_size = pool_size
         self.notifier = notifier if notifier is not None else PostgresNotifier(dsn)
         self._in_band = self.notifier.in_band
@@ -323,8 +407,10 @@ class PostgresRecords:
             if claimed:
                 run.status = "running"
             attempt, holder = (1, worker) if claimed else (0, None)
+            alive = self.worker_timeout if claimed else None
             notify = not claimed and self._in_band
-            args = (*thread.row(), *run.row(), request, attempt, holder, notify, self.channel)
+            args = (*thread.row(), *run.row(), request, attempt, holder, alive)
+            args += (notify, self.channel)
             rows = await self._arun(_START_ON_NEW_THREAD, args)
             if rows and rows[0][0]:
                 started.started, started.claimed = True, claimed
@@ -356,9 +442,9 @@ class PostgresRecords:
             started.claimed = worker is not None and not started.before
             if started.claimed:
                 run.status = "running"
+            holder, alive = (worker, self.worker_timeout) if started.claimed else (None, None)
             await conn.execute(
-                _INSERT_RUN,
-                (*run.row(), request, int(started.claimed), worker if started.claimed else None),
+                _INSERT_RUN, (*run.row(), request, int(started.claimed), holder, alive)
             )
             if not started.claimed:
                 payloads.append("q")
@@ -429,18 +515,51 @@ class PostgresRecords:
         """Claim the oldest pending run whose thread has no earlier unfinished run, for
         ``worker``: its record, its request (JSON), its attempt (1 on the first claim) and the
         cancel asked for it meanwhile."""
-        rows = await self._arun(_CLAIM, (worker, now()))
+        rows = await self._arun(_CLAIM, (worker, now(), self.worker_timeout))
         if not rows:
             return None
         row = rows[0]
         return _run_record(row[:9]), str(row[9]), int(row[10]), row[11]
 
-    async def arequeue_orphans(self) -> list[str]:
-        """Put back in the queue the runs whose worker is gone (its session, and so its
-        advisory lock, ended); they resume from their last checkpoint on whoever claims them."""
-        rows = await self._arun(_REQUEUE_ORPHANS, (now(), self._in_band, self.channel))
-        await self._publish(["q"] if rows else [])
-        return [str(row[0]) for row in rows]
+    async def aupkeep(
+        self, worker: int, held: Sequence[tuple[str, int]], *, beat: bool = True
+    ) -> Upkept:
+        """One round trip of a worker's upkeep. With ``beat``, renew the claims ``held`` by
+        ``worker`` (``(run_id, attempt)`` pairs) for :attr:`worker_timeout`; and put back in the
+        queue the runs of other claims whose worker is gone (its session, and so its advisory
+        lock, ended) or silent (its heartbeat is past its deadline): they resume from their
+        last checkpoint on whoever claims them. The claims ``held`` are never taken for
+        orphans here, beat or not (this worker vouches for them by asking)."""
+        rows = await self._arun(
+            _UPKEEP,
+            {
+                "timeout": self.worker_timeout,
+                "beat": beat,
+                "runs": [run_id for run_id, _ in held],
+                "attempts": [attempt for _, attempt in held],
+                "worker": worker,
+                "now": now(),
+                "in_band": self._in_band,
+                "channel": self.channel,
+            },
+        )
+        found = Upkept()
+        for kind, run_id in rows:
+            if kind == "held":
+                found.held.add(str(run_id))
+            elif kind == "orphan":
+                found.orphans.append(str(run_id))
+        await self._publish(["q"] if found.orphans else [])
+        return found
+
+    async def aholds(self, run_id: str, claim: Claim) -> bool:
+        """Whether ``claim`` still holds the run (no other worker took it over)."""
+        rows = await self._arun(
+            "SELECT EXISTS (SELECT FROM graph_agent_serve_runs WHERE run_id = %s "
+            "AND worker = %s AND attempt = %s AND status = 'running')",
+            (run_id, claim.worker, claim.attempt),
+        )
+        return bool(rows and rows[0][0])
 
     async def afinish_run(
         self,
@@ -448,23 +567,21 @@ class PostgresRecords:
         thread_id: str,
         status: RunStatus,
         result: Any,
-        worker: int,
+        claim: Claim,
         thread_status: ThreadStatus,
         events: Sequence[tuple[int, str, str]] = (),
     ) -> bool:
-        """Record how a run claimed by ``worker`` ended, with its last events, and set its
-        thread's status (``busy`` while another run is to come); False when another worker
-        holds the run now (this one was taken for dead), and only the events were written.
-        One statement; waiters are told (``d:``), and workers too if a run waits on the
-        thread (``q``)."""
+        """Record how a run ended under ``claim``, with its last events, and set its thread's
+        status (``busy`` while another run is to come); False when the claim no longer holds
+        (another worker took the run over), and nothing was written. One statement; waiters
+        are told (``d:``), and workers too if a run waits on the thread (``q``)."""
         rows = await self._arun(
             _FINISH_RUN,
             {
-                **_event_arrays(run_id, events),
+                **_event_arrays(run_id, events, claim),
                 "status": status,
                 "now": now(),
                 "result": json.dumps(result),
-                "worker": worker,
                 "thread": thread_id,
                 "thread_status": thread_status,
                 "in_band": self._in_band,
@@ -475,22 +592,30 @@ class PostgresRecords:
         await self._publish([f"d:{run_id}", *(["q"] if waiting else [])])
         return finished
 
-    async def arolled_back(self, run_id: str, thread_id: str) -> None:
-        """Delete a run that was rolled back, with its events; its thread goes idle unless
-        another run is to come."""
-        args = {"run": run_id, "thread": thread_id, "now": now()}
+    async def arolled_back(self, run_id: str, thread_id: str, claim: Claim) -> None:
+        """Delete a run that was rolled back under ``claim`` (if it still holds), with its
+        events; its thread goes idle unless another run is to come."""
+        args: dict[str, Any] = {"run": run_id, "thread": thread_id, "now": now()}
+        args |= {"worker": claim.worker, "attempt": claim.attempt}
         rows = await self._arun(
             _ROLLED_BACK, {**args, "in_band": self._in_band, "channel": self.channel}
         )
         await self._publish([f"d:{run_id}", *(["q"] if rows and rows[0][0] else [])])
 
     # events
-    async def aadd_events(self, run_id: str, events: Sequence[tuple[int, str, str]]) -> None:
-        """Store a run's events ``(seq, event, data as JSON text)`` and announce them."""
+    async def aadd_events(
+        self, run_id: str, events: Sequence[tuple[int, str, str]], claim: Claim
+    ) -> None:
+        """Store a run's events ``(seq, event, data as JSON text)`` while ``claim`` holds, and
+        announce them."""
         await self._arun(
             _ADD_EVENTS
             + "SELECT CASE WHEN %(in_band)s THEN pg_notify(%(channel)s, 'e:' || %(run)s) END",
-            {**_event_arrays(run_id, events), "in_band": self._in_band, "channel": self.channel},
+            {
+                **_event_arrays(run_id, events, claim),
+                "in_band": self._in_band,
+                "channel": self.channel,
+            },
         )
         await self._publish([f"e:{run_id}"])
 
@@ -519,9 +644,13 @@ def _events(rows: list[tuple[Any, ...]]) -> list[tuple[int, str, str]]:
     return [(int(seq), str(event), str(data)) for seq, event, data in rows]
 
 
-def _event_arrays(run_id: str, events: Sequence[tuple[int, str, str]]) -> dict[str, Any]:
+def _event_arrays(
+    run_id: str, events: Sequence[tuple[int, str, str]], claim: Claim
+) -> dict[str, Any]:
     return {
         "run": run_id,
+        "worker": claim.worker,
+        "attempt": claim.attempt,
         "seqs": [seq for seq, _, _ in events],
         "events": [event for _, event, _ in events],
         "datas": [data for _, _, data in events],

@@ -12,21 +12,36 @@ a run does not need.
   before it on its thread claims it as it writes it (same row, same worker key, one round trip):
   no NOTIFY, no claim, and its clients follow it from memory; the others queue for any worker.
 - **A worker that dies is noticed at once.** Each worker process holds a session advisory lock
-  on a random key, on a connection of its own, and writes that key on the runs it claims. When
-  the process dies (``kill -9`` included) PostgreSQL ends its session and drops the lock; every
-  worker polls ``pg_try_advisory_xact_lock(key)`` over the running runs and puts back in the
-  queue those whose lock is free. The next claim resumes such a run from the thread's last
-  checkpoint (the checkpoint saver's own lease, also bound to the dead session, is free too):
-  input ``None`` when the thread's newest checkpoint is the run's own, its input otherwise.
-  Liveness is never judged from a PID or a clock.
+  on a random key (its token), on a connection of its own, and writes that key on the runs it
+  claims. When the process dies (``kill -9`` included) PostgreSQL ends its session and drops the
+  lock; every worker polls ``pg_try_advisory_xact_lock(key)`` over the running runs and puts
+  back in the queue those whose lock is free. The next claim resumes such a run from the
+  thread's last checkpoint (the checkpoint saver's own lease, also bound to the dead session,
+  is free too): input ``None`` when the thread's newest checkpoint is the run's own, its input
+  otherwise. Liveness is never judged from a PID. A worker whose own lock session is cut
+  while it lives claims nothing until it holds its key again on a new session (its runs were
+  taken for a dead worker's: its heartbeat finds them gone and stops them).
+- **A worker that falls silent is noticed after ``worker_timeout``.** A session can outlive its
+  usefulness: a process frozen (``SIGSTOP``) or hung behind a live connection, a host cut off
+  before PostgreSQL noticed its TCP connection is dead. So a claim also carries a heartbeat
+  (``alive_until``, on the database's clock) that its worker renews every third of
+  :attr:`PostgresRecords.worker_timeout`; a claim past it is put back in the queue like a dead
+  worker's. The claim (worker token and attempt) guards every write the run makes on the
+  records: once taken over, the silent worker's late events and end are refused in SQL, its
+  heartbeat finds the claim gone and stops the run at its next step boundary, and the
+  checkpoint saver's lease, which lapses after its own ``lease_ttl`` without heartbeats,
+  refuses its next checkpoint (the new claimer waits for that lease before resuming). Only the
+  node running when the worker froze may finish twice, as with a lost lease.
 - **Events reach every process.** Events are rows (``seq`` per run), written in batches (each
   batch while the run goes on, the last with the run's end, in one statement) and announced
   through the notifier (``NOTIFY``, or Redis pub/sub: :mod:`graph_agent.serve.notify`); one
   subscription per process wakes the clients streaming there from another process, who read
   the rows after the last they sent. Clients of the process running the run read its events
-  from memory, and ``runs/wait`` wakes once, at the end. A reconnecting client
-  (``Last-Event-ID``) reads from the table: nothing is lost or sent twice, whichever process
-  ran or runs the run.
+  from memory, and ``runs/wait`` wakes once, at the end. A client in another process asks for
+  the events at once (``f:``); a worker remembers such asks for runs it has not claimed yet,
+  so a run followed before it was claimed writes its events live from its first. A
+  reconnecting client (``Last-Event-ID``) reads from the table: nothing is lost or sent twice,
+  whichever process ran or runs the run.
 - **Cancel** marks the row and notifies; the worker running it stops at its next step boundary
   (``rollback``: it also takes the thread back and deletes the run) before the next run on the
   thread may be claimed.
@@ -51,7 +66,7 @@ from typing import Any
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphCancelledError, ThreadBusyError
 from graph_agent.graph.types import RunnableConfig
-from graph_agent.serve.pg_records import UNFINISHED, PostgresRecords
+from graph_agent.serve.pg_records import UNFINISHED, Claim, PostgresRecords
 from graph_agent.serve.records import RunRecord, RunStatus, ThreadRecord, ThreadStatus
 from graph_agent.serve.runs import (
     ActiveRun,
@@ -78,6 +93,9 @@ worker hears of a run at once, and so the least busy one gets it."""
 EVENT_BATCH_SECONDS = 1.0
 """How long a run's events wait to be written with the next ones while no client in another
 process follows it (see ``_EventWriter``)."""
+FOLLOW_ASK_SECONDS = POLL_SECONDS * 20
+"""How long a worker remembers a client's ask to follow a run it has not claimed (a follower
+asks again after each :data:`POLL_SECONDS` ``* 4`` without news)."""
 
 
 @dataclass(kw_only=True)
@@ -115,15 +133,17 @@ class RemoteRun(ActiveRun):
         run_id, asked = self.record.run_id, False
         while True:
             wake = self.runner.wake_for(run_id, events=True)
+            if not asked and not self.finished:
+                # its worker writes events at once; a worker that has yet to claim it
+                # remembers, so it does from the run's first event
+                await self.runner.records.aannounce(f"f:{run_id}")
+                asked = True
             ended = not await self._refresh() or self.finished  # read before the events
             for item in await self.runner.records.aevents(run_id, after):
                 yield item
                 after = item[0]
             if ended:
                 return
-            if self.status == "running" and not asked:  # its worker writes events at once
-                await self.runner.records.aannounce(f"f:{run_id}")
-                asked = True
             try:
                 await asyncio.wait_for(wake.wait(), POLL_SECONDS * 4)
             except TimeoutError:
@@ -139,15 +159,19 @@ class _EventWriter:
     (see :meth:`drain`). A quick run nobody follows elsewhere writes its events in the
     statement that ends it."""
 
-    def __init__(self, records: PostgresRecords, run_id: str) -> None:
+    def __init__(self, records: PostgresRecords, run_id: str, claim: Claim) -> None:
         self.records = records
         self.run_id = run_id
+        self.claim = claim
         self.pending: list[tuple[int, str, str]] = []
         self.writing: asyncio.Task[None] | None = None
         self.waiting: asyncio.TimerHandle | None = None  # until the next batch is written
         self.followed = False
+        self.stopped = False
 
     def __call__(self, run_id: str, seq: int, event: str, data: str) -> None:
+        if self.stopped:
+            return
         self.pending.append((seq, event, data))
         if self.writing is None and self.waiting is None:
             if self.followed:
@@ -161,6 +185,14 @@ class _EventWriter:
         self.followed = True
         self._write_now()
 
+    def stop(self) -> None:
+        """The run's claim was taken over: write nothing more (the records would refuse it)."""
+        self.stopped = True
+        self.pending.clear()
+        if self.waiting is not None:
+            self.waiting.cancel()
+            self.waiting = None
+
     def _write_now(self) -> None:
         if self.waiting is not None:
             self.waiting.cancel()
@@ -173,7 +205,7 @@ class _EventWriter:
             while self.pending:
                 batch, self.pending = self.pending, []
                 try:
-                    await self.records.aadd_events(self.run_id, batch)
+                    await self.records.aadd_events(self.run_id, batch, self.claim)
                 except Exception as exc:  # kept: the run's end writes them (or tries again)
                     _log.warning("graph-agent serve: could not store events (%s)", exc)
                     self.pending[:0] = batch
@@ -193,11 +225,42 @@ class _EventWriter:
 
 
 @dataclass(kw_only=True)
+class _LocalRun(ActiveRun):
+    """A run this process claimed, followed here from memory. Should another worker take it
+    over (this one was silent too long), those waiting here get that worker's result, and
+    those following here go on with its events from the table (numbered after the last they
+    got here: what this worker ran that was never stored is not told twice)."""
+
+    runner: QueueRunner
+    lost: bool = False
+
+    def emit(self, event: str, data: Any) -> None:
+        if not self.lost:
+            super().emit(event, data)
+
+    async def wait(self) -> Any:
+        result = await super().wait()
+        if self.lost:
+            return await self.runner._handle(self.record).wait()
+        return result
+
+    async def follow(self, after: int = -1) -> AsyncIterator[tuple[int, str, str]]:
+        async for item in super().follow(after):
+            yield item
+            after = item[0]
+        if self.lost:
+            async for item in self.runner._handle(self.record).follow(after):
+                yield item
+
+
+@dataclass(kw_only=True)
 class _Claimed:
-    run: ActiveRun
-    attempt: int
+    run: _LocalRun
+    claim: Claim
     writer: _EventWriter
+    since: float = field(default_factory=time.monotonic)
     cancel_action: list[str] = field(default_factory=list)
+    ending: bool = False  # its end is being written: its claim is no longer renewed
 
 
 class QueueRunner(Runner):
@@ -225,11 +288,13 @@ class QueueRunner(Runner):
         self.concurrency = concurrency
         self.worker_key = secrets.randbits(62)
         self._claimed: dict[str, _Claimed] = {}
+        self._follow_asks: dict[str, float] = {}  # runs not claimed here: when last asked
         self._event_wakes: dict[str, asyncio.Event] = {}
         self._end_wakes: dict[str, asyncio.Event] = {}
         self._queue_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._lock_conn: Any = None
+        self._locked = False  # whether this worker's session holds its lock (it claims only then)
 
     # lifecycle
     async def open(self) -> None:
@@ -244,6 +309,7 @@ class QueueRunner(Runner):
                 self.records.dsn, autocommit=True
             )
             await self._lock_conn.execute("SELECT pg_advisory_lock(%s)", (self.worker_key,))
+            self._locked = True
         listening = asyncio.Event()
         notifier, channel = self.records.notifier, self.records.channel
         self._tasks.append(asyncio.create_task(notifier.listen(channel, self._dispatch, listening)))
@@ -284,6 +350,20 @@ class QueueRunner(Runner):
             claimed = self._claimed.get(about)
             if claimed is not None:
                 claimed.writer.follow()
+            elif self.work:
+                self._remember_follow_ask(about)
+
+    def _remember_follow_ask(self, run_id: str) -> None:
+        """A client elsewhere follows a run this worker has not claimed (it may never): kept
+        for :data:`FOLLOW_ASK_SECONDS`, so that the run writes its events at once if claimed
+        here meanwhile."""
+        asked = time.monotonic()
+        self._follow_asks.pop(run_id, None)
+        self._follow_asks[run_id] = asked  # the oldest asks come first
+        for old_id, old in list(self._follow_asks.items()):
+            if asked - old <= FOLLOW_ASK_SECONDS:
+                break
+            del self._follow_asks[old_id]
 
     def _wake_everyone(self) -> None:
         self._queue_wake.set()
@@ -345,7 +425,7 @@ class QueueRunner(Runner):
     ) -> ActiveRun:
         kept = _request_json(request)
         record = new_run_record(thread_id, request, {"request": kept})
-        here = self.work and len(self._claimed) < self.concurrency
+        here = self.work and self._locked and len(self._claimed) < self.concurrency
         started = await self.records.astart_run(
             record,
             json.dumps(kept),
@@ -369,20 +449,27 @@ class QueueRunner(Runner):
 
     # the worker's side
     async def _work(self) -> None:
-        orphans_due = 0.0
+        upkeep_due = beat_due = 0.0
+        beat_every = self.records.worker_timeout / 3
+        upkeep_every = min(POLL_SECONDS, beat_every)
         while True:
             self._queue_wake.clear()
             try:
-                if time.monotonic() >= orphans_due:
-                    await self.records.arequeue_orphans()
-                    orphans_due = time.monotonic() + POLL_SECONDS
-                while len(self._claimed) < self.concurrency:
+                if time.monotonic() >= upkeep_due:
+                    started, beat = time.monotonic(), time.monotonic() >= beat_due
+                    await self._upkeep(beat)
+                    upkeep_due = time.monotonic() + upkeep_every
+                    if beat:
+                        beat_due = started + beat_every
+                while self._locked and len(self._claimed) < self.concurrency:
                     if self._claimed:  # the least busy worker claims first
                         await asyncio.sleep(CLAIM_DELAY_SECONDS * len(self._claimed))
                     claimed = await self.records.aclaim(self.worker_key)
                     if claimed is None:
                         break
                     record, request_text, attempt, cancel = claimed
+                    if record.run_id in self._claimed:  # a claim of ours was taken for dead,
+                        self._lose(record.run_id)  # and the run came back to us
                     request = _request_from_json(json.loads(request_text), record)
                     events = await self.records.aevents(record.run_id) if attempt > 1 else []
                     run = self._run_here(record, request, attempt, events)
@@ -392,7 +479,74 @@ class QueueRunner(Runner):
             except Exception:  # the database went away a moment: try again at the next poll
                 _log.exception("graph-agent serve: claiming runs failed")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._queue_wake.wait(), POLL_SECONDS)
+                await asyncio.wait_for(self._queue_wake.wait(), upkeep_every)
+
+    async def _upkeep(self, beat: bool) -> None:
+        """Renew this worker's claims (with ``beat``), stop the runs whose claims were taken
+        over meanwhile, and put back in the queue the runs of dead or silent workers."""
+        if beat:
+            await self._keep_lock()
+        sent = time.monotonic()
+        held = [(run_id, c.claim.attempt) for run_id, c in self._claimed.items()]
+        found = await self.records.aupkeep(self.worker_key, held, beat=beat)
+        if not beat:
+            return
+        for run_id, attempt in held:
+            claimed = self._claimed.get(run_id)
+            if (
+                run_id not in found.held
+                and claimed is not None
+                and claimed.claim.attempt == attempt
+                and claimed.since < sent
+                and not claimed.ending
+            ):
+                self._lose(run_id)
+
+    async def _keep_lock(self) -> None:
+        """Check that this worker's lock session lives; if it was lost (the server ended it,
+        the network cut it), lock the same key on a new one. Until then the worker claims
+        nothing: the other workers take its runs for a dead worker's at once."""
+        import psycopg
+
+        try:
+            await self._lock_conn.execute("SELECT 1")
+        except psycopg.Error:
+            self._locked = False
+            with contextlib.suppress(psycopg.Error):
+                await self._lock_conn.close()
+            _log.warning("graph-agent serve: this worker's lock session was lost; locking again")
+            self._lock_conn = await psycopg.AsyncConnection.connect(
+                self.records.dsn, autocommit=True
+            )
+        if not self._locked:  # the old session may hold it a while yet: tried at each beat
+            cursor = await self._lock_conn.execute(
+                "SELECT pg_try_advisory_lock(%s)", (self.worker_key,)
+            )
+            found = await cursor.fetchone()
+            self._locked = bool(found and found[0])
+
+    async def _holds(self, claimed: _Claimed) -> bool:
+        """Whether the claim still holds (True when the records cannot tell now)."""
+        try:
+            return await self.records.aholds(claimed.run.record.run_id, claimed.claim)
+        except Exception:
+            return True
+
+    def _lose(self, run_id: str) -> None:
+        """Another worker took this run over (this one was silent past its deadline): stop it
+        at its next step boundary, writing nothing more."""
+        claimed = self._claimed.pop(run_id, None)
+        if claimed is None or claimed.run.lost:
+            return
+        _log.warning(
+            "graph-agent serve: run %s was taken over by another worker (this one was taken "
+            "for dead, or silent past worker_timeout=%s s); stopping it here",
+            run_id,
+            self.records.worker_timeout,
+        )
+        claimed.run.lost = True
+        claimed.writer.stop()
+        claimed.run.cancel.set()
 
     def _run_here(
         self,
@@ -402,10 +556,12 @@ class QueueRunner(Runner):
         events: list[tuple[int, str, str]] | None = None,
     ) -> ActiveRun:
         """Run a run this process claimed, as a task; its clients here follow it in memory."""
-        writer = _EventWriter(self.records, record.run_id)
-        run = ActiveRun(record=record, request=request, log=writer)
+        claim = Claim(worker=self.worker_key, attempt=attempt)
+        writer = _EventWriter(self.records, record.run_id, claim)
+        writer.followed = self._follow_asks.pop(record.run_id, None) is not None
+        run = _LocalRun(record=record, request=request, log=writer, runner=self)
         run.events = [(event, data) for _, event, data in events or ()]
-        claimed = _Claimed(run=run, attempt=attempt, writer=writer)
+        claimed = _Claimed(run=run, claim=claim, writer=writer)
         self._claimed[record.run_id] = claimed
         run.task = asyncio.create_task(self._run_claimed(claimed))
         return run
@@ -417,11 +573,12 @@ class QueueRunner(Runner):
         finally:
             if len(self._claimed) >= self.concurrency:
                 self._queue_wake.set()  # room for one more from the queue
-            self._claimed.pop(run.record.run_id, None)
+            if self._claimed.get(run.record.run_id) is claimed:
+                del self._claimed[run.record.run_id]
             run.end()
 
     async def _execute_claimed(self, claimed: _Claimed) -> None:
-        run, attempt = claimed.run, claimed.attempt
+        run, attempt = claimed.run, claimed.claim.attempt
         thread_id, run_id = run.record.thread_id, run.record.run_id
         run.emit("metadata", {"run_id": run_id, "attempt": attempt})
         run_status: RunStatus = "success"
@@ -434,7 +591,8 @@ class QueueRunner(Runner):
                     f"this worker does not serve assistant {run.request.assistant_id}"
                 )
             if attempt > 1:
-                await asyncio.to_thread(_await_lease, runnable, thread_id)
+                timeout = max(30.0, 2 * self.records.worker_timeout)
+                await asyncio.to_thread(_await_lease, runnable, thread_id, timeout)
                 run.request = await asyncio.to_thread(_resumed, runnable, run.record, run.request)
             if run.cancel.is_set():
                 raise _Cancelled
@@ -454,25 +612,43 @@ class QueueRunner(Runner):
                     raise _Cancelled
         except (_Cancelled, GraphCancelledError):
             assert runnable is not None
+            if claimed.run.lost:
+                return
             if "rollback" in claimed.cancel_action:
                 await asyncio.to_thread(rollback_thread, runnable, thread_id, {run_id})
                 await claimed.writer.drain()
-                await self.records.arolled_back(run_id, thread_id)
+                await self.records.arolled_back(run_id, thread_id, claimed.claim)
                 run.rolled_back = True
                 return
             run_status = "interrupted"
             result = to_json((await asyncio.to_thread(thread_values, runnable, thread_id))[0])
         except Exception as exc:
+            # e.g. the saver refused a checkpoint because the thread's lease was taken: the
+            # run was taken over, and its error here is no error of the run's
+            if claimed.run.lost or not await self._holds(claimed):
+                self._lose(run_id)
+                return
             run_status, thread_status = "error", "error"
             error = error_json(exc)
             result = {"__error__": error}
             run.emit("error", error)
+        if claimed.run.lost:
+            return
+        claimed.ending = True
         events = await claimed.writer.drain()
         for delay in (0.1, 0.5, 2.0, None):  # the database may be away a moment
             try:
-                await self.records.afinish_run(
-                    run_id, thread_id, run_status, result, self.worker_key, thread_status, events
+                ended = await self.records.afinish_run(
+                    run_id, thread_id, run_status, result, claimed.claim, thread_status, events
                 )
+                if not ended:
+                    _log.warning(
+                        "graph-agent serve: run %s was taken over by another worker before it "
+                        "ended here; its end here is not recorded",
+                        run_id,
+                    )
+                    run.lost = True  # those waiting here get the other worker's result
+                    return
                 break
             except Exception as exc:
                 if delay is None:
@@ -508,7 +684,9 @@ _NOTHING_LEFT = RunRequest(assistant_id="")
 
 def _await_lease(runnable: Runnable, thread_id: str, timeout: float = 30.0) -> None:
     """Wait until the thread's checkpoint lease is free: the dead worker's session that held
-    it may end a moment after the one whose lock said it was dead."""
+    it may end a moment after the one whose lock said it was dead, and a silent worker's
+    lease lapses ``lease_ttl`` after its last heartbeat (past ``timeout``, the previous
+    worker still renews the lease: the run fails with the saver's ThreadBusyError)."""
     saver = runnable.saver
     deadline = time.monotonic() + timeout
     while saver is not None:

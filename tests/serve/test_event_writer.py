@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from graph_agent.serve.pg_records import Claim
 from graph_agent.serve.queue import _EventWriter
 
 
@@ -18,14 +19,16 @@ class Rows:
         self.batches: list[list[tuple[int, str, str]]] = []
         self.delay = delay
 
-    async def aadd_events(self, run_id: str, events: Sequence[tuple[int, str, str]]) -> None:
+    async def aadd_events(
+        self, run_id: str, events: Sequence[tuple[int, str, str]], claim: Claim
+    ) -> None:
         await asyncio.sleep(self.delay)
         self.batches.append(list(events))
 
 
 def writer_on(rows: Rows) -> _EventWriter:
     records: Any = rows
-    return _EventWriter(records, "run-1")
+    return _EventWriter(records, "run-1", Claim(worker=1, attempt=1))
 
 
 def test_a_quick_run_nobody_follows_elsewhere_leaves_its_events_to_its_end() -> None:

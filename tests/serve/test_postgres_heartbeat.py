@@ -1,0 +1,280 @@
+"""A PostgreSQL worker's claims carry a heartbeat besides its session's advisory lock: a worker
+that falls silent (frozen, hung behind a live connection, cut off before PostgreSQL noticed)
+has its runs claimed again by another after ``worker_timeout``, and whatever it writes once
+it wakes is refused.
+
+The records' side on a fresh schema (a live connection stands for the silent worker's
+session: its lock stays held throughout), then real ``graph-agent serve`` processes, one
+frozen with SIGSTOP mid-run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from langgraph_sdk import get_sync_client
+
+from graph_agent import CompileConfig
+from graph_agent.checkpoint.postgres import AsyncPostgresSaver
+from graph_agent.cli.main import main
+from graph_agent.graph.errors import GraphSetupError
+from graph_agent.serve.pg_records import Claim, PostgresRecords
+from graph_agent.serve.queue import QueueRunner, RemoteRun
+from graph_agent.serve.records import ThreadRecord, now
+from graph_agent.serve.runs import RunRequest, new_run_record
+from tests.checkpoint.postgres_db import admin, fresh_schema
+from tests.serve.conftest import free_port, wait_until_up
+from tests.serve.graphs import chain
+
+ROOT = Path(__file__).resolve().parents[2]
+SILENT, OTHER = 0x5151_0001, 0x5151_0002  # two workers' tokens (their advisory lock keys)
+
+
+@pytest.fixture
+def dsn() -> Iterator[str]:
+    with fresh_schema() as schema_dsn:
+        yield schema_dsn
+
+
+def _rows(dsn: str, sql: str, *args: object) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+async def _claimed_by_silent_worker(records: PostgresRecords) -> str:
+    """A run claimed by SILENT (attempt 1), whose session stays alive: its lock is held."""
+    await records.aopen()
+    stamp = now()
+    thread = ThreadRecord(thread_id="t1", created_at=stamp, updated_at=stamp)
+    run = new_run_record("t1", RunRequest(assistant_id="slow"))
+    await records.astart_run(run, "{}", thread=thread, new_thread=True)
+    claimed = await records.aclaim(SILENT)
+    assert claimed is not None and claimed[2] == 1
+    return run.run_id
+
+
+def test_a_silent_workers_claim_is_taken_over_although_its_session_lives(dsn: str) -> None:
+    sessions = [psycopg.connect(dsn, autocommit=True) for _ in (SILENT, OTHER)]
+    for session, key in zip(sessions, (SILENT, OTHER), strict=True):  # both alive throughout
+        session.execute("SELECT pg_advisory_lock(%s)", (key,))
+
+    async def scenario() -> dict[str, Any]:
+        silent = PostgresRecords(dsn, worker_timeout=0.2)  # its claims say: 0.2 s per beat
+        other = PostgresRecords(dsn)
+        await other.aopen()
+        try:
+            run_id = await _claimed_by_silent_worker(silent)
+            seen: dict[str, Any] = {"fresh": await other.aupkeep(OTHER, [])}
+            await asyncio.sleep(0.3)  # past its heartbeat's deadline, and no beat came
+            seen["stale"] = await other.aupkeep(OTHER, [])
+            claimed = await other.aclaim(OTHER)
+            seen["attempt"] = claimed[2] if claimed else None
+            stale = Claim(worker=SILENT, attempt=1)  # what the silent worker writes on waking
+            await silent.aadd_events(run_id, [(5, "values", '{"n":99}')], stale)
+            seen["finished"] = await silent.afinish_run(
+                run_id, "t1", "success", {"n": 99}, stale, "idle", [(6, "end", "{}")]
+            )
+            await silent.arolled_back(run_id, "t1", stale)
+            seen["silent_beat"] = await silent.aupkeep(SILENT, [(run_id, 1)])
+            seen["run_id"] = run_id
+            return seen
+        finally:
+            for records in (silent, other):
+                await records.aclose()
+                records.close()
+
+    try:
+        seen = asyncio.run(scenario())
+    finally:
+        for session in sessions:
+            session.close()
+    run_id = seen["run_id"]
+    assert seen["fresh"].orphans == []  # its heartbeat is recent: not taken
+    assert seen["stale"].orphans == [run_id]  # silent past worker_timeout: back in the queue
+    assert seen["attempt"] == 2
+    assert seen["finished"] is False
+    assert seen["silent_beat"].held == set()  # its heartbeat finds the claim gone
+    assert seen["silent_beat"].orphans == []  # and the new claim is not its to take
+    assert _rows(dsn, "SELECT status, worker, attempt, result FROM graph_agent_serve_runs") == [
+        ("running", OTHER, 2, None)  # nothing of the silent worker's was written
+    ]
+    assert _rows(dsn, "SELECT count(*) FROM graph_agent_serve_events") == [(0,)]
+    assert _rows(dsn, "SELECT status FROM graph_agent_serve_threads") == [("busy",)]
+
+
+def test_a_workers_heartbeat_keeps_its_claims_and_a_dead_workers_go_back_at_once(
+    dsn: str,
+) -> None:
+    session = psycopg.connect(dsn, autocommit=True)
+    session.execute("SELECT pg_advisory_lock(%s)", (SILENT,))
+
+    async def scenario() -> tuple[Any, ...]:
+        records = PostgresRecords(dsn, worker_timeout=0.2)
+        try:
+            run_id = await _claimed_by_silent_worker(records)
+            await asyncio.sleep(0.3)  # late, but it beats before anyone looks:
+            beat = await records.aupkeep(SILENT, [(run_id, 1)])
+            kept = await records.aupkeep(OTHER, [])
+            session.close()  # now it dies: its lock goes with its session
+            await asyncio.sleep(0.05)
+            dead = await records.aupkeep(OTHER, [])
+            return run_id, beat, kept, dead
+        finally:
+            await records.aclose()
+            records.close()
+
+    run_id, beat, kept, dead = asyncio.run(scenario())
+    assert beat.held == {run_id} and kept.orphans == []
+    assert dead.orphans == [run_id]
+
+
+def test_a_worker_whose_lock_session_was_cut_locks_its_key_again_and_claims_again(
+    dsn: str,
+) -> None:
+    def lock_holders(key: int) -> list[int]:
+        return [
+            pid
+            for (pid,) in admin().execute(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = %s",
+                (key,),
+            )
+        ]
+
+    async def scenario() -> tuple[list[int], list[int], bool]:
+        saver = AsyncPostgresSaver(dsn)
+        records = PostgresRecords(dsn, worker_timeout=0.3)  # a beat every 0.1 s
+        runner = QueueRunner({"chain": chain().compile(CompileConfig(saver=saver))}, records)
+        await runner.open()
+        try:
+            before = lock_holders(runner.worker_key)
+            admin().execute("SELECT pg_terminate_backend(%s)", (before[0],))
+            async with asyncio.timeout(10):
+                while not runner._locked or lock_holders(runner.worker_key) in ([], before):
+                    await asyncio.sleep(0.02)
+            after = lock_holders(runner.worker_key)
+            stamp = now()
+            thread = ThreadRecord(thread_id="t1", created_at=stamp, updated_at=stamp)
+            request = RunRequest(assistant_id="chain", input={"x": 1})
+            run = await runner.astart("t1", request, thread, new_thread=True)
+            claimed_here = not isinstance(run, RemoteRun)
+            await run.wait()
+            return before, after, claimed_here
+        finally:
+            await runner.close()
+            records.close()
+            await saver.aclose()
+
+    before, after, claimed_here = asyncio.run(scenario())
+    assert len(before) == 1 and len(after) == 1 and after != before  # a new session holds it
+    assert claimed_here  # it claims the runs it receives again
+
+
+def test_a_worker_timeout_that_is_not_a_positive_number_is_refused(dsn: str) -> None:
+    for wrong in (0, -1.0, float("nan")):
+        with pytest.raises(GraphSetupError, match=r"worker_timeout=.*positive number of seconds"):
+            PostgresRecords(dsn, worker_timeout=wrong)
+
+
+def test_serve_refuses_a_worker_timeout_that_is_not_positive(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = ["serve", "tests/serve/graphs.py:chain", "--postgres", dsn]
+    assert main([*command, "--worker-timeout", "0"]) != 0
+    assert "--worker-timeout 0.0: give a positive number of seconds" in capsys.readouterr().err
+
+
+def _serve(dsn: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    command = [sys.executable, "-m", "graph_agent", "serve", "tests/serve/graphs.py:slow"]
+    command += ["--port", str(port), "--postgres", dsn, "--worker-timeout", "2", "--debug"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with log.open("wb") as err:
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err
+        )
+    return process, f"http://127.0.0.1:{port}"
+
+
+def test_a_frozen_workers_run_is_finished_once_by_another_and_it_writes_nothing_on_waking(
+    dsn: str, tmp_path: Path
+) -> None:
+    (frozen, frozen_url), (other, other_url) = (
+        _serve(dsn, tmp_path / "frozen.log"),
+        _serve(dsn, tmp_path / "other.log"),
+    )
+    schema = dsn.split("search_path=")[1].split("'")[0].split()[0]
+
+    def rows(sql: str, *args: object) -> list[tuple[Any, ...]]:
+        sql = sql.replace("graph_agent_serve_", f"{schema}.graph_agent_serve_")
+        return admin().execute(sql, args).fetchall()
+
+    try:
+        wait_until_up(frozen_url)
+        wait_until_up(other_url)
+        frozen_key = httpx.get(f"{frozen_url}/ok").json()["worker"]
+        other_key = httpx.get(f"{other_url}/ok").json()["worker"]
+        client = get_sync_client(url=frozen_url)
+        thread_id = client.threads.create()["thread_id"]
+        run_id = client.runs.create(thread_id, "slow", input={"n": 0})["run_id"]
+        assert rows("SELECT worker FROM graph_agent_serve_runs") == [(frozen_key,)]  # as written
+        others = get_sync_client(url=other_url)
+        with ThreadPoolExecutor(2) as pool:  # clients of the frozen process, waiting there
+            joined = pool.submit(client.runs.join, thread_id, run_id)
+            streamed = pool.submit(lambda: list(client.runs.join_stream(thread_id, run_id)))
+            time.sleep(0.35)  # a few steps in
+            frozen.send_signal(signal.SIGSTOP)  # its connections live on: its heartbeat stops
+            assert others.runs.join(thread_id, run_id) == {"n": 10}
+            reference = others.threads.create()["thread_id"]  # the same run, frozen by nobody
+            others.runs.wait(reference, "slow", input={"n": 0})
+            expected = [s["values"] for s in others.threads.get_history(reference, limit=100)]
+            frozen.send_signal(signal.SIGCONT)
+            deadline = time.monotonic() + 20
+            while "was taken over by another worker" not in (tmp_path / "frozen.log").read_text():
+                assert time.monotonic() < deadline, "the frozen worker never noticed its loss"
+                time.sleep(0.05)
+            # its clients get the other worker's result, and the rest of its events
+            assert joined.result(timeout=30) == {"n": 10}
+            parts = streamed.result(timeout=30)
+        assert parts[-1].event == "values" and parts[-1].data == {"n": 10}
+        ids = [int(p.id) for p in parts]
+        assert ids == sorted(set(ids))  # no event id told twice
+        final = rows(
+            "SELECT status, worker, attempt, result FROM graph_agent_serve_runs WHERE run_id = %s",
+            run_id,
+        )
+        assert final == [("success", other_key, 2, json.dumps({"n": 10}))]
+        history = [s["values"] for s in others.threads.get_history(thread_id, limit=100)]
+        assert history == expected  # every step stored once: the woken worker wrote none
+        assert others.threads.get(thread_id)["status"] == "idle"
+        seqs = [
+            seq
+            for (seq,) in rows(
+                "SELECT seq FROM graph_agent_serve_events WHERE run_id = %s ORDER BY seq", run_id
+            )
+        ]
+        assert seqs == list(range(len(seqs)))  # one story of events, nothing added after it
+        assert rows(
+            "SELECT count(*) FROM graph_agent_serve_events WHERE run_id = %s AND event = 'error'",
+            run_id,
+        ) == [(0,)]
+    finally:
+        for process in (frozen, other):
+            if process.poll() is None:
+                process.send_signal(signal.SIGCONT)
+                process.terminate()
+        for process in (frozen, other):
+            process.wait(20)
