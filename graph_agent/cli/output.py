@@ -371,7 +371,13 @@ class PlainReporter:
         if not self.compact:
             self._line(f"[step {output.step}] {output.node}{': ' + summary if summary else ''}")
         for line in lines:
-            arrows = {"call": "-> ", "result": "<- ", "error": "<- error ", "update": "", "todo": ""}
+            arrows = {
+                "call": "-> ",
+                "result": "<- ",
+                "error": "<- error ",
+                "update": "",
+                "todo": "",
+            }
             arrow = arrows[line.kind]
             self._line(f"    {arrow}{line.text}")
 

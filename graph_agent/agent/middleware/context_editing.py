@@ -96,6 +96,4 @@ class ContextEditingInterceptor(ModelInterceptor):
         return edited
 
     def __repr__(self) -> str:
-        return (
-            f"ContextEditingInterceptor(trigger_tokens={self.trigger_tokens}, keep={self.keep})"
-        )
+        return f"ContextEditingInterceptor(trigger_tokens={self.trigger_tokens}, keep={self.keep})"

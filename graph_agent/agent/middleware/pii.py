@@ -38,16 +38,18 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from graph_agent.agent.interceptors import ModelCall, ModelInterceptor
 from graph_agent.graph.errors import GraphRuntimeError
 from graph_agent.messages import AssistantMessage, BaseMessage, ToolResponseMessage, UserMessage
 from graph_agent.models.base import ModelRequest
 
+Message = TypeVar("Message", bound=BaseMessage)
 PIIStrategy = Literal["redact", "mask", "hash", "block"]
 Direction = Literal["input", "output", "tool_result"]
 
@@ -60,7 +62,11 @@ _PHONE = re.compile(
 BUILTIN_TYPES = ("email", "credit_card", "phone")
 """The kinds of PII found without a custom pattern (cards before phones: a card number's
 groups must not be taken for a phone number)."""
-_DESCRIPTIONS = {"email": "an email address", "credit_card": "a card number", "phone": "a phone number"}
+_DESCRIPTIONS = {
+    "email": "an email address",
+    "credit_card": "a card number",
+    "phone": "a phone number",
+}
 _DIRECTIONS: Mapping[Direction, str] = {
     "input": "a user message",
     "output": "the model's answer",
@@ -143,15 +149,12 @@ class PIIRedactionInterceptor(ModelInterceptor):
         if not self.types and not self.patterns:
             raise ValueError("PIIRedactionInterceptor: give types and/or patterns to look for")
         self.strategy = strategy
-        self.directions: frozenset[Direction] = frozenset(
-            direction
-            for direction, wanted in (
-                ("input", apply_to_input),
-                ("output", apply_to_output),
-                ("tool_result", apply_to_tool_results),
-            )
-            if wanted
-        )
+        wanted: dict[Direction, bool] = {
+            "input": apply_to_input,
+            "output": apply_to_output,
+            "tool_result": apply_to_tool_results,
+        }
+        self.directions = frozenset(direction for direction, on in wanted.items() if on)
 
     def intercept(self, request: ModelRequest, call_next: ModelCall) -> AssistantMessage:
         request.messages = [self._checked(m, index) for index, m in enumerate(request.messages)]
@@ -167,7 +170,10 @@ class PIIRedactionInterceptor(ModelInterceptor):
             PIIDetectedError: PII was found and the strategy is ``"block"``.
         """
         for pii_type, pattern in self._detectors():
-            text = pattern.sub(lambda match: self._treat(match, pii_type, direction, where), text)
+            treat = functools.partial(
+                self._treat, pii_type=pii_type, direction=direction, where=where
+            )
+            text = pattern.sub(treat, text)
         return text
 
     def _detectors(self) -> list[tuple[str, re.Pattern[str]]]:
@@ -182,13 +188,17 @@ class PIIRedactionInterceptor(ModelInterceptor):
             direction = "tool_result"
         if direction is None or direction not in self.directions:
             return message
-        return self._edited(message, direction, where=f" (request message {index}, id {message.id})")
+        return self._edited(
+            message, direction, where=f" (request message {index}, id {message.id})"
+        )
 
-    def _edited(self, message: Any, direction: Direction, *, where: str) -> Any:
+    def _edited(self, message: Message, direction: Direction, *, where: str) -> Message:
         content: Any = message.content
         if isinstance(content, str):
             cleaned = self.clean(content, direction, where=where)
-            return message if cleaned == content else message.model_copy(update={"content": cleaned})
+            return (
+                message if cleaned == content else message.model_copy(update={"content": cleaned})
+            )
         if isinstance(content, list | tuple):  # content parts: their text is checked
             parts = [self._edited_part(part, direction, where) for part in content]
             if all(new is old for new, old in zip(parts, content, strict=True)):

@@ -59,8 +59,7 @@ def format_todos(todos: Sequence[Mapping[str, Any]]) -> str:
         [~] write
     """
     return "\n".join(
-        f"{_MARKS.get(str(item.get('status')), '[?]')} {item.get('content', '')}"
-        for item in todos
+        f"{_MARKS.get(str(item.get('status')), '[?]')} {item.get('content', '')}" for item in todos
     )
 
 
