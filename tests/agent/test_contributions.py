@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from graph_agent import GraphSetupError, RunnableConfig, tool
-from graph_agent.agent import AgentHook, ModelHook, ModelInterceptor, ReactAgent, ToolInterceptor
+from graph_agent.agent import ModelHook, ReactAgent, ToolInterceptor
 from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage
 from graph_agent.models import ScriptedChatModel
+from tests.agent.test_hooks import Recorder
+from tests.agent.test_interceptors import Recording
 
 CFG = RunnableConfig(thread_id="t1")
 
@@ -24,36 +26,16 @@ def stamp() -> str:
     return "stamped"
 
 
-class Recorder(AgentHook, ModelHook):
-    def __init__(self, name: str, log: list[str], priority: int = 0) -> None:
-        self.name = name
-        self.log = log
-        self.priority = priority
-
-    def before_agent(self, state, config):
-        self.log.append(f"{self.name}.before_agent")
-
-    def before_model(self, state, config):
-        self.log.append(f"{self.name}.before_model")
-
-    def after_model(self, state, config):
-        self.log.append(f"{self.name}.after_model")
-
-    def after_agent(self, state, config):
-        self.log.append(f"{self.name}.after_agent")
+def recorder(name: str, log: list[str], priority: int = 0) -> Recorder:
+    hook = Recorder(name, log)
+    hook.priority = priority
+    return hook
 
 
-class Wrapping(ModelInterceptor):
-    def __init__(self, label: str, log: list[str], priority: int = 0) -> None:
-        self.label = label
-        self.log = log
-        self.priority = priority
-
-    def intercept(self, request, call_next):
-        self.log.append(f"{self.label} in")
-        reply = call_next(request)
-        self.log.append(f"{self.label} out")
-        return reply
+def wrapping(label: str, log: list[str], priority: int) -> Recording:
+    interceptor = Recording(label, log)
+    interceptor.priority = priority
+    return interceptor
 
 
 class StampHook(ModelHook):
@@ -63,7 +45,7 @@ class StampHook(ModelHook):
 
 def test_a_lower_priority_hook_runs_first_before_and_last_after():
     log: list[str] = []
-    hooks = [Recorder("a", log), Recorder("b", log, priority=-5), Recorder("c", log, priority=5)]
+    hooks = [recorder("a", log), recorder("b", log, priority=-5), recorder("c", log, priority=5)]
     ReactAgent("agent", ScriptedChatModel(["done"]), hooks=hooks).invoke("hi", CFG)
     assert log == [
         "b.before_agent",
@@ -83,7 +65,7 @@ def test_a_lower_priority_hook_runs_first_before_and_last_after():
 
 def test_equal_priorities_keep_registration_order():
     log: list[str] = []
-    hooks = [Recorder(name, log, priority=3) for name in ("x", "y", "z")]
+    hooks = [recorder(name, log, priority=3) for name in ("x", "y", "z")]
     agent = ReactAgent("agent", ScriptedChatModel(["done"]), hooks=hooks)
     assert [hook.name for hook in agent.hooks] == ["x", "y", "z"]
     agent.invoke("hi", CFG)
@@ -95,7 +77,7 @@ def test_equal_priorities_keep_registration_order():
 
 
 def test_the_graph_shape_follows_priority():
-    hooks = [Recorder("late", [], priority=10), Recorder("early", [], priority=-10)]
+    hooks = [recorder("late", [], priority=10), recorder("early", [], priority=-10)]
     agent = ReactAgent("agent", ScriptedChatModel([]), hooks=hooks)
     drawing = agent.get_graph("mermaid")
     assert "__start__ --> Recorder.early.before" in drawing
@@ -104,23 +86,23 @@ def test_the_graph_shape_follows_priority():
 
 
 def test_the_instruction_hook_stays_first_whatever_the_priorities():
-    hooks = [Recorder("eager", [], priority=-100)]
+    hooks = [recorder("eager", [], priority=-100)]
     agent = ReactAgent("agent", ScriptedChatModel([]), instruction="Be brief.", hooks=hooks)
     assert agent.effective_hooks[0].full_name == "InstructionAgentHook.instruction"
 
 
 def test_a_lower_priority_interceptor_sits_further_out():
     log: list[str] = []
-    interceptors = [Wrapping("inner", log, priority=1), Wrapping("outer", log, priority=-1)]
+    interceptors = [wrapping("inner", log, priority=1), wrapping("outer", log, priority=-1)]
     ReactAgent("agent", ScriptedChatModel(["done"]), model_interceptors=interceptors).invoke(
         "hi", CFG
     )
-    assert log == ["outer in", "inner in", "inner out", "outer out"]
+    assert log == ["outer:in", "inner:in", "inner:out", "outer:out"]
 
 
 def test_a_priority_that_is_not_an_int_is_refused_naming_the_hook():
     with pytest.raises(GraphSetupError, match=r"Recorder.odd.*priority='high'.*give an int"):
-        ReactAgent("agent", ScriptedChatModel([]), hooks=[Recorder("odd", [], priority="high")])
+        ReactAgent("agent", ScriptedChatModel([]), hooks=[recorder("odd", [], priority="high")])
 
 
 def test_a_hook_contributes_a_tool_the_model_can_call():

@@ -1,12 +1,12 @@
 """Model call budget by tokens: the run stops once its model calls have used a token budget.
 
-The model node adds up the tokens each answer reports in its ``usage`` (prompt plus
-completion: ``total_tokens``), for the run and for the thread, in the agent's private
-counters. :class:`TokenBudgetHook` checks them before each model call, as
-:class:`~graph_agent.agent.builtin_hooks.ModelCallLimitHook` checks the number of calls:
-once ``run_limit`` (this run) or ``thread_limit`` (the thread) is reached, no further call is
-made, and the run ends with a message (``exit_behavior="end"``, the answer's
-``finish_reason`` is ``"token_budget"``) or raises
+The model node adds up the tokens each answer reports in its ``usage`` (``total_tokens``, or
+prompt plus completion when the total is missing), for the run and for the thread, in the
+agent's private counters. :class:`TokenBudgetHook` checks them before each model call, as
+:class:`~graph_agent.agent.builtin_hooks.ModelCallLimitHook` checks the number of calls (it
+is that hook, counting tokens): once ``run_limit`` (this run) or ``thread_limit`` (the
+thread) is reached, no further call is made, and the run ends with a message
+(``exit_behavior="end"``; the answer's ``finish_reason`` is ``"token_budget"``) or raises
 :class:`~graph_agent.agent.builtin_hooks.AgentLimitError` (``"error"``).
 
 It stops rather than summarises: a summary would be one more call past a budget that is
@@ -22,18 +22,12 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar
 
-from graph_agent.agent.builtin_hooks import AgentLimitError, _exit_behavior, _limit, _limit_reached
-from graph_agent.agent.hooks import JumpTo, ModelHook
-from graph_agent.agent.keys import RUN_KEY, THREAD_KEY
-from graph_agent.agent.nodes import counters
-from graph_agent.graph.state import OverAllState
-from graph_agent.graph.types import RunnableConfig
-from graph_agent.messages import AssistantMessage
+from graph_agent.agent.builtin_hooks import ModelCallLimitHook
 
 
-class TokenBudgetHook(ModelHook):
+class TokenBudgetHook(ModelCallLimitHook):
     """Stops the run before a model call once ``run_limit`` tokens were used in this run or
     ``thread_limit`` on the thread (see the module docstring).
 
@@ -44,35 +38,13 @@ class TokenBudgetHook(ModelHook):
     """
 
     name = "token_budget"
-    can_jump_to: ClassVar[tuple[JumpTo, ...]] = (JumpTo.END,)
+    counted: ClassVar[str] = "tokens"
+    finish_reason: ClassVar[str] = "token_budget"
 
-    def __init__(
-        self,
-        thread_limit: int | None = None,
-        run_limit: int | None = None,
-        exit_behavior: Literal["end", "error"] = "end",
-    ) -> None:
-        if thread_limit is None and run_limit is None:
-            raise ValueError("TokenBudgetHook needs thread_limit and/or run_limit (in tokens)")
-        self.thread_limit = _limit("TokenBudgetHook", "thread_limit", thread_limit)
-        self.run_limit = _limit("TokenBudgetHook", "run_limit", run_limit)
-        self.exit_behavior = _exit_behavior("TokenBudgetHook", exit_behavior)
-
-    def before_model(self, state: OverAllState, config: RunnableConfig) -> Any:
-        run_tokens = counters(state, RUN_KEY)["tokens"]
-        thread_tokens = counters(state, THREAD_KEY)["tokens"]
-        reached = _limit_reached(run_tokens, thread_tokens, self.run_limit, self.thread_limit)
-        if reached is None:
-            return None
-        scope = "run" if reached == self.run_limit and run_tokens >= reached else "thread"
-        used = run_tokens if scope == "run" else thread_tokens
-        text = f"Stopped: the {scope}'s token budget ({reached}) was used up ({used} tokens)."
-        if self.exit_behavior == "error":
-            raise AgentLimitError(text)
-        return {
-            "messages": AssistantMessage(text, finish_reason="token_budget"),
-            "jump_to": JumpTo.END,
-        }
+    def stop_text(self, reached: int, run_count: int, thread_count: int) -> str:
+        by_run = reached == self.run_limit and run_count >= reached
+        scope, used = ("run", run_count) if by_run else ("thread", thread_count)
+        return f"Stopped: the {scope}'s token budget ({reached}) was used up ({used} tokens)."
 
     def __repr__(self) -> str:
         return f"TokenBudgetHook(run_limit={self.run_limit}, thread_limit={self.thread_limit})"

@@ -15,6 +15,7 @@ from graph_agent.messages import AssistantMessage, ToolCall
 from graph_agent.models import OpenAIChatModel, RetryPolicy, ScriptedChatModel
 from tests.models.openai_fake_server import (
     API_KEY,
+    Behaviour,
     FakeOpenAIServer,
     completion,
     reply_json,
@@ -33,6 +34,11 @@ MESSAGE = f"Mail {EMAIL}, card {CARD}, phone {PHONE}."
 def lookup_customer(name: str) -> str:
     """Look up a customer."""
     return f"{name}: {EMAIL}, {PHONE}"
+
+
+def asks_for_lookup() -> Behaviour:
+    calls = [tool_call("c1", "lookup_customer", {"name": "Ada"})]
+    return reply_json(completion(None, tool_calls=calls, finish_reason="tool_calls"))
 
 
 def sent_text(model: ScriptedChatModel) -> str:
@@ -146,13 +152,7 @@ def http_model(server: FakeOpenAIServer) -> Iterator[OpenAIChatModel]:
 
 def test_in_redact_mode_no_pii_reaches_the_model_server(server, http_model):
     server.enqueue(
-        reply_json(
-            completion(
-                None,
-                tool_calls=[tool_call("c1", "lookup_customer", {"name": "Ada"})],
-                finish_reason="tool_calls",
-            )
-        ),
+        asks_for_lookup(),
         reply_json(completion("Done.")),
     )
     pii = PIIRedactionInterceptor(apply_to_tool_results=True)
@@ -179,13 +179,7 @@ def test_in_block_mode_a_tool_result_with_pii_stops_the_run_before_the_next_requ
     server, http_model
 ):
     server.enqueue(
-        reply_json(
-            completion(
-                None,
-                tool_calls=[tool_call("c1", "lookup_customer", {"name": "Ada"})],
-                finish_reason="tool_calls",
-            )
-        ),
+        asks_for_lookup(),
         reply_json(completion("should not be asked")),
     )
     pii = PIIRedactionInterceptor(strategy="block", apply_to_tool_results=True)
