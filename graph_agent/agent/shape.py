@@ -12,7 +12,8 @@
 
 Before-hooks run in registration order, after-hooks (afterModel, afterAgent) last-registered
 first; the agent hands the hooks over ordered by ``priority`` (lower first, registration order
-among equals: see :mod:`graph_agent.agent.contributions`), so "registered" means that order. Entry: the first beforeAgent hook, else the first beforeModel hook, else ``__model__``.
+among equals: see :mod:`graph_agent.agent.contributions`), so "registered" means that order.
+Entry: the first beforeAgent hook, else the first beforeModel hook, else ``__model__``.
 Loop entry: the first beforeModel hook, else ``__model__``. The tool/exit decision leaves the
 last node of the afterModel chain (the first-registered afterModel hook), else ``__model__``.
 Exit: the first afterAgent hook to run (the last registered), else END. A hook's jumps get
