@@ -18,7 +18,9 @@ and treats each finding by ``strategy``:
   values stay recognisably equal (a hash of a guessable value such as a phone number can be
   reversed by trying them all: it hides the value from the model, it is no encryption);
 - ``"block"``: nothing is sent; :class:`PIIDetectedError` says what kind of value was found
-  and where (never the value itself).
+  and where (never the value itself). The message that held it stays in the thread, so the
+  next call on that thread is blocked again: remove it (``update_state`` with
+  ``RemoveMessage(id)``; the error names the id) or go on in a new thread.
 
 Card numbers are 13 to 19 digits (spaces or dashes allowed between them) that pass the Luhn
 check, so order numbers and timestamps are left alone. Phone numbers are those written with
