@@ -9,7 +9,7 @@ from graph_agent.agent import ModelHook, ReactAgent, ToolInterceptor
 from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage
 from graph_agent.models import ScriptedChatModel
 from tests.agent.test_hooks import Recorder
-from tests.agent.test_interceptors import Recording
+from tests.agent.test_interceptors import Recording, RecordingTool
 
 CFG = RunnableConfig(thread_id="t1")
 
@@ -97,6 +97,15 @@ def test_a_lower_priority_interceptor_sits_further_out():
     ReactAgent("agent", ScriptedChatModel(["done"]), model_interceptors=interceptors).invoke(
         "hi", CFG
     )
+    assert log == ["outer:in", "inner:in", "inner:out", "outer:out"]
+
+
+def test_tool_interceptors_follow_priority_too():
+    log: list[str] = []
+    inner, outer = RecordingTool("inner", log), RecordingTool("outer", log)
+    outer.priority = -1
+    model = ScriptedChatModel([AssistantMessage(tool_calls=[ToolCall("c1", "stamp", {})]), "ok"])
+    ReactAgent("agent", model, tools=[stamp], tool_interceptors=[inner, outer]).invoke("go", CFG)
     assert log == ["outer:in", "inner:in", "inner:out", "outer:out"]
 
 

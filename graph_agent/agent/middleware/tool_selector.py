@@ -19,6 +19,10 @@ What the selector may answer, and what happens:
 A request with no tools (the summarising call after ``max_iterations``) or no user message is
 sent unchanged. The ``final_answer`` tool of ``output_mode="tool"`` is always kept.
 
+The selector sees only the latest user request and the tools, so its choice is kept and
+reused while both stay the same: the model calls of one run (tool call after tool call) ask
+it once. The last ``cache_size`` choices are kept (per interceptor, in memory).
+
 Example:
     >>> from graph_agent.models import ScriptedChatModel
     >>> selector = LLMToolSelectorInterceptor(
@@ -29,6 +33,8 @@ Example:
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
@@ -71,9 +77,11 @@ class LLMToolSelectorInterceptor(ModelInterceptor):
             ``"error"`` (raise :class:`ToolSelectionError`).
         prompt: The selection model's instruction; the tool list and the answer's shape
             are added to it.
+        cache_size: How many choices are kept for reuse (0: ask before every call).
 
     Raises:
-        ValueError: ``max_tools`` is below 1 or ``on_invalid`` is not one of the two.
+        ValueError: ``max_tools`` is below 1, ``cache_size`` below 0, or ``on_invalid`` is
+            not one of the two.
     """
 
     def __init__(
@@ -84,9 +92,14 @@ class LLMToolSelectorInterceptor(ModelInterceptor):
         always_include: Iterable[str] = (),
         on_invalid: Literal["all_tools", "error"] = "all_tools",
         prompt: str = SELECTOR_PROMPT,
+        cache_size: int = 128,
     ) -> None:
         if max_tools is not None and max_tools < 1:
             raise ValueError(f"LLMToolSelectorInterceptor: max_tools must be >= 1, got {max_tools}")
+        if cache_size < 0:
+            raise ValueError(
+                f"LLMToolSelectorInterceptor: cache_size must be >= 0, got {cache_size}"
+            )
         if on_invalid not in ("all_tools", "error"):
             raise ValueError(
                 "LLMToolSelectorInterceptor: on_invalid must be 'all_tools' (send every tool) "
@@ -97,16 +110,38 @@ class LLMToolSelectorInterceptor(ModelInterceptor):
         self.always_include = tuple(always_include)
         self.on_invalid = on_invalid
         self.prompt = prompt
+        self.cache_size = cache_size
+        self._chosen: OrderedDict[tuple[str, tuple[str, ...]], frozenset[str] | None] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()
 
     def intercept(self, request: ModelRequest, call_next: ModelCall) -> AssistantMessage:
         kept = self._kept(request.tools)
         candidates = [t for t in request.tools if t.name not in kept]
         query = _latest_user_text(request.messages)
         if candidates and query is not None:
-            chosen = self.select(candidates, query)
+            chosen = self._cached_select(candidates, query)
             if chosen is not None:
                 request.tools = [t for t in request.tools if t.name in kept or t.name in chosen]
         return call_next(request)
+
+    def _cached_select(
+        self, candidates: Sequence[ToolDefinition], query: str
+    ) -> frozenset[str] | None:
+        key = (query, tuple(t.name for t in candidates))
+        with self._lock:
+            if key in self._chosen:
+                self._chosen.move_to_end(key)
+                return self._chosen[key]
+        chosen = self.select(candidates, query)
+        kept = None if chosen is None else frozenset(chosen)
+        if self.cache_size > 0:
+            with self._lock:
+                self._chosen[key] = kept
+                while len(self._chosen) > self.cache_size:
+                    self._chosen.popitem(last=False)
+        return kept
 
     def select(self, candidates: Sequence[ToolDefinition], query: str) -> set[str] | None:
         """The names chosen among ``candidates`` for ``query``; ``None``: keep every tool.

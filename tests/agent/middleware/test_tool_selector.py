@@ -13,6 +13,7 @@ from graph_agent.agent.middleware import (
     ToolSelection,
     ToolSelectionError,
 )
+from graph_agent.messages import AssistantMessage, ToolCall
 from graph_agent.models import ScriptedChatModel
 
 CFG = RunnableConfig(thread_id="t1")
@@ -109,5 +110,30 @@ def test_a_call_without_tools_asks_no_selection():
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="max_tools must be >= 1"):
         LLMToolSelectorInterceptor(ScriptedChatModel([]), max_tools=0)
+    with pytest.raises(ValueError, match="cache_size must be >= 0"):
+        LLMToolSelectorInterceptor(ScriptedChatModel([]), cache_size=-1)
     with pytest.raises(ValueError, match="on_invalid must be"):
         LLMToolSelectorInterceptor(ScriptedChatModel([]), on_invalid="guess")  # type: ignore[arg-type]
+
+
+def test_the_choice_is_asked_once_per_user_request():
+    selector_model = ScriptedChatModel(['{"tools": ["weather"]}', '{"tools": ["stocks"]}'])
+    selector = LLMToolSelectorInterceptor(selector_model)
+    calls = [ToolCall("c1", "weather", {})]
+    model = ScriptedChatModel([AssistantMessage(tool_calls=calls), "rainy", "up 3%"])
+    agent = ReactAgent("agent", model, tools=TOOLS, model_interceptors=[selector])
+    agent.invoke("Is it raining in Oslo?", CFG)
+    assert len(selector_model.requests) == 1
+    assert offered(model) == [t.name for t in model.requests[1].tools] == ["weather"]
+    agent.invoke("And ACME shares?", CFG)
+    assert len(selector_model.requests) == 2
+    assert [t.name for t in model.requests[2].tools] == ["stocks"]
+
+
+def test_without_a_cache_every_call_asks():
+    selector_model = ScriptedChatModel(['{"tools": ["weather"]}'] * 2)
+    selector = LLMToolSelectorInterceptor(selector_model, cache_size=0)
+    calls = [ToolCall("c1", "weather", {})]
+    model = ScriptedChatModel([AssistantMessage(tool_calls=calls), "rainy"])
+    ReactAgent("agent", model, tools=TOOLS, model_interceptors=[selector]).invoke("Oslo?", CFG)
+    assert len(selector_model.requests) == 2
