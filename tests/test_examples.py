@@ -50,6 +50,13 @@ EXPECTED_OUTPUT = {
         "hook        after_agent: 6 messages",
         "answer: ACME trades at 101.50 USD, INITECH at 12.25 USD.",
     ],
+    "middleware.py": [
+        "the model read: Plan my day in Oslo. Mail me at [REDACTED_EMAIL].",
+        "tools offered: ['weather', 'write_todos']",
+        "[~] check the weather",
+        "steered message delivered: Also: I forgot my umbrella.",
+        "answer: Oslo is rainy; noted: 'Also: I forgot my umbrella.'",
+    ],
     "openai_endpoint.py": ["skipping: set OPENAI_API_KEY"],
     "team.py": [
         "    [web] research/web/__tool__: search_web -> Graph runtimes checkpoint every step, so a "

@@ -244,6 +244,10 @@ class ModelCallLimitHook(ModelHook):
 
     name = "model_call_limit"
     can_jump_to: ClassVar[tuple[JumpTo, ...]] = (JumpTo.END,)
+    counted: ClassVar[str] = "model_calls"
+    """The run and thread counter the limits apply to (see :func:`counters`)."""
+    finish_reason: ClassVar[str] = "model_call_limit"
+    """The ``finish_reason`` of the message that ends the run."""
 
     def __init__(
         self,
@@ -251,28 +255,30 @@ class ModelCallLimitHook(ModelHook):
         run_limit: int | None = None,
         exit_behavior: Literal["end", "error"] = "end",
     ) -> None:
+        hook = type(self).__name__
         if thread_limit is None and run_limit is None:
-            raise ValueError("ModelCallLimitHook needs thread_limit and/or run_limit")
-        self.thread_limit = _limit("ModelCallLimitHook", "thread_limit", thread_limit)
-        self.run_limit = _limit("ModelCallLimitHook", "run_limit", run_limit)
-        self.exit_behavior = _exit_behavior("ModelCallLimitHook", exit_behavior)
+            raise ValueError(f"{hook} needs thread_limit and/or run_limit")
+        self.thread_limit = _limit(hook, "thread_limit", thread_limit)
+        self.run_limit = _limit(hook, "run_limit", run_limit)
+        self.exit_behavior = _exit_behavior(hook, exit_behavior)
 
     def before_model(self, state: OverAllState, config: RunnableConfig) -> Any:
-        reached = _limit_reached(
-            counters(state, RUN_KEY)["model_calls"],
-            counters(state, THREAD_KEY)["model_calls"],
-            self.run_limit,
-            self.thread_limit,
-        )
+        run_count = counters(state, RUN_KEY)[self.counted]
+        thread_count = counters(state, THREAD_KEY)[self.counted]
+        reached = _limit_reached(run_count, thread_count, self.run_limit, self.thread_limit)
         if reached is None:
             return None
-        text = f"Stopped: the model call limit ({reached}) was reached."
+        text = self.stop_text(reached, run_count, thread_count)
         if self.exit_behavior == "error":
             raise AgentLimitError(text)
         return {
-            "messages": AssistantMessage(text, finish_reason="model_call_limit"),
+            "messages": AssistantMessage(text, finish_reason=self.finish_reason),
             "jump_to": JumpTo.END,
         }
+
+    def stop_text(self, reached: int, run_count: int, thread_count: int) -> str:
+        """What the run ends with (or the error says) when the limit ``reached`` binds."""
+        return f"Stopped: the model call limit ({reached}) was reached."
 
 
 class ToolCallLimitHook(ModelHook):

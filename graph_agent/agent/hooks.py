@@ -162,6 +162,11 @@ class Hook:
         positions: Where the hook runs, e.g. ``("before_model",)``; ``None`` (the default)
             means at every position whose method the hook overrides.
         state_keys: Extra state keys the hook uses, with their merge strategies.
+        priority: Where the hook sits among the agent's hooks: lower first, equal
+            priorities in registration order (default 0). Before-hooks run in that order,
+            after-hooks in reverse (see :mod:`graph_agent.agent.contributions`).
+        tools: Tools the hook brings to the agent's toolset (e.g. a todo list's
+            ``write_todos``); a name the agent already has is a ``GraphSetupError``.
 
     A position's method is called as ``method(state, config)`` (``messages`` for the messages
     variants), plus the keyword arguments it declares of those the agent offers: ``agent``
@@ -176,6 +181,8 @@ class Hook:
     state_keys: ClassVar[Mapping[str, KeyStrategy]] = {}
     positions: ClassVar[tuple[HookPosition, ...] | None] = None
     takes_messages: ClassVar[bool] = False
+    priority: int = 0
+    tools: Sequence[Any] = ()
 
     @property
     def agent(self) -> AgentSpec | None:

@@ -1,5 +1,9 @@
 """Interceptors wrap the model call and each tool call; the first registered is outermost.
 
+An interceptor's ``priority`` (default 0) reorders that: lower is further out, equal
+priorities keep registration order. Its ``tools`` join the agent's toolset (see
+:mod:`graph_agent.agent.contributions`).
+
 An interceptor gets the request (which it may edit) and ``call_next`` (the rest of the chain);
 it may retry, fall back, answer by itself, or change what comes back.
 
@@ -151,14 +155,30 @@ class ToolCallRequest:
 
 
 class ModelInterceptor:
-    """Wraps every model call. Override :meth:`intercept`."""
+    """Wraps every model call. Override :meth:`intercept`.
+
+    Attributes:
+        priority: Lower sits further out (default 0; equal ones in registration order).
+        tools: Tools this interceptor brings to the agent's toolset.
+    """
+
+    priority: int = 0
+    tools: Sequence[Any] = ()
 
     def intercept(self, request: ModelRequest, call_next: ModelCall) -> AssistantMessage:
         return call_next(request)
 
 
 class ToolInterceptor:
-    """Wraps every tool call. Override :meth:`intercept`."""
+    """Wraps every tool call. Override :meth:`intercept`.
+
+    Attributes:
+        priority: Lower sits further out (default 0; equal ones in registration order).
+        tools: Tools this interceptor brings to the agent's toolset.
+    """
+
+    priority: int = 0
+    tools: Sequence[Any] = ()
 
     def intercept(self, request: ToolCallRequest, call_next: ToolCallFn) -> ToolResponseMessage:
         return call_next(request)
@@ -363,10 +383,12 @@ class ToolEmulatorInterceptor(ToolInterceptor):
 
     def __init__(self, fn: Callable[[ToolCallRequest], Any], tools: Sequence[str] = ()) -> None:
         self.fn = fn
-        self.tools = frozenset(tools)
+        self.emulated = frozenset(tools)
+        """The names of the tools emulated (empty: all); ``tools`` is what interceptors
+        contribute to the toolset, none here."""
 
     def intercept(self, request: ToolCallRequest, call_next: ToolCallFn) -> ToolResponseMessage:
-        if self.tools and request.call.name not in self.tools:
+        if self.emulated and request.call.name not in self.emulated:
             return call_next(request)
         result = self.fn(request)
         if result is None:

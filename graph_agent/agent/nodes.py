@@ -93,13 +93,22 @@ class StructuredOutputError(GraphRuntimeError):
 
 
 def counters(state: OverAllState, key: str) -> dict[str, Any]:
-    """A copy of the run or thread counters (model_calls, iterations, tool_calls)."""
+    """A copy of the run or thread counters (model_calls, iterations, tool_calls, and tokens:
+    the total tokens the model's answers report in their ``usage``)."""
     value = state.value(key)
-    result: dict[str, Any] = {"model_calls": 0, "iterations": 0, "tool_calls": {}}
+    result: dict[str, Any] = {"model_calls": 0, "iterations": 0, "tool_calls": {}, "tokens": 0}
     if value:
         result.update(value)
         result["tool_calls"] = dict(result["tool_calls"])
     return result
+
+
+def tokens_used(message: BaseMessage) -> int:
+    """The tokens an assistant message's ``usage`` reports (0 without usage)."""
+    usage = getattr(message, "usage", None)
+    if usage is None:
+        return 0
+    return int(usage.total_tokens or usage.prompt_tokens + usage.completion_tokens)
 
 
 def last_assistant(messages: Sequence[BaseMessage]) -> tuple[int, AssistantMessage | None]:
@@ -241,31 +250,47 @@ class ModelNode(DualNode):
         )
 
     def __call__(self, state: OverAllState, config: RunnableConfig) -> dict[str, Any]:
-        flow = self._flow(state)
+        steered = self._steered(config)
+        flow = self._flow(state, steered)
         request = next(flow)
         try:
             while True:
                 request = flow.send(self._call(request, config))
         except StopIteration as stop:
+            self._delivered(config, steered)
             return stop.value  # type: ignore[no-any-return]
 
     async def acall(self, state: OverAllState, config: RunnableConfig) -> dict[str, Any]:
         """:meth:`__call__` on the caller's event loop: the model's async API, no thread."""
-        flow = self._flow(state)
+        steered = self._steered(config)
+        flow = self._flow(state, steered)
         request = next(flow)
         try:
             while True:
                 request = flow.send(await self._acall(request, config))
         except StopIteration as stop:
+            self._delivered(config, steered)
             return stop.value  # type: ignore[no-any-return]
 
+    def _steered(self, config: RunnableConfig) -> tuple[UserMessage, ...]:
+        """The messages ``agent.steer`` queued for this thread (see
+        :mod:`graph_agent.agent.steering`); they leave the queue once the model answered."""
+        queue = getattr(self.agent, "steering", None)
+        return queue.pending(config.thread_id) if queue is not None else ()
+
+    def _delivered(self, config: RunnableConfig, steered: tuple[UserMessage, ...]) -> None:
+        queue = getattr(self.agent, "steering", None)
+        if steered and queue is not None:
+            queue.delivered(config.thread_id, [m.id for m in steered])
+
     def _flow(
-        self, state: OverAllState
+        self, state: OverAllState, steered: Sequence[BaseMessage] = ()
     ) -> Generator[ModelRequest, AssistantMessage, dict[str, Any]]:
         """The node's work, for both faces: yields each request to send to the model, is sent
-        its reply, and returns the state update."""
+        its reply, and returns the state update. ``steered`` messages are sent after the
+        history and added to the thread before the reply."""
         agent = self.agent
-        history = self._with_instruction_filled(state)
+        history = [*self._with_instruction_filled(state), *steered]
         run, thread = counters(state, RUN_KEY), counters(state, THREAD_KEY)
         summarizing = bool(agent.toolkit) and run["iterations"] >= agent.max_iterations
         reply = yield self._request(history, summarizing)
@@ -279,10 +304,13 @@ class ModelNode(DualNode):
             reply, new_messages, update = yield from self._structured(history, reply)
         elif not reply.tool_calls:
             update = {agent.output_key: reply.text}
+        tokens = sum(tokens_used(m) for m in (*new_messages, reply))
         for counter in (run, thread):
             counter["model_calls"] += 1 + bool(new_messages)
             counter["iterations"] += bool(reply.tool_calls)
-        return {"messages": [*new_messages, reply], RUN_KEY: run, THREAD_KEY: thread, **update}
+            counter["tokens"] += tokens
+        messages = [*steered, *new_messages, reply]
+        return {"messages": messages, RUN_KEY: run, THREAD_KEY: thread, **update}
 
     def _with_instruction_filled(self, state: OverAllState) -> list[BaseMessage]:
         """The history as the model sees it: the instruction's ``{key}`` placeholders filled

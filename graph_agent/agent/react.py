@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from graph_agent.agent.builtin_hooks import InstructionAgentHook
 from graph_agent.agent.compose import agent_node, agent_tool
+from graph_agent.agent.contributions import add_contributed_tools, by_priority
 from graph_agent.agent.hooks import Hook
 from graph_agent.agent.interceptors import ModelInterceptor, ToolInterceptor
 from graph_agent.agent.keys import AGENT_KEYS
@@ -23,6 +24,7 @@ from graph_agent.agent.nodes import FINAL_ANSWER_TOOL, messages_of, run_answer
 from graph_agent.agent.recovery import recovering
 from graph_agent.agent.shape import build_graph
 from graph_agent.agent.spec import AgentSpec
+from graph_agent.agent.steering import SteeringQueue, steering_thread
 from graph_agent.agent.templates import placeholders
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
@@ -58,9 +60,12 @@ class ReactAgent:
         name: The agent's name (the graph's name, ``NodeOutput.agent``).
         model: Any :class:`~graph_agent.models.ChatModel`.
         tools: ``@tool`` functions, :class:`Tool` objects or plain functions.
-        hooks: :class:`~graph_agent.agent.hooks.Hook` instances.
-        model_interceptors: Wrap each model call, the first outermost.
-        tool_interceptors: Wrap each tool call, the first outermost.
+        hooks: :class:`~graph_agent.agent.hooks.Hook` instances, ordered by their
+            ``priority`` (lower first; equal ones in the order given). Their ``tools`` join
+            the agent's tools.
+        model_interceptors: Wrap each model call, the first outermost (by ``priority``, as
+            hooks).
+        tool_interceptors: Wrap each tool call, the first outermost (by ``priority``).
         saver: Where threads are kept.
         max_iterations: Model calls that may ask for tools in one run; then one last call
             without tools summarises (``finish_reason="max_iterations"``).
@@ -151,11 +156,14 @@ class ReactAgent:
         self.name = name
         self.description = description
         self.model = model
-        self.toolkit = Toolkit(tools).copy()
         self.instruction = instruction
-        self.hooks = tuple(hooks)
-        self.model_interceptors = tuple(model_interceptors)
-        self.tool_interceptors = tuple(tool_interceptors)
+        self.hooks = by_priority(hooks)
+        self.model_interceptors = by_priority(model_interceptors)
+        self.tool_interceptors = by_priority(tool_interceptors)
+        contributors = (*self.hooks, *self.model_interceptors, *self.tool_interceptors)
+        self.toolkit = add_contributed_tools(Toolkit(tools).copy(), name, contributors)
+        self.steering = SteeringQueue()
+        """Messages :meth:`steer` queued, by thread, until the next model call takes them."""
         self._saver: CheckpointSaver = saver if saver is not None else MemorySaver()
         self.max_iterations = max_iterations
         self.output_schema = output_schema
@@ -337,6 +345,22 @@ class ReactAgent:
             if output.state is not None:
                 for message in messages_of(output.update):
                     yield message
+
+    def steer(self, config: RunnableConfig, message: str | UserMessage) -> UserMessage:
+        """Queue a user message for the thread of ``config``: the next model call of its
+        running run (or, with no run going, of its next run) sends it and adds it to the
+        thread. Safe from any thread or event loop of this process; in-process only (see
+        :mod:`graph_agent.agent.steering`).
+
+        Returns:
+            The queued message.
+
+        Raises:
+            SteeringInputError: the config has no ``thread_id``, or ``message`` is neither a
+                string nor a ``UserMessage``.
+            SteeringQueueFullError: too many messages wait already.
+        """
+        return self.steering.put(steering_thread(config), message)
 
     # thread state
     def get_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:

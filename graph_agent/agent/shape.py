@@ -11,7 +11,9 @@
                                                           └──→ [beforeModel hooks] (loop entry)
 
 Before-hooks run in registration order, after-hooks (afterModel, afterAgent) last-registered
-first. Entry: the first beforeAgent hook, else the first beforeModel hook, else ``__model__``.
+first; the agent hands the hooks over ordered by ``priority`` (lower first, registration order
+among equals: see :mod:`graph_agent.agent.contributions`), so "registered" means that order.
+Entry: the first beforeAgent hook, else the first beforeModel hook, else ``__model__``.
 Loop entry: the first beforeModel hook, else ``__model__``. The tool/exit decision leaves the
 last node of the afterModel chain (the first-registered afterModel hook), else ``__model__``.
 Exit: the first afterAgent hook to run (the last registered), else END. A hook's jumps get

@@ -27,6 +27,7 @@ from rich.rule import Rule
 from rich.spinner import Spinner
 from rich.text import Text
 
+from graph_agent.agent.middleware.todos import TODOS_KEY, format_todos
 from graph_agent.cli.errors import CliError
 from graph_agent.graph.state import ReplaceAll
 from graph_agent.graph.types import START, Interrupt, NodeOutput
@@ -63,7 +64,7 @@ __all__ = [
     "to_jsonable",
 ]
 
-LineKind = Literal["call", "result", "error", "update"]
+LineKind = Literal["call", "result", "error", "update", "todo"]
 _MAX_DETAIL = 240
 
 _CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
@@ -246,7 +247,12 @@ def describe_node(output: NodeOutput) -> tuple[str, list[NodeLine]]:
             summary.append(_plural(results, "result"))
         if isinstance(output.usage, Usage) and output.usage.total_tokens:
             summary.append(f"{output.usage.total_tokens} tokens")
-        others = {k: v for k, v in output.update.items() if k != "messages"}
+        todos = _todo_lines(output.update)
+        if todos:
+            summary.append("todo list")
+            lines += todos
+        shown = ("messages", TODOS_KEY) if todos else ("messages",)
+        others = {k: v for k, v in output.update.items() if k not in shown}
         if others:
             lines.append(NodeLine("update", _short(to_json(others, indent=None))))
         return ", ".join(summary) or _plural(len(messages), "message"), lines
@@ -254,7 +260,23 @@ def describe_node(output: NodeOutput) -> tuple[str, list[NodeLine]]:
         return "paused, waiting for input", []
     if not output.update:
         return "no change", []
+    todos = _todo_lines(output.update)
+    if todos:
+        others = {k: v for k, v in output.update.items() if k != TODOS_KEY}
+        extra = [NodeLine("update", _short(to_json(others, indent=None)))] if others else []
+        return "todo list", [*todos, *extra]
     return "", [NodeLine("update", _short(to_json(output.update, indent=None)))]
+
+
+def _todo_lines(update: Mapping[str, Any]) -> list[NodeLine]:
+    """The todo list a step wrote (see :class:`~graph_agent.agent.middleware.TodoListHook`),
+    a line per item; nothing when the step left it alone or it is not a list of items."""
+    todos = update.get(TODOS_KEY)
+    if not isinstance(todos, list | tuple) or not all(isinstance(t, Mapping) for t in todos):
+        return []
+    if not todos:
+        return [NodeLine("todo", "todo list cleared")]
+    return [NodeLine("todo", _short(line)) for line in format_todos(todos).splitlines()]
 
 
 class Reporter(Protocol):
@@ -367,7 +389,14 @@ class PlainReporter:
         if not self.compact:
             self._line(f"[step {output.step}] {output.node}{': ' + summary if summary else ''}")
         for line in lines:
-            arrow = {"call": "-> ", "result": "<- ", "error": "<- error ", "update": ""}[line.kind]
+            arrows = {
+                "call": "-> ",
+                "result": "<- ",
+                "error": "<- error ",
+                "update": "",
+                "todo": "",
+            }
+            arrow = arrows[line.kind]
             self._line(f"    {arrow}{line.text}")
 
     def running(self, nodes: Sequence[str]) -> None:
@@ -409,6 +438,7 @@ class RichReporter:
         "result": ("←", "green"),
         "error": ("✗", "red"),
         "update": ("·", "dim"),
+        "todo": ("☰", "magenta"),
     }
     live = True
 

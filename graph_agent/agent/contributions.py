@@ -1,0 +1,91 @@
+"""What hooks and interceptors bring to an agent besides their methods: an order and tools.
+
+**Priority.** Hooks and interceptors have a ``priority`` (an int, default 0). The agent
+orders each list by it, lower first, and keeps registration order among equal priorities
+(a stable sort), so with no priorities set nothing changes. "First" means what registration
+order meant before: a before-hook runs earlier, an after-hook later (after-hooks run
+last-first, like an onion), an interceptor sits further out. The agent's instruction hook
+always comes first, whatever the priorities.
+
+**Tools.** A hook or interceptor may list ``tools`` (``@tool`` functions, :class:`Tool`
+objects or plain functions); the agent adds them to its toolset after its own tools, so
+the model may call them like any other (a todo list hook brings its ``write_todos`` tool).
+A name clash with one of the agent's tools, or between two contributors, is a
+:class:`~graph_agent.graph.errors.GraphSetupError` raised when the agent is made.
+
+Example:
+    >>> from graph_agent.agent import ModelHook
+    >>> class Early(ModelHook):
+    ...     priority = -10
+    >>> class Late(ModelHook):
+    ...     name = "late"
+    >>> [type(hook).__name__ for hook in by_priority([Late(), Early()])]
+    ['Early', 'Late']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
+
+from graph_agent.graph.errors import GraphSetupError
+from graph_agent.tools import Tool, Toolkit
+
+Ordered = TypeVar("Ordered")
+
+
+def priority_of(item: object) -> int:
+    """``item.priority`` (0 when it has none), checked to be an int.
+
+    Raises:
+        GraphSetupError: the priority is not an int.
+    """
+    value = getattr(item, "priority", 0)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise GraphSetupError(
+            f"{_label(item)} has priority={value!r}; give an int (lower runs first, default 0)"
+        )
+    return value
+
+
+def by_priority(items: Iterable[Ordered]) -> tuple[Ordered, ...]:
+    """``items`` ordered by ``priority``, lower first; equal priorities keep their order."""
+    return tuple(sorted(items, key=priority_of))
+
+
+def add_contributed_tools(
+    toolkit: Toolkit, agent_name: str, contributors: Sequence[Any]
+) -> Toolkit:
+    """Add the ``tools`` each of ``contributors`` (hooks, interceptors) lists to ``toolkit``.
+
+    Raises:
+        GraphSetupError: a contributed tool's name is taken by one of the agent's tools or by
+            another contributor's tool, or ``tools`` is not a list of tools.
+    """
+    owners: dict[str, str] = {}
+    for contributor in contributors:
+        tools = getattr(contributor, "tools", ())
+        if isinstance(tools, str | bytes | Tool) or not isinstance(tools, Iterable):
+            raise GraphSetupError(
+                f"{_label(contributor)} has tools={tools!r:.60}; give a list of tools "
+                "(@tool functions, Tool objects or plain functions)"
+            )
+        for item in tools:
+            new = item if isinstance(item, Tool) else Tool.from_function(item)
+            if new.name in toolkit:
+                owner = owners.get(new.name)
+                where = owner if owner is not None else f"agent {agent_name!r} (tools=[...])"
+                raise GraphSetupError(
+                    f"{_label(contributor)} contributes a tool named {new.name!r}, and "
+                    f"{where} already has a tool of that name; rename one of them "
+                    "(e.g. @tool(name=...)) or leave one out"
+                )
+            toolkit.add(new)
+            owners[new.name] = _label(contributor)
+    return toolkit
+
+
+def _label(item: object) -> str:
+    full_name = getattr(item, "full_name", None)
+    kind = "hook" if full_name is not None else "interceptor"
+    return f"{kind} {(full_name or type(item).__name__)!r}"
