@@ -287,6 +287,10 @@ class Runner:
     def find(self, run_id: str) -> ActiveRun | None:
         return self._by_id.get(run_id)
 
+    def holds(self, thread_id: str) -> bool:
+        """Whether the thread is one of this runner's temporary threads, running."""
+        return thread_id in self._temporary
+
     def runnable_of(self, thread_id: str, assistant_id: str) -> Runnable:
         """The assistant's runnable on the saver holding the thread's checkpoints."""
         runnable = self.assistants[assistant_id]
