@@ -375,10 +375,7 @@ class _Api:
         return self.local if self.local.holds(thread_id) else self.runner
 
     def _thread(self, thread_id: str) -> ThreadRecord:
-        record = self._records_of(thread_id).thread(thread_id)
-        if record is None or not owns(record.metadata):  # another key's: as if missing
-            raise ApiError(404, f"thread {thread_id} not found")
-        return record
+        return _owned(self._records_of(thread_id).thread(thread_id), thread_id)
 
     def _thread_runnable(self, record: ThreadRecord) -> Runnable | None:
         if record.assistant_id in self.assistants:
@@ -608,13 +605,14 @@ class _Api:
             if delete:
                 asyncio.get_running_loop().create_task(self._forget(run))
             return run
-        if self._records_of(thread_id).thread(thread_id) is None:
+        found = self._records_of(thread_id).thread(thread_id)
+        if found is None:
             if body.get("if_not_exists") != "create":
                 raise ApiError(
                     404, f"thread {thread_id} not found; create it, or send if_not_exists='create'"
                 )
             return await self._start_on(thread_id, run_request, _thread_record(thread_id, {}))
-        return await self._start_on(thread_id, run_request)
+        return await self._start_on(thread_id, run_request, existing=_owned(found, thread_id))
 
     def _temporary_thread(self, run_request: RunRequest) -> ThreadRecord:
         """The record of a stateless run's thread, as :meth:`_start_on` would leave it."""
@@ -625,14 +623,21 @@ class _Api:
         return record
 
     async def _start_on(
-        self, thread_id: str, run_request: RunRequest, new: ThreadRecord | None = None
+        self,
+        thread_id: str,
+        run_request: RunRequest,
+        new: ThreadRecord | None = None,
+        *,
+        existing: ThreadRecord | None = None,
     ) -> ActiveRun:
-        """Start the run on the thread: an existing one, or ``new`` (not written yet: the
-        runner writes it with the run)."""
-        record = new if new is not None else self._thread(thread_id)
+        """Start the run on the thread: an existing one (its record, if read already), or
+        ``new`` (not written yet: the runner writes it with the run)."""
+        record = new or existing or self._thread(thread_id)
         runner = self._runner_of(thread_id)
         changed = None
-        if new is not None or runner.active(thread_id) is None:
+        # the thread's record takes the run's assistant unless another run holds it; the queue
+        # sees that as it starts the run, under the thread's lock (it is not asked twice)
+        if new is not None or isinstance(runner, QueueRunner) or runner.active(thread_id) is None:
             # written before the run may end elsewhere
             record.metadata = {
                 **record.metadata,
@@ -744,6 +749,13 @@ class _Api:
                 run, wait=wait, action="rollback" if action == "rollback" else "interrupt"
             )
         return Response(status_code=204)
+
+
+def _owned(record: ThreadRecord | None, thread_id: str) -> ThreadRecord:
+    """``record``, if the request's key may see it (another key's thread is as if missing)."""
+    if record is None or not owns(record.metadata):
+        raise ApiError(404, f"thread {thread_id} not found")
+    return record
 
 
 def _thread_record(thread_id: str, metadata: dict[str, Any]) -> ThreadRecord:
