@@ -251,6 +251,7 @@ def test_a_stateless_run_waited_for_leaves_no_thread_behind(cluster: Cluster) ->
         time.sleep(0.05)
 
 
+@pytest.mark.timeout(180)  # three server processes start, one after the others: slow when loaded
 def test_workers_n_are_n_processes_serving_one_port_each_running_what_it_receives() -> None:
     with fresh_schema() as dsn:
         schema = dsn.split("search_path=")[1].split("'")[0].split()[0]
