@@ -9,7 +9,12 @@ Measure the work of the runs alone by subtracting a run of 0 from a run of N, ea
 
 (the total is printed as "Collected : <n>"). Workloads: ``w1`` (the 100-node chain), ``w2``
 (the ReAct loop without a saver), ``w2-memory`` (with an in-memory saver), ``w3`` (50
-branches and a join), ``w3-send`` (50 items through Send).
+branches and a join), ``w3-send`` (50 items through Send); served runs of the serve
+benchmark's 3-node chain, each a ``POST`` through the server's ASGI app in this process (no
+socket, no uvicorn): ``serve`` (a stateless ``/runs/wait`` on the SQLite default's path),
+``serve-pg`` (the same in PostgreSQL mode, as a process of ``--workers`` runs it) and
+``serve-pg-thread`` (``/threads/{id}/runs/wait`` on one thread: a durable run, its checkpoints
+and records in PostgreSQL; a fresh schema of the test server, dropped at exit).
 """
 
 from __future__ import annotations
@@ -41,7 +46,62 @@ def workload(name: str) -> Callable[[], Any]:
 
         app = send.graph_agent_send()
         return lambda: app.invoke({"items": send.ITEMS})
-    raise SystemExit(f"unknown workload {name!r}: w1, w2, w2-memory, w3 or w3-send")
+    if name in ("serve", "serve-pg", "serve-pg-thread"):
+        return _served(name)
+    raise SystemExit(
+        f"unknown workload {name!r}: w1, w2, w2-memory, w3, w3-send, serve, serve-pg or "
+        "serve-pg-thread"
+    )
+
+
+def _served(name: str) -> Callable[[], Any]:
+    """One served run of workload ``name`` (see the module docstring)."""
+    import asyncio
+    import contextlib
+
+    import httpx
+
+    from benchmarks.serve import ANSWER, BODY, OURS
+    from graph_agent.serve import create_app
+
+    schema = contextlib.ExitStack()
+    scope: dict[str, Any] = {}
+    exec(compile(OURS, "ga_chain.py", "exec"), scope)  # the benchmark's own chain
+    options: dict[str, Any] = {}
+    if name != "serve":
+        from benchmarks.serve import _schema
+        from graph_agent.checkpoint.postgres import AsyncPostgresSaver
+        from graph_agent.serve.pg_records import PostgresRecords
+
+        dsn, _ = schema.enter_context(_schema())
+        saver = AsyncPostgresSaver(dsn, pool_size=16)
+        options = {"saver": saver, "records": PostgresRecords(dsn)}
+        schema.callback(options["records"].close)
+    app = create_app([scope["chain"]()], **options)
+    loop = asyncio.new_event_loop()
+    lifespan = app.router.lifespan_context(app)
+    loop.run_until_complete(lifespan.__aenter__())
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://serve")
+    path = "/runs/wait"
+    if name == "serve-pg-thread":
+        thread = loop.run_until_complete(client.post("/threads", json={}))
+        path = f"/threads/{thread.json()['thread_id']}/runs/wait"
+
+    def one() -> None:
+        answer = loop.run_until_complete(client.post(path, json=BODY))
+        if answer.json() != ANSWER:
+            raise RuntimeError(f"{path} answered {answer.status_code}: {answer.text[:300]}")
+
+    def end() -> None:
+        loop.run_until_complete(client.aclose())
+        loop.run_until_complete(lifespan.__aexit__(None, None, None))
+        if "saver" in options:
+            loop.run_until_complete(options["saver"].aclose())
+        loop.close()
+        schema.close()
+
+    one.close = end  # type: ignore[attr-defined]
+    return one
 
 
 def main(argv: list[str]) -> int:
@@ -49,6 +109,9 @@ def main(argv: list[str]) -> int:
     run = workload(name)
     for _ in range(runs):
         run()
+    close = getattr(run, "close", None)  # a served workload's server and schema
+    if close is not None:
+        close()
     return 0
 
 

@@ -7,16 +7,24 @@ in turns, round after round (one server at a time), and answer the same HTTP req
 - the latency of one ``runs/wait`` at one client (sequential requests, 50 per server; the
   median is the p50);
 - runs per second with 10 and with 50 concurrent clients (asyncio + one ``httpx.AsyncClient``
-  per client, each sending its next request as soon as the last one is answered).
+  per client, each sending its next request as soon as the last one is answered), and, for our
+  servers, the CPU time each run cost (``cpu_ms_per_run_median``: the server's processes and
+  the PostgreSQL backends they are connected to, read from ``/proc``; steadier than runs/s on
+  a shared machine).
+
+With ``--on-threads`` each client sends its runs on a thread of its own
+(``/threads/{id}/runs/wait``): durable runs, whose checkpoints and records are stored, where a
+stateless run that deletes its thread runs in memory (see ``graph_agent.serve.runs``).
 
 Servers: ``graph-agent serve`` on the SQLite default; ``graph-agent serve --postgres DSN
---workers 2`` (HTTP and one worker in the main process, a second worker process; a fresh schema,
-dropped afterwards) when PostgreSQL answers at ``GRAPH_AGENT_BENCH_POSTGRES`` (default the test
-server); and LangGraph Server (``langgraph dev --no-browser --no-reload``: its in-memory
-runtime on its defaults; ``--n-jobs-per-worker 10`` made it slower here, 10 runs/s at 10
-clients against 37-56) when ``langgraph-cli[inmem]`` is installed. It takes about three
+--workers 2`` (two processes, each serving HTTP on the port and running the runs it receives;
+a fresh schema, dropped afterwards) when PostgreSQL answers at ``GRAPH_AGENT_BENCH_POSTGRES``
+(default the test server); and LangGraph Server (``langgraph dev --no-browser --no-reload``: its
+in-memory runtime on its defaults; ``--n-jobs-per-worker 10`` made it slower here, 10 runs/s at
+10 clients against 37-56) when ``langgraph-cli[inmem]`` is installed. It takes about three
 minutes with all three, so it is not in ``python -m benchmarks``; run it alone with
-``python -m benchmarks.serve [--quick] [--without-langgraph] [--without-postgres]``.
+``python -m benchmarks.serve [--quick] [--without-langgraph] [--without-postgres]
+[--without-sqlite] [--on-threads]``.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -105,6 +113,16 @@ def sizes(settings: Settings) -> Sizes:
 class Figures:
     latencies_ms: list[float]
     runs_per_second: dict[int, list[float]]
+    cpu_ms_per_run: dict[int, list[float]] = field(default_factory=dict)
+    """CPU time per run while measuring runs/s (ours only): of the server's processes, and
+    of PostgreSQL's backends serving them."""
+
+
+@dataclass(frozen=True)
+class _Served:
+    url: str
+    pid: int  # of the server, leader of its process group
+    application: str | None = None  # PostgreSQL's application_name of its connections
 
 
 def langgraph_cli_available() -> bool:
@@ -118,7 +136,12 @@ def langgraph_cli_available() -> bool:
 
 
 def run(
-    settings: Settings, *, with_postgres: bool = True, clients: tuple[int, ...] = CLIENTS
+    settings: Settings,
+    *,
+    with_postgres: bool = True,
+    with_sqlite: bool = True,
+    clients: tuple[int, ...] = CLIENTS,
+    on_threads: bool = False,
 ) -> list[Row]:
     """Every server's figures as rows (graph_agent's PostgreSQL figures in rows of their own)."""
     size = sizes(settings)
@@ -127,16 +150,18 @@ def run(
         (root / "ga_chain.py").write_text(OURS)
         (root / "lg_chain.py").write_text(THEIRS)
         (root / "langgraph.json").write_text(LANGGRAPH_JSON)
-        urls = {"sqlite": up.enter_context(_ours(root, ["--db", str(root / "serve.db")]))}
+        ours: dict[str, _Served] = {}
+        if with_sqlite:
+            ours["sqlite"] = up.enter_context(_ours(root, ["--db", str(root / "serve.db")]))
         if with_postgres:
             reason = unavailable()
             if reason:
                 print(f"graph-agent serve --postgres skipped: {reason}", file=sys.stderr)
             else:
-                dsn = up.enter_context(_schema())
-                urls["postgres"] = up.enter_context(
-                    _ours(root, ["--postgres", dsn, "--workers", "2"])
-                )
+                dsn, application = up.enter_context(_schema())
+                served = _ours(root, ["--postgres", dsn, "--workers", "2"], application)
+                ours["postgres"] = up.enter_context(served)
+        urls = {name: served.url for name, served in ours.items()}
         if settings.with_langgraph:
             if not langgraph_cli_available():
                 print(
@@ -144,11 +169,11 @@ def run(
                 )
             else:
                 urls["langgraph"] = up.enter_context(_langgraph_dev(root))
-        servers = asyncio.run(_measure(urls, size, clients))
-    return _rows(servers, clients)
+        servers = asyncio.run(_measure(urls, size, clients, ours, on_threads))
+    return _rows(servers, clients, " on threads" if on_threads else "")
 
 
-def _rows(servers: dict[str, Figures], clients: tuple[int, ...]) -> list[Row]:
+def _rows(servers: dict[str, Figures], clients: tuple[int, ...], runs: str = "") -> list[Row]:
     theirs = servers.get("langgraph")
     rows = []
     for name, label, throughput_target in (
@@ -163,7 +188,7 @@ def _rows(servers: dict[str, Figures], clients: tuple[int, ...]) -> list[Row]:
             latency[LANGGRAPH] = theirs.latencies_ms
         rows.append(
             Row(
-                key=f"Serve runs/wait, one client ({label})",
+                key=f"Serve runs/wait{runs}, one client ({label})",
                 unit="ms per run (the median is the p50)",
                 samples=latency,
                 target="p50 ≤ 1/20 of LangGraph Server's",
@@ -174,12 +199,14 @@ def _rows(servers: dict[str, Figures], clients: tuple[int, ...]) -> list[Row]:
             throughput = {GRAPH_AGENT: mine.runs_per_second[count]}
             if theirs is not None:
                 throughput[LANGGRAPH] = theirs.runs_per_second[count]
+            cpu = sorted(mine.cpu_ms_per_run.get(count, []))
             rows.append(
                 Row(
-                    key=f"Serve runs/wait, {count} clients ({label})",
+                    key=f"Serve runs/wait{runs}, {count} clients ({label})",
                     unit="runs/s",
                     samples=throughput,
                     target=throughput_target,
+                    extra={"cpu_ms_per_run_median": round(cpu[len(cpu) // 2], 2)} if cpu else {},
                 )
             )
     return rows
@@ -191,48 +218,71 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 
 async def _measure(
-    urls: dict[str, str], size: Sizes, clients: tuple[int, ...]
+    urls: dict[str, str],
+    size: Sizes,
+    clients: tuple[int, ...],
+    ours: dict[str, _Served],
+    on_threads: bool = False,
 ) -> dict[str, Figures]:
     """Every server measured in turns, one round of each measurement after another, so that a
     neighbour's load on the shared machine slows them alike (as :func:`timed_together` does)."""
     figures = {name: Figures([], {count: [] for count in clients}) for name in urls}
     for url in urls.values():
         async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+            path = await _path(client, on_threads)
             for _ in range(3):  # warm-up: imports, connections, caches
-                await _one(client)
+                await _one(client, path)
     for _ in range(size.rounds):
         for name, url in urls.items():
             async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+                path = await _path(client, on_threads)
                 for _ in range(size.sequential):
                     started = time.perf_counter()
-                    await _one(client)
+                    await _one(client, path)
                     figures[name].latencies_ms.append((time.perf_counter() - started) * 1000)
         for count in clients:
             for name, url in urls.items():
-                rate = await _runs_per_second(url, count, size.per_client)
+                served = ours.get(name)
+                before = _cpu_seconds(served) if served is not None else 0.0
+                rate = await _runs_per_second(url, count, size.per_client, on_threads)
                 figures[name].runs_per_second[count].append(rate)
+                if served is not None:
+                    spent = _cpu_seconds(served) - before
+                    per_run = spent * 1000 / (count * (size.per_client + 1))  # + connecting's
+                    figures[name].cpu_ms_per_run.setdefault(count, []).append(per_run)
     return figures
 
 
-async def _runs_per_second(url: str, clients: int, per_client: int) -> float:
+async def _runs_per_second(
+    url: str, clients: int, per_client: int, on_threads: bool = False
+) -> float:
     """``clients`` clients, each with its own connection, sending ``per_client`` runs in turn."""
     sessions = [httpx.AsyncClient(base_url=url, timeout=300) for _ in range(clients)]
     try:
-        await asyncio.gather(*(_one(session) for session in sessions))  # connect everyone
+        paths = await asyncio.gather(*(_path(session, on_threads) for session in sessions))
+        await asyncio.gather(*map(_one, sessions, paths))  # connect everyone
 
-        async def client(session: httpx.AsyncClient) -> None:
+        async def client(session: httpx.AsyncClient, path: str) -> None:
             for _ in range(per_client):
-                await _one(session)
+                await _one(session, path)
 
         started = time.perf_counter()
-        await asyncio.gather(*(client(session) for session in sessions))
+        await asyncio.gather(*map(client, sessions, paths))
         return clients * per_client / (time.perf_counter() - started)
     finally:
         await asyncio.gather(*(session.aclose() for session in sessions))
 
 
-async def _one(client: httpx.AsyncClient) -> None:
-    response = await client.post("/runs/wait", json=BODY)
+async def _path(client: httpx.AsyncClient, on_thread: bool) -> str:
+    """Where a client sends its runs: stateless, or on a thread of its own (made here)."""
+    if not on_thread:
+        return "/runs/wait"
+    response = await client.post("/threads", json={})
+    return f"/threads/{response.json()['thread_id']}/runs/wait"
+
+
+async def _one(client: httpx.AsyncClient, path: str) -> None:
+    response = await client.post(path, json=BODY)
     if response.status_code != 200 or response.json() != ANSWER:
         raise RuntimeError(f"runs/wait answered {response.status_code}: {response.text[:300]}")
 
@@ -243,8 +293,40 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _cpu_seconds(served: _Served) -> float:
+    """CPU time used so far by the server's process group and by the PostgreSQL backends
+    connected as its ``application_name`` (read from ``/proc``; 0 where it is unreadable)."""
+    pids = set()
+    proc = Path("/proc")
+    for entry in proc.iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if int(_stat(entry.name)[2]) == served.pid:  # its process group
+                    pids.add(entry.name)
+    if served.application is not None:
+        import psycopg
+
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+                (served.application,),
+            ).fetchall()
+        pids |= {str(row[0]) for row in rows}
+    ticks = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = _stat(pid)
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: str) -> list[str]:
+    """The fields of ``/proc/PID/stat`` after the command's name (state is the first)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 @contextlib.contextmanager
-def _ours(root: Path, options: list[str]) -> Iterator[str]:
+def _ours(root: Path, options: list[str], application: str | None = None) -> Iterator[_Served]:
     port = _free_port()
     command = [sys.executable, "-m", "graph_agent", "serve", "ga_chain.py:chain"]
     command += ["--port", str(port), *options]
@@ -258,7 +340,7 @@ def _ours(root: Path, options: list[str]) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, process, log, 30)
-        yield url
+        yield _Served(url, process.pid, application)
     finally:
         _stop(process)
         log.close()
@@ -334,7 +416,8 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def _schema() -> Iterator[str]:
+def _schema() -> Iterator[tuple[str, str]]:
+    """A fresh schema's DSN, and the ``application_name`` its connections carry."""
     import psycopg
     from psycopg.conninfo import make_conninfo
 
@@ -342,7 +425,8 @@ def _schema() -> Iterator[str]:
     with psycopg.connect(DSN, autocommit=True) as admin:
         admin.execute(f"CREATE SCHEMA {schema}")
     try:
-        yield make_conninfo(DSN, options=f"-c search_path={schema}")
+        options = f"-c search_path={schema}"
+        yield make_conninfo(DSN, options=options, application_name=schema), schema
     finally:
         with psycopg.connect(DSN, autocommit=True) as admin:
             admin.execute(f"DROP SCHEMA {schema} CASCADE")
@@ -359,13 +443,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--without-postgres", action="store_true", help="leave graph-agent serve --postgres out"
     )
+    parser.add_argument(
+        "--without-sqlite", action="store_true", help="leave graph-agent serve on SQLite out"
+    )
+    parser.add_argument(
+        "--on-threads",
+        action="store_true",
+        help="each client sends its runs on a thread of its own (durable runs: checkpoints and "
+        "records stored) instead of stateless runs",
+    )
     args = parser.parse_args(argv)
     settings = Settings(
         quick=args.quick,
         with_langgraph=not args.without_langgraph and langgraph_cli_available(),
     )
     started = time.perf_counter()
-    rows = run(settings, with_postgres=not args.without_postgres)
+    rows = run(
+        settings,
+        with_postgres=not args.without_postgres,
+        with_sqlite=not args.without_sqlite,
+        on_threads=args.on_threads,
+    )
     print(report.as_text(rows, settings))
     print(f"\n({time.perf_counter() - started:.0f} s)")
     return 0

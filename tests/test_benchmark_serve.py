@@ -17,4 +17,5 @@ def test_the_serve_benchmark_measures_our_server_in_quick_mode() -> None:
     assert len(latency.samples[GRAPH_AGENT]) == size.sequential * size.rounds
     assert all(ms > 0 for ms in latency.samples[GRAPH_AGENT])
     assert throughput.samples[GRAPH_AGENT][0] > 0
+    assert throughput.extra["cpu_ms_per_run_median"] > 0  # the server's CPU time was read
     assert all(LANGGRAPH not in row.samples for row in rows)

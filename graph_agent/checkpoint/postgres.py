@@ -114,12 +114,22 @@ def _import_psycopg() -> tuple[ModuleType, ModuleType]:
 # drivers
 
 
+# A plan's snapshot (``SNAPSHOT_BEGIN``) answers nothing it reads: the drivers send it with the
+# plan's next statement, in one pipeline (one round trip for both, where each took one).
+
+
 def _drive(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
     rows: builtins.list[tuple[Any, ...]] | None = None
     try:
         while True:
             query = plan.send(rows)  # type: ignore[arg-type]
-            cursor = conn.execute(query.sql, query.params, binary=True)
+            if query.sql == plans.SNAPSHOT_BEGIN:
+                query = plan.send([])
+                with conn.pipeline():
+                    conn.execute(plans.SNAPSHOT_BEGIN)
+                    cursor = conn.execute(query.sql, query.params, binary=True)
+            else:
+                cursor = conn.execute(query.sql, query.params, binary=True)
             rows = cursor.fetchall() if cursor.description is not None else []
     except StopIteration as stop:
         result: T = stop.value
@@ -131,7 +141,13 @@ async def _adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
     try:
         while True:
             query = plan.send(rows)  # type: ignore[arg-type]
-            cursor = await conn.execute(query.sql, query.params, binary=True)
+            if query.sql == plans.SNAPSHOT_BEGIN:
+                query = plan.send([])
+                async with conn.pipeline():
+                    await conn.execute(plans.SNAPSHOT_BEGIN)
+                    cursor = await conn.execute(query.sql, query.params, binary=True)
+            else:
+                cursor = await conn.execute(query.sql, query.params, binary=True)
             rows = await cursor.fetchall() if cursor.description is not None else []
     except StopIteration as stop:
         result: T = stop.value

@@ -165,8 +165,8 @@ def _add_serve_options(parser: argparse.ArgumentParser, serve_db: str) -> None:
         "--workers",
         type=int,
         metavar="N",
-        help="with --postgres: N processes run runs (this one, serving HTTP, and N-1 more; "
-        "0: this one only serves HTTP)",
+        help="with --postgres: N processes that each serve HTTP on the port and run runs "
+        "(this one and N-1 more; 0: this one only serves HTTP)",
     )
     parser.add_argument(
         "--worker-timeout",
@@ -176,7 +176,12 @@ def _add_serve_options(parser: argparse.ArgumentParser, serve_db: str) -> None:
         "off) has its runs claimed again by another, and its checkpoint leases lapse "
         "(default: 30)",
     )
-    parser.add_argument("--no-http", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--no-http",
+        action="store_true",
+        help="with --postgres: only run runs, serving no HTTP (a worker on another machine)",
+    )
+    parser.add_argument("--sibling-of", type=int, metavar="PID", help=argparse.SUPPRESS)
 
 
 def build_parser() -> argparse.ArgumentParser:

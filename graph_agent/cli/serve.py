@@ -6,8 +6,11 @@ import argparse
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -100,27 +103,49 @@ def serve_command(args: argparse.Namespace) -> int:
         records.close()
         saver.close()
         raise CliError(str(exc), "see graph-agent serve --help", EXIT_USAGE) from exc
-    helpers = [_spawn_worker() for _ in range(args.workers - 1)]
-    url = f"http://{args.host}:{args.port}"
+    siblings = args.workers > 1 and hasattr(socket, "SO_REUSEPORT")
+    try:
+        listening = _listen(args.host, args.port, siblings=siblings, sibling=args.sibling_of)
+    except OSError as exc:
+        records.close()
+        saver.close()
+        raise CliError(
+            f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})",
+            "is another server there? pick another --port",
+        ) from exc
+    port = int(listening.getsockname()[1])
+    # --workers N: N processes serving HTTP on the port they share (the kernel spreads the
+    # connections) and running runs; without SO_REUSEPORT, N-1 of them without HTTP
+    helpers = [_spawn_worker(port if siblings else None) for _ in range(args.workers - 1)]
+    url = f"http://{args.host}:{port}"
     keys = f", {len(all_keys)} API key{'s' * (len(all_keys) != 1)}" if all_keys else ""
     if all_keys and args.shared_threads:
         keys += " sharing every thread"
-    print(f"graph-agent serve: {', '.join(names)} at {url} (threads in {where}{keys})", flush=True)
+    if args.sibling_of is None:
+        processes = f", {args.workers} processes" if siblings else ""
+        print(
+            f"graph-agent serve: {', '.join(names)} at {url} (threads in {where}{keys}{processes})",
+            flush=True,
+        )
+    else:
+        _stop_with_parent(args.sibling_of)
     # uvicorn shuts down on SIGTERM, then raises the signal again with the handler found at
     # start: with the default one the process would die here, before the worker processes it
     # started are stopped and the stores closed; this handler ends it as Ctrl-C does
     previous = signal.signal(signal.SIGTERM, _stop)
+    # no access log: at this level its lines were built per request only to be dropped
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        server.run(sockets=[listening])
     except KeyboardInterrupt:
         pass
-    except SystemExit as exit:  # uvicorn exits when it cannot bind
+    except SystemExit as exit:  # uvicorn exits when the app's startup failed
         raise CliError(
-            f"cannot listen on {args.host}:{args.port}",
-            "is another server there? pick another --port",
+            f"the server on {args.host}:{port} did not start", "the log above says why"
         ) from exit
     finally:
         signal.signal(signal.SIGTERM, previous)
+        listening.close()
         for helper in helpers:
             helper.terminate()
         for helper in helpers:
@@ -278,9 +303,51 @@ def _open_redis(url: str) -> Any:
     return RedisNotifier(url)  # the checked one's connections belong to the loop that ended
 
 
-def _spawn_worker() -> subprocess.Popen[bytes]:
-    """This command again, as a worker process without HTTP."""
-    return subprocess.Popen([sys.executable, "-m", "graph_agent", *sys.argv[1:], "--no-http"])
+def _spawn_worker(port: int | None) -> subprocess.Popen[bytes]:
+    """This command again: serving HTTP on ``port`` beside this process (shared with
+    SO_REUSEPORT), or, without a port, as a worker process without HTTP."""
+    if port is None:
+        return subprocess.Popen([sys.executable, "-m", "graph_agent", *sys.argv[1:], "--no-http"])
+    sibling = ["--port", str(port), "--workers", "1", "--sibling-of", str(os.getpid())]
+    return subprocess.Popen([sys.executable, "-m", "graph_agent", *sys.argv[1:], *sibling])
+
+
+def _listen(host: str, port: int, *, siblings: bool, sibling: int | None) -> socket.socket:
+    """The server's socket, bound to ``host:port``; with SO_REUSEPORT when this process will
+    start ``siblings`` (the other processes of ``--workers``) or is the ``sibling`` of the
+    server with that PID, so that they bind the same port. A port some other server listens on
+    is refused even then: the first process binds a plain socket to it first, which fails when
+    anyone holds it (with SO_REUSEPORT, only sockets that all set it may share a port)."""
+    shared = siblings or sibling is not None
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    if siblings and port != 0:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    listening = socket.socket(family, kind, proto)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if shared:
+            listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        listening.bind(address)
+    except OSError:
+        listening.close()
+        raise
+    return listening
+
+
+def _stop_with_parent(parent: int) -> None:
+    """End this process (as SIGTERM does) once the server that started it is gone, killed
+    too hard to stop it: it would otherwise go on serving the port alone."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="graph-agent-serve-parent", daemon=True).start()
 
 
 def _work_only(runnables: dict[str, Any], saver: Any, records: Any) -> int:

@@ -30,7 +30,7 @@ def studio_url(host: str, port: int) -> str:
 
 def studio_command(args: argparse.Namespace) -> int:
     """Serve every TARGET (as ``serve`` does) and open the Studio when the server is up."""
-    if not args.no_http:  # a worker process of --workers serves no page
+    if not args.no_http and args.sibling_of is None:  # one process of --workers opens it
         announce = threading.Thread(
             target=open_when_ready,
             args=(args, None if args.no_browser else webbrowser.open),

@@ -137,6 +137,8 @@ def create_app(
     api = _Api(assistants, store, records if records is not None else Records())
     if isinstance(records, PostgresRecords):
         api.runner = QueueRunner(api.assistants, records, work=work)
+        # a working process runs stateless runs here, in memory (see Runner.start_temporary)
+        api.local = Runner(api.assistants, Records()) if work else api.runner
     declared = dict(input_keys or {})
     unknown = sorted(set(declared) - set(assistants))
     if unknown:
@@ -206,6 +208,9 @@ class _Api:
         self.saver = saver
         self.records = records
         self.runner: Runner = Runner(assistants, records)  # type: ignore[arg-type]
+        self.local: Runner = self.runner
+        """The runner of temporary threads (stateless runs that delete their thread): the
+        same one on SQLite; in PostgreSQL mode, one of this process's, in memory."""
         self.created_at = now()
         self.input_keys: dict[str, InputKeys] = {}
         self.schemas: dict[str, dict[str, Any]] = {}
@@ -362,15 +367,21 @@ class _Api:
         return JSONResponse(found)
 
     # threads
+    def _records_of(self, thread_id: str) -> Records | PostgresRecords:
+        """The records holding the thread's: the local runner's for its temporary threads."""
+        return self.local.records if self.local.holds(thread_id) else self.records
+
+    def _runner_of(self, thread_id: str) -> Runner:
+        return self.local if self.local.holds(thread_id) else self.runner
+
     def _thread(self, thread_id: str) -> ThreadRecord:
-        record = self.records.thread(thread_id)
-        if record is None or not owns(record.metadata):  # another key's: as if missing
-            raise ApiError(404, f"thread {thread_id} not found")
-        return record
+        return _owned(self._records_of(thread_id).thread(thread_id), thread_id)
 
     def _thread_runnable(self, record: ThreadRecord) -> Runnable | None:
         if record.assistant_id in self.assistants:
-            return self.runner.runnable_of(record.thread_id, record.assistant_id)
+            return self._runner_of(record.thread_id).runnable_of(
+                record.thread_id, record.assistant_id
+            )
         if len(self.assistants) == 1:
             return next(iter(self.assistants.values()))
         return None
@@ -402,7 +413,7 @@ class _Api:
         thread_id = _field(body, "thread_id", str, None) or str(uuid.uuid4())
         metadata = _field(body, "metadata", dict, {})
         if_exists = _field(body, "if_exists", str, "raise")
-        existing = self.records.thread(thread_id)
+        existing = self._records_of(thread_id).thread(thread_id)
         if existing is not None:
             if if_exists == "do_nothing" and owns(existing.metadata):
                 return JSONResponse(self._thread_json(existing))
@@ -430,11 +441,12 @@ class _Api:
 
     async def delete_thread(self, request: Request) -> Response:
         record = self._thread(request.path_params["thread_id"])
-        active = self.runner.active(record.thread_id)
+        runner = self._runner_of(record.thread_id)
+        active = runner.active(record.thread_id)
         if active is not None:
-            await self.runner.cancel(active, wait=True)
+            await runner.cancel(active, wait=True)
         await asyncio.to_thread(self.saver.delete_thread, record.thread_id)
-        self.records.delete_thread(record.thread_id)
+        self._records_of(record.thread_id).delete_thread(record.thread_id)
         return Response(status_code=204)
 
     async def copy_thread(self, request: Request) -> Response:
@@ -495,7 +507,7 @@ class _Api:
         record = self._thread(request.path_params["thread_id"])
         body = await _body(request)
         runnable = self._state_runnable(record)
-        if self.runner.active(record.thread_id) is not None:
+        if self._runner_of(record.thread_id).active(record.thread_id) is not None:
             raise ApiError(409, f"thread {record.thread_id} is busy: wait for its run to finish")
         self._check_keys(str(record.assistant_id), body.get("values"), "values")
         values = _wire(input_from_json, body.get("values"))
@@ -584,21 +596,23 @@ class _Api:
             body = {**body, "stream_mode": list(modes)}
         run_request = self._run_request(body)
         delete = body.get("on_completion", "delete") == "delete"
-        if thread_id is None and delete and isinstance(self.records, Records):
-            return self.runner.start_temporary(self._temporary_thread(run_request), run_request)
+        here = isinstance(self.records, Records) or self.local is not self.runner
+        if thread_id is None and delete and here:
+            return self.local.start_temporary(self._temporary_thread(run_request), run_request)
         if thread_id is None:  # stateless: a thread of its own, gone when the run ends
             record = _thread_record(str(uuid.uuid4()), {})
             run = await self._start_on(record.thread_id, run_request, record)
             if delete:
                 asyncio.get_running_loop().create_task(self._forget(run))
             return run
-        if self.records.thread(thread_id) is None:
+        found = self._records_of(thread_id).thread(thread_id)
+        if found is None:
             if body.get("if_not_exists") != "create":
                 raise ApiError(
                     404, f"thread {thread_id} not found; create it, or send if_not_exists='create'"
                 )
             return await self._start_on(thread_id, run_request, _thread_record(thread_id, {}))
-        return await self._start_on(thread_id, run_request)
+        return await self._start_on(thread_id, run_request, existing=_owned(found, thread_id))
 
     def _temporary_thread(self, run_request: RunRequest) -> ThreadRecord:
         """The record of a stateless run's thread, as :meth:`_start_on` would leave it."""
@@ -609,13 +623,21 @@ class _Api:
         return record
 
     async def _start_on(
-        self, thread_id: str, run_request: RunRequest, new: ThreadRecord | None = None
+        self,
+        thread_id: str,
+        run_request: RunRequest,
+        new: ThreadRecord | None = None,
+        *,
+        existing: ThreadRecord | None = None,
     ) -> ActiveRun:
-        """Start the run on the thread: an existing one, or ``new`` (not written yet: the
-        runner writes it with the run)."""
-        record = new if new is not None else self._thread(thread_id)
+        """Start the run on the thread: an existing one (its record, if read already), or
+        ``new`` (not written yet: the runner writes it with the run)."""
+        record = new or existing or self._thread(thread_id)
+        runner = self._runner_of(thread_id)
         changed = None
-        if new is not None or self.runner.active(thread_id) is None:
+        # the thread's record takes the run's assistant unless another run holds it; the queue
+        # sees that as it starts the run, under the thread's lock (it is not asked twice)
+        if new is not None or isinstance(runner, QueueRunner) or runner.active(thread_id) is None:
             # written before the run may end elsewhere
             record.metadata = {
                 **record.metadata,
@@ -625,9 +647,7 @@ class _Api:
             record.assistant_id = run_request.assistant_id
             changed = record
         try:
-            return await self.runner.astart(
-                thread_id, run_request, changed, new_thread=new is not None
-            )
+            return await runner.astart(thread_id, run_request, changed, new_thread=new is not None)
         except ThreadBusy as exc:
             raise ApiError(409, str(exc)) from exc
 
@@ -663,13 +683,14 @@ class _Api:
 
     def _active_run(self, request: Request) -> ActiveRun | None:
         thread_id, run_id = request.path_params["thread_id"], request.path_params["run_id"]
-        if self.records.run(self._thread(thread_id).thread_id, run_id) is None:
+        if self._records_of(thread_id).run(self._thread(thread_id).thread_id, run_id) is None:
             raise ApiError(404, f"run {run_id} not found on thread {thread_id}")
-        return self.runner.find(run_id)
+        return self._runner_of(thread_id).find(run_id)
 
     async def get_run(self, request: Request) -> Response:
         params = request.path_params
-        record = self.records.run(self._thread(params["thread_id"]).thread_id, params["run_id"])
+        thread_id = self._thread(params["thread_id"]).thread_id
+        record = self._records_of(thread_id).run(thread_id, params["run_id"])
         if record is None:
             raise ApiError(404, f"run {params['run_id']} not found on thread {params['thread_id']}")
         return JSONResponse(record.json())
@@ -679,14 +700,14 @@ class _Api:
         limit = _int_param(request, "limit", 10)
         offset = _int_param(request, "offset", 0)
         status = request.query_params.get("status")
-        runs = self.records.runs(thread_id, limit=limit, offset=offset)
+        runs = self._records_of(thread_id).runs(thread_id, limit=limit, offset=offset)
         return JSONResponse([r.json() for r in runs if status in (None, r.status)])
 
     async def delete_run(self, request: Request) -> Response:
         run = self._active_run(request)
         if run is not None and not run.finished:
             raise ApiError(409, f"run {run.record.run_id} is still running: cancel it first")
-        self.records.delete_run(request.path_params["run_id"])
+        self._records_of(request.path_params["thread_id"]).delete_run(request.path_params["run_id"])
         return Response(status_code=204)
 
     async def join_run(self, request: Request) -> Response:
@@ -705,11 +726,12 @@ class _Api:
         if run is not None:
             return _sse(run.follow(after), run, resumable=True)
         params = request.path_params
-        record = self.records.run(params["thread_id"], params["run_id"])
+        records = self._records_of(params["thread_id"])
+        record = records.run(params["thread_id"], params["run_id"])
         assert record is not None  # _active_run checked it
 
         async def stored() -> AsyncIterator[tuple[int, str, str]]:
-            for item in self.records.events(record.run_id, after):
+            for item in records.events(record.run_id, after):
                 yield item
 
         return _sse(stored(), record, resumable=True)
@@ -723,10 +745,17 @@ class _Api:
             )
         if run is not None and not run.finished:
             wait = request.query_params.get("wait", "0").lower() in ("1", "true")
-            await self.runner.cancel(
+            await self._runner_of(run.record.thread_id).cancel(
                 run, wait=wait, action="rollback" if action == "rollback" else "interrupt"
             )
         return Response(status_code=204)
+
+
+def _owned(record: ThreadRecord | None, thread_id: str) -> ThreadRecord:
+    """``record``, if the request's key may see it (another key's thread is as if missing)."""
+    if record is None or not owns(record.metadata):
+        raise ApiError(404, f"thread {thread_id} not found")
+    return record
 
 
 def _thread_record(thread_id: str, metadata: dict[str, Any]) -> ThreadRecord:

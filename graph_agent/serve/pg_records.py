@@ -394,7 +394,8 @@ class PostgresRecords:
         it goes back to the queue if that process dies); otherwise it is announced to the
         workers. A ``new_thread`` (the thread's record is not written yet) takes one statement
         and no lock: nothing can be before the run on it (if someone wrote the thread
-        meanwhile, the run is started as on any other thread).
+        meanwhile, the run is started as on any other thread). While another run is unfinished
+        on the thread, ``thread`` is not written: the record stays that run's.
         """
         if self._apool is None:
             raise RuntimeError("PostgresRecords.aopen() was not awaited: the async pool is shut")
@@ -426,7 +427,7 @@ class PostgresRecords:
             started.before = [str(row[0]) for row in await cursor.fetchall()]
             if started.before and strategy == "reject":
                 return started
-            if thread is not None:
+            if thread is not None and not started.before:
                 thread.status, thread.updated_at = "busy", stamp
                 await conn.execute(_UPSERT_THREAD, thread.row())
             else:

@@ -20,6 +20,15 @@ runs on a *temporary* thread (:meth:`Runner.start_temporary`): its checkpoints i
 anyway, and the file's commits and worker-thread round trips were most of what such a run cost
 (LangGraph Server runs these without a checkpointer at all). While it runs, the API finds the
 thread, its state and the run as for any other.
+
+In PostgreSQL mode a process that runs runs does the same with its own runner (its records in
+memory): its client is tied to this process by its connection anyway, and nothing of the run
+is left once it ends. What that gives up: while it runs, only this process knows the thread
+and the run (a client asking another process gets a 404), and if the process dies the run
+dies with it instead of going on elsewhere from its last checkpoint (its client, whose
+connection died too, would never have seen the end either; a tool it was about to call is not
+called). A stateless run that keeps its thread (``on_completion="keep"``), and every run on a
+thread, is a durable job in PostgreSQL as before.
 """
 
 from __future__ import annotations
@@ -286,6 +295,10 @@ class Runner:
 
     def find(self, run_id: str) -> ActiveRun | None:
         return self._by_id.get(run_id)
+
+    def holds(self, thread_id: str) -> bool:
+        """Whether the thread is one of this runner's temporary threads, running."""
+        return thread_id in self._temporary
 
     def runnable_of(self, thread_id: str, assistant_id: str) -> Runnable:
         """The assistant's runnable on the saver holding the thread's checkpoints."""

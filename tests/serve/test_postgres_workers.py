@@ -235,9 +235,82 @@ def test_a_stateless_run_waited_for_leaves_no_thread_behind(cluster: Cluster) ->
     def threads() -> int:
         return cluster.rows("SELECT count(*) FROM graph_agent_serve_threads")[0][0]
 
-    before = threads()
-    assert get_sync_client(url=cluster.c.url).runs.wait(None, "chain", input={"x": 1}) == {"x": 12}
+    before = threads()  # (a process that works runs such runs in memory: see below)
+    answer = get_sync_client(url=cluster.api.url).runs.wait(None, "chain", input={"x": 1})
+    assert answer == {"x": 12}
     deadline = time.monotonic() + 10
     while threads() != before:  # deleted once the answer is sent
         assert time.monotonic() < deadline, "the stateless run's thread was never deleted"
         time.sleep(0.05)
+
+
+@pytest.mark.timeout(180)  # three server processes start, one after the others: slow when loaded
+def test_workers_n_are_n_processes_serving_one_port_each_running_what_it_receives() -> None:
+    with fresh_schema() as dsn:
+        schema = dsn.split("search_path=")[1].split("'")[0].split()[0]
+        node = _start(dsn, 2)
+        try:
+            _ready(node)
+            keys = {node.worker}
+            deadline = time.monotonic() + 20
+            while len(keys) < 2:  # a new connection each time: the kernel picks a process
+                assert time.monotonic() < deadline, "only one process answers on the port"
+                keys.add(httpx.get(f"{node.url}/ok").json()["worker"])
+            run_ids = []
+            for _ in range(20):
+                thread_id = httpx.post(f"{node.url}/threads", json={}).json()["thread_id"]
+                body = {"assistant_id": "chain", "input": {"x": 1}}
+                answer = httpx.post(f"{node.url}/threads/{thread_id}/runs/wait", json=body)
+                assert answer.json() == {"x": 12}
+                run_ids.append(answer.headers["content-location"].rsplit("/", 1)[1])
+            workers = admin().execute(
+                f"SELECT DISTINCT worker FROM {schema}.graph_agent_serve_runs "
+                "WHERE run_id = ANY(%s)",
+                (run_ids,),
+            )
+            assert {row[0] for row in workers.fetchall()} == keys  # each ran what it received
+            again = ["--port", node.url.rsplit(":", 1)[1], "--postgres", dsn, "--workers", "2"]
+            refused = subprocess.run(  # another server on the same port
+                [sys.executable, "-m", "graph_agent", "serve", *TARGETS, *again],
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert refused.returncode != 0 and "cannot listen" in refused.stderr
+            node.process.send_signal(signal.SIGKILL)  # the other process stops with it
+            node.process.wait(10)
+            deadline = time.monotonic() + 15
+            while True:
+                try:
+                    httpx.get(f"{node.url}/ok", timeout=1)
+                except httpx.TransportError:
+                    break
+                assert time.monotonic() < deadline, "a process of --workers outlived its server"
+                time.sleep(0.2)
+        finally:
+            if node.process.poll() is None:
+                node.process.terminate()
+                node.process.wait(20)
+
+
+def test_a_stateless_run_that_deletes_its_thread_runs_in_memory_where_received(
+    cluster: Cluster,
+) -> None:
+    def rows() -> tuple[int, int]:
+        found = cluster.rows(
+            "SELECT (SELECT count(*) FROM graph_agent_serve_runs), "
+            "(SELECT count(*) FROM graph_agent_serve_threads)"
+        )
+        return found[0][0], found[0][1]
+
+    before = rows()
+    client = get_sync_client(url=cluster.c.url)
+    assert client.runs.wait(None, "chain", input={"x": 1}) == {"x": 12}
+    parts = list(client.runs.stream(None, "chain", input={"x": 1}, stream_mode="values"))
+    assert parts[-1].data == {"x": 12}
+    assert rows() == before  # neither its thread nor its run was ever written
+    kept = client.runs.wait(None, "chain", input={"x": 1}, on_completion="keep")
+    assert kept == {"x": 12}  # one that keeps its thread is a durable job, as before
+    assert rows()[1] == before[1] + 1
