@@ -35,6 +35,7 @@ from graph_agent.graph._failures import (
     task_label,
     tasks_text,
 )
+from graph_agent.graph._observed import observed_nodes
 from graph_agent.graph._pauses import NO_TASK_IDS, Pauses, interrupted
 from graph_agent.graph._pending import Pending, thread_start
 from graph_agent.graph._policy_node import attempts_of, with_attempts
@@ -43,11 +44,13 @@ from graph_agent.graph._storage import RunStorage
 from graph_agent.graph._writes import EMPTY_WRITE, Write, normalize_return, stored_write
 from graph_agent.graph.errors import (
     GraphCancelledError,
+    GraphInterrupted,
     GraphRecursionError,
     InvalidResumeError,
     InvalidUpdateError,
     exception_text,
 )
+from graph_agent.graph.listeners import Dispatch, RunEvent, dispatch_for
 from graph_agent.graph.saver import ERROR, WRITE, Checkpoint
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.task import (
@@ -57,10 +60,15 @@ from graph_agent.graph.task import (
     SendTaskContext,
     TaskContext,
     ThreadStart,
+    _current_task,
 )
 from graph_agent.graph.types import START, Command, NodeOutput, RunnableConfig, Send, node_output
 
 _run_counter = itertools.count()
+
+RUN_CONTEXT_KEY = "run_context"
+"""The checkpoint metadata key under which a watched run keeps what its listeners asked to
+keep (``RunEvent.carrier``), for a run resuming it to read."""
 
 
 def call_flow(
@@ -76,7 +84,11 @@ def call_flow(
     ``subgraphs``: while streaming, graphs running inside nodes stream their outputs too."""
     flow = _Flow(run, config, streaming)
     flow.subgraphs = subgraphs
-    return flow.call(input)
+    caller = _current_task.get()  # the task of the graph this one runs inside, if any
+    dispatch = dispatch_for(run.listeners, caller._call.listeners if caller else None)
+    if dispatch is None:
+        return flow.call(input)
+    return flow.watched_call(input, dispatch, caller)
 
 
 def update_flow(
@@ -106,12 +118,17 @@ class _Flow:
         self.send_step = -2  # the step running Send tasks (their writes are labelled)
         self._config_fields: dict[str, Any] | None = None  # for _task_config, made once needed
         self._shared: CallContext | None = None
+        self.nodes = run.spec.nodes  # the nodes tasks run: wrapped to report when watched
+        self.dispatch: Dispatch | None = None
+        self.run_event: RunEvent | None = None  # while listeners watch the call
 
     # the call
     def call(self, input: Any) -> Generator[Effect, Any, OverAllState]:
         try:
             if not self.durable:
                 self.run_id = f"run-{next(_run_counter)}"
+                if self.run_event is not None:
+                    self._run_started(None)
                 if isinstance(input, FromThread):  # no thread: it decides on an empty one
                     input = input.decide(ThreadStart(values=self.run_state.state()))
                     input = None if isinstance(input, ContinueAs) else input
@@ -126,6 +143,8 @@ class _Flow:
                         "RunnableConfig(thread_id='...')"
                     )
                 saved = yield from self._load_saved()
+                if self.run_event is not None:
+                    self._run_started(saved)
                 if isinstance(input, FromThread):  # decided before a fork: a refusal writes nothing
                     start = thread_start(
                         saved, self.run_state.state(), self.storage.thread_id, self.spec.rank
@@ -141,6 +160,78 @@ class _Flow:
             # would be a reference cycle, freed only by the garbage collector (never, with it
             # off)
             self._shared = None
+
+    def watched_call(
+        self, input: Any, dispatch: Dispatch, caller: TaskContext | None
+    ) -> Generator[Effect, Any, OverAllState]:
+        """:meth:`call`, reported to ``dispatch``'s listeners (its nodes too)."""
+        config = self.config
+        parent = caller._call.run_event if caller is not None else None
+        self.run_event = RunEvent(
+            thread_id=config.thread_id,
+            run_id="",  # set when it starts: see _run_started
+            ns=config.checkpoint_ns,
+            node=None,
+            step=-1,
+            graph=self.spec.name,
+            parent_run_id=parent.run_id if parent is not None else None,
+            parent_task_id=caller.id if caller is not None and parent is not None else None,
+            metadata=config.metadata,
+            resumed=input is None or isinstance(input, Command),
+        )
+        self.dispatch = dispatch
+        self.nodes = observed_nodes(self.spec, dispatch)
+        try:
+            result = yield from self.call(input)
+        except BaseException as exc:
+            if isinstance(exc, GeneratorExit | GraphCancelledError):
+                self._run_ended("cancelled", error=exc)
+            elif isinstance(exc, GraphInterrupted):
+                self._run_ended("interrupted", interrupts=tuple(exc.interrupts))
+            else:
+                self._run_ended("error", error=exc)
+            raise
+        if result.interrupts:
+            self._run_ended("interrupted", interrupts=tuple(result.interrupts))
+        else:
+            self._run_ended("finished")
+        return result
+
+    def _run_started(self, saved: Checkpoint | None) -> None:
+        """Tell the listeners the call starts (with what the checkpoint it loaded says)."""
+        event, dispatch = self.run_event, self.dispatch
+        assert event is not None and dispatch is not None
+        event.run_id = self._run_label()
+        if saved is not None:
+            event.step = saved.step
+            if event.resumed:
+                kept = saved.metadata.get(RUN_CONTEXT_KEY)
+                event.resumed_from = kept if isinstance(kept, Mapping) else None
+        dispatch.emit("on_run_start", event)
+        if event.carrier:  # kept with every checkpoint of the run
+            storage = self.storage
+            storage.metadata = {**storage.metadata, RUN_CONTEXT_KEY: dict(event.carrier)}
+
+    def _run_ended(
+        self, status: Any, *, error: BaseException | None = None, interrupts: tuple[Any, ...] = ()
+    ) -> None:
+        event, dispatch = self.run_event, self.dispatch
+        assert event is not None and dispatch is not None
+        if not event.run_id:  # it failed before it started: the listeners see both ends
+            event.run_id = self._run_label()
+            dispatch.emit("on_run_start", event)
+        event.finish()
+        event.status, event.error, event.interrupts = status, error, interrupts
+        event.step = self.run_state.step
+        dispatch.emit("on_run_end", event)
+
+    def _run_label(self) -> str:
+        """The run's id for listeners and logs: the one ``metadata`` names (``serve`` gives
+        one), else the call's own."""
+        given = self.config.metadata.get("run_id")
+        if given is not None:
+            return str(given)
+        return self.run_id if self.run_id is not None else f"run-{next(_run_counter)}"
 
     def update(self, values: Any, as_node: str | None) -> Generator[Effect, Any, RunnableConfig]:
         storage = self.storage
@@ -496,7 +587,7 @@ class _Flow:
         run_state = self.run_state
         state = run_state.state()
         step = run_state.step + 1
-        nodes = self.spec.nodes
+        nodes = self.nodes
         if run_state.sends:
             return self._tasks_with_sends(state, step)
         if len(run_state.next) == 1:
@@ -504,7 +595,7 @@ class _Flow:
         return [self._task(nodes[name], state, step) for name in run_state.next]
 
     def _tasks_with_sends(self, state: OverAllState, step: int) -> list[Task]:
-        run_state, nodes, hidden = self.run_state, self.spec.nodes, self.spec.hidden_keys
+        run_state, nodes, hidden = self.run_state, self.nodes, self.spec.hidden_keys
         tasks = [self._task(nodes[name], state, step) for name in run_state.next]
         self.send_step = step
         for send, index in send_indexes(run_state.take_sends()):
@@ -528,6 +619,8 @@ class _Flow:
                 step_limit=self.run_state.step + 1 + self.config.max_steps,
                 persist_record=storage.persist_record if self.durable else None,
                 apersist_record=storage.apersist_record if self.durable else None,
+                listeners=self.dispatch,
+                run_event=self.run_event,
             )
         return self._shared
 

@@ -96,6 +96,10 @@ class CallContext:
     """The first step the call may not run (it would raise ``GraphRecursionError``)."""
     persist_record: Callable[[TaskContext, str, Any], None] | None = None
     apersist_record: Callable[[TaskContext, str, Any], Awaitable[None]] | None = None
+    listeners: Any = None
+    """The call's listeners (a ``listeners.Dispatch``), ``None`` when nobody listens."""
+    run_event: Any = None
+    """The call's ``listeners.RunEvent`` while listeners watch it (its run id and so on)."""
 
     @property
     def durable(self) -> bool:
