@@ -24,6 +24,7 @@ from graph_agent.graph.errors import (
     SerializationError,
     ThreadBusyError,
 )
+from graph_agent.graph.listeners import Listener
 from graph_agent.graph.policies import CachePolicy, RetryPolicy
 from graph_agent.graph.state import (
     AppendStrategy,
@@ -117,6 +118,7 @@ __all__ = [
     "InvalidUpdateError",
     "JumpTo",
     "KeyStrategy",
+    "Listener",
     "LlmRoutingAgent",
     "LoopAgent",
     "MemorySaver",

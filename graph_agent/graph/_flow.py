@@ -121,6 +121,7 @@ class _Flow:
         self.nodes = run.spec.nodes  # the nodes tasks run: wrapped to report when watched
         self.dispatch: Dispatch | None = None
         self.run_event: RunEvent | None = None  # while listeners watch the call
+        self._label: str | None = None  # the run's id for listeners and logs: _run_label
 
     # the call
     def call(self, input: Any) -> Generator[Effect, Any, OverAllState]:
@@ -228,10 +229,15 @@ class _Flow:
     def _run_label(self) -> str:
         """The run's id for listeners and logs: the one ``metadata`` names (``serve`` gives
         one), else the call's own."""
-        given = self.config.metadata.get("run_id")
-        if given is not None:
-            return str(given)
-        return self.run_id if self.run_id is not None else f"run-{next(_run_counter)}"
+        label = self._label
+        if label is None:
+            given = self.config.metadata.get("run_id")
+            if given is not None:
+                label = str(given)
+            else:
+                label = self.run_id if self.run_id is not None else f"run-{next(_run_counter)}"
+            self._label = label
+        return label
 
     def update(self, values: Any, as_node: str | None) -> Generator[Effect, Any, RunnableConfig]:
         storage = self.storage
@@ -612,7 +618,8 @@ class _Flow:
             self._shared = CallContext(
                 agent=self.spec.name,
                 thread_id=storage.thread_id,
-                run_id=self.run_id,
+                # with a saver, task ids come from checkpoints: the id is the run's, for logs
+                run_id=self.run_id if self.run_id is not None else self._run_label(),
                 saver=storage.saver,
                 checkpoint_ns=storage.ns,
                 stream_subgraphs=self.subgraphs,
