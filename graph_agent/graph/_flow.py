@@ -60,6 +60,7 @@ from graph_agent.graph.task import (
     SendTaskContext,
     TaskContext,
     ThreadStart,
+    WatchedCallContext,
     _current_task,
 )
 from graph_agent.graph.types import START, Command, NodeOutput, RunnableConfig, Send, node_output
@@ -102,6 +103,12 @@ class _Flow:
     """One call: the run's state (``run_state``), where it is stored (``storage``), its interrupts
     (``pauses``), and the settings of the call."""
 
+    # set by watched_call (and _run_label): class defaults, so that a call nobody watches
+    # does not pay for setting them
+    dispatch: Dispatch | None = None
+    run_event: RunEvent | None = None  # while listeners watch the call
+    _label: str | None = None  # the run's id for listeners and logs: _run_label
+
     def __init__(self, run: RunSettings, config: RunnableConfig, streaming: bool) -> None:
         self.run = run
         self.spec = run.spec
@@ -119,9 +126,6 @@ class _Flow:
         self._config_fields: dict[str, Any] | None = None  # for _task_config, made once needed
         self._shared: CallContext | None = None
         self.nodes = run.spec.nodes  # the nodes tasks run: wrapped to report when watched
-        self.dispatch: Dispatch | None = None
-        self.run_event: RunEvent | None = None  # while listeners watch the call
-        self._label: str | None = None  # the run's id for listeners and logs: _run_label
 
     # the call
     def call(self, input: Any) -> Generator[Effect, Any, OverAllState]:
@@ -181,7 +185,8 @@ class _Flow:
             resumed=input is None or isinstance(input, Command),
         )
         self.dispatch = dispatch
-        self.nodes = observed_nodes(self.spec, dispatch)
+        if dispatch.watches_nodes:
+            self.nodes = observed_nodes(self.spec, dispatch)
         try:
             result = yield from self.call(input)
         except BaseException as exc:
@@ -626,9 +631,9 @@ class _Flow:
                 step_limit=self.run_state.step + 1 + self.config.max_steps,
                 persist_record=storage.persist_record if self.durable else None,
                 apersist_record=storage.apersist_record if self.durable else None,
-                listeners=self.dispatch,
-                run_event=self.run_event,
             )
+            if self.run_event is not None:
+                self._shared = WatchedCallContext.of(self._shared, self.dispatch, self.run_event)
         return self._shared
 
     def _task(self, node: NodeSpec, state: OverAllState, step: int) -> Task:

@@ -151,21 +151,22 @@ class OpenTelemetryListener(Listener):
             run_span = self._runs.get(_run_key(event))
         parent = trace.set_span_in_context(run_span) if run_span is not None else None
         span = self.tracer.start_span(
-            f"node {event.node}",
-            context=parent,
-            attributes=_drop_none(
-                {
-                    "graph_agent.graph": event.graph,
-                    "graph_agent.node": event.node,
-                    "graph_agent.step": event.step,
-                    "graph_agent.task_id": event.task_id,
-                    "graph_agent.run_id": event.run_id,
-                    "graph_agent.thread_id": event.thread_id,
-                    "graph_agent.checkpoint_ns": event.ns,
-                }
-            ),
-            start_time=event.started,
+            f"node {event.node}", context=parent, start_time=event.started
         )
+        if span.is_recording():  # (a no-op tracer's span is not: nothing to build for it)
+            span.set_attributes(
+                _drop_none(
+                    {
+                        "graph_agent.graph": event.graph,
+                        "graph_agent.node": event.node,
+                        "graph_agent.step": event.step,
+                        "graph_agent.task_id": event.task_id,
+                        "graph_agent.run_id": event.run_id,
+                        "graph_agent.thread_id": event.thread_id,
+                        "graph_agent.checkpoint_ns": event.ns,
+                    }
+                )
+            )
         self._enter(event, span)
 
     def after_node(self, event: NodeEvent) -> None:
@@ -180,13 +181,14 @@ class OpenTelemetryListener(Listener):
     def _end_node(self, event: NodeEvent, status: str) -> None:
         span = self._leave(event)
         if span is not None:
-            span.set_attribute("graph_agent.attempt", event.attempt)
-            span.set_attribute("graph_agent.status", status)
-            if status == "interrupted":
-                span.set_attribute("graph_agent.interrupted", True)
-                span.set_attribute("graph_agent.interrupts", [i.id for i in event.interrupts])
-            elif status == "error" and event.error is not None:
-                _failed(span, event.error)
+            if span.is_recording():
+                span.set_attribute("graph_agent.attempt", event.attempt)
+                span.set_attribute("graph_agent.status", status)
+                if status == "interrupted":
+                    span.set_attribute("graph_agent.interrupted", True)
+                    span.set_attribute("graph_agent.interrupts", [i.id for i in event.interrupts])
+                elif status == "error" and event.error is not None:
+                    _failed(span, event.error)
             span.end()
         self.node_duration.record(
             event.duration or 0.0,
@@ -282,7 +284,11 @@ class OpenTelemetryListener(Listener):
 
     # the span current while a node or call runs
     def _enter(self, event: ListenerEvent, span: Any) -> None:
-        token = otel_context.attach(trace.set_span_in_context(span))
+        """Keep ``span`` for the event's end; make it current meanwhile (unless it is no
+        span at all: a no-op tracer's)."""
+        token = None
+        if span.get_span_context().is_valid:
+            token = otel_context.attach(trace.set_span_in_context(span))
         self._open[id(event)] = (span, token)
 
     def _leave(self, event: ListenerEvent) -> Any:
@@ -290,7 +296,8 @@ class OpenTelemetryListener(Listener):
         if opened is None:
             return None
         span, token = opened
-        otel_context.detach(token)
+        if token is not None:
+            otel_context.detach(token)
         return span
 
 
