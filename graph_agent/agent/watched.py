@@ -17,6 +17,7 @@ from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage
 from graph_agent.models.base import ModelRequest
 
 _T = TypeVar("_T")
+_E = TypeVar("_E", bound=ListenerEvent)
 
 
 def model_name(model: Any) -> str:
@@ -55,17 +56,30 @@ def _model_event(
     )
 
 
-def _replied(dispatch: Dispatch, event: ModelCallEvent, reply: Any) -> None:
-    event.finish()
-    event.reply = reply
-    event.usage = getattr(reply, "usage", None)
-    dispatch.emit("on_model_call", event)
-
-
-def _failed(dispatch: Dispatch, hook: str, event: ListenerEvent, error: BaseException) -> None:
-    event.finish()
-    event.error = error  # type: ignore[attr-defined]  # a model or tool call's event
+def _begun(task: TaskContext | None, make: Callable[[TaskContext], _E], hook: str) -> _E | None:
+    """The event of a call starting, told to the listeners; ``None`` when nobody listens."""
+    dispatch = _dispatch(task)
+    if dispatch is None:
+        return None
+    assert task is not None
+    event = make(task)
     dispatch.emit(hook, event)
+    return event
+
+
+def _ended(task: TaskContext | None, event: ListenerEvent, value: Any, error: Any = None) -> None:
+    """Tell the listeners the call of ``event`` ended with ``value`` (or raised ``error``)."""
+    dispatch = _dispatch(task)
+    assert dispatch is not None
+    event.finish()
+    if isinstance(event, ModelCallEvent):
+        event.reply, event.error = value, error
+        event.usage = getattr(value, "usage", None)
+        dispatch.emit("on_model_call", event)
+    else:
+        assert isinstance(event, ToolCallEvent)
+        event.result, event.error = value, error
+        dispatch.emit("on_tool_call", event)
 
 
 def watched_model_call(
@@ -76,19 +90,8 @@ def watched_model_call(
     call: Callable[[], AssistantMessage],
 ) -> AssistantMessage:
     """``call()``, the request to ``model``, reported to the run's listeners."""
-    dispatch = _dispatch(task)
-    if dispatch is None:
-        return call()
-    assert task is not None
-    event = _model_event(task, model, request, streaming)
-    dispatch.emit("before_model_call", event)
-    try:
-        reply = call()
-    except BaseException as exc:
-        _failed(dispatch, "on_model_call", event, exc)
-        raise
-    _replied(dispatch, event, reply)
-    return reply
+    event = _begun(task, lambda t: _model_event(t, model, request, streaming), "before_model_call")
+    return call() if event is None else _watched(task, event, call)
 
 
 async def awatched_model_call(
@@ -99,58 +102,43 @@ async def awatched_model_call(
     call: Callable[[], Awaitable[AssistantMessage]],
 ) -> AssistantMessage:
     """:func:`watched_model_call` for an awaited call."""
-    dispatch = _dispatch(task)
-    if dispatch is None:
-        return await call()
-    assert task is not None
-    event = _model_event(task, model, request, streaming)
-    dispatch.emit("before_model_call", event)
-    try:
-        reply = await call()
-    except BaseException as exc:
-        _failed(dispatch, "on_model_call", event, exc)
-        raise
-    _replied(dispatch, event, reply)
-    return reply
+    event = _begun(task, lambda t: _model_event(t, model, request, streaming), "before_model_call")
+    return await (call() if event is None else _awatched(task, event, call))
 
 
 def watched_tool_call(
     task: TaskContext | None, call: ToolCall, run: Callable[[], ToolResponseMessage]
 ) -> ToolResponseMessage:
     """``run()``, the tool call ``call``, reported to the run's listeners."""
-    dispatch = _dispatch(task)
-    if dispatch is None:
-        return run()
-    assert task is not None
-    event = ToolCallEvent(**_where(task), call=call)
-    dispatch.emit("before_tool_call", event)
-    try:
-        result = run()
-    except BaseException as exc:
-        _failed(dispatch, "on_tool_call", event, exc)
-        raise
-    event.finish()
-    event.result = result
-    dispatch.emit("on_tool_call", event)
-    return result
+    event = _begun(task, lambda t: ToolCallEvent(**_where(t), call=call), "before_tool_call")
+    return run() if event is None else _watched(task, event, run)
 
 
 async def awatched_tool_call(
     task: TaskContext | None, call: ToolCall, run: Callable[[], Awaitable[ToolResponseMessage]]
 ) -> ToolResponseMessage:
     """:func:`watched_tool_call` for an awaited call."""
-    dispatch = _dispatch(task)
-    if dispatch is None:
-        return await run()
-    assert task is not None
-    event = ToolCallEvent(**_where(task), call=call)
-    dispatch.emit("before_tool_call", event)
+    event = _begun(task, lambda t: ToolCallEvent(**_where(t), call=call), "before_tool_call")
+    return await (run() if event is None else _awatched(task, event, run))
+
+
+def _watched(task: TaskContext | None, event: ListenerEvent, call: Callable[[], _T]) -> _T:
     try:
-        result = await run()
+        value = call()
     except BaseException as exc:
-        _failed(dispatch, "on_tool_call", event, exc)
+        _ended(task, event, None, exc)
         raise
-    event.finish()
-    event.result = result
-    dispatch.emit("on_tool_call", event)
-    return result
+    _ended(task, event, value)
+    return value
+
+
+async def _awatched(
+    task: TaskContext | None, event: ListenerEvent, call: Callable[[], Awaitable[_T]]
+) -> _T:
+    try:
+        value = await call()
+    except BaseException as exc:
+        _ended(task, event, None, exc)
+        raise
+    _ended(task, event, value)
+    return value

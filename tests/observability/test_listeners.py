@@ -31,6 +31,7 @@ from graph_agent.graph import listeners as listeners_module
 from graph_agent.graph._flow import _Flow
 from graph_agent.models.scripted import ScriptedChatModel
 from graph_agent.observability import add_listener, remove_listener
+from tests.observability.graphs import failing
 
 
 class Recorder(Listener):
@@ -150,15 +151,8 @@ def test_a_subgraph_reports_to_its_callers_listeners_with_its_namespace(use_asyn
 
 def test_a_failing_node_reports_its_error_and_the_run_ends_in_error() -> None:
     recorder = Recorder()
-    g = StateGraph("failing")
-
-    def broken(state: Any) -> dict[str, Any]:
-        raise ValueError("no luck")
-
-    g.add_node("broken", broken)
-    g.add_edge(START, "broken").add_edge("broken", END)
     with pytest.raises(Exception, match="no luck"):
-        g.compile(CompileConfig(listeners=[recorder])).invoke({})
+        failing("failing", "no luck", [recorder]).invoke({})
     hooks = [hook for hook, _ in recorder.events]
     assert hooks == ["on_run_start", "before_node", "on_node_error", "on_run_end"]
     assert isinstance(recorder.events[2][1].error, ValueError)

@@ -11,6 +11,7 @@ import pytest
 
 from graph_agent import END, START, CompileConfig, MemorySaver, RunnableConfig, StateGraph
 from graph_agent.graph.log_context import LIBRARY_LOGGERS, RunContextFilter
+from tests.observability.graphs import failing
 
 PACKAGE = Path(__file__).resolve().parents[2] / "graph_agent"
 
@@ -73,13 +74,6 @@ def test_every_logger_the_library_uses_carries_the_filter() -> None:
 
 
 def test_a_run_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None:
-    g = StateGraph("quiet")
-
-    def broken(state: Any) -> dict[str, Any]:
-        raise ValueError("no")
-
-    g.add_node("broken", broken)
-    g.add_edge(START, "broken").add_edge("broken", END)
     with pytest.raises(Exception, match="no"):
-        g.compile().invoke({})
+        failing("quiet", "no").invoke({})
     assert capsys.readouterr() == ("", "")

@@ -36,6 +36,7 @@ from graph_agent import (
 )
 from graph_agent.models.scripted import ScriptedChatModel
 from graph_agent.observability import instrument, uninstrument
+from tests.observability.graphs import failing
 
 
 class Telemetry:
@@ -235,15 +236,8 @@ def test_the_span_tree_of_an_agent_run_with_tools_a_subagent_and_a_resume(
 
 
 def test_a_failing_node_span_carries_the_exception(telemetry: Telemetry) -> None:
-    g = StateGraph("failing")
-
-    def broken(state: Any) -> dict[str, Any]:
-        raise ValueError("the disk is full")
-
-    g.add_node("broken", broken)
-    g.add_edge(START, "broken").add_edge("broken", END)
     with pytest.raises(Exception, match="the disk is full"):
-        g.compile().invoke({})
+        failing("failing", "the disk is full").invoke({})
     node = telemetry.named("node broken")[0]
     assert node.status.status_code is StatusCode.ERROR
     assert node.attributes["graph_agent.status"] == "error"
