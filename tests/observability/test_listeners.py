@@ -73,10 +73,25 @@ def chain(listeners: list[Any], saver: Any = None) -> Any:
     return g.compile(CompileConfig(saver=saver, listeners=listeners))
 
 
-@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
-def test_a_run_reports_its_start_each_node_and_its_end(use_async: bool) -> None:
+def consume(app: Any, input: Any, how: str) -> Any:
+    """The final state of a run made with ``how``: invoke, ainvoke, stream or astream."""
+    if how == "invoke":
+        return app.invoke(input)
+    if how == "ainvoke":
+        return asyncio.run(app.ainvoke(input))
+    if how == "stream":
+        return [output.state for output in app.stream(input)][-1]
+
+    async def astream() -> Any:
+        return [output.state async for output in app.astream(input)][-1]
+
+    return asyncio.run(astream())
+
+
+@pytest.mark.parametrize("how", ["invoke", "ainvoke", "stream", "astream"])
+def test_a_run_reports_its_start_each_node_and_its_end(how: str) -> None:
     recorder = Recorder()
-    final = run(chain([recorder]), {"x": 1}, None, use_async)
+    final = consume(chain([recorder]), {"x": 1}, how)
     assert final["x"] == 20
     assert recorder.hooks() == [
         ("on_run_start", None),

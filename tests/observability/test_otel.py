@@ -311,3 +311,26 @@ def test_a_run_continues_the_traceparent_of_its_metadata(telemetry: Telemetry) -
     run = telemetry.named("invoke_agent one")[0]
     assert format(run.context.trace_id, "032x") == trace_id
     assert run.parent is not None and format(run.parent.span_id, "016x") == span_id
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["stream", "astream"])
+def test_a_streamed_agent_run_keeps_its_parents(telemetry: Telemetry, use_async: bool) -> None:
+    model = ScriptedChatModel(
+        [AssistantMessage(content="", tool_calls=[_call("c1", "add", a=1, b=2)]), "three"]
+    )
+    agent = ReactAgent("streamer", model, tools=[add])
+
+    async def astream() -> list[Any]:
+        return [output async for output in agent.astream("add")]
+
+    outputs = asyncio.run(astream()) if use_async else list(agent.stream("add"))
+    assert outputs
+    t = telemetry
+    (run,) = t.named("invoke_agent streamer")
+    chats = t.named("chat ScriptedChatModel")
+    assert len(chats) == 2
+    for chat in chats:
+        node = t.parent_of(chat)
+        assert node is not None and node.name == "node __model__" and t.parent_of(node) is run
+    (tool_span,) = t.named("execute_tool add")
+    assert t.parent_of(t.parent_of(tool_span)) is run  # type: ignore[arg-type]
