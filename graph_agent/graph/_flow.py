@@ -44,13 +44,13 @@ from graph_agent.graph._storage import RunStorage
 from graph_agent.graph._writes import EMPTY_WRITE, Write, normalize_return, stored_write
 from graph_agent.graph.errors import (
     GraphCancelledError,
-    GraphInterrupted,
     GraphRecursionError,
     InvalidResumeError,
     InvalidUpdateError,
+    ParentCommand,
     exception_text,
 )
-from graph_agent.graph.listeners import Dispatch, RunEvent, dispatch_for
+from graph_agent.graph.listeners import Dispatch, RunEvent, RunStatus, dispatch_for
 from graph_agent.graph.saver import ERROR, WRITE, Checkpoint
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.task import (
@@ -192,8 +192,8 @@ class _Flow:
         except BaseException as exc:
             if isinstance(exc, GeneratorExit | GraphCancelledError):
                 self._run_ended("cancelled", error=exc)
-            elif isinstance(exc, GraphInterrupted):
-                self._run_ended("interrupted", interrupts=tuple(exc.interrupts))
+            elif isinstance(exc, ParentCommand):  # a handoff to the graph this one runs in
+                self._run_ended("finished")
             else:
                 self._run_ended("error", error=exc)
             raise
@@ -219,7 +219,11 @@ class _Flow:
             storage.metadata = {**storage.metadata, RUN_CONTEXT_KEY: dict(event.carrier)}
 
     def _run_ended(
-        self, status: Any, *, error: BaseException | None = None, interrupts: tuple[Any, ...] = ()
+        self,
+        status: RunStatus,
+        *,
+        error: BaseException | None = None,
+        interrupts: tuple[Any, ...] = (),
     ) -> None:
         event, dispatch = self.run_event, self.dispatch
         assert event is not None and dispatch is not None

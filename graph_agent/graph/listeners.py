@@ -303,6 +303,7 @@ _global: tuple[Any, ...] = ()
 _global_lock = threading.Lock()
 _dispatches: dict[tuple[int, ...], Dispatch] = {}
 """One Dispatch per set of listeners (by their ids; it keeps them alive, so ids stay theirs)."""
+_MAX_DISPATCHES = 256
 
 
 def add_listener(listener: Any) -> None:
@@ -341,5 +342,7 @@ def dispatch_for(own: tuple[Any, ...], inherited: Dispatch | None) -> Dispatch |
     key = tuple(unique)
     dispatch = _dispatches.get(key)
     if dispatch is None:
+        if len(_dispatches) >= _MAX_DISPATCHES:  # listeners made per call: keep none alive
+            _dispatches.clear()
         dispatch = _dispatches.setdefault(key, Dispatch(tuple(unique.values())))
     return dispatch

@@ -286,3 +286,12 @@ def test_listeners_added_to_a_compiled_graph_wrap_its_nodes_once() -> None:
 
     made: Callable[[], Any] = lambda: observed_nodes(app._run.spec, dispatch)  # noqa: E731
     assert made() is made()
+
+
+def test_listeners_made_per_call_are_not_kept_alive_forever() -> None:
+    app = chain([])
+    for _ in range(listeners_module._MAX_DISPATCHES + 10):
+        with_own = listeners_module.dispatch_for((Listener(),), None)
+        assert with_own is not None
+    assert len(listeners_module._dispatches) <= listeners_module._MAX_DISPATCHES
+    assert app.invoke({"x": 1})["x"] == 20
