@@ -35,7 +35,7 @@ from graph_agent.graph._failures import (
     task_label,
     tasks_text,
 )
-from graph_agent.graph._observed import observed_nodes
+from graph_agent.graph._observed import Watch, flow_call
 from graph_agent.graph._pauses import NO_TASK_IDS, Pauses, interrupted
 from graph_agent.graph._pending import Pending, thread_start
 from graph_agent.graph._policy_node import attempts_of, with_attempts
@@ -47,10 +47,8 @@ from graph_agent.graph.errors import (
     GraphRecursionError,
     InvalidResumeError,
     InvalidUpdateError,
-    ParentCommand,
     exception_text,
 )
-from graph_agent.graph.listeners import Dispatch, RunEvent, RunStatus, dispatch_for
 from graph_agent.graph.saver import ERROR, WRITE, Checkpoint
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.task import (
@@ -60,16 +58,10 @@ from graph_agent.graph.task import (
     SendTaskContext,
     TaskContext,
     ThreadStart,
-    WatchedCallContext,
-    _current_task,
 )
 from graph_agent.graph.types import START, Command, NodeOutput, RunnableConfig, Send, node_output
 
 _run_counter = itertools.count()
-
-RUN_CONTEXT_KEY = "run_context"
-"""The checkpoint metadata key under which a watched run keeps what its listeners asked to
-keep (``RunEvent.carrier``), for a run resuming it to read."""
 
 
 def call_flow(
@@ -85,11 +77,7 @@ def call_flow(
     ``subgraphs``: while streaming, graphs running inside nodes stream their outputs too."""
     flow = _Flow(run, config, streaming)
     flow.subgraphs = subgraphs
-    caller = _current_task.get()  # the task of the graph this one runs inside, if any
-    dispatch = dispatch_for(run.listeners, caller._call.listeners if caller else None)
-    if dispatch is None:
-        return flow.call(input)
-    return flow.watched_call(input, dispatch, caller)
+    return flow_call(flow, input)  # flow.call(input), told to listeners if any
 
 
 def update_flow(
@@ -103,11 +91,7 @@ class _Flow:
     """One call: the run's state (``run_state``), where it is stored (``storage``), its interrupts
     (``pauses``), and the settings of the call."""
 
-    # set by watched_call (and _run_label): class defaults, so that a call nobody watches
-    # does not pay for setting them
-    dispatch: Dispatch | None = None
-    run_event: RunEvent | None = None  # while listeners watch the call
-    _label: str | None = None  # the run's id for listeners and logs: _run_label
+    watch: Watch | None = None  # while listeners watch the call: see _observed.py
 
     def __init__(self, run: RunSettings, config: RunnableConfig, streaming: bool) -> None:
         self.run = run
@@ -125,15 +109,12 @@ class _Flow:
         self.send_step = -2  # the step running Send tasks (their writes are labelled)
         self._config_fields: dict[str, Any] | None = None  # for _task_config, made once needed
         self._shared: CallContext | None = None
-        self.nodes = run.spec.nodes  # the nodes tasks run: wrapped to report when watched
 
     # the call
     def call(self, input: Any) -> Generator[Effect, Any, OverAllState]:
         try:
             if not self.durable:
                 self.run_id = f"run-{next(_run_counter)}"
-                if self.run_event is not None:
-                    self._run_started(None)
                 if isinstance(input, FromThread):  # no thread: it decides on an empty one
                     input = input.decide(ThreadStart(values=self.run_state.state()))
                     input = None if isinstance(input, ContinueAs) else input
@@ -148,8 +129,6 @@ class _Flow:
                         "RunnableConfig(thread_id='...')"
                     )
                 saved = yield from self._load_saved()
-                if self.run_event is not None:
-                    self._run_started(saved)
                 if isinstance(input, FromThread):  # decided before a fork: a refusal writes nothing
                     start = thread_start(
                         saved, self.run_state.state(), self.storage.thread_id, self.spec.rank
@@ -165,88 +144,6 @@ class _Flow:
             # would be a reference cycle, freed only by the garbage collector (never, with it
             # off)
             self._shared = None
-
-    def watched_call(
-        self, input: Any, dispatch: Dispatch, caller: TaskContext | None
-    ) -> Generator[Effect, Any, OverAllState]:
-        """:meth:`call`, reported to ``dispatch``'s listeners (its nodes too)."""
-        config = self.config
-        parent = caller._call.run_event if caller is not None else None
-        self.run_event = RunEvent(
-            thread_id=config.thread_id,
-            run_id="",  # set when it starts: see _run_started
-            ns=config.checkpoint_ns,
-            node=None,
-            step=-1,
-            graph=self.spec.name,
-            parent_run_id=parent.run_id if parent is not None else None,
-            parent_task_id=caller.id if caller is not None and parent is not None else None,
-            metadata=config.metadata,
-            resumed=input is None or isinstance(input, Command),
-        )
-        self.dispatch = dispatch
-        if dispatch.watches_nodes:
-            self.nodes = observed_nodes(self.spec, dispatch)
-        try:
-            result = yield from self.call(input)
-        except BaseException as exc:
-            if isinstance(exc, GeneratorExit | GraphCancelledError):
-                self._run_ended("cancelled", error=exc)
-            elif isinstance(exc, ParentCommand):  # a handoff to the graph this one runs in
-                self._run_ended("finished")
-            else:
-                self._run_ended("error", error=exc)
-            raise
-        if result.interrupts:
-            self._run_ended("interrupted", interrupts=tuple(result.interrupts))
-        else:
-            self._run_ended("finished")
-        return result
-
-    def _run_started(self, saved: Checkpoint | None) -> None:
-        """Tell the listeners the call starts (with what the checkpoint it loaded says)."""
-        event, dispatch = self.run_event, self.dispatch
-        assert event is not None and dispatch is not None
-        event.run_id = self._run_label()
-        if saved is not None:
-            event.step = saved.step
-            if event.resumed:
-                kept = saved.metadata.get(RUN_CONTEXT_KEY)
-                event.resumed_from = kept if isinstance(kept, Mapping) else None
-        dispatch.emit("on_run_start", event)
-        if event.carrier:  # kept with every checkpoint of the run
-            storage = self.storage
-            storage.metadata = {**storage.metadata, RUN_CONTEXT_KEY: dict(event.carrier)}
-
-    def _run_ended(
-        self,
-        status: RunStatus,
-        *,
-        error: BaseException | None = None,
-        interrupts: tuple[Any, ...] = (),
-    ) -> None:
-        event, dispatch = self.run_event, self.dispatch
-        assert event is not None and dispatch is not None
-        if not event.run_id:  # it failed before it started: the listeners see both ends
-            event.run_id = self._run_label()
-            dispatch.emit("on_run_start", event)
-        event.finish()
-        event.status, event.error, event.interrupts = status, error, interrupts
-        event.step = self.run_state.step
-        dispatch.emit("on_run_end", event)
-
-    def _run_label(self) -> str:
-        """The run's id for listeners and logs: the one ``metadata`` names (``serve`` gives
-        one), else the call's own."""
-        label = self._label
-        if label is None:
-            given = self.config.metadata.get("run_id")
-            if given is not None:
-                label = str(given)
-            else:
-                label = self.run_id if self.run_id is not None else f"run-{next(_run_counter)}"
-            self._label = label
-        return label
 
     def update(self, values: Any, as_node: str | None) -> Generator[Effect, Any, RunnableConfig]:
         storage = self.storage
@@ -343,6 +240,8 @@ class _Flow:
                 chains=saved.chains,
             )
             self.pauses.pending = Pending(saved.pending_writes, self.spec.rank)
+        if self.watch is not None:
+            self.watch.start(self, saved)
         return saved
 
     def _fork_if_older(self) -> Generator[Effect, Any, None]:
@@ -602,7 +501,7 @@ class _Flow:
         run_state = self.run_state
         state = run_state.state()
         step = run_state.step + 1
-        nodes = self.nodes
+        nodes = self.spec.nodes
         if run_state.sends:
             return self._tasks_with_sends(state, step)
         if len(run_state.next) == 1:
@@ -610,7 +509,7 @@ class _Flow:
         return [self._task(nodes[name], state, step) for name in run_state.next]
 
     def _tasks_with_sends(self, state: OverAllState, step: int) -> list[Task]:
-        run_state, nodes, hidden = self.run_state, self.nodes, self.spec.hidden_keys
+        run_state, nodes, hidden = self.run_state, self.spec.nodes, self.spec.hidden_keys
         tasks = [self._task(nodes[name], state, step) for name in run_state.next]
         self.send_step = step
         for send, index in send_indexes(run_state.take_sends()):
@@ -627,8 +526,7 @@ class _Flow:
             self._shared = CallContext(
                 agent=self.spec.name,
                 thread_id=storage.thread_id,
-                # with a saver, task ids come from checkpoints: the id is the run's, for logs
-                run_id=self.run_id if self.run_id is not None else self._run_label(),
+                run_id=self.run_id or self.config.metadata.get("run_id"),  # serve's, with a saver
                 saver=storage.saver,
                 checkpoint_ns=storage.ns,
                 stream_subgraphs=self.subgraphs,
@@ -636,8 +534,8 @@ class _Flow:
                 persist_record=storage.persist_record if self.durable else None,
                 apersist_record=storage.apersist_record if self.durable else None,
             )
-            if self.run_event is not None:
-                self._shared = WatchedCallContext.of(self._shared, self.dispatch, self.run_event)
+            if self.watch is not None:
+                self._shared = self.watch.call_context(self, self._shared)
         return self._shared
 
     def _task(self, node: NodeSpec, state: OverAllState, step: int) -> Task:

@@ -1,32 +1,162 @@
-"""A call's nodes as its listeners see them: each wrapped to report its start and its end.
+"""A call as its listeners see it (``listeners.py``): its start and end, and each node's.
 
-Only a call with listeners runs these wrappers (made once per graph and set of listeners):
-without, the flow runs the graph's own nodes and nothing here costs anything. The events are
-emitted in the thread (and context) running the node, around the node's own code, so a
-listener may make something current for that code (an OpenTelemetry span, say).
+:func:`flow_call` runs a call's flow (``_flow.py``): as is when nobody listens (nothing here
+costs anything then), else through :func:`_watched_call`, which tells the listeners of the
+run's start (:class:`Watch`, once the checkpoint it starts from is loaded) and end, and runs
+the graph with its nodes wrapped to report their start and end (made once per graph and set of
+listeners). Node events are emitted in the thread (and context) running the node, around the
+node's own code, so a listener may make something current for that code (an OpenTelemetry
+span, say).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable, Mapping
-from typing import Any
+import itertools
+from collections.abc import Callable, Generator, Mapping
+from typing import Any, Protocol
 
-from graph_agent.graph._engine import GraphSpec, NodeSpec
-from graph_agent.graph.errors import GraphInterrupted, ParentCommand
-from graph_agent.graph.listeners import Dispatch, NodeEvent
-from graph_agent.graph.task import TaskContext, _current_task
+from graph_agent.graph._effects import RunSettings
+from graph_agent.graph._engine import GraphSpec, NodeSpec, RunState
+from graph_agent.graph.errors import GraphCancelledError, GraphInterrupted, ParentCommand
+from graph_agent.graph.listeners import Dispatch, NodeEvent, RunEvent, RunStatus, dispatch_for
+from graph_agent.graph.saver import Checkpoint
+from graph_agent.graph.state import OverAllState
+from graph_agent.graph.task import CallContext, TaskContext, WatchedCallContext, _current_task
+from graph_agent.graph.types import Command, RunnableConfig
 
 
-def observed_nodes(spec: GraphSpec, dispatch: Dispatch) -> Mapping[str, NodeSpec]:
-    """``spec``'s nodes, each reporting to ``dispatch`` (made once per graph and dispatch)."""
-    made = dispatch.observed_nodes.get(id(spec))
+class _Flow(Protocol):
+    """What this module reads and sets of a call's flow (``_flow._Flow``)."""
+
+    run: RunSettings
+    spec: GraphSpec
+    config: RunnableConfig
+    storage: Any
+    run_id: str | None
+    run_state: RunState
+    watch: Watch | None
+
+    def call(self, input: Any) -> Generator[Any, Any, OverAllState]: ...
+
+
+RUN_CONTEXT_KEY = "run_context"
+"""The checkpoint metadata key under which a watched run keeps what its listeners asked to
+keep (``RunEvent.carrier``), for a run resuming it to read."""
+
+_run_ids = itertools.count()
+
+
+def flow_call(flow: _Flow, input: Any) -> Generator[Any, Any, OverAllState]:
+    """``flow.call(input)``, told to the call's listeners when it has any: those of the graph,
+    the global ones, and those of the graph it runs inside (the task running it)."""
+    caller = _current_task.get()
+    dispatch = dispatch_for(flow.run.listeners, caller._call.listeners if caller else None)
+    if dispatch is None:
+        return flow.call(input)
+    return _watched_call(flow, input, dispatch, caller)
+
+
+class Watch:
+    """A call its listeners watch: its :class:`RunEvent`, told of its start once."""
+
+    __slots__ = ("dispatch", "event", "started")
+
+    def __init__(self, dispatch: Dispatch, event: RunEvent) -> None:
+        self.dispatch = dispatch
+        self.event = event
+        self.started = False
+
+    def start(self, flow: _Flow, saved: Checkpoint | None) -> None:
+        """Tell the listeners the call starts (``saved``: the checkpoint it loaded, if any);
+        what they want kept (``carrier``) goes into every checkpoint the call stores."""
+        if self.started:
+            return
+        self.started = True
+        event = self.event
+        given = flow.config.metadata.get("run_id")
+        event.run_id = str(given) if given is not None else flow.run_id or _new_run_id()
+        if saved is not None:
+            event.step = saved.step
+            kept = saved.metadata.get(RUN_CONTEXT_KEY) if event.resumed else None
+            event.resumed_from = kept if isinstance(kept, Mapping) else None
+        self.dispatch.emit("on_run_start", event)
+        if event.carrier:
+            storage = flow.storage
+            storage.metadata = {**storage.metadata, RUN_CONTEXT_KEY: dict(event.carrier)}
+
+    def call_context(self, flow: _Flow, shared: CallContext) -> WatchedCallContext:
+        """What the call's tasks share, with the listeners (the call has started by now)."""
+        self.start(flow, None)
+        return WatchedCallContext.of(shared, self.dispatch, self.event)
+
+    def end(
+        self,
+        flow: _Flow,
+        status: RunStatus,
+        error: BaseException | None = None,
+        interrupts: tuple[Any, ...] = (),
+    ) -> None:
+        self.start(flow, None)  # one that failed before it started: both ends are told
+        event = self.event
+        event.finish()
+        event.status, event.error, event.interrupts = status, error, interrupts
+        event.step = flow.run_state.step
+        self.dispatch.emit("on_run_end", event)
+
+
+def _new_run_id() -> str:
+    return f"run-w{next(_run_ids)}"
+
+
+def _watched_call(
+    flow: _Flow, input: Any, dispatch: Dispatch, caller: TaskContext | None
+) -> Generator[Any, Any, OverAllState]:
+    config = flow.config
+    parent = caller._call.run_event if caller is not None else None
+    event = RunEvent(
+        thread_id=config.thread_id,
+        run_id="",  # known once it starts: see Watch.start
+        ns=config.checkpoint_ns,
+        node=None,
+        step=-1,
+        graph=flow.spec.name,
+        parent_run_id=parent.run_id if parent is not None else None,
+        parent_task_id=caller.id if caller is not None and parent is not None else None,
+        metadata=config.metadata,
+        resumed=input is None or isinstance(input, Command),
+    )
+    watch = flow.watch = Watch(dispatch, event)
+    if dispatch.watches_nodes:  # the same graph, its nodes reporting
+        flow.spec = observed_spec(flow.spec, dispatch)
+    try:
+        result = yield from flow.call(input)
+    except BaseException as exc:
+        if isinstance(exc, GeneratorExit | GraphCancelledError):
+            watch.end(flow, "cancelled", exc)
+        elif isinstance(exc, ParentCommand):  # a handoff to the graph this one runs in
+            watch.end(flow, "finished")
+        else:
+            watch.end(flow, "error", exc)
+        raise
+    if result.interrupts:
+        watch.end(flow, "interrupted", interrupts=tuple(result.interrupts))
+    else:
+        watch.end(flow, "finished")
+    return result
+
+
+def observed_spec(spec: GraphSpec, dispatch: Dispatch) -> GraphSpec:
+    """``spec`` with its nodes reporting to ``dispatch`` (made once per graph and dispatch)."""
+    made = dispatch.observed_specs.get(id(spec))
     if made is not None and made[0] is spec:
-        return made[1]
+        known: GraphSpec = made[1]
+        return known
     nodes = {name: _observed(node, dispatch) for name, node in spec.nodes.items()}
-    dispatch.observed_nodes[id(spec)] = (spec, nodes)
-    return nodes
+    observed = dataclasses.replace(spec, nodes=nodes)
+    dispatch.observed_specs[id(spec)] = (spec, observed)
+    return observed
 
 
 def _observed(node: NodeSpec, dispatch: Dispatch) -> NodeSpec:

@@ -235,7 +235,7 @@ NODE_HOOKS = ("before_node", "after_node", "on_node_error", "on_interrupt")
 class Dispatch:
     """The listeners of a call, and for each hook the methods that do something."""
 
-    __slots__ = ("_hooks", "listeners", "observed_nodes", "watches_nodes")
+    __slots__ = ("_hooks", "listeners", "observed_specs", "watches_nodes")
 
     def __init__(self, listeners: tuple[Any, ...]) -> None:
         self.listeners = listeners
@@ -249,8 +249,8 @@ class Dispatch:
         }
         self.watches_nodes = any(self._hooks[hook] for hook in NODE_HOOKS)
         """Some listener wants node events: the call's nodes are wrapped to report them."""
-        self.observed_nodes: dict[int, tuple[Any, Mapping[str, Any]]] = {}
-        """By graph spec: its nodes wrapped to report (``_observed.py``), made once."""
+        self.observed_specs: dict[int, tuple[Any, Any]] = {}
+        """By graph spec: it with its nodes wrapped to report (``_observed.py``), made once."""
 
     def wants(self, hook: str) -> bool:
         return bool(self._hooks[hook])

@@ -119,6 +119,8 @@ class WatchedCallContext(CallContext):
     def of(cls, call: CallContext, listeners: Any, run_event: Any) -> WatchedCallContext:
         """``call``, watched by ``listeners``."""
         shared = {name: getattr(call, name) for name in _CALL_FIELDS}
+        if shared["run_id"] is None:  # with a saver: the run's id, for logs
+            shared["run_id"] = run_event.run_id
         return cls(**shared, listeners=listeners, run_event=run_event)
 
 

@@ -4,6 +4,7 @@ that a listener's error never changes a run."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +30,7 @@ from graph_agent import (
 )
 from graph_agent.graph import listeners as listeners_module
 from graph_agent.graph._flow import _Flow
+from graph_agent.graph._observed import flow_call, observed_spec
 from graph_agent.models.scripted import ScriptedChatModel
 from graph_agent.observability import add_listener, remove_listener
 from tests.observability.graphs import failing
@@ -271,21 +273,27 @@ def test_a_global_listener_sees_every_graph_until_removed() -> None:
     assert seen == 6 and len(recorder.events) == 6
 
 
-def test_without_listeners_the_flow_runs_the_graphs_own_nodes() -> None:
+def test_without_listeners_a_call_runs_the_graphs_own_flow() -> None:
     app = chain([])
     flow = _Flow(app._run, RunnableConfig(), False)
-    assert flow.nodes is app._run.spec.nodes and flow.dispatch is None
+    assert inspect.getgeneratorstate(flow_call(flow, {"x": 1})) == inspect.GEN_CREATED
+    assert flow.watch is None and flow.spec is app._run.spec
 
 
-def test_listeners_added_to_a_compiled_graph_wrap_its_nodes_once() -> None:
-    recorder = Recorder()
-    app = chain([recorder])
+def test_listeners_wrap_a_graphs_nodes_once_and_only_when_they_watch_nodes() -> None:
+    app = chain([Recorder()])
     dispatch = listeners_module.dispatch_for(app._run.listeners, None)
-    assert dispatch is not None
-    from graph_agent.graph._observed import observed_nodes
+    assert dispatch is not None and dispatch.watches_nodes
+    spec = app._run.spec
+    assert observed_spec(spec, dispatch) is observed_spec(spec, dispatch)
+    assert observed_spec(spec, dispatch).nodes["first"].fn is not spec.nodes["first"].fn
 
-    made: Callable[[], Any] = lambda: observed_nodes(app._run.spec, dispatch)  # noqa: E731
-    assert made() is made()
+    class RunsOnly(Listener):
+        def on_run_end(self, event: Any) -> None:
+            pass
+
+    only_runs = listeners_module.dispatch_for((RunsOnly(),), None)
+    assert only_runs is not None and not only_runs.watches_nodes
 
 
 def test_listeners_made_per_call_are_not_kept_alive_forever() -> None:
