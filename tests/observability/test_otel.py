@@ -27,6 +27,7 @@ from graph_agent import (
     HumanInTheLoopHook,
     MemorySaver,
     ReactAgent,
+    RetryPolicy,
     RunnableConfig,
     StateGraph,
     ToolCall,
@@ -334,3 +335,21 @@ def test_a_streamed_agent_run_keeps_its_parents(telemetry: Telemetry, use_async:
         assert node is not None and node.name == "node __model__" and t.parent_of(node) is run
     (tool_span,) = t.named("execute_tool add")
     assert t.parent_of(t.parent_of(tool_span)) is run  # type: ignore[arg-type]
+
+
+def test_a_retried_node_span_counts_its_attempts(telemetry: Telemetry) -> None:
+    tries: list[int] = []
+
+    def flaky(state: Any) -> dict[str, Any]:
+        tries.append(1)
+        if len(tries) < 3:
+            raise ConnectionError("try again")
+        return {"x": len(tries)}
+
+    g = StateGraph("flaky")
+    g.add_node("flaky", flaky, retry=RetryPolicy(max_attempts=3, initial_interval=0.0))
+    g.add_edge(START, "flaky").add_edge("flaky", END)
+    assert g.compile().invoke({})["x"] == 3
+    (span,) = telemetry.named("node flaky")
+    assert span.attributes["graph_agent.attempt"] == 3
+    assert span.attributes["graph_agent.status"] == "ok"
