@@ -252,9 +252,6 @@ class Dispatch:
         self.observed_specs: dict[int, tuple[Any, Any]] = {}
         """By graph spec: it with its nodes wrapped to report (``_observed.py``), made once."""
 
-    def wants(self, hook: str) -> bool:
-        return bool(self._hooks[hook])
-
     def emit(self, hook: str, event: ListenerEvent) -> None:
         """Call ``hook`` of every listener with ``event``; one that raises is logged."""
         for listener, method in self._hooks[hook]:
@@ -319,10 +316,6 @@ def remove_listener(listener: Any) -> None:
     global _global
     with _global_lock:
         _global = tuple(known for known in _global if known is not listener)
-
-
-def global_listeners() -> tuple[Any, ...]:
-    return _global
 
 
 def dispatch_for(own: tuple[Any, ...], inherited: Dispatch | None) -> Dispatch | None:
