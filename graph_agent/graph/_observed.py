@@ -218,7 +218,7 @@ def node_event(task: TaskContext | None) -> NodeEvent | None:
         node=task.node,
         step=task.step,
         graph=run.graph,
-        task_id=task.id,
+        task=task,
     )
 
 

@@ -117,18 +117,24 @@ class NodeEvent(ListenerEvent):
     ``on_node_error`` or ``on_interrupt``.
 
     Attributes:
-        task_id: The task's id (stable across a resume or a crash).
+        task: The task's context (``TaskContext``); ``task_id`` is its id (stable across a
+            resume or a crash).
         attempt: How many attempts it took (above 1 for a node its ``RetryPolicy`` retried).
         result: What the node returned (``after_node``).
         error: What it raised (``on_node_error``).
         interrupts: The interrupts it paused on (``on_interrupt``).
     """
 
-    task_id: str
+    task: Any
     attempt: int = 1
     result: Any = None
     error: BaseException | None = None
     interrupts: tuple[Any, ...] = ()
+
+    @property
+    def task_id(self) -> str:
+        """The task's id (made when first asked: a run without a saver needs none)."""
+        return str(self.task.id)
 
 
 @dataclass(slots=True, kw_only=True, eq=False)

@@ -149,7 +149,9 @@ class OpenTelemetryListener(Listener):
     def before_node(self, event: NodeEvent) -> None:
         with self._lock:
             run_span = self._runs.get(_run_key(event))
-        parent = trace.set_span_in_context(run_span) if run_span is not None else None
+        parent = None
+        if run_span is not None and run_span.get_span_context().is_valid:
+            parent = trace.set_span_in_context(run_span)
         span = self.tracer.start_span(
             f"node {event.node}", context=parent, start_time=event.started
         )
