@@ -19,6 +19,7 @@ from benchmarks import (
     footprint,
     iterations,
     long_thread,
+    observability,
     postgres,
     report,
     send,
@@ -27,7 +28,18 @@ from benchmarks import (
 )
 from benchmarks.harness import Row, Settings, langgraph_available
 
-WORKLOADS = (chain, iterations, fanout, send, streaming, storage, long_thread, footprint, postgres)
+WORKLOADS = (
+    chain,
+    iterations,
+    observability,
+    fanout,
+    send,
+    streaming,
+    storage,
+    long_thread,
+    footprint,
+    postgres,
+)
 
 
 def main(argv: list[str] | None = None) -> int:

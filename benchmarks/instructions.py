@@ -8,13 +8,14 @@ Measure the work of the runs alone by subtracting a run of 0 from a run of N, ea
         python -m benchmarks.instructions w1 200
 
 (the total is printed as "Collected : <n>"). Workloads: ``w1`` (the 100-node chain), ``w2``
-(the ReAct loop without a saver), ``w2-memory`` (with an in-memory saver), ``w3`` (50
-branches and a join), ``w3-send`` (50 items through Send); served runs of the serve
-benchmark's 3-node chain, each a ``POST`` through the server's ASGI app in this process (no
-socket, no uvicorn): ``serve`` (a stateless ``/runs/wait`` on the SQLite default's path),
-``serve-pg`` (the same in PostgreSQL mode, as a process of ``--workers`` runs it) and
-``serve-pg-thread`` (``/threads/{id}/runs/wait`` on one thread: a durable run, its checkpoints
-and records in PostgreSQL; a fresh schema of the test server, dropped at exit).
+(the ReAct loop without a saver), ``w2-memory`` (with an in-memory saver), ``w2-listener``,
+``w2-otel-noop``, ``w2-otel-sdk`` (W2 observed, see ``OBSERVED``), ``w3`` (50 branches and a
+join), ``w3-send`` (50 items through Send); served runs of the serve benchmark's 3-node chain,
+each a ``POST`` through the server's ASGI app in this process (no socket, no uvicorn): ``serve``
+(a stateless ``/runs/wait`` on the SQLite default's path), ``serve-pg`` (the same in PostgreSQL
+mode, as a process of ``--workers`` runs it) and ``serve-pg-thread``
+(``/threads/{id}/runs/wait`` on one thread: a durable run, its checkpoints and records in
+PostgreSQL; a fresh schema of the test server, dropped at exit).
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+OBSERVED = {
+    "w2-listener": "idle",
+    "w2-otel-noop": "otel-noop",
+    "w2-otel-sdk": "otel-sdk",
+}
+"""W2 with one listener: one that overrides nothing, OpenTelemetry's on a no-op tracer, on
+an SDK tracer exporting nowhere (``observability.py``)."""
 
 
 def workload(name: str) -> Callable[[], Any]:
@@ -38,6 +47,14 @@ def workload(name: str) -> Callable[[], Any]:
         invoke = react.graph_agent_invoke(app, react.ITERATIONS)
         messages = react.history(0)
         return lambda: invoke(messages)
+    if name in OBSERVED:
+        from benchmarks import observability
+
+        app = react.graph_agent_react(react.ITERATIONS)
+        app = observability.with_listeners(app, [observability.listener(OBSERVED[name])])
+        invoke = react.graph_agent_invoke(app, react.ITERATIONS)
+        messages = react.history(0)
+        return lambda: invoke(messages)
     if name == "w3":
         app = fanout.graph_agent_fanout()
         return lambda: app.invoke({"items": []})
@@ -49,8 +66,8 @@ def workload(name: str) -> Callable[[], Any]:
     if name in ("serve", "serve-pg", "serve-pg-thread"):
         return _served(name)
     raise SystemExit(
-        f"unknown workload {name!r}: w1, w2, w2-memory, w3, w3-send, serve, serve-pg or "
-        "serve-pg-thread"
+        f"unknown workload {name!r}: w1, w2, w2-memory, {', '.join(OBSERVED)}, w3, w3-send, "
+        "serve, serve-pg or serve-pg-thread"
     )
 
 

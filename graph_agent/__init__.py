@@ -24,6 +24,7 @@ from graph_agent.graph.errors import (
     SerializationError,
     ThreadBusyError,
 )
+from graph_agent.graph.listeners import Listener
 from graph_agent.graph.policies import CachePolicy, RetryPolicy
 from graph_agent.graph.state import (
     AppendStrategy,
@@ -124,6 +125,7 @@ __all__ = [
     "InvalidUpdateError",
     "JumpTo",
     "KeyStrategy",
+    "Listener",
     "LlmRoutingAgent",
     "LoopAgent",
     "MemorySaver",

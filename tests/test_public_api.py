@@ -21,6 +21,7 @@ EXPECTED = {
     "InvalidResumeError",
     "InvalidUpdateError",
     "KeyStrategy",
+    "Listener",
     "MemorySaver",
     "MergeStrategy",
     "ModelError",

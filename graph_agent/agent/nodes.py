@@ -43,6 +43,12 @@ from graph_agent.agent.tool_commands import (
     command_updates,
     from_command,
 )
+from graph_agent.agent.watched import (
+    awatched_model_call,
+    awatched_tool_call,
+    watched_model_call,
+    watched_tool_call,
+)
 from graph_agent.graph._concurrency import shared_pool, to_thread, wait_delivering
 from graph_agent.graph._engine import DualNode
 from graph_agent.graph._writes import Updates
@@ -348,8 +354,16 @@ class ModelNode(DualNode):
 
         def innermost(final: ModelRequest) -> AssistantMessage:
             if streaming:
-                return stream_to_caller(model, final)
-            return model.generate(final.messages, final.tools, final.options)
+                return watched_model_call(
+                    task, model, final, True, lambda: stream_to_caller(model, final)
+                )
+            return watched_model_call(
+                task,
+                model,
+                final,
+                False,
+                lambda: model.generate(final.messages, final.tools, final.options),
+            )
 
         chain = chain_model(self.agent.model_interceptors, innermost)
         return self._checked(run_model_call(chain, request, streaming=streaming), task)
@@ -365,7 +379,14 @@ class ModelNode(DualNode):
         if task is not None:
             task.check_lease()
         streaming = task is not None and task.streaming
-        return self._checked(await acall_model(model, request, streaming=streaming), task)
+        reply = await awatched_model_call(
+            task,
+            model,
+            request,
+            streaming,
+            lambda: acall_model(model, request, streaming=streaming),
+        )
+        return self._checked(reply, task)
 
     @staticmethod
     def _checked(reply: Any, task: TaskContext | None) -> AssistantMessage:
@@ -648,9 +669,13 @@ class ToolNode(DualNode):
         known = self._known(call, step, config)
         if known is not None:
             return known
-        with InterruptScope(call.id):  # its interrupts get ids of its own, whatever runs beside it
-            response = self._execute(call, step.message, state, config, step.updates)
         task = config.task
+        with InterruptScope(call.id):  # its interrupts get ids of its own, whatever runs beside it
+            response = watched_tool_call(
+                task,
+                call,
+                lambda: self._execute(call, step.message, state, config, step.updates),
+            )
         self._settle(call, response, step.updates)
         if task is not None:
             for key, value in self._records(call, response, step.updates):
@@ -667,9 +692,13 @@ class ToolNode(DualNode):
         known = self._known(call, step, config)
         if known is not None:
             return known
-        with InterruptScope(call.id):
-            response = await self._aexecute(call, step.message, state, config, step.updates)
         task = config.task
+        with InterruptScope(call.id):
+            response = await awatched_tool_call(
+                task,
+                call,
+                lambda: self._aexecute(call, step.message, state, config, step.updates),
+            )
         self._settle(call, response, step.updates)
         if task is not None:
             for key, value in self._records(call, response, step.updates):

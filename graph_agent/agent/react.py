@@ -98,6 +98,8 @@ class ReactAgent:
         tool_retry: A ``RetryPolicy`` for the tool node, should it raise (tool errors
             already become tool results); tool calls recorded before the failure are not
             made again.
+        listeners: :class:`~graph_agent.graph.listeners.Listener` objects told of each run,
+            node, model call and tool call (``CompileConfig(listeners=...)``).
 
     Example:
         >>> from graph_agent import ReactAgent, tool
@@ -139,6 +141,7 @@ class ReactAgent:
         model_retry: RetryPolicy | None = None,
         model_timeout: float | None = None,
         tool_retry: RetryPolicy | None = None,
+        listeners: Sequence[Any] = (),
     ) -> None:
         if max_iterations < 0:
             raise ValueError(f"max_iterations must be >= 0, got {max_iterations}")
@@ -184,6 +187,7 @@ class ReactAgent:
         self.model_retry = model_retry
         self.model_timeout = model_timeout
         self.tool_retry = tool_retry
+        self.listeners = tuple(listeners)  # told of its runs, nodes, model and tool calls
         self._compiled: CompiledGraph | None = None
         self._lock = threading.Lock()
         self._building: Future[CompiledGraph] | None = None
@@ -240,7 +244,9 @@ class ReactAgent:
             with self._lock:
                 if self._compiled is None:
                     graph = build_graph(self, self.effective_hooks, self.spec)
-                    self._compiled = graph.compile(CompileConfig(saver=self._saver))
+                    self._compiled = graph.compile(
+                        CompileConfig(saver=self._saver, listeners=self.listeners)
+                    )
         return self._compiled
 
     async def _agraph(self) -> CompiledGraph:

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 
 from graph_agent.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, CliError, RunStopped, explain
+from graph_agent.cli.trace import add_trace_option, traced
 
 __all__ = ["build_parser", "main"]
 
@@ -234,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="attach a picture (.png, .jpg, .gif, .webp) to the question, for a vision model",
     )
     _add_no_stream_model(demo)
+    add_trace_option(demo)
     _add_common(demo, top=False)
 
     run = commands.add_parser(
@@ -259,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="JSON",
         help='answer a pause, e.g. \'{"call_1": {"decision": "approve"}}\'',
     )
+    add_trace_option(run)
     _add_common(run, top=False)
 
     chat = commands.add_parser(
@@ -424,7 +427,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit.code if isinstance(exit.code, int) else EXIT_USAGE
     with _logging(args.debug):
         try:
-            return _handler(args.command)(args)
+            with traced(getattr(args, "trace", False)):
+                return _handler(args.command)(args)
         except KeyboardInterrupt as stop:
             print("\ninterrupted", file=sys.stderr)
             if isinstance(stop, RunStopped) and stop.advice:

@@ -31,6 +31,8 @@ class RunSettings:
     saver: Saver | None
     interrupt_before: frozenset[str]
     interrupt_after: frozenset[str]
+    listeners: tuple[Any, ...] = ()
+    """``CompileConfig.listeners``: see ``listeners.py``."""
 
 
 @dataclass(slots=True)

@@ -35,6 +35,7 @@ from graph_agent.graph._failures import (
     task_label,
     tasks_text,
 )
+from graph_agent.graph._observed import Watch, flow_call
 from graph_agent.graph._pauses import NO_TASK_IDS, Pauses, interrupted
 from graph_agent.graph._pending import Pending, thread_start
 from graph_agent.graph._policy_node import attempts_of, with_attempts
@@ -76,7 +77,7 @@ def call_flow(
     ``subgraphs``: while streaming, graphs running inside nodes stream their outputs too."""
     flow = _Flow(run, config, streaming)
     flow.subgraphs = subgraphs
-    return flow.call(input)
+    return flow_call(flow, input)  # flow.call(input), told to listeners if any
 
 
 def update_flow(
@@ -89,6 +90,8 @@ def update_flow(
 class _Flow:
     """One call: the run's state (``run_state``), where it is stored (``storage``), its interrupts
     (``pauses``), and the settings of the call."""
+
+    watch: Watch | None = None  # while listeners watch the call: see _observed.py
 
     def __init__(self, run: RunSettings, config: RunnableConfig, streaming: bool) -> None:
         self.run = run
@@ -237,6 +240,8 @@ class _Flow:
                 chains=saved.chains,
             )
             self.pauses.pending = Pending(saved.pending_writes, self.spec.rank)
+        if self.watch is not None:
+            self.watch.start(self, saved)
         return saved
 
     def _fork_if_older(self) -> Generator[Effect, Any, None]:
@@ -521,7 +526,7 @@ class _Flow:
             self._shared = CallContext(
                 agent=self.spec.name,
                 thread_id=storage.thread_id,
-                run_id=self.run_id,
+                run_id=self.run_id or self.config.metadata.get("run_id"),  # serve's, with a saver
                 saver=storage.saver,
                 checkpoint_ns=storage.ns,
                 stream_subgraphs=self.subgraphs,
@@ -529,6 +534,8 @@ class _Flow:
                 persist_record=storage.persist_record if self.durable else None,
                 apersist_record=storage.apersist_record if self.durable else None,
             )
+            if self.watch is not None:
+                self._shared = self.watch.call_context(self, self._shared)
         return self._shared
 
     def _task(self, node: NodeSpec, state: OverAllState, step: int) -> Task:

@@ -11,8 +11,8 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError
 from graph_agent.graph.values import Interrupt
@@ -96,10 +96,35 @@ class CallContext:
     """The first step the call may not run (it would raise ``GraphRecursionError``)."""
     persist_record: Callable[[TaskContext, str, Any], None] | None = None
     apersist_record: Callable[[TaskContext, str, Any], Awaitable[None]] | None = None
+    # a WatchedCallContext's fields; as class attributes here, a call nobody listens to pays
+    # nothing for them
+    listeners: ClassVar[Any] = None
+    run_event: ClassVar[Any] = None
 
     @property
     def durable(self) -> bool:
         return self.saver is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WatchedCallContext(CallContext):
+    """What the tasks of a call its listeners watch share."""
+
+    listeners: Any = None  # type: ignore[misc]  # the base's is a class attribute: None
+    """The call's listeners (a ``listeners.Dispatch``)."""
+    run_event: Any = None  # type: ignore[misc]
+    """The call's ``listeners.RunEvent`` (its run id and so on)."""
+
+    @classmethod
+    def of(cls, call: CallContext, listeners: Any, run_event: Any) -> WatchedCallContext:
+        """``call``, watched by ``listeners``."""
+        shared = {name: getattr(call, name) for name in _CALL_FIELDS}
+        if shared["run_id"] is None:  # with a saver: the run's id, for logs
+            shared["run_id"] = run_event.run_id
+        return cls(**shared, listeners=listeners, run_event=run_event)
+
+
+_CALL_FIELDS = tuple(f.name for f in fields(CallContext))
 
 
 class TaskContext:

@@ -169,12 +169,16 @@ class CompileConfig:
 
     ``cache``: where the results of nodes with a ``CachePolicy`` are kept (a
     ``graph_agent.graph.cache.NodeCache``); by default the saver (its cache lives beside the
-    checkpoints), or, without a saver, an in-memory cache of the compiled graph."""
+    checkpoints), or, without a saver, an in-memory cache of the compiled graph.
+
+    ``listeners``: :class:`~graph_agent.graph.listeners.Listener` objects told of each run,
+    node, and (in an agent) model and tool call, of this graph and the graphs it runs."""
 
     saver: Saver | None = None
     interrupt_before: Sequence[str] = ()
     interrupt_after: Sequence[str] = ()
     cache: Any = None
+    listeners: Sequence[Any] = ()
 
 
 @dataclass(frozen=True, slots=True)

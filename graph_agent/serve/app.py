@@ -36,6 +36,7 @@ from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphAgentError
 from graph_agent.graph.types import CompileConfig, RunnableConfig
+from graph_agent.observability.propagation import with_trace_context
 from graph_agent.serve.auth import ApiKeyMiddleware, callers, owns, stamp_owner
 from graph_agent.serve.errors import error_response
 from graph_agent.serve.inputs import InputKeys
@@ -591,7 +592,7 @@ class _Api:
     async def _start(
         self, request: Request, thread_id: str | None, modes: tuple[str, ...] | None = None
     ) -> ActiveRun:
-        body = await _body(request)
+        body = with_trace_context(await _body(request), request.headers)
         if modes is not None:
             body = {**body, "stream_mode": list(modes)}
         run_request = self._run_request(body)

@@ -1,0 +1,401 @@
+"""OpenTelemetry traces and metrics of every run (needs ``pip install 'graph-agent[otel]'``,
+which is ``opentelemetry-api``; an SDK or a distro exports them).
+
+Spans, following the OpenTelemetry GenAI semantic conventions where they apply:
+
+- ``invoke_agent {graph}`` per run (a call of a graph or agent; ``gen_ai.operation.name``
+  ``invoke_agent``, ``gen_ai.agent.name``, ``gen_ai.conversation.id`` = the thread id). Its
+  parent is the span current where the run was called: the node or tool call it runs inside
+  (a subgraph, an agent node, an agent called as a tool), or the caller's own; else the
+  ``traceparent`` of ``RunnableConfig.metadata`` (``graph-agent serve`` puts the request's
+  there). A run resuming a paused thread links to the run that paused it (the paused run's
+  span context is kept in its checkpoints' metadata).
+- ``node {node}`` per node execution, child of its run (``graph_agent.step``,
+  ``graph_agent.attempt``, ``graph_agent.status``: ``ok``, ``error`` with the exception
+  recorded, or ``interrupted``). It is current while the node runs, in the node's thread.
+- ``chat {model}`` per model request (kind CLIENT; ``gen_ai.request.model``,
+  ``gen_ai.usage.input_tokens``/``output_tokens``, ``gen_ai.response.finish_reasons``;
+  ``gen_ai.input.messages``/``gen_ai.output.messages`` only with ``capture_content``).
+- ``execute_tool {tool}`` per tool call (``gen_ai.tool.name``, ``gen_ai.tool.call.id``;
+  ``gen_ai.tool.call.arguments``/``result`` only with ``capture_content``), current while the
+  tool runs.
+
+Metrics: ``graph_agent.run.duration`` and ``graph_agent.node.duration`` (histograms, s),
+``graph_agent.model.tokens`` (a counter by ``gen_ai.request.model`` and
+``gen_ai.token.type``), and the conventions' ``gen_ai.client.operation.duration`` and
+``gen_ai.client.token.usage``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from graph_agent.graph.listeners import (
+    Listener,
+    ListenerEvent,
+    ModelCallEvent,
+    NodeEvent,
+    RunEvent,
+    ToolCallEvent,
+    add_listener,
+    remove_listener,
+)
+
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import metrics, trace
+    from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+except ImportError as missing:  # pragma: no cover - the otel extra is in dev
+    raise ImportError(
+        "graph_agent.observability.instrument needs OpenTelemetry's API: "
+        "pip install 'graph-agent[otel]' (and an SDK or distro to export the spans, e.g. "
+        "opentelemetry-sdk)"
+    ) from missing
+
+SCOPE = "graph_agent"
+_propagator = TraceContextTextMapPropagator()
+
+
+class OpenTelemetryListener(Listener):
+    """The listener :func:`instrument` adds: spans and metrics of every run (see the module
+    docstring). ``capture_content`` also puts messages, tool arguments and results on the
+    spans (they may hold personal data: off by default)."""
+
+    def __init__(
+        self,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
+        capture_content: bool = False,
+    ) -> None:
+        self.tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
+        meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
+        self.capture_content = capture_content
+        self.run_duration = meter.create_histogram(
+            "graph_agent.run.duration", unit="s", description="Duration of graph and agent runs"
+        )
+        self.node_duration = meter.create_histogram(
+            "graph_agent.node.duration", unit="s", description="Duration of node executions"
+        )
+        self.tokens = meter.create_counter(
+            "graph_agent.model.tokens", unit="{token}", description="Tokens used, by model"
+        )
+        self.operation_duration = meter.create_histogram(
+            "gen_ai.client.operation.duration", unit="s", description="GenAI operation duration"
+        )
+        self.token_usage = meter.create_histogram(
+            "gen_ai.client.token.usage", unit="{token}", description="Tokens used per call"
+        )
+        self._open: dict[int, tuple[Any, Any]] = {}  # by id(event): its span, context token
+        self._runs: dict[tuple[str, str, str], Any] = {}  # (run id, ns, graph) -> run span
+        self._lock = threading.Lock()
+
+    # runs
+    def on_run_start(self, event: RunEvent) -> None:
+        parent = otel_context.get_current()
+        if not trace.get_current_span(parent).get_span_context().is_valid:
+            given = _trace_headers(event.metadata)
+            if given:
+                parent = _propagator.extract(given)
+        links = []
+        if event.resumed_from:
+            paused = trace.get_current_span(_propagator.extract(dict(event.resumed_from)))
+            if paused.get_span_context().is_valid:
+                links.append(Link(paused.get_span_context(), {"graph_agent.link": "resumes"}))
+        span = self.tracer.start_span(
+            f"invoke_agent {event.graph}",
+            context=parent,
+            kind=SpanKind.INTERNAL,
+            attributes=_drop_none(
+                {
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.agent.name": event.graph,
+                    "gen_ai.conversation.id": event.thread_id,
+                    "graph_agent.run_id": event.run_id,
+                    "graph_agent.thread_id": event.thread_id,
+                    "graph_agent.checkpoint_ns": event.ns,
+                    "graph_agent.resumed": event.resumed,
+                    "graph_agent.parent_run_id": event.parent_run_id,
+                }
+            ),
+            links=links,
+            start_time=event.started,
+        )
+        with self._lock:
+            self._runs[_run_key(event)] = span
+        if span.get_span_context().is_valid:  # kept with the checkpoints, for a resume
+            _propagator.inject(event.carrier, context=trace.set_span_in_context(span))
+
+    def on_run_end(self, event: RunEvent) -> None:
+        with self._lock:
+            span = self._runs.pop(_run_key(event), None)
+        status = event.status
+        if span is not None:
+            span.set_attribute("graph_agent.status", status)
+            span.set_attribute("graph_agent.step", event.step)
+            if event.interrupts:
+                span.set_attribute("graph_agent.interrupts", [i.id for i in event.interrupts])
+            if status == "error" and event.error is not None:
+                _failed(span, event.error)
+            span.end()
+        self.run_duration.record(
+            event.duration or 0.0, {"graph_agent.graph": event.graph, "graph_agent.status": status}
+        )
+
+    # nodes
+    def before_node(self, event: NodeEvent) -> None:
+        with self._lock:
+            run_span = self._runs.get(_run_key(event))
+        parent = None
+        if run_span is not None and run_span.get_span_context().is_valid:
+            parent = trace.set_span_in_context(run_span)
+        span = self.tracer.start_span(
+            f"node {event.node}", context=parent, start_time=event.started
+        )
+        if span.is_recording():  # (a no-op tracer's span is not: nothing to build for it)
+            span.set_attributes(
+                _drop_none(
+                    {
+                        "graph_agent.graph": event.graph,
+                        "graph_agent.node": event.node,
+                        "graph_agent.step": event.step,
+                        "graph_agent.task_id": event.task_id,
+                        "graph_agent.run_id": event.run_id,
+                        "graph_agent.thread_id": event.thread_id,
+                        "graph_agent.checkpoint_ns": event.ns,
+                    }
+                )
+            )
+        self._enter(event, span)
+
+    def after_node(self, event: NodeEvent) -> None:
+        self._end_node(event, "ok")
+
+    def on_node_error(self, event: NodeEvent) -> None:
+        self._end_node(event, "error")
+
+    def on_interrupt(self, event: NodeEvent) -> None:
+        self._end_node(event, "interrupted")
+
+    def _end_node(self, event: NodeEvent, status: str) -> None:
+        span = self._leave(event)
+        if span is not None:
+            if span.is_recording():
+                span.set_attribute("graph_agent.attempt", event.attempt)
+                span.set_attribute("graph_agent.status", status)
+                if status == "interrupted":
+                    span.set_attribute("graph_agent.interrupted", True)
+                    span.set_attribute("graph_agent.interrupts", [i.id for i in event.interrupts])
+                elif status == "error" and event.error is not None:
+                    _failed(span, event.error)
+            span.end()
+        self.node_duration.record(
+            event.duration or 0.0,
+            {
+                "graph_agent.graph": event.graph,
+                "graph_agent.node": event.node or "",
+                "graph_agent.status": status,
+            },
+        )
+
+    # model calls
+    def before_model_call(self, event: ModelCallEvent) -> None:
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": event.model,
+            "gen_ai.provider.name": event.provider,
+            "graph_agent.node": event.node,
+            "graph_agent.step": event.step,
+        }
+        if self.capture_content and event.request is not None:
+            attributes["gen_ai.input.messages"] = _messages_json(event.request.messages)
+        span = self.tracer.start_span(
+            f"chat {event.model}",
+            kind=SpanKind.CLIENT,
+            attributes=_drop_none(attributes),
+            start_time=event.started,
+        )
+        self._enter(event, span)
+
+    def on_model_call(self, event: ModelCallEvent) -> None:
+        span = self._leave(event)
+        reply, usage = event.reply, event.usage
+        common = {"gen_ai.operation.name": "chat", "gen_ai.request.model": event.model}
+        if span is not None:
+            if reply is not None:
+                finish = getattr(reply, "finish_reason", None)
+                if finish:
+                    span.set_attribute("gen_ai.response.finish_reasons", [str(finish)])
+                span.set_attribute("gen_ai.response.id", str(reply.id))
+                if self.capture_content:
+                    span.set_attribute("gen_ai.output.messages", _messages_json([reply]))
+            if usage is not None:
+                span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens)
+                span.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens)
+            if event.error is not None:
+                _failed(span, event.error)
+            span.end()
+        self.operation_duration.record(
+            event.duration or 0.0,
+            {**common, **({"error.type": type(event.error).__name__} if event.error else {})},
+        )
+        if usage is not None:
+            for kind, count in (
+                ("input", usage.prompt_tokens),
+                ("output", usage.completion_tokens),
+            ):
+                attributes = {**common, "gen_ai.token.type": kind}
+                self.tokens.add(count, attributes)
+                self.token_usage.record(count, attributes)
+
+    # tool calls
+    def before_tool_call(self, event: ToolCallEvent) -> None:
+        call = event.call
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.type": "function",
+            "graph_agent.node": event.node,
+            "graph_agent.step": event.step,
+        }
+        if self.capture_content:
+            attributes["gen_ai.tool.call.arguments"] = json.dumps(call.arguments, default=str)
+        span = self.tracer.start_span(
+            f"execute_tool {call.name}", attributes=attributes, start_time=event.started
+        )
+        self._enter(event, span)
+
+    def on_tool_call(self, event: ToolCallEvent) -> None:
+        span = self._leave(event)
+        if span is None:
+            return
+        result = event.result
+        if result is not None:
+            if self.capture_content:
+                span.set_attribute("gen_ai.tool.call.result", result.content)
+            if result.is_error:
+                span.set_attribute("error.type", "tool_error")
+                span.set_status(Status(StatusCode.ERROR, result.content[:200]))
+        if event.error is not None:
+            _failed(span, event.error)
+        span.end()
+
+    # the span current while a node or call runs
+    def _enter(self, event: ListenerEvent, span: Any) -> None:
+        """Keep ``span`` for the event's end; make it current meanwhile (unless it is no
+        span at all: a no-op tracer's)."""
+        token = None
+        if span.get_span_context().is_valid:
+            token = otel_context.attach(trace.set_span_in_context(span))
+        self._open[id(event)] = (span, token)
+
+    def _leave(self, event: ListenerEvent) -> Any:
+        opened = self._open.pop(id(event), None)
+        if opened is None:
+            return None
+        span, token = opened
+        if token is not None:
+            otel_context.detach(token)
+        return span
+
+
+def _run_key(event: ListenerEvent) -> tuple[str, str, str]:
+    return event.run_id, event.ns, event.graph
+
+
+def _failed(span: Any, error: BaseException) -> None:
+    span.record_exception(error)
+    span.set_attribute("error.type", type(error).__qualname__)
+    span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500]))
+
+
+def _drop_none(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in attributes.items() if value is not None}
+
+
+def _trace_headers(metadata: Mapping[str, Any]) -> dict[str, str]:
+    """The W3C trace context a run's metadata carries (``traceparent``, ``tracestate``)."""
+    return {
+        key: value
+        for key in ("traceparent", "tracestate")
+        if isinstance(value := metadata.get(key), str)
+    }
+
+
+def _messages_json(messages: Sequence[Any]) -> str:
+    """Messages as the GenAI conventions' ``gen_ai.*.messages`` JSON: role and parts."""
+    shown = []
+    for message in messages:
+        parts: list[dict[str, Any]] = []
+        text = getattr(message, "text", "")
+        if message.role == "tool":
+            parts.append(
+                {"type": "tool_call_response", "id": message.tool_call_id, "response": text}
+            )
+        elif text:
+            parts.append({"type": "text", "content": text})
+        for call in getattr(message, "tool_calls", None) or ():
+            parts.append(
+                {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}
+            )
+        shown.append({"role": message.role, "parts": parts})
+    return json.dumps(shown, default=str)
+
+
+_installed: OpenTelemetryListener | None = None
+_install_lock = threading.Lock()
+
+
+def instrument(
+    tracer_provider: Any = None, meter_provider: Any = None, capture_content: bool = False
+) -> OpenTelemetryListener:
+    """Trace and measure every graph and agent run in this process with OpenTelemetry.
+
+    Args:
+        tracer_provider: Where spans go (default: the global one,
+            ``opentelemetry.trace.set_tracer_provider``).
+        meter_provider: Where metrics go (default: the global one).
+        capture_content: Also record messages, tool arguments and tool results on spans.
+
+    Returns:
+        The listener added (calling again replaces it; :func:`uninstrument` removes it).
+
+    Example:
+        >>> from opentelemetry.sdk.trace import TracerProvider
+        >>> from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        >>> from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+        ...     InMemorySpanExporter)
+        >>> from graph_agent import StateGraph, START, END
+        >>> exporter = InMemorySpanExporter()
+        >>> provider = TracerProvider()
+        >>> provider.add_span_processor(SimpleSpanProcessor(exporter))
+        >>> _ = instrument(tracer_provider=provider)
+        >>> g = StateGraph("inc")
+        >>> _ = g.add_node("inc", lambda state: {"x": state["x"] + 1})
+        >>> _ = g.add_edge(START, "inc").add_edge("inc", END)
+        >>> _ = g.compile().invoke({"x": 1})
+        >>> uninstrument()
+        >>> [span.name for span in exporter.get_finished_spans()]
+        ['node inc', 'invoke_agent inc']
+    """
+    global _installed
+    listener = OpenTelemetryListener(tracer_provider, meter_provider, capture_content)
+    with _install_lock:
+        if _installed is not None:
+            remove_listener(_installed)
+        _installed = listener
+        add_listener(listener)
+    return listener
+
+
+def uninstrument() -> None:
+    """Stop what :func:`instrument` started."""
+    global _installed
+    with _install_lock:
+        if _installed is not None:
+            remove_listener(_installed)
+            _installed = None
