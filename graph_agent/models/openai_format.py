@@ -358,6 +358,22 @@ class StreamDecoder:
             usage=usage,
         )
 
+    def incomplete(self) -> str | None:
+        """``None`` once the server sent a finish reason; else what the stream lacked.
+
+        Every complete answer ends with one; ``[DONE]`` alone proves nothing (llama-cpp-python
+        sends it after the chunks it had when another request cuts its stream), and llama.cpp
+        may end a finished stream without ``[DONE]``.
+        """
+        if self.finish_reason is not None:
+            return None
+        if self.done:
+            return (
+                "[DONE] came without a finish_reason; llama-cpp-python's server ends a stream so "
+                "when another request arrives"
+            )
+        return "no finish_reason and no [DONE]"
+
     def _tool_call_delta(self, piece: Any, number: int) -> ToolCallDelta:
         field = f"tool_calls[{number}]"
         raw = _expect(piece, dict, field)
@@ -455,8 +471,16 @@ def status_error(
     retry_after: float | None,
     redact: Callable[[str], str],
     note: str = "",
+    not_found_hint: str = (
+        "; check the model name, and that base_url is the API root (often ending in /v1)"
+    ),
 ) -> ModelError:
-    """The :class:`ModelError` subclass for an error response, with the server's message."""
+    """The :class:`ModelError` subclass for an error response, with the server's message.
+
+    The body may be any provider's error object (OpenAI's ``{"error": {"message", "code"}}``,
+    Anthropic's ``{"type": "error", "error": {"type", "message"}}``) or plain text;
+    ``not_found_hint`` ends the message of an HTTP 404.
+    """
     message, code = server_message(body)
     text = f"{where} answered HTTP {status_code} {reason}".rstrip() + f": {message}{note}"
     if attempts > 1:
@@ -471,7 +495,7 @@ def status_error(
         )
     elif status_code == 404:
         cls = ModelNotFoundError
-        text += "; check the model name, and that base_url is the API root (often ending in /v1)"
+        text += not_found_hint
     elif status_code == 429:
         return ModelRateLimitError(redact(text), status_code=status_code, retry_after=retry_after)
     elif is_retryable_status(status_code):
