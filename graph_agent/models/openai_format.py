@@ -54,7 +54,12 @@ logger = logging.getLogger("graph_agent.models.openai")
 _RESERVED_OPTIONS = ("messages", "tools", "stream")
 _MAX_SHOWN = 500
 _T = TypeVar("_T")
-_KIND_NAMES: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+_KIND_NAMES: dict[type, str] = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    int: "a whole number",
+}
 
 
 def message_to_openai(message: BaseMessage) -> dict[str, Any]:
@@ -409,21 +414,31 @@ _CONTEXT_LENGTH = re.compile(
 )
 
 
-def _expect(value: Any, kind: type[_T], field: str) -> _T:
+_CHAT_COMPLETIONS = ("chat-completions", "an OpenAI-compatible API")
+
+
+def _expect(
+    value: Any, kind: type[_T], field: str, wire: tuple[str, str] = _CHAT_COMPLETIONS
+) -> _T:
     """``value`` when it has the JSON type ``kind``; else the :class:`ModelResponseError` of an
-    answer that does not follow the format (a broken server or proxy, or not such an API)."""
+    answer that does not follow the format (a broken server or proxy, or not such an API).
+
+    ``wire`` names the format and the API whose root ``base_url`` should be.
+    """
     if isinstance(value, kind):
         return value
     raise ModelResponseError(
-        f"the answer does not follow the chat-completions format: {field} should be "
-        f"{_KIND_NAMES[kind]}, got {_shorten(json.dumps(value))}; check that base_url is the "
-        "root of an OpenAI-compatible API"
+        f"the answer does not follow the {wire[0]} format: {field} should be "
+        f"{_KIND_NAMES[kind]}, got {_shorten(json.dumps(value))}; check "
+        f"that base_url is the root of {wire[1]}"
     )
 
 
-def _optional(value: Any, kind: type[_T], field: str) -> _T | None:
+def _optional(
+    value: Any, kind: type[_T], field: str, wire: tuple[str, str] = _CHAT_COMPLETIONS
+) -> _T | None:
     """:func:`_expect` for a field that may be ``null`` or missing."""
-    return None if value is None else _expect(value, kind, field)
+    return None if value is None else _expect(value, kind, field, wire)
 
 
 def _shorten(text: str) -> str:

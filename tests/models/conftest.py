@@ -12,16 +12,22 @@ from typing import Any
 import pytest
 
 from graph_agent.messages import AssistantMessage, AssistantMessageChunk, Message
-from graph_agent.models import OpenAIChatModel, RetryPolicy
+from graph_agent.models import AnthropicChatModel, OpenAIChatModel, RetryPolicy
 from graph_agent.models.base import ToolLike
+from graph_agent.models.http_chat import HTTPChatModel
 
+from .anthropic_fake_server import FakeAnthropicServer
 from .openai_fake_server import API_KEY, FakeOpenAIServer
+
+AnthropicFactory = Callable[..., AnthropicChatModel]
 
 _PROVIDER_VARIABLES = (
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     "DASHSCOPE_API_KEY",
     "DASHSCOPE_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
 )
 
 
@@ -103,6 +109,38 @@ def make_model(
         model.close()
 
 
+@pytest.fixture
+def anthropic() -> Iterator[FakeAnthropicServer]:
+    with FakeAnthropicServer() as running:
+        yield running
+
+
+@pytest.fixture
+def make_anthropic(
+    anthropic: FakeAnthropicServer, sleeps: list[float]
+) -> Iterator[AnthropicFactory]:
+    made: list[AnthropicChatModel] = []
+
+    async def record_async_sleep(delay: float) -> None:
+        sleeps.append(delay)
+
+    def make(**overrides: Any) -> AnthropicChatModel:
+        arguments: dict[str, Any] = {
+            "base_url": anthropic.base_url,
+            "api_key": API_KEY,
+            "timeout": 5.0,
+            "retry": RetryPolicy(sleep=sleeps.append, async_sleep=record_async_sleep),
+        }
+        arguments.update(overrides)
+        model = AnthropicChatModel("claude-test", **arguments)
+        made.append(model)
+        return model
+
+    yield make
+    for model in made:
+        model.close()
+
+
 class Driver:
     """Runs a model call through the sync or the async API, so one test covers both."""
 
@@ -111,7 +149,7 @@ class Driver:
 
     def generate(
         self,
-        model: OpenAIChatModel,
+        model: HTTPChatModel,
         messages: Sequence[Message],
         tools: Sequence[ToolLike] | None = None,
         options: Mapping[str, Any] | None = None,
@@ -129,7 +167,7 @@ class Driver:
 
     def stream(
         self,
-        model: OpenAIChatModel,
+        model: HTTPChatModel,
         messages: Sequence[Message],
         tools: Sequence[ToolLike] | None = None,
         options: Mapping[str, Any] | None = None,
@@ -141,7 +179,7 @@ class Driver:
 
     def stream_until_error(
         self,
-        model: OpenAIChatModel,
+        model: HTTPChatModel,
         messages: Sequence[Message],
         tools: Sequence[ToolLike] | None = None,
         options: Mapping[str, Any] | None = None,
