@@ -8,7 +8,6 @@ the same as :class:`~graph_agent.models.openai.OpenAIChatModel`'s.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -17,7 +16,7 @@ import httpx
 from graph_agent.messages import AssistantMessage
 from graph_agent.models.anthropic_format import StreamDecoder, build_request_body, parse_message
 from graph_agent.models.base import ModelRequest
-from graph_agent.models.http_chat import HTTPChatModel, StreamDecoding
+from graph_agent.models.http_chat import HTTPChatModel, StreamDecoding, resolve_endpoint
 from graph_agent.models.retry import RetryPolicy
 
 __all__ = ["AnthropicChatModel"]
@@ -103,17 +102,20 @@ class AnthropicChatModel(HTTPChatModel):
                 f"thinking must be a token budget (e.g. 2048), the API's thinking object or "
                 f"None, got {thinking!r}"
             )
-        default_base_url = os.environ.get("ANTHROPIC_BASE_URL") or ANTHROPIC_BASE_URL
-        resolved_base_url = (base_url or default_base_url).rstrip("/")
-        if api_key is None and resolved_base_url == default_base_url.rstrip("/"):
-            api_key = os.environ.get("ANTHROPIC_API_KEY") or None
+        endpoint = resolve_endpoint(
+            base_url,
+            api_key,
+            default_url=ANTHROPIC_BASE_URL,
+            url_variable="ANTHROPIC_BASE_URL",
+            key_variable="ANTHROPIC_API_KEY",
+        )
         self.max_tokens = max_tokens
         self.thinking = thinking
         super().__init__(
             model,
-            base_url=resolved_base_url,
-            base_url_source="base_url" if base_url else "ANTHROPIC_BASE_URL",
-            api_key=api_key,
+            base_url=endpoint.base_url,
+            base_url_source=endpoint.source,
+            api_key=endpoint.api_key,
             timeout=timeout,
             max_retries=max_retries,
             options=options,

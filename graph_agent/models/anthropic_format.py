@@ -43,7 +43,13 @@ from graph_agent.models.errors import (
     ModelResponseError,
     ModelServerError,
 )
-from graph_agent.models.openai_format import _expect, _message_of, _optional, _shorten
+from graph_agent.models.openai_format import (
+    _expect,
+    _message_of,
+    _optional,
+    _shorten,
+    event_payload,
+)
 
 __all__ = [
     "StreamDecoder",
@@ -489,16 +495,7 @@ class StreamDecoder:
         """
         if not data.strip():
             return None
-        try:
-            payload = json.loads(data)
-        except json.JSONDecodeError:
-            raise ModelResponseError(f"the stream sent invalid JSON: {_shorten(data)}") from None
-        except RecursionError:
-            raise ModelResponseError(
-                f"the stream sent JSON nested too deeply to read: {_shorten(data)}"
-            ) from None
-        if not isinstance(payload, dict):
-            raise ModelResponseError(f"the stream sent a non-object: {_shorten(data)}")
+        payload = event_payload(data)
         match payload.get("type"):
             case "message_start":
                 message = _expect_wire(payload.get("message") or {}, dict, "message_start.message")

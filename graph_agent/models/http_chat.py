@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import ssl
 import threading
 import weakref
@@ -55,7 +56,13 @@ from graph_agent.models.errors import (
 from graph_agent.models.openai_format import status_error
 from graph_agent.models.retry import RetryPolicy, is_retryable_status, retry_after_seconds
 
-__all__ = ["MAX_REQUESTS_IN_FLIGHT", "HTTPChatModel", "StreamDecoding"]
+__all__ = [
+    "MAX_REQUESTS_IN_FLIGHT",
+    "Endpoint",
+    "HTTPChatModel",
+    "StreamDecoding",
+    "resolve_endpoint",
+]
 
 logger = logging.getLogger("graph_agent.models")
 
@@ -840,6 +847,40 @@ def _forget_async_client(
     model = model_ref()
     if model is not None:
         model._forget_async_client(loop, client)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where a client sends its requests, and with which key (see :func:`resolve_endpoint`)."""
+
+    base_url: str
+    api_key: str | None
+    source: str
+    """What named ``base_url``: ``"base_url"``, or the environment variable it came from."""
+
+
+def resolve_endpoint(
+    base_url: str | None,
+    api_key: str | None,
+    *,
+    default_url: str,
+    url_variable: str,
+    key_variable: str,
+) -> Endpoint:
+    """The URL and key of a provider's client: ``base_url``, else ``$url_variable``, else
+    ``default_url``; ``api_key``, else ``$key_variable`` but only when the URL is that default
+    (``$url_variable`` or ``default_url``), so a provider's key never goes to another server.
+
+    Example:
+        >>> resolve_endpoint("http://127.0.0.1:8080/", None, default_url="https://api.x.com",
+        ...                  url_variable="X_BASE_URL", key_variable="X_API_KEY")
+        Endpoint(base_url='http://127.0.0.1:8080', api_key=None, source='base_url')
+    """
+    default = os.environ.get(url_variable) or default_url
+    resolved = (base_url or default).rstrip("/")
+    if api_key is None and resolved == default.rstrip("/"):
+        api_key = os.environ.get(key_variable) or None
+    return Endpoint(resolved, api_key, "base_url" if base_url else url_variable)
 
 
 def _parse_base_url(base_url: str, *, source: str, example: str) -> httpx.URL:

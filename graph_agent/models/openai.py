@@ -17,7 +17,7 @@ import httpx
 
 from graph_agent.messages import AssistantMessage
 from graph_agent.models.base import ModelRequest
-from graph_agent.models.http_chat import HTTPChatModel, StreamDecoding
+from graph_agent.models.http_chat import HTTPChatModel, StreamDecoding, resolve_endpoint
 from graph_agent.models.openai_format import (
     StreamDecoder,
     build_request_body,
@@ -90,17 +90,20 @@ class OpenAIChatModel(HTTPChatModel):
         headers: Mapping[str, str] | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
-        default_base_url = os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
-        resolved_base_url = (base_url or default_base_url).rstrip("/")
-        if api_key is None and resolved_base_url == default_base_url.rstrip("/"):
-            api_key = os.environ.get("OPENAI_API_KEY") or None
+        endpoint = resolve_endpoint(
+            base_url,
+            api_key,
+            default_url=OPENAI_BASE_URL,
+            url_variable="OPENAI_BASE_URL",
+            key_variable="OPENAI_API_KEY",
+        )
         # Set once the server refused tool_choice="required" and accepted "auto" instead.
         self._required_tool_choice_refused = False
         super().__init__(
             model,
-            base_url=resolved_base_url,
-            base_url_source="base_url" if base_url else "OPENAI_BASE_URL",
-            api_key=api_key,
+            base_url=endpoint.base_url,
+            base_url_source=endpoint.source,
+            api_key=endpoint.api_key,
             timeout=timeout,
             max_retries=max_retries,
             options=options,

@@ -283,6 +283,26 @@ def parse_completion(data: Any, *, tools_offered: bool) -> AssistantMessage:
     )
 
 
+def event_payload(data: str) -> dict[str, Any]:
+    """The JSON object a server-sent event's data holds.
+
+    Raises:
+        ModelResponseError: The data is not JSON, is nested too deeply to read, or is not an
+            object.
+    """
+    try:
+        payload = json.loads(data)
+    except json.JSONDecodeError:
+        raise ModelResponseError(f"the stream sent invalid JSON: {_shorten(data)}") from None
+    except RecursionError:
+        raise ModelResponseError(
+            f"the stream sent JSON nested too deeply to read: {_shorten(data)}"
+        ) from None
+    if not isinstance(payload, dict):
+        raise ModelResponseError(f"the stream sent a non-object: {_shorten(data)}")
+    return payload
+
+
 class StreamDecoder:
     """Turns the ``data:`` payloads of one SSE stream into :class:`AssistantMessageChunk`s.
 
@@ -312,16 +332,7 @@ class StreamDecoder:
             return None
         if not data.strip():
             return None
-        try:
-            payload = json.loads(data)
-        except json.JSONDecodeError:
-            raise ModelResponseError(f"the stream sent invalid JSON: {_shorten(data)}") from None
-        except RecursionError:
-            raise ModelResponseError(
-                f"the stream sent JSON nested too deeply to read: {_shorten(data)}"
-            ) from None
-        if not isinstance(payload, dict):
-            raise ModelResponseError(f"the stream sent a non-object: {_shorten(data)}")
+        payload = event_payload(data)
         if payload.get("error") and not payload.get("choices"):
             raise ModelResponseError(f"the stream reported an error: {_message_of(payload)}")
         content, reasoning, finish_reason = "", "", None
