@@ -80,11 +80,12 @@ Block = dict[str, Any]
 
 
 def user_content(content: Any) -> str | list[Block]:
-    """The ``content`` of a user turn for a message's content.
+    """The ``content`` of a user turn (or of a ``tool_result`` block) for a message's content.
 
     A string is sent as it is. This is the one place that maps user content, so content parts
     (text, images with a URL or base64 data and a media type, documents) become their
-    Anthropic blocks here: ``{"type": "text", ...}``, ``{"type": "image", "source": ...}``.
+    Anthropic blocks here: ``{"type": "text", ...}``, ``{"type": "image", "source": {"type":
+    "url" | "base64", ...}}``, ``{"type": "document", ...}``.
 
     Example:
         >>> user_content("What is 2 + 2?")
@@ -114,8 +115,8 @@ def _assistant_blocks(message: AssistantMessage) -> list[Block]:
     # Thinking first, as the model wrote it; then the text, then the calls. Malformed arguments
     # go back as {}: the tool's error result already tells the model what went wrong.
     blocks = [_thinking_to_anthropic(block) for block in message.thinking_blocks]
-    if message.content:
-        blocks.append({"type": "text", "text": message.content})
+    if message.text:
+        blocks.append({"type": "text", "text": message.text})
     blocks.extend(
         {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
         for call in message.tool_calls
@@ -126,7 +127,7 @@ def _assistant_blocks(message: AssistantMessage) -> list[Block]:
 def _tool_result(message: ToolResponseMessage) -> Block:
     block: Block = {"type": "tool_result", "tool_use_id": message.tool_call_id}
     if message.content:
-        block["content"] = message.content
+        block["content"] = user_content(message.content)
     if message.is_error:
         block["is_error"] = True
     return block
@@ -156,7 +157,7 @@ def messages_to_anthropic(messages: Sequence[BaseMessage]) -> tuple[str, list[Bl
         content: str | list[Block]
         match message:
             case SystemMessage():
-                system.append(message.content)
+                system.append(message.text)
                 continue
             case UserMessage():
                 role, content = "user", user_content(message.content)
@@ -298,6 +299,12 @@ def build_request_body(
         body["tools"] = [tool_to_anthropic(tool) for tool in request.tools]
         if choice is not None:
             body["tool_choice"] = choice
+    elif names := _called_tool_names(messages):
+        # The API refuses tool_use blocks in a request without tools ("Requests which include
+        # tool_use or tool_result blocks must define tools"): a call offering none (an agent's
+        # last, summarising call) names the ones called, and forbids calling them.
+        body["tools"] = [{"name": name, "input_schema": {"type": "object"}} for name in names]
+        body["tool_choice"] = {"type": "none"}
     stop = options.pop("stop", None)
     if stop is not None:
         body["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
@@ -305,6 +312,17 @@ def build_request_body(
         body["stream"] = True
     body.update((key, value) for key, value in options.items() if value is not None)
     return body
+
+
+def _called_tool_names(turns: Sequence[Block]) -> list[str]:
+    names = {
+        block["name"]: None
+        for turn in turns
+        if turn["role"] == "assistant"
+        for block in turn["content"]
+        if block["type"] == "tool_use"
+    }
+    return list(names)
 
 
 def finish_reason(stop_reason: str | None) -> str | None:

@@ -169,6 +169,20 @@ def test_a_tool_use_round_trip_runs_the_tool_and_sends_the_thinking_back(
     assert all(body.get("stream") is (mode == "stream" or None) for body in server.bodies)
 
 
+def test_the_call_after_max_iterations_offers_no_tool_and_the_api_accepts_its_history(
+    server: FakeAnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(*script())
+    state = make_agent(model, max_iterations=1).invoke(
+        "Weather in Hangzhou?", RunnableConfig(thread_id="t")
+    )
+
+    assert state["messages"][-1].text == ANSWER
+    last = server.bodies[-1]
+    assert last["tool_choice"] == {"type": "none"}
+    assert [tool["name"] for tool in last["tools"]] == ["get_weather"]
+
+
 def test_thinking_blocks_survive_a_sqlite_checkpoint_and_go_back_after_a_reload(
     server: FakeAnthropicServer, model: AnthropicChatModel, tmp_path: Path
 ) -> None:

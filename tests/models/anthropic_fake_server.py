@@ -10,7 +10,8 @@ with the Messages API's rules: by default a request breaking one of them gets th
   turn (all of them in that one turn);
 - with ``thinking`` enabled, an assistant turn holding ``tool_use`` starts with a thinking
   block, and a thinking block carries its signature;
-- tools have a ``name`` and an ``input_schema``.
+- tools have a ``name`` and an ``input_schema``, and a request holding ``tool_use`` or
+  ``tool_result`` blocks defines tools.
 
 Streams are real SSE (``event:`` and ``data:`` lines), built from a whole message by
 :func:`message_events`, and can be cut anywhere.
@@ -204,6 +205,12 @@ def messages_rejection(body: Any) -> Behaviour | None:
         for block in blocks:
             if block.get("type") == "thinking" and not block.get("signature"):
                 return _invalid(f"messages.{number}: thinking.signature: Field required")
+    if not body.get("tools") and any(
+        block.get("type") in ("tool_use", "tool_result")
+        for turn in turns
+        for block in _blocks(turn.get("content"))
+    ):
+        return _invalid("Requests which include tool_use or tool_result blocks must define tools.")
     for tool in body.get("tools") or []:
         if not tool.get("name") or not isinstance(tool.get("input_schema"), dict):
             return _invalid("tools: each tool needs a name and an input_schema")

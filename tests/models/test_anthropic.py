@@ -188,6 +188,24 @@ def test_consecutive_tool_results_go_as_one_user_turn_of_tool_result_blocks(
     ]
 
 
+def test_a_call_without_tools_after_tool_use_names_the_called_tools_and_forbids_them(
+    anthropic: FakeAnthropicServer, make_anthropic: AnthropicFactory
+) -> None:
+    anthropic.enqueue(reply_json(message(text("In short: 3."))))
+    conversation = [
+        UserMessage("Add 1+2."),
+        AssistantMessage(tool_calls=[ToolCall("toolu_1", "add", {"a": 1, "b": 2})]),
+        ToolResponseMessage(tool_call_id="toolu_1", name="add", content="3"),
+        UserMessage("Sum it up."),
+    ]
+    reply = make_anthropic().generate(conversation)  # no tools: a summarising last call
+
+    assert reply.text == "In short: 3."  # the strict server wants tools with tool blocks
+    body = anthropic.bodies[0]
+    assert body["tools"] == [{"name": "add", "input_schema": {"type": "object"}}]
+    assert body["tool_choice"] == {"type": "none"}
+
+
 def test_streamed_text_arrives_in_pieces_and_folds_into_the_whole_answer(
     anthropic: FakeAnthropicServer, make_anthropic: AnthropicFactory, calls: Driver
 ) -> None:
