@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
@@ -250,6 +250,8 @@ class AssistantMessage(BaseMessage):
     usage: Usage | None = None
     reasoning: str | None = None
     thinking_blocks: list[ThinkingBlock] = Field(default_factory=list)
+    # Checkpoints leave it out while empty: an answer without thinking is stored as before.
+    __graph_agent_omit_empty__: ClassVar[tuple[str, ...]] = ("thinking_blocks",)
 
     def __init__(
         self,
@@ -341,6 +343,7 @@ class AssistantMessageChunk(BaseModel):
     finish_reason: str | None = None
     usage: Usage | None = None
     thinking_blocks: list[ThinkingBlock] = Field(default_factory=list)
+    __graph_agent_omit_empty__: ClassVar[tuple[str, ...]] = ("thinking_blocks",)
 
     def __init__(
         self,
