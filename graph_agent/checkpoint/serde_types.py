@@ -160,7 +160,10 @@ def _model_codec(cls: type[BaseModel], code: int) -> _Codec:
                 raise _EncodeError(f"field {min(missing)!r} of {cls.__qualname__} is not set")
             fields = {name: fields[name] for name in names}
         if omitted and not all(fields[name] for name in omitted):
-            fields = {name: value for name, value in fields.items() if value or name not in omitted}
+            fields = fields.copy()
+            for name in omitted:
+                if not fields[name]:
+                    del fields[name]
         if keeps_extra and model.__pydantic_extra__:
             fields = {**fields, **model.__pydantic_extra__}
         return [tag, fields]
