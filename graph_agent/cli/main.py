@@ -222,6 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the API --base-url speaks: openai (OpenAI-compatible, the default) or anthropic "
         "(Messages API; ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, model claude-sonnet-4-5)",
     )
+    demo.add_argument(
+        "--image",
+        metavar="PATH",
+        help="attach a picture (.png, .jpg, .gif, .webp) to the question, for a vision model",
+    )
     _add_no_stream_model(demo)
     _add_common(demo, top=False)
 

@@ -28,7 +28,12 @@ from graph_agent.messages import (
     AssistantMessage,
     AssistantMessageChunk,
     BaseMessage,
+    ContentPart,
+    FilePart,
+    ImagePart,
+    MessageContent,
     SystemMessage,
+    TextPart,
     ThinkingBlock,
     ToolCall,
     ToolCallDelta,
@@ -79,23 +84,50 @@ _T = TypeVar("_T")
 Block = dict[str, Any]
 
 
-def user_content(content: Any) -> str | list[Block]:
+def user_content(content: MessageContent) -> str | list[Block]:
     """The ``content`` of a user turn (or of a ``tool_result`` block) for a message's content.
 
-    A string is sent as it is. This is the one place that maps user content, so content parts
-    (text, images with a URL or base64 data and a media type, documents) become their
-    Anthropic blocks here: ``{"type": "text", ...}``, ``{"type": "image", "source": {"type":
-    "url" | "base64", ...}}``, ``{"type": "document", ...}``.
+    A string is sent as it is; parts become the API's blocks: text, ``image`` and ``document``
+    (a PDF or a text file) with a ``base64`` or ``url`` source, or a ``file`` source for a
+    ``file_id``. The API takes no audio: an :class:`AudioPart` is a ``ValueError``.
 
     Example:
         >>> user_content("What is 2 + 2?")
         'What is 2 + 2?'
+        >>> user_content([TextPart("What is this?"), ImagePart(url="https://x.org/a.png")])
+        [{'type': 'text', 'text': 'What is this?'}, {'type': 'image', 'source': {'type': 'url', \
+'url': 'https://x.org/a.png'}}]
     """
     if isinstance(content, str):
         return content
-    raise TypeError(
-        f"cannot send user content of type {type(content).__name__} to an Anthropic model: "
-        f"{content!r:.200}"
+    return [_part_to_anthropic(part) for part in content]
+
+
+def _source(data: str | None, media_type: str | None, url: str | None) -> Block:
+    if data is not None:
+        return {"type": "base64", "media_type": media_type, "data": data}
+    return {"type": "url", "url": url}
+
+
+def _part_to_anthropic(part: ContentPart) -> Block:
+    match part:
+        case TextPart():
+            return {"type": "text", "text": part.text}
+        case ImagePart():
+            return {"type": "image", "source": _source(part.data, part.media_type, part.url)}
+        case FilePart() if part.file_id is not None:
+            return {"type": "document", "source": {"type": "file", "file_id": part.file_id}}
+        case FilePart():
+            block: Block = {
+                "type": "document",
+                "source": _source(part.data, part.media_type, part.url),
+            }
+            if part.filename:
+                block["title"] = part.filename
+            return block
+    raise ValueError(
+        f"the Anthropic Messages API takes no {part.type} content: {part.placeholder}; "
+        "send text, images or documents"
     )
 
 
@@ -115,8 +147,10 @@ def _assistant_blocks(message: AssistantMessage) -> list[Block]:
     # Thinking first, as the model wrote it; then the text, then the calls. Malformed arguments
     # go back as {}: the tool's error result already tells the model what went wrong.
     blocks = [_thinking_to_anthropic(block) for block in message.thinking_blocks]
-    if message.text:
-        blocks.append({"type": "text", "text": message.text})
+    if isinstance(message.content, str):
+        blocks.extend(_blocks(message.content))
+    else:  # parts the model answered with, or a history edited into parts
+        blocks.extend(_part_to_anthropic(part) for part in message.content)
     blocks.extend(
         {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
         for call in message.tool_calls

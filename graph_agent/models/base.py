@@ -395,7 +395,8 @@ _PIECES = re.compile(r"\S+\s*|\s+")
 def message_to_chunks(message: AssistantMessage) -> Iterator[AssistantMessageChunk]:
     """Stream a finished message: its reasoning (with its thinking blocks), its text word by
     word, one piece per tool call, then the finish reason and usage. ``fold_chunks`` of the
-    result equals ``message``.
+    result equals ``message`` (for a message of parts, chunks carry its text parts: images do
+    not stream).
 
     Example:
         >>> [c.text for c in message_to_chunks(AssistantMessage("Hi there"))]
@@ -408,7 +409,7 @@ def message_to_chunks(message: AssistantMessage) -> Iterator[AssistantMessageChu
             reasoning=message.reasoning or "",
             thinking_blocks=message.thinking_blocks,
         )
-    for piece in _PIECES.findall(message.content):
+    for piece in _PIECES.findall(message.text):
         yield AssistantMessageChunk(piece, id=message_id)
     for index, call in enumerate(message.tool_calls):
         arguments = (

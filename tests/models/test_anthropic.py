@@ -386,3 +386,44 @@ def test_thinking_blocks_round_trip_through_a_checkpoint() -> None:
     assert loaded == {"messages": [reply]}
     assert loaded["messages"][0].thinking_blocks[1].data == "opaque"
     assert json.loads(reply.model_dump_json())["thinking_blocks"][0]["signature"] == "sig"
+
+
+def test_image_and_document_parts_reach_the_server_as_messages_api_blocks(
+    anthropic: FakeAnthropicServer, make_anthropic: AnthropicFactory, calls: Driver
+) -> None:
+    from graph_agent.messages import FilePart, ImagePart, TextPart
+    from tests.media import PDF, PNG
+
+    anthropic.enqueue(reply_json(message(text("A chart and a report."))))
+    question = UserMessage(
+        [
+            TextPart("What are these?"),
+            ImagePart(data=PNG, media_type="image/png"),
+            ImagePart(url="https://example.org/chart.png"),
+            FilePart(data=PDF, media_type="application/pdf", filename="report.pdf"),
+        ]
+    )
+    reply = calls.generate(make_anthropic(), [question])
+
+    assert reply.text == "A chart and a report."
+    assert anthropic.bodies[0]["messages"][0]["content"] == [
+        {"type": "text", "text": "What are these?"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+        {"type": "image", "source": {"type": "url", "url": "https://example.org/chart.png"}},
+        {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": PDF},
+            "title": "report.pdf",
+        },
+    ]
+
+
+def test_an_audio_part_is_refused_before_sending_as_the_api_takes_none(
+    anthropic: FakeAnthropicServer, make_anthropic: AnthropicFactory
+) -> None:
+    from graph_agent.messages import AudioPart
+    from tests.media import WAV
+
+    with pytest.raises(ValueError, match="takes no audio content"):
+        make_anthropic().generate([UserMessage([AudioPart(data=WAV, media_type="audio/wav")])])
+    assert anthropic.requests == []
