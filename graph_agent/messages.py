@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
@@ -44,6 +44,7 @@ __all__ = [
     "ReplaceAll",
     "SystemMessage",
     "TextPart",
+    "ThinkingBlock",
     "ToolCall",
     "ToolCallDelta",
     "ToolResponseMessage",
@@ -403,6 +404,29 @@ class ToolCall(BaseModel):
         return self.raw_arguments is not None
 
 
+class ThinkingBlock(BaseModel):
+    """One block of a model's thinking as the provider sent it, kept to be sent back unchanged.
+
+    Anthropic's extended thinking answers with ``thinking`` blocks (the text and a
+    ``signature`` over it) and ``redacted_thinking`` blocks (encrypted ``data`` only). With
+    tool use, the next request must carry the blocks of the turn exactly as received, so an
+    :class:`AssistantMessage` keeps them in ``thinking_blocks`` (their text is also its
+    ``reasoning``), through checkpoints too.
+
+    Example:
+        >>> ThinkingBlock(thinking="2 + 2 is 4.", signature="sig").type
+        'thinking'
+    """
+
+    model_config = _FROZEN
+
+    type: Literal["thinking", "redacted_thinking"] = "thinking"
+    thinking: str = ""
+    signature: str = ""
+    data: str = ""
+    """The encrypted thinking of a ``redacted_thinking`` block."""
+
+
 class BaseMessage(BaseModel):
     """The common base of the four message classes; build those, not this."""
 
@@ -467,6 +491,8 @@ class AssistantMessage(BaseMessage):
         finish_reason: Why the model stopped (``"stop"``, ``"tool_calls"``, ``"length"``, ...).
         usage: Token counts of the call that produced this message, when known.
         reasoning: The model's separate reasoning text (``reasoning_content``), when it sent one.
+        thinking_blocks: The provider's thinking blocks, signed or encrypted, to be sent back
+            with the conversation (Anthropic); empty for the other models.
 
     Example:
         >>> AssistantMessage("Sunny.", finish_reason="stop").text
@@ -478,6 +504,9 @@ class AssistantMessage(BaseMessage):
     finish_reason: str | None = None
     usage: Usage | None = None
     reasoning: str | None = None
+    thinking_blocks: list[ThinkingBlock] = Field(default_factory=list)
+    # Checkpoints leave it out while empty: an answer without thinking is stored as before.
+    __graph_agent_omit_empty__: ClassVar[tuple[str, ...]] = ("thinking_blocks",)
 
     def __init__(
         self,
@@ -488,6 +517,7 @@ class AssistantMessage(BaseMessage):
         finish_reason: str | None = None,
         usage: Usage | None = None,
         reasoning: str | None = None,
+        thinking_blocks: Sequence[ThinkingBlock] | None = None,
         **fields: Any,
     ) -> None:
         fields["content"] = content
@@ -501,6 +531,8 @@ class AssistantMessage(BaseMessage):
             fields["usage"] = usage
         if reasoning is not None:
             fields["reasoning"] = reasoning
+        if thinking_blocks:
+            fields["thinking_blocks"] = thinking_blocks
         _validate(self, fields)
 
     @field_validator("content", mode="before")
@@ -547,7 +579,8 @@ class ToolCallDelta(BaseModel):
 class AssistantMessageChunk(BaseModel):
     """One streamed piece of an :class:`AssistantMessage`.
 
-    ``content`` (also ``.text``) is the new text only, so a UI can print chunks as they come.
+    ``content`` (also ``.text``) is the new text only, so a UI can print chunks as they come;
+    ``reasoning`` likewise. ``thinking_blocks`` are whole blocks, each given once it has ended.
     All chunks of one answer share the ``id`` of the message they build;
     :func:`graph_agent.models.fold_chunks` turns them into that message.
 
@@ -565,6 +598,8 @@ class AssistantMessageChunk(BaseModel):
     tool_call_deltas: list[ToolCallDelta] = Field(default_factory=list)
     finish_reason: str | None = None
     usage: Usage | None = None
+    thinking_blocks: list[ThinkingBlock] = Field(default_factory=list)
+    __graph_agent_omit_empty__: ClassVar[tuple[str, ...]] = ("thinking_blocks",)
 
     def __init__(
         self,
@@ -575,6 +610,7 @@ class AssistantMessageChunk(BaseModel):
         tool_call_deltas: Sequence[ToolCallDelta] | None = None,
         finish_reason: str | None = None,
         usage: Usage | None = None,
+        thinking_blocks: Sequence[ThinkingBlock] | None = None,
         **fields: Any,
     ) -> None:
         fields["content"] = content
@@ -587,6 +623,8 @@ class AssistantMessageChunk(BaseModel):
             fields["finish_reason"] = finish_reason
         if usage is not None:
             fields["usage"] = usage
+        if thinking_blocks:
+            fields["thinking_blocks"] = thinking_blocks
         _validate(self, fields)
 
     @property
@@ -626,3 +664,4 @@ register(TextPart, 24)
 register(ImagePart, 25)
 register(AudioPart, 26)
 register(FilePart, 27)
+register(ThinkingBlock, 28)

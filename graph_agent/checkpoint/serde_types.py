@@ -149,6 +149,9 @@ def _model_codec(cls: type[BaseModel], code: int) -> _Codec:
     # Fields are stored by name; passing by_name costs time, so only models with aliases pay it.
     by_name: dict[str, Any] = {"by_alias": False, "by_name": True} if _has_aliases(cls) else {}
     tag = _new_ext(msgpack.ExtType, (code, b""))
+    # Fields a class gained after data was stored are left out while empty (loading fills in
+    # their default), so values that do not use them are written exactly as before.
+    omitted = tuple(getattr(cls, "__graph_agent_omit_empty__", ()))
 
     def encode(model: BaseModel) -> list[Any]:  # [tag, fields]: one call per stored model
         fields = model.__dict__
@@ -156,6 +159,11 @@ def _model_codec(cls: type[BaseModel], code: int) -> _Codec:
             if missing := name_set.difference(fields):
                 raise _EncodeError(f"field {min(missing)!r} of {cls.__qualname__} is not set")
             fields = {name: fields[name] for name in names}
+        if omitted and not all(fields[name] for name in omitted):
+            fields = fields.copy()
+            for name in omitted:
+                if not fields[name]:
+                    del fields[name]
         if keeps_extra and model.__pydantic_extra__:
             fields = {**fields, **model.__pydantic_extra__}
         return [tag, fields]

@@ -1,8 +1,9 @@
-"""Which real model ``--online`` / ``--base-url`` / ``--model`` mean.
+"""Which real model ``--online`` / ``--base-url`` / ``--model`` / ``--provider`` mean.
 
 Keys and URLs come from the environment (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``,
-``DASHSCOPE_API_KEY``) or the flags, but only the flags switch the demo online: a key in the
-environment alone never does, so first runs and CI stay offline.
+``DASHSCOPE_API_KEY``, ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``) or the flags, but only
+the flags switch the demo online: a key in the environment alone never does, so first runs and
+CI stay offline.
 """
 
 from __future__ import annotations
@@ -16,13 +17,17 @@ from graph_agent.cli.errors import EXIT_USAGE, CliError
 from graph_agent.models.base import ChatModel
 
 if TYPE_CHECKING:
-    from graph_agent.models.openai import OpenAIChatModel
+    from graph_agent.models.http_chat import HTTPChatModel
 
-__all__ = ["Endpoint", "online_model", "wants_online"]
+__all__ = ["PROVIDERS", "Endpoint", "online_model", "wants_online"]
 
 OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
 DASHSCOPE_DEFAULT_MODEL = "qwen-plus"
+ANTHROPIC_DEFAULT_MODEL = "claude-sonnet-4-5"
+PROVIDERS = ("openai", "anthropic")
+"""The wire formats ``--provider`` chooses: OpenAI-compatible (the default) or Anthropic's."""
 _OPENAI_URL = "https://api.openai.com/v1"
+_ANTHROPIC_URL = "https://api.anthropic.com"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +38,11 @@ class Endpoint:
     description: str
 
 
-def wants_online(*, online: bool, base_url: str | None, model: str | None) -> bool:
+def wants_online(
+    *, online: bool, base_url: str | None, model: str | None, provider: str | None = None
+) -> bool:
     """Whether the flags ask for a real model."""
-    return online or base_url is not None or model is not None
+    return online or base_url is not None or model is not None or provider is not None
 
 
 def online_model(
@@ -44,11 +51,15 @@ def online_model(
     base_url: str | None = None,
     model: str | None = None,
     api_key_env: str | None = None,
+    provider: str | None = None,
 ) -> Endpoint:
-    """The OpenAI-compatible model the flags and the environment point at.
+    """The model the flags and the environment point at.
 
-    Order: ``--base-url`` (key from ``--api-key-env``, or ``OPENAI_API_KEY`` when the URL is
-    ``OPENAI_BASE_URL``); else ``OPENAI_API_KEY``/``OPENAI_BASE_URL``; else ``DASHSCOPE_API_KEY``.
+    ``--provider anthropic``: Anthropic's Messages API (see :func:`_anthropic_model`).
+    Otherwise an OpenAI-compatible one, in this order: ``--base-url`` (key from
+    ``--api-key-env``, or ``OPENAI_API_KEY`` when the URL is ``OPENAI_BASE_URL``); else
+    ``OPENAI_API_KEY``/``OPENAI_BASE_URL``; else ``DASHSCOPE_API_KEY``; else, with only
+    ``ANTHROPIC_API_KEY`` set, Anthropic.
 
     Raises:
         CliError: no endpoint is configured, or it needs a key that is not set.
@@ -56,6 +67,8 @@ def online_model(
     from graph_agent.models.openai import OpenAIChatModel
 
     key = _key_from(environ, api_key_env)
+    if provider == "anthropic":
+        return _anthropic_model(environ, base_url=base_url, model=model, key=key)
     if base_url is not None:
         _check_url(base_url, "--base-url")
         name = model or environ.get("OPENAI_MODEL") or OPENAI_DEFAULT_MODEL
@@ -78,10 +91,38 @@ def online_model(
         with _bad_url("DASHSCOPE_BASE_URL"):
             chat = OpenAIChatModel.dashscope(model=name, api_key=environ["DASHSCOPE_API_KEY"])
         return Endpoint(chat, f"{name} on DashScope")
+    if environ.get("ANTHROPIC_API_KEY"):
+        return _anthropic_model(environ, base_url=None, model=model, key=key)
     raise _missing_key(
         "--online needs a model endpoint, and none is set: no OPENAI_API_KEY, "
-        "OPENAI_BASE_URL or DASHSCOPE_API_KEY in the environment"
+        "OPENAI_BASE_URL, DASHSCOPE_API_KEY or ANTHROPIC_API_KEY in the environment"
     )
+
+
+def _anthropic_model(
+    environ: Mapping[str, str], *, base_url: str | None, model: str | None, key: str | None
+) -> Endpoint:
+    """Anthropic's Messages API: ``--base-url``, else ``ANTHROPIC_BASE_URL``, else Anthropic's
+    own; the key from ``--api-key-env``, else ``ANTHROPIC_API_KEY`` (never sent to another
+    server than ``ANTHROPIC_BASE_URL``'s or Anthropic's); the model from ``--model``, else
+    ``ANTHROPIC_MODEL``, else ``claude-sonnet-4-5``."""
+    from graph_agent.models.anthropic import AnthropicChatModel
+
+    source = "--base-url" if base_url is not None else "ANTHROPIC_BASE_URL"
+    url = (base_url or environ.get("ANTHROPIC_BASE_URL") or _ANTHROPIC_URL).rstrip("/")
+    _check_url(url, source)
+    if key is None and (base_url is None or url == environ.get("ANTHROPIC_BASE_URL")):
+        key = environ.get("ANTHROPIC_API_KEY") or None
+    if url == _ANTHROPIC_URL and not key:
+        raise CliError(
+            "api.anthropic.com needs an API key, and ANTHROPIC_API_KEY is not set",
+            "export ANTHROPIC_API_KEY=..., or pass --api-key-env VAR",
+            EXIT_USAGE,
+        )
+    name = model or environ.get("ANTHROPIC_MODEL") or ANTHROPIC_DEFAULT_MODEL
+    with _bad_url(source):
+        chat = AnthropicChatModel(name, base_url=url, api_key=key)
+    return Endpoint(chat, _shown(chat))
 
 
 def _url_form(source: str) -> str:
@@ -121,7 +162,7 @@ def _bad_url(source: str) -> Iterator[None]:
         raise CliError(f"{source} cannot be used: {reason}", _url_form(source), EXIT_USAGE) from exc
 
 
-def _shown(chat: OpenAIChatModel) -> str:
+def _shown(chat: HTTPChatModel) -> str:
     """The model and its URL as the client shows them in its repr and errors: without the
     credentials a URL may carry (``user:pass@``, ``?key=...``)."""
     return f"{chat.model} at {chat._display_url}"

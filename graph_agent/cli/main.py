@@ -188,6 +188,7 @@ def _add_serve_options(parser: argparse.ArgumentParser, serve_db: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``graph-agent``."""
     from graph_agent.cli.draw import FORMATS
+    from graph_agent.cli.endpoints import PROVIDERS
     from graph_agent.cli.run import DEMO_DB
     from graph_agent.cli.serve import SERVE_DB
 
@@ -228,6 +229,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--api-key-env", metavar="VAR", help="read the API key for --base-url from VAR"
+    )
+    demo.add_argument(
+        "--provider",
+        choices=PROVIDERS,
+        help="the API --base-url speaks: openai (OpenAI-compatible, the default) or anthropic "
+        "(Messages API; ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, model claude-sonnet-4-5)",
     )
     demo.add_argument(
         "--image",

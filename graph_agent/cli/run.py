@@ -47,9 +47,15 @@ def demo_command(args: argparse.Namespace) -> int:
     from graph_agent.demo import DemoChatModel, build_agent
 
     reporter = make_reporter(plain=args.plain)
-    if wants_online(online=args.online, base_url=args.base_url, model=args.model):
+    if wants_online(
+        online=args.online, base_url=args.base_url, model=args.model, provider=args.provider
+    ):
         endpoint = online_model(
-            os.environ, base_url=args.base_url, model=args.model, api_key_env=args.api_key_env
+            os.environ,
+            base_url=args.base_url,
+            model=args.model,
+            api_key_env=args.api_key_env,
+            provider=args.provider,
         )
         model: ChatModel = endpoint.model
         described = endpoint.description
@@ -118,6 +124,7 @@ def _model_flags(args: argparse.Namespace) -> str:
         ("--base-url", args.base_url),
         ("--model", args.model),
         ("--api-key-env", args.api_key_env),
+        ("--provider", args.provider),
     ):
         if value is not None:
             flags += [flag, value]

@@ -1,4 +1,5 @@
-"""Chat models: the :class:`ChatModel` protocol, the OpenAI-compatible client, test models.
+"""Chat models: the :class:`ChatModel` protocol, the OpenAI-compatible and Anthropic clients,
+test models.
 
 Example:
     >>> from graph_agent.messages import UserMessage
@@ -41,6 +42,7 @@ from graph_agent.models.errors import (
 from graph_agent.models.scripted import ScriptedChatModel, ScriptedResponse
 
 if TYPE_CHECKING:
+    from graph_agent.models.anthropic import AnthropicChatModel
     from graph_agent.models.openai import OpenAIChatModel
     from graph_agent.models.recording import (
         RecordingChatModel,
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
 
 # The HTTP client (httpx) is imported on first use, so `import graph_agent` stays light.
 _LAZY = {
+    "AnthropicChatModel": "graph_agent.models.anthropic",
     "OpenAIChatModel": "graph_agent.models.openai",
     "RecordingChatModel": "graph_agent.models.recording",
     "ReplayChatModel": "graph_agent.models.recording",
@@ -67,6 +70,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AnthropicChatModel",
     "ChatModel",
     "ChunkAccumulator",
     "ModelAuthenticationError",

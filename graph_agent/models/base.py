@@ -19,6 +19,7 @@ from graph_agent.messages import (
     AssistantMessage,
     AssistantMessageChunk,
     BaseMessage,
+    ThinkingBlock,
     ToolCall,
     ToolCallDelta,
     Usage,
@@ -280,6 +281,7 @@ class ChunkAccumulator:
         self._id: str | None = None
         self._content: list[str] = []
         self._reasoning: list[str] | None = None
+        self._thinking_blocks: list[ThinkingBlock] = []
         self._calls: list[_PartialToolCall] = []
         self._latest_by_index: dict[int, _PartialToolCall] = {}
         self._finish_reason: str | None = None
@@ -293,6 +295,7 @@ class ChunkAccumulator:
             self._content.append(chunk.content)
         if chunk.reasoning:
             self._reasoning = [*(self._reasoning or []), chunk.reasoning]
+        self._thinking_blocks.extend(chunk.thinking_blocks)
         for delta in chunk.tool_call_deltas:
             self._add_delta(delta)
         if chunk.finish_reason is not None:
@@ -340,6 +343,7 @@ class ChunkAccumulator:
             finish_reason=self._finish_reason,
             usage=self._usage,
             reasoning=join_surrogate_pairs("".join(reasoning)) if reasoning is not None else None,
+            thinking_blocks=self._thinking_blocks,
         )
 
 
@@ -389,17 +393,22 @@ _PIECES = re.compile(r"\S+\s*|\s+")
 
 
 def message_to_chunks(message: AssistantMessage) -> Iterator[AssistantMessageChunk]:
-    """Stream a finished message: its reasoning, its text word by word, one piece per tool call,
-    then the finish reason and usage. ``fold_chunks`` of the result equals ``message`` (for a
-    message of parts, chunks carry its text parts: images do not stream).
+    """Stream a finished message: its reasoning (with its thinking blocks), its text word by
+    word, one piece per tool call, then the finish reason and usage. ``fold_chunks`` of the
+    result equals ``message`` (for a message of parts, chunks carry its text parts: images do
+    not stream).
 
     Example:
         >>> [c.text for c in message_to_chunks(AssistantMessage("Hi there"))]
         ['Hi ', 'there', '']
     """
     message_id = message.id
-    if message.reasoning:
-        yield AssistantMessageChunk(id=message_id, reasoning=message.reasoning)
+    if message.reasoning or message.thinking_blocks:
+        yield AssistantMessageChunk(
+            id=message_id,
+            reasoning=message.reasoning or "",
+            thinking_blocks=message.thinking_blocks,
+        )
     for piece in _PIECES.findall(message.text):
         yield AssistantMessageChunk(piece, id=message_id)
     for index, call in enumerate(message.tool_calls):

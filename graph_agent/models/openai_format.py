@@ -71,7 +71,12 @@ logger = logging.getLogger("graph_agent.models.openai")
 _RESERVED_OPTIONS = ("messages", "tools", "stream")
 _MAX_SHOWN = 500
 _T = TypeVar("_T")
-_KIND_NAMES: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+_KIND_NAMES: dict[type, str] = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    int: "a whole number",
+}
 
 
 def message_to_openai(message: BaseMessage) -> dict[str, Any]:
@@ -391,6 +396,26 @@ def parse_completion(data: Any, *, tools_offered: bool) -> AssistantMessage:
     )
 
 
+def event_payload(data: str) -> dict[str, Any]:
+    """The JSON object a server-sent event's data holds.
+
+    Raises:
+        ModelResponseError: The data is not JSON, is nested too deeply to read, or is not an
+            object.
+    """
+    try:
+        payload = json.loads(data)
+    except json.JSONDecodeError:
+        raise ModelResponseError(f"the stream sent invalid JSON: {_shorten(data)}") from None
+    except RecursionError:
+        raise ModelResponseError(
+            f"the stream sent JSON nested too deeply to read: {_shorten(data)}"
+        ) from None
+    if not isinstance(payload, dict):
+        raise ModelResponseError(f"the stream sent a non-object: {_shorten(data)}")
+    return payload
+
+
 class StreamDecoder:
     """Turns the ``data:`` payloads of one SSE stream into :class:`AssistantMessageChunk`s.
 
@@ -420,16 +445,7 @@ class StreamDecoder:
             return None
         if not data.strip():
             return None
-        try:
-            payload = json.loads(data)
-        except json.JSONDecodeError:
-            raise ModelResponseError(f"the stream sent invalid JSON: {_shorten(data)}") from None
-        except RecursionError:
-            raise ModelResponseError(
-                f"the stream sent JSON nested too deeply to read: {_shorten(data)}"
-            ) from None
-        if not isinstance(payload, dict):
-            raise ModelResponseError(f"the stream sent a non-object: {_shorten(data)}")
+        payload = event_payload(data)
         if payload.get("error") and not payload.get("choices"):
             raise ModelResponseError(f"the stream reported an error: {_message_of(payload)}")
         content, reasoning, finish_reason = "", "", None
@@ -471,6 +487,22 @@ class StreamDecoder:
             usage=usage,
         )
 
+    def incomplete(self) -> str | None:
+        """``None`` once the server sent a finish reason; else what the stream lacked.
+
+        Every complete answer ends with one; ``[DONE]`` alone proves nothing (llama-cpp-python
+        sends it after the chunks it had when another request cuts its stream), and llama.cpp
+        may end a finished stream without ``[DONE]``.
+        """
+        if self.finish_reason is not None:
+            return None
+        if self.done:
+            return (
+                "[DONE] came without a finish_reason; llama-cpp-python's server ends a stream so "
+                "when another request arrives"
+            )
+        return "no finish_reason and no [DONE]"
+
     def _tool_call_delta(self, piece: Any, number: int) -> ToolCallDelta:
         field = f"tool_calls[{number}]"
         raw = _expect(piece, dict, field)
@@ -506,21 +538,31 @@ _CONTEXT_LENGTH = re.compile(
 )
 
 
-def _expect(value: Any, kind: type[_T], field: str) -> _T:
+_CHAT_COMPLETIONS = ("chat-completions", "an OpenAI-compatible API")
+
+
+def _expect(
+    value: Any, kind: type[_T], field: str, wire: tuple[str, str] = _CHAT_COMPLETIONS
+) -> _T:
     """``value`` when it has the JSON type ``kind``; else the :class:`ModelResponseError` of an
-    answer that does not follow the format (a broken server or proxy, or not such an API)."""
+    answer that does not follow the format (a broken server or proxy, or not such an API).
+
+    ``wire`` names the format and the API whose root ``base_url`` should be.
+    """
     if isinstance(value, kind):
         return value
     raise ModelResponseError(
-        f"the answer does not follow the chat-completions format: {field} should be "
-        f"{_KIND_NAMES[kind]}, got {_shorten(json.dumps(value))}; check that base_url is the "
-        "root of an OpenAI-compatible API"
+        f"the answer does not follow the {wire[0]} format: {field} should be "
+        f"{_KIND_NAMES[kind]}, got {_shorten(json.dumps(value))}; check "
+        f"that base_url is the root of {wire[1]}"
     )
 
 
-def _optional(value: Any, kind: type[_T], field: str) -> _T | None:
+def _optional(
+    value: Any, kind: type[_T], field: str, wire: tuple[str, str] = _CHAT_COMPLETIONS
+) -> _T | None:
     """:func:`_expect` for a field that may be ``null`` or missing."""
-    return None if value is None else _expect(value, kind, field)
+    return None if value is None else _expect(value, kind, field, wire)
 
 
 def _shorten(text: str) -> str:
@@ -568,8 +610,16 @@ def status_error(
     retry_after: float | None,
     redact: Callable[[str], str],
     note: str = "",
+    not_found_hint: str = (
+        "; check the model name, and that base_url is the API root (often ending in /v1)"
+    ),
 ) -> ModelError:
-    """The :class:`ModelError` subclass for an error response, with the server's message."""
+    """The :class:`ModelError` subclass for an error response, with the server's message.
+
+    The body may be any provider's error object (OpenAI's ``{"error": {"message", "code"}}``,
+    Anthropic's ``{"type": "error", "error": {"type", "message"}}``) or plain text;
+    ``not_found_hint`` ends the message of an HTTP 404.
+    """
     message, code = server_message(body)
     text = f"{where} answered HTTP {status_code} {reason}".rstrip() + f": {message}{note}"
     if attempts > 1:
@@ -584,7 +634,7 @@ def status_error(
         )
     elif status_code == 404:
         cls = ModelNotFoundError
-        text += "; check the model name, and that base_url is the API root (often ending in /v1)"
+        text += not_found_hint
     elif status_code == 429:
         return ModelRateLimitError(redact(text), status_code=status_code, retry_after=retry_after)
     elif is_retryable_status(status_code):

@@ -53,6 +53,8 @@ def canonical_request(request: ModelRequest) -> dict[str, Any]:
     for message in request.messages:
         data = message.model_dump(mode="json", exclude={"id", "usage"})
         data.pop("tool_call_id", None)
+        if not data.get("thinking_blocks"):  # as recorded before messages had them
+            data.pop("thinking_blocks", None)
         for call in data.get("tool_calls", ()):
             call.pop("id", None)
         messages.append(data)

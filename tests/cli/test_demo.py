@@ -6,6 +6,15 @@ import json
 import re
 from pathlib import Path
 
+from tests.models.anthropic_fake_server import (
+    FakeAnthropicServer,
+    message,
+    message_events,
+    reply_events,
+    text,
+    thinking,
+    tool_use,
+)
 from tests.models.openai_fake_server import (
     FakeOpenAIServer,
     chunk,
@@ -214,3 +223,28 @@ def test_no_stream_model_asks_a_server_whose_streamed_tool_calls_are_lost_unstre
     assert "<- calculator: 395" in result.out
     assert "It is 395." in result.out
     assert [body.get("stream", False) for body in bodies] == [False, False]
+
+
+def test_provider_anthropic_runs_the_demo_on_a_messages_api_server(cli):
+    answer = message(text("It is 395."), usage={"input_tokens": 90, "output_tokens": 4})
+    asks = message(
+        thinking("Use the calculator.", "sig-calc"),
+        tool_use("toolu_c1", "calculator", {"expression": "(17 * 23) + 4"}),
+        stop_reason="tool_use",
+    )
+    with FakeAnthropicServer() as server:
+        server.enqueue(reply_events(message_events(asks)), reply_events(message_events(answer)))
+        result = cli(
+            "demo",
+            *("--plain", "--provider", "anthropic", "--base-url", server.base_url),
+            *("--model", "claude-test", "17*23+4?"),
+        )
+        bodies = server.bodies
+
+    assert result.code == 0, result.err
+    assert f"claude-test at {server.base_url}" in result.out
+    assert "<- calculator: 395" in result.out
+    assert "It is 395." in result.out
+    assert {t["name"] for t in bodies[0]["tools"]} == {"calculator", "clock", "convert_units"}
+    assert bodies[1]["messages"][1]["content"][0]["signature"] == "sig-calc"
+    assert bodies[1]["messages"][2]["content"][0]["tool_use_id"] == "toolu_c1"

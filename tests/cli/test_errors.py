@@ -65,8 +65,8 @@ CASES = {
     "missing key": (
         ["demo", "--online"],
         2,
-        "--online needs a model endpoint, and none is set: no OPENAI_API_KEY, OPENAI_BASE_URL or "
-        "DASHSCOPE_API_KEY in the environment",
+        "--online needs a model endpoint, and none is set: no OPENAI_API_KEY, OPENAI_BASE_URL, "
+        "DASHSCOPE_API_KEY or ANTHROPIC_API_KEY in the environment",
     ),
     "missing key variable": (
         ["demo", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "NOT_SET_ANYWHERE"],

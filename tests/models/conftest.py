@@ -7,21 +7,28 @@ import asyncio
 import ipaddress
 import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from graph_agent.messages import AssistantMessage, AssistantMessageChunk, Message
-from graph_agent.models import OpenAIChatModel, RetryPolicy
+from graph_agent.models import AnthropicChatModel, OpenAIChatModel, RetryPolicy
 from graph_agent.models.base import ToolLike
+from graph_agent.models.http_chat import HTTPChatModel
 
+from .anthropic_fake_server import FakeAnthropicServer
 from .openai_fake_server import API_KEY, FakeOpenAIServer
+
+AnthropicFactory = Callable[..., AnthropicChatModel]
+M = TypeVar("M", bound=HTTPChatModel)
 
 _PROVIDER_VARIABLES = (
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     "DASHSCOPE_API_KEY",
     "DASHSCOPE_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
 )
 
 
@@ -76,31 +83,53 @@ def sleeps() -> list[float]:
     return []
 
 
-@pytest.fixture
-def make_model(
-    server: FakeOpenAIServer, sleeps: list[float]
-) -> Iterator[Callable[..., OpenAIChatModel]]:
-    """Build an OpenAIChatModel talking to the fake server, with recorded, instant retries."""
-    made: list[OpenAIChatModel] = []
+def _models_of(
+    cls: type[M], name: str, base_url: str, sleeps: list[float]
+) -> Iterator[Callable[..., M]]:
+    """A factory of ``cls`` models talking to ``base_url``, with recorded, instant retries;
+    every model it made is closed at the end of the test."""
+    made: list[M] = []
 
     async def record_async_sleep(delay: float) -> None:
         sleeps.append(delay)
 
-    def make(**overrides: Any) -> OpenAIChatModel:
+    def make(**overrides: Any) -> M:
         arguments: dict[str, Any] = {
-            "base_url": server.base_url,
+            "base_url": base_url,
             "api_key": API_KEY,
             "timeout": 5.0,
             "retry": RetryPolicy(sleep=sleeps.append, async_sleep=record_async_sleep),
         }
         arguments.update(overrides)
-        model = OpenAIChatModel("fake-model", **arguments)
+        model = cls(name, **arguments)
         made.append(model)
         return model
 
     yield make
     for model in made:
         model.close()
+
+
+@pytest.fixture
+def make_model(
+    server: FakeOpenAIServer, sleeps: list[float]
+) -> Iterator[Callable[..., OpenAIChatModel]]:
+    """Build an OpenAIChatModel talking to the fake server, with recorded, instant retries."""
+    yield from _models_of(OpenAIChatModel, "fake-model", server.base_url, sleeps)
+
+
+@pytest.fixture
+def anthropic() -> Iterator[FakeAnthropicServer]:
+    with FakeAnthropicServer() as running:
+        yield running
+
+
+@pytest.fixture
+def make_anthropic(
+    anthropic: FakeAnthropicServer, sleeps: list[float]
+) -> Iterator[AnthropicFactory]:
+    """Build an AnthropicChatModel talking to the fake Messages server, as ``make_model``."""
+    yield from _models_of(AnthropicChatModel, "claude-test", anthropic.base_url, sleeps)
 
 
 class Driver:
@@ -111,7 +140,7 @@ class Driver:
 
     def generate(
         self,
-        model: OpenAIChatModel,
+        model: HTTPChatModel,
         messages: Sequence[Message],
         tools: Sequence[ToolLike] | None = None,
         options: Mapping[str, Any] | None = None,
@@ -129,7 +158,7 @@ class Driver:
 
     def stream(
         self,
-        model: OpenAIChatModel,
+        model: HTTPChatModel,
         messages: Sequence[Message],
         tools: Sequence[ToolLike] | None = None,
         options: Mapping[str, Any] | None = None,
@@ -141,7 +170,7 @@ class Driver:
 
     def stream_until_error(
         self,
-        model: OpenAIChatModel,
+        model: HTTPChatModel,
         messages: Sequence[Message],
         tools: Sequence[ToolLike] | None = None,
         options: Mapping[str, Any] | None = None,

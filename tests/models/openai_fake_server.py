@@ -259,6 +259,8 @@ class _State:
         self.release = threading.Event()
         self.strict = True
         self.accepts_tool_choice_required = False
+        # Another API's rules (the Anthropic fake server's), used instead of strict_rejection.
+        self.check: Callable[[Any], Behaviour | None] | None = None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -280,11 +282,16 @@ class _Handler(BaseHTTPRequestHandler):
             "POST", self.path, dict(self.headers.items()), body, self.client_address[1]
         )
         state = self.server_state
-        rejection = (
-            strict_rejection(body, accepts_tool_choice_required=state.accepts_tool_choice_required)
-            if state.strict
-            else None
-        )
+        if state.check is not None:
+            rejection = state.check(body) if state.strict else None
+        else:
+            rejection = (
+                strict_rejection(
+                    body, accepts_tool_choice_required=state.accepts_tool_choice_required
+                )
+                if state.strict
+                else None
+            )
         with state.lock:
             state.requests.append(request)
             behaviour = state.queue.popleft() if state.queue and rejection is None else None

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-import graph_agent.models.openai as openai_module
+import graph_agent.models.http_chat as http_chat
 from graph_agent.messages import UserMessage
 from graph_agent.models import ModelConnectionError, OpenAIChatModel, fold_chunks
 
@@ -74,7 +74,7 @@ async def test_concurrent_async_calls_share_the_model(
 async def test_calls_beyond_the_in_flight_limit_wait_and_reuse_its_connections(
     server: FakeOpenAIServer, make_model: ModelFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(openai_module, "MAX_REQUESTS_IN_FLIGHT", 2)
+    monkeypatch.setattr(http_chat, "MAX_REQUESTS_IN_FLIGHT", 2)
     server.enqueue(*[reply_json(completion("ok"))] * 6)
     async with make_model() as model:
         calls = asyncio.gather(*(model.agenerate(HI) for _ in range(6)))
@@ -86,7 +86,7 @@ async def test_calls_beyond_the_in_flight_limit_wait_and_reuse_its_connections(
 async def test_a_closed_or_failed_request_frees_its_place_in_flight(
     server: FakeOpenAIServer, make_model: ModelFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(openai_module, "MAX_REQUESTS_IN_FLIGHT", 1)
+    monkeypatch.setattr(http_chat, "MAX_REQUESTS_IN_FLIGHT", 1)
     server.enqueue(
         reply_sse(STREAM, stall_after=2),
         reply_sse(STREAM, drop_after=1),
