@@ -110,8 +110,8 @@ async def _run(runnable: Runnable, input: Any, ctx: Context) -> OverAllState:
     finished = 0
     try:
         async for output in runnable.astream(input, config):
-            if isinstance(output, StreamingOutput):
-                continue
+            if isinstance(output, StreamingOutput) or output.step < 0:
+                continue  # tokens, and the input
             if output.interrupts:
                 raise ToolError(
                     f"{runnable.name!r} paused for a human ({output.interrupts[0].id}); a run "
