@@ -366,7 +366,7 @@ def _handler(command: str) -> Callable[[argparse.Namespace], int]:
 
         return studio_command
     if command == "mcp":
-        from graph_agent.cli.mcp import mcp_command
+        from graph_agent.cli.mcp_serve import mcp_command
 
         return mcp_command
     if command == "draw":

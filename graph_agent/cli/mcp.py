@@ -1,10 +1,10 @@
-"""MCP on the command line: ``--mcp CONFIG.json`` (an agent gets those servers' tools) and
-``graph-agent mcp serve`` (agents and graphs served as MCP tools). Needs the ``mcp`` extra."""
+"""MCP on the command line: ``--mcp CONFIG.json`` (an agent gets those servers' tools) and the
+options of ``graph-agent mcp serve`` (run by :mod:`graph_agent.cli.mcp_serve`). Needs the ``mcp``
+extra."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -14,9 +14,9 @@ from graph_agent.cli.errors import EXIT_USAGE, CliError
 if TYPE_CHECKING:
     from graph_agent.mcp import MCPToolset
 
-__all__ = ["add_mcp_tools", "mcp_command"]
+__all__ = ["EXTRA", "add_mcp_option", "add_mcp_parser", "add_mcp_tools", "open_toolset"]
 
-_EXTRA = "pip install 'graph-agent[mcp]'"
+EXTRA = "pip install 'graph-agent[mcp]'"
 
 
 def add_mcp_tools(runnable: Any, spec: str, config: str) -> Callable[[], None]:
@@ -65,7 +65,7 @@ def open_toolset(config: str) -> MCPToolset:
         from graph_agent.mcp import MCPConfigError, MCPServerError, MCPToolset, read_mcp_config
     except ImportError as exc:
         raise CliError(
-            f"--mcp needs the mcp extra ({exc.name or 'a module'} is missing)", _EXTRA, EXIT_USAGE
+            f"--mcp needs the mcp extra ({exc.name or 'a module'} is missing)", EXTRA, EXIT_USAGE
         ) from exc
     try:
         toolset = MCPToolset(read_mcp_config(config))
@@ -93,53 +93,12 @@ def _is_remote(runnable: Any) -> bool:
     return isinstance(runnable, RemoteGraph)
 
 
-def mcp_command(args: argparse.Namespace) -> int:
-    """``graph-agent mcp serve``: serve every TARGET as an MCP tool until stopped."""
-    from graph_agent.cli.targets import load_target
-
-    try:
-        from graph_agent.mcp import MCPConfigError
-        from graph_agent.mcp.serve import mcp_server
-    except ImportError as exc:
-        raise CliError(
-            f"graph-agent mcp needs the mcp extra ({exc.name or 'a module'} is missing)",
-            _EXTRA,
-            EXIT_USAGE,
-        ) from exc
-    runnables = [load_target(spec).local for spec in args.target]
-    closers: list[Callable[[], None]] = []
-    try:
-        if args.mcp is not None:
-            closers += [
-                add_mcp_tools(r, s, args.mcp) for r, s in zip(runnables, args.target, strict=True)
-            ]
-        try:
-            server = mcp_server(runnables)
-        except MCPConfigError as exc:
-            raise CliError(str(exc), "give each target its own name", EXIT_USAGE) from exc
-        names = ", ".join(r.name for r in runnables)
-        if args.transport == "stdio":
-            # stdout is the protocol's: anything said goes to stderr
-            print(f"graph-agent mcp serve: {names} on stdio", file=sys.stderr, flush=True)
-            server.run("stdio")
-        else:
-            url = f"http://{args.host}:{args.port}/mcp"
-            print(f"graph-agent mcp serve: {names} at {url}", file=sys.stderr, flush=True)
-            server.run("streamable-http", host=args.host, port=args.port)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        for close in closers:
-            close()
-    return 0
-
-
 def add_mcp_parser(commands: Any, add_common: Callable[..., None]) -> None:
     """``graph-agent mcp serve TARGET... [--transport stdio|http] [--host] [--port]``."""
     mcp = commands.add_parser(
         "mcp",
         help="serve agents and graphs as tools of an MCP server",
-        description="Model Context Protocol. Needs the mcp extra: " + _EXTRA + ".",
+        description="Model Context Protocol. Needs the mcp extra: " + EXTRA + ".",
     )
     actions = mcp.add_subparsers(dest="action", metavar="ACTION", required=True)
     serve = actions.add_parser(
