@@ -452,7 +452,8 @@ class _Connection:
         try:
             await self._open()
         except MCPServerError as exc:
-            self._broken = f"{where} stopped ({why}) and could not be reconnected: {exc}"
+            detail = str(exc).removeprefix(f"{where} ")
+            self._broken = f"{where} stopped ({why}) and could not be reconnected: it {detail}"
             raise MCPServerError(self._broken, server=self.name) from exc
 
     @contextlib.asynccontextmanager

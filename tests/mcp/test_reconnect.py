@@ -1,5 +1,6 @@
-"""A server that dies mid-session is started again once; when it dies again, its tools fail
-with a clear error, and the toolset's other servers carry on."""
+"""A server that dies mid-session is started again (reconnected) once; when it dies again, or
+cannot be reached again, its tools fail with a clear error, and the toolset's other servers
+carry on."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 import pytest
 
 from graph_agent.mcp import MCPServerError, MCPToolset
-from tests.mcp.conftest import stdio_server
+from tests.mcp.conftest import HttpServer, stdio_server
 
 
 def kill(pid: int) -> None:
@@ -24,8 +25,9 @@ def kill(pid: int) -> None:
         time.sleep(0.02)
 
 
-def test_a_killed_server_is_restarted_once_then_its_tools_fail_clearly(calc_http):
-    servers = {"calc": stdio_server("calc"), "remote": {"url": calc_http.url}}
+def test_a_killed_server_is_restarted_once_then_its_tools_fail_clearly():
+    remote = HttpServer("calc")
+    servers = {"calc": stdio_server("calc"), "remote": {"url": remote.url}}
     with MCPToolset(servers) as toolset:
         first = int(toolset["calc_pid"].invoke({}))
 
@@ -43,4 +45,12 @@ def test_a_killed_server_is_restarted_once_then_its_tools_fail_clearly(calc_http
         with pytest.raises(MCPServerError, match="reconnected once"):
             toolset["calc_pid"].invoke({})  # every tool of that server, from now on
 
-        assert toolset["remote_add"].invoke({"a": 2, "b": 2}) == "4"
+        assert toolset["remote_add"].invoke({"a": 2, "b": 2}) == "4"  # the other server
+
+        remote.stop()  # an HTTP server that dies cannot be restarted from here: one try
+        with pytest.raises(MCPServerError) as info:
+            toolset["remote_add"].invoke({"a": 2, "b": 2})
+        assert str(info.value).startswith(
+            f"MCP server 'remote' ({remote.url}) stopped (MCPError: Connection closed) and could "
+            "not be reconnected: it cannot be reached: "
+        )
