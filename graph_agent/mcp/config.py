@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +76,8 @@ ServerSpec = StdioServer | HttpServer
 
 
 def parse_servers(servers: Mapping[str, Any]) -> dict[str, ServerSpec]:
-    """Check ``{name: {command, args, env} | {url, headers}}`` and make a spec of each server.
+    """Check ``{name: {command, args, env} | {url, headers}}`` and make a spec of each server
+    (a spec given already is kept, under its key's name).
 
     Raises:
         MCPConfigError: A name or a server is malformed; the message names which and why.
@@ -95,6 +96,8 @@ def _server(name: Any, entry: Any) -> ServerSpec:
     if not isinstance(name, str) or not name:
         raise MCPConfigError(f"an MCP server's name must be a non-empty string, got {name!r}")
     where = f"MCP server {name!r}"
+    if isinstance(entry, StdioServer | HttpServer):
+        return replace(entry, name=name)
     if not isinstance(entry, Mapping):
         raise MCPConfigError(
             f"{where} must be a mapping with 'command' (stdio) or 'url' (HTTP), "

@@ -47,10 +47,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CONNECTION_CLOSED, CallToolResult
 from mcp_types import Tool as RemoteTool
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict
 
 from graph_agent.graph._concurrency import LoopThread
-from graph_agent.mcp.config import HttpServer, ServerSpec, StdioServer, parse_servers
+from graph_agent.mcp.config import ServerSpec, StdioServer, parse_servers
 from graph_agent.mcp.errors import MCPConfigError, MCPServerError, MCPToolError
 from graph_agent.mcp.results import result_text
 from graph_agent.tools import Tool, ToolContext
@@ -93,7 +93,7 @@ class MCPTool(Tool):
         self.timeout = timeout
         self.is_async = True
         # the server validates the arguments against its own schema; nothing is dropped here
-        self.arguments_model = _ANY_ARGUMENTS
+        self.arguments_model = _AnyArguments
         self._parameters = ()
         self.parameters = copy.deepcopy(remote.input_schema)
         self.server = server
@@ -120,10 +120,9 @@ class MCPTool(Tool):
 
 
 class _AnyArguments(BaseModel):
+    """Any JSON object: what an MCP tool's ``arguments_model`` accepts (its server checks)."""
+
     model_config = ConfigDict(extra="allow")
-
-
-_ANY_ARGUMENTS: type[BaseModel] = create_model("mcp_arguments", __base__=_AnyArguments)
 
 
 class MCPToolset:
@@ -160,11 +159,7 @@ class MCPToolset:
             raise MCPConfigError(
                 f"MCPToolset: connect_timeout must be positive, got {connect_timeout}"
             )
-        self.servers: dict[str, ServerSpec] = parse_servers(
-            {name: _as_mapping(entry) for name, entry in servers.items()}
-            if isinstance(servers, Mapping)
-            else servers
-        )
+        self.servers: dict[str, ServerSpec] = parse_servers(servers)
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self._loop: LoopThread | None = None
@@ -337,20 +332,6 @@ class MCPToolset:
         await asyncio.gather(*(c.close() for c in self._connections.values()))
 
 
-def _as_mapping(entry: Mapping[str, Any] | ServerSpec) -> Mapping[str, Any]:
-    if isinstance(entry, StdioServer):
-        return {
-            "command": entry.command,
-            "args": list(entry.args),
-            **({"env": dict(entry.env)} if entry.env is not None else {}),
-            **({"cwd": entry.cwd} if entry.cwd is not None else {}),
-        }
-    if isinstance(entry, HttpServer):
-        headers = {"headers": dict(entry.headers)} if entry.headers is not None else {}
-        return {"url": entry.url, **headers}
-    return entry
-
-
 def _valid_name(name: str) -> str:
     return _NOT_IN_NAMES.sub("_", name)[:64] or "_"
 
@@ -389,27 +370,38 @@ class _Connection:
         """Call the tool; a connection found lost is reopened (once in the connection's life)
         and the call sent again."""
         client, generation = await self._current()
-        for attempt in range(2):
-            try:
-                return await client.call_tool(tool_name, arguments)
-            except MCPError as exc:
-                if not _connection_lost(exc):
-                    raise MCPToolError(
-                        f"MCP server {self.name!r} refused the call of {tool_name!r}: "
-                        f"{exc.message or exc} (MCP error {exc.code})",
-                        server=self.name,
-                        tool=tool_name,
-                    ) from exc
-                lost: Exception = exc
-            except Exception as exc:
-                if not _connection_lost(exc):
-                    raise
-                lost = exc
-            if attempt == 1:
-                break
-            client, generation = await self._after_loss(generation, lost)
-        await self._after_loss(generation, lost)
-        raise AssertionError("unreachable: a second loss marks the connection broken")
+        try:
+            return await self._call_on(client, tool_name, arguments)
+        except _Lost as lost:
+            client, generation = await self._after_loss(generation, lost.error)
+        try:
+            return await self._call_on(client, tool_name, arguments)
+        except _Lost as lost:
+            await self._after_loss(generation, lost.error)  # raises, unless another call
+            raise MCPServerError(  # reconnected meanwhile: then this call gives up
+                f"MCP server {self.name!r} lost the call of {tool_name!r} twice "
+                f"({_describe(lost.error)}); call it again",
+                server=self.name,
+            ) from lost.error
+
+    async def _call_on(
+        self, client: Client, tool_name: str, arguments: dict[str, Any]
+    ) -> CallToolResult:
+        try:
+            return await client.call_tool(tool_name, arguments)
+        except MCPError as exc:
+            if _connection_lost(exc):
+                raise _Lost(exc) from exc
+            raise MCPToolError(
+                f"MCP server {self.name!r} refused the call of {tool_name!r}: "
+                f"{exc.message or exc} (MCP error {exc.code})",
+                server=self.name,
+                tool=tool_name,
+            ) from exc
+        except Exception as exc:
+            if _connection_lost(exc):
+                raise _Lost(exc) from exc
+            raise
 
     async def close(self) -> None:
         self._broken = self._broken or (
@@ -532,6 +524,14 @@ class _Connection:
             holder.cancel()
             with contextlib.suppress(BaseException):
                 await asyncio.wait([holder], timeout=_SHUTDOWN_SECONDS)
+
+
+class _Lost(Exception):
+    """A call found its connection lost (``error``: how)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 @contextlib.asynccontextmanager
