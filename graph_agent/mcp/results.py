@@ -6,7 +6,7 @@ typed content parts (images for a vision model), :func:`result_text`'s placehold
 those parts go; until then the model learns that an image came, its type and size.
 
 Example:
-    >>> from mcp_types import CallToolResult, ImageContent, TextContent
+    >>> from mcp.types import CallToolResult, ImageContent, TextContent
     >>> result = CallToolResult(content=[
     ...     TextContent(text="the chart:"),
     ...     ImageContent(data="iVBORw0KGgo=", mime_type="image/png"),
@@ -22,7 +22,7 @@ import binascii
 from base64 import b64decode
 
 import pydantic_core
-from mcp_types import (
+from mcp.types import (
     AudioContent,
     BlobResourceContents,
     CallToolResult,

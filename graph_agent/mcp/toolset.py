@@ -45,8 +45,8 @@ import anyio
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp_types import CONNECTION_CLOSED, CallToolResult
-from mcp_types import Tool as RemoteTool
+from mcp.types import CONNECTION_CLOSED, CallToolResult
+from mcp.types import Tool as RemoteTool
 from pydantic import BaseModel, ConfigDict
 
 from graph_agent.graph._concurrency import LoopThread
@@ -71,7 +71,7 @@ class MCPTool(Tool):
         server: The name of the server (a key of the toolset's ``servers``).
         remote_name: The tool's name on its server (``name`` may carry a prefix, see
             :class:`MCPToolset`).
-        remote: The tool as the server listed it (``mcp_types.Tool``).
+        remote: The tool as the server listed it (``mcp.types.Tool``).
     """
 
     __slots__ = ("remote", "remote_name", "server")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcp_types import (
+from mcp.types import (
     AudioContent,
     BlobResourceContents,
     CallToolResult,
