@@ -20,10 +20,11 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from graph_agent.checkpoint.serde import register
 from graph_agent.graph.state import RemoveMessage, ReplaceAll
@@ -32,16 +33,23 @@ __all__ = [
     "AnyMessage",
     "AssistantMessage",
     "AssistantMessageChunk",
+    "AudioPart",
     "BaseMessage",
+    "ContentPart",
+    "FilePart",
+    "ImagePart",
     "Message",
+    "MessageContent",
     "RemoveMessage",
     "ReplaceAll",
     "SystemMessage",
+    "TextPart",
     "ToolCall",
     "ToolCallDelta",
     "ToolResponseMessage",
     "Usage",
     "UserMessage",
+    "content_text",
     "message_from_dict",
     "new_message_id",
 ]
@@ -121,6 +129,236 @@ class Usage(BaseModel):
         )
 
 
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_MEDIA_TYPE = re.compile(r"[\w.+-]+/[\w.+-]+")
+_DATA_URL = re.compile(r"data:(?P<media_type>[^;,]*)(?:;[^;,]*)*;base64,(?P<data>.*)", re.DOTALL)
+_EXAMPLE_MEDIA_TYPES = {"image": "image/png", "audio": "audio/wav"}
+_AUDIO_FORMATS = {"mpeg": "mp3", "mp3": "mp3", "x-wav": "wav", "wave": "wav", "wav": "wav"}
+
+
+def _checked_data(kind: str, data: str, media_type: str | None, family: str | None) -> None:
+    """Raise ValueError unless ``data`` is base64 text with a fitting ``media_type``."""
+    if len(data) % 4 or not _BASE64.fullmatch(data):
+        raise ValueError(
+            f"{kind}.data must be base64 text (A-Z, a-z, 0-9, +, /, '=' padding, no line "
+            "breaks); encode the bytes with base64.b64encode(raw).decode()"
+        )
+    if media_type is None:
+        example = _EXAMPLE_MEDIA_TYPES.get(family or "", "application/pdf")
+        raise ValueError(
+            f"{kind}.data needs a media_type, e.g. {kind}(data=..., media_type={example!r})"
+        )
+    _checked_media_type(kind, media_type, family)
+
+
+def _checked_media_type(kind: str, media_type: str, family: str | None) -> None:
+    if not _MEDIA_TYPE.fullmatch(media_type):
+        raise ValueError(f"{kind}.media_type {media_type!r} is not a media type like 'image/png'")
+    if family is not None and not media_type.startswith(f"{family}/"):
+        raise ValueError(f"{kind}.media_type must be {family}/..., got {media_type!r}")
+
+
+def _split_data_url(fields: Any) -> Any:
+    """``url="data:<media type>;base64,<data>"`` given as ``media_type`` and ``data``."""
+    if not isinstance(fields, dict):
+        return fields
+    url = fields.get("url")
+    if not isinstance(url, str) or not url.startswith("data:"):
+        return fields
+    match = _DATA_URL.fullmatch(url)
+    if match is None:
+        raise ValueError("a data: URL must read data:<media type>;base64,<base64 data>")
+    fields = {**fields, "url": None, "data": match["data"]}
+    fields.setdefault("media_type", match["media_type"] or None)
+    return fields
+
+
+def _byte_size(data: str) -> int:
+    return len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
+
+
+def _size_text(size: int) -> str:
+    if size < 1024:
+        return f"{size} B"
+    if size < 1024 * 1024:
+        return f"{round(size / 1024)} KB"
+    return f"{size / (1024 * 1024):.1f} MB"
+
+
+class TextPart(BaseModel):
+    """Text inside a message whose content is a list of parts. ``TextPart("hi")`` is
+    ``TextPart(text="hi")``.
+
+    Example:
+        >>> UserMessage([TextPart("What is "), TextPart("this?")]).text
+        'What is this?'
+    """
+
+    model_config = _FROZEN
+
+    type: Literal["text"] = "text"
+    text: str
+
+    def __init__(self, text: str = "", **fields: Any) -> None:
+        fields["text"] = text
+        _validate(self, fields)
+
+
+class ImagePart(BaseModel):
+    """An image for a vision model: by ``url``, or as base64 ``data`` with its ``media_type``.
+
+    A ``data:<media type>;base64,<data>`` URL given as ``url`` is split into ``data`` and
+    ``media_type``. ``detail`` (``"auto"``, ``"low"``, ``"high"``) is OpenAI's resolution hint,
+    sent only when set.
+
+    Example:
+        >>> ImagePart(url="https://example.com/cat.png").placeholder
+        '[image: https://example.com/cat.png]'
+        >>> ImagePart(data="iVBORw0KGgo=", media_type="image/png").placeholder
+        '[image: image/png, 8 B]'
+    """
+
+    model_config = _FROZEN
+
+    type: Literal["image"] = "image"
+    url: str | None = None
+    data: str | None = None
+    media_type: str | None = None
+    detail: Literal["auto", "low", "high"] | None = None
+
+    _from_data_url = model_validator(mode="before")(_split_data_url)
+
+    @model_validator(mode="after")
+    def _check(self) -> ImagePart:
+        if (self.url is None) == (self.data is None):
+            raise ValueError(
+                "ImagePart needs either url=... (an http(s) URL) or data=... (base64) with "
+                "media_type=..., not both and not neither"
+            )
+        if self.data is not None:
+            _checked_data("ImagePart", self.data, self.media_type, "image")
+        elif self.media_type is not None:
+            _checked_media_type("ImagePart", self.media_type, "image")
+        return self
+
+    @property
+    def placeholder(self) -> str:
+        """How a transcript shows the image: ``[image: image/png, 12 KB]`` or its URL."""
+        if self.data is None:
+            return f"[image: {self.url}]"
+        return f"[image: {self.media_type}, {_size_text(_byte_size(self.data))}]"
+
+
+class AudioPart(BaseModel):
+    """Audio for a model that listens: base64 ``data`` and its ``media_type`` (``audio/wav``,
+    ``audio/mpeg``, ...); :attr:`format` is the short name OpenAI's ``input_audio`` wants.
+
+    Example:
+        >>> AudioPart(data="UklGRg==", media_type="audio/wav").format
+        'wav'
+    """
+
+    model_config = _FROZEN
+
+    type: Literal["audio"] = "audio"
+    data: str
+    media_type: str
+
+    def __init__(self, data: str = "", media_type: str = "", **fields: Any) -> None:
+        fields["data"] = data
+        fields["media_type"] = media_type
+        _validate(self, fields)
+
+    @model_validator(mode="after")
+    def _check(self) -> AudioPart:
+        _checked_data("AudioPart", self.data, self.media_type or None, "audio")
+        return self
+
+    @property
+    def format(self) -> str:
+        """The audio format by its short name: ``wav``, ``mp3``, else the media subtype."""
+        subtype = self.media_type.partition("/")[2]
+        return _AUDIO_FORMATS.get(subtype, subtype)
+
+    @property
+    def placeholder(self) -> str:
+        """How a transcript shows the audio: ``[audio: audio/wav, 40 KB]``."""
+        return f"[audio: {self.media_type}, {_size_text(_byte_size(self.data))}]"
+
+
+class FilePart(BaseModel):
+    """A document (a PDF, ...): base64 ``data`` with its ``media_type``, a ``url``, or the
+    ``file_id`` of a file uploaded to the provider; ``filename`` names it to the model.
+
+    The OpenAI chat format carries ``data`` and ``file_id``, not ``url``.
+
+    Example:
+        >>> FilePart(data="JVBERi0=", media_type="application/pdf", filename="a.pdf").placeholder
+        '[file: a.pdf, application/pdf, 5 B]'
+    """
+
+    model_config = _FROZEN
+
+    type: Literal["file"] = "file"
+    data: str | None = None
+    media_type: str | None = None
+    url: str | None = None
+    file_id: str | None = None
+    filename: str | None = None
+
+    _from_data_url = model_validator(mode="before")(_split_data_url)
+
+    @model_validator(mode="after")
+    def _check(self) -> FilePart:
+        given = [name for name in ("data", "url", "file_id") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "FilePart needs exactly one of data=... (base64, with media_type=...), url=... "
+                f"or file_id=...; got {', '.join(given) or 'none'}"
+            )
+        if self.data is not None:
+            _checked_data("FilePart", self.data, self.media_type, None)
+        elif self.media_type is not None:
+            _checked_media_type("FilePart", self.media_type, None)
+        return self
+
+    @property
+    def placeholder(self) -> str:
+        """How a transcript shows the file: ``[file: a.pdf, application/pdf, 3 KB]``."""
+        facts = [self.filename, self.media_type]
+        if self.data is not None:
+            facts.append(_size_text(_byte_size(self.data)))
+        else:
+            facts.append(self.url or f"id {self.file_id}")
+        return f"[file: {', '.join(fact for fact in facts if fact)}]"
+
+
+ContentPart: TypeAlias = Annotated[
+    TextPart | ImagePart | AudioPart | FilePart, Field(discriminator="type")
+]
+"""One part of a message's content, tagged by ``type``."""
+
+MessageContent: TypeAlias = str | list[ContentPart]
+"""What a user, assistant or tool message holds: plain text, or a list of parts."""
+
+
+def content_text(content: MessageContent, *, placeholders: bool = False) -> str:
+    """The text of a message's content: the text parts joined; with ``placeholders``, each
+    image, audio or file part shown as its placeholder (how transcripts and the CLI show it).
+
+    Example:
+        >>> parts = [TextPart("Look:"), ImagePart(url="https://x.test/a.png")]
+        >>> content_text(parts), content_text(parts, placeholders=True)
+        ('Look:', 'Look: [image: https://x.test/a.png]')
+    """
+    if isinstance(content, str):
+        return content
+    if not placeholders:
+        return "".join(part.text for part in content if isinstance(part, TextPart))
+    pieces = [part.text if isinstance(part, TextPart) else part.placeholder for part in content]
+    return " ".join(piece for piece in pieces if piece)
+
+
 class ToolCall(BaseModel):
     """One tool call requested by the model.
 
@@ -171,18 +409,21 @@ class BaseMessage(BaseModel):
     model_config = _FROZEN
 
     id: str = Field(default_factory=_fresh_id)
-    content: str = ""
+    content: MessageContent = ""
 
     @property
     def text(self) -> str:
-        """The message text; an alias of ``content``."""
-        return self.content
+        """The message text: ``content`` itself when it is a string, else its text parts
+        joined (see :func:`content_text`)."""
+        content = self.content
+        return content if type(content) is str else content_text(content)
 
 
 class SystemMessage(BaseMessage):
     """Instructions for the model. ``SystemMessage("Be brief.")`` is ``content="Be brief."``."""
 
     role: Literal["system"] = "system"
+    content: str = ""
 
     def __init__(self, content: str = "", *, id: str | None = None, **fields: Any) -> None:
         fields["content"] = content
@@ -192,11 +433,24 @@ class SystemMessage(BaseMessage):
 
 
 class UserMessage(BaseMessage):
-    """What the user said. ``UserMessage("hi")`` is ``UserMessage(content="hi")``."""
+    """What the user said. ``UserMessage("hi")`` is ``UserMessage(content="hi")``; the content
+    may also be a list of parts, to send images, audio or files.
+
+    Example:
+        >>> question = UserMessage([TextPart("What is this?"), ImagePart(url="https://x.test/a.png")])
+        >>> question.text
+        'What is this?'
+    """
 
     role: Literal["user"] = "user"
 
-    def __init__(self, content: str = "", *, id: str | None = None, **fields: Any) -> None:
+    def __init__(
+        self,
+        content: str | Sequence[TextPart | ImagePart | AudioPart | FilePart] = "",
+        *,
+        id: str | None = None,
+        **fields: Any,
+    ) -> None:
         fields["content"] = content
         if id is not None:
             fields["id"] = id
@@ -207,7 +461,8 @@ class AssistantMessage(BaseMessage):
     """The model's answer: text, tool calls, or both.
 
     Attributes:
-        content: The answer text (``""`` when the model only called tools); also ``.text``.
+        content: The answer text (``""`` when the model only called tools), or a list of parts;
+            ``.text`` is the text either way.
         tool_calls: Tools the model wants run, in the order it listed them.
         finish_reason: Why the model stopped (``"stop"``, ``"tool_calls"``, ``"length"``, ...).
         usage: Token counts of the call that produced this message, when known.
@@ -226,7 +481,7 @@ class AssistantMessage(BaseMessage):
 
     def __init__(
         self,
-        content: str | None = "",
+        content: str | Sequence[TextPart | ImagePart | AudioPart | FilePart] | None = "",
         *,
         id: str | None = None,
         tool_calls: Sequence[ToolCall] | None = None,
@@ -260,7 +515,8 @@ class AssistantMessage(BaseMessage):
 
 
 class ToolResponseMessage(BaseMessage):
-    """The result of one tool call, matched to it by ``tool_call_id``.
+    """The result of one tool call, matched to it by ``tool_call_id``. Its content is text, or
+    a list of parts when the tool returned images, audio or files.
 
     Example:
         >>> ToolResponseMessage(tool_call_id="c1", name="add", content="3").is_error
@@ -366,3 +622,7 @@ register(ToolCall, 20)
 register(AssistantMessageChunk, 21)
 register(Usage, 22)
 register(ToolCallDelta, 23)
+register(TextPart, 24)
+register(ImagePart, 25)
+register(AudioPart, 26)
+register(FilePart, 27)

@@ -54,6 +54,7 @@ from graph_agent.graph._concurrency import (
 from graph_agent.graph.errors import GraphAgentError, GraphSetupError, ParentCommand
 from graph_agent.graph.task import current_task
 from graph_agent.graph.types import Command
+from graph_agent.messages import AudioPart, FilePart, ImagePart, MessageContent, TextPart
 
 __all__ = [
     "Tool",
@@ -61,6 +62,7 @@ __all__ = [
     "ToolContext",
     "ToolTimeoutError",
     "Toolkit",
+    "result_to_content",
     "result_to_text",
     "tool",
 ]
@@ -143,6 +145,27 @@ def result_to_text(value: Any) -> str:
             raise ParentCommand(value)
         raise ParentCommand(value, node=task.node, step=task.step)
     return pydantic_core.to_json(value, fallback=str).decode()
+
+
+_PARTS = (TextPart, ImagePart, AudioPart, FilePart)
+
+
+def result_to_content(value: Any) -> MessageContent:
+    """What a tool's return value becomes as the content of its result: a content part
+    (``ImagePart``, ...) or a list of them stays parts, so a model that sees images gets the
+    screenshot a tool took; anything else is :func:`result_to_text`.
+
+    Example:
+        >>> result_to_content(ImagePart(url="https://x.test/a.png"))[0].url
+        'https://x.test/a.png'
+        >>> result_to_content({"temp": 21})
+        '{"temp":21}'
+    """
+    if isinstance(value, _PARTS):
+        return [value]
+    if isinstance(value, list | tuple) and value and all(isinstance(v, _PARTS) for v in value):
+        return list(value)
+    return result_to_text(value)
 
 
 _SECTION_HEADER = re.compile(
@@ -390,6 +413,9 @@ class Tool:
         parameters: The JSON schema of its arguments (an object schema).
         timeout: Seconds a call may take, or ``None``. The caller (the agent's tool node)
             enforces it, by passing it to :meth:`ainvoke`.
+        return_direct: Whether the tool's result is the agent's answer: when every call of a
+            step is to such a tool and none failed, the run ends with the result, without
+            another model call.
         function: The wrapped function.
         is_async: Whether the function is a coroutine function.
         arguments_model: The pydantic model that validates arguments.
@@ -411,6 +437,7 @@ class Tool:
         "is_async",
         "name",
         "parameters",
+        "return_direct",
         "timeout",
     )
 
@@ -421,6 +448,7 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         timeout: float | None = None,
+        return_direct: bool = False,
     ) -> None:
         tool_name = name if name is not None else _default_name(function)
         if not _TOOL_NAME.match(tool_name):
@@ -435,6 +463,7 @@ class Tool:
         self.name = tool_name
         self.description = doc_description if description is None else description
         self.timeout = timeout
+        self.return_direct = return_direct
         self.is_async = inspect.iscoroutinefunction(_defining_function(function))
         self.arguments_model, self._parameters = _signature_model(
             function, tool_name, argument_docs
@@ -449,6 +478,7 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         timeout: float | None = None,
+        return_direct: bool = False,
     ) -> Tool:
         """Make a tool of ``function``; ``name``/``description`` default to its name and doc.
 
@@ -456,14 +486,21 @@ class Tool:
         parameters, its class the name and description) or a ``functools.partial`` (the
         arguments it binds are fixed and left out of the schema).
         """
-        return cls(function, name=name, description=description, timeout=timeout)
+        return cls(
+            function,
+            name=name,
+            description=description,
+            timeout=timeout,
+            return_direct=return_direct,
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
 
     def __repr__(self) -> str:
         names = [p.name for p in self._parameters if not p.is_context]
-        return f"Tool(name={self.name!r}, parameters={names}, timeout={self.timeout})"
+        direct = ", return_direct=True" if self.return_direct else ""
+        return f"Tool(name={self.name!r}, parameters={names}, timeout={self.timeout}{direct})"
 
     @property
     def wants_context(self) -> bool:
@@ -696,10 +733,15 @@ def tool(
     *,
     description: str | None = None,
     timeout: float | None = None,
+    return_direct: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, timeout: float | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    return_direct: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -710,6 +752,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout: float | None = None,
+    return_direct: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a function into a :class:`Tool`: ``@tool``, ``@tool("name")`` or ``@tool(name=...)``.
 
@@ -718,6 +761,9 @@ def tool(
         name: The tool's name; defaults to the function's name.
         description: What the tool does; defaults to the docstring's description.
         timeout: Seconds one call may take; ``None`` for no limit.
+        return_direct: End the agent's run with this tool's result as the answer, without
+            another model call, when every call of the step is to such a tool and none failed
+            (a failed call's error goes back to the model as usual).
 
     Example:
         >>> @tool(name="lookup", timeout=5)
@@ -727,15 +773,21 @@ def tool(
         >>> find.name, find.timeout, find.parameters["required"]
         ('lookup', 5, ['query'])
     """
+    options: dict[str, Any] = {
+        "name": name,
+        "description": description,
+        "timeout": timeout,
+        "return_direct": return_direct,
+    }
     if callable(function_or_name):
-        return Tool(function_or_name, name=name, description=description, timeout=timeout)
+        return Tool(function_or_name, **options)
     if function_or_name is not None:
         if name is not None:
             raise TypeError("tool() got the name twice: positionally and as name=")
-        name = function_or_name
+        options["name"] = function_or_name
 
     def decorate(function: Callable[..., Any]) -> Tool:
-        return Tool(function, name=name, description=description, timeout=timeout)
+        return Tool(function, **options)
 
     return decorate
 

@@ -28,6 +28,7 @@ from graph_agent.messages import (
     SystemMessage,
     ToolResponseMessage,
     UserMessage,
+    content_text,
 )
 from graph_agent.models.base import ChatModel
 
@@ -463,9 +464,11 @@ def _role(message: BaseMessage) -> str:
 
 
 def _render(message: BaseMessage) -> str:
+    # an image, audio or file part shows as its placeholder, e.g. [image: image/png, 12 KB]
+    text = content_text(message.content, placeholders=True)
     if isinstance(message, AssistantMessage) and message.tool_calls:
         calls = "; ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
-        return f"{message.text} [called {calls}]".strip()
+        return f"{text} [called {calls}]".strip()
     if isinstance(message, ToolResponseMessage):
-        return f"[{message.name} result] {message.text}"
-    return message.text
+        return f"[{message.name} result] {text}"
+    return text

@@ -373,8 +373,8 @@ class ToolEmulatorInterceptor(ToolInterceptor):
             return call_next(request)
         if isinstance(result, ToolResponseMessage):
             return result
-        from graph_agent.tools import result_to_text
+        from graph_agent.tools import result_to_content
 
         return ToolResponseMessage(
-            tool_call_id=request.call.id, name=request.call.name, content=result_to_text(result)
+            tool_call_id=request.call.id, name=request.call.name, content=result_to_content(result)
         )

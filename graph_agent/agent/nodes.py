@@ -7,6 +7,7 @@ reset by new input, kept across resumes) and ``_agent_thread`` (the same, for th
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import copy
 import functools
@@ -28,11 +29,13 @@ from graph_agent.agent.interceptors import (
     stream_to_caller,
 )
 from graph_agent.agent.keys import (
+    JUMP_KEY,
     REJECTED_KEY,
     RUN_INPUT_KEY,
     RUN_KEY,
     THREAD_KEY,
 )
+from graph_agent.agent.return_direct import direct_answer
 from graph_agent.agent.templates import fill, is_template
 from graph_agent.agent.tool_commands import (
     ToolCommandError,
@@ -61,7 +64,7 @@ from graph_agent.messages import (
     UserMessage,
 )
 from graph_agent.models.base import ModelRequest, ToolDefinition
-from graph_agent.tools import Tool, ToolContext, result_to_text
+from graph_agent.tools import Tool, ToolContext, result_to_content
 
 if TYPE_CHECKING:
     from graph_agent.agent.spec import NodeSettings
@@ -576,8 +579,24 @@ class ToolNode(DualNode):
         }
         if state.value(REJECTED_KEY) is not None:
             update[REJECTED_KEY] = None  # answered: no later call can pick them up
+        answer = direct_answer(self.agent.toolkit, calls, results)
+        if answer is not None:  # return_direct tools answered: the run ends, no model call
+            update["messages"] = [*results, answer]
+            update.update(self._direct_output(answer))
         if updates:
             return command_updates(update, [(c, updates[c.id]) for c in calls if c.id in updates])
+        return update
+
+    def _direct_output(self, answer: AssistantMessage) -> dict[str, Any]:
+        """The jump that ends the run after a return_direct step, and its ``output_key``."""
+        update: dict[str, Any] = {JUMP_KEY: "end"}
+        schema = self.agent.output_schema
+        if schema is None:
+            update[self.agent.output_key] = answer.text
+            return update
+        # not the schema's JSON: the run still ends, without a structured output
+        with contextlib.suppress(ValidationError):
+            update[self.agent.output_key] = schema.model_validate_json(_json_text(answer))
         return update
 
     def _over_limit(
@@ -773,7 +792,7 @@ class ToolNode(DualNode):
             response, updates[call.id] = from_command(call, value, self.private_keys)
             return response
         return ToolResponseMessage(
-            tool_call_id=call.id, name=call.name, content=result_to_text(value)
+            tool_call_id=call.id, name=call.name, content=result_to_content(value)
         )
 
     def _fit(self, response: ToolResponseMessage, call: ToolCall) -> ToolResponseMessage:
@@ -784,9 +803,10 @@ class ToolNode(DualNode):
             fixes["tool_call_id"] = call.id
         if not response.name:
             fixes["name"] = call.name
-        if len(response.content) > limit:
-            cut = len(response.content) - limit
-            fixes["content"] = response.content[:limit] + f"\n[... {cut} more characters truncated]"
+        content = response.content  # parts (images...) are bounded by the checkpoint's limits
+        if isinstance(content, str) and len(content) > limit:
+            cut = len(content) - limit
+            fixes["content"] = content[:limit] + f"\n[... {cut} more characters truncated]"
         return response.model_copy(update=fixes) if fixes else response
 
 

@@ -4,6 +4,9 @@ Each line is a new message on one thread. When the run pauses for a human (a
 :class:`~graph_agent.agent.HumanInTheLoopHook`), every gated tool call is put to the prompt:
 approve, edit its arguments (JSON), or reject it with a reason; the run then resumes with
 ``Command(resume={call_id: decision})``. Other pauses take a JSON (or text) answer.
+
+``/image PATH [message]`` attaches a picture to an agent: sent with the message on the same
+line, or else with the next message typed.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from graph_agent.cli.errors import explain
+from graph_agent.cli.attach import image_part, message_with_images
+from graph_agent.cli.errors import EXIT_USAGE, CliError, explain
 from graph_agent.cli.output import (
     Reporter,
     RunSummary,
@@ -28,11 +32,12 @@ from graph_agent.cli.running import continuable, execute, new_thread_id, parse_i
 from graph_agent.cli.targets import Target, open_target
 from graph_agent.client import RemoteGraphError
 from graph_agent.graph.types import Command, Interrupt, RunnableConfig
-from graph_agent.messages import ToolCall
+from graph_agent.messages import ImagePart, ToolCall, UserMessage
 
 __all__ = ["ask_decisions", "chat_command"]
 
 _QUIT = {"/exit", "/quit", "exit", "quit"}
+_IMAGE_COMMAND = "/image"
 
 
 class _EndOfInput(Exception):
@@ -75,14 +80,57 @@ def _chat(target: Target, args: argparse.Namespace) -> None:
 
 def _converse(target: Target, config: RunnableConfig, reporter: Reporter, *, debug: bool) -> None:
     """Turn after turn, until the user leaves."""
-    what = "a message" if target.is_agent else "a JSON object of state keys"
+    what = (
+        "a message; /image PATH attaches a picture"
+        if target.is_agent
+        else ("a JSON object of state keys")
+    )
     reporter.note(f"type {what}; /exit or Ctrl-D to leave")
+    images: list[ImagePart] = []  # attached with /image, sent with the next message
     while True:
         line = _ask("you> ")
         if line.strip() in _QUIT:
             return
+        message: str | UserMessage = line
+        if line.strip().startswith(_IMAGE_COMMAND):
+            try:
+                line = _attach(target, line, images, reporter)
+            except CliError as exc:
+                print_error(exc)
+                continue
+        if line.strip() and images:
+            message = message_with_images(line.strip(), images)
+            images = []
         if line.strip():
-            _turn(target, config, reporter, line, debug=debug)
+            _turn(target, config, reporter, message, debug=debug)
+
+
+def _attach(target: Target, line: str, images: list[ImagePart], reporter: Reporter) -> str:
+    """Read ``/image PATH [message]``'s picture into ``images``; return the message (or "")."""
+    if not target.is_agent:
+        raise CliError(
+            f"{_IMAGE_COMMAND} attaches a picture to an agent's message; a graph takes JSON",
+            "send a JSON object of state keys",
+            EXIT_USAGE,
+        )
+    try:
+        words = shlex.split(line.strip()[len(_IMAGE_COMMAND) :])
+    except ValueError as exc:
+        raise CliError(
+            f"cannot read {line.strip()!r}: {exc}", "quote the path", EXIT_USAGE
+        ) from exc
+    if not words:
+        raise CliError(
+            f"{_IMAGE_COMMAND} needs a file",
+            f"e.g. {_IMAGE_COMMAND} photo.png What is this?",
+            EXIT_USAGE,
+        )
+    image = image_part(words[0])
+    images.append(image)
+    text = " ".join(words[1:])
+    if not text:
+        reporter.note(f"attached {image.placeholder}: it goes with your next message")
+    return text
 
 
 def _pick_up(target: Target, config: RunnableConfig, reporter: Reporter, *, debug: bool) -> None:
@@ -116,7 +164,7 @@ def _turn(
     target: Target,
     config: RunnableConfig,
     reporter: Reporter,
-    line: str | None,
+    line: str | UserMessage | None,
     *,
     debug: bool,
     paused: RunSummary | None = None,
@@ -128,7 +176,7 @@ def _turn(
         if paused is not None:
             summary = paused
         else:
-            input = parse_input(target, line) if line is not None else None
+            input = line if not isinstance(line, str) else parse_input(target, line)
             summary = execute(target, input, config, reporter)
         while summary.interrupts:
             reporter.stop()

@@ -219,6 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--api-key-env", metavar="VAR", help="read the API key for --base-url from VAR"
     )
+    demo.add_argument(
+        "--image",
+        metavar="PATH",
+        help="attach a picture (.png, .jpg, .gif, .webp) to the question, for a vision model",
+    )
     _add_no_stream_model(demo)
     _add_common(demo, top=False)
 

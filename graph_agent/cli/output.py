@@ -32,11 +32,15 @@ from graph_agent.graph.state import ReplaceAll
 from graph_agent.graph.types import START, Interrupt, NodeOutput
 from graph_agent.messages import (
     AssistantMessage,
+    AudioPart,
     BaseMessage,
+    FilePart,
+    ImagePart,
     SystemMessage,
     ToolCall,
     ToolResponseMessage,
     Usage,
+    content_text,
 )
 
 __all__ = [
@@ -54,6 +58,7 @@ __all__ = [
     "make_reporter",
     "print_error",
     "printable",
+    "shown_text",
     "to_json",
     "to_jsonable",
 ]
@@ -162,7 +167,14 @@ def _plural(count: int, noun: str) -> str:
 
 
 def to_jsonable(value: Any) -> Any:
-    """``value`` made of JSON types: messages and models as dicts, tuples as lists."""
+    """``value`` made of JSON types: messages and models as dicts, tuples as lists; an image,
+    audio or file part as its placeholder (``[image: image/png, 12 KB]``), not its data."""
+    if isinstance(value, ImagePart | AudioPart | FilePart):
+        return value.placeholder
+    if isinstance(value, BaseMessage) and not isinstance(value.content, str):
+        dumped = value.model_dump(mode="json", exclude_none=True)
+        dumped["content"] = [to_jsonable(part) for part in value.content]
+        return dumped
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", exclude_none=True)
     if isinstance(value, Mapping):
@@ -185,6 +197,12 @@ def to_json(value: Any, *, indent: int | None = 2) -> str:
     """Pretty (or, with ``indent=None``, compact) JSON of any state value."""
     separators = (",", ": ") if indent else (", ", ": ")
     return json.dumps(to_jsonable(value), indent=indent, ensure_ascii=False, separators=separators)
+
+
+def shown_text(message: BaseMessage) -> str:
+    """A message's text as the terminal shows it: each image, audio or file part as its
+    placeholder, e.g. ``What is this? [image: image/png, 12 KB]``."""
+    return content_text(message.content, placeholders=True)
 
 
 def _short(text: str, limit: int = _MAX_DETAIL) -> str:
@@ -222,7 +240,7 @@ def describe_node(output: NodeOutput) -> tuple[str, list[NodeLine]]:
                     summary.append("answer")
             elif isinstance(message, ToolResponseMessage):
                 kind: LineKind = "error" if message.is_error else "result"
-                lines.append(NodeLine(kind, f"{message.name}: {_short(message.text)}"))
+                lines.append(NodeLine(kind, f"{message.name}: {_short(shown_text(message))}"))
         results = sum(1 for line in lines if line.kind in ("result", "error"))
         if results:
             summary.append(_plural(results, "result"))

@@ -13,6 +13,7 @@ from typing import Any
 from graph_agent.agent.react import ReactAgent
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.sqlite import SqliteSaver
+from graph_agent.cli.attach import image_part, message_with_images
 from graph_agent.cli.endpoints import online_model, wants_online
 from graph_agent.cli.errors import EXIT_USAGE, CliError
 from graph_agent.cli.output import (
@@ -22,6 +23,7 @@ from graph_agent.cli.output import (
     make_progress,
     make_reporter,
     printable,
+    shown_text,
     to_json,
 )
 from graph_agent.cli.running import continuable, execute, new_thread_id, parse_input
@@ -29,10 +31,13 @@ from graph_agent.cli.targets import DEMO_DB, Target, db_option, open_saver, open
 from graph_agent.cli.unstreamed import UnstreamedModel
 from graph_agent.graph.errors import InvalidResumeError
 from graph_agent.graph.types import Interrupt, RunnableConfig
+from graph_agent.messages import UserMessage
 from graph_agent.models.base import ChatModel
 
 __all__ = ["DEMO_DB", "demo_command", "resume_hint", "run_command"]
 
+IMAGE_QUESTION = "What is in this picture?"
+"""The demo's question when --image comes without one."""
 _STREAM_DELAY = 0.02
 """Seconds between the offline model's words on a terminal, so the streaming can be seen."""
 
@@ -71,26 +76,31 @@ def _demo(
 ) -> None:
     from graph_agent.demo import DEFAULT_QUESTION
 
+    image = image_part(args.image) if args.image else None  # a bad path fails before the run
     thread = args.thread or new_thread_id("demo")
     reporter.header("graph-agent demo", {"model": described, "thread": thread, "db": args.db})
     db_flag, shown = db_option(args.db), shlex.quote(thread)
     stored = saver.get(thread) if args.thread else None
-    question: str | None = args.question or DEFAULT_QUESTION
+    question: str | None = args.question or (IMAGE_QUESTION if image else DEFAULT_QUESTION)
     if args.thread and stored is None:
         reporter.note(
             f"new thread {thread} (not in {args.db}; see graph-agent threads list{db_flag})"
         )
-    elif stored is not None and stored.next and args.question is None:
+    elif stored is not None and stored.next and args.question is None and image is None:
         reporter.note(f"thread {thread} stopped before its run finished: finishing it")
         question = None  # continue the thread where it stopped
     elif stored is not None:
         reporter.note(f"continuing thread {thread}")
-    if question is not None:
+    input: str | UserMessage | None = question
+    if question is not None and image is not None:
+        input = message_with_images(question, [image])
+        reporter.question(shown_text(input))
+    elif question is not None:
         reporter.question(question)
     target = Target(spec="graph_agent.demo:agent", runnable=agent)
     again = f"graph-agent demo --thread {shown}{db_flag}{_model_flags(args)}"
     with continuable(target, thread, again):
-        summary = execute(target, question, RunnableConfig(thread_id=thread), reporter)
+        summary = execute(target, input, RunnableConfig(thread_id=thread), reporter)
     if summary.interrupts:
         reporter.paused(summary.interrupts, "")
     else:

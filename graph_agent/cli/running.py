@@ -16,7 +16,7 @@ from graph_agent.agent.nodes import run_answer
 from graph_agent.agent.react import ReactAgent
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.cli.errors import EXIT_USAGE, CliError, RunStopped
-from graph_agent.cli.output import Reporter, RunSummary
+from graph_agent.cli.output import Reporter, RunSummary, shown_text
 from graph_agent.cli.targets import Target
 from graph_agent.graph._pending import pending_interrupts
 from graph_agent.graph.errors import GraphAgentError
@@ -75,7 +75,7 @@ def answer_of(state: OverAllState) -> str | None:
     keys, as a run returns or streams it), or ``None`` when the run gave none: never an earlier
     turn's answer, as ``ReactAgent.call`` (see :func:`~graph_agent.agent.nodes.run_answer`)."""
     message = run_answer(state)
-    return message.text if message is not None else None
+    return shown_text(message) if message is not None else None
 
 
 @contextlib.contextmanager

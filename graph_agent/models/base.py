@@ -390,7 +390,8 @@ _PIECES = re.compile(r"\S+\s*|\s+")
 
 def message_to_chunks(message: AssistantMessage) -> Iterator[AssistantMessageChunk]:
     """Stream a finished message: its reasoning, its text word by word, one piece per tool call,
-    then the finish reason and usage. ``fold_chunks`` of the result equals ``message``.
+    then the finish reason and usage. ``fold_chunks`` of the result equals ``message`` (for a
+    message of parts, chunks carry its text parts: images do not stream).
 
     Example:
         >>> [c.text for c in message_to_chunks(AssistantMessage("Hi there"))]
@@ -399,7 +400,7 @@ def message_to_chunks(message: AssistantMessage) -> Iterator[AssistantMessageChu
     message_id = message.id
     if message.reasoning:
         yield AssistantMessageChunk(id=message_id, reasoning=message.reasoning)
-    for piece in _PIECES.findall(message.content):
+    for piece in _PIECES.findall(message.text):
         yield AssistantMessageChunk(piece, id=message_id)
     for index, call in enumerate(message.tool_calls):
         arguments = (

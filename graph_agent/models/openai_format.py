@@ -13,6 +13,16 @@ OpenAI-compatible servers (DashScope, DeepSeek, vLLM, Ollama, llama.cpp) do diff
 - streamed pieces without an ``index`` are placed by their id;
 - a model that calls tools although none were offered has those calls dropped;
 - reasoning comes as ``reasoning_content`` (DeepSeek, Qwen) or ``reasoning`` (vLLM).
+
+Content parts go out as OpenAI documents them (DashScope's compatible mode takes the same):
+``{"type": "text", "text"}``, ``{"type": "image_url", "image_url": {"url"}}`` (an http(s) URL,
+or ``data:<media type>;base64,<data>``; ``detail`` when set), ``{"type": "input_audio",
+"input_audio": {"data", "format"}}`` and ``{"type": "file", "file": {"file_data" (a data URL)
+| "file_id", "filename"}}``. The format takes parts other than text only in user messages:
+an assistant message is sent as its text, and a tool result holding images, audio or files is
+sent as its text (with a placeholder per part) while the parts follow, after the step's tool
+results, in a user message that names the call. A ``FilePart`` by ``url`` has no OpenAI
+form and is refused before sending.
 """
 
 from __future__ import annotations
@@ -20,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -28,13 +38,20 @@ from pydantic import BaseModel
 from graph_agent.messages import (
     AssistantMessage,
     AssistantMessageChunk,
+    AudioPart,
     BaseMessage,
+    ContentPart,
+    FilePart,
+    ImagePart,
+    MessageContent,
     SystemMessage,
+    TextPart,
     ToolCall,
     ToolCallDelta,
     ToolResponseMessage,
     Usage,
     UserMessage,
+    content_text,
 )
 from graph_agent.models.base import ModelRequest, ToolDefinition, parse_tool_arguments
 from graph_agent.models.errors import (
@@ -65,20 +82,116 @@ def message_to_openai(message: BaseMessage) -> dict[str, Any]:
         {'role': 'tool', 'tool_call_id': 'c1', 'content': '3'}
     """
     match message:
-        case SystemMessage() | UserMessage():
-            return {"role": message.role, "content": message.content}
+        case SystemMessage():
+            return {"role": "system", "content": message.content}
+        case UserMessage():
+            return {"role": "user", "content": content_to_openai(message.content)}
         case AssistantMessage():
-            wire: dict[str, Any] = {"role": "assistant", "content": message.content}
+            wire: dict[str, Any] = {"role": "assistant", "content": message.text}
             if message.tool_calls:
                 wire["tool_calls"] = [_tool_call_to_openai(call) for call in message.tool_calls]
             return wire
         case ToolResponseMessage():
+            content = message.content
             return {
                 "role": "tool",
                 "tool_call_id": message.tool_call_id,
-                "content": message.content,
+                "content": content_text(content, placeholders=not _only_text(content)),
             }
     raise TypeError(f"cannot send {type(message).__name__} to a chat model: {message!r:.200}")
+
+
+def messages_to_openai(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """The conversation in the chat-completions format: each message by
+    :func:`message_to_openai`, and the images, audio and files of tool results in a user
+    message after the step's results (tool messages carry text only).
+
+    Example:
+        >>> screenshot = ImagePart(url="https://x.test/shot.png")
+        >>> result = ToolResponseMessage(tool_call_id="c1", name="shoot", content=[screenshot])
+        >>> [wire["role"] for wire in messages_to_openai([result])]
+        ['tool', 'user']
+    """
+    wire: list[dict[str, Any]] = []
+    held: list[dict[str, Any]] = []  # parts of the tool results since the last other message
+    for message in messages:
+        if held and not isinstance(message, ToolResponseMessage):
+            wire.append({"role": "user", "content": held})
+            held = []
+        wire.append(message_to_openai(message))
+        content = message.content
+        if isinstance(message, ToolResponseMessage) and not _only_text(content):
+            lead = f"The result of tool call {message.tool_call_id} ({message.name}) holds:"
+            held.append({"type": "text", "text": lead})
+            held.extend(_part_to_openai(p) for p in _parts(content) if not isinstance(p, TextPart))
+    if held:
+        wire.append({"role": "user", "content": held})
+    return wire
+
+
+def content_to_openai(content: MessageContent) -> str | list[dict[str, Any]]:
+    """A message's content in the chat-completions format: a string stays one, parts become
+    the list of OpenAI content parts.
+
+    Example:
+        >>> image = ImagePart(data="iVBORw0KGgo=", media_type="image/png")
+        >>> text, picture = content_to_openai([TextPart("What is it?"), image])
+        >>> text
+        {'type': 'text', 'text': 'What is it?'}
+        >>> picture
+        {'type': 'image_url', 'image_url': {'url': 'data:image/png;base64,iVBORw0KGgo='}}
+    """
+    if isinstance(content, str):
+        return content
+    return [_part_to_openai(part) for part in content]
+
+
+def _parts(content: MessageContent) -> list[ContentPart]:
+    return [TextPart(content)] if isinstance(content, str) else content
+
+
+def _only_text(content: MessageContent) -> bool:
+    return isinstance(content, str) or all(isinstance(part, TextPart) for part in content)
+
+
+def _part_to_openai(part: ContentPart) -> dict[str, Any]:
+    match part:
+        case TextPart():
+            return {"type": "text", "text": part.text}
+        case ImagePart():
+            image: dict[str, Any] = {"url": part.url or _data_url(part.media_type, part.data)}
+            if part.detail is not None:
+                image["detail"] = part.detail
+            return {"type": "image_url", "image_url": image}
+        case AudioPart():
+            return {
+                "type": "input_audio",
+                "input_audio": {"data": part.data, "format": part.format},
+            }
+        case FilePart():
+            return {"type": "file", "file": _file_to_openai(part)}
+    raise TypeError(f"cannot send {type(part).__name__} to a chat model: {part!r:.200}")
+
+
+def _file_to_openai(part: FilePart) -> dict[str, Any]:
+    if part.url is not None:
+        raise ModelBadRequestError(
+            f"FilePart(url={part.url!r:.80}) cannot be sent in the OpenAI chat format, which "
+            "takes a file as base64 data or as the id of an uploaded file; pass "
+            "FilePart(data=..., media_type=...) or FilePart(file_id=...)"
+        )
+    file: dict[str, Any] = (
+        {"file_id": part.file_id}
+        if part.file_id is not None
+        else {"file_data": _data_url(part.media_type, part.data)}
+    )
+    if part.filename is not None:
+        file["filename"] = part.filename
+    return file
+
+
+def _data_url(media_type: str | None, data: str | None) -> str:
+    return f"data:{media_type};base64,{data}"
 
 
 def _tool_call_to_openai(call: ToolCall) -> dict[str, Any]:
@@ -168,7 +281,7 @@ def build_request_body(
             )
     body: dict[str, Any] = {
         "model": options.pop("model", None) or model,
-        "messages": [message_to_openai(message) for message in request.messages],
+        "messages": messages_to_openai(request.messages),
     }
     tool_choice = options.pop("tool_choice", None)
     parallel_tool_calls = options.pop("parallel_tool_calls", None)

@@ -19,11 +19,15 @@ from graph_agent.messages import (
     AssistantMessage,
     AssistantMessageChunk,
     BaseMessage,
+    MessageContent,
     SystemMessage,
+    TextPart,
     ToolCall,
     ToolResponseMessage,
     UserMessage,
+    content_text,
 )
+from graph_agent.serve.wire_parts import PartError, part_from_json, part_json
 
 __all__ = [
     "WireError",
@@ -84,7 +88,7 @@ def message_json(message: BaseMessage) -> dict[str, Any]:
     """A message as LangChain serialises it (``type``, ``content``, ``id``, ...)."""
     body: dict[str, Any] = {
         "type": _TYPE_OF_ROLE.get(getattr(message, "role", "user"), "human"),
-        "content": message.content,
+        "content": _content_json(message.content),
         "id": message.id,
         "name": getattr(message, "name", None) or None,
         "additional_kwargs": {},
@@ -100,6 +104,10 @@ def message_json(message: BaseMessage) -> dict[str, Any]:
         body["tool_call_id"] = message.tool_call_id
         body["status"] = "error" if message.is_error else "success"
     return body
+
+
+def _content_json(content: MessageContent) -> Any:
+    return content if isinstance(content, str) else [part_json(part) for part in content]
 
 
 def chunk_json(chunk: AssistantMessageChunk) -> dict[str, Any]:
@@ -211,18 +219,13 @@ def message_from_json(item: Any) -> BaseMessage:
         raise WireError(f"a message is an object with a type and content, got {item!r:.60}")
     kind = item.get("role") or item.get("type") or "human"
     role = _ROLE_OF_TYPE.get(str(kind))
-    content = item.get("content", "")
-    if not isinstance(content, str):  # content blocks: keep their text
-        content = "".join(
-            str(block.get("text", "")) if isinstance(block, Mapping) else str(block)
-            for block in content
-        )
+    content = _content_from_json(item.get("content", ""), role)
     extra: dict[str, Any] = {"id": str(item["id"])} if item.get("id") else {}
     try:
         if role == "user":
             return UserMessage(content, **extra)
         if role == "system":
-            return SystemMessage(content, **extra)
+            return SystemMessage(content_text(content), **extra)
         if role == "tool":
             return ToolResponseMessage(
                 content=content,
@@ -243,6 +246,23 @@ def message_from_json(item: Any) -> BaseMessage:
     except (TypeError, ValueError) as exc:
         raise WireError(f"message {item!r:.60} is malformed: {exc}") from exc
     raise WireError(f"unknown message type {kind!r}: use human, ai, system or tool")
+
+
+def _content_from_json(content: Any, role: str | None) -> MessageContent:
+    """A message's content: text, or its content blocks as parts (text only: joined)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise WireError(f"message content is a string or a list of blocks, got {content!r:.60}")
+    try:
+        parts = [part_from_json(block) for block in content]
+    except PartError as exc:
+        raise WireError(str(exc)) from exc
+    if all(isinstance(part, TextPart) for part in parts):
+        return content_text(parts)
+    if role == "system":
+        raise WireError("a system message holds text only, not images, audio or files")
+    return parts
 
 
 def command_from_json(value: Any) -> Command:

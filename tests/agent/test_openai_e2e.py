@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,17 +19,14 @@ from graph_agent import NodeError, NodeOutput, RunnableConfig, StreamingOutput, 
 from graph_agent.agent import ReactAgent
 from graph_agent.checkpoint.serde import register
 from graph_agent.messages import AssistantMessage, ToolResponseMessage, Usage
-from graph_agent.models import ModelError, OpenAIChatModel, RetryPolicy
+from graph_agent.models import ModelError, OpenAIChatModel
+from tests.agent.conftest import streamed_or_whole
 from tests.models.openai_fake_server import (
     API_KEY,
-    FakeOpenAIServer,
-    RecordedRequest,
     chunk,
     completion,
-    dynamic,
     reply_error,
     reply_json,
-    reply_sse,
     split,
     tool_call,
     tool_delta,
@@ -69,28 +65,6 @@ def answers() -> Any:
         chunk(no_choices=True, usage=SECOND_USAGE),
     ]
     return streamed_or_whole(streamed, completion(ANSWER, usage=SECOND_USAGE))
-
-
-def streamed_or_whole(streamed: list[dict[str, Any]], whole: dict[str, Any]) -> Any:
-    def choose(request: RecordedRequest) -> Any:
-        return reply_sse(streamed) if request.body.get("stream") else reply_json(whole)
-
-    return dynamic(choose)
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as running:
-        yield running
-
-
-@pytest.fixture
-def model(server: FakeOpenAIServer) -> Iterator[OpenAIChatModel]:
-    retry = RetryPolicy(max_retries=0, sleep=lambda _: None)
-    with OpenAIChatModel(
-        "fake-model", base_url=server.base_url, api_key=API_KEY, timeout=5.0, retry=retry
-    ) as client:
-        yield client
 
 
 weather_calls: list[dict[str, str]] = []
