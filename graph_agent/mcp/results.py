@@ -1,9 +1,7 @@
 """What the model reads of an MCP tool's result: its text, its structured content as JSON when
-it has no text, and a short placeholder for each image, audio clip or binary resource.
-
-A tool result here is text (``ToolResponseMessage.content``). When tool results can carry
-typed content parts (images for a vision model), :func:`result_text`'s placeholders are where
-those parts go; until then the model learns that an image came, its type and size.
+it has no text, and its images, audio and binary resources as content parts
+(:func:`result_content`; a model that cannot take them sees their placeholders), or as a short
+placeholder in plain text (:func:`result_text`, for error results).
 
 Example:
     >>> from mcp.types import CallToolResult, ImageContent, TextContent
@@ -33,7 +31,16 @@ from mcp.types import (
     TextContent,
 )
 
-__all__ = ["result_text"]
+from graph_agent.messages import (
+    AudioPart,
+    ContentPart,
+    FilePart,
+    ImagePart,
+    MessageContent,
+    TextPart,
+)
+
+__all__ = ["block_text", "result_content", "result_text"]
 
 
 def result_text(result: CallToolResult) -> str:
@@ -45,6 +52,52 @@ def result_text(result: CallToolResult) -> str:
     if structured is not None and not any(isinstance(b, TextContent) for b in result.content):
         parts.insert(0, pydantic_core.to_json(structured).decode())
     return "\n".join(parts)
+
+
+def result_content(result: CallToolResult) -> MessageContent:
+    """The content of the tool result for ``result``: its text (:func:`result_text`) when it
+    holds only text, else a list of parts, an image as an :class:`ImagePart`, audio as an
+    :class:`AudioPart`, a binary resource as a :class:`FilePart` (what a part cannot hold, such
+    as an image of a type no model takes, stays its placeholder text).
+
+    Example:
+        >>> from mcp.types import CallToolResult, ImageContent, TextContent
+        >>> result_content(CallToolResult(content=[
+        ...     TextContent(text="the chart:"),
+        ...     ImageContent(data="iVBORw0KGgo=", mime_type="image/png"),
+        ... ]))[1].placeholder
+        '[image: image/png, 8 B]'
+    """
+    if not any(_is_binary(block) for block in result.content):
+        return result_text(result)
+    parts: list[ContentPart] = []
+    structured = result.structured_content
+    if structured is not None and not any(isinstance(b, TextContent) for b in result.content):
+        parts.append(TextPart(pydantic_core.to_json(structured).decode()))
+    for block in result.content:
+        try:
+            parts.append(_part(block))
+        except ValueError:  # refused by the part (a media type it does not take)
+            parts.append(TextPart(block_text(block)))
+    return parts
+
+
+def _is_binary(block: ContentBlock) -> bool:
+    return isinstance(block, ImageContent | AudioContent) or (
+        isinstance(block, EmbeddedResource) and isinstance(block.resource, BlobResourceContents)
+    )
+
+
+def _part(block: ContentBlock) -> ContentPart:
+    if isinstance(block, ImageContent):
+        return ImagePart(data=block.data, media_type=block.mime_type)
+    if isinstance(block, AudioContent):
+        return AudioPart(data=block.data, media_type=block.mime_type)
+    if isinstance(block, EmbeddedResource) and isinstance(block.resource, BlobResourceContents):
+        resource = block.resource
+        name = resource.uri.rstrip("/").rsplit("/", 1)[-1] or None
+        return FilePart(data=resource.blob, media_type=resource.mime_type, filename=name)
+    return TextPart(block_text(block))
 
 
 def block_text(block: ContentBlock) -> str:

@@ -14,7 +14,8 @@ loop, or parallel tool calls on worker threads all reach the same open sessions.
   ``tickets_search``, never a bare ``search`` whose meaning depends on the order of servers.
 - **Schemas**: the model sees each tool's input schema exactly as its server listed it; the
   server validates the arguments (a mistake comes back as an error result the model reads).
-- **Results**: see :mod:`graph_agent.mcp.results`; an ``isError`` result or an MCP error
+- **Results**: text, or content parts when a result holds images, audio or files (see
+  :mod:`graph_agent.mcp.results`); an ``isError`` result or an MCP error
   raises :class:`~graph_agent.mcp.errors.MCPToolError`, which an agent turns into an error
   tool result.
 - **A server that dies** (its process exits, its connection drops) is restarted or reconnected
@@ -52,7 +53,8 @@ from pydantic import BaseModel, ConfigDict
 from graph_agent.graph._concurrency import LoopThread
 from graph_agent.mcp.config import ServerSpec, StdioServer, parse_servers
 from graph_agent.mcp.errors import MCPConfigError, MCPServerError, MCPToolError
-from graph_agent.mcp.results import result_text
+from graph_agent.mcp.results import result_content, result_text
+from graph_agent.messages import MessageContent
 from graph_agent.tools import Tool, ToolContext
 
 __all__ = ["MCPTool", "MCPToolset"]
@@ -85,16 +87,18 @@ class MCPTool(Tool):
         call: Callable[[dict[str, Any]], Any],
         timeout: float | None = None,
     ) -> None:
-        if timeout is not None and timeout <= 0:
-            raise ValueError(f"MCP tool {name!r}: timeout must be positive, got {timeout}")
+        # Tool's own setup (name check, timeout check, every attribute a tool has) on a
+        # stand-in with no parameters; then the parts that come from the server
+        super().__init__(
+            _no_arguments,
+            name=name,
+            description=remote.description or remote.title or "",
+            timeout=timeout,
+        )
         self.function = call
-        self.name = name
-        self.description = remote.description or remote.title or ""
-        self.timeout = timeout
         self.is_async = True
         # the server validates the arguments against its own schema; nothing is dropped here
         self.arguments_model = _AnyArguments
-        self._parameters = ()
         self.parameters = copy.deepcopy(remote.input_schema)
         self.server = server
         self.remote_name = remote.name
@@ -117,6 +121,10 @@ class MCPTool(Tool):
     ) -> Callable[[], Any]:
         values = self.validate(arguments)
         return lambda: self.function(values)
+
+
+def _no_arguments() -> None:
+    """The stand-in an MCP tool is set up on (see :class:`MCPTool`); never called."""
 
 
 class _AnyArguments(BaseModel):
@@ -315,16 +323,16 @@ class MCPToolset:
     def _caller(self, server: str, tool_name: str) -> Callable[[dict[str, Any]], Any]:
         connection = self._connections[server]
 
-        async def call(arguments: dict[str, Any]) -> str:
+        async def call(arguments: dict[str, Any]) -> MessageContent:
             result: CallToolResult = await self._arun(connection.call(tool_name, arguments))
-            text = result_text(result)
             if result.is_error:
                 raise MCPToolError(
-                    text or f"tool {tool_name!r} of MCP server {server!r} failed (no details)",
+                    result_text(result)
+                    or f"tool {tool_name!r} of MCP server {server!r} failed (no details)",
                     server=server,
                     tool=tool_name,
                 )
-            return text
+            return result_content(result)
 
         return call
 

@@ -106,3 +106,14 @@ def test_parallel_mcp_calls_in_one_answer_each_get_their_own_result(calc):
     state = agent.invoke("add", RunnableConfig(thread_id="t"))
 
     assert {r.tool_call_id: r.content for r in results(state)} == {"c0": "100", "c1": "101"}
+
+
+def test_an_image_from_an_mcp_tool_reaches_the_model_as_an_image_part(calc):
+    model = ScriptedChatModel([calling("chart", {}), "a chart"])
+    agent = ReactAgent("viewer", model, tools=[*calc])
+
+    agent.invoke("show me", RunnableConfig(thread_id="t"))
+
+    result = model.requests[1].messages[-1]
+    assert isinstance(result, ToolResponseMessage)
+    assert [type(part).__name__ for part in result.content] == ["TextPart", "ImagePart"]

@@ -12,7 +12,8 @@ from mcp.types import (
     TextResourceContents,
 )
 
-from graph_agent.mcp.results import result_text
+from graph_agent.mcp.results import result_content, result_text
+from graph_agent.messages import AudioPart, FilePart, TextPart
 
 
 def test_text_blocks_are_kept_one_per_line():
@@ -62,3 +63,26 @@ def test_a_text_resource_is_shown_with_its_text_and_a_link_by_its_uri():
     assert result_text(result) == (
         "[resource: file:///n.txt]\nnotes\n[resource link: file:///log.txt, text/plain]"
     )
+
+
+def test_a_result_with_media_becomes_content_parts_and_one_with_text_only_stays_text():
+    media = CallToolResult(
+        content=[
+            TextContent(text="here:"),
+            AudioContent(data="UklGRg==", mime_type="audio/wav"),
+            EmbeddedResource(
+                resource=BlobResourceContents(
+                    uri="file:///docs/a.pdf", blob="JVBERi0=", mime_type="application/pdf"
+                )
+            ),
+            AudioContent(data="UklGRg==", mime_type="text/plain"),  # not audio: stays text
+        ]
+    )
+
+    assert result_content(media) == [
+        TextPart("here:"),
+        AudioPart(data="UklGRg==", media_type="audio/wav"),
+        FilePart(data="JVBERi0=", media_type="application/pdf", filename="a.pdf"),
+        TextPart("[audio: text/plain, 4 bytes]"),
+    ]
+    assert result_content(CallToolResult(content=[TextContent(text="hi")])) == "hi"

@@ -4,14 +4,16 @@ timeouts, and tools of two servers with the same name."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 
 import pytest
 
 from graph_agent.mcp import MCPServerError, MCPTool, MCPToolError, MCPToolset
+from graph_agent.messages import ImagePart, TextPart
 from graph_agent.tools import Tool, ToolArgumentsError, ToolTimeoutError
 from tests.mcp.conftest import stdio_server
-from tests.mcp.servers import calc_server
+from tests.mcp.servers import PNG_BYTES, calc_server
 
 
 def test_lists_every_tool_of_the_server_as_a_tool(calc):
@@ -47,8 +49,12 @@ def test_a_structured_result_reads_as_its_json(calc):
     assert json.loads(calc["sum_all"].invoke({"numbers": [1, 2, 3]})) == {"total": 6, "terms": 3}
 
 
-def test_an_image_becomes_a_placeholder_with_its_type_and_size(calc):
-    assert calc["chart"].invoke({}) == "the chart:\n[image: image/png, 32 bytes]"
+def test_an_image_comes_as_an_image_part_after_the_text(calc):
+    caption, image = calc["chart"].run({})
+
+    assert caption == TextPart("the chart:")
+    assert isinstance(image, ImagePart)
+    assert (image.media_type, base64.b64decode(image.data)) == ("image/png", PNG_BYTES)
 
 
 def test_invalid_arguments_come_back_as_the_servers_error(calc):
