@@ -516,6 +516,22 @@ class Tool:
         Raises:
             ToolArgumentsError: With a message that tells the model what to fix.
         """
+        data = self._arguments_object(arguments)
+        try:
+            validated = self.arguments_model.model_validate(dict(data))
+        except ValidationError as exc:
+            names = [p.name for p in self._parameters if not p.is_context]
+            raise ToolArgumentsError(
+                _describe_validation_error(self.name, exc, names), tool_name=self.name
+            ) from exc
+        return {p.name: getattr(validated, p.field) for p in self._parameters if not p.is_context}
+
+    def _arguments_object(self, arguments: Mapping[str, Any] | str | None) -> Mapping[str, Any]:
+        """The model's arguments as a mapping: JSON text read, ``None`` or ``""`` as ``{}``.
+
+        Raises:
+            ToolArgumentsError: The text is not JSON, or not a JSON object.
+        """
         data: Any = arguments if arguments is not None else {}
         if isinstance(data, str):
             try:
@@ -539,14 +555,7 @@ class Tool:
                 f"{type(data).__name__}: {data!r:.100}.",
                 tool_name=self.name,
             )
-        try:
-            validated = self.arguments_model.model_validate(dict(data))
-        except ValidationError as exc:
-            names = [p.name for p in self._parameters if not p.is_context]
-            raise ToolArgumentsError(
-                _describe_validation_error(self.name, exc, names), tool_name=self.name
-            ) from exc
-        return {p.name: getattr(validated, p.field) for p in self._parameters if not p.is_context}
+        return data
 
     def _bind(
         self, arguments: Mapping[str, Any] | str | None, context: ToolContext | None

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from graph_agent.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, CliError, RunStopped, explain
 from graph_agent.cli.trace import add_trace_option, traced
+from graph_agent.cli.mcp import add_mcp_option
 
 __all__ = ["build_parser", "main"]
 
@@ -24,6 +25,7 @@ Run, chat with, draw and inspect graph_agent agents and graphs.
   graph-agent threads list                            what the demo stored
   graph-agent serve examples/quickstart.py:agent      a LangGraph-Server-style HTTP API
   graph-agent studio graph_agent.demo:agent           watch and steer runs in the browser
+  graph-agent mcp serve graph_agent.demo:agent        the agent as an MCP tool (stdio)
 
 MODULE:OBJECT is a module (mypkg.agents) or a file (path/to/file.py) and the name of a
 ReactAgent, CompiledGraph or StateGraph in it, or of a function with no arguments returning one.
@@ -183,12 +185,14 @@ def _add_serve_options(parser: argparse.ArgumentParser, serve_db: str) -> None:
         help="with --postgres: only run runs, serving no HTTP (a worker on another machine)",
     )
     parser.add_argument("--sibling-of", type=int, metavar="PID", help=argparse.SUPPRESS)
+    add_mcp_option(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``graph-agent``."""
     from graph_agent.cli.draw import FORMATS
     from graph_agent.cli.endpoints import PROVIDERS
+    from graph_agent.cli.mcp import add_mcp_parser
     from graph_agent.cli.run import DEMO_DB
     from graph_agent.cli.serve import SERVE_DB
 
@@ -263,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_url(run)
     run.add_argument("--stream", action="store_true", help="show nodes, tokens and tool calls live")
     _add_no_stream_model(run)
+    add_mcp_option(run)
     run.add_argument(
         "--resume",
         metavar="JSON",
@@ -282,6 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(chat, None, "keep the thread in this SQLite file")
     _add_url(chat)
     _add_no_stream_model(chat)
+    add_mcp_option(chat)
     _add_common(chat, top=False)
 
     draw = commands.add_parser(
@@ -362,6 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-browser", action="store_true", help="print the page's address, open no browser"
     )
     _add_common(studio, top=False)
+    add_mcp_parser(commands, _add_common)
     return parser
 
 
@@ -386,6 +393,10 @@ def _handler(command: str) -> Callable[[argparse.Namespace], int]:
         from graph_agent.cli.studio import studio_command
 
         return studio_command
+    if command == "mcp":
+        from graph_agent.cli.mcp_serve import mcp_command
+
+        return mcp_command
     if command == "draw":
         from graph_agent.cli.draw import draw_command
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,15 @@ def records_path(db: str) -> str:
 
 def serve_command(args: argparse.Namespace) -> int:
     """Serve every TARGET until Ctrl-C; each one's assistant id is its name."""
+    cleanups: list[Callable[[], None]] = []  # --mcp: the agents' MCP servers, stopped at the end
+    try:
+        return _serve(args, cleanups)
+    finally:
+        while cleanups:
+            cleanups.pop()()
+
+
+def _serve(args: argparse.Namespace, cleanups: list[Callable[[], None]]) -> int:
     try:
         import uvicorn
 
@@ -69,6 +79,10 @@ def serve_command(args: argparse.Namespace) -> int:
                 EXIT_USAGE,
             )
         runnables[name] = runnable
+        if getattr(args, "mcp", None) is not None:
+            from graph_agent.cli.mcp import add_mcp_tools
+
+            cleanups.append(add_mcp_tools(runnable, spec, args.mcp))
     names = list(runnables)
     input_keys = _input_keys_by_id(args.input_key_table, names)
     if args.postgres is None:

@@ -15,7 +15,8 @@ import os
 import shlex
 import sqlite3
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -65,6 +66,8 @@ class Target:
     opened: SqliteSaver | None = None
     previous_saver: CheckpointSaver | None = None
     previous_model: ChatModel | None = None
+    cleanups: list[Callable[[], None]] = field(default_factory=list)
+    """Run first by :meth:`close`, last added first (``--mcp``: take the tools away)."""
 
     def __enter__(self) -> Target:
         return self
@@ -74,6 +77,8 @@ class Target:
 
     def close(self) -> None:
         """Close the database this target opened; restore an agent's own saver and model."""
+        while self.cleanups:
+            self.cleanups.pop()()
         if isinstance(self.runnable, ReactAgent) and self.previous_model is not None:
             self.runnable.model = self.previous_model
             self.previous_model = None
@@ -153,9 +158,25 @@ class Target:
 
 
 def open_target(args: Any) -> Target:
-    """What ``run`` and ``chat`` talk to: a served assistant (``--url``), else MODULE:OBJECT."""
+    """What ``run`` and ``chat`` talk to: a served assistant (``--url``), else MODULE:OBJECT;
+    with ``--mcp``, an agent given those servers' tools until the target is closed."""
     if args.url is None:
-        return load_target(args.target, db=args.db)
+        target = load_target(args.target, db=args.db)
+        if getattr(args, "mcp", None) is not None:
+            from graph_agent.cli.mcp import add_mcp_tools
+
+            try:
+                target.cleanups.append(add_mcp_tools(target.runnable, args.target, args.mcp))
+            except BaseException:
+                target.close()
+                raise
+        return target
+    if getattr(args, "mcp", None) is not None:
+        raise CliError(
+            "--mcp and --url do not go together: a served agent has the tools its server gave it",
+            "give --mcp to the graph-agent serve that serves it",
+            EXIT_USAGE,
+        )
     if args.db is not None:
         raise CliError(
             "--db and --url do not go together: a server keeps its threads itself",

@@ -5,6 +5,8 @@ timeouts (only the savers keep their own: ``asyncio.to_thread``, PostgreSQL's le
   ``_pool.py``): parallel sync nodes, sync nodes of ``ainvoke``, parallel tool calls.
 - **Private event loops** (:func:`start_on_loop`, :func:`run_on_loop`): async nodes of a sync
   call, on daemon loop threads, so that ``invoke()`` also works inside a running loop.
+- **A loop of one's own** (:class:`LoopThread`): what must live on one event loop for its whole
+  life (an MCP client session), reached from any thread or loop.
 - **A greenlet per stream** (:class:`InlineStream`, :func:`wait_delivering`): a stream's lone
   sync node runs on the caller's thread, and each chunk it emits reaches the caller at once. A
   worker thread would do the same with two thread wake-ups a step instead of two greenlet
@@ -73,13 +75,7 @@ class _LoopThreads:
 
     def _start(self, depth: int) -> None:
         """Start (or restart) the loop at ``depth`` on a new thread."""
-        import asyncio
-
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(
-            target=loop.run_forever, name=f"graph-agent-loop-{depth}", daemon=True
-        )
-        thread.start()
+        loop, thread = _loop_on_daemon_thread(f"graph-agent-loop-{depth}")
         if depth < len(self._loops):
             self._loops[depth], self._threads[depth] = loop, thread
         else:
@@ -88,6 +84,71 @@ class _LoopThreads:
 
 
 _loop_threads = _LoopThreads()
+
+
+def _loop_on_daemon_thread(name: str) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
+    """A new event loop, running forever on a new daemon thread called ``name``."""
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name=name, daemon=True)
+    thread.start()
+    return loop, thread
+
+
+class LoopThread:
+    """An event loop of its own, on a daemon thread, for something bound to one loop for its
+    whole life (an MCP session: its transport's tasks and cancel scopes): sync code waits for
+    coroutines run on it (:meth:`run`), async code on any other loop awaits them (:meth:`arun`);
+    cancelling that await cancels the coroutine on this loop.
+
+    Example:
+        >>> import asyncio
+        >>> async def answer() -> int:
+        ...     return 42
+        >>> own = LoopThread("example")
+        >>> own.run(answer()), asyncio.run(own.arun(answer()))
+        (42, 42)
+        >>> own.close()
+    """
+
+    def __init__(self, name: str) -> None:
+        self.loop, self._thread = _loop_on_daemon_thread(name)
+
+    def submit(self, coroutine: Coroutine[Any, Any, _T]) -> Future[_T]:
+        """Start ``coroutine`` on this loop; its result comes in the returned future."""
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
+        """Run ``coroutine`` on this loop and wait for its result (from any other thread)."""
+        if threading.current_thread() is self._thread:
+            coroutine.close()
+            raise RuntimeError(f"{self._thread.name}: run() from its own loop would wait forever")
+        return self.submit(coroutine).result()
+
+    async def arun(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
+        """Await ``coroutine`` run on this loop, from code on any loop (this one included)."""
+        import asyncio
+
+        if asyncio.get_running_loop() is self.loop:
+            return await coroutine
+        return await asyncio.wrap_future(self.submit(coroutine))
+
+    @property
+    def running(self) -> bool:
+        """Whether the loop still runs (:meth:`close` not called)."""
+        return self._thread.is_alive()
+
+    def close(self) -> None:
+        """Stop the loop once the callbacks it has ready have run, and end its thread."""
+        if not self._thread.is_alive():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+            self.loop.close()
 
 
 def start_on_loop(coroutine: Coroutine[Any, Any, _T]) -> Future[_T]:

@@ -1,0 +1,119 @@
+"""MCP tools in a ReactAgent, like any tool: the model sees their schemas, calls them and
+answers from their results, errors and timeouts become error results, a human approves
+calls, and interceptors wrap them; through the sync and the async face."""
+
+from __future__ import annotations
+
+import asyncio
+
+from graph_agent import Command, RunnableConfig
+from graph_agent.agent import HumanInTheLoopHook, ReactAgent, ToolInterceptor
+from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage
+from graph_agent.models import ScriptedChatModel
+from graph_agent.models.base import ModelRequest
+
+
+def answer_from_last_result(request: ModelRequest) -> str:
+    return f"The tool said: {request.messages[-1].content}"
+
+
+def calling(name: str, arguments: dict, call_id: str = "c1") -> AssistantMessage:
+    return AssistantMessage(tool_calls=[ToolCall(call_id, name, arguments)])
+
+
+def results(state) -> list[ToolResponseMessage]:
+    return [m for m in state.value("messages") if isinstance(m, ToolResponseMessage)]
+
+
+def test_an_agent_calls_an_mcp_tool_and_answers_from_its_result(calc, caller):
+    model = ScriptedChatModel([calling("add", {"a": 2, "b": 3}), answer_from_last_result])
+    agent = ReactAgent("mathy", model, tools=[*calc])
+
+    state = caller.invoke(agent, "What is 2 + 3?", RunnableConfig(thread_id="t"))
+
+    assert state.value("messages")[-1].content == "The tool said: 5"
+    (sent,) = [t for t in model.requests[0].tools if t.name == "add"]
+    assert sent.parameters == calc["add"].parameters  # the server's schema, unchanged
+    assert sent.description == "Add two whole numbers."
+
+
+def test_a_failing_mcp_tool_gives_the_model_an_error_result(calc, caller):
+    model = ScriptedChatModel([calling("divide", {"a": 1, "b": 0}), answer_from_last_result])
+    agent = ReactAgent("mathy", model, tools=[*calc])
+
+    state = caller.invoke(agent, "1 / 0?", RunnableConfig(thread_id="t"))
+
+    (result,) = results(state)
+    assert result.is_error
+    assert "cannot divide by zero" in result.content
+    assert "cannot divide by zero" in state.value("messages")[-1].content
+
+
+def test_an_mcp_tool_past_the_agents_tool_timeout_is_an_error_result(calc, caller):
+    model = ScriptedChatModel([calling("hang", {"seconds": 30}), answer_from_last_result])
+    agent = ReactAgent("mathy", model, tools=[*calc], tool_timeout=0.5)
+
+    state = caller.invoke(agent, "wait", RunnableConfig(thread_id="t"))
+
+    (result,) = results(state)
+    assert result.is_error
+    assert "did not finish within 0.5 s" in result.content
+
+
+def test_a_human_approves_an_mcp_call_before_it_runs(calc):
+    model = ScriptedChatModel([calling("add", {"a": 2, "b": 3}), answer_from_last_result])
+    gate = HumanInTheLoopHook(approve={"add": "adds numbers"})
+    agent = ReactAgent("careful", model, tools=[*calc], hooks=[gate])
+    config = RunnableConfig(thread_id="approve")
+
+    paused = agent.invoke("2 + 3?", config)
+    assert paused.interrupts[0].value["tool_calls"][0]["name"] == "add"
+    assert results(paused) == []
+
+    edit = {"decision": "edit", "arguments": {"a": 20, "b": 3}}
+    final = agent.invoke(Command(resume={"c1": edit}), config)
+    assert final.value("messages")[-1].content == "The tool said: 23"
+
+
+class Recorder(ToolInterceptor):
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, dict]] = []
+
+    def intercept(self, request, call_next):
+        self.seen.append((request.call.name, dict(request.call.arguments)))
+        response = call_next(request)
+        return response.model_copy(update={"content": f"<{response.content}>"})
+
+
+def test_a_tool_interceptor_wraps_mcp_calls(calc):
+    recorder = Recorder()
+    model = ScriptedChatModel([calling("add", {"a": 1, "b": 1}), answer_from_last_result])
+    agent = ReactAgent("watched", model, tools=[*calc], tool_interceptors=[recorder])
+
+    state = asyncio.run(agent.ainvoke("1 + 1?", RunnableConfig(thread_id="t")))
+
+    assert recorder.seen == [("add", {"a": 1, "b": 1})]
+    assert state.value("messages")[-1].content == "The tool said: <2>"
+
+
+def test_parallel_mcp_calls_in_one_answer_each_get_their_own_result(calc):
+    calls = AssistantMessage(
+        tool_calls=[ToolCall(f"c{i}", "add", {"a": i, "b": 100}) for i in (0, 1)]
+    )
+    model = ScriptedChatModel([calls, "done"])
+    agent = ReactAgent("busy", model, tools=[*calc], max_parallel_tools=2)
+
+    state = agent.invoke("add", RunnableConfig(thread_id="t"))
+
+    assert {r.tool_call_id: r.content for r in results(state)} == {"c0": "100", "c1": "101"}
+
+
+def test_an_image_from_an_mcp_tool_reaches_the_model_as_an_image_part(calc):
+    model = ScriptedChatModel([calling("chart", {}), "a chart"])
+    agent = ReactAgent("viewer", model, tools=[*calc])
+
+    agent.invoke("show me", RunnableConfig(thread_id="t"))
+
+    result = model.requests[1].messages[-1]
+    assert isinstance(result, ToolResponseMessage)
+    assert [type(part).__name__ for part in result.content] == ["TextPart", "ImagePart"]
