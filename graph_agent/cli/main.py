@@ -10,8 +10,8 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 
 from graph_agent.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, CliError, RunStopped, explain
-from graph_agent.cli.trace import add_trace_option, traced
 from graph_agent.cli.mcp import add_mcp_option
+from graph_agent.cli.trace import add_trace_option, traced
 
 __all__ = ["build_parser", "main"]
 
