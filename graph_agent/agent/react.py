@@ -42,6 +42,7 @@ from graph_agent.graph.types import (
 )
 from graph_agent.messages import AssistantMessage, BaseMessage, UserMessage
 from graph_agent.models.base import ChatModel
+from graph_agent.store.base import BaseStore
 from graph_agent.tools import Tool, Toolkit
 
 AgentInput = str | BaseMessage | Sequence[BaseMessage] | Mapping[str, Any] | Command | None
@@ -93,6 +94,9 @@ class ReactAgent:
         tool_retry: A ``RetryPolicy`` for the tool node, should it raise (tool errors
             already become tool results); tool calls recorded before the failure are not
             made again.
+        store: Long-term memory shared across threads (a ``graph_agent.store`` store):
+            ``config.store`` in hooks, ``ToolContext.store`` in tools; see
+            :mod:`graph_agent.agent.memory` for a recall hook and remember/forget tools.
 
     Example:
         >>> from graph_agent import ReactAgent, tool
@@ -134,6 +138,7 @@ class ReactAgent:
         model_retry: RetryPolicy | None = None,
         model_timeout: float | None = None,
         tool_retry: RetryPolicy | None = None,
+        store: BaseStore | None = None,
     ) -> None:
         if max_iterations < 0:
             raise ValueError(f"max_iterations must be >= 0, got {max_iterations}")
@@ -176,6 +181,7 @@ class ReactAgent:
         self.model_retry = model_retry
         self.model_timeout = model_timeout
         self.tool_retry = tool_retry
+        self.store = store
         self._compiled: CompiledGraph | None = None
         self._lock = threading.Lock()
         self._building: Future[CompiledGraph] | None = None
@@ -232,7 +238,9 @@ class ReactAgent:
             with self._lock:
                 if self._compiled is None:
                     graph = build_graph(self, self.effective_hooks, self.spec)
-                    self._compiled = graph.compile(CompileConfig(saver=self._saver))
+                    self._compiled = graph.compile(
+                        CompileConfig(saver=self._saver, store=self.store)
+                    )
         return self._compiled
 
     async def _agraph(self) -> CompiledGraph:

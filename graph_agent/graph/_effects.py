@@ -31,6 +31,7 @@ class RunSettings:
     saver: Saver | None
     interrupt_before: frozenset[str]
     interrupt_after: frozenset[str]
+    store: Any = None
 
 
 @dataclass(slots=True)

@@ -312,6 +312,7 @@ class StateGraph:
             saver=config.saver,
             interrupt_before=frozenset(interrupt_before),
             interrupt_after=frozenset(interrupt_after),
+            store=config.store,
         )
         return CompiledGraph(run, view)
 

@@ -142,6 +142,9 @@ class RunnableConfig:
     checkpoint_ns: str = ""
     """The namespace inside the thread: ``""`` at top level, a subgraph's own otherwise."""
     cancel: CancelSignal | None = field(default=None, compare=False, repr=False)
+    store: Any = field(default=None, compare=False, repr=False)
+    """The long-term memory store (a ``graph_agent.store.BaseStore``) nodes, hooks and tools
+    use: this one when set, else the graph's ``CompileConfig(store=...)``."""
 
     def __post_init__(self) -> None:
         if self.thread_id is not None and type(self.thread_id) is not str:
@@ -169,12 +172,16 @@ class CompileConfig:
 
     ``cache``: where the results of nodes with a ``CachePolicy`` are kept (a
     ``graph_agent.graph.cache.NodeCache``); by default the saver (its cache lives beside the
-    checkpoints), or, without a saver, an in-memory cache of the compiled graph."""
+    checkpoints), or, without a saver, an in-memory cache of the compiled graph.
+
+    ``store``: the long-term memory (a ``graph_agent.store.BaseStore``) shared across threads,
+    which nodes, hooks and tools reach as ``config.store``."""
 
     saver: Saver | None = None
     interrupt_before: Sequence[str] = ()
     interrupt_after: Sequence[str] = ()
     cache: Any = None
+    store: Any = None
 
 
 @dataclass(frozen=True, slots=True)
