@@ -15,13 +15,14 @@ whose text starts with ``a/b/``, found by a range comparison (never ``LIKE``): a
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, NamedTuple, TypeAlias
 from urllib.parse import quote, unquote
 
 from graph_agent.checkpoint.serde import dumps, loads
@@ -120,9 +121,9 @@ class ListNamespacesOp:
 Op: TypeAlias = GetOp | PutOp | SearchOp | ListNamespacesOp
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Row:
-    """An item as a backend reads it: encoded namespace, serialized value, epoch seconds."""
+class Row(NamedTuple):
+    """An item as a backend reads it: encoded namespace, serialized value, epoch seconds (a
+    tuple: a search makes one per row it reads)."""
 
     ns: str
     key: str
@@ -228,10 +229,8 @@ class BaseStore:
     # the public API
     def get(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool = True) -> Item | None:
         """The item at ``namespace`` and ``key``, or None (also once it expired)."""
-        result: Item | None = self.batch(
-            [GetOp(namespace=namespace, key=key, refresh_ttl=refresh_ttl)]
-        )[0]
-        return result
+        op = _checked(GetOp(namespace=namespace, key=key, refresh_ttl=refresh_ttl))
+        return self._get(op, now())  # type: ignore[arg-type]
 
     def put(
         self,
@@ -427,11 +426,11 @@ class BaseStore:
             return None
         if op.refresh_ttl and row.ttl is not None:
             self._refresh([(row.ns, row.key, row.ttl)], at)
-        return _item(row)
+        return _item(row, loads(row.data), None, op.namespace)
 
     def _search(self, op: SearchOp, at: float) -> list[Item]:
         prefix = encode_namespace(op.namespace_prefix)
-        matches = _matcher(op.filter)
+        hits: list[_Hit]
         if op.query is not None:
             if self.index is None:
                 raise StoreInputError(
@@ -442,19 +441,34 @@ class BaseStore:
             query_vector = self.index.embed_texts([op.query])[0]
             if op.filter:
                 ranked = self._ranked(prefix, query_vector, at, None, 0)
-                hits = _page(((row, s) for row, s in ranked if matches(row)), op.offset, op.limit)
+                hits = _matching(ranked, op)
             else:
-                hits = list(self._ranked(prefix, query_vector, at, op.limit, op.offset))
+                ranked = self._ranked(prefix, query_vector, at, op.limit, op.offset)
+                hits = [(row, score, loads(row.data)) for row, score in ranked]
         elif op.filter:
-            rows = self._scan(prefix, at, None, 0)
-            hits = _page(((row, None) for row in rows if matches(row)), op.offset, op.limit)
+            hits = _matching(((row, None) for row in self._pages(prefix, at, op)), op)
         else:
-            hits = [(row, None) for row in self._scan(prefix, at, op.limit, op.offset)]
+            rows = self._scan(prefix, at, op.limit, op.offset)
+            hits = [(row, None, loads(row.data)) for row in rows]
         if op.refresh_ttl:
-            expiring = [(row.ns, row.key, row.ttl) for row, _ in hits if row.ttl is not None]
+            expiring = [(row.ns, row.key, row.ttl) for row, _, _ in hits if row.ttl is not None]
             if expiring:
                 self._refresh(expiring, at)
-        return [_item(row, score) for row, score in hits]
+        return [_item(row, value, score) for row, score, value in hits]
+
+    def _pages(self, prefix: str, at: float, op: SearchOp) -> Iterator[Row]:
+        """The rows under ``prefix``, newest first, read a page at a time: a filtered search
+        reads until it has its matches, not the whole namespace. (Rows written meanwhile may
+        shift a page boundary: a search is not a snapshot.)"""
+        size = max(64, 2 * (op.offset + op.limit))
+        start = 0
+        while True:
+            page = list(self._scan(prefix, at, size, start))
+            yield from page
+            if len(page) < size:
+                return
+            start += size
+            size *= 2
 
     def _ranked(
         self, prefix: str, query: list[float], at: float, limit: int | None, offset: int
@@ -519,7 +533,8 @@ class BaseStore:
         raise NotImplementedError
 
 
-def encode_namespace(namespace: Sequence[str]) -> str:
+@functools.lru_cache(maxsize=4096)
+def encode_namespace(namespace: tuple[str, ...]) -> str:
     """A namespace (or prefix) as stored: each label percent-encoded, then ``/``; the items
     under a prefix are the rows whose text starts with the prefix's."""
     return "".join(quote(label, safe="", errors="surrogatepass") + "/" for label in namespace)
@@ -545,10 +560,11 @@ def dot(a: Sequence[float], b: Sequence[float]) -> float:
     return math.fsum(x * y for x, y in zip(a, b, strict=True))
 
 
-def _item(row: Row, score: float | None = None) -> Item:
-    value = loads(row.data)
+def _item(
+    row: Row, value: Any, score: float | None = None, namespace: tuple[str, ...] | None = None
+) -> Item:
     return Item(
-        namespace=decode_namespace(row.ns),
+        namespace=decode_namespace(row.ns) if namespace is None else namespace,
         key=row.key,
         value=value,
         created_at=datetime.fromtimestamp(row.created_at, UTC),
@@ -557,33 +573,31 @@ def _item(row: Row, score: float | None = None) -> Item:
     )
 
 
-def _page(
-    hits: Iterable[tuple[Row, float | None]], offset: int, limit: int
-) -> list[tuple[Row, float | None]]:
-    page: list[tuple[Row, float | None]] = []
-    for index, hit in enumerate(hits):
-        if index >= offset + limit:
+_Hit: TypeAlias = tuple[Row, float | None, Any]
+"""A row found by a search, its score, and its decoded value."""
+
+
+def _matching(found: Iterable[tuple[Row, float | None]], op: SearchOp) -> list[_Hit]:
+    """The page (``op.offset``, ``op.limit``) of the rows whose value matches ``op.filter``,
+    each row decoded once."""
+    tests = [
+        (path.split("."), _condition(path, wanted)) for path, wanted in (op.filter or {}).items()
+    ]
+    page: list[_Hit] = []
+    seen = 0
+    for row, score in found:
+        if seen >= op.offset + op.limit:
             break
-        if index >= offset:
-            page.append(hit)
-    return page
-
-
-def _matcher(filter: Mapping[str, Any] | None) -> Callable[[Row], bool]:
-    """A test of a row's value against ``filter`` (every entry must hold)."""
-    if not filter:
-        return lambda row: True
-    tests = [(path.split("."), _condition(path, wanted)) for path, wanted in filter.items()]
-
-    def matches(row: Row) -> bool:
         value = loads(row.data)
         for path, test in tests:
-            found = _lookup(value, path)
-            if found is _ABSENT or not test(found):
-                return False
-        return True
-
-    return matches
+            field = _lookup(value, path)
+            if field is _ABSENT or not test(field):
+                break
+        else:
+            if seen >= op.offset:
+                page.append((row, score, value))
+            seen += 1
+    return page
 
 
 _ABSENT = object()

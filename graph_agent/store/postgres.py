@@ -91,6 +91,11 @@ class PostgresStore(BaseStore):
         vectors: How vectors are stored when the tables are made: ``"auto"`` (pgvector when the
             server has it, else ``float8[]``), ``"pgvector"`` or ``"array"``. Tables made
             before keep their kind.
+        durability: ``"normal"``: a write returns once PostgreSQL has it in its WAL buffers
+            (``synchronous_commit = off``): it survives a crash of any application process,
+            and a crash of the server loses at most the last fraction of a second of writes,
+            never consistency (as a SQLite file in WAL mode with ``synchronous=NORMAL``).
+            ``"full"``: a write returns once flushed to disk (the server's default).
         pool_size: Most connections open at once.
         pool_timeout: Seconds a call waits for a free connection.
         sweep_interval: See :class:`~graph_agent.store.base.BaseStore`.
@@ -107,6 +112,7 @@ class PostgresStore(BaseStore):
         *,
         index: Mapping[str, Any] | None = None,
         vectors: Literal["auto", "pgvector", "array"] = "auto",
+        durability: Literal["normal", "full"] = "normal",
         pool_size: int = 10,
         pool_timeout: float = 30.0,
         sweep_interval: float | None = None,
@@ -114,6 +120,8 @@ class PostgresStore(BaseStore):
         super().__init__(index=index, sweep_interval=sweep_interval)
         if vectors not in ("auto", "pgvector", "array"):
             raise StoreInputError(f"vectors={vectors!r}: give 'auto', 'pgvector' or 'array'")
+        if durability not in ("normal", "full"):
+            raise StoreInputError(f"durability={durability!r}: give 'normal' or 'full'")
         pg, pg_pool = _import_psycopg()
         self.where = _where(dsn)
         try:
@@ -130,6 +138,7 @@ class PostgresStore(BaseStore):
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True},
+            configure=_no_flush_wait if durability == "normal" else None,
             timeout=pool_timeout,
             name="graph_agent-store",
             open=True,
@@ -250,6 +259,12 @@ class PostgresStore(BaseStore):
 
 
 _CAST = {"array": "float8[]", "pgvector": "vector"}
+
+
+def _no_flush_wait(conn: psycopg.Connection[Any]) -> None:
+    """A new pooled connection's commits return without waiting for the disk (durability
+    ``"normal"``)."""
+    conn.execute("SET synchronous_commit = off")
 
 
 def _setup(conn: psycopg.Connection[Any], wanted: str) -> Literal["pgvector", "array"]:
