@@ -229,8 +229,8 @@ class BaseStore:
     # the public API
     def get(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool = True) -> Item | None:
         """The item at ``namespace`` and ``key``, or None (also once it expired)."""
-        op = _checked(GetOp(namespace=namespace, key=key, refresh_ttl=refresh_ttl))
-        return self._get(op, now())  # type: ignore[arg-type]
+        _check_place(namespace, key)
+        return self._get(GetOp(namespace=namespace, key=key, refresh_ttl=refresh_ttl), now())
 
     def put(
         self,
@@ -540,6 +540,7 @@ def encode_namespace(namespace: tuple[str, ...]) -> str:
     return "".join(quote(label, safe="", errors="surrogatepass") + "/" for label in namespace)
 
 
+@functools.lru_cache(maxsize=4096)
 def decode_namespace(stored: str) -> tuple[str, ...]:
     return tuple(unquote(label, errors="surrogatepass") for label in stored.split("/")[:-1])
 
@@ -563,14 +564,28 @@ def dot(a: Sequence[float], b: Sequence[float]) -> float:
 def _item(
     row: Row, value: Any, score: float | None = None, namespace: tuple[str, ...] | None = None
 ) -> Item:
-    return Item(
-        namespace=decode_namespace(row.ns) if namespace is None else namespace,
-        key=row.key,
-        value=value,
-        created_at=datetime.fromtimestamp(row.created_at, UTC),
-        updated_at=datetime.fromtimestamp(row.updated_at, UTC),
-        score=score,
-    )
+    updated_at = datetime.fromtimestamp(row.updated_at, UTC)
+    created = row.created_at
+    item: Item = object.__new__(Item)  # a search makes one per row: skip the frozen __init__
+    _set_namespace(item, decode_namespace(row.ns) if namespace is None else namespace)
+    _set_key(item, row.key)
+    _set_value(item, value)
+    _set_created_at(item, updated_at if created == row.updated_at else _utc(created))
+    _set_updated_at(item, updated_at)
+    _set_score(item, score)
+    return item
+
+
+def _utc(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+_set_namespace, _set_key, _set_value, _set_created_at, _set_updated_at, _set_score = (
+    getattr(Item, name).__set__
+    for name in ("namespace", "key", "value", "created_at", "updated_at", "score")
+)
+if set(Item.__slots__) != {"namespace", "key", "value", "created_at", "updated_at", "score"}:
+    raise TypeError("_item() must set every field of Item")
 
 
 _Hit: TypeAlias = tuple[Row, float | None, Any]
@@ -651,9 +666,7 @@ def _comparison(path: str, operator: str, operand: Any) -> Callable[[Any], bool]
 def _checked(op: Op) -> Op:
     """``op`` once its namespace, key and options are known good."""
     if isinstance(op, GetOp | PutOp):
-        _check_namespace(op.namespace, "namespace", empty_ok=False)
-        if not isinstance(op.key, str) or not op.key:
-            raise StoreInputError(f"key={op.key!r}: a key is a non-empty string, e.g. 'profile'")
+        _check_place(op.namespace, op.key)
     if isinstance(op, PutOp):
         if op.value is not None and not isinstance(op.value, dict):
             raise StoreInputError(
@@ -683,6 +696,12 @@ def _checked(op: Op) -> Op:
                 f"max_depth={op.max_depth!r}: give a number of labels (>= 1) or None"
             )
     return op
+
+
+def _check_place(namespace: Any, key: Any) -> None:
+    _check_namespace(namespace, "namespace", empty_ok=False)
+    if type(key) is not str or not key:
+        raise StoreInputError(f"key={key!r}: a key is a non-empty string, e.g. 'profile'")
 
 
 def _check_namespace(namespace: Any, name: str, *, empty_ok: bool) -> None:

@@ -174,17 +174,23 @@ class SqliteStore(BaseStore):
                     conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 _roll_back(conn)
-                raise StoreError(
-                    f"SQLite failed while {doing} ({self.path}): {exc}. Nothing was "
-                    "half-written; free disk space (or fix the file's permissions) and try again"
-                ) from exc
+                raise self._failed(exc, doing) from exc
             except BaseException:
                 _roll_back(conn)
                 raise
 
+    def _failed(self, exc: sqlite3.Error, doing: str) -> StoreError:
+        return StoreError(
+            f"SQLite failed while {doing} ({self.path}): {exc}. Nothing was half-written; free "
+            "disk space (or fix the file's permissions) and try again"
+        )
+
     def _read(self, ns: str, key: str, at: float) -> Row | None:
-        with self._using("reading an item") as conn:
-            found = conn.execute(_GET, (ns, _sql_name(key), at)).fetchone()
+        with self._lock:  # no _using: a read needs no transaction, and a get is a third cheaper
+            try:
+                found = self._conn.execute(_GET, (ns, _sql_name(key), at)).fetchone()
+            except sqlite3.Error as exc:
+                raise self._failed(exc, "reading an item") from exc
         return _row(found) if found is not None else None
 
     def _write(self, writes: Sequence[Write]) -> None:
