@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     )
     from graph_agent.checkpoint.postgres import AsyncPostgresSaver, PostgresSaver
     from graph_agent.checkpoint.sqlite import SqliteSaver
+    from graph_agent.store import InMemoryStore, Item, PostgresStore, SqliteStore
 
 __all__ = [
     "END",
@@ -112,9 +113,11 @@ __all__ = [
     "GraphRuntimeError",
     "GraphSetupError",
     "HumanInTheLoopHook",
+    "InMemoryStore",
     "Interrupt",
     "InvalidResumeError",
     "InvalidUpdateError",
+    "Item",
     "JumpTo",
     "KeyStrategy",
     "LlmRoutingAgent",
@@ -135,6 +138,7 @@ __all__ = [
     "OverAllState",
     "ParallelAgent",
     "PostgresSaver",
+    "PostgresStore",
     "ReactAgent",
     "RemoveMessage",
     "ReplaceAll",
@@ -145,6 +149,7 @@ __all__ = [
     "SequentialAgent",
     "SerializationError",
     "SqliteSaver",
+    "SqliteStore",
     "StateGraph",
     "StateSnapshot",
     "StreamingOutput",
@@ -211,4 +216,8 @@ def __getattr__(name: str) -> Any:
         from graph_agent import checkpoint
 
         return getattr(checkpoint, name)
+    if name in ("InMemoryStore", "Item", "PostgresStore", "SqliteStore"):
+        from graph_agent import store
+
+        return getattr(store, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -71,6 +71,10 @@ EXPECTED = {
     "ToolCallLimitHook",
     "SummarizationHook",
     "ToolCallRequest",
+    "InMemoryStore",
+    "SqliteStore",
+    "PostgresStore",
+    "Item",
 }
 
 
