@@ -43,9 +43,27 @@ USERS = 100
 DIMS = 64
 KINDS = ("fact", "preference", "event")
 WORDS = (
-    "tea coffee music travel books garden running chess cooking movies painting hiking "
-    "python jazz cats dogs sailing yoga poetry cycling"
-).split()
+    "tea",
+    "coffee",
+    "music",
+    "travel",
+    "books",
+    "garden",
+    "running",
+    "chess",
+    "cooking",
+    "movies",
+    "painting",
+    "hiking",
+    "python",
+    "jazz",
+    "cats",
+    "dogs",
+    "sailing",
+    "yoga",
+    "poetry",
+    "cycling",
+)
 
 
 def run(settings: Settings) -> list[Row]:
@@ -172,7 +190,7 @@ def _sqlite_stores(settings: Settings) -> dict[str, Opener | None]:
         from langgraph.store.sqlite import SqliteStore
 
         if indexed and not hasattr(sqlite3.Connection, "enable_load_extension"):
-            yield None  # LangGraph's SQLite store ranks in sqlite-vec, which this Python cannot load
+            yield None  # LangGraph's SQLite store ranks in sqlite-vec: this Python cannot load it
             return
         with tempfile.TemporaryDirectory(prefix="graph-agent-bench-") as folder:
             path = str(Path(folder) / "store.db")

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple, TypeAlias
+from typing import Any, Literal, NamedTuple, Self, TypeAlias
 from urllib.parse import quote, unquote
 
 from graph_agent.checkpoint.serde import dumps, loads
@@ -220,7 +220,7 @@ class BaseStore:
         if self._sweeper is not None and self._sweeper is not threading.current_thread():
             self._sweeper.join()
 
-    def __enter__(self) -> BaseStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -161,7 +161,7 @@ def test_replacing_an_item_replaces_its_vectors(make_store):
     store.put(("n",), "k", {"text": "tea"})
     store.put(("n",), "k", {"text": "coffee"})
     store.put(("n",), "j", {"text": "tea tea"})
-    assert [item.key for item in store.search(("n",), query="coffee")][0] == "k"
+    assert store.search(("n",), query="coffee")[0].key == "k"
     assert store.search(("n",), query="tea")[0].key == "j"
     assert store.search(("n",), query="tea")[1].score == pytest.approx(0.0, abs=1e-9)
 
@@ -237,9 +237,7 @@ def test_no_crafted_label_reaches_another_namespace(store):
         store.put(namespace, "%", {"owner": index, "key": "%"})
     for index, namespace in enumerate(CRAFTED):
         assert store.get(namespace, "k").value == {"owner": index}
-        below = {
-            item.namespace for item in store.search(namespace, limit=100) if item.key == "k"
-        }
+        below = {item.namespace for item in store.search(namespace, limit=100) if item.key == "k"}
         expected = {other for other in CRAFTED if other[: len(namespace)] == namespace}
         assert below == expected, namespace
         assert set(store.list_namespaces(namespace)) == expected
