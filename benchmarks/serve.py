@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +40,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks.harness import GRAPH_AGENT, LANGGRAPH, Row, Settings
-from benchmarks.postgres import DSN, unavailable
+from benchmarks.postgres import fresh_schema, unavailable
 
 ASSISTANT = "chain"
 BODY = {"assistant_id": ASSISTANT, "input": {"x": 0}}
@@ -133,7 +132,7 @@ def run(
             if reason:
                 print(f"graph-agent serve --postgres skipped: {reason}", file=sys.stderr)
             else:
-                dsn = up.enter_context(_schema())
+                dsn = up.enter_context(fresh_schema("bench_serve"))
                 urls["postgres"] = up.enter_context(
                     _ours(root, ["--postgres", dsn, "--workers", "2"])
                 )
@@ -331,21 +330,6 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)  # whatever is left of the group
     process.wait(10)
-
-
-@contextlib.contextmanager
-def _schema() -> Iterator[str]:
-    import psycopg
-    from psycopg.conninfo import make_conninfo
-
-    schema = f"bench_serve_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(DSN, autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield make_conninfo(DSN, options=f"-c search_path={schema}")
-    finally:
-        with psycopg.connect(DSN, autocommit=True) as admin:
-            admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 def main(argv: list[str] | None = None) -> int:

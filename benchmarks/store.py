@@ -30,13 +30,12 @@ import sqlite3
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import GRAPH_AGENT, LANGGRAPH, Row, Settings
-from benchmarks.postgres import DSN, unavailable
+from benchmarks.postgres import DSN, fresh_schema, unavailable
 from graph_agent.store.embeddings import HashEmbeddings
 
 USERS = 100
@@ -178,12 +177,12 @@ def _sqlite_stores(settings: Settings) -> dict[str, Opener | None]:
     def ours(indexed: bool) -> Iterator[Any]:
         from graph_agent.store.sqlite import SqliteStore
 
-        with tempfile.TemporaryDirectory(prefix="graph-agent-bench-") as folder:
-            store = SqliteStore(Path(folder) / "store.db", index=_index(True) if indexed else None)
-            try:
-                yield store
-            finally:
-                store.close()
+        index = _index(True) if indexed else None
+        with (
+            tempfile.TemporaryDirectory(prefix="graph-agent-bench-") as folder,
+            SqliteStore(Path(folder) / "store.db", index=index) as store,
+        ):
+            yield store
 
     @contextlib.contextmanager
     def theirs(indexed: bool) -> Iterator[Any]:
@@ -205,29 +204,12 @@ def _sqlite_stores(settings: Settings) -> dict[str, Opener | None]:
 
 def _postgres_stores(settings: Settings) -> dict[str, Opener | None]:
     @contextlib.contextmanager
-    def fresh_dsn() -> Iterator[str]:
-        import psycopg
-        from psycopg.conninfo import make_conninfo
-
-        schema = f"bench_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(DSN, autocommit=True) as admin:
-            admin.execute(f"CREATE SCHEMA {schema}")
-        try:
-            yield make_conninfo(DSN, options=f"-c search_path={schema}")
-        finally:
-            with psycopg.connect(DSN, autocommit=True) as admin:
-                admin.execute(f"DROP SCHEMA {schema} CASCADE")
-
-    @contextlib.contextmanager
     def ours(indexed: bool) -> Iterator[Any]:
         from graph_agent.store.postgres import PostgresStore
 
-        with fresh_dsn() as dsn:
-            store = PostgresStore(dsn, index=_index(True) if indexed else None)
-            try:
-                yield store
-            finally:
-                store.close()
+        index = _index(True) if indexed else None
+        with fresh_schema() as dsn, PostgresStore(dsn, index=index) as store:
+            yield store
 
     @contextlib.contextmanager
     def theirs(indexed: bool) -> Iterator[Any]:
@@ -236,7 +218,7 @@ def _postgres_stores(settings: Settings) -> dict[str, Opener | None]:
         if indexed and not _has_pgvector():
             yield None  # LangGraph's PostgreSQL store ranks with pgvector only
             return
-        with fresh_dsn() as dsn:
+        with fresh_schema() as dsn:
             index: Any = _index(False) if indexed else None
             with PostgresStore.from_conn_string(dsn, index=index) as store:
                 store.setup()
