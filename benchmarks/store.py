@@ -83,10 +83,10 @@ def run(settings: Settings) -> list[Row]:
 
 class _Sizes:
     def __init__(self, settings: Settings) -> None:
-        self.items = 600 if settings.quick else 10_000
-        self.timed_puts = 600 if settings.quick else 2_000
+        self.items = 300 if settings.quick else 10_000
+        self.timed_puts = 300 if settings.quick else 2_000
         """The puts timed one by one; the rest of the items are loaded in one batch."""
-        self.searches = 100 if settings.quick else 1_000
+        self.searches = 50 if settings.quick else 1_000
         self.repeat = 1 if settings.quick else 3
 
 
@@ -308,7 +308,7 @@ def _installed(module: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.store", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="600 items (for CI)")
+    parser.add_argument("--quick", action="store_true", help="300 items (for CI)")
     args = parser.parse_args(argv)
     from benchmarks.harness import langgraph_available
 
