@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime
 
 import pytest
 
 from graph_agent import SerializationError
-from graph_agent.store import BaseStore, HashEmbeddings, StoreInputError
+from graph_agent.store import BaseStore, HashEmbeddings, InMemoryStore, StoreInputError
 from graph_agent.store.base import GetOp, ListNamespacesOp, PutOp, SearchOp
 
 INDEX = {"embed": HashEmbeddings(64), "fields": ["text"]}
@@ -325,3 +326,20 @@ def test_a_reopened_store_holds_what_was_put(make_store):
     again: BaseStore = make_store(index=INDEX)
     assert again.get(("users", "u1"), "tea").value == {"text": "green tea"}
     assert again.search(("users",), query="tea")[0].key == "tea"
+
+
+def test_a_background_sweep_deletes_expired_items_until_the_store_closes(make_store, clock):
+    store = make_store(sweep_interval=0.05)
+    store.put(("n",), "k", {"v": 1}, ttl=1)
+    clock(61)
+    deadline = time.monotonic() + 20
+    while list(store._namespaces("", 0)) and time.monotonic() < deadline:  # rows, expired or not
+        time.sleep(0.05)
+    assert list(store._namespaces("", 0)) == []
+    store.close()
+    assert not store._sweeper.is_alive()
+
+
+def test_a_sweep_interval_must_be_positive():
+    with pytest.raises(StoreInputError, match="sweep_interval"):
+        InMemoryStore(sweep_interval=0)
