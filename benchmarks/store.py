@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib.util
 import sqlite3
 import sys
@@ -98,22 +99,22 @@ the store cannot rank on this server."""
 def _rows(backend: str, openers: dict[str, Opener], sizes: _Sizes, variant: str) -> list[Row]:
     """A row per operation, graph_agent against LangGraph, and rows for ``openers["variant"]``
     (LangGraph or graph_agent set up otherwise) against the other one."""
-    figures = {
-        name: _samples(opener, sizes, ranked=name != "variant") for name, opener in openers.items()
-    }
+    figures: dict[str, dict[str, list[float]]] = {name: {} for name in openers}
+    for _ in range(sizes.repeat):
+        for name, operations in _measure(openers, sizes).items():
+            for operation, per_second in operations.items():
+                figures[name].setdefault(operation, []).append(per_second)
     ours, theirs = figures[GRAPH_AGENT], figures.get(LANGGRAPH, {})
     rows = [
         _row(f"Store, {backend}, {operation}", ours[operation], theirs.get(operation), sizes)
         for operation in ours
     ]
-    if "variant" in figures:
-        changed = figures["variant"]
-        for operation in changed:
-            if variant.startswith("LangGraph"):
-                mine, others = ours[operation], changed[operation]
-            else:
-                mine, others = changed[operation], theirs.get(operation)
-            rows.append(_row(f"Store, {backend}, {operation}, {variant}", mine, others, sizes))
+    for operation, samples in figures.get("variant", {}).items():
+        if variant.startswith("LangGraph"):
+            mine, others = ours[operation], samples
+        else:
+            mine, others = samples, theirs.get(operation)
+        rows.append(_row(f"Store, {backend}, {operation}, {variant}", mine, others, sizes))
     return rows
 
 
@@ -128,51 +129,51 @@ def _row(key: str, ours: list[float], theirs: list[float] | None, sizes: _Sizes)
     )
 
 
-def _samples(opener: Opener, sizes: _Sizes, *, ranked: bool) -> dict[str, list[float]]:
-    samples: dict[str, list[float]] = {}
-    for _ in range(sizes.repeat):
-        for operation, per_second in _measure(opener, sizes, ranked=ranked).items():
-            samples.setdefault(operation, []).append(per_second)
-    return samples
-
-
-def _measure(opener: Opener, sizes: _Sizes, *, ranked: bool) -> dict[str, float]:
+def _measure(openers: dict[str, Opener], sizes: _Sizes) -> dict[str, dict[str, float]]:
+    """One run of every operation on every store, the stores taking turns operation by
+    operation (the machine's load changes by the minute: each pays the same), as
+    ``{store: {operation: per second}}``; the variant store skips the ranked search."""
     items, searches = sizes.items, sizes.searches
     values = [_value(i) for i in range(items)]
     places = [(("users", f"u{i % USERS}"), f"k{i}") for i in range(items)]
     timed = sizes.timed_puts
-    figures = {}
-    with opener(False) as store:
-        figures["put"] = _rate(timed, lambda: _put_all(store, places[:timed], values[:timed]))
-        _load(store, places[timed:], values[timed:])
-        figures["get"] = _rate(items, lambda: _get_all(store, places))
-        figures["search"] = _rate(
-            searches,
-            lambda: [store.search(("users", f"u{i % USERS}"), limit=10) for i in range(searches)],
-        )
-        figures["filtered search"] = _rate(
-            searches,
-            lambda: [
-                store.search(("users", f"u{i % USERS}"), filter={"kind": "fact"}, limit=10)
-                for i in range(searches)
+    users = [("users", f"u{i % USERS}") for i in range(searches)]
+    queries = [f"{WORDS[i % len(WORDS)]} lover" for i in range(searches)]
+    figures: dict[str, dict[str, float]] = {name: {} for name in openers}
+    with contextlib.ExitStack() as opened:
+        stores = {name: opened.enter_context(opener(False)) for name, opener in openers.items()}
+        work: dict[str, Callable[[Any], Any]] = {
+            "put": lambda store: _put_all(store, places[:timed], values[:timed]),
+            "get": lambda store: _get_all(store, places),
+            "search": lambda store: [store.search(ns, limit=10) for ns in users],
+            "filtered search": lambda store: [
+                store.search(ns, filter={"kind": "fact"}, limit=10) for ns in users
             ],
-        )
-    if not ranked:
-        return figures
+        }
+        counts = {"put": timed, "get": items, "search": searches, "filtered search": searches}
+        for operation, run in work.items():
+            for name, store in stores.items():
+                figures[name][operation] = _rate(counts[operation], functools.partial(run, store))
+                if operation == "put":
+                    _load(store, places[timed:], values[timed:])
     indexed_items = min(items, 2_000)  # puts with an index embed: fewer items, same per user
-    with opener(True) as store:
-        if store is None:  # this store cannot rank here
-            return figures
-        _load(store, places[:indexed_items], values[:indexed_items])
-        figures["ranked search"] = _rate(
-            searches,
-            lambda: [
-                store.search(
-                    ("users", f"u{i % USERS}"), query=f"{WORDS[i % len(WORDS)]} lover", limit=10
-                )
-                for i in range(searches)
-            ],
-        )
+    with contextlib.ExitStack() as opened:
+        ranking = {
+            name: opened.enter_context(opener(True))
+            for name, opener in openers.items()
+            if name != "variant"
+        }
+        for name, store in ranking.items():
+            if store is None:  # this store cannot rank here
+                continue
+            _load(store, places[:indexed_items], values[:indexed_items])
+            figures[name]["ranked search"] = _rate(
+                searches,
+                lambda store=store: [
+                    store.search(ns, query=query, limit=10)
+                    for ns, query in zip(users, queries, strict=True)
+                ],
+            )
     return figures
 
 
