@@ -312,11 +312,4 @@ def _bytes(key: str) -> bytes:
 
 def _row(found: Sequence[Any]) -> Row:
     ns, key, data, created_at, updated_at, ttl = found
-    return Row(
-        ns=ns,
-        key=bytes(key).decode("utf-8", "surrogatepass"),
-        data=bytes(data),
-        created_at=created_at,
-        updated_at=updated_at,
-        ttl=ttl,
-    )
+    return Row(ns, key.decode("utf-8", "surrogatepass"), data, created_at, updated_at, ttl)

@@ -265,12 +265,7 @@ class SqliteStore(BaseStore):
 
 
 def _row(found: tuple[Any, ...]) -> Row:
+    if type(found[1]) is str:  # a key stored as text, as all but odd ones are (see _sql_name)
+        return Row._make(found)
     ns, key, data, created_at, updated_at, ttl = found
-    return Row(
-        ns=ns,
-        key=_name_of(key),
-        data=bytes(data),
-        created_at=created_at,
-        updated_at=updated_at,
-        ttl=ttl,
-    )
+    return Row(ns, _name_of(key), data, created_at, updated_at, ttl)
