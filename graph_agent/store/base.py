@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, Self, TypeAlias
 from urllib.parse import quote, unquote
 
+import msgpack
+
 from graph_agent.checkpoint.serde import dumps, loads
 from graph_agent.graph.errors import GraphAgentError, GraphRuntimeError
 from graph_agent.store.embeddings import IndexConfig, index_config, texts_at
@@ -460,10 +462,11 @@ class BaseStore:
         """The rows under ``prefix``, newest first, read a page at a time: a filtered search
         reads until it has its matches, not the whole namespace. (Rows written meanwhile may
         shift a page boundary: a search is not a snapshot.)"""
-        size = max(64, 2 * (op.offset + op.limit))
+        size = max(16, 2 * (op.offset + op.limit))
         start = 0
+        needles = _needles(op.filter or {})
         while True:
-            page = list(self._scan(prefix, at, size, start))
+            page = list(self._scan(prefix, at, size, start, needles))
             yield from page
             if len(page) < size:
                 return
@@ -511,9 +514,17 @@ class BaseStore:
         """Upsert (or delete) the rows and their vectors, in one transaction."""
         raise NotImplementedError
 
-    def _scan(self, prefix: str, at: float, limit: int | None, offset: int) -> Iterable[Row]:
+    def _scan(
+        self,
+        prefix: str,
+        at: float,
+        limit: int | None,
+        offset: int,
+        needles: Sequence[bytes] = (),
+    ) -> Iterable[Row]:
         """Live rows whose namespace starts with ``prefix``, newest first (``updated_at``
-        descending, then namespace and key); ``limit`` None: all of them."""
+        descending, then namespace and key); ``limit`` None: all of them. With ``needles``,
+        only rows whose stored value holds each of those bytes (see :func:`_needles`)."""
         raise NotImplementedError
 
     def _vectors(self, prefix: str, at: float) -> Iterable[tuple[str, str, Sequence[float]]]:
@@ -590,6 +601,25 @@ if set(Item.__slots__) != {"namespace", "key", "value", "created_at", "updated_a
 
 _Hit: TypeAlias = tuple[Row, float | None, Any]
 """A row found by a search, its score, and its decoded value."""
+
+
+def _needles(filter: Mapping[str, Any]) -> list[bytes]:
+    """Bytes that the stored value of every item matching ``filter`` holds, so a backend can
+    pass over most others without decoding them (the filter is still applied to what it
+    returns). A field equal to a string is stored as the key's msgpack string and then the
+    value's, the same bytes wherever it sits (msgpack has one form for a string); other values
+    have several (``1 == 1.0 == True``), and give none."""
+    needles = []
+    for path, wanted in filter.items():
+        if isinstance(wanted, dict) and set(wanted) == {"$eq"}:
+            wanted = wanted["$eq"]
+        if type(wanted) is not str:
+            continue
+        try:
+            needles.append(msgpack.packb(path.rsplit(".", 1)[-1]) + msgpack.packb(wanted))
+        except UnicodeEncodeError:  # a lone surrogate: serde stores it otherwise
+            continue
+    return needles
 
 
 def _matching(found: Iterable[tuple[Row, float | None]], op: SearchOp) -> list[_Hit]:

@@ -84,13 +84,22 @@ class InMemoryStore(BaseStore):
         last = bisect.bisect_left(names, prefix_end(prefix))
         return names[first:last]
 
-    def _scan(self, prefix: str, at: float, limit: int | None, offset: int) -> Iterable[Row]:
+    def _scan(
+        self,
+        prefix: str,
+        at: float,
+        limit: int | None,
+        offset: int,
+        needles: Sequence[bytes] = (),
+    ) -> Iterable[Row]:
         with self._lock:
             namespaces = set(self._under(prefix))
             rows = [
                 row
                 for (ns, key), (row, expires) in self._rows.items()
-                if ns in namespaces and (expires is None or expires > at)
+                if ns in namespaces
+                and (expires is None or expires > at)
+                and all(needle in row.data for needle in needles)
             ]
         rows.sort(key=lambda row: (-row.updated_at, row.ns, row.key))
         return rows[offset:] if limit is None else rows[offset : offset + limit]

@@ -62,7 +62,7 @@ _UPSERT = (
 )
 _SCAN = (
     f"SELECT {_COLUMNS} FROM graph_agent_store_items "
-    f"WHERE namespace >= %s AND namespace < %s AND {_LIVE} "
+    f"WHERE namespace >= %s AND namespace < %s AND {_LIVE}{{holding}} "
     "ORDER BY updated_at DESC, namespace, key LIMIT %s OFFSET %s"
 )
 _SCORES = {
@@ -211,11 +211,18 @@ class PostgresStore(BaseStore):
                         (write.ns, key, field, _vector_param(self.vector_kind, vector)),
                     )
 
-    def _scan(self, prefix: str, at: float, limit: int | None, offset: int) -> Iterable[Row]:
+    def _scan(
+        self,
+        prefix: str,
+        at: float,
+        limit: int | None,
+        offset: int,
+        needles: Sequence[bytes] = (),
+    ) -> Iterable[Row]:
+        sql = _SCAN.format(holding=" AND position(%s::bytea IN value) > 0" * len(needles))
+        params = (prefix, prefix_end(prefix), at, *needles, limit, offset)
         with self._using("searching items") as conn:
-            rows = conn.execute(
-                _SCAN, (prefix, prefix_end(prefix), at, limit, offset), binary=True
-            ).fetchall()
+            rows = conn.execute(sql, params, binary=True).fetchall()
         return [_row(found) for found in rows]
 
     def _ranked(

@@ -62,7 +62,7 @@ _UPSERT = (
 )
 _SCAN = (
     "SELECT namespace, key, value, created_at, updated_at, ttl FROM store_items "
-    f"WHERE namespace >= ? AND namespace < ? AND {_LIVE} "
+    f"WHERE namespace >= ? AND namespace < ? AND {_LIVE}{{holding}} "
     "ORDER BY updated_at DESC, namespace, key LIMIT ? OFFSET ?"
 )
 _VECTORS = (
@@ -227,10 +227,19 @@ class SqliteStore(BaseStore):
                         ],
                     )
 
-    def _scan(self, prefix: str, at: float, limit: int | None, offset: int) -> Iterable[Row]:
-        params = (prefix, prefix_end(prefix), at, -1 if limit is None else limit, offset)
+    def _scan(
+        self,
+        prefix: str,
+        at: float,
+        limit: int | None,
+        offset: int,
+        needles: Sequence[bytes] = (),
+    ) -> Iterable[Row]:
+        holding = " AND instr(value, ?) > 0" * len(needles)
+        sql = _SCAN.format(holding=holding)
+        params = (prefix, prefix_end(prefix), at, *needles, -1 if limit is None else limit, offset)
         with self._using("searching items") as conn:
-            return [_row(found) for found in conn.execute(_SCAN, params).fetchall()]
+            return [_row(found) for found in conn.execute(sql, params).fetchall()]
 
     def _vectors(self, prefix: str, at: float) -> Iterable[tuple[str, str, Sequence[float]]]:
         with self._using("ranking items") as conn:

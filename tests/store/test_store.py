@@ -343,3 +343,21 @@ def test_a_background_sweep_deletes_expired_items_until_the_store_closes(make_st
 def test_a_sweep_interval_must_be_positive():
     with pytest.raises(StoreInputError, match="sweep_interval"):
         InMemoryStore(sweep_interval=0)
+
+
+def test_filters_match_equal_values_of_other_types_and_any_text(store):
+    store.put(("n",), "int", {"v": 1, "t": "é\ud800", "deep": {"kind": "x"}})
+    store.put(("n",), "float", {"v": 1.0, "t": "plain"})
+    store.put(("n",), "bool", {"v": True, "t": "kind"})
+    store.put(("n",), "nested only", {"inner": {"t": "plain"}})
+
+    def keys(filter):
+        return sorted(item.key for item in store.search(("n",), filter=filter))
+
+    assert keys({"v": 1}) == ["bool", "float", "int"]  # 1 == 1.0 == True, as in Python
+    assert keys({"v": {"$eq": 1.0}}) == ["bool", "float", "int"]
+    assert keys({"t": "é\ud800"}) == ["int"]
+    assert keys({"t": "plain"}) == ["float"]  # not the nested one
+    assert keys({"inner.t": {"$eq": "plain"}}) == ["nested only"]
+    assert keys({"deep.kind": "x", "t": {"$ne": "plain"}}) == ["int"]
+    assert keys({"t": "kind"}) == ["bool"]
