@@ -28,8 +28,9 @@ from urllib.parse import quote, unquote
 import msgpack
 
 from graph_agent.checkpoint.serde import dumps, loads
-from graph_agent.graph.errors import GraphAgentError, GraphRuntimeError
+from graph_agent.graph.errors import GraphAgentError
 from graph_agent.store.embeddings import IndexConfig, index_config, texts_at
+from graph_agent.store.errors import StoreError, StoreInputError
 
 __all__ = [
     "BaseStore",
@@ -42,14 +43,6 @@ __all__ = [
     "StoreInputError",
     "now",
 ]
-
-
-class StoreError(GraphRuntimeError):
-    """The store's database failed (connection lost, disk full...): nothing was half-written."""
-
-
-class StoreInputError(GraphAgentError, ValueError):
-    """A namespace, key, value, filter or option a store cannot take; the message says why."""
 
 
 def now() -> float:

@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from graph_agent.graph.errors import GraphAgentError
+from graph_agent.store.errors import EmbeddingError, StoreInputError
 
 __all__ = [
     "EmbeddingError",
@@ -39,10 +40,6 @@ __all__ = [
 ]
 
 Embed = Callable[[list[str]], Sequence[Sequence[float]]]
-
-
-class EmbeddingError(GraphAgentError, RuntimeError):
-    """An embedder failed or answered something that is not one vector per text."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -97,8 +94,6 @@ def index_config(index: Mapping[str, Any]) -> IndexConfig:
 
 
 def _index_error(what: str) -> GraphAgentError:
-    from graph_agent.store.base import StoreInputError
-
     return StoreInputError(
         f"{what}: a store's index is {{'embed': fn(texts) -> vectors, 'fields': ['text']}}, e.g. "
         "index={'embed': HashEmbeddings(), 'fields': ['text']}"
