@@ -86,11 +86,11 @@ def _served(name: str) -> Callable[[], Any]:
     exec(compile(OURS, "ga_chain.py", "exec"), scope)  # the benchmark's own chain
     options: dict[str, Any] = {}
     if name != "serve":
-        from benchmarks.serve import _schema
+        from benchmarks.postgres import fresh_schema
         from graph_agent.checkpoint.postgres import AsyncPostgresSaver
         from graph_agent.serve.pg_records import PostgresRecords
 
-        dsn, _ = schema.enter_context(_schema())
+        dsn = schema.enter_context(fresh_schema("bench_serve"))
         saver = AsyncPostgresSaver(dsn, pool_size=16)
         options = {"saver": saver, "records": PostgresRecords(dsn)}
         schema.callback(options["records"].close)

@@ -17,11 +17,13 @@ Every measurement uses a fresh schema, dropped afterwards. Run it alone with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from benchmarks.harness import GRAPH_AGENT, Row, Settings
@@ -74,6 +76,24 @@ def unavailable() -> str | None:
     except psycopg.Error as exc:
         return f"cannot connect to {DSN!r}: {str(exc).strip().splitlines()[0]}"
     return None
+
+
+@contextlib.contextmanager
+def fresh_schema(prefix: str = "bench") -> Iterator[str]:
+    """A new schema on the benchmark's server, dropped afterwards: a DSN whose tables live
+    in it, and whose connections carry the schema's name as their ``application_name`` (so
+    the benchmark can find their server processes)."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(DSN, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield make_conninfo(DSN, options=f"-c search_path={schema}", application_name=schema)
+    finally:
+        with psycopg.connect(DSN, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 def _steps_per_second(workers: int, threads: int, node_seconds: float) -> float:

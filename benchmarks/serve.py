@@ -41,7 +41,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +48,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks.harness import GRAPH_AGENT, LANGGRAPH, Row, Settings
-from benchmarks.postgres import DSN, unavailable
+from benchmarks.postgres import DSN, fresh_schema, unavailable
 
 ASSISTANT = "chain"
 BODY = {"assistant_id": ASSISTANT, "input": {"x": 0}}
@@ -158,7 +157,10 @@ def run(
             if reason:
                 print(f"graph-agent serve --postgres skipped: {reason}", file=sys.stderr)
             else:
-                dsn, application = up.enter_context(_schema())
+                from psycopg.conninfo import conninfo_to_dict
+
+                dsn = up.enter_context(fresh_schema("bench_serve"))
+                application = str(conninfo_to_dict(dsn)["application_name"])
                 served = _ours(root, ["--postgres", dsn, "--workers", "2"], application)
                 ours["postgres"] = up.enter_context(served)
         urls = {name: served.url for name, served in ours.items()}
@@ -413,23 +415,6 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)  # whatever is left of the group
     process.wait(10)
-
-
-@contextlib.contextmanager
-def _schema() -> Iterator[tuple[str, str]]:
-    """A fresh schema's DSN, and the ``application_name`` its connections carry."""
-    import psycopg
-    from psycopg.conninfo import make_conninfo
-
-    schema = f"bench_serve_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(DSN, autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {schema}")
-    try:
-        options = f"-c search_path={schema}"
-        yield make_conninfo(DSN, options=options, application_name=schema), schema
-    finally:
-        with psycopg.connect(DSN, autocommit=True) as admin:
-            admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 def main(argv: list[str] | None = None) -> int:

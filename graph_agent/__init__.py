@@ -92,6 +92,7 @@ if TYPE_CHECKING:
     )
     from graph_agent.checkpoint.postgres import AsyncPostgresSaver, PostgresSaver
     from graph_agent.checkpoint.sqlite import SqliteSaver
+    from graph_agent.store import InMemoryStore, Item, PostgresStore, SqliteStore
 
 __all__ = [
     "END",
@@ -120,9 +121,11 @@ __all__ = [
     "GraphSetupError",
     "HumanInTheLoopHook",
     "ImagePart",
+    "InMemoryStore",
     "Interrupt",
     "InvalidResumeError",
     "InvalidUpdateError",
+    "Item",
     "JumpTo",
     "KeyStrategy",
     "Listener",
@@ -144,6 +147,7 @@ __all__ = [
     "OverAllState",
     "ParallelAgent",
     "PostgresSaver",
+    "PostgresStore",
     "ReactAgent",
     "RemoveMessage",
     "ReplaceAll",
@@ -154,6 +158,7 @@ __all__ = [
     "SequentialAgent",
     "SerializationError",
     "SqliteSaver",
+    "SqliteStore",
     "StateGraph",
     "StateSnapshot",
     "StreamingOutput",
@@ -221,4 +226,8 @@ def __getattr__(name: str) -> Any:
         from graph_agent import checkpoint
 
         return getattr(checkpoint, name)
+    if name in ("InMemoryStore", "Item", "PostgresStore", "SqliteStore"):
+        from graph_agent import store
+
+        return getattr(store, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

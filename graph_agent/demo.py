@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from graph_agent.agent.memory import MEMORIES_ID, MemoryHook, memory_tools
 from graph_agent.agent.react import ReactAgent
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.demo_tools import UNIT_ALIASES, calculator, clock, convert_units
@@ -42,6 +43,7 @@ from graph_agent.models.base import (
     ToolLike,
     as_tool_definitions,
 )
+from graph_agent.store.base import BaseStore
 
 __all__ = [
     "DEFAULT_QUESTION",
@@ -49,6 +51,7 @@ __all__ = [
     "DemoChatModel",
     "agent",
     "build_agent",
+    "plan_memory_calls",
     "plan_tool_calls",
 ]
 
@@ -57,6 +60,11 @@ INSTRUCTION = (
     "You are a precise assistant with three tools: a calculator, a clock and a unit converter. "
     "Use them for any arithmetic, the current date or time, and unit conversions (call several "
     "at once when the question asks several things), then answer briefly from their results."
+)
+
+MEMORY_INSTRUCTION = (
+    " You remember things about the user across conversations: when they tell you something "
+    "worth keeping (their name, a preference), call remember with it as one short sentence."
 )
 
 CITY_ZONES: dict[str, str] = {
@@ -134,6 +142,12 @@ _RECALL = re.compile(
     re.IGNORECASE,
 )
 _ERROR_DETAIL = re.compile(r"raised \w+: (.*)$", re.DOTALL)
+_NAME_GIVEN = re.compile(r"\b(?:my name is|call me|i am called|i'm called)\s+([\w'-]+)", re.I)
+_NAME_ASKED = re.compile(
+    r"\b(?:what(?:'s| is) my name|who am i|do you (?:know|remember) (?:my name|who i am))\b", re.I
+)
+_NAME_FORGET = re.compile(r"\bforget my name\b", re.I)
+_NAME_REMEMBERED = re.compile(r"\[([\w-]+)\] The user's name is ([^.\n]+)\.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +179,28 @@ def plan_tool_calls(question: str) -> list[ToolCall]:
     if _TIME.search(rest):
         calls += [_call("clock", timezone=zone) for zone in _find_zones(rest)]
     return calls
+
+
+def plan_memory_calls(question: str, messages: Sequence[BaseMessage]) -> list[ToolCall]:
+    """The memory tool calls the offline model makes: ``remember`` when the user gives their
+    name, ``forget`` when they ask to forget it (and a memory of it was recalled)."""
+    given = _NAME_GIVEN.search(question)
+    if given:
+        return [_call("remember", fact=f"The user's name is {given.group(1)}.")]
+    recalled = _remembered_name(messages)
+    if _NAME_FORGET.search(question) and recalled is not None:
+        return [_call("forget", memory_id=recalled[0])]
+    return []
+
+
+def _remembered_name(messages: Sequence[BaseMessage]) -> tuple[str, str] | None:
+    """``(memory id, name)`` from the recalled memories (the memory hook's system message)."""
+    for message in messages:
+        if message.id == MEMORIES_ID:
+            found = _NAME_REMEMBERED.search(message.text)
+            if found:
+                return found.group(1), found.group(2)
+    return None
 
 
 def _call(name: str, **arguments: Any) -> ToolCall:
@@ -265,6 +301,10 @@ def _sentence(call: ToolCall, result: ToolResponseMessage | None) -> str:
         subject = f"{shown} {arguments.get('from_unit', '?')}"
         ok = f"{subject} is {{}}"
         failed = f"I could not convert {subject} to {arguments.get('to_unit', '?')}: {{}}"
+    elif call.name == "remember":
+        ok, failed = "I will remember that. ({})", "I could not remember that: {}"
+    elif call.name == "forget":
+        ok, failed = "Done: {}", "I could not forget that: {}"
     elif call.name == "clock":
         zone = str(arguments.get("timezone", "UTC"))
         ok = f"In {_place(zone)} it is {{}}" if zone != "UTC" else "It is {} right now"
@@ -290,6 +330,11 @@ def _answer(messages: Sequence[BaseMessage], start: int, question: str) -> str:
     recall = _recall(messages, start, question)
     if recall:
         lines.append(recall)
+    if _NAME_ASKED.search(question):
+        remembered = _remembered_name(messages)
+        lines.append(
+            f"Your name is {remembered[1]}." if remembered else "I do not know your name yet."
+        )
     if lines:
         return "\n".join(lines)
     return (
@@ -352,7 +397,8 @@ class DemoChatModel(LocalChatModel):
         offered = {t.name for t in definitions}
         start, question = _latest_question(messages)
         answered = any(isinstance(m, ToolResponseMessage) for m in messages[start + 1 :])
-        calls = [] if answered else [c for c in plan_tool_calls(question) if c.name in offered]
+        planned = [*plan_tool_calls(question), *plan_memory_calls(question, messages)]
+        calls = [] if answered else [c for c in planned if c.name in offered]
         if calls:
             message = AssistantMessage("", tool_calls=calls, finish_reason="tool_calls")
         else:
@@ -364,19 +410,30 @@ class DemoChatModel(LocalChatModel):
         return self.reply(request.messages, request.tools)
 
 
-def build_agent(model: ChatModel | None = None, saver: CheckpointSaver | None = None) -> ReactAgent:
+def build_agent(
+    model: ChatModel | None = None,
+    saver: CheckpointSaver | None = None,
+    store: BaseStore | None = None,
+) -> ReactAgent:
     """The demo agent, on ``model`` (default: the offline :class:`DemoChatModel`).
 
     Args:
         model: Any chat model; a real one answers the same questions with the same tools.
         saver: Where threads are kept (default: in memory).
+        store: Long-term memory: with one, the agent also recalls what it knows of the user
+            (``RunnableConfig(context={"user_id": ...})``) and can ``remember`` and ``forget``,
+            across threads. The offline model remembers the user's name ("my name is Ada",
+            then, on any thread, "what is my name?").
     """
+    memory = store is not None
     return ReactAgent(
         "demo",
         model if model is not None else DemoChatModel(),
-        tools=[calculator, clock, convert_units],
-        instruction=INSTRUCTION,
+        tools=[calculator, clock, convert_units, *(memory_tools() if memory else ())],
+        instruction=INSTRUCTION + (MEMORY_INSTRUCTION if memory else ""),
         saver=saver,
+        hooks=[MemoryHook()] if memory else (),
+        store=store,
     )
 
 

@@ -89,6 +89,8 @@ class ToolContext:
         attempt: 0 for the first attempt of the call, ``n`` for its ``n``-th retry
             (``ToolRetryInterceptor`` gives each attempt a fresh context, with its own
             ``cancelled`` event; ``idempotency_key`` stays the same).
+        store: The run's long-term memory (``config.store``: a ``graph_agent.store``
+            store), or None when the graph or agent has none.
 
     Example:
         >>> @tool
@@ -105,6 +107,11 @@ class ToolContext:
     config: Any = None
     cancelled: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
     attempt: int = 0
+
+    @property
+    def store(self) -> Any:
+        """The run's long-term memory store (``config.store``), or None without one."""
+        return getattr(self.config, "store", None)
 
 
 class ToolArgumentsError(GraphAgentError, ValueError):

@@ -76,6 +76,10 @@ EXPECTED = {
     "ToolCallLimitHook",
     "SummarizationHook",
     "ToolCallRequest",
+    "InMemoryStore",
+    "SqliteStore",
+    "PostgresStore",
+    "Item",
 }
 
 

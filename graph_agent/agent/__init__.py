@@ -35,6 +35,7 @@ from graph_agent.agent.interceptors import (
     ToolRetryInterceptor,
     current_model_call,
 )
+from graph_agent.agent.memory import MemoryHook, memory_tools
 from graph_agent.agent.nodes import StructuredOutputError
 from graph_agent.agent.react import ReactAgent
 from graph_agent.agent.spec import AgentSpec
@@ -53,6 +54,7 @@ __all__ = [
     "JumpTo",
     "LlmRoutingAgent",
     "LoopAgent",
+    "MemoryHook",
     "MessagesAgentHook",
     "MessagesModelHook",
     "ModelCallLimitHook",
@@ -72,4 +74,5 @@ __all__ = [
     "ToolInterceptor",
     "ToolRetryInterceptor",
     "current_model_call",
+    "memory_tools",
 ]

@@ -44,6 +44,7 @@ from graph_agent.graph.types import (
 )
 from graph_agent.messages import AssistantMessage, BaseMessage, UserMessage
 from graph_agent.models.base import ChatModel
+from graph_agent.store.base import BaseStore
 from graph_agent.tools import Tool, Toolkit
 
 AgentInput = str | BaseMessage | Sequence[BaseMessage] | Mapping[str, Any] | Command | None
@@ -98,8 +99,9 @@ class ReactAgent:
         tool_retry: A ``RetryPolicy`` for the tool node, should it raise (tool errors
             already become tool results); tool calls recorded before the failure are not
             made again.
-        listeners: :class:`~graph_agent.graph.listeners.Listener` objects told of each run,
-            node, model call and tool call (``CompileConfig(listeners=...)``).
+                        CompileConfig(
+                            saver=self._saver, listeners=self.listeners, store=self.store
+                        )
 
     Example:
         >>> from graph_agent import ReactAgent, tool
@@ -142,6 +144,7 @@ class ReactAgent:
         model_timeout: float | None = None,
         tool_retry: RetryPolicy | None = None,
         listeners: Sequence[Any] = (),
+        store: BaseStore | None = None,
     ) -> None:
         if max_iterations < 0:
             raise ValueError(f"max_iterations must be >= 0, got {max_iterations}")
@@ -188,6 +191,7 @@ class ReactAgent:
         self.model_timeout = model_timeout
         self.tool_retry = tool_retry
         self.listeners = tuple(listeners)  # told of its runs, nodes, model and tool calls
+        self.store = store
         self._compiled: CompiledGraph | None = None
         self._lock = threading.Lock()
         self._building: Future[CompiledGraph] | None = None
@@ -245,7 +249,7 @@ class ReactAgent:
                 if self._compiled is None:
                     graph = build_graph(self, self.effective_hooks, self.spec)
                     self._compiled = graph.compile(
-                        CompileConfig(saver=self._saver, listeners=self.listeners)
+                        CompileConfig(saver=self._saver, listeners=self.listeners, store=self.store)
                     )
         return self._compiled
 

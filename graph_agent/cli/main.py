@@ -221,6 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_db(demo, DEMO_DB, f"SQLite file for the threads (default: {DEMO_DB})")
     demo.add_argument(
+        "--user",
+        default="me",
+        help="whose long-term memories the agent recalls and keeps, in the same file, across "
+        "threads (default: me)",
+    )
+    demo.add_argument(
         "--online",
         action="store_true",
         help="use a real model: OPENAI_API_KEY/OPENAI_BASE_URL, else DASHSCOPE_API_KEY",
@@ -342,6 +348,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(delete, DEMO_DB, db_help)
     _add_common(delete, top=False)
 
+    from graph_agent.cli.store import add_store_parser
+
+    _add_common(add_store_parser(commands, DEMO_DB), top=False)
+
     serve = commands.add_parser(
         "serve",
         help="serve agents and graphs over HTTP, as LangGraph Server does",
@@ -401,6 +411,10 @@ def _handler(command: str) -> Callable[[argparse.Namespace], int]:
         from graph_agent.cli.draw import draw_command
 
         return draw_command
+    if command == "store":
+        from graph_agent.cli.store import store_command
+
+        return store_command
     from graph_agent.cli.threads import threads_command
 
     return threads_command

@@ -33,6 +33,7 @@ from graph_agent.graph.errors import InvalidResumeError
 from graph_agent.graph.types import Interrupt, RunnableConfig
 from graph_agent.messages import UserMessage
 from graph_agent.models.base import ChatModel
+from graph_agent.store.sqlite import SqliteStore
 
 __all__ = ["DEMO_DB", "demo_command", "resume_hint", "run_command"]
 
@@ -67,8 +68,14 @@ def demo_command(args: argparse.Namespace) -> int:
         model = UnstreamedModel(model)
     saver = open_saver(args.db)
     try:
-        _demo(args, build_agent(model, saver), saver, described, reporter)
+        store = SqliteStore(args.db)
+    except BaseException:
+        saver.close()
+        raise
+    try:
+        _demo(args, build_agent(model, saver, store), saver, described, reporter)
     finally:
+        store.close()
         saver.close()
     return 0
 
@@ -106,7 +113,8 @@ def _demo(
     target = Target(spec="graph_agent.demo:agent", runnable=agent)
     again = f"graph-agent demo --thread {shown}{db_flag}{_model_flags(args)}"
     with continuable(target, thread, again):
-        summary = execute(target, input, RunnableConfig(thread_id=thread), reporter)
+        config = RunnableConfig(thread_id=thread, context={"user_id": args.user})
+        summary = execute(target, input, config, reporter)
     if summary.interrupts:
         reporter.paused(summary.interrupts, "")
     else:

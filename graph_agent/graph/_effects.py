@@ -33,6 +33,7 @@ class RunSettings:
     interrupt_after: frozenset[str]
     listeners: tuple[Any, ...] = ()
     """``CompileConfig.listeners``: see ``listeners.py``."""
+    store: Any = None
 
 
 @dataclass(slots=True)

@@ -77,6 +77,7 @@ def run_nested(
             max_concurrency=config.max_concurrency,
             context=config.context,
             cancel=cancel,
+            store=config.store,
         )
         app, child_input = child.with_saver(None), fresh_input()
     else:
@@ -88,6 +89,7 @@ def run_nested(
             metadata=config.metadata,
             context=config.context,
             cancel=cancel,
+            store=config.store,
         )
         app = child.with_saver(saver)
         child_input = _where_to_start(app, child_config, task, fresh_input)

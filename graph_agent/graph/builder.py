@@ -313,6 +313,7 @@ class StateGraph:
             interrupt_before=frozenset(interrupt_before),
             interrupt_after=frozenset(interrupt_after),
             listeners=tuple(config.listeners),
+            store=config.store,
         )
         return CompiledGraph(run, view)
 

@@ -142,6 +142,9 @@ class RunnableConfig:
     checkpoint_ns: str = ""
     """The namespace inside the thread: ``""`` at top level, a subgraph's own otherwise."""
     cancel: CancelSignal | None = field(default=None, compare=False, repr=False)
+    store: Any = field(default=None, compare=False, repr=False)
+    """The long-term memory store (a ``graph_agent.store.BaseStore``) nodes, hooks and tools
+    use: this one when set, else the graph's ``CompileConfig(store=...)``."""
 
     def __post_init__(self) -> None:
         if self.thread_id is not None and type(self.thread_id) is not str:
@@ -172,13 +175,18 @@ class CompileConfig:
     checkpoints), or, without a saver, an in-memory cache of the compiled graph.
 
     ``listeners``: :class:`~graph_agent.graph.listeners.Listener` objects told of each run,
-    node, and (in an agent) model and tool call, of this graph and the graphs it runs."""
+    node, and (in an agent) model and tool call, of this graph and the graphs it runs.
+
+
+    ``store``: the long-term memory (a ``graph_agent.store.BaseStore``) shared across threads,
+    which nodes, hooks and tools reach as ``config.store``."""
 
     saver: Saver | None = None
     interrupt_before: Sequence[str] = ()
     interrupt_after: Sequence[str] = ()
     cache: Any = None
     listeners: Sequence[Any] = ()
+    store: Any = None
 
 
 @dataclass(frozen=True, slots=True)

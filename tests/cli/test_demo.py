@@ -80,7 +80,7 @@ def test_plain_forces_plain_output_on_a_terminal(cli, monkeypatch):
     result = cli("demo", "--plain", "What is 3 * 3?")
 
     assert "\x1b[" not in result.out
-    assert "[step 1] __model__: 1 tool call" in result.out
+    assert "[step 2] __model__: 1 tool call" in result.out  # after the memory hook's step
 
 
 def test_a_thread_continues_the_conversation(cli):
@@ -160,6 +160,8 @@ def test_base_url_and_model_run_the_demo_on_a_real_server_with_the_real_tools(cl
         "calculator",
         "clock",
         "convert_units",
+        "remember",  # the demo's long-term memory of the user
+        "forget",
     }
     assert json.loads(bodies[1]["messages"][-1]["content"]) == 395
 

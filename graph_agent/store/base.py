@@ -1,0 +1,746 @@
+"""The base class of the stores: long-term memory shared across threads, written once.
+
+A store keeps JSON-like ``dict`` values under a *namespace* (a tuple of strings, e.g.
+``("memories", "user-42")``) and a key. Every backend shares the logic here: checking input,
+serializing values (the checkpoints' safe serializer, with its size and depth limits), TTLs,
+filters, pagination, the embedding of indexed fields and ranking by cosine similarity. A backend
+only says how rows are read and written (:class:`BaseStore`'s ``_``-methods).
+
+Namespaces are stored as text no label can fool: each label percent-encoded (so it holds no
+``/``), each followed by ``/``. The items under the prefix ``("a", "b")`` are exactly the rows
+whose text starts with ``a/b/``, found by a range comparison (never ``LIKE``): a label holding
+``%``, ``_``, ``.``, ``/`` or any other character matches only itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, NamedTuple, Self, TypeAlias
+from urllib.parse import quote, unquote
+
+import msgpack
+
+from graph_agent.checkpoint.serde import dumps, loads
+from graph_agent.graph.errors import GraphAgentError
+from graph_agent.store.embeddings import IndexConfig, index_config, texts_at
+from graph_agent.store.errors import StoreError, StoreInputError
+
+__all__ = [
+    "BaseStore",
+    "GetOp",
+    "Item",
+    "ListNamespacesOp",
+    "PutOp",
+    "SearchOp",
+    "StoreError",
+    "StoreInputError",
+    "now",
+]
+
+
+def now() -> float:
+    """The store's clock (seconds since the epoch): a seam tests pin to move time on."""
+    return time.time()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Item:
+    """One stored value and where it lives.
+
+    ``score`` is the cosine similarity to the query of a :meth:`BaseStore.search` with
+    ``query=`` (``None`` otherwise).
+    """
+
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    score: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GetOp:
+    """Read one item (result: ``Item | None``)."""
+
+    namespace: tuple[str, ...]
+    key: str
+    refresh_ttl: bool = True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PutOp:
+    """Store one item, or delete it with ``value=None`` (result: ``None``).
+
+    ``ttl`` is in minutes; ``index`` is ``None`` (the store's index fields), ``False`` (do
+    not embed this item) or the field paths to embed.
+    """
+
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any] | None
+    ttl: float | None = None
+    index: Literal[False] | Sequence[str] | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SearchOp:
+    """Items under a namespace prefix (result: ``list[Item]``): ranked by ``query`` when the
+    store has an index, else newest first; ``filter`` keeps items whose value matches."""
+
+    namespace_prefix: tuple[str, ...]
+    query: str | None = None
+    filter: Mapping[str, Any] | None = None
+    limit: int = 10
+    offset: int = 0
+    refresh_ttl: bool = True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ListNamespacesOp:
+    """The namespaces under ``prefix``, cut to ``max_depth`` labels (result: a sorted list)."""
+
+    prefix: tuple[str, ...] = ()
+    max_depth: int | None = None
+    limit: int = 100
+    offset: int = 0
+
+
+Op: TypeAlias = GetOp | PutOp | SearchOp | ListNamespacesOp
+
+
+class Row(NamedTuple):
+    """An item as a backend reads it: encoded namespace, serialized value, epoch seconds (a
+    tuple: a search makes one per row it reads)."""
+
+    ns: str
+    key: str
+    data: bytes
+    created_at: float
+    updated_at: float
+    ttl: float | None = None
+    """Minutes: the item's ``expires_at`` moves to now + ttl when it is read."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Write:
+    """A put as a backend stores it (``data`` None: delete)."""
+
+    ns: str
+    key: str
+    data: bytes | None
+    at: float
+    """When the put was made: the row's ``updated_at`` (and ``created_at`` when new)."""
+    expires_at: float | None
+    ttl: float | None
+    vectors: dict[str, list[float]] = field(default_factory=dict)
+    """Each embedded field path's unit vector (empty: the item has no vectors)."""
+
+
+_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+
+
+class BaseStore:
+    """Long-term memory: dict values under namespaced keys, shared across threads.
+
+    Subclasses implement the row primitives (``_read``, ``_write``, ``_scan``, ``_vectors``,
+    ``_namespaces``, ``_refresh``, ``_sweep``); everything else is here, once. Every method
+    has an async twin (``aget``, ``aput``, ...), and :meth:`batch` / :meth:`abatch` run many
+    operations in one call.
+
+    Args:
+        index: ``{"embed": fn(texts) -> vectors, "fields": ["text"]}`` makes
+            ``search(query=...)`` rank items by the cosine similarity of their embedded
+            fields (each field path embedded apart; an item scores its best field).
+            ``fields`` defaults to ``["$"]``, the whole value. See
+            :mod:`graph_agent.store.embeddings` for a local and an OpenAI-compatible embedder.
+        sweep_interval: Seconds between background sweeps of expired items (``None``: none;
+            expired items are never returned either way, and :meth:`sweep` removes them).
+
+    Example:
+        >>> from graph_agent.store import InMemoryStore
+        >>> store = InMemoryStore()
+        >>> store.put(("users", "u1"), "name", {"text": "Ada"})
+        >>> store.get(("users", "u1"), "name").value
+        {'text': 'Ada'}
+        >>> [item.key for item in store.search(("users",), filter={"text": "Ada"})]
+        ['name']
+    """
+
+    def __init__(
+        self,
+        *,
+        index: Mapping[str, Any] | None = None,
+        sweep_interval: float | None = None,
+    ) -> None:
+        self.index: IndexConfig | None = index_config(index) if index is not None else None
+        self._sweeper: threading.Thread | None = None
+        self._stop_sweeping = threading.Event()
+        self._sweep_interval = sweep_interval
+        if sweep_interval is not None and sweep_interval <= 0:
+            raise StoreInputError(
+                f"sweep_interval={sweep_interval!r}: give the seconds between sweeps (> 0), or "
+                "None for no background sweep"
+            )
+
+    def _start_sweeper(self) -> None:
+        """Start the background sweep, if asked for (subclasses call it once set up)."""
+        interval = self._sweep_interval
+        if interval is None:
+            return
+        stop = self._stop_sweeping
+
+        def sweep_until_stopped() -> None:
+            while not stop.wait(interval):
+                try:
+                    self.sweep()
+                except GraphAgentError:
+                    continue  # the next sweep tries again; reads never return expired items
+
+        self._sweeper = threading.Thread(
+            target=sweep_until_stopped, name="graph_agent-store-sweep", daemon=True
+        )
+        self._sweeper.start()
+
+    def close(self) -> None:
+        """Stop the background sweep (subclasses also close their connections)."""
+        self._stop_sweeping.set()
+        if self._sweeper is not None and self._sweeper is not threading.current_thread():
+            self._sweeper.join()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # the public API
+    def get(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool = True) -> Item | None:
+        """The item at ``namespace`` and ``key``, or None (also once it expired)."""
+        _check_place(namespace, key)
+        return self._get(GetOp(namespace=namespace, key=key, refresh_ttl=refresh_ttl), now())
+
+    def put(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: dict[str, Any],
+        ttl: float | None = None,
+        *,
+        index: Literal[False] | Sequence[str] | None = None,
+    ) -> None:
+        """Store ``value`` (a dict) at ``namespace`` and ``key``, replacing what was there.
+
+        Args:
+            ttl: Minutes the item lives after it was last written or read; None: forever.
+            index: The field paths to embed for this item (None: the store's; False: none).
+        """
+        self.batch([PutOp(namespace=namespace, key=key, value=value, ttl=ttl, index=index)])
+
+    def delete(self, namespace: tuple[str, ...], key: str) -> None:
+        """Remove the item (nothing happens when there is none)."""
+        self.batch([PutOp(namespace=namespace, key=key, value=None)])
+
+    def search(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = True,
+    ) -> list[Item]:
+        """Items whose namespace starts with ``namespace_prefix``.
+
+        Args:
+            query: Rank by similarity to this text (needs ``index``); without it items come
+                newest first.
+            filter: Keep items whose value matches every entry: ``{"field": value}`` (equal),
+                or ``{"field": {"$gt": 3}}`` with ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``,
+                ``$lte``; a dotted name (``"a.b"``) reads a nested field.
+            limit: At most this many items.
+            offset: Skip this many matching items first (pagination).
+        """
+        op = SearchOp(
+            namespace_prefix=namespace_prefix,
+            query=query,
+            filter=filter,
+            limit=limit,
+            offset=offset,
+            refresh_ttl=refresh_ttl,
+        )
+        result: list[Item] = self.batch([op])[0]
+        return result
+
+    def list_namespaces(
+        self,
+        prefix: tuple[str, ...] = (),
+        max_depth: int | None = None,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        """The namespaces holding items under ``prefix``, sorted; with ``max_depth``, each cut
+        to its first ``max_depth`` labels (and listed once)."""
+        op = ListNamespacesOp(prefix=prefix, max_depth=max_depth, limit=limit, offset=offset)
+        result: list[tuple[str, ...]] = self.batch([op])[0]
+        return result
+
+    def batch(self, ops: Iterable[Op]) -> list[Any]:
+        """Run ``ops`` in order; one result per op (see each op's class). Puts in a row are
+        written in one transaction, their indexed fields embedded in one call."""
+        checked = [_checked(op) for op in ops]
+        at = now()
+        results: list[Any] = []
+        puts: list[PutOp] = []
+        for op in checked:
+            if isinstance(op, PutOp):
+                puts.append(op)
+                results.append(None)
+                continue
+            if puts:
+                self._write(self._to_writes(puts, at))
+                puts = []
+            if isinstance(op, GetOp):
+                results.append(self._get(op, at))
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op, at))
+            else:
+                results.append(self._list(op, at))
+        if puts:
+            self._write(self._to_writes(puts, at))
+        return results
+
+    def sweep(self) -> int:
+        """Delete the expired items; how many were deleted."""
+        return self._sweep(now())
+
+    # async twins: the same calls on a worker thread (the in-memory store answers inline)
+    async def abatch(self, ops: Iterable[Op]) -> list[Any]:
+        ops = list(ops)
+        return await asyncio.to_thread(self.batch, ops)
+
+    async def aget(
+        self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool = True
+    ) -> Item | None:
+        result: Item | None = (
+            await self.abatch([GetOp(namespace=namespace, key=key, refresh_ttl=refresh_ttl)])
+        )[0]
+        return result
+
+    async def aput(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: dict[str, Any],
+        ttl: float | None = None,
+        *,
+        index: Literal[False] | Sequence[str] | None = None,
+    ) -> None:
+        await self.abatch([PutOp(namespace=namespace, key=key, value=value, ttl=ttl, index=index)])
+
+    async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
+        await self.abatch([PutOp(namespace=namespace, key=key, value=None)])
+
+    async def asearch(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = True,
+    ) -> list[Item]:
+        op = SearchOp(
+            namespace_prefix=namespace_prefix,
+            query=query,
+            filter=filter,
+            limit=limit,
+            offset=offset,
+            refresh_ttl=refresh_ttl,
+        )
+        result: list[Item] = (await self.abatch([op]))[0]
+        return result
+
+    async def alist_namespaces(
+        self,
+        prefix: tuple[str, ...] = (),
+        max_depth: int | None = None,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        op = ListNamespacesOp(prefix=prefix, max_depth=max_depth, limit=limit, offset=offset)
+        result: list[tuple[str, ...]] = (await self.abatch([op]))[0]
+        return result
+
+    async def asweep(self) -> int:
+        return await asyncio.to_thread(self.sweep)
+
+    # the shared logic
+    def _to_writes(self, ops: Sequence[PutOp], at: float) -> list[Write]:
+        """The rows to write: values serialized, and indexed fields embedded in one call."""
+        pending: list[tuple[int, str, str]] = []  # (op index, field path, text)
+        writes: list[Write] = []
+        for index, op in enumerate(ops):
+            ns = encode_namespace(op.namespace)
+            if op.value is None:
+                writes.append(Write(ns=ns, key=op.key, data=None, at=at, expires_at=None, ttl=None))
+                continue
+            data = dumps(op.value, root=f"store value {op.key!r}")
+            expires_at = at + op.ttl * 60 if op.ttl is not None else None
+            writes.append(
+                Write(ns=ns, key=op.key, data=data, at=at, expires_at=expires_at, ttl=op.ttl)
+            )
+            if self.index is not None and op.index is not False:
+                fields = self.index.fields if op.index is None else tuple(op.index)
+                for path, text in texts_at(op.value, fields):
+                    pending.append((index, path, text))
+        if pending:
+            assert self.index is not None
+            vectors = self.index.embed_texts([text for _, _, text in pending])
+            for (index, path, _), vector in zip(pending, vectors, strict=True):
+                writes[index].vectors[path] = vector
+        return writes
+
+    def _get(self, op: GetOp, at: float) -> Item | None:
+        ns = encode_namespace(op.namespace)
+        row = self._read(ns, op.key, at)
+        if row is None:
+            return None
+        if op.refresh_ttl and row.ttl is not None:
+            self._refresh([(row.ns, row.key, row.ttl)], at)
+        return _item(row, loads(row.data), None, op.namespace)
+
+    def _search(self, op: SearchOp, at: float) -> list[Item]:
+        prefix = encode_namespace(op.namespace_prefix)
+        hits: list[_Hit]
+        if op.query is not None:
+            if self.index is None:
+                raise StoreInputError(
+                    f"search(query={op.query!r}) ranks by meaning, and this store has no "
+                    "index: make it with index={'embed': fn, 'fields': [...]} (e.g. "
+                    "graph_agent.store.HashEmbeddings()), or search with filter= instead"
+                )
+            query_vector = self.index.embed_texts([op.query])[0]
+            if op.filter:
+                ranked = self._ranked(prefix, query_vector, at, None, 0)
+                hits = _matching(ranked, op)
+            else:
+                ranked = self._ranked(prefix, query_vector, at, op.limit, op.offset)
+                hits = [(row, score, loads(row.data)) for row, score in ranked]
+        elif op.filter:
+            hits = _matching(((row, None) for row in self._pages(prefix, at, op)), op)
+        else:
+            rows = self._scan(prefix, at, op.limit, op.offset)
+            hits = [(row, None, loads(row.data)) for row in rows]
+        if op.refresh_ttl:
+            expiring = [(row.ns, row.key, row.ttl) for row, _, _ in hits if row.ttl is not None]
+            if expiring:
+                self._refresh(expiring, at)
+        return [_item(row, value, score) for row, score, value in hits]
+
+    def _pages(self, prefix: str, at: float, op: SearchOp) -> Iterator[Row]:
+        """The rows under ``prefix``, newest first, read a page at a time: a filtered search
+        reads until it has its matches, not the whole namespace. (Rows written meanwhile may
+        shift a page boundary: a search is not a snapshot.)"""
+        size = max(16, 2 * (op.offset + op.limit))
+        start = 0
+        needles = _needles(op.filter or {})
+        while True:
+            page = list(self._scan(prefix, at, size, start, needles))
+            yield from page
+            if len(page) < size:
+                return
+            start += size
+            size *= 2
+
+    def _ranked(
+        self, prefix: str, query: list[float], at: float, limit: int | None, offset: int
+    ) -> Iterable[tuple[Row, float | None]]:
+        """Rows under ``prefix`` with vectors, best first, scored by cosine similarity, from
+        ``offset`` on, at most ``limit`` (None: all): here in Python over :meth:`_vectors`; a
+        backend may rank in its database instead."""
+        best: dict[tuple[str, str], float] = {}
+        for ns, key, vector in self._vectors(prefix, at):
+            score = dot(query, vector)
+            if score > best.get((ns, key), -math.inf):
+                best[(ns, key)] = score
+        order = sorted(best.items(), key=lambda pair: (-pair[1], pair[0]))
+        if limit is not None:
+            order = order[offset : offset + limit]
+        elif offset:
+            order = order[offset:]
+        return self._rows_in_order(order, at)
+
+    def _rows_in_order(
+        self, order: Sequence[tuple[tuple[str, str], float]], at: float
+    ) -> Iterator[tuple[Row, float | None]]:
+        for (ns, key), score in order:
+            row = self._read(ns, key, at)
+            if row is not None:
+                yield row, score
+
+    def _list(self, op: ListNamespacesOp, at: float) -> list[tuple[str, ...]]:
+        found = {decode_namespace(ns) for ns in self._namespaces(encode_namespace(op.prefix), at)}
+        if op.max_depth is not None:
+            found = {ns[: op.max_depth] for ns in found}
+        return sorted(found)[op.offset : op.offset + op.limit]
+
+    # what a backend implements
+    def _read(self, ns: str, key: str, at: float) -> Row | None:
+        """The live (not expired at ``at``) row, or None."""
+        raise NotImplementedError
+
+    def _write(self, writes: Sequence[Write]) -> None:
+        """Upsert (or delete) the rows and their vectors, in one transaction."""
+        raise NotImplementedError
+
+    def _scan(
+        self,
+        prefix: str,
+        at: float,
+        limit: int | None,
+        offset: int,
+        needles: Sequence[bytes] = (),
+    ) -> Iterable[Row]:
+        """Live rows whose namespace starts with ``prefix``, newest first (``updated_at``
+        descending, then namespace and key); ``limit`` None: all of them. With ``needles``,
+        only rows whose stored value holds each of those bytes (see :func:`_needles`)."""
+        raise NotImplementedError
+
+    def _vectors(self, prefix: str, at: float) -> Iterable[tuple[str, str, Sequence[float]]]:
+        """``(ns, key, unit vector)`` of every embedded field of the live rows under ``prefix``."""
+        raise NotImplementedError
+
+    def _namespaces(self, prefix: str, at: float) -> Iterable[str]:
+        """The distinct encoded namespaces of live rows under ``prefix``."""
+        raise NotImplementedError
+
+    def _refresh(self, rows: Sequence[tuple[str, str, float]], at: float) -> None:
+        """Move each ``(ns, key, ttl)`` row's expiry to ``at`` + ttl minutes."""
+        raise NotImplementedError
+
+    def _sweep(self, at: float) -> int:
+        """Delete the rows expired at ``at``; how many."""
+        raise NotImplementedError
+
+
+@functools.lru_cache(maxsize=4096)
+def encode_namespace(namespace: tuple[str, ...]) -> str:
+    """A namespace (or prefix) as stored: each label percent-encoded, then ``/``; the items
+    under a prefix are the rows whose text starts with the prefix's."""
+    return "".join(quote(label, safe="", errors="surrogatepass") + "/" for label in namespace)
+
+
+@functools.lru_cache(maxsize=4096)
+def decode_namespace(stored: str) -> tuple[str, ...]:
+    return tuple(unquote(label, errors="surrogatepass") for label in stored.split("/")[:-1])
+
+
+def prefix_end(prefix: str) -> str:
+    """The smallest text after every text starting with ``prefix`` (which ends with ``/`` or
+    is empty): ``ns >= prefix AND ns < prefix_end(prefix)`` selects exactly those under it."""
+    return prefix[:-1] + "0" if prefix else "\U0010ffff"  # "0" follows "/" in ASCII
+
+
+def dot(a: Sequence[float], b: Sequence[float]) -> float:
+    """The dot product (the cosine similarity of two unit vectors)."""
+    if len(a) != len(b):
+        raise StoreInputError(
+            f"the query's vector has {len(a)} dimensions and a stored one {len(b)}: the store "
+            "holds vectors of another embedder; use the same index as when the items were put"
+        )
+    return math.fsum(x * y for x, y in zip(a, b, strict=True))
+
+
+def _item(
+    row: Row, value: Any, score: float | None = None, namespace: tuple[str, ...] | None = None
+) -> Item:
+    updated_at = datetime.fromtimestamp(row.updated_at, UTC)
+    created = row.created_at
+    item: Item = object.__new__(Item)  # a search makes one per row: skip the frozen __init__
+    _set_namespace(item, decode_namespace(row.ns) if namespace is None else namespace)
+    _set_key(item, row.key)
+    _set_value(item, value)
+    _set_created_at(item, updated_at if created == row.updated_at else _utc(created))
+    _set_updated_at(item, updated_at)
+    _set_score(item, score)
+    return item
+
+
+def _utc(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+_set_namespace, _set_key, _set_value, _set_created_at, _set_updated_at, _set_score = (
+    getattr(Item, name).__set__
+    for name in ("namespace", "key", "value", "created_at", "updated_at", "score")
+)
+if set(Item.__slots__) != {"namespace", "key", "value", "created_at", "updated_at", "score"}:
+    raise TypeError("_item() must set every field of Item")
+
+
+_Hit: TypeAlias = tuple[Row, float | None, Any]
+"""A row found by a search, its score, and its decoded value."""
+
+
+def _needles(filter: Mapping[str, Any]) -> list[bytes]:
+    """Bytes that the stored value of every item matching ``filter`` holds, so a backend can
+    pass over most others without decoding them (the filter is still applied to what it
+    returns). A field equal to a string is stored as the key's msgpack string and then the
+    value's, the same bytes wherever it sits (msgpack has one form for a string); other values
+    have several (``1 == 1.0 == True``), and give none."""
+    needles = []
+    for path, wanted in filter.items():
+        if isinstance(wanted, dict) and set(wanted) == {"$eq"}:
+            wanted = wanted["$eq"]
+        if type(wanted) is not str:
+            continue
+        try:
+            needles.append(msgpack.packb(path.rsplit(".", 1)[-1]) + msgpack.packb(wanted))
+        except UnicodeEncodeError:  # a lone surrogate: serde stores it otherwise
+            continue
+    return needles
+
+
+def _matching(found: Iterable[tuple[Row, float | None]], op: SearchOp) -> list[_Hit]:
+    """The page (``op.offset``, ``op.limit``) of the rows whose value matches ``op.filter``,
+    each row decoded once."""
+    tests = [
+        (path.split("."), _condition(path, wanted)) for path, wanted in (op.filter or {}).items()
+    ]
+    page: list[_Hit] = []
+    seen = 0
+    for row, score in found:
+        if seen >= op.offset + op.limit:
+            break
+        value = loads(row.data)
+        for path, test in tests:
+            field = _lookup(value, path)
+            if field is _ABSENT or not test(field):
+                break
+        else:
+            if seen >= op.offset:
+                page.append((row, score, value))
+            seen += 1
+    return page
+
+
+_ABSENT = object()
+
+
+def _lookup(value: Any, path: list[str]) -> Any:
+    for part in path:
+        if not isinstance(value, dict) or part not in value:
+            return _ABSENT
+        value = value[part]
+    return value
+
+
+def _condition(path: str, wanted: Any) -> Callable[[Any], bool]:
+    if not (
+        isinstance(wanted, dict)
+        and wanted
+        and all(isinstance(k, str) and k.startswith("$") for k in wanted)
+    ):
+        return lambda found: bool(found == wanted)
+    tests = [_comparison(path, operator, operand) for operator, operand in wanted.items()]
+    return lambda found: all(test(found) for test in tests)
+
+
+def _comparison(path: str, operator: str, operand: Any) -> Callable[[Any], bool]:
+    if operator == "$eq":
+        return lambda found: bool(found == operand)
+    if operator == "$ne":
+        return lambda found: bool(found != operand)
+    compare = {
+        "$gt": lambda a, b: a > b,
+        "$gte": lambda a, b: a >= b,
+        "$lt": lambda a, b: a < b,
+        "$lte": lambda a, b: a <= b,
+    }.get(operator)
+    if compare is None:
+        raise StoreInputError(
+            f"filter[{path!r}] uses the operator {operator!r}; use one of {', '.join(_OPERATORS)}"
+            f", e.g. {{{path!r}: {{'$gte': 3}}}}"
+        )
+
+    def ordered(found: Any) -> bool:
+        try:
+            return bool(compare(found, operand))
+        except TypeError:  # a string field compared with a number: not a match
+            return False
+
+    return ordered
+
+
+def _checked(op: Op) -> Op:
+    """``op`` once its namespace, key and options are known good."""
+    if isinstance(op, GetOp | PutOp):
+        _check_place(op.namespace, op.key)
+    if isinstance(op, PutOp):
+        if op.value is not None and not isinstance(op.value, dict):
+            raise StoreInputError(
+                f"put(..., key={op.key!r}, value={op.value!r:.60}): a value is a dict, e.g. "
+                "{'text': 'likes tea'}"
+            )
+        if op.ttl is not None and (not isinstance(op.ttl, int | float) or not op.ttl > 0):
+            raise StoreInputError(f"ttl={op.ttl!r}: give minutes (> 0), or None to keep the item")
+        if (
+            op.index is not None
+            and op.index is not False
+            and (isinstance(op.index, str) or not all(isinstance(p, str) for p in op.index))
+        ):
+            raise StoreInputError(f"index={op.index!r}: give a list of field paths, or False")
+    elif isinstance(op, SearchOp):
+        _check_namespace(op.namespace_prefix, "namespace_prefix", empty_ok=True)
+        _check_page(op.limit, op.offset)
+        if op.filter is not None and not isinstance(op.filter, Mapping):
+            raise StoreInputError(f"filter={op.filter!r}: give a dict, e.g. {{'kind': 'fact'}}")
+        for path, wanted in (op.filter or {}).items():
+            _condition(path, wanted)  # names an unknown operator now, not at the first row
+    elif isinstance(op, ListNamespacesOp):
+        _check_namespace(op.prefix, "prefix", empty_ok=True)
+        _check_page(op.limit, op.offset)
+        if op.max_depth is not None and (type(op.max_depth) is not int or op.max_depth < 1):
+            raise StoreInputError(
+                f"max_depth={op.max_depth!r}: give a number of labels (>= 1) or None"
+            )
+    return op
+
+
+def _check_place(namespace: Any, key: Any) -> None:
+    _check_namespace(namespace, "namespace", empty_ok=False)
+    if type(key) is not str or not key:
+        raise StoreInputError(f"key={key!r}: a key is a non-empty string, e.g. 'profile'")
+
+
+def _check_namespace(namespace: Any, name: str, *, empty_ok: bool) -> None:
+    if not isinstance(namespace, tuple) or not all(
+        isinstance(label, str) and label for label in namespace
+    ):
+        raise StoreInputError(
+            f"{name}={namespace!r}: a namespace is a tuple of non-empty strings, e.g. "
+            "('memories', 'user-42')"
+        )
+    if not namespace and not empty_ok:
+        raise StoreInputError(f"{name}=(): an item needs a namespace, e.g. ('memories', 'user-42')")
+
+
+def _check_page(limit: Any, offset: Any) -> None:
+    if type(limit) is not int or limit < 0:
+        raise StoreInputError(f"limit={limit!r}: give a number of items (>= 0)")
+    if type(offset) is not int or offset < 0:
+        raise StoreInputError(f"offset={offset!r}: give a number of items to skip (>= 0)")

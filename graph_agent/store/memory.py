@@ -1,0 +1,143 @@
+"""``InMemoryStore``: a store in process memory, for tests and single-process agents."""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from graph_agent.store.base import BaseStore, Op, Row, Write, prefix_end
+
+__all__ = ["InMemoryStore"]
+
+
+class InMemoryStore(BaseStore):
+    """Items in a dict of this process (gone when it ends); values are stored serialized, so
+    what comes back never aliases what was put, and what one backend refuses they all refuse.
+
+    Args:
+        index: See :class:`~graph_agent.store.base.BaseStore`.
+        sweep_interval: See :class:`~graph_agent.store.base.BaseStore`.
+
+    Example:
+        >>> store = InMemoryStore()
+        >>> store.put(("prefs", "u1"), "tea", {"kind": "green"})
+        >>> store.list_namespaces()
+        [('prefs', 'u1')]
+    """
+
+    def __init__(
+        self, *, index: Mapping[str, Any] | None = None, sweep_interval: float | None = None
+    ) -> None:
+        super().__init__(index=index, sweep_interval=sweep_interval)
+        self._rows: dict[tuple[str, str], tuple[Row, float | None]] = {}
+        self._vectors_of: dict[tuple[str, str], dict[str, list[float]]] = {}
+        self._namespaces_sorted: list[str] = []
+        self._lock = threading.RLock()
+        self._start_sweeper()
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Any]:
+        return self.batch(ops)  # no I/O: answered inline
+
+    def _live(self, key: tuple[str, str], at: float) -> Row | None:
+        found = self._rows.get(key)
+        if found is None or (found[1] is not None and found[1] <= at):
+            return None
+        return found[0]
+
+    def _read(self, ns: str, key: str, at: float) -> Row | None:
+        with self._lock:
+            return self._live((ns, key), at)
+
+    def _write(self, writes: Sequence[Write]) -> None:
+        with self._lock:
+            for write in writes:
+                key = (write.ns, write.key)
+                if write.data is None:
+                    self._rows.pop(key, None)
+                    self._vectors_of.pop(key, None)
+                    continue
+                earlier = self._rows.get(key)
+                created = earlier[0].created_at if earlier is not None else write.at
+                row = Row(
+                    ns=write.ns,
+                    key=write.key,
+                    data=write.data,
+                    created_at=created,
+                    updated_at=write.at,
+                    ttl=write.ttl,
+                )
+                self._rows[key] = (row, write.expires_at)
+                self._vectors_of[key] = dict(write.vectors)
+                spot = bisect.bisect_left(self._namespaces_sorted, write.ns)
+                if (
+                    spot == len(self._namespaces_sorted)
+                    or self._namespaces_sorted[spot] != write.ns
+                ):
+                    self._namespaces_sorted.insert(spot, write.ns)
+
+    def _under(self, prefix: str) -> list[str]:
+        """The namespaces ever written under ``prefix`` (some may hold no rows now)."""
+        names = self._namespaces_sorted
+        first = bisect.bisect_left(names, prefix)
+        last = bisect.bisect_left(names, prefix_end(prefix))
+        return names[first:last]
+
+    def _scan(
+        self,
+        prefix: str,
+        at: float,
+        limit: int | None,
+        offset: int,
+        needles: Sequence[bytes] = (),
+    ) -> Iterable[Row]:
+        with self._lock:
+            namespaces = set(self._under(prefix))
+            rows = [
+                row
+                for (ns, key), (row, expires) in self._rows.items()
+                if ns in namespaces
+                and (expires is None or expires > at)
+                and all(needle in row.data for needle in needles)
+            ]
+        rows.sort(key=lambda row: (-row.updated_at, row.ns, row.key))
+        return rows[offset:] if limit is None else rows[offset : offset + limit]
+
+    def _vectors(self, prefix: str, at: float) -> Iterable[tuple[str, str, Sequence[float]]]:
+        with self._lock:
+            namespaces = set(self._under(prefix))
+            return [
+                (ns, key, vector)
+                for (ns, key), fields in self._vectors_of.items()
+                if ns in namespaces and self._live((ns, key), at) is not None
+                for vector in fields.values()
+            ]
+
+    def _namespaces(self, prefix: str, at: float) -> Iterable[str]:
+        with self._lock:
+            namespaces = set(self._under(prefix))
+            return {
+                ns
+                for (ns, _), (_, expires) in self._rows.items()
+                if ns in namespaces and (expires is None or expires > at)
+            }
+
+    def _refresh(self, rows: Sequence[tuple[str, str, float]], at: float) -> None:
+        with self._lock:
+            for ns, key, ttl in rows:
+                found = self._rows.get((ns, key))
+                if found is not None:
+                    self._rows[(ns, key)] = (found[0], at + ttl * 60)
+
+    def _sweep(self, at: float) -> int:
+        with self._lock:
+            expired = [
+                key
+                for key, (_, expires) in self._rows.items()
+                if expires is not None and expires <= at
+            ]
+            for key in expired:
+                del self._rows[key]
+                self._vectors_of.pop(key, None)
+            return len(expired)
