@@ -12,7 +12,7 @@ for it is one more effect.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeAlias
 
 from graph_agent.graph._engine import GraphSpec, NodeSpec
@@ -34,6 +34,13 @@ class RunSettings:
     listeners: tuple[Any, ...] = ()
     """``CompileConfig.listeners``: see ``listeners.py``."""
     store: Any = None
+    """``CompileConfig.store``: the long-term memory a call gets unless its config brings one."""
+
+    def call_config(self, config: RunnableConfig) -> RunnableConfig:
+        """``config`` with the graph's store when the call brings none."""
+        if self.store is None or config.store is not None:
+            return config
+        return replace(config, store=self.store)
 
 
 @dataclass(slots=True)

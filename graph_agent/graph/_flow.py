@@ -96,9 +96,7 @@ class _Flow:
     def __init__(self, run: RunSettings, config: RunnableConfig, streaming: bool) -> None:
         self.run = run
         self.spec = run.spec
-        if run.store is not None and config.store is None:
-            config = dataclasses.replace(config, store=run.store)
-        self.config = config
+        self.config = config = run.call_config(config)
         self.streaming = streaming
         self.subgraphs = False
         self.durable = run.saver is not None

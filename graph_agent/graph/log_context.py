@@ -21,7 +21,10 @@ RECORD_FIELDS = ("thread_id", "run_id", "checkpoint_ns", "node", "step")
 LIBRARY_LOGGERS = (
     "graph_agent",
     "graph_agent.agent",
+    "graph_agent.models",
     "graph_agent.models.openai",
+    "graph_agent.models.anthropic",
+    "graph_agent.mcp.toolset",
     "graph_agent.serve.queue",
     "graph_agent.serve.notify",
     "graph_agent.checkpoint.postgres",

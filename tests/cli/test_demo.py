@@ -247,6 +247,12 @@ def test_provider_anthropic_runs_the_demo_on_a_messages_api_server(cli):
     assert f"claude-test at {server.base_url}" in result.out
     assert "<- calculator: 395" in result.out
     assert "It is 395." in result.out
-    assert {t["name"] for t in bodies[0]["tools"]} == {"calculator", "clock", "convert_units"}
+    assert {t["name"] for t in bodies[0]["tools"]} == {
+        "calculator",
+        "clock",
+        "convert_units",
+        "remember",
+        "forget",
+    }
     assert bodies[1]["messages"][1]["content"][0]["signature"] == "sig-calc"
     assert bodies[1]["messages"][2]["content"][0]["tool_use_id"] == "toolu_c1"
