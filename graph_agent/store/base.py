@@ -233,7 +233,7 @@ class BaseStore:
     def get(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool = True) -> Item | None:
         """The item at ``namespace`` and ``key``, or None (also once it expired)."""
         _check_place(namespace, key)
-        return self._get(GetOp(namespace=namespace, key=key, refresh_ttl=refresh_ttl), now())
+        return self._get(namespace, key, refresh_ttl, now())  # no GetOp: a get is that cheaper
 
     def put(
         self,
@@ -319,7 +319,7 @@ class BaseStore:
                 self._write(self._to_writes(puts, at))
                 puts = []
             if isinstance(op, GetOp):
-                results.append(self._get(op, at))
+                results.append(self._get(op.namespace, op.key, op.refresh_ttl, at))
             elif isinstance(op, SearchOp):
                 results.append(self._search(op, at))
             else:
@@ -422,14 +422,15 @@ class BaseStore:
                 writes[index].vectors[path] = vector
         return writes
 
-    def _get(self, op: GetOp, at: float) -> Item | None:
-        ns = encode_namespace(op.namespace)
-        row = self._read(ns, op.key, at)
+    def _get(
+        self, namespace: tuple[str, ...], key: str, refresh_ttl: bool, at: float
+    ) -> Item | None:
+        row = self._read(encode_namespace(namespace), key, at)
         if row is None:
             return None
-        if op.refresh_ttl and row.ttl is not None:
+        if refresh_ttl and row.ttl is not None:
             self._refresh([(row.ns, row.key, row.ttl)], at)
-        return _item(row, load_value(row.data), None, op.namespace)
+        return _item(row, load_value(row.data), None, namespace)
 
     def _search(self, op: SearchOp, at: float) -> list[Item]:
         prefix = encode_namespace(op.namespace_prefix)
@@ -675,9 +676,10 @@ def _matching(found: Iterable[tuple[Row, float | None]], op: SearchOp) -> list[_
     ]
     page: list[_Hit] = []
     seen = 0
+    wanted = op.offset + op.limit
+    if not wanted:
+        return page
     for row, score in found:
-        if seen >= op.offset + op.limit:
-            break
         value = load_value(row.data)
         for path, test in tests:
             field = _lookup(value, path)
@@ -687,6 +689,8 @@ def _matching(found: Iterable[tuple[Row, float | None]], op: SearchOp) -> list[_
             if seen >= op.offset:
                 page.append((row, score, value))
             seen += 1
+            if seen >= wanted:  # stop before pulling another row: it may cost another query
+                break
     return page
 
 

@@ -90,3 +90,15 @@ def test_a_filtered_search_reads_on_past_rows_that_only_look_like_matches(store,
     store.put(("n",), "older", {"kind": "fact"})
     found = store.search(("n",), filter={"kind": "fact"}, limit=1, offset=1)
     assert [item.key for item in found] == ["older"]
+
+
+def test_a_filtered_search_whose_rows_all_match_reads_one_page(tmp_path, monkeypatch):
+    with SqliteStore(tmp_path / "store.db") as store:
+        for number in range(10):
+            store.put(("n",), f"k{number}", {"kind": "fact", "n": number})
+        scans = []
+        scan = store._scan
+        monkeypatch.setattr(store, "_scan", lambda *args: scans.append(args) or scan(*args))
+        assert len(store.search(("n",), filter={"kind": "fact"}, limit=3, offset=2)) == 3
+        assert [limit for _, _, limit, _, _ in scans] == [5]  # offset + limit rows, one query
+        assert store.search(("n",), filter={"kind": "fact"}, limit=0) == []
