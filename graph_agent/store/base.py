@@ -22,12 +22,20 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple, Self, TypeAlias
+from typing import Any, Final, Literal, NamedTuple, Self, TypeAlias
 from urllib.parse import quote, unquote
 
 import msgpack
 
-from graph_agent.checkpoint.serde import dumps, loads
+from graph_agent.checkpoint.footprint import MOST_PER_BYTE
+from graph_agent.checkpoint.serde import (
+    FORMAT_VERSION,
+    MAX_DECODED_RATIO,
+    MAX_PAYLOAD_BYTES,
+    default_serializer,
+    dumps,
+    loads,
+)
 from graph_agent.graph.errors import GraphAgentError
 from graph_agent.store.embeddings import IndexConfig, index_config, texts_at
 from graph_agent.store.errors import StoreError, StoreInputError
@@ -225,7 +233,7 @@ class BaseStore:
     def get(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool = True) -> Item | None:
         """The item at ``namespace`` and ``key``, or None (also once it expired)."""
         _check_place(namespace, key)
-        return self._get(GetOp(namespace=namespace, key=key, refresh_ttl=refresh_ttl), now())
+        return self._get(namespace, key, refresh_ttl, now())  # no GetOp: a get is that cheaper
 
     def put(
         self,
@@ -311,7 +319,7 @@ class BaseStore:
                 self._write(self._to_writes(puts, at))
                 puts = []
             if isinstance(op, GetOp):
-                results.append(self._get(op, at))
+                results.append(self._get(op.namespace, op.key, op.refresh_ttl, at))
             elif isinstance(op, SearchOp):
                 results.append(self._search(op, at))
             else:
@@ -414,14 +422,15 @@ class BaseStore:
                 writes[index].vectors[path] = vector
         return writes
 
-    def _get(self, op: GetOp, at: float) -> Item | None:
-        ns = encode_namespace(op.namespace)
-        row = self._read(ns, op.key, at)
+    def _get(
+        self, namespace: tuple[str, ...], key: str, refresh_ttl: bool, at: float
+    ) -> Item | None:
+        row = self._read(encode_namespace(namespace), key, at)
         if row is None:
             return None
-        if op.refresh_ttl and row.ttl is not None:
+        if refresh_ttl and row.ttl is not None:
             self._refresh([(row.ns, row.key, row.ttl)], at)
-        return _item(row, loads(row.data), None, op.namespace)
+        return _item(row, load_value(row.data), None, namespace)
 
     def _search(self, op: SearchOp, at: float) -> list[Item]:
         prefix = encode_namespace(op.namespace_prefix)
@@ -439,12 +448,12 @@ class BaseStore:
                 hits = _matching(ranked, op)
             else:
                 ranked = self._ranked(prefix, query_vector, at, op.limit, op.offset)
-                hits = [(row, score, loads(row.data)) for row, score in ranked]
+                hits = [(row, score, load_value(row.data)) for row, score in ranked]
         elif op.filter:
             hits = _matching(((row, None) for row in self._pages(prefix, at, op)), op)
         else:
             rows = self._scan(prefix, at, op.limit, op.offset)
-            hits = [(row, None, loads(row.data)) for row in rows]
+            hits = [(row, None, load_value(row.data)) for row in rows]
         if op.refresh_ttl:
             expiring = [(row.ns, row.key, row.ttl) for row, _, _ in hits if row.ttl is not None]
             if expiring:
@@ -455,9 +464,11 @@ class BaseStore:
         """The rows under ``prefix``, newest first, read a page at a time: a filtered search
         reads until it has its matches, not the whole namespace. (Rows written meanwhile may
         shift a page boundary: a search is not a snapshot.)"""
-        size = max(16, 2 * (op.offset + op.limit))
-        start = 0
         needles = _needles(op.filter or {})
+        wanted = op.offset + op.limit
+        # a needle per filter entry: nearly every row read matches, so read about the page
+        size = max(1, wanted) if len(needles) == len(op.filter or {}) else max(16, 2 * wanted)
+        start = 0
         while True:
             page = list(self._scan(prefix, at, size, start, needles))
             yield from page
@@ -549,6 +560,48 @@ def decode_namespace(stored: str) -> tuple[str, ...]:
     return tuple(unquote(label, errors="surrogatepass") for label in stored.split("/")[:-1])
 
 
+class _Typed(Exception):
+    """Raised by :func:`load_value`'s msgpack hook: the data holds an ext type."""
+
+
+def _no_ext(code: int, data: bytes) -> Any:
+    raise _Typed
+
+
+_PLAIN_MAX: Final = 1 << 16
+"""The largest stored value :func:`load_value` decodes itself: far below what makes
+:func:`~graph_agent.checkpoint.serde.loads` count containers or measure the memory a load
+takes (those checks apply to larger data, which goes to it)."""
+if (
+    _PLAIN_MAX * MOST_PER_BYTE > MAX_DECODED_RATIO * (MAX_PAYLOAD_BYTES >> 2)
+    or default_serializer.max_containers < _PLAIN_MAX
+):
+    raise ValueError("_PLAIN_MAX must stay below the sizes serde.loads checks further")
+
+
+def load_value(data: Any) -> Any:
+    """A stored value: what :func:`~graph_agent.checkpoint.serde.loads` returns, faster for
+    the usual value, a small JSON-like dict.
+
+    Such a value is stored by ``dumps`` as the format byte and plain msgpack (no ext types),
+    so one ``msgpack.unpackb`` that refuses every ext type, and string keys only, builds
+    exactly what ``loads`` would (no hook of it runs on such data). Anything else (a
+    registered type, a msgpack Timestamp, which needs a ``0xff`` byte, a non-string key,
+    large or corrupt data, another format version) goes to ``loads``, which decodes it with
+    the registry or raises its :class:`~graph_agent.graph.errors.SerializationError`."""
+    if (
+        type(data) is bytes
+        and 2 <= len(data) <= _PLAIN_MAX
+        and data[0] == FORMAT_VERSION
+        and data.find(b"\xff", 1) == -1
+    ):
+        try:
+            return msgpack.unpackb(memoryview(data)[1:], ext_hook=_no_ext)
+        except Exception:  # loads decodes it, or raises the precise error
+            pass
+    return loads(data)
+
+
 def prefix_end(prefix: str) -> str:
     """The smallest text after every text starting with ``prefix`` (which ends with ``/`` or
     is empty): ``ns >= prefix AND ns < prefix_end(prefix)`` selects exactly those under it."""
@@ -623,10 +676,11 @@ def _matching(found: Iterable[tuple[Row, float | None]], op: SearchOp) -> list[_
     ]
     page: list[_Hit] = []
     seen = 0
+    wanted = op.offset + op.limit
+    if not wanted:
+        return page
     for row, score in found:
-        if seen >= op.offset + op.limit:
-            break
-        value = loads(row.data)
+        value = load_value(row.data)
         for path, test in tests:
             field = _lookup(value, path)
             if field is _ABSENT or not test(field):
@@ -635,6 +689,8 @@ def _matching(found: Iterable[tuple[Row, float | None]], op: SearchOp) -> list[_
             if seen >= op.offset:
                 page.append((row, score, value))
             seen += 1
+            if seen >= wanted:  # stop before pulling another row: it may cost another query
+                break
     return page
 
 

@@ -40,6 +40,10 @@ _EXPIRY_INDEX = (
     "CREATE INDEX IF NOT EXISTS graph_agent_store_items_expiry ON graph_agent_store_items "
     "(expires_at) WHERE expires_at IS NOT NULL"
 )
+_RECENT_INDEX = (
+    "CREATE INDEX IF NOT EXISTS graph_agent_store_items_recent ON graph_agent_store_items "
+    "(namespace, updated_at DESC, key)"
+)
 _VECTORS = """CREATE TABLE IF NOT EXISTS graph_agent_store_vectors (
     namespace text COLLATE "C" NOT NULL, key bytea NOT NULL, field text NOT NULL,
     embedding {kind} NOT NULL, PRIMARY KEY (namespace, key, field),
@@ -61,9 +65,13 @@ _UPSERT = (
     "expires_at = excluded.expires_at, ttl = excluded.ttl"
 )
 _SCAN = (
-    f"SELECT {_COLUMNS} FROM graph_agent_store_items "
-    f"WHERE namespace >= %s AND namespace < %s AND {_LIVE}{{holding}} "
-    "ORDER BY updated_at DESC, namespace, key LIMIT %s OFFSET %s"
+    # The items of the prefix's own namespace come newest first from the recent index (no
+    # sort); those of deeper namespaces (usually none) are sorted, and the two are merged.
+    f"(SELECT {_COLUMNS} FROM graph_agent_store_items "
+    f"WHERE namespace = %(ns)s AND {_LIVE.replace('%s', '%(at)s')}{{holding}}) UNION ALL "
+    f"(SELECT {_COLUMNS} FROM graph_agent_store_items "
+    f"WHERE namespace > %(ns)s AND namespace < %(end)s AND {_LIVE.replace('%s', '%(at)s')}"
+    "{holding}) ORDER BY updated_at DESC, namespace, key LIMIT %(limit)s OFFSET %(offset)s"
 )
 _SCORES = {
     # the dot product of two unit vectors, in SQL
@@ -219,8 +227,18 @@ class PostgresStore(BaseStore):
         offset: int,
         needles: Sequence[bytes] = (),
     ) -> Iterable[Row]:
-        sql = _SCAN.format(holding=" AND position(%s::bytea IN value) > 0" * len(needles))
-        params = (prefix, prefix_end(prefix), at, *needles, limit, offset)
+        holding = "".join(
+            f" AND position(%(n{n})s::bytea IN value) > 0" for n in range(len(needles))
+        )
+        sql = _SCAN.format(holding=holding)
+        params = {
+            "ns": prefix,
+            "end": prefix_end(prefix),
+            "at": at,
+            "limit": limit,
+            "offset": offset,
+        }
+        params.update((f"n{n}", needle) for n, needle in enumerate(needles))
         with self._using("searching items") as conn:
             rows = conn.execute(sql, params, binary=True).fetchall()
         return [_row(found) for found in rows]
@@ -282,6 +300,7 @@ def _setup(conn: psycopg.Connection[Any], wanted: str) -> Literal["pgvector", "a
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_SPACE, _STORE_LOCK))
         conn.execute(_ITEMS)
         conn.execute(_EXPIRY_INDEX)
+        conn.execute(_RECENT_INDEX)
         found = conn.execute(_VECTOR_KIND).fetchone()
         if found is not None:
             return "array" if found[0].startswith("double precision") else "pgvector"

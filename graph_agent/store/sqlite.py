@@ -38,6 +38,8 @@ _TABLES = (
         PRIMARY KEY (namespace, key)) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS store_items_expiry ON store_items (expires_at) "
     "WHERE expires_at IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS store_items_recent ON store_items "
+    "(namespace, updated_at DESC, key)",
     """CREATE TABLE IF NOT EXISTS store_vectors (
         namespace TEXT NOT NULL, key TEXT NOT NULL, field TEXT NOT NULL, vector BLOB NOT NULL,
         PRIMARY KEY (namespace, key, field)) WITHOUT ROWID""",
@@ -60,10 +62,13 @@ _UPSERT = (
     "value = excluded.value, updated_at = excluded.updated_at, "
     "expires_at = excluded.expires_at, ttl = excluded.ttl"
 )
+_ITEM = "SELECT namespace, key, value, created_at, updated_at, ttl FROM store_items WHERE "
 _SCAN = (
-    "SELECT namespace, key, value, created_at, updated_at, ttl FROM store_items "
-    f"WHERE namespace >= ? AND namespace < ? AND {_LIVE}{{holding}} "
-    "ORDER BY updated_at DESC, namespace, key LIMIT ? OFFSET ?"
+    # The items of the prefix's own namespace come newest first from store_items_recent (no
+    # sort); those of deeper namespaces (usually none) are sorted, and SQLite merges the two.
+    f"{_ITEM}namespace = ?1 AND (expires_at IS NULL OR expires_at > ?3){{holding}} UNION ALL "
+    f"{_ITEM}namespace > ?1 AND namespace < ?2 AND (expires_at IS NULL OR expires_at > ?3)"
+    "{holding} ORDER BY updated_at DESC, namespace, key LIMIT ?4 OFFSET ?5"
 )
 _VECTORS = (
     "SELECT v.namespace, v.key, v.vector FROM store_vectors AS v JOIN store_items AS i "
@@ -235,9 +240,9 @@ class SqliteStore(BaseStore):
         offset: int,
         needles: Sequence[bytes] = (),
     ) -> Iterable[Row]:
-        holding = " AND instr(value, ?) > 0" * len(needles)
+        holding = "".join(f" AND instr(value, ?{6 + n}) > 0" for n in range(len(needles)))
         sql = _SCAN.format(holding=holding)
-        params = (prefix, prefix_end(prefix), at, *needles, -1 if limit is None else limit, offset)
+        params = (prefix, prefix_end(prefix), at, -1 if limit is None else limit, offset, *needles)
         with self._using("searching items") as conn:
             return [_row(found) for found in conn.execute(sql, params).fetchall()]
 
