@@ -99,9 +99,11 @@ class ReactAgent:
         tool_retry: A ``RetryPolicy`` for the tool node, should it raise (tool errors
             already become tool results); tool calls recorded before the failure are not
             made again.
-                        CompileConfig(
-                            saver=self._saver, listeners=self.listeners, store=self.store
-                        )
+        listeners: :class:`~graph_agent.graph.listeners.Listener` objects told of each run,
+            node, model call and tool call (``CompileConfig(listeners=...)``).
+        store: Long-term memory shared across threads (a ``graph_agent.store`` store):
+            ``config.store`` in hooks, ``ToolContext.store`` in tools; see
+            :mod:`graph_agent.agent.memory` for a recall hook and remember/forget tools.
 
     Example:
         >>> from graph_agent import ReactAgent, tool

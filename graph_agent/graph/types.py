@@ -177,7 +177,6 @@ class CompileConfig:
     ``listeners``: :class:`~graph_agent.graph.listeners.Listener` objects told of each run,
     node, and (in an agent) model and tool call, of this graph and the graphs it runs.
 
-
     ``store``: the long-term memory (a ``graph_agent.store.BaseStore``) shared across threads,
     which nodes, hooks and tools reach as ``config.store``."""
 

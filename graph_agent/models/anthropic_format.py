@@ -257,7 +257,8 @@ def _tool_choice(choice: Any, parallel_tool_calls: Any) -> Block | None:
             f"tool_choice must be 'auto', 'required', 'none', a tool's name or a dict, "
             f"got {choice!r}"
         )
-    if parallel_tool_calls is False:
+    if parallel_tool_calls is False and (wire or {}).get("type") != "none":
+        # the API takes disable_parallel_tool_use with auto, any and tool, not with none
         wire = {"type": "auto", **(wire or {}), "disable_parallel_tool_use": True}
     return wire
 

@@ -134,6 +134,7 @@ def test_a_tool_call_comes_back_with_its_id_and_arguments_and_tools_go_as_input_
         ({"tool_choice": "none"}, {"type": "none"}),
         ({"tool_choice": "add"}, {"type": "tool", "name": "add"}),
         ({"parallel_tool_calls": False}, {"type": "auto", "disable_parallel_tool_use": True}),
+        ({"tool_choice": "none", "parallel_tool_calls": False}, {"type": "none"}),
     ],
 )
 def test_tool_choice_is_sent_in_the_messages_api_form(
