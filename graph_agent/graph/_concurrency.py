@@ -142,13 +142,32 @@ class LoopThread:
         return self._thread.is_alive()
 
     def close(self) -> None:
-        """Stop the loop once the callbacks it has ready have run, and end its thread."""
+        """Cancel the tasks still on the loop (so nobody waits on one forever), stop the loop
+        once the callbacks it has ready have run, and end its thread."""
         if not self._thread.is_alive():
             return
+        if threading.current_thread() is not self._thread:
+            # a task that will not end (or the wait timing out): the loop stops regardless
+            with contextlib.suppress(Exception):
+                self.submit(_cancel_other_tasks()).result(timeout=CLOSE_GRACE_SECONDS)
         self.loop.call_soon_threadsafe(self.loop.stop)
         if threading.current_thread() is not self._thread:
             self._thread.join()
             self.loop.close()
+
+
+CLOSE_GRACE_SECONDS = 10.0
+"""How long :meth:`LoopThread.close` waits for the tasks it cancelled to end."""
+
+
+async def _cancel_other_tasks() -> None:
+    """Cancel every task of the running loop but this one, and wait for them to end."""
+    import asyncio
+
+    tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def start_on_loop(coroutine: Coroutine[Any, Any, _T]) -> Future[_T]:

@@ -82,9 +82,11 @@ class Watch:
             kept = saved.metadata.get(RUN_CONTEXT_KEY) if event.resumed else None
             event.resumed_from = kept if isinstance(kept, Mapping) else None
         self.dispatch.emit("on_run_start", event)
-        if event.carrier:
+        # strings only: a listener that put anything else there must not break the checkpoint
+        carrier = {k: v for k, v in event.carrier.items() if type(k) is str and type(v) is str}
+        if carrier:
             storage = flow.storage
-            storage.metadata = {**storage.metadata, RUN_CONTEXT_KEY: dict(event.carrier)}
+            storage.metadata = {**storage.metadata, RUN_CONTEXT_KEY: carrier}
 
     def call_context(self, flow: _Flow, shared: CallContext) -> WatchedCallContext:
         """What the call's tasks share, with the listeners (the call has started by now)."""
@@ -147,6 +149,10 @@ def _watched_call(
     return result
 
 
+_MAX_OBSERVED_SPECS = 256
+"""Observed graphs a dispatch keeps; past this it forgets them all and builds them again."""
+
+
 def observed_spec(spec: GraphSpec, dispatch: Dispatch) -> GraphSpec:
     """``spec`` with its nodes reporting to ``dispatch`` (made once per graph and dispatch)."""
     made = dispatch.observed_specs.get(id(spec))
@@ -155,6 +161,8 @@ def observed_spec(spec: GraphSpec, dispatch: Dispatch) -> GraphSpec:
         return known
     nodes = {name: _observed(node, dispatch) for name, node in spec.nodes.items()}
     observed = dataclasses.replace(spec, nodes=nodes)
+    if len(dispatch.observed_specs) >= _MAX_OBSERVED_SPECS:  # graphs made per request: bounded
+        dispatch.observed_specs.clear()
     dispatch.observed_specs[id(spec)] = (spec, observed)
     return observed
 

@@ -500,7 +500,7 @@ class QueueRunner(Runner):
                 and claimed.since < sent
                 and not claimed.ending
             ):
-                self._lose(run_id)
+                self._lose(run_id, claimed)
 
     async def _keep_lock(self) -> None:
         """Check that this worker's lock session lives; if it was lost (the server ended it,
@@ -532,12 +532,14 @@ class QueueRunner(Runner):
         except Exception:
             return True
 
-    def _lose(self, run_id: str) -> None:
+    def _lose(self, run_id: str, lost: _Claimed | None = None) -> None:
         """Another worker took this run over (this one was silent past its deadline): stop it
-        at its next step boundary, writing nothing more."""
-        claimed = self._claimed.pop(run_id, None)
-        if claimed is None or claimed.run.lost:
+        at its next step boundary, writing nothing more. ``lost``: the claim that was lost
+        (a newer claim of this worker on the same run stays)."""
+        claimed = self._claimed.get(run_id)
+        if claimed is None or (lost is not None and claimed is not lost) or claimed.run.lost:
             return
+        del self._claimed[run_id]
         _log.warning(
             "graph-agent serve: run %s was taken over by another worker (this one was taken "
             "for dead, or silent past worker_timeout=%s s); stopping it here",
@@ -547,6 +549,9 @@ class QueueRunner(Runner):
         claimed.run.lost = True
         claimed.writer.stop()
         claimed.run.cancel.set()
+        # those waiting or following here turn to the other worker now, not when this
+        # worker's copy reaches its next step boundary (a long model call away, maybe)
+        claimed.run.end()
 
     def _run_here(
         self,
@@ -626,7 +631,7 @@ class QueueRunner(Runner):
             # e.g. the saver refused a checkpoint because the thread's lease was taken: the
             # run was taken over, and its error here is no error of the run's
             if claimed.run.lost or not await self._holds(claimed):
-                self._lose(run_id)
+                self._lose(run_id, claimed)
                 return
             run_status, thread_status = "error", "error"
             error = error_json(exc)

@@ -38,7 +38,9 @@ class InMemoryStore(BaseStore):
         self._start_sweeper()
 
     async def abatch(self, ops: Iterable[Op]) -> list[Any]:
-        return self.batch(ops)  # no I/O: answered inline
+        if self.index is None:
+            return self.batch(ops)  # no I/O: answered inline
+        return await super().abatch(ops)  # the embedder may block (an HTTP request)
 
     def _live(self, key: tuple[str, str], at: float) -> Row | None:
         found = self._rows.get(key)

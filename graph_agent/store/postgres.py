@@ -190,8 +190,14 @@ class PostgresStore(BaseStore):
         return _row(found) if found is not None else None
 
     def _write(self, writes: Sequence[Write]) -> None:
-        single = len(writes) == 1 and not writes[0].vectors and writes[0].data is not None
-        # one item without vectors: one statement, no transaction round trips
+        single = (
+            len(writes) == 1
+            and not writes[0].vectors
+            and writes[0].data is not None
+            and self.index is None
+        )
+        # one item, and no vectors to write or replace: one statement, no transaction round
+        # trips (with an index, a put that stores no vectors must still delete the old ones)
         with self._using("writing items", write=not single) as conn:
             for write in writes:
                 key = _bytes(write.key)
