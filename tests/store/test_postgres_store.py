@@ -106,3 +106,15 @@ def test_a_closed_store_fails_with_a_store_error():
         store.close()
         with pytest.raises(StoreError):
             store.get(("n",), "k")
+
+
+def test_a_put_that_stores_no_vectors_drops_the_items_old_ones():
+    with fresh_schema() as dsn, PostgresStore(dsn, index=INDEX, vectors="array") as store:
+        store.put(("n",), "drink", {"text": "green tea"})
+        store.put(
+            ("n",), "drink", {"text": "green tea"}, index=False
+        )  # the text is not indexed now
+        with psycopg.connect(dsn) as conn:
+            left = conn.execute("SELECT count(*) FROM graph_agent_store_vectors").fetchone()[0]
+        assert left == 0
+        assert [item.key for item in store.search(("n",), query="tea") if item.score] == []
