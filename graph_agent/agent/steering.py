@@ -119,6 +119,14 @@ class SteeringQueue:
             else:
                 del self._waiting[thread_id]
 
+    def clear(self, thread_id: str | None) -> tuple[UserMessage, ...]:
+        """Drop every message waiting for ``thread_id`` (e.g. one that makes each model call
+        fail, such as a message a PII hook blocks) and return them."""
+        if thread_id is None:
+            return ()
+        with self._lock:
+            return tuple(self._waiting.pop(thread_id, ()))
+
     def __len__(self) -> int:
         """How many messages wait, over all threads."""
         with self._lock:

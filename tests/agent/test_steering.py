@@ -157,3 +157,15 @@ def test_steer_needs_a_thread_id_and_a_user_message():
         agent.steer(RunnableConfig(), "hi")
     with pytest.raises(SteeringInputError, match="a string or a UserMessage"):
         agent.steer(CFG, AssistantMessage("not a user"))  # type: ignore[arg-type]
+
+
+def test_a_steered_message_that_fails_every_call_can_be_cleared():
+    model = ScriptedChatModel([RuntimeError("refused"), answer_to_last])
+    agent = ReactAgent("agent", model)
+    agent.steer(CFG, "a message the server refuses")
+    with pytest.raises(NodeError):
+        agent.call("hi", CFG)
+    cleared = agent.steering.clear("steered")
+    assert [m.text for m in cleared] == ["a message the server refuses"]
+    assert agent.call("hi again", CFG).text == "heard: hi again"
+    assert agent.steering.clear("steered") == ()
