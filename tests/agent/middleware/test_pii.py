@@ -4,7 +4,6 @@ server) holds no PII in redact and block modes; each strategy and direction."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 
@@ -12,11 +11,9 @@ from graph_agent import NodeError, RunnableConfig, tool
 from graph_agent.agent import ReactAgent
 from graph_agent.agent.middleware import PIIDetectedError, PIIRedactionInterceptor, luhn_valid
 from graph_agent.messages import AssistantMessage, ToolCall
-from graph_agent.models import OpenAIChatModel, RetryPolicy, ScriptedChatModel
+from graph_agent.models import ScriptedChatModel
 from tests.models.openai_fake_server import (
-    API_KEY,
     Behaviour,
-    FakeOpenAIServer,
     completion,
     reply_json,
     tool_call,
@@ -135,28 +132,13 @@ def test_bad_settings_are_refused():
         PIIRedactionInterceptor(patterns={"email": "x"})
 
 
-@pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as running:
-        yield running
-
-
-@pytest.fixture
-def http_model(server: FakeOpenAIServer) -> Iterator[OpenAIChatModel]:
-    retry = RetryPolicy(max_retries=0, sleep=lambda _: None)
-    with OpenAIChatModel(
-        "fake-model", base_url=server.base_url, api_key=API_KEY, timeout=5.0, retry=retry
-    ) as client:
-        yield client
-
-
-def test_in_redact_mode_no_pii_reaches_the_model_server(server, http_model):
+def test_in_redact_mode_no_pii_reaches_the_model_server(server, model):
     server.enqueue(
         asks_for_lookup(),
         reply_json(completion("Done.")),
     )
     pii = PIIRedactionInterceptor(apply_to_tool_results=True)
-    agent = ReactAgent("agent", http_model, tools=[lookup_customer], model_interceptors=[pii])
+    agent = ReactAgent("agent", model, tools=[lookup_customer], model_interceptors=[pii])
     assert agent.call(MESSAGE, CFG).text == "Done."
     bodies = json.dumps(server.bodies)
     assert len(server.bodies) == 2
@@ -165,25 +147,23 @@ def test_in_redact_mode_no_pii_reaches_the_model_server(server, http_model):
         assert secret not in bodies
 
 
-def test_in_block_mode_nothing_reaches_the_model_server(server, http_model):
+def test_in_block_mode_nothing_reaches_the_model_server(server, model):
     server.enqueue(reply_json(completion("should not be asked")))
     pii = PIIRedactionInterceptor(strategy="block")
-    agent = ReactAgent("agent", http_model, model_interceptors=[pii])
+    agent = ReactAgent("agent", model, model_interceptors=[pii])
     with pytest.raises(NodeError) as caught:
         agent.invoke(f"call me on {PHONE}", CFG)
     assert isinstance(caught.value.__cause__, PIIDetectedError)
     assert server.requests == []
 
 
-def test_in_block_mode_a_tool_result_with_pii_stops_the_run_before_the_next_request(
-    server, http_model
-):
+def test_in_block_mode_a_tool_result_with_pii_stops_the_run_before_the_next_request(server, model):
     server.enqueue(
         asks_for_lookup(),
         reply_json(completion("should not be asked")),
     )
     pii = PIIRedactionInterceptor(strategy="block", apply_to_tool_results=True)
-    agent = ReactAgent("agent", http_model, tools=[lookup_customer], model_interceptors=[pii])
+    agent = ReactAgent("agent", model, tools=[lookup_customer], model_interceptors=[pii])
     with pytest.raises(NodeError) as caught:
         agent.invoke("who is Ada?", CFG)
     assert caught.value.__cause__.direction == "tool_result"
