@@ -49,6 +49,7 @@ from graph_agent.models.errors import (
     ModelServerError,
 )
 from graph_agent.models.openai_format import (
+    _drop_unoffered_calls,
     _expect,
     _message_of,
     _optional,
@@ -431,12 +432,6 @@ def _reasoning(blocks: Sequence[ThinkingBlock]) -> str | None:
     return _THINKING_SEPARATOR.join(texts) if texts else None
 
 
-def _drop_unoffered_calls(count: int) -> None:
-    logger.warning(
-        "the model called %d tool(s) although no tools were offered; the calls are dropped", count
-    )
-
-
 def parse_message(data: Any, *, tools_offered: bool) -> AssistantMessage:
     """The :class:`AssistantMessage` of a non-streamed Messages response.
 
@@ -471,7 +466,7 @@ def parse_message(data: Any, *, tools_offered: bool) -> AssistantMessage:
             thinking.append(_thinking_block(block, name))
     stop_reason = finish_reason(_optional_wire(data.get("stop_reason"), str, "stop_reason"))
     if tool_calls and not tools_offered:
-        _drop_unoffered_calls(len(tool_calls))
+        _drop_unoffered_calls(len(tool_calls), logger)
         tool_calls = []
         stop_reason = "stop" if stop_reason == "tool_calls" else stop_reason
     return AssistantMessage(
@@ -623,7 +618,7 @@ class StreamDecoder:
         if not self.tools_offered:
             opened.dropped = True
             self._dropped_calls += 1
-            _drop_unoffered_calls(1)
+            _drop_unoffered_calls(1, logger)
             return None
         opened.tool_index = self._tool_calls
         self._tool_calls += 1

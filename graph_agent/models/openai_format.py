@@ -348,8 +348,9 @@ def _arguments_text(value: Any) -> str | dict[str, Any] | None:
     return json.dumps(value)
 
 
-def _drop_unoffered_calls(count: int) -> None:
-    logger.warning(
+def _drop_unoffered_calls(count: int, log: logging.Logger = logger) -> None:
+    """Log (on ``log``, the provider's logger) that calls to tools never offered are dropped."""
+    log.warning(
         "the model called %d tool(s) although no tools were offered; the calls are dropped", count
     )
 
