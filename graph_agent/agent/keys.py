@@ -19,5 +19,9 @@ RUN_INPUT_KEY = "_agent_input"
 """The id of the last message of the current run's input (or, when the input added none, of
 the last message before it): the messages the run added follow it. ``None`` on an empty
 thread."""
-AGENT_KEYS = frozenset({RUN_KEY, THREAD_KEY, REJECTED_KEY, RUN_INPUT_KEY, JUMP_KEY})
+STEERED_KEY = "_agent_steered"
+"""The ids of the steering messages the last step that delivered any carried (see
+:mod:`graph_agent.agent.steering`): a message there is never delivered again, even once a
+hook removed it from the history."""
+AGENT_KEYS = frozenset({RUN_KEY, THREAD_KEY, REJECTED_KEY, RUN_INPUT_KEY, STEERED_KEY, JUMP_KEY})
 """The agent's own bookkeeping keys: no tool or output may write them."""

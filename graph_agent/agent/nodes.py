@@ -33,9 +33,11 @@ from graph_agent.agent.keys import (
     REJECTED_KEY,
     RUN_INPUT_KEY,
     RUN_KEY,
+    STEERED_KEY,
     THREAD_KEY,
 )
 from graph_agent.agent.return_direct import direct_answer
+from graph_agent.agent.steering import take_steering
 from graph_agent.agent.templates import fill, is_template
 from graph_agent.agent.tool_commands import (
     ToolCommandError,
@@ -242,8 +244,11 @@ class ModelNode(DualNode):
     :class:`StructuredOutputError`.
     """
 
-    def __init__(self, agent: NodeSettings) -> None:
+    def __init__(self, agent: NodeSettings, *, takes_steering: bool = True) -> None:
         self.agent = agent
+        self.takes_steering = takes_steering
+        """Whether this node is the loop entry, which delivers steering messages (see
+        :mod:`graph_agent.agent.steering`); with beforeModel hooks the first of them is."""
         instruction = agent.instruction
         self.instruction_template = (
             instruction if instruction is not None and is_template(instruction) else None
@@ -256,38 +261,28 @@ class ModelNode(DualNode):
         )
 
     def __call__(self, state: OverAllState, config: RunnableConfig) -> dict[str, Any]:
-        steered = self._steered(config)
-        flow = self._flow(state, steered)
+        flow = self._flow(state, self._steered(state, config))
         request = next(flow)
         try:
             while True:
                 request = flow.send(self._call(request, config))
         except StopIteration as stop:
-            self._delivered(config, steered)
             return stop.value  # type: ignore[no-any-return]
 
     async def acall(self, state: OverAllState, config: RunnableConfig) -> dict[str, Any]:
         """:meth:`__call__` on the caller's event loop: the model's async API, no thread."""
-        steered = self._steered(config)
-        flow = self._flow(state, steered)
+        flow = self._flow(state, self._steered(state, config))
         request = next(flow)
         try:
             while True:
                 request = flow.send(await self._acall(request, config))
         except StopIteration as stop:
-            self._delivered(config, steered)
             return stop.value  # type: ignore[no-any-return]
 
-    def _steered(self, config: RunnableConfig) -> tuple[UserMessage, ...]:
-        """The messages ``agent.steer`` queued for this thread (see
-        :mod:`graph_agent.agent.steering`); they leave the queue once the model answered."""
-        queue = getattr(self.agent, "steering", None)
-        return queue.pending(config.thread_id) if queue is not None else ()
-
-    def _delivered(self, config: RunnableConfig, steered: tuple[UserMessage, ...]) -> None:
-        queue = getattr(self.agent, "steering", None)
-        if steered and queue is not None:
-            queue.delivered(config.thread_id, [m.id for m in steered])
+    def _steered(self, state: OverAllState, config: RunnableConfig) -> tuple[UserMessage, ...]:
+        """The messages ``agent.steer`` queued for this thread that it does not hold yet
+        (see :mod:`graph_agent.agent.steering`); they stay queued until it does."""
+        return take_steering(self.agent, state, config) if self.takes_steering else ()
 
     def _flow(
         self, state: OverAllState, steered: Sequence[BaseMessage] = ()
@@ -316,7 +311,10 @@ class ModelNode(DualNode):
             counter["iterations"] += bool(reply.tool_calls)
             counter["tokens"] += tokens
         messages = [*steered, *new_messages, reply]
-        return {"messages": messages, RUN_KEY: run, THREAD_KEY: thread, **update}
+        update = {"messages": messages, RUN_KEY: run, THREAD_KEY: thread, **update}
+        if steered:
+            update[STEERED_KEY] = tuple(m.id for m in steered)
+        return update
 
     def _with_instruction_filled(self, state: OverAllState) -> list[BaseMessage]:
         """The history as the model sees it: the instruction's ``{key}`` placeholders filled

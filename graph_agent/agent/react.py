@@ -170,7 +170,7 @@ class ReactAgent:
         self.tool_interceptors = by_priority(tool_interceptors)
         contributors = (*self.hooks, *self.model_interceptors, *self.tool_interceptors)
         self.toolkit = add_contributed_tools(Toolkit(tools).copy(), name, contributors)
-        self.steering = SteeringQueue()
+        self.steering = SteeringQueue(held=self._held_message_ids)
         """Messages :meth:`steer` queued, by thread, until the next model call takes them."""
         self._saver: CheckpointSaver = saver if saver is not None else MemorySaver()
         self.max_iterations = max_iterations
@@ -373,6 +373,12 @@ class ReactAgent:
             SteeringQueueFullError: too many messages wait already.
         """
         return self.steering.put(steering_thread(config), message)
+
+    def _held_message_ids(self, thread_id: str) -> set[str]:
+        """The ids of the messages the thread's last checkpoint holds (a full steering queue
+        drops the messages delivered already)."""
+        state = self.get_state(RunnableConfig(thread_id=thread_id))
+        return {message.id for message in state.values.get("messages", ())}
 
     # thread state
     def get_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:

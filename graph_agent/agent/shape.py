@@ -35,9 +35,17 @@ from graph_agent.agent.hooks import (
     accepted_keywords,
     running_for,
 )
-from graph_agent.agent.keys import JUMP_KEY, REJECTED_KEY, RUN_INPUT_KEY, RUN_KEY, THREAD_KEY
+from graph_agent.agent.keys import (
+    JUMP_KEY,
+    REJECTED_KEY,
+    RUN_INPUT_KEY,
+    RUN_KEY,
+    STEERED_KEY,
+    THREAD_KEY,
+)
 from graph_agent.agent.nodes import ModelNode, ToolNode, pending_tool_calls
 from graph_agent.agent.spec import AgentSpec
+from graph_agent.agent.steering import steered_update, take_steering, with_steered
 from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.errors import GraphSetupError, InvalidUpdateError
 from graph_agent.graph.state import AppendStrategy, OverAllState
@@ -167,16 +175,18 @@ def build_graph(agent: Any, hooks: Sequence[Hook], spec: AgentSpec) -> StateGrap
     graph = StateGraph(
         agent.name,
         key_strategies=strategies,
-        private_keys=[RUN_KEY, THREAD_KEY, REJECTED_KEY, RUN_INPUT_KEY],
+        private_keys=[RUN_KEY, THREAD_KEY, REJECTED_KEY, RUN_INPUT_KEY, STEERED_KEY],
         ephemeral_keys=[JUMP_KEY],
     )
     graph._reserved_ok = True
     for position in ("before_agent", "before_model"):
         for hook in run_order[position]:
-            graph.add_node(hook_node_name(hook, position), hook_node(hook, position, spec))
-    graph.add_node(
-        MODEL_NODE, ModelNode(agent), retry=agent.model_retry, timeout=agent.model_timeout
-    )
+            name = hook_node_name(hook, position)
+            # the loop entry delivers steering messages, so the hooks after it see them
+            steering = agent if name == shape.loop_entry else None
+            graph.add_node(name, hook_node(hook, position, spec, steering=steering))
+    model_node = ModelNode(agent, takes_steering=shape.loop_entry == MODEL_NODE)
+    graph.add_node(MODEL_NODE, model_node, retry=agent.model_retry, timeout=agent.model_timeout)
     for hook in run_order["after_model"]:
         graph.add_node(hook_node_name(hook, "after_model"), hook_node(hook, "after_model", spec))
     if has_tools:
@@ -317,7 +327,7 @@ def _loop_exit_edges(
 
 
 def hook_node(
-    hook: Hook, position: HookPosition, agent: AgentSpec
+    hook: Hook, position: HookPosition, agent: AgentSpec, *, steering: Any = None
 ) -> Callable[[OverAllState, RunnableConfig], Any]:
     """The node function that runs ``hook`` at ``position`` for the agent ``agent`` describes,
     and checks what it returns.
@@ -326,21 +336,26 @@ def hook_node(
     those it declares of what the agent offers (``agent``: see
     :func:`~graph_agent.agent.hooks.accepted_keywords`); ``hook.agent`` reads the same spec
     while the method runs. The hook object itself is never changed.
+
+    With ``steering`` (the agent, at its loop entry), the messages ``agent.steer`` queued are
+    delivered here: the hook sees them after the history, and the node adds them to the
+    thread (see :mod:`graph_agent.agent.steering`).
     """
     method = getattr(hook, position)
     offered = {"agent": agent}
     keywords = {name: offered[name] for name in accepted_keywords(method, offered)}
 
     def node(state: OverAllState, config: RunnableConfig) -> Any:
+        steered = take_steering(steering, state, config) if steering is not None else ()
+        if steered:
+            state = with_steered(state, steered)
         first = list(state.value("messages", ())) if hook.takes_messages else state
         with running_for(hook, agent):
             # without ** when the method takes no keyword: a hook's usual call stays as cheap
             result = method(first, config, **keywords) if keywords else method(first, config)
-        if result is None:
-            return None
         if hasattr(result, "as_update"):
-            return result.as_update()
-        return result
+            result = result.as_update()
+        return steered_update(result, steered) if steered else result
 
     node.__name__ = f"{hook.full_name}.{position}"
     return node

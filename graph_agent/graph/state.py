@@ -456,6 +456,11 @@ class OverAllState(Mapping[str, Any]):
         """A new dict of every visible key (values are read-only views)."""
         return {k: self[k] for k in self}
 
+    def with_values(self, values: Mapping[str, Any]) -> OverAllState:
+        """A view of this state with ``values`` in place of its own for those keys (the same
+        keys hidden): what a node shows code it calls of writes not merged yet."""
+        return OverAllState({**self._values, **values}, self.interrupts, hidden=self._hidden)
+
     def __repr__(self) -> str:
         suffix = f", interrupts={list(self.interrupts)!r}" if self.interrupts else ""
         shown = {k: self._values[k] for k in self}
