@@ -10,8 +10,16 @@ always comes first, whatever the priorities.
 **Tools.** A hook or interceptor may list ``tools`` (``@tool`` functions, :class:`Tool`
 objects or plain functions); the agent adds them to its toolset after its own tools, so
 the model may call them like any other (a todo list hook brings its ``write_todos`` tool).
-A name clash with one of the agent's tools, or between two contributors, is a
-:class:`~graph_agent.graph.errors.GraphSetupError` raised when the agent is made.
+``tools`` is read only from instances of the library's base classes, which declare it (empty):
+:class:`~graph_agent.agent.hooks.Hook` (``AgentHook``, ``ModelHook`` and the messages
+variants), :class:`~graph_agent.agent.interceptors.ModelInterceptor` and
+:class:`~graph_agent.agent.interceptors.ToolInterceptor`; another object's ``tools`` attribute
+means something else and is left alone. On those classes the name is taken: an entry that is
+not a tool (a tool's name, a dict, a class) is a
+:class:`~graph_agent.graph.errors.GraphSetupError` naming the hook, so a hook that needs an
+attribute for other tools (the names of those it watches) calls it something else. A name
+clash with one of the agent's tools, or between two contributors, is a ``GraphSetupError``
+too; all are raised when the agent is made.
 
 Example:
     >>> from graph_agent.agent import ModelHook
@@ -25,11 +33,16 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from graph_agent.agent.hooks import Hook
+from graph_agent.agent.interceptors import ModelInterceptor, ToolInterceptor
 from graph_agent.graph.errors import GraphSetupError
 from graph_agent.tools import Tool, Toolkit
+
+CONTRIBUTOR_TYPES = (Hook, ModelInterceptor, ToolInterceptor)
+"""The classes whose ``tools`` attribute lists contributed tools (each declares it empty)."""
 
 Ordered = TypeVar("Ordered")
 
@@ -64,14 +77,7 @@ def add_contributed_tools(
     """
     owners: dict[str, str] = {}
     for contributor in contributors:
-        tools = getattr(contributor, "tools", ())
-        if isinstance(tools, str | bytes | Tool) or not isinstance(tools, Iterable):
-            raise GraphSetupError(
-                f"{_label(contributor)} has tools={tools!r:.60}; give a list of tools "
-                "(@tool functions, Tool objects or plain functions)"
-            )
-        for item in tools:
-            new = item if isinstance(item, Tool) else Tool.from_function(item)
+        for new in contributed_tools(contributor):
             if new.name in toolkit:
                 owner = owners.get(new.name)
                 where = owner if owner is not None else f"agent {agent_name!r} (tools=[...])"
@@ -83,6 +89,43 @@ def add_contributed_tools(
             toolkit.add(new)
             owners[new.name] = _label(contributor)
     return toolkit
+
+
+def contributed_tools(contributor: object) -> list[Tool]:
+    """The tools ``contributor`` brings: its ``tools`` when it is a hook or an interceptor of
+    the library's base classes, else none.
+
+    Raises:
+        GraphSetupError: ``tools`` is not a list of tools, naming the contributor and what to
+            give instead.
+    """
+    if not isinstance(contributor, CONTRIBUTOR_TYPES):
+        return []
+    tools = contributor.tools
+    if isinstance(tools, str | bytes | Tool | Mapping) or not isinstance(tools, Iterable):
+        raise GraphSetupError(
+            f"{_label(contributor)} has tools={tools!r:.60}; `tools` lists the tools it adds "
+            f"to the agent's toolset: {_TOOLS_SHAPE}"
+        )
+    return [_as_tool(contributor, index, item) for index, item in enumerate(tools)]
+
+
+_TOOLS_SHAPE = (
+    "give a list of @tool functions, Tool objects or plain functions (or leave it empty), e.g. "
+    "tools = (write_todos,); an attribute for anything else needs another name"
+)
+
+
+def _as_tool(contributor: object, index: int, item: object) -> Tool:
+    if isinstance(item, Tool):
+        return item
+    problem = f"is {item!r:.60} ({type(item).__name__}), not a tool"
+    if callable(item) and not isinstance(item, type):
+        try:
+            return Tool.from_function(item)
+        except (TypeError, ValueError) as exc:
+            problem = f"({item!r:.60}) cannot be made a tool: {exc}"
+    raise GraphSetupError(f"{_label(contributor)}: tools[{index}] {problem}; {_TOOLS_SHAPE}")
 
 
 def _label(item: object) -> str:

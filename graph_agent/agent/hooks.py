@@ -166,7 +166,8 @@ class Hook:
             priorities in registration order (default 0). Before-hooks run in that order,
             after-hooks in reverse (see :mod:`graph_agent.agent.contributions`).
         tools: Tools the hook brings to the agent's toolset (e.g. a todo list's
-            ``write_todos``); a name the agent already has is a ``GraphSetupError``.
+            ``write_todos``); a name the agent already has, or an entry that is no tool, is
+            a ``GraphSetupError`` (see :mod:`graph_agent.agent.contributions`).
 
     A position's method is called as ``method(state, config)`` (``messages`` for the messages
     variants), plus the keyword arguments it declares of those the agent offers: ``agent``

@@ -159,7 +159,8 @@ class ModelInterceptor:
 
     Attributes:
         priority: Lower sits further out (default 0; equal ones in registration order).
-        tools: Tools this interceptor brings to the agent's toolset.
+        tools: Tools this interceptor brings to the agent's toolset (only tools: see
+            :mod:`graph_agent.agent.contributions`).
     """
 
     priority: int = 0
@@ -174,7 +175,8 @@ class ToolInterceptor:
 
     Attributes:
         priority: Lower sits further out (default 0; equal ones in registration order).
-        tools: Tools this interceptor brings to the agent's toolset.
+        tools: Tools this interceptor brings to the agent's toolset (only tools: see
+            :mod:`graph_agent.agent.contributions`).
     """
 
     priority: int = 0

@@ -161,8 +161,72 @@ def test_tools_that_are_not_a_list_of_tools_are_refused():
     class Odd(ModelHook):
         tools = "stamp"
 
-    with pytest.raises(GraphSetupError, match="give a list of tools"):
+    with pytest.raises(GraphSetupError, match=r"'Odd.odd' has tools='stamp'.*give a list of @tool"):
         ReactAgent("agent", ScriptedChatModel([]), hooks=[Odd()])
+
+
+def test_a_hook_listing_tool_names_in_tools_is_refused_naming_it_and_the_entry():
+    class Watcher(ModelHook):
+        name = "watch"
+
+        def __init__(self) -> None:
+            self.tools = ["search", "fetch"]  # the tools it watches: not tools it brings
+
+    with pytest.raises(GraphSetupError) as caught:
+        ReactAgent("agent", ScriptedChatModel([]), tools=[echo], hooks=[Watcher()])
+    text = str(caught.value)
+    assert "hook 'Watcher.watch'" in text
+    assert "tools[0] is 'search' (str), not a tool" in text
+    assert "an attribute for anything else needs another name" in text
+
+
+def test_an_interceptor_with_a_mapping_or_a_class_in_tools_is_refused_naming_it():
+    class Mapped(ToolInterceptor):
+        tools = {"stamp": stamp}  # type: ignore[assignment]
+
+    class Classy(ToolInterceptor):
+        tools = (ToolResponseMessage,)
+
+    with pytest.raises(GraphSetupError, match=r"interceptor 'Mapped' has tools=\{"):
+        ReactAgent("agent", ScriptedChatModel([]), tool_interceptors=[Mapped()])
+    with pytest.raises(GraphSetupError, match=r"'Classy': tools\[0\] is .*ToolResponseMessage"):
+        ReactAgent("agent", ScriptedChatModel([]), tool_interceptors=[Classy()])
+
+
+def test_a_function_that_cannot_be_a_tool_is_refused_naming_the_hook():
+    class Builtin(ModelHook):
+        name = "builtin"
+        tools = (print,)
+
+    with pytest.raises(GraphSetupError, match=r"'Builtin.builtin': tools\[0\] .*cannot be made"):
+        ReactAgent("agent", ScriptedChatModel([]), hooks=[Builtin()])
+
+
+def test_a_plain_function_in_tools_becomes_a_tool():
+    def shout(text: str) -> str:
+        """Shout the text."""
+        return text.upper()
+
+    class Shouting(ModelHook):
+        name = "shouting"
+        tools = (shout,)
+
+    agent = ReactAgent("agent", ScriptedChatModel([]), hooks=[Shouting()])
+    assert agent.toolkit.names == ("shout",)
+
+
+def test_tools_of_an_object_that_is_no_library_hook_or_interceptor_are_not_contributions():
+    class DuckInterceptor:  # intercepts like a ModelInterceptor, without subclassing it
+        priority = 0
+        tools = ("gpt-4o", "gpt-4o-mini")  # models it may switch between
+
+        def intercept(self, request, call_next):
+            return call_next(request)
+
+    model = ScriptedChatModel(["done"])
+    agent = ReactAgent("agent", model, model_interceptors=[DuckInterceptor()])  # type: ignore[list-item]
+    assert agent.toolkit.names == ()
+    assert agent.call("hi", CFG).text == "done"
 
 
 def test_a_shared_hook_contributes_its_tool_to_each_agent():
