@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from graph_agent import Command, NodeError, NodeTimeoutError, RunnableConfig, tool
+from graph_agent import Command, NodeError, NodeTimeoutError, RunnableConfig, interrupt, tool
 from graph_agent.agent import AgentCommand, HumanInTheLoopHook, MessagesModelHook, ReactAgent
 from graph_agent.agent.steering import (
     SteeringInputError,
@@ -387,3 +387,30 @@ async def test_an_async_run_delivers_a_steer_through_the_hooks_once():
     assert hook.seen[0][-1] == "shorter please"
     assert count_in_requests(model, queued.id) == [1, 1]
     assert len(agent.steering) == 0
+
+
+class AskFirst(MessagesModelHook):
+    """Pauses for a human's go-ahead before each model call, having seen the messages."""
+
+    name = "ask"
+
+    def __init__(self) -> None:
+        self.seen: list[list[str]] = []
+
+    def before_model(self, messages: list[BaseMessage], config: RunnableConfig) -> None:
+        self.seen.append([m.text for m in messages])
+        interrupt("go on?")
+
+
+def test_a_steer_seen_by_a_hook_that_paused_is_delivered_once_after_the_resume():
+    model = ScriptedChatModel([answer_to_last])
+    hook = AskFirst()
+    agent = ReactAgent("agent", model, hooks=[hook])
+    queued = agent.steer(CFG, "be brief")
+    assert agent.invoke("hi", CFG).interrupts  # the hook's step, steer included, is not kept
+    assert [m.id for m in agent.steering.pending("steered")] == [queued.id]
+    assert agent.invoke(Command(resume="yes"), CFG)["messages"][-1].text == "heard: be brief"
+    assert [seen[-1] for seen in hook.seen] == ["be brief", "be brief"]
+    assert count_in_requests(model, queued.id) == [1]
+    stored = [m.id for m in agent.get_state(CFG).values["messages"]]
+    assert stored.count(queued.id) == 1
