@@ -48,6 +48,7 @@ from graph_agent.store.base import BaseStore
 from graph_agent.tools import Tool, Toolkit
 
 AgentInput = str | BaseMessage | Sequence[BaseMessage] | Mapping[str, Any] | Command | None
+ToolLike = Tool | Callable[..., Any]
 
 
 class ReactAgent:
@@ -220,6 +221,58 @@ class ReactAgent:
             self._saver = saver
             self._compiled = None
             self._building = None
+
+    # tools
+    def add_tools(self, *tools: ToolLike | Iterable[ToolLike]) -> tuple[Tool, ...]:
+        """Give the agent more tools, after it was made: ``add_tools(search, fetch)``, or
+        ``add_tools(toolset)`` with any iterable of tools (an ``MCPToolset``).
+
+        The graph is built again on its next use, with the new tools (an agent that had none
+        gains its tool node); the saver, store and listeners stay, so a thread checkpointed
+        before goes on with them. A run already going may offer them from its next model call.
+
+        Returns:
+            The tools added (plain functions wrapped as :class:`Tool`).
+
+        Raises:
+            GraphSetupError: A tool's name is taken, by one of the agent's tools or by another
+                tool given here (both are named); then none is added.
+            TypeError: Something given is not a tool, a function or an iterable of them.
+        """
+        given = list(_tools_given(tools))
+        with self._lock:
+            toolkit = self.toolkit.copy()
+            try:
+                added = tuple(toolkit.add(item) for item in given)
+            except GraphSetupError as exc:
+                raise GraphSetupError(f"agent {self.name!r}: cannot add the tools: {exc}") from exc
+            answer_tool = self.output_schema is not None and self.output_mode == "tool"
+            if answer_tool and any(new.name == FINAL_ANSWER_TOOL for new in added):
+                raise GraphSetupError(
+                    f"agent {self.name!r}: output_mode='tool' adds a tool named "
+                    f"{FINAL_ANSWER_TOOL!r}, so no other tool may take that name; rename it"
+                )
+            self._set_toolkit(toolkit)
+        return added
+
+    def remove_tools(self, *names: str) -> tuple[Tool, ...]:
+        """Take tools away by name (e.g. ones :meth:`add_tools` gave); the graph is built again
+        on its next use.
+
+        Raises:
+            KeyError: The agent has no tool of one of the names; then none is removed.
+        """
+        with self._lock:
+            toolkit = self.toolkit.copy()
+            removed = tuple(toolkit.remove(name) for name in names)
+            self._set_toolkit(toolkit)
+        return removed
+
+    def _set_toolkit(self, toolkit: Toolkit) -> None:
+        """Use ``toolkit`` from now on, and build the graph again (the caller holds the lock)."""
+        self.toolkit = toolkit
+        self._compiled = None
+        self._building = None
 
     # the graph
     @property
@@ -434,6 +487,25 @@ class ReactAgent:
 
     def __repr__(self) -> str:
         return f"ReactAgent({self.name!r}, tools={list(self.toolkit.names)})"
+
+
+def _tools_given(items: Iterable[Any]) -> Iterator[ToolLike]:
+    """The tools of ``add_tools(*items)``: each item a tool or function, or an iterable of them."""
+    for item in items:
+        if isinstance(item, Tool) or callable(item):
+            yield item
+            continue
+        if isinstance(item, str | bytes | Mapping) or not isinstance(item, Iterable):
+            raise TypeError(
+                f"add_tools takes tools, functions or iterables of them, got {type(item).__name__}"
+            )
+        for inner in item:
+            if not (isinstance(inner, Tool) or callable(inner)):
+                raise TypeError(
+                    f"add_tools takes tools, functions or iterables of them, got "
+                    f"{type(inner).__name__} inside a {type(item).__name__}"
+                )
+            yield inner
 
 
 def _register_output_types(agent_name: str, schema: type[BaseModel]) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from graph_agent.agent.react import ReactAgent
 from graph_agent.cli.errors import EXIT_USAGE, CliError
+from graph_agent.graph.errors import GraphSetupError
 
 if TYPE_CHECKING:
     from graph_agent.mcp import MCPToolset
@@ -36,7 +37,6 @@ def add_mcp_tools(runnable: Any, spec: str, config: str) -> Callable[[], None]:
             EXIT_USAGE,
         )
     toolset = open_toolset(config)
-    added: list[str] = []
     try:
         for tool in toolset:
             if tool.name in runnable.toolkit:
@@ -46,13 +46,14 @@ def add_mcp_tools(runnable: Any, spec: str, config: str) -> Callable[[], None]:
                     "rename the server's tool, or leave that server out of the config",
                     EXIT_USAGE,
                 )
-            runnable.toolkit.add(tool)
-            added.append(tool.name)
+        added = runnable.add_tools(toolset)
+    except GraphSetupError as exc:
+        toolset.close()
+        raise CliError(str(exc), "leave that server out of the config", EXIT_USAGE) from exc
     except BaseException:
-        _remove(runnable, added, toolset)
+        toolset.close()
         raise
-    runnable.saver = runnable.saver  # the graph is built anew, with the new tools
-    return lambda: _remove(runnable, added, toolset)
+    return lambda: _remove(runnable, [tool.name for tool in added], toolset)
 
 
 def open_toolset(config: str) -> MCPToolset:
@@ -80,10 +81,7 @@ def open_toolset(config: str) -> MCPToolset:
 
 
 def _remove(agent: ReactAgent, names: list[str], toolset: MCPToolset) -> None:
-    for name in names:
-        agent.toolkit.remove(name)
-    if names:
-        agent.saver = agent.saver
+    agent.remove_tools(*names)
     toolset.close()
 
 
@@ -124,5 +122,5 @@ def add_mcp_option(parser: argparse.ArgumentParser) -> None:
         metavar="CONFIG.json",
         help='give the agent the tools of the MCP servers in CONFIG.json: {"mcpServers": '
         '{NAME: {"command": ..., "args": [...], "env": {...}} or {"url": ..., "headers": '
-        "{...}}}} (needs the mcp extra)",
+        '{...}} (add "type": "sse" for an SSE server)}} (needs the mcp extra)',
     )

@@ -1,9 +1,14 @@
-"""Which MCP servers to connect to: a command to start (stdio) or a URL (streamable HTTP).
+"""Which MCP servers to connect to: a command to start (stdio) or a URL (streamable HTTP, SSE).
 
 A server is given as a mapping, in the shape of the common ``mcpServers`` config files::
 
     {"command": "python", "args": ["server.py"], "env": {"TOKEN": "..."}}   # a subprocess
     {"url": "https://example.com/mcp", "headers": {"Authorization": "..."}}   # over HTTP
+    {"url": "https://example.com/sse", "type": "sse"}   # the older HTTP+SSE transport
+
+The transport is named by ``type`` (Claude Desktop, Claude Code, VS Code) or ``transport``
+(LangChain's ``MultiServerMCPClient``): ``"stdio"``; ``"http"`` (also ``"streamable-http"``,
+``"streamable_http"``, ``"streamableHttp"``), the default for a URL; or ``"sse"``.
 
 :func:`read_mcp_config` reads such a file (``{"mcpServers": {name: server, ...}}``).
 
@@ -19,7 +24,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from graph_agent.mcp.errors import MCPConfigError
 
@@ -34,6 +39,9 @@ __all__ = [
 _STDIO_KEYS = frozenset({"command", "args", "env", "cwd", "type", "transport"})
 _HTTP_KEYS = frozenset({"url", "headers", "type", "transport"})
 _HTTP_TYPES = frozenset({"http", "streamable-http", "streamable_http", "streamableHttp"})
+_SSE_TYPES = frozenset({"sse"})
+
+HttpTransport = Literal["streamable-http", "sse"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -57,27 +65,31 @@ class StdioServer:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HttpServer:
-    """A server reached over streamable HTTP at ``url``, with ``headers`` on every request."""
+    """A server reached at ``url``, with ``headers`` on every request, over streamable HTTP or
+    (``transport="sse"``) the older HTTP+SSE transport: events from a GET stream, messages
+    POSTed to the endpoint it names."""
 
     name: str
     url: str
     headers: Mapping[str, str] | None = None
+    transport: HttpTransport = "streamable-http"
 
     def __repr__(self) -> str:  # header values are often credentials: never shown
         shown = f", headers=[{', '.join(self.headers)}]" if self.headers else ""
-        return f"HttpServer(name={self.name!r}, url={self.url!r}{shown})"
+        sse = ", transport='sse'" if self.transport == "sse" else ""
+        return f"HttpServer(name={self.name!r}, url={self.url!r}{shown}{sse})"
 
     def describe(self) -> str:
         """How the server is reached, for messages (headers left out: they may hold keys)."""
-        return self.url
+        return f"SSE {self.url}" if self.transport == "sse" else self.url
 
 
 ServerSpec = StdioServer | HttpServer
 
 
 def parse_servers(servers: Mapping[str, Any]) -> dict[str, ServerSpec]:
-    """Check ``{name: {command, args, env} | {url, headers}}`` and make a spec of each server
-    (a spec given already is kept, under its key's name).
+    """Check ``{name: {command, args, env} | {url, headers[, type]}}`` and make a spec of each
+    server (a spec given already is kept, under its key's name).
 
     Raises:
         MCPConfigError: A name or a server is malformed; the message names which and why.
@@ -108,17 +120,19 @@ def _server(name: Any, entry: Any) -> ServerSpec:
             f"{where} needs exactly one of 'command' (a server started as a subprocess) and "
             "'url' (a streamable HTTP server)"
         )
-    kind = entry.get("type", entry.get("transport"))
+    kind = _kind(where, entry)
     if "url" in entry:
         _check_keys(where, entry, _HTTP_KEYS)
-        if kind is not None and kind not in _HTTP_TYPES:
+        if kind is not None and kind not in _HTTP_TYPES | _SSE_TYPES:
             raise MCPConfigError(
-                f"{where}: transport {kind!r} is not supported; use streamable HTTP ('http')"
+                f"{where}: transport {kind!r} is not supported for a 'url'; use streamable "
+                "HTTP ('http') or SSE ('sse')"
             )
         return HttpServer(
             name=name,
             url=_text(where, "url", entry["url"]),
             headers=_strings(where, "headers", entry.get("headers")),
+            transport="sse" if kind in _SSE_TYPES else "streamable-http",
         )
     _check_keys(where, entry, _STDIO_KEYS)
     if kind is not None and kind != "stdio":
@@ -134,6 +148,20 @@ def _server(name: Any, entry: Any) -> ServerSpec:
         env=_strings(where, "env", entry.get("env")),
         cwd=None if cwd is None else _text(where, "cwd", cwd),
     )
+
+
+def _kind(where: str, entry: Mapping[str, Any]) -> str | None:
+    """The transport the entry names, by ``type`` or ``transport`` (they must agree)."""
+    named = {key: entry[key] for key in ("type", "transport") if key in entry}
+    for key, value in named.items():
+        if not isinstance(value, str):
+            raise MCPConfigError(f"{where}: {key!r} must be a string, got {value!r:.100}")
+    if len(set(named.values())) > 1:
+        raise MCPConfigError(
+            f"{where}: 'type' is {named['type']!r} and 'transport' is {named['transport']!r}; "
+            "give one of them"
+        )
+    return next(iter(named.values()), None)
 
 
 def _check_keys(where: str, entry: Mapping[str, Any], known: frozenset[str]) -> None:
@@ -182,6 +210,6 @@ def read_mcp_config(path: str | Path) -> dict[str, ServerSpec]:
         raise MCPConfigError(
             f'the MCP config {path} must hold {{"mcpServers": {{name: server, ...}}}}, with '
             'each server {"command": ..., "args": [...], "env": {...}} or '
-            '{"url": ..., "headers": {...}}'
+            '{"url": ..., "headers": {...}} (with "type": "sse" for an SSE server)'
         )
     return parse_servers(data["mcpServers"])

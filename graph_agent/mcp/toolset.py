@@ -19,8 +19,12 @@ loop, or parallel tool calls on worker threads all reach the same open sessions.
   raises :class:`~graph_agent.mcp.errors.MCPToolError`, which an agent turns into an error
   tool result.
 - **A server that dies** (its process exits, its connection drops) is restarted or reconnected
-  once, and the call that found it gone is sent again; if it dies a second time its tools fail
-  with :class:`~graph_agent.mcp.errors.MCPServerError` until the toolset is opened again.
+  once; if it dies a second time its tools fail with
+  :class:`~graph_agent.mcp.errors.MCPServerError` until the toolset is opened again. A call
+  that found it gone before its request went out is sent again; a call it died during is not
+  (the tool may have run, and a side effect would happen twice): that call fails with an
+  ``MCPServerError`` saying so, which the model reads, and may retry (see
+  :mod:`graph_agent.mcp.transports` for how the two are told apart).
 
 Example:
     >>> import sys
@@ -43,9 +47,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 import anyio
-from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp import Client, MCPError
 from mcp.types import CONNECTION_CLOSED, CallToolResult
 from mcp.types import Tool as RemoteTool
 from pydantic import BaseModel, ConfigDict
@@ -54,6 +56,7 @@ from graph_agent.graph._concurrency import LoopThread
 from graph_agent.mcp.config import ServerSpec, StdioServer, parse_servers
 from graph_agent.mcp.errors import MCPConfigError, MCPServerError, MCPToolError
 from graph_agent.mcp.results import result_content, result_text
+from graph_agent.mcp.transports import CallAttempt, Wire, new_client, sending
 from graph_agent.messages import MessageContent
 from graph_agent.tools import Tool, ToolContext
 
@@ -139,8 +142,8 @@ class MCPToolset:
     Args:
         servers: ``{name: server}``, each server ``{"command", "args", "env"}`` (started as a
             subprocess, spoken to over stdio; ``env`` adds to the few variables the SDK
-            passes on) or ``{"url", "headers"}`` (streamable HTTP). The names prefix clashing
-            tool names.
+            passes on) or ``{"url", "headers"}`` (streamable HTTP; with ``"type": "sse"``, the
+            older HTTP+SSE transport). The names prefix clashing tool names.
         timeout: Seconds each tool call may take (``None``: the agent's ``tool_timeout``).
         connect_timeout: Seconds a server may take to start and answer the handshake.
 
@@ -352,6 +355,7 @@ class _Connection:
         self.spec = spec
         self.connect_timeout = connect_timeout
         self._client: Client | None = None
+        self._wire = Wire(over_http=not isinstance(spec, StdioServer))
         self._holder: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._lock: asyncio.Lock | None = None
@@ -375,28 +379,60 @@ class _Connection:
                 return tools
 
     async def call(self, tool_name: str, arguments: dict[str, Any]) -> CallToolResult:
-        """Call the tool; a connection found lost is reopened (once in the connection's life)
-        and the call sent again."""
+        """Call the tool. A call whose connection was lost before its request went out is sent
+        again on the reopened connection (reopened once in the connection's life); one lost
+        after it went out may have run, so it is not sent again: the connection is reopened
+        for later calls and this call fails, saying so."""
         client, generation = await self._current()
+        attempt = CallAttempt()
         try:
-            return await self._call_on(client, tool_name, arguments)
+            return await self._call_on(client, tool_name, arguments, attempt)
         except _Lost as lost:
+            if attempt.may_have_run:
+                raise await self._lost_during(tool_name, generation, lost.error) from lost.error
             client, generation = await self._after_loss(generation, lost.error)
+        attempt = CallAttempt()
         try:
-            return await self._call_on(client, tool_name, arguments)
+            return await self._call_on(client, tool_name, arguments, attempt)
         except _Lost as lost:
+            if attempt.may_have_run:
+                raise await self._lost_during(tool_name, generation, lost.error) from lost.error
             await self._after_loss(generation, lost.error)  # raises, unless another call
             raise MCPServerError(  # reconnected meanwhile: then this call gives up
-                f"MCP server {self.name!r} lost the call of {tool_name!r} twice "
-                f"({_describe(lost.error)}); call it again",
+                f"MCP server {self.name!r} lost the call of {tool_name!r} twice before it was "
+                f"sent ({_describe(lost.error)}); call it again",
                 server=self.name,
             ) from lost.error
 
+    async def _lost_during(
+        self, tool_name: str, generation: int, error: BaseException
+    ) -> MCPServerError:
+        """The error for a call whose server stopped after the call went out, with the server
+        brought back (or not) for the calls that follow."""
+        stopped = (
+            f"MCP server {self.name!r} ({self.spec.describe()}) stopped during the call of "
+            f"{tool_name!r} ({_describe(error)}): the tool may have run, so the call was not "
+            "sent again"
+        )
+        try:
+            await self._after_loss(generation, error)
+        except MCPServerError as exc:
+            return MCPServerError(
+                f"{stopped}; the server could not be brought back: {exc}", server=self.name
+            )
+        again = "restarted" if isinstance(self.spec, StdioServer) else "reconnected"
+        return MCPServerError(
+            f"{stopped}. The server was {again} for later calls: call the tool again if "
+            "running it twice is safe",
+            server=self.name,
+        )
+
     async def _call_on(
-        self, client: Client, tool_name: str, arguments: dict[str, Any]
+        self, client: Client, tool_name: str, arguments: dict[str, Any], attempt: CallAttempt
     ) -> CallToolResult:
         try:
-            return await client.call_tool(tool_name, arguments)
+            with sending(attempt):
+                return await client.call_tool(tool_name, arguments)
         except MCPError as exc:
             if _connection_lost(exc):
                 raise _Lost(exc) from exc
@@ -423,8 +459,8 @@ class _Connection:
                 raise MCPServerError(self._broken, server=self.name)
             if self._client is None:
                 await self._open()
-            elif self._holder is not None and self._holder.done():
-                await self._reopen("its session ended")
+            elif self._wire.ended or (self._holder is not None and self._holder.done()):
+                await self._reopen("its connection ended")
             assert self._client is not None
             return self._client, self._generation
 
@@ -467,7 +503,8 @@ class _Connection:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[Client] = loop.create_future()
         self._stop = asyncio.Event()
-        self._holder = loop.create_task(self._hold(ready, self._stop))
+        self._wire = Wire(over_http=not isinstance(self.spec, StdioServer))
+        self._holder = loop.create_task(self._hold(ready, self._stop, self._wire))
         where = f"MCP server {self.name!r} ({self.spec.describe()})"
         try:
             async with asyncio.timeout(self.connect_timeout):
@@ -488,11 +525,11 @@ class _Connection:
         self._client = client
         self._generation += 1
 
-    async def _hold(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
+    async def _hold(self, ready: asyncio.Future[Client], stop: asyncio.Event, wire: Wire) -> None:
         """Keep one session open until ``stop``: the SDK's transports must be entered and left
         by the same task."""
         try:
-            async with self._new_client() as client:
+            async with new_client(self.spec, wire) as client:
                 ready.set_result(client)
                 await stop.wait()
         except asyncio.CancelledError:
@@ -504,22 +541,6 @@ class _Connection:
                 ready.set_exception(_first_error(exc))
             else:
                 _logger.debug("MCP server %r: session ended: %s", self.name, _describe(exc))
-
-    def _new_client(self) -> Client:
-        spec = self.spec
-        if isinstance(spec, StdioServer):
-            return Client(
-                StdioServerParameters(
-                    command=spec.command,
-                    args=list(spec.args),
-                    env=dict(spec.env) if spec.env is not None else None,
-                    cwd=spec.cwd,
-                )
-            )
-        http_client = create_mcp_http_client(headers=dict(spec.headers or {}))
-        return Client(
-            _closing_client(http_client, streamable_http_client(spec.url, http_client=http_client))
-        )
 
     async def _shut(self) -> None:
         holder, stop = self._holder, self._stop
@@ -540,13 +561,6 @@ class _Lost(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(error)
         self.error = error
-
-
-@contextlib.asynccontextmanager
-async def _closing_client(http_client: Any, transport: Any) -> AsyncIterator[Any]:
-    """The HTTP transport, with the HTTP client it was given closed after it."""
-    async with http_client, transport as streams:
-        yield streams
 
 
 def _connection_lost(exc: BaseException) -> bool:

@@ -1,6 +1,6 @@
 """Fixtures for the MCP tests: real MCP servers (tests/mcp/servers.py) in subprocesses, over
-stdio (the toolset starts them) and on 127.0.0.1 over streamable HTTP (started here, once per
-module), and toolsets on them shared by a module's tests."""
+stdio (the toolset starts them) and on 127.0.0.1 over streamable HTTP or SSE (started here, once
+per module), and toolsets on them shared by a module's tests."""
 
 from __future__ import annotations
 
@@ -36,13 +36,14 @@ def free_port() -> int:
 
 
 class HttpServer:
-    """The test server ``name`` on 127.0.0.1 over streamable HTTP, in a subprocess."""
+    """The test server ``name`` on 127.0.0.1 over streamable HTTP (or SSE), in a subprocess;
+    given a ``port``, on that one (a server started again where one stopped)."""
 
-    def __init__(self, name: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+    def __init__(self, name: str, transport: str = "http", port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}/{'sse' if transport == 'sse' else 'mcp'}"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.mcp.servers", name, "http", str(self.port)],
+            [sys.executable, "-m", "tests.mcp.servers", name, transport, str(self.port)],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -75,12 +76,21 @@ def calc_http() -> Iterator[HttpServer]:
     server.stop()
 
 
-@pytest.fixture(scope="module", params=["stdio", "http"])
+@pytest.fixture(scope="module")
+def calc_sse() -> Iterator[HttpServer]:
+    server = HttpServer("calc", "sse")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module", params=["stdio", "http", "sse"])
 def calc(request: pytest.FixtureRequest) -> Iterator[MCPToolset]:
-    """A toolset on the calc server, reached over stdio or over HTTP."""
+    """A toolset on the calc server, reached over stdio, streamable HTTP or SSE."""
     if request.param == "stdio":
         entry = stdio_server("calc")
-    else:
+    elif request.param == "http":
         entry = {"url": request.getfixturevalue("calc_http").url}
+    else:
+        entry = {"url": request.getfixturevalue("calc_sse").url, "transport": "sse"}
     with MCPToolset({"calc": entry}) as toolset:
         yield toolset

@@ -1,8 +1,9 @@
 """The MCP servers the tests talk to, written with the SDK's MCPServer (FastMCP in mcp 1.x).
 
-Run as ``python -m tests.mcp.servers NAME [stdio|http PORT]``: ``calc`` (arithmetic, an error, a
-hang, its process id, an image, structured output) and ``other`` (a second server whose ``add``
-clashes with calc's).
+Run as ``python -m tests.mcp.servers NAME [stdio|http PORT|sse PORT]``: ``calc`` (arithmetic, an
+error, a hang, its process id, an image, structured output, a request header), ``other`` (a
+second server whose ``add`` clashes with calc's) and ``fragile`` (tools with a side effect on a
+file, one of which kills the server after it, for the tests of calls that may have run).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 from pydantic import BaseModel
@@ -61,6 +62,11 @@ def calc_server() -> MCPServer:
         """A caption and a tiny PNG."""
         return ["the chart:", Image(data=PNG_BYTES, format="png")]
 
+    @server.tool()
+    def header(name: str, ctx: Context) -> str:
+        """The value of the HTTP request header ``name`` ("" when absent or over stdio)."""
+        return (ctx.headers or {}).get(name.lower(), "")
+
     @server.tool(name="echo.upper")
     def echo_upper(text: str) -> str:
         """Say the text in capitals (a dotted name, not valid for a model)."""
@@ -85,7 +91,32 @@ def other_server() -> MCPServer:
     return server
 
 
-SERVERS = {"calc": calc_server, "other": other_server}
+def fragile_server() -> MCPServer:
+    server = MCPServer("fragile")
+
+    @server.tool()
+    def append(path: str, text: str) -> int:
+        """Append a line to a file: how many lines it has now."""
+        with open(path, "a", encoding="utf-8") as file:
+            file.write(text + "\n")
+        with open(path, encoding="utf-8") as file:
+            return len(file.readlines())
+
+    @server.tool()
+    def append_then_die(path: str) -> str:
+        """Append the line "ran" to a file, then end the server's process before answering."""
+        append(path, "ran")
+        os._exit(3)
+
+    @server.tool()
+    def pid() -> int:
+        """The server's process id."""
+        return os.getpid()
+
+    return server
+
+
+SERVERS = {"calc": calc_server, "other": other_server, "fragile": fragile_server}
 
 
 def main(argv: list[str]) -> None:
@@ -93,6 +124,8 @@ def main(argv: list[str]) -> None:
     transport = argv[1] if len(argv) > 1 else "stdio"
     if transport == "stdio":
         server.run("stdio")
+    elif transport == "sse":
+        server.run("sse", host="127.0.0.1", port=int(argv[2]))
     else:
         server.run("streamable-http", host="127.0.0.1", port=int(argv[2]))
 

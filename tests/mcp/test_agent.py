@@ -5,12 +5,19 @@ calls, and interceptors wrap them; through the sync and the async face."""
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 
-from graph_agent import Command, RunnableConfig
+import pytest
+
+from graph_agent import Command, RunnableConfig, tool
 from graph_agent.agent import HumanInTheLoopHook, ReactAgent, ToolInterceptor
+from graph_agent.cli.errors import CliError
+from graph_agent.cli.mcp import add_mcp_tools
 from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage
 from graph_agent.models import ScriptedChatModel
 from graph_agent.models.base import ModelRequest
+from tests.mcp.conftest import stdio_server
 
 
 def answer_from_last_result(request: ModelRequest) -> str:
@@ -117,3 +124,52 @@ def test_an_image_from_an_mcp_tool_reaches_the_model_as_an_image_part(calc):
     result = model.requests[1].messages[-1]
     assert isinstance(result, ToolResponseMessage)
     assert [type(part).__name__ for part in result.content] == ["TextPart", "ImagePart"]
+
+
+def test_an_agent_made_without_them_gets_mcp_tools_for_its_thread(calc):
+    model = ScriptedChatModel(["hi", calling("add", {"a": 4, "b": 5}), answer_from_last_result])
+    agent = ReactAgent("later", model)
+    config = RunnableConfig(thread_id="later")
+    agent.call("hello", config)
+
+    added = agent.add_tools(calc)
+
+    assert [tool.name for tool in added] == [tool.name for tool in calc]
+    assert agent.call("4 + 5?", config).text == "The tool said: 9"
+
+
+def write_config(folder: Path, servers: dict) -> str:
+    path = folder / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": servers}))
+    return str(path)
+
+
+def test_add_mcp_tools_adds_the_servers_tools_and_takes_them_away_again(tmp_path):
+    agent = ReactAgent("cli", ScriptedChatModel(["ok"]))
+    config = write_config(tmp_path, {"calc": stdio_server("calc")})
+
+    remove = add_mcp_tools(agent, "cli.py:agent", config)
+    try:
+        assert "add" in agent.toolkit
+        assert agent.toolkit["add"].invoke({"a": 1, "b": 2}) == "3"
+    finally:
+        remove()
+    assert list(agent.toolkit) == []
+
+
+def test_add_mcp_tools_refuses_a_tool_name_the_agent_has(tmp_path):
+    @tool
+    def add(a: int, b: int) -> int:
+        """The agent's own add."""
+        return a + b
+
+    agent = ReactAgent("cli", ScriptedChatModel(["ok"]), tools=[add])
+    config = write_config(tmp_path, {"calc": stdio_server("calc")})
+
+    with pytest.raises(CliError) as info:
+        add_mcp_tools(agent, "cli.py:agent", config)
+
+    assert "the MCP tool 'add' (server 'calc') has the name of one of cli.py:agent's" in str(
+        info.value
+    )
+    assert agent.toolkit.names == ("add",)

@@ -32,6 +32,30 @@ def test_a_command_is_a_stdio_server_and_a_url_an_http_one():
     )
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"url": "http://x/sse", "type": "sse"},  # Claude Desktop, Claude Code, VS Code
+        {"url": "http://x/sse", "transport": "sse"},  # LangChain's MultiServerMCPClient
+        {"url": "http://x/sse", "type": "sse", "transport": "sse"},
+    ],
+)
+def test_an_sse_server_is_named_by_type_or_by_transport(entry):
+    server = parse_servers({"events": entry})["events"]
+
+    assert server == HttpServer(name="events", url="http://x/sse", transport="sse")
+    assert server.describe() == "SSE http://x/sse"
+    assert "transport='sse'" in repr(server)
+
+
+def test_a_url_without_a_transport_or_with_an_http_one_is_streamable_http():
+    plain = parse_servers({"a": {"url": "http://x/mcp"}})["a"]
+    named = parse_servers({"a": {"url": "http://x/mcp", "transport": "streamable_http"}})["a"]
+
+    assert plain == named == HttpServer(name="a", url="http://x/mcp")
+    assert plain.transport == "streamable-http"
+
+
 def test_header_and_environment_values_never_show_in_reprs_or_errors():
     servers = parse_servers({"t": {"url": "https://x/mcp", "headers": {"Authorization": "s3cr3t"}}})
 
@@ -50,7 +74,9 @@ def test_header_and_environment_values_never_show_in_reprs_or_errors():
         ({"command": "x", "args": "--flag"}, "'args' must be a list of strings"),
         ({"command": ""}, "'command' must be a non-empty string"),
         ({"command": "x", "cwdir": "/"}, "unknown key cwdir"),
-        ({"url": "http://y", "type": "sse"}, "transport 'sse' is not supported"),
+        ({"url": "http://y", "type": "websocket"}, "transport 'websocket' is not supported"),
+        ({"url": "http://y", "type": "sse", "transport": "http"}, "give one of them"),
+        ({"url": "http://y", "transport": 3}, "'transport' must be a string"),
         ({"command": "x", "type": "http"}, "speaks stdio"),
         ("mcp-files", "must be a mapping"),
     ],

@@ -19,7 +19,7 @@ from tests.mcp.servers import PNG_BYTES, calc_server
 def test_lists_every_tool_of_the_server_as_a_tool(calc):
     names = [tool.name for tool in calc]
 
-    assert names == ["add", "sum_all", "divide", "hang", "pid", "chart", "echo_upper"]
+    assert names == ["add", "sum_all", "divide", "hang", "pid", "chart", "header", "echo_upper"]
     assert all(isinstance(tool, Tool) for tool in calc)
     assert calc["add"].description == "Add two whole numbers."
     assert calc["add"].server == "calc"
@@ -158,3 +158,22 @@ def test_a_url_with_no_server_is_named_in_a_clear_error():
         list(toolset)
 
     assert f"MCP server 'nobody' ({url}) cannot be reached" in str(info.value)
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+def test_the_configured_headers_reach_an_http_or_sse_server(transport, calc_http, calc_sse):
+    url = calc_sse.url if transport == "sse" else calc_http.url
+    entry = {"url": url, "type": transport, "headers": {"X-Api-Key": "k-123"}}
+    with MCPToolset({"calc": entry}) as toolset:
+        assert toolset["header"].invoke({"name": "X-Api-Key"}) == "k-123"
+
+
+def test_an_sse_url_with_no_server_is_named_in_a_clear_error():
+    from tests.mcp.conftest import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/sse"
+    entry = {"url": url, "transport": "sse"}
+    with MCPToolset({"nobody": entry}) as toolset, pytest.raises(MCPServerError) as info:
+        list(toolset)
+
+    assert f"MCP server 'nobody' (SSE {url}) cannot be reached" in str(info.value)

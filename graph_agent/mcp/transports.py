@@ -1,0 +1,249 @@
+"""How a session reaches its server (stdio, streamable HTTP, SSE), watched on the way.
+
+A tool call that finds its connection lost may or may not have run on the server: sending it
+again could run a side effect twice. What the client can know for certain is that a call
+never got out, and that is what this module records, for each sending of a tool call
+(:class:`CallAttempt`) on each session (:class:`Wire`):
+
+- the session never handed the request to the transport (it knew the connection was closed,
+  or the transport had stopped taking messages);
+- over HTTP, no byte of the request was written: the POST found no connection (the server
+  is down), or was never made. httpcore's ``trace`` extension tells when a request's headers
+  start to go out; a request that got that far may have run.
+
+Over stdio a request handed to the transport may have been read by the server: it counts as
+sent. The toolset sends a call again only when it certainly never got out
+(:attr:`CallAttempt.may_have_run` is false).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import anyio
+import httpx2
+from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.message import SessionMessage
+from mcp.types import JSONRPCRequest
+
+from graph_agent.mcp.config import ServerSpec, StdioServer
+
+__all__ = ["CallAttempt", "Wire", "new_client", "sending"]
+
+_TOOL_CALL = "tools/call"
+_WRITING_STARTED = ".send_request_headers.started"
+
+_attempt: ContextVar[CallAttempt | None] = ContextVar("graph_agent_mcp_attempt", default=None)
+
+
+@dataclass(kw_only=True, slots=True)
+class Wire:
+    """What one session's transport did: whether its server's output ended, and over HTTP,
+    which tool call requests (by JSON-RPC id) started to be written."""
+
+    over_http: bool
+    ended: bool = False
+    written: set[Any] = field(default_factory=set)
+
+
+@dataclass(kw_only=True, slots=True)
+class CallAttempt:
+    """One sending of a tool call, as far as the client saw it go."""
+
+    wire: Wire | None = None
+    request_id: Any = None
+    handed_over: bool = False
+
+    @property
+    def may_have_run(self) -> bool:
+        """Whether the request may have reached the server (``False``: it certainly did not)."""
+        if not self.handed_over or self.wire is None:
+            return False
+        return not self.wire.over_http or self.request_id in self.wire.written
+
+
+@contextlib.contextmanager
+def sending(attempt: CallAttempt) -> Iterator[None]:
+    """Record in ``attempt`` how the tool call sent inside the block goes out."""
+    token = _attempt.set(attempt)
+    try:
+        yield
+    finally:
+        _attempt.reset(token)
+
+
+def new_client(spec: ServerSpec, wire: Wire) -> Client:
+    """A client (not yet entered) for the server ``spec``, reporting to ``wire``."""
+    if isinstance(spec, StdioServer):
+        parameters = StdioServerParameters(
+            command=spec.command,
+            args=list(spec.args),
+            env=dict(spec.env) if spec.env is not None else None,
+            cwd=spec.cwd,
+        )
+        return Client(_watched(stdio_client(parameters), wire))
+    headers = dict(spec.headers or {})
+    factory = _http_client_factory(wire)
+    if spec.transport == "sse":
+        return Client(
+            _watched(sse_client(spec.url, headers=headers, httpx_client_factory=factory), wire)
+        )
+    http_client = factory(headers=headers)
+    transport = streamable_http_client(spec.url, http_client=http_client)
+    return Client(_watched(_closing_client(http_client, transport), wire))
+
+
+@contextlib.asynccontextmanager
+async def _watched(transport: Any, wire: Wire) -> AsyncIterator[tuple[Any, Any]]:
+    async with transport as (read_stream, write_stream):
+        yield _WatchedRead(read_stream, wire), _WatchedWrite(write_stream, wire)
+
+
+@contextlib.asynccontextmanager
+async def _closing_client(http_client: httpx2.AsyncClient, transport: Any) -> AsyncIterator[Any]:
+    """The HTTP transport, with the HTTP client it was given closed after it."""
+    async with http_client, transport as streams:
+        yield streams
+
+
+class _WatchedWrite:
+    """The transport's write stream: notes in the sending :class:`CallAttempt` whether its
+    tool call request was handed over."""
+
+    def __init__(self, inner: Any, wire: Wire) -> None:
+        self._inner = inner
+        self._wire = wire
+
+    async def send(self, item: SessionMessage, /) -> None:
+        attempt = _attempt.get()
+        message = item.message
+        if attempt is None or not (
+            isinstance(message, JSONRPCRequest) and message.method == _TOOL_CALL
+        ):
+            await self._inner.send(item)
+            return
+        attempt.wire, attempt.request_id, attempt.handed_over = self._wire, message.id, True
+        try:
+            await self._inner.send(item)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            attempt.handed_over = False  # the transport had stopped taking messages
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _WatchedWrite:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class _WatchedRead:
+    """The transport's read stream: marks the wire ended when the server's output ends."""
+
+    def __init__(self, inner: Any, wire: Wire) -> None:
+        self._inner = inner
+        self._wire = wire
+
+    @property
+    def last_context(self) -> Any:  # the sender's context, which the SDK's dispatcher reads
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._wire.ended = True
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _WatchedRead:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _WatchedRead:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _http_client_factory(wire: Wire) -> Callable[..., httpx2.AsyncClient]:
+    """The SDK's HTTP client, whose requests note on ``wire`` when a tool call starts to be
+    written (through the ``trace`` extension, so proxies and the pool work as usual)."""
+
+    def make(
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+        client.event_hooks = {"request": [_tracing(wire)], "response": []}
+        return client
+
+    return make
+
+
+def _tracing(wire: Wire) -> Callable[[httpx2.Request], Awaitable[None]]:
+    async def trace_tool_calls(request: httpx2.Request) -> None:
+        request_id = _tool_call_id(request)
+        if request_id is None:
+            return
+        outer = request.extensions.get("trace")
+
+        async def trace(event: str, info: dict[str, Any]) -> None:
+            if event.endswith(_WRITING_STARTED):
+                wire.written.add(request_id)
+            if outer is not None:
+                await outer(event, info)
+
+        request.extensions["trace"] = trace
+
+    return trace_tool_calls
+
+
+def _tool_call_id(request: httpx2.Request) -> Any:
+    """The JSON-RPC id of the tool call a POST carries, or ``None`` for any other request."""
+    if request.method != "POST":
+        return None
+    try:
+        body = request.content
+    except httpx2.RequestNotRead:
+        return None
+    if _TOOL_CALL.encode() not in body:
+        return None
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(message, dict) and message.get("method") == _TOOL_CALL:
+        return message.get("id")
+    return None
