@@ -85,11 +85,12 @@ _SCORES = {
 }
 _DIMS = {"array": "cardinality(v.embedding)", "pgvector": "vector_dims(v.embedding)"}
 _RANK = (
-    # ``other``: the length of a stored vector unlike the query's, if any item under the
-    # prefix has one (over all of them, before the page is cut)
-    "SELECT i.namespace, i.key, i.value, i.created_at, i.updated_at, i.ttl, s.score, "
-    "max(s.other) OVER () FROM ("
-    "SELECT v.namespace, v.key, max({score}) AS score, max(NULLIF({dims}, %(dims)s)) AS other "
+    # ``other``: the length of a stored vector unlike the query's, if any under the prefix has
+    # one (a window over the grouped rows: all of them, before the page is cut, and without
+    # carrying their values)
+    "SELECT i.namespace, i.key, i.value, i.created_at, i.updated_at, i.ttl, s.score, s.other "
+    "FROM (SELECT v.namespace, v.key, max({score}) AS score, "
+    "max(max(NULLIF({dims}, %(dims)s))) OVER () AS other "
     "FROM graph_agent_store_vectors AS v "
     "WHERE v.namespace >= %(ns)s AND v.namespace < %(end)s GROUP BY v.namespace, v.key) AS s "
     "JOIN graph_agent_store_items AS i ON i.namespace = s.namespace AND i.key = s.key "
