@@ -52,6 +52,7 @@ from graph_agent.graph.types import (
 )
 from graph_agent.messages import AssistantMessage, BaseMessage, SystemMessage, UserMessage
 from graph_agent.models.base import ChatModel
+from graph_agent.store.base import BaseStore
 from graph_agent.tools import Tool
 
 OUTPUTS_KEY = "outputs"
@@ -63,6 +64,18 @@ class FlowAgent:
 
     The graph is built on first use (thread-safe). Calls take a string, a message, a list of
     messages or a state dict, like :class:`~graph_agent.agent.react.ReactAgent`.
+
+    Every subclass takes these keyword arguments too:
+
+    Args:
+        saver: Where the team's checkpoints go (default: a new ``MemorySaver``).
+        store: Long-term memory shared across threads (a ``graph_agent.store`` store),
+            ``CompileConfig(store=...)`` of the team's graph: its nodes and every sub-agent
+            see it as ``config.store``, their tools as ``ToolContext.store`` (it takes the
+            place of a sub-agent's own store, as a store in a call's config does).
+        description: What the team does, for a model that calls it as a tool.
+        key_strategies: How state keys merge (beyond ``messages`` and ``outputs``).
+        max_concurrency: At most this many sub-agents run at once.
     """
 
     PRIVATE_KEYS: frozenset[str] = frozenset({RUN_KEY, RUN_INPUT_KEY})
@@ -77,6 +90,7 @@ class FlowAgent:
         name: str,
         *,
         saver: CheckpointSaver | None = None,
+        store: BaseStore | None = None,
         description: str | None = None,
         key_strategies: Mapping[str, KeyStrategy | Callable[[Any, Any], Any]] | None = None,
         max_concurrency: int | None = None,
@@ -84,6 +98,7 @@ class FlowAgent:
         self.name = name
         self.description = description
         self.saver: CheckpointSaver = saver if saver is not None else MemorySaver()
+        self.store = store
         self.key_strategies = dict(key_strategies or {})
         self.max_concurrency = max_concurrency
         self._compiled: CompiledGraph | None = None
@@ -110,7 +125,9 @@ class FlowAgent:
                         self.name, key_strategies=strategies, private_keys=self.PRIVATE_KEYS
                     )
                     self._build(graph)
-                    self._compiled = graph.compile(CompileConfig(saver=self.saver))
+                    self._compiled = graph.compile(
+                        CompileConfig(saver=self.saver, store=self.store)
+                    )
         return self._compiled
 
     def _max_steps(self) -> int:

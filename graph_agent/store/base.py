@@ -37,7 +37,7 @@ from graph_agent.checkpoint.serde import (
     loads,
 )
 from graph_agent.graph.errors import GraphAgentError
-from graph_agent.store.embeddings import IndexConfig, index_config, texts_at
+from graph_agent.store.embeddings import IndexConfig, check_dims, index_config, texts_at
 from graph_agent.store.errors import StoreError, StoreInputError
 
 __all__ = [
@@ -418,6 +418,10 @@ class BaseStore:
         if pending:
             assert self.index is not None
             vectors = self.index.embed_texts([text for _, _, text in pending])
+            first, at_path, _ = pending[0]  # the vectors have one length: checking one will do
+            check_dims(
+                self.index, vectors[0], lambda: f"field {at_path!r} of item {ops[first].key!r}"
+            )
             for (index, path, _), vector in zip(pending, vectors, strict=True):
                 writes[index].vectors[path] = vector
         return writes
@@ -443,6 +447,7 @@ class BaseStore:
                     "graph_agent.store.HashEmbeddings()), or search with filter= instead"
                 )
             query_vector = self.index.embed_texts([op.query])[0]
+            check_dims(self.index, query_vector, lambda: f"the query {op.query!r:.80}")
             if op.filter:
                 ranked = self._ranked(prefix, query_vector, at, None, 0)
                 hits = _matching(ranked, op)

@@ -34,6 +34,7 @@ __all__ = [
     "HashEmbeddings",
     "IndexConfig",
     "OpenAIEmbeddings",
+    "check_dims",
     "index_config",
     "texts_at",
     "unit",
@@ -47,11 +48,13 @@ class IndexConfig:
     """A store's ``index``: how items are embedded.
 
     ``fields`` are paths into a value (``"text"``, ``"profile.bio"``; ``"$"``: the whole
-    value as JSON), each embedded as a text of its own.
+    value as JSON), each embedded as a text of its own. ``dims``, when given, is the length
+    every vector must have (checked at each put and query, see :func:`check_dims`).
     """
 
     embed: Embed
     fields: tuple[str, ...] = ("$",)
+    dims: int | None = None
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]:
         """Unit vectors of ``texts``, checked to be one per text, all of one length."""
@@ -90,7 +93,26 @@ def index_config(index: Mapping[str, Any]) -> IndexConfig:
     fields = index.get("fields", ("$",))
     if isinstance(fields, str) or not fields or not all(isinstance(f, str) and f for f in fields):
         raise _index_error(f"index['fields']={fields!r}")
-    return IndexConfig(embed=index["embed"], fields=tuple(fields))
+    dims = index.get("dims")
+    if dims is not None and (type(dims) is not int or dims < 1):
+        raise StoreInputError(
+            f"index['dims']={dims!r}: give the length of the embedder's vectors (an int >= 1), "
+            "or leave 'dims' out"
+        )
+    return IndexConfig(embed=index["embed"], fields=tuple(fields), dims=dims)
+
+
+def check_dims(index: IndexConfig, vector: Sequence[float], source: Callable[[], str]) -> None:
+    """Raise :class:`StoreInputError` when ``index`` fixes ``dims`` and ``vector``, the
+    embedding of ``source()`` (e.g. ``"the query 'tea'"``), has another length: such a vector
+    would be compared with vectors of another embedder, giving scores that mean nothing."""
+    if index.dims is None or len(vector) == index.dims:
+        return
+    raise StoreInputError(
+        f"the store's index has dims={index.dims}, and its embedder returned {len(vector)} "
+        f"numbers for {source()}: give index['dims']={len(vector)} if that embedder is the one "
+        f"the items were put with, else an embedder of {index.dims} dimensions"
+    )
 
 
 def _index_error(what: str) -> GraphAgentError:

@@ -34,6 +34,9 @@ class InMemoryStore(BaseStore):
         self._rows: dict[tuple[str, str], tuple[Row, float | None]] = {}
         self._vectors_of: dict[tuple[str, str], dict[str, list[float]]] = {}
         self._namespaces_sorted: list[str] = []
+        """The namespaces holding rows (expired ones too, until swept), sorted."""
+        self._rows_in: dict[str, int] = {}
+        """How many rows each namespace holds: at 0 it leaves ``_namespaces_sorted``."""
         self._lock = threading.RLock()
         self._start_sweeper()
 
@@ -57,8 +60,9 @@ class InMemoryStore(BaseStore):
             for write in writes:
                 key = (write.ns, write.key)
                 if write.data is None:
-                    self._rows.pop(key, None)
-                    self._vectors_of.pop(key, None)
+                    if self._rows.pop(key, None) is not None:
+                        self._vectors_of.pop(key, None)
+                        self._drop_row_of(write.ns)
                     continue
                 earlier = self._rows.get(key)
                 created = earlier[0].created_at if earlier is not None else write.at
@@ -72,15 +76,27 @@ class InMemoryStore(BaseStore):
                 )
                 self._rows[key] = (row, write.expires_at)
                 self._vectors_of[key] = dict(write.vectors)
-                spot = bisect.bisect_left(self._namespaces_sorted, write.ns)
-                if (
-                    spot == len(self._namespaces_sorted)
-                    or self._namespaces_sorted[spot] != write.ns
-                ):
-                    self._namespaces_sorted.insert(spot, write.ns)
+                if earlier is None:
+                    self._add_row_of(write.ns)
+
+    def _add_row_of(self, ns: str) -> None:
+        held = self._rows_in.get(ns, 0)
+        self._rows_in[ns] = held + 1
+        if not held:
+            bisect.insort(self._namespaces_sorted, ns)
+
+    def _drop_row_of(self, ns: str) -> None:
+        """One row of ``ns`` is gone; the last one takes the namespace with it, so deleted
+        namespaces cost no memory (nor time in :meth:`_under`)."""
+        held = self._rows_in[ns] - 1
+        if held:
+            self._rows_in[ns] = held
+            return
+        del self._rows_in[ns]
+        del self._namespaces_sorted[bisect.bisect_left(self._namespaces_sorted, ns)]
 
     def _under(self, prefix: str) -> list[str]:
-        """The namespaces ever written under ``prefix`` (some may hold no rows now)."""
+        """The namespaces holding rows under ``prefix`` (some may hold only expired ones)."""
         names = self._namespaces_sorted
         first = bisect.bisect_left(names, prefix)
         last = bisect.bisect_left(names, prefix_end(prefix))
@@ -142,4 +158,5 @@ class InMemoryStore(BaseStore):
             for key in expired:
                 del self._rows[key]
                 self._vectors_of.pop(key, None)
+                self._drop_row_of(key[0])
             return len(expired)

@@ -7,7 +7,7 @@ SQL; namespaces are matched by range over their encoded text (``COLLATE "C"``), 
 ``LIKE``; keys are stored as UTF-8 ``bytea`` (``text`` cannot hold NUL).
 
 Ranking happens in SQL. With the ``pgvector`` extension available when the tables are made,
-vectors are ``vector`` columns ranked by ``<=>`` (cosine distance); otherwise they are
+vectors are ``vector`` columns ranked by ``<#>`` (inner product); otherwise they are
 ``float8[]`` and the dot product of unit vectors is computed in SQL over ``unnest``. Expired
 items are deleted by :meth:`~graph_agent.store.base.BaseStore.sweep` (their vectors go with
 them: ``ON DELETE CASCADE``) and never returned before.
@@ -74,17 +74,28 @@ _SCAN = (
     "{holding}) ORDER BY updated_at DESC, namespace, key LIMIT %(limit)s OFFSET %(offset)s"
 )
 _SCORES = {
-    # the dot product of two unit vectors, in SQL
-    "array": "(SELECT sum(a * b) FROM unnest(v.embedding, %s::float8[]) AS t(a, b))",
-    "pgvector": "1 - (v.embedding <=> %s::vector)",
+    # the dot product of two unit vectors, in SQL; NULL for a stored vector of another length
+    # (unnest would pad the shorter with NULLs, and pgvector would raise)
+    "array": "CASE WHEN cardinality(v.embedding) = %(dims)s THEN "
+    "(SELECT sum(a * b) FROM unnest(v.embedding, %(query)s::float8[]) AS t(a, b)) END",
+    # (``<#>`` is the negative inner product: a zero vector scores 0, as in the other stores,
+    # where the cosine distance ``<=>`` would give NaN, which sorts first)
+    "pgvector": "CASE WHEN vector_dims(v.embedding) = %(dims)s THEN "
+    "(v.embedding <#> %(query)s::vector) * -1 END",
 }
+_DIMS = {"array": "cardinality(v.embedding)", "pgvector": "vector_dims(v.embedding)"}
 _RANK = (
-    "SELECT i.namespace, i.key, i.value, i.created_at, i.updated_at, i.ttl, s.score FROM ("
-    "SELECT v.namespace, v.key, max({score}) AS score FROM graph_agent_store_vectors AS v "
-    "WHERE v.namespace >= %s AND v.namespace < %s GROUP BY v.namespace, v.key) AS s "
+    # ``other``: the length of a stored vector unlike the query's, if any under the prefix has
+    # one (a window over the grouped rows: all of them, before the page is cut, and without
+    # carrying their values)
+    "SELECT i.namespace, i.key, i.value, i.created_at, i.updated_at, i.ttl, s.score, s.other "
+    "FROM (SELECT v.namespace, v.key, max({score}) AS score, "
+    "max(max(NULLIF({dims}, %(dims)s))) OVER () AS other "
+    "FROM graph_agent_store_vectors AS v "
+    "WHERE v.namespace >= %(ns)s AND v.namespace < %(end)s GROUP BY v.namespace, v.key) AS s "
     "JOIN graph_agent_store_items AS i ON i.namespace = s.namespace AND i.key = s.key "
-    "WHERE (i.expires_at IS NULL OR i.expires_at > %s) "
-    "ORDER BY s.score DESC, i.namespace, i.key LIMIT %s OFFSET %s"
+    "WHERE (i.expires_at IS NULL OR i.expires_at > %(at)s) "
+    "ORDER BY s.score DESC NULLS LAST, i.namespace, i.key LIMIT %(limit)s OFFSET %(offset)s"
 )
 
 
@@ -252,17 +263,24 @@ class PostgresStore(BaseStore):
     def _ranked(
         self, prefix: str, query: list[float], at: float, limit: int | None, offset: int
     ) -> Iterable[tuple[Row, float | None]]:
-        sql = _RANK.format(score=self._score)
-        params = (
-            _vector_param(self.vector_kind, query),
-            prefix,
-            prefix_end(prefix),
-            at,
-            limit,
-            offset,
-        )
+        sql = _RANK.format(score=self._score, dims=_DIMS[self.vector_kind])
+        params = {
+            "query": _vector_param(self.vector_kind, query),
+            "dims": len(query),
+            "ns": prefix,
+            "end": prefix_end(prefix),
+            "at": at,
+            "limit": limit,
+            "offset": offset,
+        }
         with self._using("ranking items") as conn:
             rows = conn.execute(sql, params).fetchall()
+        if rows and rows[0][7] is not None:
+            raise StoreInputError(
+                f"the query's vector has {len(query)} dimensions and a stored one {rows[0][7]}: "
+                "the store holds vectors of another embedder; use the same index as when the "
+                "items were put"
+            )
         return [(_row(found[:6]), float(found[6])) for found in rows]
 
     def _namespaces(self, prefix: str, at: float) -> Iterable[str]:
