@@ -191,10 +191,13 @@ _FINISH_RUN = (
     "thread AS (UPDATE graph_agent_serve_threads SET updated_at = %(now)s, status = CASE "
     "WHEN EXISTS (SELECT FROM others) THEN 'busy' ELSE %(thread_status)s END "
     "WHERE thread_id = %(thread)s AND EXISTS (SELECT FROM finished)) "
-    "SELECT EXISTS (SELECT FROM finished), EXISTS (SELECT FROM others WHERE status = 'pending'), "
-    "CASE WHEN %(in_band)s THEN pg_notify(%(channel)s, 'd:' || %(run)s) END, "
-    "CASE WHEN %(in_band)s AND EXISTS (SELECT FROM others WHERE status = 'pending') "
-    "THEN pg_notify(%(channel)s, 'q') END, (SELECT count(*) FROM relaxed)"
+    # only the claim holder announces: a refused end tells followers nothing
+    ", ended AS (SELECT EXISTS (SELECT FROM finished) AS finished, EXISTS (SELECT FROM finished) "
+    "AND EXISTS (SELECT FROM others WHERE status = 'pending') AS waiting) "
+    "SELECT finished, waiting, "
+    "CASE WHEN %(in_band)s AND finished THEN pg_notify(%(channel)s, 'd:' || %(run)s) END, "
+    "CASE WHEN %(in_band)s AND waiting THEN pg_notify(%(channel)s, 'q') END, "
+    "(SELECT count(*) FROM relaxed) FROM ended"
 )
 _ROLLED_BACK = (
     "WITH deleted AS (DELETE FROM graph_agent_serve_runs WHERE run_id = %(run)s "
@@ -206,10 +209,11 @@ _ROLLED_BACK = (
     "thread AS (UPDATE graph_agent_serve_threads SET updated_at = %(now)s, status = CASE "
     "WHEN EXISTS (SELECT FROM others) THEN 'busy' ELSE 'idle' END "
     "WHERE thread_id = %(thread)s AND EXISTS (SELECT FROM deleted)) "
-    "SELECT EXISTS (SELECT FROM others WHERE status = 'pending'), "
-    "CASE WHEN %(in_band)s THEN pg_notify(%(channel)s, 'd:' || %(run)s) END, "
-    "CASE WHEN %(in_band)s AND EXISTS (SELECT FROM others WHERE status = 'pending') "
-    "THEN pg_notify(%(channel)s, 'q') END"
+    ", ended AS (SELECT EXISTS (SELECT FROM deleted) AS deleted, EXISTS (SELECT FROM deleted) "
+    "AND EXISTS (SELECT FROM others WHERE status = 'pending') AS waiting) "
+    "SELECT deleted, waiting, "
+    "CASE WHEN %(in_band)s AND deleted THEN pg_notify(%(channel)s, 'd:' || %(run)s) END, "
+    "CASE WHEN %(in_band)s AND waiting THEN pg_notify(%(channel)s, 'q') END FROM ended"
 )
 
 
@@ -574,8 +578,9 @@ class PostgresRecords:
     ) -> bool:
         """Record how a run ended under ``claim``, with its last events, and set its thread's
         status (``busy`` while another run is to come); False when the claim no longer holds
-        (another worker took the run over), and nothing was written. One statement; waiters
-        are told (``d:``), and workers too if a run waits on the thread (``q``)."""
+        (another worker took the run over), and nothing was written nor announced. One
+        statement; waiters are told (``d:``), and workers too if a run waits on the thread
+        (``q``)."""
         rows = await self._arun(
             _FINISH_RUN,
             {
@@ -590,18 +595,22 @@ class PostgresRecords:
             },
         )
         finished, waiting = (bool(rows[0][0]), bool(rows[0][1])) if rows else (False, False)
-        await self._publish([f"d:{run_id}", *(["q"] if waiting else [])])
+        if finished:  # a lost claim wrote nothing: its followers go on with the new claim's
+            await self._publish([f"d:{run_id}", *(["q"] if waiting else [])])
         return finished
 
     async def arolled_back(self, run_id: str, thread_id: str, claim: Claim) -> None:
         """Delete a run that was rolled back under ``claim`` (if it still holds), with its
-        events; its thread goes idle unless another run is to come."""
+        events; its thread goes idle unless another run is to come. Announced (``d:``) only
+        when the claim held."""
         args: dict[str, Any] = {"run": run_id, "thread": thread_id, "now": now()}
         args |= {"worker": claim.worker, "attempt": claim.attempt}
         rows = await self._arun(
             _ROLLED_BACK, {**args, "in_band": self._in_band, "channel": self.channel}
         )
-        await self._publish([f"d:{run_id}", *(["q"] if rows and rows[0][0] else [])])
+        deleted, waiting = (bool(rows[0][0]), bool(rows[0][1])) if rows else (False, False)
+        if deleted:  # as for an end: only the claim holder announces it
+            await self._publish([f"d:{run_id}", *(["q"] if waiting else [])])
 
     # events
     async def aadd_events(

@@ -11,6 +11,7 @@ frozen with SIGSTOP mid-run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -38,6 +39,7 @@ from graph_agent.serve.runs import RunRequest, new_run_record
 from tests.checkpoint.postgres_db import admin, fresh_schema
 from tests.serve.conftest import free_port, wait_until_up
 from tests.serve.graphs import chain
+from tests.serve.test_postgres_follow import notifier
 
 ROOT = Path(__file__).resolve().parents[2]
 SILENT, OTHER = 0x5151_0001, 0x5151_0002  # two workers' tokens (their advisory lock keys)
@@ -113,6 +115,52 @@ def test_a_silent_workers_claim_is_taken_over_although_its_session_lives(dsn: st
     ]
     assert _rows(dsn, "SELECT count(*) FROM graph_agent_serve_events") == [(0,)]
     assert _rows(dsn, "SELECT status FROM graph_agent_serve_threads") == [("busy",)]
+
+
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+def test_a_worker_that_lost_its_claim_announces_no_end(dsn: str, kind: str) -> None:
+    """Followers end at ``d:``: a stale claim's end or rollback, refused, must not tell them
+    the run ended (they would stop early, or read the new claimer's half-done run)."""
+    session = psycopg.connect(dsn, autocommit=True)
+    session.execute("SELECT pg_advisory_lock(%s)", (SILENT,))  # alive throughout
+
+    async def scenario() -> tuple[str, list[str]]:
+        silent = PostgresRecords(dsn, worker_timeout=0.2, notifier=notifier(kind))
+        other = PostgresRecords(dsn, notifier=notifier(kind))
+        await other.aopen()
+        heard: list[str] = []
+        listening = asyncio.Event()
+        listener = asyncio.create_task(
+            other.notifier.listen(other.channel, heard.append, listening)
+        )
+        try:
+            run_id = await _claimed_by_silent_worker(silent)
+            await asyncio.sleep(0.3)  # past its heartbeat's deadline
+            assert (await other.aupkeep(OTHER, [])).orphans == [run_id]
+            assert (await other.aclaim(OTHER)) is not None
+            await asyncio.wait_for(listening.wait(), 10)
+            stale = Claim(worker=SILENT, attempt=1)
+            assert not await silent.afinish_run(run_id, "t1", "success", {}, stale, "idle")
+            await silent.arolled_back(run_id, "t1", stale)
+            await other.aannounce("sentinel")  # heard after anything announced before it
+            async with asyncio.timeout(10):
+                while "sentinel" not in heard:
+                    await asyncio.sleep(0.01)
+            return run_id, heard
+        finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+            for records in (silent, other):
+                await records.aclose()
+                records.close()
+
+    try:
+        run_id, heard = asyncio.run(scenario())
+    finally:
+        session.close()
+    assert f"d:{run_id}" not in heard
+    assert _rows(dsn, "SELECT status, attempt FROM graph_agent_serve_runs") == [("running", 2)]
 
 
 def test_a_workers_heartbeat_keeps_its_claims_and_a_dead_workers_go_back_at_once(
