@@ -293,6 +293,9 @@ class QueueRunner(Runner):
         self._end_wakes: dict[str, asyncio.Event] = {}
         self._queue_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._running: set[asyncio.Task[None]] = set()
+        """Every run task of this process: those whose claims were taken over too (they stop
+        at their next step boundary, which may be a long node away), cancelled at close."""
         self._lock_conn: Any = None
         self._locked = False  # whether this worker's session holds its lock (it claims only then)
 
@@ -319,12 +322,14 @@ class QueueRunner(Runner):
             self._tasks.append(asyncio.create_task(self._work()))
 
     async def close(self) -> None:
+        """Stop listening and claiming, and cancel (and await) every run task of this process,
+        those whose claims were taken over included, before the pools close under them."""
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        running = [c.run.task for c in self._claimed.values() if c.run.task is not None]
+        running = list(self._running)
         for task in running:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
@@ -569,6 +574,8 @@ class QueueRunner(Runner):
         claimed = _Claimed(run=run, claim=claim, writer=writer)
         self._claimed[record.run_id] = claimed
         run.task = asyncio.create_task(self._run_claimed(claimed))
+        self._running.add(run.task)
+        run.task.add_done_callback(self._running.discard)
         return run
 
     async def _run_claimed(self, claimed: _Claimed) -> None:

@@ -28,7 +28,7 @@ import psycopg
 import pytest
 from langgraph_sdk import get_sync_client
 
-from graph_agent import CompileConfig
+from graph_agent import END, START, CompileConfig, StateGraph
 from graph_agent.checkpoint.postgres import AsyncPostgresSaver
 from graph_agent.cli.main import main
 from graph_agent.graph.errors import GraphSetupError
@@ -229,6 +229,65 @@ def test_a_worker_whose_lock_session_was_cut_locks_its_key_again_and_claims_agai
     before, after, claimed_here = asyncio.run(scenario())
     assert len(before) == 1 and len(after) == 1 and after != before  # a new session holds it
     assert claimed_here  # it claims the runs it receives again
+
+
+def test_a_run_taken_over_from_this_worker_is_cancelled_when_it_closes(dsn: str) -> None:
+    """A run whose claim was taken stops at its next step boundary: one in a long node is
+    still running here when the worker shuts down, and must not outlive it."""
+    started, seen = asyncio.Event(), []
+
+    def hanging() -> StateGraph:
+        graph = StateGraph("hanging")
+
+        async def wait(state: dict[str, Any]) -> dict[str, Any]:
+            started.set()
+            try:
+                await asyncio.Event().wait()  # a model call that never answers
+            except asyncio.CancelledError:
+                seen.append("cancelled")
+                raise
+            return {}
+
+        graph.add_node("wait", wait)
+        graph.add_edge(START, "wait").add_edge("wait", END)
+        return graph
+
+    async def scenario() -> tuple[bool, bool]:
+        saver = AsyncPostgresSaver(dsn)
+        records = PostgresRecords(dsn, worker_timeout=0.3)  # a beat every 0.1 s
+        runner = QueueRunner({"hanging": hanging().compile(CompileConfig(saver=saver))}, records)
+        await runner.open()
+        try:
+            stamp = now()
+            thread = ThreadRecord(thread_id="t1", created_at=stamp, updated_at=stamp)
+            request = RunRequest(assistant_id="hanging", input={})
+            run = await runner.astart("t1", request, thread, new_thread=True)
+            assert run.task is not None
+            async with asyncio.timeout(10):
+                await started.wait()
+            other.execute(  # another worker, alive, takes it over
+                "UPDATE graph_agent_serve_runs SET worker = %s, attempt = 2, "
+                "alive_until = clock_timestamp() + interval '1 hour'",
+                (OTHER,),
+            )
+            async with asyncio.timeout(10):  # its heartbeat finds the claim gone
+                while run.record.run_id in runner._claimed:
+                    await asyncio.sleep(0.02)
+            running_when_lost = not run.task.done()
+        finally:
+            await runner.close()
+            records.close()
+            await saver.aclose()
+        return running_when_lost, run.task.done()
+
+    other = psycopg.connect(dsn, autocommit=True)
+    other.execute("SELECT pg_advisory_lock(%s)", (OTHER,))
+    try:
+        running_when_lost, done_after_close = asyncio.run(scenario())
+    finally:
+        other.close()
+    assert running_when_lost  # the node was still waiting when the claim was lost
+    assert done_after_close and seen == ["cancelled"]  # closing the worker cancelled it
 
 
 def test_a_worker_timeout_that_is_not_a_positive_number_is_refused(dsn: str) -> None:
