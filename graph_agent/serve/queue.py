@@ -293,9 +293,6 @@ class QueueRunner(Runner):
         self._end_wakes: dict[str, asyncio.Event] = {}
         self._queue_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._running: set[asyncio.Task[None]] = set()
-        """Every run task of this process: those whose claims were taken over too (they stop
-        at their next step boundary, which may be a long node away), cancelled at close."""
         self._lock_conn: Any = None
         self._locked = False  # whether this worker's session holds its lock (it claims only then)
 
@@ -574,6 +571,8 @@ class QueueRunner(Runner):
         claimed = _Claimed(run=run, claim=claim, writer=writer)
         self._claimed[record.run_id] = claimed
         run.task = asyncio.create_task(self._run_claimed(claimed))
+        # kept till it ends, its claim taken over or not (a lost run stops at its next step
+        # boundary, which may be a long node away): close cancels it
         self._running.add(run.task)
         run.task.add_done_callback(self._running.discard)
         return run

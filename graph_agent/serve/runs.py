@@ -287,6 +287,20 @@ class Runner:
         """The temporary threads running, with their runs' ids (see the module docstring)."""
         self._scratch = MemorySaver()
         self._on_scratch: dict[str, Runnable] = {}
+        self._running: set[asyncio.Task[None]] = set()
+        """The tasks of the runs not finished yet (:meth:`close` cancels them)."""
+
+    async def close(self) -> None:
+        """Cancel the runs still running and wait until they stopped (at the server's
+        shutdown): each ends ``interrupted``, its saver's lease released and its thread
+        resumable from its last checkpoint (a temporary thread is deleted with its runs), while
+        the records and savers are still open, not later when the event loop closes."""
+        running = list(self._running)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        self._on_scratch.clear()
+        self._scratch = MemorySaver()
 
     def active(self, thread_id: str) -> ActiveRun | None:
         """The thread's newest run while it (or one queued before it) has not finished."""
@@ -341,6 +355,8 @@ class Runner:
             for earlier in previous.chain():
                 earlier.cancel.set()
         run.task = asyncio.create_task(self._execute(run))
+        self._running.add(run.task)
+        run.task.add_done_callback(self._running.discard)
         return run
 
     async def astart(
@@ -412,6 +428,9 @@ class Runner:
         except GraphCancelledError:
             run_status = "interrupted"
             run.result = to_json(thread_values(runnable, thread_id)[0])
+        except asyncio.CancelledError:  # the server shuts down (see close)
+            run_status = "interrupted"
+            raise
         except Exception as exc:
             run_status, thread_status = "error", "error"
             error = error_json(exc)
