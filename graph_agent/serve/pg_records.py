@@ -75,8 +75,13 @@ _SCHEMA = (
     """CREATE INDEX IF NOT EXISTS graph_agent_serve_runs_unfinished
         ON graph_agent_serve_runs (seq) WHERE status IN ('pending', 'running')""",
     """CREATE TABLE IF NOT EXISTS graph_agent_serve_events (
-        run_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, data TEXT NOT NULL,
+        run_id TEXT NOT NULL, seq BIGINT NOT NULL, event TEXT NOT NULL, data TEXT NOT NULL,
         PRIMARY KEY (run_id, seq))""",
+    # tables made before each attempt of a run numbered its events in a range of its own
+    """DO $$ BEGIN IF EXISTS (SELECT FROM information_schema.columns WHERE
+        table_schema = current_schema() AND table_name = 'graph_agent_serve_events'
+        AND column_name = 'seq' AND data_type = 'integer') THEN
+        ALTER TABLE graph_agent_serve_events ALTER COLUMN seq TYPE BIGINT; END IF; END $$""",
 )
 _SCHEMA_LOCK = 0x6761_7365_7276  # an advisory lock: two processes never create tables at once
 _THREAD_LOCKS = 0x6761_7372
@@ -163,7 +168,8 @@ _UPKEEP = (
 _INSERT_EVENTS = (
     "INSERT INTO graph_agent_serve_events (run_id, seq, event, data) "
     "SELECT %(run)s, e.seq, e.event, e.data "
-    "FROM unnest(%(seqs)s::int[], %(events)s::text[], %(datas)s::text[]) AS e (seq, event, data) "
+    "FROM unnest(%(seqs)s::bigint[], %(events)s::text[], %(datas)s::text[]) "
+    "AS e (seq, event, data) "
 )
 _ADD_EVENTS = (
     # only while the claim that ran them holds: a worker taken for dead writes nothing more.

@@ -81,7 +81,7 @@ from graph_agent.serve.runs import (
 )
 from graph_agent.serve.wire import error_json, to_json
 
-__all__ = ["QueueRunner", "RemoteRun", "work_forever"]
+__all__ = ["ATTEMPT_EVENT_IDS", "QueueRunner", "RemoteRun", "first_event_id", "work_forever"]
 
 _log = logging.getLogger(__name__)
 
@@ -228,8 +228,8 @@ class _EventWriter:
 class _LocalRun(ActiveRun):
     """A run this process claimed, followed here from memory. Should another worker take it
     over (this one was silent too long), those waiting here get that worker's result, and
-    those following here go on with its events from the table (numbered after the last they
-    got here: what this worker ran that was never stored is not told twice)."""
+    those following here go on with its events from the table: every event of its attempt,
+    numbered above any this one told (see :func:`first_event_id`)."""
 
     runner: QueueRunner
     lost: bool = False
@@ -567,7 +567,7 @@ class QueueRunner(Runner):
         writer = _EventWriter(self.records, record.run_id, claim)
         writer.followed = self._follow_asks.pop(record.run_id, None) is not None
         run = _LocalRun(record=record, request=request, log=writer, runner=self)
-        run.events = [(event, data) for _, event, data in events or ()]
+        run.earlier, run.first_id = list(events or ()), first_event_id(attempt)
         claimed = _Claimed(run=run, claim=claim, writer=writer)
         self._claimed[record.run_id] = claimed
         run.task = asyncio.create_task(self._run_claimed(claimed))
@@ -667,6 +667,21 @@ class QueueRunner(Runner):
                 _log.warning("graph-agent serve: could not record the end of a run (%s)", exc)
                 await asyncio.sleep(delay)
         run.result = result
+
+
+ATTEMPT_EVENT_IDS = 1 << 32
+"""How many event ids each attempt of a run has (far more than a run emits)."""
+
+
+def first_event_id(attempt: int) -> int:
+    """The id of the first event of a run's ``attempt`` (1 for its first claim).
+
+    A worker that loses its claim may have told its own clients events it never stored, under
+    ids the new claimer cannot know; numbered on from the stored ones, the new attempt's
+    events would take those ids again, and a client that saw them would skip (filter out, or
+    resume past with ``Last-Event-ID``) as many of the new attempt's. So each attempt numbers
+    its events in a range of its own, above every id an earlier attempt could have used."""
+    return (attempt - 1) * ATTEMPT_EVENT_IDS
 
 
 def _ended_on(seen: Any, runnable: Runnable) -> bool:

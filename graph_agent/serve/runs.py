@@ -130,8 +130,10 @@ class RunRequest:
 class ActiveRun:
     """A run the server started: its record, its events so far, and how to stop it.
 
-    Events are numbered from 0 in the order emitted; the number is the SSE event id a client
-    sends back as ``Last-Event-ID`` to get what it missed.
+    Events are numbered in the order emitted, from ``first_id`` (0 but for a run taken over
+    from another worker: see :func:`graph_agent.serve.queue.first_event_id`), after the
+    ``earlier`` ones; the number is the SSE event id a client sends back as ``Last-Event-ID``
+    to get what it missed.
     """
 
     record: RunRecord
@@ -145,6 +147,10 @@ class ActiveRun:
     """The run it waits for (with ``enqueue``, ``interrupt`` or ``rollback``)."""
     log: EventLog | None = None
     rolled_back: bool = False
+    earlier: list[tuple[int, str, str]] = field(default_factory=list)
+    """The events an earlier attempt of the run stored, ``(id, event, JSON text)``."""
+    first_id: int = 0
+    """The id of ``events[0]``, above every id of ``earlier``."""
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -159,7 +165,7 @@ class ActiveRun:
     def emit(self, event: str, data: Any) -> None:
         text = sse_text(data)
         if self.log is not None:
-            self.log(self.record.run_id, len(self.events), event, text)
+            self.log(self.record.run_id, self.first_id + len(self.events), event, text)
         self.events.append((event, text))
         self._wake_followers()
 
@@ -175,11 +181,14 @@ class ActiveRun:
     async def follow(self, after: int = -1) -> AsyncIterator[tuple[int, str, str]]:
         """The run's events numbered above ``after``, as ``(id, event, JSON text)``, until it
         ends."""
-        number = after + 1
+        for item in self.earlier:
+            if item[0] > after:
+                yield item
+        number = max(after + 1 - self.first_id, 0)
         while True:
             if number < len(self.events):
                 event, text = self.events[number]
-                yield number, event, text
+                yield self.first_id + number, event, text
                 number += 1
             elif self.done.is_set():
                 return

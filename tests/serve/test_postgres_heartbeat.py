@@ -33,9 +33,9 @@ from graph_agent.checkpoint.postgres import AsyncPostgresSaver
 from graph_agent.cli.main import main
 from graph_agent.graph.errors import GraphSetupError
 from graph_agent.serve.pg_records import Claim, PostgresRecords
-from graph_agent.serve.queue import QueueRunner, RemoteRun
+from graph_agent.serve.queue import ATTEMPT_EVENT_IDS, QueueRunner, RemoteRun, first_event_id
 from graph_agent.serve.records import ThreadRecord, now
-from graph_agent.serve.runs import RunRequest, new_run_record
+from graph_agent.serve.runs import ActiveRun, RunRequest, new_run_record
 from tests.checkpoint.postgres_db import admin, fresh_schema
 from tests.serve.conftest import free_port, wait_until_up
 from tests.serve.graphs import chain
@@ -290,6 +290,42 @@ def test_a_run_taken_over_from_this_worker_is_cancelled_when_it_closes(dsn: str)
     assert done_after_close and seen == ["cancelled"]  # closing the worker cancelled it
 
 
+async def test_an_attempts_events_are_numbered_above_any_an_earlier_attempt_told() -> None:
+    request = RunRequest(assistant_id="slow")
+    run = ActiveRun(record=new_run_record("t1", request), request=request)
+    run.earlier = [(0, "metadata", "{}"), (1, "values", '{"n":1}')]  # what attempt 1 stored
+    run.first_id = first_event_id(2)
+    logged: list[int] = []
+    run.log = lambda run_id, seq, event, data: logged.append(seq)
+    run.emit("metadata", {"attempt": 2})
+    run.emit("values", {"n": 1})
+    run.end()
+
+    async def ids(after: int) -> list[int]:
+        return [seq for seq, _, _ in [item async for item in run.follow(after)]]
+
+    second = [ATTEMPT_EVENT_IDS, ATTEMPT_EVENT_IDS + 1]
+    assert logged == second
+    assert await ids(-1) == [0, 1, *second]
+    assert await ids(5) == second  # a client of attempt 1 that saw more than it stored
+    assert await ids(second[0]) == second[1:]
+    assert first_event_id(1) == 0
+
+
+def test_an_events_table_made_with_32_bit_ids_takes_the_ids_of_later_attempts(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE graph_agent_serve_events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+            "event TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, seq))"
+        )
+        conn.execute("INSERT INTO graph_agent_serve_events VALUES ('r', 0, 'metadata', '{}')")
+        PostgresRecords(dsn).close()
+        conn.execute(
+            "INSERT INTO graph_agent_serve_events VALUES ('r', %s, 'metadata', '{}')", (1 << 40,)
+        )
+    assert _rows(dsn, "SELECT seq FROM graph_agent_serve_events ORDER BY seq") == [(0,), (1 << 40,)]
+
+
 def test_a_worker_timeout_that_is_not_a_positive_number_is_refused(dsn: str) -> None:
     for wrong in (0, -1.0, float("nan")):
         with pytest.raises(GraphSetupError, match=r"worker_timeout=.*positive number of seconds"):
@@ -359,6 +395,19 @@ def test_a_frozen_workers_run_is_finished_once_by_another_and_it_writes_nothing_
         assert parts[-1].event == "values" and parts[-1].data == {"n": 10}
         ids = [int(p.id) for p in parts]
         assert ids == sorted(set(ids))  # no event id told twice
+        # then every event of the attempt that finished it, although the frozen worker told
+        # more events than it stored (those ids are not the new attempt's to reuse)
+        taken = next(i for i, p in enumerate(parts) if p.event == "metadata" and i > 0)
+        assert parts[taken].data["attempt"] == 2 and ids[taken] == ATTEMPT_EVENT_IDS
+        resumed = [p.data["n"] for p in parts[taken + 1 :]]
+        assert resumed == list(range(resumed[0], 11))
+        told = [p.data["n"] for p in parts[1:taken]]  # the frozen worker's, before
+        assert told == list(range(told[0], told[0] + len(told))) and resumed[0] <= told[-1] + 1
+        # a client of the frozen worker that reconnects elsewhere gets them too
+        again = list(others.runs.join_stream(thread_id, run_id, last_event_id=str(ids[taken - 1])))
+        assert [(p.event, p.data, int(p.id)) for p in again] == [
+            (p.event, p.data, int(p.id)) for p in parts[taken:]
+        ]
         final = rows(
             "SELECT status, worker, attempt, result FROM graph_agent_serve_runs WHERE run_id = %s",
             run_id,
@@ -373,7 +422,12 @@ def test_a_frozen_workers_run_is_finished_once_by_another_and_it_writes_nothing_
                 "SELECT seq FROM graph_agent_serve_events WHERE run_id = %s ORDER BY seq", run_id
             )
         ]
-        assert seqs == list(range(len(seqs)))  # one story of events, nothing added after it
+        # what the frozen worker stored, then the new attempt's, nothing added after it
+        stored_first = [seq for seq in seqs if seq < ATTEMPT_EVENT_IDS]
+        assert stored_first == list(range(len(stored_first)))
+        assert seqs[len(stored_first) :] == [
+            ATTEMPT_EVENT_IDS + n for n in range(len(seqs) - len(stored_first))
+        ]
         assert rows(
             "SELECT count(*) FROM graph_agent_serve_events WHERE run_id = %s AND event = 'error'",
             run_id,
