@@ -30,8 +30,11 @@ a run does not need.
   records: once taken over, the silent worker's late events and end are refused in SQL, its
   heartbeat finds the claim gone and stops the run at its next step boundary, and the
   checkpoint saver's lease, which lapses after its own ``lease_ttl`` without heartbeats,
-  refuses its next checkpoint (the new claimer waits for that lease before resuming). Only the
-  node running when the worker froze may finish twice, as with a lost lease.
+  refuses its next checkpoint (the new claimer waits for that lease before resuming; a
+  PostgreSQL saver's heartbeat thread extends no lease while the worker's event loop does not
+  answer). Only the node running when the worker froze may finish twice, as with a lost
+  lease. The new attempt numbers its events above any id the silent worker may have told
+  its clients without storing it (:func:`first_event_id`).
 - **Events reach every process.** Events are rows (``seq`` per run), written in batches (each
   batch while the run goes on, the last with the run's end, in one statement) and announced
   through the notifier (``NOTIFY``, or Redis pub/sub: :mod:`graph_agent.serve.notify`); one
@@ -96,6 +99,9 @@ process follows it (see ``_EventWriter``)."""
 FOLLOW_ASK_SECONDS = POLL_SECONDS * 20
 """How long a worker remembers a client's ask to follow a run it has not claimed (a follower
 asks again after each :data:`POLL_SECONDS` ``* 4`` without news)."""
+LEASE_WAIT_SECONDS = 30.0
+"""Least time a worker that took a run over waits for the previous worker's lease on its thread
+(at least twice ``worker_timeout``) before the run fails."""
 
 
 @dataclass(kw_only=True)
@@ -295,6 +301,9 @@ class QueueRunner(Runner):
         self._tasks: list[asyncio.Task[None]] = []
         self._lock_conn: Any = None
         self._locked = False  # whether this worker's session holds its lock (it claims only then)
+        self._loop_seen = time.monotonic()  # when the event loop last ran its tick
+        self._ticking: asyncio.TimerHandle | None = None
+        self._guarded: list[Any] = []  # the savers whose lease heartbeats ask _loop_answers
 
     # lifecycle
     async def open(self) -> None:
@@ -316,6 +325,7 @@ class QueueRunner(Runner):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(listening.wait(), 10)
         if self.work:
+            self._guard_leases()
             self._tasks.append(asyncio.create_task(self._work()))
 
     async def close(self) -> None:
@@ -326,6 +336,7 @@ class QueueRunner(Runner):
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        self._unguard_leases()
         running = list(self._running)
         for task in running:
             task.cancel()
@@ -333,6 +344,42 @@ class QueueRunner(Runner):
         if self._lock_conn is not None:
             await self._lock_conn.close()
         await self.records.aclose()
+
+    def _guard_leases(self) -> None:
+        """Have the lease heartbeats of the PostgreSQL savers this worker runs on ask whether
+        its event loop answers. A loop blocked (a node's synchronous sleep, a hung call) stops
+        this worker's claim heartbeats, and another worker takes its runs over; but the
+        savers' heartbeat threads would go on extending its leases on their threads, and the
+        new claimer, waiting for a lease, would fail the run. Unrenewed, the leases lapse after
+        ``lease_ttl`` as the claims do after ``worker_timeout``."""
+        from graph_agent.checkpoint.postgres import PostgresSaver
+
+        self._tick()
+        for runnable in self.assistants.values():
+            saver = runnable.saver
+            if isinstance(saver, PostgresSaver) and saver.lease_holder_answers is None:
+                saver.lease_holder_answers = self._loop_answers
+                self._guarded.append(saver)
+
+    def _unguard_leases(self) -> None:
+        for saver in self._guarded:
+            if saver.lease_holder_answers == self._loop_answers:
+                saver.lease_holder_answers = None
+        self._guarded.clear()
+        if self._ticking is not None:
+            self._ticking.cancel()
+            self._ticking = None
+
+    def _tick(self) -> None:
+        """Note that the event loop runs, and again a moment later."""
+        self._loop_seen = time.monotonic()
+        every = min(POLL_SECONDS, self.records.worker_timeout / 6)
+        self._ticking = asyncio.get_running_loop().call_later(every, self._tick)
+
+    def _loop_answers(self) -> bool:
+        """Whether the event loop ran lately (within a third of ``worker_timeout``, the claims'
+        heartbeat interval); called from the savers' lease heartbeat threads."""
+        return time.monotonic() - self._loop_seen < self.records.worker_timeout / 3
 
     def _dispatch(self, payload: str) -> None:
         kind, _, about = payload.partition(":")
@@ -602,7 +649,7 @@ class QueueRunner(Runner):
                     f"this worker does not serve assistant {run.request.assistant_id}"
                 )
             if attempt > 1:
-                timeout = max(30.0, 2 * self.records.worker_timeout)
+                timeout = max(LEASE_WAIT_SECONDS, 2 * self.records.worker_timeout)
                 await asyncio.to_thread(_await_lease, runnable, thread_id, timeout)
                 run.request = await asyncio.to_thread(_resumed, runnable, run.record, run.request)
             if run.cancel.is_set():
@@ -711,8 +758,10 @@ _NOTHING_LEFT = RunRequest(assistant_id="")
 def _await_lease(runnable: Runnable, thread_id: str, timeout: float = 30.0) -> None:
     """Wait until the thread's checkpoint lease is free: the dead worker's session that held
     it may end a moment after the one whose lock said it was dead, and a silent worker's
-    lease lapses ``lease_ttl`` after its last heartbeat (past ``timeout``, the previous
-    worker still renews the lease: the run fails with the saver's ThreadBusyError)."""
+    lease lapses ``lease_ttl`` after its last heartbeat (its saver's heartbeat thread stops
+    extending it while its event loop does not answer: ``QueueRunner._guard_leases``). Past
+    ``timeout``, the previous worker still renews the lease (its loop answers, yet its claim
+    heartbeats do not reach the database): the run fails with the saver's ThreadBusyError."""
     saver = runnable.saver
     deadline = time.monotonic() + timeout
     while saver is not None:

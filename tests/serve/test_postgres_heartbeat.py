@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +33,7 @@ from graph_agent import END, START, CompileConfig, StateGraph
 from graph_agent.checkpoint.postgres import AsyncPostgresSaver
 from graph_agent.cli.main import main
 from graph_agent.graph.errors import GraphSetupError
+from graph_agent.serve import queue
 from graph_agent.serve.pg_records import Claim, PostgresRecords
 from graph_agent.serve.queue import ATTEMPT_EVENT_IDS, QueueRunner, RemoteRun, first_event_id
 from graph_agent.serve.records import ThreadRecord, now
@@ -324,6 +326,74 @@ def test_an_events_table_made_with_32_bit_ids_takes_the_ids_of_later_attempts(ds
             "INSERT INTO graph_agent_serve_events VALUES ('r', %s, 'metadata', '{}')", (1 << 40,)
         )
     assert _rows(dsn, "SELECT seq FROM graph_agent_serve_events ORDER BY seq") == [(0,), (1 << 40,)]
+
+
+def test_a_run_whose_workers_loop_hangs_is_finished_by_another_once_its_lease_lapses(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node's synchronous sleep blocks its worker's event loop, not the saver's lease
+    heartbeat thread: the claim is taken over after ``worker_timeout``, and the lease, no longer
+    extended, lapses after ``lease_ttl``, so the new claimer resumes the run instead of failing
+    it after its lease wait. Two workers of one process, each on an event loop (and a saver,
+    and records) of its own, the hanging one in a thread."""
+    monkeypatch.setattr(queue, "LEASE_WAIT_SECONDS", 4.0)  # the lease lapses after 1 s
+    timeout, ended, named = 1.0, threading.Event(), "hanging worker"
+    found: dict[str, Any] = {}
+
+    def hanging() -> StateGraph:
+        graph = StateGraph("hanging")
+
+        async def block(state: dict[str, Any]) -> dict[str, Any]:
+            if threading.current_thread().name == named:
+                ended.wait(60)  # the loop is blocked until the run ended elsewhere
+            return {"done": True}
+
+        graph.add_node("block", block)
+        graph.add_edge(START, "block").add_edge("block", END)
+        return graph
+
+    async def worker(first: bool) -> None:
+        saver = AsyncPostgresSaver(dsn, lease_ttl=timeout)
+        records = PostgresRecords(dsn, worker_timeout=timeout)
+        runner = QueueRunner({"hanging": hanging().compile(CompileConfig(saver=saver))}, records)
+        await runner.open()
+        try:
+            if first:
+                stamp = now()
+                thread = ThreadRecord(thread_id="t1", created_at=stamp, updated_at=stamp)
+                request = RunRequest(assistant_id="hanging", input={})
+                run = await runner.astart("t1", request, thread, new_thread=True)
+                found["here"], found["run_id"] = not isinstance(run, RemoteRun), run.record.run_id
+                await asyncio.to_thread(ended.wait, 60)
+                async with asyncio.timeout(10):  # awake, it finds its claim gone
+                    while run.record.run_id in runner._claimed:
+                        await asyncio.sleep(0.05)
+                return
+            async with asyncio.timeout(60):
+                while "run_id" not in found:
+                    await asyncio.sleep(0.05)
+                while True:
+                    row = await records.arun_by_id(found["run_id"])
+                    if row is not None and row[0].status not in ("pending", "running"):
+                        found["status"], found["result"] = row[0].status, row[1]
+                        break
+                    await asyncio.sleep(0.05)
+        finally:
+            ended.set()
+            await runner.close()
+            records.close()
+            await saver.aclose()
+
+    first = threading.Thread(target=lambda: asyncio.run(worker(True)), name=named)
+    first.start()
+    try:
+        asyncio.run(worker(False))
+    finally:
+        ended.set()
+        first.join(30)
+    assert found["here"]  # the hanging worker claimed the run as it received it
+    assert (found["status"], found["result"]) == ("success", {"done": True})
+    assert _rows(dsn, "SELECT attempt FROM graph_agent_serve_runs") == [(2,)]
 
 
 def test_a_worker_timeout_that_is_not_a_positive_number_is_refused(dsn: str) -> None:
