@@ -80,7 +80,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -264,6 +264,8 @@ class _LeaseSession:
         self._confirmed: set[str] = set()
         self._suspect = False  # the connection was seen dead: the leases are in doubt
         self._deadline = 0.0  # monotonic time until which every held lease surely has not expired
+        self.holder_answers: Callable[[], bool] | None = None
+        """See :attr:`PostgresSaver.lease_holder_answers`."""
 
     @property
     def ready(self) -> bool:
@@ -398,6 +400,13 @@ class _LeaseSession:
             if readable:
                 self._suspect = True  # writes stop trusting the leases until the next beat
             elif time.monotonic() < due:
+                continue
+            answers = self.holder_answers
+            if answers is not None and not answers():
+                # the runs' holder is stuck: no heartbeat, so their leases lapse after
+                # lease_ttl as a silent host's do; asked again soon
+                self._stop.wait(min(interval, 1.0))
+                due = time.monotonic()
                 continue
             try:
                 with self._lock:
@@ -554,6 +563,20 @@ class PostgresSaver(CheckpointSaver):
             self, _reclaim_unclosed, self._session, self._pool, self.where
         )
         self._finalizer.atexit = False  # at exit, the process's end closes the connections
+
+    @property
+    def lease_holder_answers(self) -> Callable[[], bool] | None:
+        """A check the lease heartbeat makes before it extends this saver's leases (``None``,
+        the default: none). While it returns False the heartbeat is skipped, so the leases
+        lapse ``lease_ttl`` after the last one, as those of a host cut off do, and another
+        run may take the threads. For a holder whose runs cannot progress although this
+        process (and its heartbeat thread) lives, e.g. an event loop blocked by a node's
+        synchronous sleep: ``graph-agent serve`` sets it to "the loop answered lately"."""
+        return self._session.holder_answers
+
+    @lease_holder_answers.setter
+    def lease_holder_answers(self, check: Callable[[], bool] | None) -> None:
+        self._session.holder_answers = check
 
     # setup
     def setup(self) -> None:

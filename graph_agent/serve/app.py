@@ -223,8 +223,12 @@ class _Api:
         try:
             yield
         finally:
-            if isinstance(self.runner, QueueRunner):
-                await self.runner.close()
+            # the runs still running stop now, while the records and savers they write to
+            # are open (the caller closes those once the server returned)
+            if self.local is not self.runner:  # PostgreSQL mode's in-memory one
+                await self.local.close()
+                self.local.records.close()
+            await self.runner.close()
 
     def routes(self) -> list[Route]:
         t, r = "/threads/{thread_id}", "/threads/{thread_id}/runs/{run_id}"

@@ -75,8 +75,13 @@ _SCHEMA = (
     """CREATE INDEX IF NOT EXISTS graph_agent_serve_runs_unfinished
         ON graph_agent_serve_runs (seq) WHERE status IN ('pending', 'running')""",
     """CREATE TABLE IF NOT EXISTS graph_agent_serve_events (
-        run_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, data TEXT NOT NULL,
+        run_id TEXT NOT NULL, seq BIGINT NOT NULL, event TEXT NOT NULL, data TEXT NOT NULL,
         PRIMARY KEY (run_id, seq))""",
+    # tables made before each attempt of a run numbered its events in a range of its own
+    """DO $$ BEGIN IF EXISTS (SELECT FROM information_schema.columns WHERE
+        table_schema = current_schema() AND table_name = 'graph_agent_serve_events'
+        AND column_name = 'seq' AND data_type = 'integer') THEN
+        ALTER TABLE graph_agent_serve_events ALTER COLUMN seq TYPE BIGINT; END IF; END $$""",
 )
 _SCHEMA_LOCK = 0x6761_7365_7276  # an advisory lock: two processes never create tables at once
 _THREAD_LOCKS = 0x6761_7372
@@ -163,7 +168,8 @@ _UPKEEP = (
 _INSERT_EVENTS = (
     "INSERT INTO graph_agent_serve_events (run_id, seq, event, data) "
     "SELECT %(run)s, e.seq, e.event, e.data "
-    "FROM unnest(%(seqs)s::int[], %(events)s::text[], %(datas)s::text[]) AS e (seq, event, data) "
+    "FROM unnest(%(seqs)s::bigint[], %(events)s::text[], %(datas)s::text[]) "
+    "AS e (seq, event, data) "
 )
 _ADD_EVENTS = (
     # only while the claim that ran them holds: a worker taken for dead writes nothing more.
@@ -191,10 +197,13 @@ _FINISH_RUN = (
     "thread AS (UPDATE graph_agent_serve_threads SET updated_at = %(now)s, status = CASE "
     "WHEN EXISTS (SELECT FROM others) THEN 'busy' ELSE %(thread_status)s END "
     "WHERE thread_id = %(thread)s AND EXISTS (SELECT FROM finished)) "
-    "SELECT EXISTS (SELECT FROM finished), EXISTS (SELECT FROM others WHERE status = 'pending'), "
-    "CASE WHEN %(in_band)s THEN pg_notify(%(channel)s, 'd:' || %(run)s) END, "
-    "CASE WHEN %(in_band)s AND EXISTS (SELECT FROM others WHERE status = 'pending') "
-    "THEN pg_notify(%(channel)s, 'q') END, (SELECT count(*) FROM relaxed)"
+    # only the claim holder announces: a refused end tells followers nothing
+    ", ended AS (SELECT EXISTS (SELECT FROM finished) AS finished, EXISTS (SELECT FROM finished) "
+    "AND EXISTS (SELECT FROM others WHERE status = 'pending') AS waiting) "
+    "SELECT finished, waiting, "
+    "CASE WHEN %(in_band)s AND finished THEN pg_notify(%(channel)s, 'd:' || %(run)s) END, "
+    "CASE WHEN %(in_band)s AND waiting THEN pg_notify(%(channel)s, 'q') END, "
+    "(SELECT count(*) FROM relaxed) FROM ended"
 )
 _ROLLED_BACK = (
     "WITH deleted AS (DELETE FROM graph_agent_serve_runs WHERE run_id = %(run)s "
@@ -206,10 +215,11 @@ _ROLLED_BACK = (
     "thread AS (UPDATE graph_agent_serve_threads SET updated_at = %(now)s, status = CASE "
     "WHEN EXISTS (SELECT FROM others) THEN 'busy' ELSE 'idle' END "
     "WHERE thread_id = %(thread)s AND EXISTS (SELECT FROM deleted)) "
-    "SELECT EXISTS (SELECT FROM others WHERE status = 'pending'), "
-    "CASE WHEN %(in_band)s THEN pg_notify(%(channel)s, 'd:' || %(run)s) END, "
-    "CASE WHEN %(in_band)s AND EXISTS (SELECT FROM others WHERE status = 'pending') "
-    "THEN pg_notify(%(channel)s, 'q') END"
+    ", ended AS (SELECT EXISTS (SELECT FROM deleted) AS deleted, EXISTS (SELECT FROM deleted) "
+    "AND EXISTS (SELECT FROM others WHERE status = 'pending') AS waiting) "
+    "SELECT deleted, waiting, "
+    "CASE WHEN %(in_band)s AND deleted THEN pg_notify(%(channel)s, 'd:' || %(run)s) END, "
+    "CASE WHEN %(in_band)s AND waiting THEN pg_notify(%(channel)s, 'q') END FROM ended"
 )
 
 
@@ -574,8 +584,9 @@ class PostgresRecords:
     ) -> bool:
         """Record how a run ended under ``claim``, with its last events, and set its thread's
         status (``busy`` while another run is to come); False when the claim no longer holds
-        (another worker took the run over), and nothing was written. One statement; waiters
-        are told (``d:``), and workers too if a run waits on the thread (``q``)."""
+        (another worker took the run over), and nothing was written nor announced. One
+        statement; waiters are told (``d:``), and workers too if a run waits on the thread
+        (``q``)."""
         rows = await self._arun(
             _FINISH_RUN,
             {
@@ -590,18 +601,22 @@ class PostgresRecords:
             },
         )
         finished, waiting = (bool(rows[0][0]), bool(rows[0][1])) if rows else (False, False)
-        await self._publish([f"d:{run_id}", *(["q"] if waiting else [])])
+        if finished:  # a lost claim wrote nothing: its followers go on with the new claim's
+            await self._publish([f"d:{run_id}", *(["q"] if waiting else [])])
         return finished
 
     async def arolled_back(self, run_id: str, thread_id: str, claim: Claim) -> None:
         """Delete a run that was rolled back under ``claim`` (if it still holds), with its
-        events; its thread goes idle unless another run is to come."""
+        events; its thread goes idle unless another run is to come. Announced (``d:``) only
+        when the claim held."""
         args: dict[str, Any] = {"run": run_id, "thread": thread_id, "now": now()}
         args |= {"worker": claim.worker, "attempt": claim.attempt}
         rows = await self._arun(
             _ROLLED_BACK, {**args, "in_band": self._in_band, "channel": self.channel}
         )
-        await self._publish([f"d:{run_id}", *(["q"] if rows and rows[0][0] else [])])
+        deleted, waiting = (bool(rows[0][0]), bool(rows[0][1])) if rows else (False, False)
+        if deleted:  # as for an end: only the claim holder announces it
+            await self._publish([f"d:{run_id}", *(["q"] if waiting else [])])
 
     # events
     async def aadd_events(

@@ -30,8 +30,11 @@ a run does not need.
   records: once taken over, the silent worker's late events and end are refused in SQL, its
   heartbeat finds the claim gone and stops the run at its next step boundary, and the
   checkpoint saver's lease, which lapses after its own ``lease_ttl`` without heartbeats,
-  refuses its next checkpoint (the new claimer waits for that lease before resuming). Only the
-  node running when the worker froze may finish twice, as with a lost lease.
+  refuses its next checkpoint (the new claimer waits for that lease before resuming; a
+  PostgreSQL saver's heartbeat thread extends no lease while the worker's event loop does not
+  answer). Only the node running when the worker froze may finish twice, as with a lost
+  lease. The new attempt numbers its events above any id the silent worker may have told
+  its clients without storing it (:func:`first_event_id`).
 - **Events reach every process.** Events are rows (``seq`` per run), written in batches (each
   batch while the run goes on, the last with the run's end, in one statement) and announced
   through the notifier (``NOTIFY``, or Redis pub/sub: :mod:`graph_agent.serve.notify`); one
@@ -81,7 +84,7 @@ from graph_agent.serve.runs import (
 )
 from graph_agent.serve.wire import error_json, to_json
 
-__all__ = ["QueueRunner", "RemoteRun", "work_forever"]
+__all__ = ["ATTEMPT_EVENT_IDS", "QueueRunner", "RemoteRun", "first_event_id", "work_forever"]
 
 _log = logging.getLogger(__name__)
 
@@ -96,6 +99,9 @@ process follows it (see ``_EventWriter``)."""
 FOLLOW_ASK_SECONDS = POLL_SECONDS * 20
 """How long a worker remembers a client's ask to follow a run it has not claimed (a follower
 asks again after each :data:`POLL_SECONDS` ``* 4`` without news)."""
+LEASE_WAIT_SECONDS = 30.0
+"""Least time a worker that took a run over waits for the previous worker's lease on its thread
+(at least twice ``worker_timeout``) before the run fails."""
 
 
 @dataclass(kw_only=True)
@@ -228,8 +234,8 @@ class _EventWriter:
 class _LocalRun(ActiveRun):
     """A run this process claimed, followed here from memory. Should another worker take it
     over (this one was silent too long), those waiting here get that worker's result, and
-    those following here go on with its events from the table (numbered after the last they
-    got here: what this worker ran that was never stored is not told twice)."""
+    those following here go on with its events from the table: every event of its attempt,
+    numbered above any this one told (see :func:`first_event_id`)."""
 
     runner: QueueRunner
     lost: bool = False
@@ -295,6 +301,9 @@ class QueueRunner(Runner):
         self._tasks: list[asyncio.Task[None]] = []
         self._lock_conn: Any = None
         self._locked = False  # whether this worker's session holds its lock (it claims only then)
+        self._loop_seen = time.monotonic()  # when the event loop last ran its tick
+        self._ticking: asyncio.TimerHandle | None = None
+        self._guarded: list[Any] = []  # the savers whose lease heartbeats ask _loop_answers
 
     # lifecycle
     async def open(self) -> None:
@@ -316,21 +325,61 @@ class QueueRunner(Runner):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(listening.wait(), 10)
         if self.work:
+            self._guard_leases()
             self._tasks.append(asyncio.create_task(self._work()))
 
     async def close(self) -> None:
+        """Stop listening and claiming, and cancel (and await) every run task of this process,
+        those whose claims were taken over included, before the pools close under them."""
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        running = [c.run.task for c in self._claimed.values() if c.run.task is not None]
+        self._unguard_leases()
+        running = list(self._running)
         for task in running:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
         if self._lock_conn is not None:
             await self._lock_conn.close()
         await self.records.aclose()
+
+    def _guard_leases(self) -> None:
+        """Have the lease heartbeats of the PostgreSQL savers this worker runs on ask whether
+        its event loop answers. A loop blocked (a node's synchronous sleep, a hung call) stops
+        this worker's claim heartbeats, and another worker takes its runs over; but the
+        savers' heartbeat threads would go on extending its leases on their threads, and the
+        new claimer, waiting for a lease, would fail the run. Unrenewed, the leases lapse after
+        ``lease_ttl`` as the claims do after ``worker_timeout``."""
+        from graph_agent.checkpoint.postgres import PostgresSaver
+
+        self._tick()
+        for runnable in self.assistants.values():
+            saver = runnable.saver
+            if isinstance(saver, PostgresSaver) and saver.lease_holder_answers is None:
+                saver.lease_holder_answers = self._loop_answers
+                self._guarded.append(saver)
+
+    def _unguard_leases(self) -> None:
+        for saver in self._guarded:
+            if saver.lease_holder_answers == self._loop_answers:
+                saver.lease_holder_answers = None
+        self._guarded.clear()
+        if self._ticking is not None:
+            self._ticking.cancel()
+            self._ticking = None
+
+    def _tick(self) -> None:
+        """Note that the event loop runs, and again a moment later."""
+        self._loop_seen = time.monotonic()
+        every = min(POLL_SECONDS, self.records.worker_timeout / 6)
+        self._ticking = asyncio.get_running_loop().call_later(every, self._tick)
+
+    def _loop_answers(self) -> bool:
+        """Whether the event loop ran lately (within a third of ``worker_timeout``, the claims'
+        heartbeat interval); called from the savers' lease heartbeat threads."""
+        return time.monotonic() - self._loop_seen < self.records.worker_timeout / 3
 
     def _dispatch(self, payload: str) -> None:
         kind, _, about = payload.partition(":")
@@ -565,10 +614,14 @@ class QueueRunner(Runner):
         writer = _EventWriter(self.records, record.run_id, claim)
         writer.followed = self._follow_asks.pop(record.run_id, None) is not None
         run = _LocalRun(record=record, request=request, log=writer, runner=self)
-        run.events = [(event, data) for _, event, data in events or ()]
+        run.earlier, run.first_id = list(events or ()), first_event_id(attempt)
         claimed = _Claimed(run=run, claim=claim, writer=writer)
         self._claimed[record.run_id] = claimed
         run.task = asyncio.create_task(self._run_claimed(claimed))
+        # kept till it ends, its claim taken over or not (a lost run stops at its next step
+        # boundary, which may be a long node away): close cancels it
+        self._running.add(run.task)
+        run.task.add_done_callback(self._running.discard)
         return run
 
     async def _run_claimed(self, claimed: _Claimed) -> None:
@@ -596,7 +649,7 @@ class QueueRunner(Runner):
                     f"this worker does not serve assistant {run.request.assistant_id}"
                 )
             if attempt > 1:
-                timeout = max(30.0, 2 * self.records.worker_timeout)
+                timeout = max(LEASE_WAIT_SECONDS, 2 * self.records.worker_timeout)
                 await asyncio.to_thread(_await_lease, runnable, thread_id, timeout)
                 run.request = await asyncio.to_thread(_resumed, runnable, run.record, run.request)
             if run.cancel.is_set():
@@ -663,6 +716,21 @@ class QueueRunner(Runner):
         run.result = result
 
 
+ATTEMPT_EVENT_IDS = 1 << 32
+"""How many event ids each attempt of a run has (far more than a run emits)."""
+
+
+def first_event_id(attempt: int) -> int:
+    """The id of the first event of a run's ``attempt`` (1 for its first claim).
+
+    A worker that loses its claim may have told its own clients events it never stored, under
+    ids the new claimer cannot know; numbered on from the stored ones, the new attempt's
+    events would take those ids again, and a client that saw them would skip (filter out, or
+    resume past with ``Last-Event-ID``) as many of the new attempt's. So each attempt numbers
+    its events in a range of its own, above every id an earlier attempt could have used."""
+    return (attempt - 1) * ATTEMPT_EVENT_IDS
+
+
 def _ended_on(seen: Any, runnable: Runnable) -> bool:
     """Whether a graph's run streamed through to its end with nothing interrupting it: its
     last streamed state is then the thread's values, and reading them back is not needed."""
@@ -690,8 +758,10 @@ _NOTHING_LEFT = RunRequest(assistant_id="")
 def _await_lease(runnable: Runnable, thread_id: str, timeout: float = 30.0) -> None:
     """Wait until the thread's checkpoint lease is free: the dead worker's session that held
     it may end a moment after the one whose lock said it was dead, and a silent worker's
-    lease lapses ``lease_ttl`` after its last heartbeat (past ``timeout``, the previous
-    worker still renews the lease: the run fails with the saver's ThreadBusyError)."""
+    lease lapses ``lease_ttl`` after its last heartbeat (its saver's heartbeat thread stops
+    extending it while its event loop does not answer: ``QueueRunner._guard_leases``). Past
+    ``timeout``, the previous worker still renews the lease (its loop answers, yet its claim
+    heartbeats do not reach the database): the run fails with the saver's ThreadBusyError."""
     saver = runnable.saver
     deadline = time.monotonic() + timeout
     while saver is not None:

@@ -130,8 +130,10 @@ class RunRequest:
 class ActiveRun:
     """A run the server started: its record, its events so far, and how to stop it.
 
-    Events are numbered from 0 in the order emitted; the number is the SSE event id a client
-    sends back as ``Last-Event-ID`` to get what it missed.
+    Events are numbered in the order emitted, from ``first_id`` (0 but for a run taken over
+    from another worker: see :func:`graph_agent.serve.queue.first_event_id`), after the
+    ``earlier`` ones; the number is the SSE event id a client sends back as ``Last-Event-ID``
+    to get what it missed.
     """
 
     record: RunRecord
@@ -145,6 +147,10 @@ class ActiveRun:
     """The run it waits for (with ``enqueue``, ``interrupt`` or ``rollback``)."""
     log: EventLog | None = None
     rolled_back: bool = False
+    earlier: list[tuple[int, str, str]] = field(default_factory=list)
+    """The events an earlier attempt of the run stored, ``(id, event, JSON text)``."""
+    first_id: int = 0
+    """The id of ``events[0]``, above every id of ``earlier``."""
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -159,7 +165,7 @@ class ActiveRun:
     def emit(self, event: str, data: Any) -> None:
         text = sse_text(data)
         if self.log is not None:
-            self.log(self.record.run_id, len(self.events), event, text)
+            self.log(self.record.run_id, self.first_id + len(self.events), event, text)
         self.events.append((event, text))
         self._wake_followers()
 
@@ -175,11 +181,14 @@ class ActiveRun:
     async def follow(self, after: int = -1) -> AsyncIterator[tuple[int, str, str]]:
         """The run's events numbered above ``after``, as ``(id, event, JSON text)``, until it
         ends."""
-        number = after + 1
+        for item in self.earlier:
+            if item[0] > after:
+                yield item
+        number = max(after + 1 - self.first_id, 0)
         while True:
             if number < len(self.events):
                 event, text = self.events[number]
-                yield number, event, text
+                yield self.first_id + number, event, text
                 number += 1
             elif self.done.is_set():
                 return
@@ -287,6 +296,20 @@ class Runner:
         """The temporary threads running, with their runs' ids (see the module docstring)."""
         self._scratch = MemorySaver()
         self._on_scratch: dict[str, Runnable] = {}
+        self._running: set[asyncio.Task[None]] = set()
+        """The tasks of the runs not finished yet (:meth:`close` cancels them)."""
+
+    async def close(self) -> None:
+        """Cancel the runs still running and wait until they stopped (at the server's
+        shutdown): each ends ``interrupted``, its saver's lease released and its thread
+        resumable from its last checkpoint (a temporary thread is deleted with its runs), while
+        the records and savers are still open, not later when the event loop closes."""
+        running = list(self._running)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        self._on_scratch.clear()
+        self._scratch = MemorySaver()
 
     def active(self, thread_id: str) -> ActiveRun | None:
         """The thread's newest run while it (or one queued before it) has not finished."""
@@ -341,6 +364,8 @@ class Runner:
             for earlier in previous.chain():
                 earlier.cancel.set()
         run.task = asyncio.create_task(self._execute(run))
+        self._running.add(run.task)
+        run.task.add_done_callback(self._running.discard)
         return run
 
     async def astart(
@@ -412,6 +437,9 @@ class Runner:
         except GraphCancelledError:
             run_status = "interrupted"
             run.result = to_json(thread_values(runnable, thread_id)[0])
+        except asyncio.CancelledError:  # the server shuts down (see close)
+            run_status = "interrupted"
+            raise
         except Exception as exc:
             run_status, thread_status = "error", "error"
             error = error_json(exc)

@@ -11,11 +11,13 @@ frozen with SIGSTOP mid-run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,17 +29,19 @@ import psycopg
 import pytest
 from langgraph_sdk import get_sync_client
 
-from graph_agent import CompileConfig
+from graph_agent import END, START, CompileConfig, StateGraph
 from graph_agent.checkpoint.postgres import AsyncPostgresSaver
 from graph_agent.cli.main import main
 from graph_agent.graph.errors import GraphSetupError
+from graph_agent.serve import queue
 from graph_agent.serve.pg_records import Claim, PostgresRecords
-from graph_agent.serve.queue import QueueRunner, RemoteRun
+from graph_agent.serve.queue import ATTEMPT_EVENT_IDS, QueueRunner, RemoteRun, first_event_id
 from graph_agent.serve.records import ThreadRecord, now
-from graph_agent.serve.runs import RunRequest, new_run_record
+from graph_agent.serve.runs import ActiveRun, RunRequest, new_run_record
 from tests.checkpoint.postgres_db import admin, fresh_schema
 from tests.serve.conftest import free_port, wait_until_up
 from tests.serve.graphs import chain
+from tests.serve.test_postgres_follow import notifier
 
 ROOT = Path(__file__).resolve().parents[2]
 SILENT, OTHER = 0x5151_0001, 0x5151_0002  # two workers' tokens (their advisory lock keys)
@@ -115,6 +119,52 @@ def test_a_silent_workers_claim_is_taken_over_although_its_session_lives(dsn: st
     assert _rows(dsn, "SELECT status FROM graph_agent_serve_threads") == [("busy",)]
 
 
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+def test_a_worker_that_lost_its_claim_announces_no_end(dsn: str, kind: str) -> None:
+    """Followers end at ``d:``: a stale claim's end or rollback, refused, must not tell them
+    the run ended (they would stop early, or read the new claimer's half-done run)."""
+    session = psycopg.connect(dsn, autocommit=True)
+    session.execute("SELECT pg_advisory_lock(%s)", (SILENT,))  # alive throughout
+
+    async def scenario() -> tuple[str, list[str]]:
+        silent = PostgresRecords(dsn, worker_timeout=0.2, notifier=notifier(kind))
+        other = PostgresRecords(dsn, notifier=notifier(kind))
+        await other.aopen()
+        heard: list[str] = []
+        listening = asyncio.Event()
+        listener = asyncio.create_task(
+            other.notifier.listen(other.channel, heard.append, listening)
+        )
+        try:
+            run_id = await _claimed_by_silent_worker(silent)
+            await asyncio.sleep(0.3)  # past its heartbeat's deadline
+            assert (await other.aupkeep(OTHER, [])).orphans == [run_id]
+            assert (await other.aclaim(OTHER)) is not None
+            await asyncio.wait_for(listening.wait(), 10)
+            stale = Claim(worker=SILENT, attempt=1)
+            assert not await silent.afinish_run(run_id, "t1", "success", {}, stale, "idle")
+            await silent.arolled_back(run_id, "t1", stale)
+            await other.aannounce("sentinel")  # heard after anything announced before it
+            async with asyncio.timeout(10):
+                while "sentinel" not in heard:
+                    await asyncio.sleep(0.01)
+            return run_id, heard
+        finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+            for records in (silent, other):
+                await records.aclose()
+                records.close()
+
+    try:
+        run_id, heard = asyncio.run(scenario())
+    finally:
+        session.close()
+    assert f"d:{run_id}" not in heard
+    assert _rows(dsn, "SELECT status, attempt FROM graph_agent_serve_runs") == [("running", 2)]
+
+
 def test_a_workers_heartbeat_keeps_its_claims_and_a_dead_workers_go_back_at_once(
     dsn: str,
 ) -> None:
@@ -181,6 +231,169 @@ def test_a_worker_whose_lock_session_was_cut_locks_its_key_again_and_claims_agai
     before, after, claimed_here = asyncio.run(scenario())
     assert len(before) == 1 and len(after) == 1 and after != before  # a new session holds it
     assert claimed_here  # it claims the runs it receives again
+
+
+def test_a_run_taken_over_from_this_worker_is_cancelled_when_it_closes(dsn: str) -> None:
+    """A run whose claim was taken stops at its next step boundary: one in a long node is
+    still running here when the worker shuts down, and must not outlive it."""
+    started, seen = asyncio.Event(), []
+
+    def hanging() -> StateGraph:
+        graph = StateGraph("hanging")
+
+        async def wait(state: dict[str, Any]) -> dict[str, Any]:
+            started.set()
+            try:
+                await asyncio.Event().wait()  # a model call that never answers
+            except asyncio.CancelledError:
+                seen.append("cancelled")
+                raise
+            return {}
+
+        graph.add_node("wait", wait)
+        graph.add_edge(START, "wait").add_edge("wait", END)
+        return graph
+
+    async def scenario() -> tuple[bool, bool]:
+        saver = AsyncPostgresSaver(dsn)
+        records = PostgresRecords(dsn, worker_timeout=0.3)  # a beat every 0.1 s
+        runner = QueueRunner({"hanging": hanging().compile(CompileConfig(saver=saver))}, records)
+        await runner.open()
+        try:
+            stamp = now()
+            thread = ThreadRecord(thread_id="t1", created_at=stamp, updated_at=stamp)
+            request = RunRequest(assistant_id="hanging", input={})
+            run = await runner.astart("t1", request, thread, new_thread=True)
+            assert run.task is not None
+            async with asyncio.timeout(10):
+                await started.wait()
+            other.execute(  # another worker, alive, takes it over
+                "UPDATE graph_agent_serve_runs SET worker = %s, attempt = 2, "
+                "alive_until = clock_timestamp() + interval '1 hour'",
+                (OTHER,),
+            )
+            async with asyncio.timeout(10):  # its heartbeat finds the claim gone
+                while run.record.run_id in runner._claimed:
+                    await asyncio.sleep(0.02)
+            running_when_lost = not run.task.done()
+        finally:
+            await runner.close()
+            records.close()
+            await saver.aclose()
+        return running_when_lost, run.task.done()
+
+    other = psycopg.connect(dsn, autocommit=True)
+    other.execute("SELECT pg_advisory_lock(%s)", (OTHER,))
+    try:
+        running_when_lost, done_after_close = asyncio.run(scenario())
+    finally:
+        other.close()
+    assert running_when_lost  # the node was still waiting when the claim was lost
+    assert done_after_close and seen == ["cancelled"]  # closing the worker cancelled it
+
+
+async def test_an_attempts_events_are_numbered_above_any_an_earlier_attempt_told() -> None:
+    request = RunRequest(assistant_id="slow")
+    run = ActiveRun(record=new_run_record("t1", request), request=request)
+    run.earlier = [(0, "metadata", "{}"), (1, "values", '{"n":1}')]  # what attempt 1 stored
+    run.first_id = first_event_id(2)
+    logged: list[int] = []
+    run.log = lambda run_id, seq, event, data: logged.append(seq)
+    run.emit("metadata", {"attempt": 2})
+    run.emit("values", {"n": 1})
+    run.end()
+
+    async def ids(after: int) -> list[int]:
+        return [seq for seq, _, _ in [item async for item in run.follow(after)]]
+
+    second = [ATTEMPT_EVENT_IDS, ATTEMPT_EVENT_IDS + 1]
+    assert logged == second
+    assert await ids(-1) == [0, 1, *second]
+    assert await ids(5) == second  # a client of attempt 1 that saw more than it stored
+    assert await ids(second[0]) == second[1:]
+    assert first_event_id(1) == 0
+
+
+def test_an_events_table_made_with_32_bit_ids_takes_the_ids_of_later_attempts(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE graph_agent_serve_events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+            "event TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, seq))"
+        )
+        conn.execute("INSERT INTO graph_agent_serve_events VALUES ('r', 0, 'metadata', '{}')")
+        PostgresRecords(dsn).close()
+        conn.execute(
+            "INSERT INTO graph_agent_serve_events VALUES ('r', %s, 'metadata', '{}')", (1 << 40,)
+        )
+    assert _rows(dsn, "SELECT seq FROM graph_agent_serve_events ORDER BY seq") == [(0,), (1 << 40,)]
+
+
+def test_a_run_whose_workers_loop_hangs_is_finished_by_another_once_its_lease_lapses(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node's synchronous sleep blocks its worker's event loop, not the saver's lease
+    heartbeat thread: the claim is taken over after ``worker_timeout``, and the lease, no longer
+    extended, lapses after ``lease_ttl``, so the new claimer resumes the run instead of failing
+    it after its lease wait. Two workers of one process, each on an event loop (and a saver,
+    and records) of its own, the hanging one in a thread."""
+    monkeypatch.setattr(queue, "LEASE_WAIT_SECONDS", 4.0)  # the lease lapses after 1 s
+    timeout, ended, named = 1.0, threading.Event(), "hanging worker"
+    found: dict[str, Any] = {}
+
+    def hanging() -> StateGraph:
+        graph = StateGraph("hanging")
+
+        async def block(state: dict[str, Any]) -> dict[str, Any]:
+            if threading.current_thread().name == named:
+                ended.wait(60)  # the loop is blocked until the run ended elsewhere
+            return {"done": True}
+
+        graph.add_node("block", block)
+        graph.add_edge(START, "block").add_edge("block", END)
+        return graph
+
+    async def worker(first: bool) -> None:
+        saver = AsyncPostgresSaver(dsn, lease_ttl=timeout)
+        records = PostgresRecords(dsn, worker_timeout=timeout)
+        runner = QueueRunner({"hanging": hanging().compile(CompileConfig(saver=saver))}, records)
+        await runner.open()
+        try:
+            if first:
+                stamp = now()
+                thread = ThreadRecord(thread_id="t1", created_at=stamp, updated_at=stamp)
+                request = RunRequest(assistant_id="hanging", input={})
+                run = await runner.astart("t1", request, thread, new_thread=True)
+                found["here"], found["run_id"] = not isinstance(run, RemoteRun), run.record.run_id
+                await asyncio.to_thread(ended.wait, 60)
+                async with asyncio.timeout(10):  # awake, it finds its claim gone
+                    while run.record.run_id in runner._claimed:
+                        await asyncio.sleep(0.05)
+                return
+            async with asyncio.timeout(60):
+                while "run_id" not in found:
+                    await asyncio.sleep(0.05)
+                while True:
+                    row = await records.arun_by_id(found["run_id"])
+                    if row is not None and row[0].status not in ("pending", "running"):
+                        found["status"], found["result"] = row[0].status, row[1]
+                        break
+                    await asyncio.sleep(0.05)
+        finally:
+            ended.set()
+            await runner.close()
+            records.close()
+            await saver.aclose()
+
+    first = threading.Thread(target=lambda: asyncio.run(worker(True)), name=named)
+    first.start()
+    try:
+        asyncio.run(worker(False))
+    finally:
+        ended.set()
+        first.join(30)
+    assert found["here"]  # the hanging worker claimed the run as it received it
+    assert (found["status"], found["result"]) == ("success", {"done": True})
+    assert _rows(dsn, "SELECT attempt FROM graph_agent_serve_runs") == [(2,)]
 
 
 def test_a_worker_timeout_that_is_not_a_positive_number_is_refused(dsn: str) -> None:
@@ -252,6 +465,19 @@ def test_a_frozen_workers_run_is_finished_once_by_another_and_it_writes_nothing_
         assert parts[-1].event == "values" and parts[-1].data == {"n": 10}
         ids = [int(p.id) for p in parts]
         assert ids == sorted(set(ids))  # no event id told twice
+        # then every event of the attempt that finished it, although the frozen worker told
+        # more events than it stored (those ids are not the new attempt's to reuse)
+        taken = next(i for i, p in enumerate(parts) if p.event == "metadata" and i > 0)
+        assert parts[taken].data["attempt"] == 2 and ids[taken] == ATTEMPT_EVENT_IDS
+        resumed = [p.data["n"] for p in parts[taken + 1 :]]
+        assert resumed == list(range(resumed[0], 11))
+        told = [p.data["n"] for p in parts[1:taken]]  # the frozen worker's, before
+        assert told == list(range(told[0], told[0] + len(told))) and resumed[0] <= told[-1] + 1
+        # a client of the frozen worker that reconnects elsewhere gets them too
+        again = list(others.runs.join_stream(thread_id, run_id, last_event_id=str(ids[taken - 1])))
+        assert [(p.event, p.data, int(p.id)) for p in again] == [
+            (p.event, p.data, int(p.id)) for p in parts[taken:]
+        ]
         final = rows(
             "SELECT status, worker, attempt, result FROM graph_agent_serve_runs WHERE run_id = %s",
             run_id,
@@ -266,7 +492,12 @@ def test_a_frozen_workers_run_is_finished_once_by_another_and_it_writes_nothing_
                 "SELECT seq FROM graph_agent_serve_events WHERE run_id = %s ORDER BY seq", run_id
             )
         ]
-        assert seqs == list(range(len(seqs)))  # one story of events, nothing added after it
+        # what the frozen worker stored, then the new attempt's, nothing added after it
+        stored_first = [seq for seq in seqs if seq < ATTEMPT_EVENT_IDS]
+        assert stored_first == list(range(len(stored_first)))
+        assert seqs[len(stored_first) :] == [
+            ATTEMPT_EVENT_IDS + n for n in range(len(seqs) - len(stored_first))
+        ]
         assert rows(
             "SELECT count(*) FROM graph_agent_serve_events WHERE run_id = %s AND event = 'error'",
             run_id,

@@ -4,17 +4,27 @@ checkpoint or records files; with ``"keep"`` it is an ordinary thread."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import threading
 import urllib.parse
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
+import uvicorn
 from langgraph_sdk import get_sync_client
 
 from graph_agent import END, START, CompileConfig, RunnableConfig, StateGraph
 from graph_agent.checkpoint.memory import MemorySaver
+from graph_agent.checkpoint.postgres import AsyncPostgresSaver
+from graph_agent.serve import create_app
+from graph_agent.serve.pg_records import PostgresRecords
 from graph_agent.serve.records import Records, RunRecord, ThreadRecord, now
 from graph_agent.serve.runs import Runner, RunRequest, on_saver
-from tests.serve.conftest import Server
+from tests.checkpoint.postgres_db import fresh_schema
+from tests.serve.conftest import Server, free_port, wait_until_up
 from tests.serve.graphs import agent
 
 
@@ -133,3 +143,82 @@ async def test_a_runner_keeps_only_its_newest_finished_runs_in_memory() -> None:
     assert await stateless.wait() == {"x": 1}
     assert runner.find(stateless.record.run_id) is None  # gone with its thread, not kept
     assert runner.find(runs[3].record.run_id) is runs[3]
+
+
+def test_a_stateless_run_in_memory_is_cancelled_before_a_postgres_server_stops() -> None:
+    """In PostgreSQL mode a stateless run that deletes its thread runs in the receiving
+    process, in memory: the server's shutdown cancels it and waits for it, while the records
+    and savers it uses are open, instead of leaving it to the closing event loop."""
+    order: list[str] = []
+    started = threading.Event()
+    graph = StateGraph("hanging")
+
+    async def wait(state: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        try:
+            await asyncio.Event().wait()  # a model call that never answers
+        except asyncio.CancelledError:
+            order.append("run cancelled")
+            raise
+        return {}
+
+    graph.add_node("wait", wait)
+    graph.add_edge(START, "wait").add_edge("wait", END)
+    with fresh_schema() as dsn:
+        saver = AsyncPostgresSaver(dsn)
+        records = PostgresRecords(dsn)
+        app = create_app([graph], saver=saver, records=records)
+        lifespan = app.router.lifespan_context
+
+        @contextlib.asynccontextmanager
+        async def observed(app: Any) -> AsyncIterator[None]:
+            async with lifespan(app):
+                yield
+            order.append("lifespan ended")
+
+        app.router.lifespan_context = observed
+        port = free_port()
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        try:
+            wait_until_up(f"http://127.0.0.1:{port}")
+            body = {"assistant_id": "hanging", "input": {}}
+            with httpx.stream("POST", f"http://127.0.0.1:{port}/runs/stream", json=body) as sse:
+                assert next(sse.iter_lines()) == "event: metadata"
+                assert started.wait(10)  # it runs; the client leaves, the run goes on
+        finally:
+            server.should_exit = True
+            thread.join(20)
+            records.close()
+            saver.close()
+    assert not thread.is_alive()
+    assert order == ["run cancelled", "lifespan ended"]
+
+
+async def test_a_closed_runner_stops_its_runs_as_interrupted_and_deletes_temporary_threads() -> (
+    None
+):
+    started = asyncio.Event()
+    graph = StateGraph("hanging")
+
+    async def wait(state: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        await asyncio.Event().wait()
+        return {}
+
+    graph.add_node("wait", wait)
+    graph.add_edge(START, "wait").add_edge("wait", END)
+    runner = Runner({"hanging": graph.compile(CompileConfig(saver=MemorySaver()))}, Records())
+    thread = ThreadRecord(thread_id="t", created_at=now(), updated_at=now())
+    runner.records.put_thread(thread)
+    kept = runner.start("t", RunRequest(assistant_id="hanging", input={}))
+    temporary = ThreadRecord(thread_id="temp", created_at=now(), updated_at=now())
+    gone = runner.start_temporary(temporary, RunRequest(assistant_id="hanging", input={}))
+    async with asyncio.timeout(10):
+        await started.wait()
+    await runner.close()
+    assert kept.finished and gone.finished
+    assert runner.records.run("t", kept.record.run_id).status == "interrupted"  # type: ignore[union-attr]
+    assert runner.records.thread("temp") is None and not runner.holds("temp")
