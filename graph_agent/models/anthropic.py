@@ -15,6 +15,11 @@ import httpx
 
 from graph_agent.messages import AssistantMessage
 from graph_agent.models.anthropic_format import StreamDecoder, build_request_body, parse_message
+from graph_agent.models.anthropic_structured import (
+    StructuredStreamDecoder,
+    structured_answer,
+    structured_output,
+)
 from graph_agent.models.base import ModelRequest
 from graph_agent.models.http_chat import HTTPChatModel, StreamDecoding, resolve_endpoint
 from graph_agent.models.retry import RetryPolicy
@@ -143,8 +148,24 @@ class AnthropicChatModel(HTTPChatModel):
             stream=stream,
         )
 
-    def _parse(self, data: Any, *, tools_offered: bool) -> AssistantMessage:
-        return parse_message(data, tools_offered=tools_offered)
+    def _answer_tool(self, request: ModelRequest) -> str | None:
+        """The name of the tool carrying the structured answer, if ``response_format`` asks
+        for one (as :func:`build_request_body` offers it)."""
+        output = structured_output({**self.options, **request.options}.get("response_format"))
+        return None if output is None else output.name
 
-    def _decoder(self, message_id: str, *, tools_offered: bool) -> StreamDecoding:
-        return StreamDecoder(message_id=message_id, tools_offered=tools_offered)
+    def _parse(self, data: Any, *, request: ModelRequest) -> AssistantMessage:
+        tools_offered = bool(request.tools)
+        answer_tool = self._answer_tool(request)
+        if answer_tool is None:
+            return parse_message(data, tools_offered=tools_offered)
+        reply = parse_message(data, tools_offered=True)
+        return structured_answer(reply, answer_tool, tools_offered=tools_offered)
+
+    def _decoder(self, message_id: str, *, request: ModelRequest) -> StreamDecoding:
+        tools_offered = bool(request.tools)
+        answer_tool = self._answer_tool(request)
+        if answer_tool is None:
+            return StreamDecoder(message_id=message_id, tools_offered=tools_offered)
+        decoder = StreamDecoder(message_id=message_id, tools_offered=True)
+        return StructuredStreamDecoder(decoder, answer_tool, tools_offered=tools_offered)

@@ -10,6 +10,8 @@ Pure functions and one small stateful stream decoder, no I/O:
   results of a turn's ``tool_use`` blocks in the next user message;
 - an assistant message becomes its thinking blocks (sent back unchanged, signature included),
   its text and its ``tool_use`` blocks; an empty one (no text, calls or thinking) is left out;
+- ``response_format`` becomes a tool the model is made to call, whose input comes back as the
+  answer's text (see :mod:`graph_agent.models.anthropic_structured`);
 - ``stop_reason`` becomes the finish reason the other models give: ``end_turn`` and
   ``stop_sequence`` → ``"stop"``, ``tool_use`` → ``"tool_calls"``, ``max_tokens`` →
   ``"length"``, ``refusal`` → ``"content_filter"``; any other is kept as sent;
@@ -41,6 +43,7 @@ from graph_agent.messages import (
     Usage,
     UserMessage,
 )
+from graph_agent.models.anthropic_structured import offer_structured_output, structured_output
 from graph_agent.models.base import ModelRequest, ToolDefinition, parse_tool_arguments
 from graph_agent.models.errors import (
     ModelError,
@@ -295,9 +298,12 @@ def build_request_body(
     ``parallel_tool_calls=False`` and ``stop`` (a string or a list) become the API's
     ``disable_parallel_tool_use`` and ``stop_sequences``.
 
+    ``response_format`` (a pydantic model class or OpenAI's ``json_schema`` format) becomes
+    a tool the model is made to call, see :mod:`graph_agent.models.anthropic_structured`.
+
     Raises:
-        ValueError: An option the Messages API has no place for (``response_format``), or
-            one that must be passed otherwise.
+        ValueError: An option that must be passed otherwise, or one of a form the API cannot
+            take.
 
     Example:
         >>> body = build_request_body(
@@ -312,12 +318,7 @@ def build_request_body(
         if key in options:
             where = "a SystemMessage" if key == "system" else f"the {key} argument"
             raise ValueError(f"options may not set {key!r}: pass it as {where} of the model call")
-    if options.get("response_format") is not None:
-        raise ValueError(
-            "the Anthropic Messages API has no response_format option; for structured output "
-            "with ReactAgent, pass output_mode='tool' (the schema becomes a tool to call)"
-        )
-    options.pop("response_format", None)
+    output = structured_output(options.pop("response_format", None))
     system, messages = messages_to_anthropic(request.messages)
     body: dict[str, Any] = {
         "model": options.pop("model", None) or model,
@@ -331,8 +332,11 @@ def build_request_body(
         body["thinking"] = thinking_block
     parallel_tool_calls = options.pop("parallel_tool_calls", None)
     choice = _tool_choice(options.pop("tool_choice", None), parallel_tool_calls)
-    if request.tools:
-        body["tools"] = [tool_to_anthropic(tool) for tool in request.tools]
+    tools = [tool_to_anthropic(tool) for tool in request.tools]
+    if output is not None:
+        offer_structured_output(body, output, tools, choice)
+    elif tools:
+        body["tools"] = tools
         if choice is not None:
             body["tool_choice"] = choice
     elif names := _called_tool_names(messages):
