@@ -1,8 +1,10 @@
 """``AnthropicChatModel``: Anthropic's Messages API (``POST /v1/messages``) over httpx.
 
-The wire format lives in :mod:`graph_agent.models.anthropic_format`; the HTTP machinery
-(clients, retries, SSE streaming, errors) is :class:`~graph_agent.models.http_chat.HTTPChatModel`'s,
-the same as :class:`~graph_agent.models.openai.OpenAIChatModel`'s.
+The wire format lives in :mod:`graph_agent.models.anthropic_format`, and ``response_format``
+(an answer tool the model is made to call) in :mod:`graph_agent.models.anthropic_structured`;
+the HTTP machinery (clients, retries, SSE streaming, errors) is
+:class:`~graph_agent.models.http_chat.HTTPChatModel`'s, the same as
+:class:`~graph_agent.models.openai.OpenAIChatModel`'s.
 """
 
 from __future__ import annotations
@@ -60,8 +62,10 @@ class AnthropicChatModel(HTTPChatModel):
 
     Thinking blocks come back on the answer's ``thinking_blocks`` (their text also as its
     ``reasoning``) and are sent back unchanged with the conversation, as the API requires when
-    the model thinks and calls tools. Errors are those of
-    :mod:`graph_agent.models.errors`, with the server's own message and never the key.
+    the model thinks and calls tools. ``options={"response_format": Model}`` makes the model
+    call a tool whose input is the answer, returned as the answer's JSON text (see
+    :mod:`graph_agent.models.anthropic_structured`, also for what thinking changes). Errors are
+    those of :mod:`graph_agent.models.errors`, with the server's own message and never the key.
 
     Example:
         >>> from graph_agent.models import AnthropicChatModel

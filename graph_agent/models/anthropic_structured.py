@@ -12,8 +12,9 @@ How the request makes the model call it (``tool_choice``):
 
 - without other tools: ``{"type": "tool", "name": <the answer tool>}``;
 - with other tools (an agent's): ``{"type": "any"}``: the model calls one of its tools, or
-  gives the answer, as OpenAI's ``response_format`` with tools lets it. A caller's
-  ``tool_choice`` naming one of its tools is kept; ``"none"`` forces the answer tool;
+  gives the answer, as OpenAI's ``response_format`` with tools lets it (a caller's ``"auto"``
+  too: an answer in plain text would not be structured). A caller's ``tool_choice`` naming
+  one of its tools is kept; ``"none"`` forces the answer tool (the other tools stay listed);
 - with extended thinking on (``thinking`` of type ``enabled`` or ``adaptive``) the API refuses
   any ``tool_choice`` that forces a tool ("Thinking may not be enabled when tool_choice forces
   tool use"; only ``auto`` and ``none`` go with thinking). The request then sends ``auto``
@@ -21,7 +22,7 @@ How the request makes the model call it (``tool_choice``):
   may still answer in plain text: that text is the answer, as the model wrote it, for the
   caller's validation to judge (``ReactAgent`` feeds an invalid answer back once). We chose
   this over raising, so that a thinking model keeps working with the agent's structured
-  output; LangChain makes the same choice (it warns, and its parser fails without a call).
+  output; LangChain likewise drops the forced choice when thinking is on, with a warning.
 
 How the answer is read: the answer tool's input becomes the text (compact JSON, the same
 whether streamed or not); text the model wrote around the call is dropped, and so is the
