@@ -40,16 +40,14 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 
 from graph_agent.messages import AssistantMessage, AssistantMessageChunk, ToolCall, ToolCallDelta
 from graph_agent.models.base import parse_tool_arguments
+from graph_agent.models.http_chat import StreamDecoding
 from graph_agent.models.openai_format import _drop_unoffered_calls
-
-if TYPE_CHECKING:  # the wire format builds its requests with this module's help
-    from graph_agent.models.anthropic_format import StreamDecoder
 
 __all__ = [
     "StructuredOutput",
@@ -257,7 +255,7 @@ class StructuredStreamDecoder:
         done: ``message_stop`` arrived.
     """
 
-    def __init__(self, decoder: StreamDecoder, name: str, *, tools_offered: bool) -> None:
+    def __init__(self, decoder: StreamDecoding, name: str, *, tools_offered: bool) -> None:
         self.done = False
         self._decoder = decoder
         self._name = name
