@@ -1,8 +1,10 @@
 """``AnthropicChatModel``: Anthropic's Messages API (``POST /v1/messages``) over httpx.
 
-The wire format lives in :mod:`graph_agent.models.anthropic_format`; the HTTP machinery
-(clients, retries, SSE streaming, errors) is :class:`~graph_agent.models.http_chat.HTTPChatModel`'s,
-the same as :class:`~graph_agent.models.openai.OpenAIChatModel`'s.
+The wire format lives in :mod:`graph_agent.models.anthropic_format`, and ``response_format``
+(an answer tool the model is made to call) in :mod:`graph_agent.models.anthropic_structured`;
+the HTTP machinery (clients, retries, SSE streaming, errors) is
+:class:`~graph_agent.models.http_chat.HTTPChatModel`'s, the same as
+:class:`~graph_agent.models.openai.OpenAIChatModel`'s.
 """
 
 from __future__ import annotations
@@ -15,6 +17,11 @@ import httpx
 
 from graph_agent.messages import AssistantMessage
 from graph_agent.models.anthropic_format import StreamDecoder, build_request_body, parse_message
+from graph_agent.models.anthropic_structured import (
+    StructuredStreamDecoder,
+    structured_answer,
+    structured_output,
+)
 from graph_agent.models.base import ModelRequest
 from graph_agent.models.http_chat import HTTPChatModel, StreamDecoding, resolve_endpoint
 from graph_agent.models.retry import RetryPolicy
@@ -55,8 +62,10 @@ class AnthropicChatModel(HTTPChatModel):
 
     Thinking blocks come back on the answer's ``thinking_blocks`` (their text also as its
     ``reasoning``) and are sent back unchanged with the conversation, as the API requires when
-    the model thinks and calls tools. Errors are those of
-    :mod:`graph_agent.models.errors`, with the server's own message and never the key.
+    the model thinks and calls tools. ``options={"response_format": Model}`` makes the model
+    call a tool whose input is the answer, returned as the answer's JSON text (see
+    :mod:`graph_agent.models.anthropic_structured`, also for what thinking changes). Errors are
+    those of :mod:`graph_agent.models.errors`, with the server's own message and never the key.
 
     Example:
         >>> from graph_agent.models import AnthropicChatModel
@@ -143,8 +152,24 @@ class AnthropicChatModel(HTTPChatModel):
             stream=stream,
         )
 
-    def _parse(self, data: Any, *, tools_offered: bool) -> AssistantMessage:
-        return parse_message(data, tools_offered=tools_offered)
+    def _answer_tool(self, request: ModelRequest) -> str | None:
+        """The name of the tool carrying the structured answer, if ``response_format`` asks
+        for one (as :func:`build_request_body` offers it)."""
+        output = structured_output({**self.options, **request.options}.get("response_format"))
+        return None if output is None else output.name
 
-    def _decoder(self, message_id: str, *, tools_offered: bool) -> StreamDecoding:
-        return StreamDecoder(message_id=message_id, tools_offered=tools_offered)
+    def _parse(self, data: Any, *, request: ModelRequest) -> AssistantMessage:
+        tools_offered = bool(request.tools)
+        answer_tool = self._answer_tool(request)
+        if answer_tool is None:
+            return parse_message(data, tools_offered=tools_offered)
+        reply = parse_message(data, tools_offered=True)
+        return structured_answer(reply, answer_tool, tools_offered=tools_offered)
+
+    def _decoder(self, message_id: str, *, request: ModelRequest) -> StreamDecoding:
+        tools_offered = bool(request.tools)
+        answer_tool = self._answer_tool(request)
+        if answer_tool is None:
+            return StreamDecoder(message_id=message_id, tools_offered=tools_offered)
+        decoder = StreamDecoder(message_id=message_id, tools_offered=True)
+        return StructuredStreamDecoder(decoder, answer_tool, tools_offered=tools_offered)

@@ -10,6 +10,15 @@ Pure functions and one small stateful stream decoder, no I/O:
   results of a turn's ``tool_use`` blocks in the next user message;
 - an assistant message becomes its thinking blocks (sent back unchanged, signature included),
   its text and its ``tool_use`` blocks; an empty one (no text, calls or thinking) is left out;
+- assistant turns take no images or documents (the API refuses them there): an assistant
+  message of parts (a ``return_direct`` tool's image) is sent as its text with a placeholder
+  per part (``[image: image/png, 12 KB]``), and its images and documents follow, after the
+  turn's tool results, in the next user turn, led by "Your previous answer holds:", as
+  OpenAI's format does with a tool result's images; an image an earlier message already
+  showed (the tool result a ``return_direct`` answer repeats) is not sent twice, and audio,
+  which the API takes nowhere, stays a placeholder;
+- ``response_format`` becomes a tool the model is made to call, whose input comes back as the
+  answer's text (see :mod:`graph_agent.models.anthropic_structured`);
 - ``stop_reason`` becomes the finish reason the other models give: ``end_turn`` and
   ``stop_sequence`` → ``"stop"``, ``tool_use`` → ``"tool_calls"``, ``max_tokens`` →
   ``"length"``, ``refusal`` → ``"content_filter"``; any other is kept as sent;
@@ -40,7 +49,9 @@ from graph_agent.messages import (
     ToolResponseMessage,
     Usage,
     UserMessage,
+    content_text,
 )
+from graph_agent.models.anthropic_structured import offer_structured_output, structured_output
 from graph_agent.models.base import ModelRequest, ToolDefinition, parse_tool_arguments
 from graph_agent.models.errors import (
     ModelError,
@@ -80,6 +91,7 @@ _FINISH_REASONS = {
     "refusal": "content_filter",
 }
 _THINKING_SEPARATOR = "\n\n"
+_SHOWN_LEAD = "Your previous answer holds:"
 _T = TypeVar("_T")
 
 Block = dict[str, Any]
@@ -148,15 +160,36 @@ def _assistant_blocks(message: AssistantMessage) -> list[Block]:
     # Thinking first, as the model wrote it; then the text, then the calls. Malformed arguments
     # go back as {}: the tool's error result already tells the model what went wrong.
     blocks = [_thinking_to_anthropic(block) for block in message.thinking_blocks]
-    if isinstance(message.content, str):
-        blocks.extend(_blocks(message.content))
-    else:  # parts the model answered with, or a history edited into parts
-        blocks.extend(_part_to_anthropic(part) for part in message.content)
+    # Parts (a return_direct tool's image, a history edited into parts) go as text, each image
+    # or file as its placeholder: assistant turns take text, thinking and tool_use blocks only.
+    content = message.content
+    only_text = isinstance(content, str) or all(isinstance(p, TextPart) for p in content)
+    blocks.extend(_blocks(content_text(content, placeholders=not only_text)))
     blocks.extend(
         {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
         for call in message.tool_calls
     )
     return blocks
+
+
+def _media(content: MessageContent) -> list[ContentPart]:
+    """The images and documents of a message's content."""
+    if isinstance(content, str):
+        return []
+    return [part for part in content if isinstance(part, ImagePart | FilePart)]
+
+
+def _shown_parts(message: AssistantMessage, seen: set[ContentPart]) -> list[Block]:
+    """The images and documents of an assistant message that no earlier message showed, for
+    the user turn after it (audio, which the API takes nowhere, stays a placeholder only)."""
+    parts = [part for part in _media(message.content) if part not in seen]
+    if not parts:
+        return []
+    return [_text_block(_SHOWN_LEAD), *(_part_to_anthropic(part) for part in parts)]
+
+
+def _text_block(text: str) -> Block:
+    return {"type": "text", "text": text}
 
 
 def _tool_result(message: ToolResponseMessage) -> Block:
@@ -188,8 +221,13 @@ def messages_to_anthropic(messages: Sequence[BaseMessage]) -> tuple[str, list[Bl
     """
     system: list[str] = []
     turns: list[Block] = []
+    shown: list[Block] = []  # images of assistant messages, after their tool results
+    seen: set[ContentPart] = set()  # the images and documents shown so far
     for message in messages:
         content: str | list[Block]
+        if shown and not isinstance(message, ToolResponseMessage):
+            _add_turn(turns, "user", shown)
+            shown = []
         match message:
             case SystemMessage():
                 system.append(message.text)
@@ -198,6 +236,7 @@ def messages_to_anthropic(messages: Sequence[BaseMessage]) -> tuple[str, list[Bl
                 role, content = "user", user_content(message.content)
             case AssistantMessage():
                 role, content = "assistant", _assistant_blocks(message)
+                shown = _shown_parts(message, seen)
                 if not content:
                     continue
             case ToolResponseMessage():
@@ -206,12 +245,20 @@ def messages_to_anthropic(messages: Sequence[BaseMessage]) -> tuple[str, list[Bl
                 raise TypeError(
                     f"cannot send {type(message).__name__} to an Anthropic model: {message!r:.200}"
                 )
-        if turns and turns[-1]["role"] == role:
-            previous = turns[-1]
-            previous["content"] = _blocks(previous["content"]) + _blocks(content)
-        else:
-            turns.append({"role": role, "content": content})
+        seen.update(_media(message.content))
+        _add_turn(turns, role, content)
+    if shown:
+        _add_turn(turns, "user", shown)
     return _THINKING_SEPARATOR.join(text for text in system if text), turns
+
+
+def _add_turn(turns: list[Block], role: str, content: str | list[Block]) -> None:
+    """Append a turn, or merge it into the last one when that has the same role."""
+    if turns and turns[-1]["role"] == role:
+        previous = turns[-1]
+        previous["content"] = _blocks(previous["content"]) + _blocks(content)
+    else:
+        turns.append({"role": role, "content": content})
 
 
 def tool_to_anthropic(tool: ToolDefinition) -> Block:
@@ -295,9 +342,12 @@ def build_request_body(
     ``parallel_tool_calls=False`` and ``stop`` (a string or a list) become the API's
     ``disable_parallel_tool_use`` and ``stop_sequences``.
 
+    ``response_format`` (a pydantic model class or OpenAI's ``json_schema`` format) becomes
+    a tool the model is made to call, see :mod:`graph_agent.models.anthropic_structured`.
+
     Raises:
-        ValueError: An option the Messages API has no place for (``response_format``), or
-            one that must be passed otherwise.
+        ValueError: An option that must be passed otherwise, or one of a form the API cannot
+            take.
 
     Example:
         >>> body = build_request_body(
@@ -312,12 +362,7 @@ def build_request_body(
         if key in options:
             where = "a SystemMessage" if key == "system" else f"the {key} argument"
             raise ValueError(f"options may not set {key!r}: pass it as {where} of the model call")
-    if options.get("response_format") is not None:
-        raise ValueError(
-            "the Anthropic Messages API has no response_format option; for structured output "
-            "with ReactAgent, pass output_mode='tool' (the schema becomes a tool to call)"
-        )
-    options.pop("response_format", None)
+    output = structured_output(options.pop("response_format", None))
     system, messages = messages_to_anthropic(request.messages)
     body: dict[str, Any] = {
         "model": options.pop("model", None) or model,
@@ -331,8 +376,11 @@ def build_request_body(
         body["thinking"] = thinking_block
     parallel_tool_calls = options.pop("parallel_tool_calls", None)
     choice = _tool_choice(options.pop("tool_choice", None), parallel_tool_calls)
-    if request.tools:
-        body["tools"] = [tool_to_anthropic(tool) for tool in request.tools]
+    tools = [tool_to_anthropic(tool) for tool in request.tools]
+    if output is not None:
+        offer_structured_output(body, output, tools, choice)
+    elif tools:
+        body["tools"] = tools
         if choice is not None:
             body["tool_choice"] = choice
     elif names := _called_tool_names(messages):

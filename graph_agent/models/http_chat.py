@@ -185,12 +185,14 @@ class HTTPChatModel:
         """The JSON body of the request."""
         raise NotImplementedError
 
-    def _parse(self, data: Any, *, tools_offered: bool) -> AssistantMessage:
-        """The answer of a whole (not streamed) JSON response; ``ModelResponseError`` if none."""
+    def _parse(self, data: Any, *, request: ModelRequest) -> AssistantMessage:
+        """The answer to ``request`` of a whole (not streamed) JSON response;
+        ``ModelResponseError`` if none."""
         raise NotImplementedError
 
-    def _decoder(self, message_id: str, *, tools_offered: bool) -> StreamDecoding:
-        """A reader for one event stream, its chunks carrying ``message_id``."""
+    def _decoder(self, message_id: str, *, request: ModelRequest) -> StreamDecoding:
+        """A reader for one event stream answering ``request``, its chunks carrying
+        ``message_id``."""
         raise NotImplementedError
 
     def _fallback_body(
@@ -304,7 +306,7 @@ class HTTPChatModel:
             ModelError: A subclass saying what failed (see :mod:`graph_agent.models.errors`).
         """
         request = ModelRequest.build(messages, tools, options)
-        flow = self._generate_flow(self._body(request, stream=False), bool(request.tools))
+        flow = self._generate_flow(self._body(request, stream=False), request)
         answer: list[AssistantMessage] = []
         for _ in self._drive(flow, answer):
             pass  # a whole answer yields no chunks
@@ -318,7 +320,7 @@ class HTTPChatModel:
     ) -> AssistantMessage:
         """Async :meth:`generate`."""
         request = ModelRequest.build(messages, tools, options)
-        flow = self._generate_flow(self._body(request, stream=False), bool(request.tools))
+        flow = self._generate_flow(self._body(request, stream=False), request)
         answer: list[AssistantMessage] = []
         async for _ in self._adrive(flow, answer):
             pass
@@ -339,7 +341,7 @@ class HTTPChatModel:
         and is retried from the start only if none of its chunks was yielded yet.
         """
         request = ModelRequest.build(messages, tools, options)
-        flow = self._stream_flow(self._body(request, stream=True), bool(request.tools))
+        flow = self._stream_flow(self._body(request, stream=True), request)
         return self._drive(flow, [])
 
     def astream(
@@ -350,13 +352,13 @@ class HTTPChatModel:
     ) -> AsyncIterator[AssistantMessageChunk]:
         """Async :meth:`stream`."""
         request = ModelRequest.build(messages, tools, options)
-        flow = self._stream_flow(self._body(request, stream=True), bool(request.tools))
+        flow = self._stream_flow(self._body(request, stream=True), request)
         return self._adrive(flow, [])
 
     # The request logic, written once: generators yielding effects (_Post, _NEXT_EVENT, _Wait)
     # for a driver to carry out, and chunks for it to pass on; I/O errors are thrown back in.
 
-    def _generate_flow(self, body: dict[str, Any], tools_offered: bool) -> _Flow:
+    def _generate_flow(self, body: dict[str, Any], request: ModelRequest) -> _Flow:
         attempt = 0
         fell_back = False
         answered: httpx.Response | None = None  # the last error response an attempt got
@@ -373,7 +375,7 @@ class HTTPChatModel:
                 if response.is_success:
                     self._accepted(fell_back=fell_back)
                     try:
-                        return self._parse(self._json(response), tools_offered=tools_offered)
+                        return self._parse(self._json(response), request=request)
                     except ModelResponseError as exc:
                         raise self._unusable(exc) from None
                 if (fallback := self._fallback_body(body, response)) is not None:
@@ -385,7 +387,7 @@ class HTTPChatModel:
                 raise error
             yield _Wait(delay)
 
-    def _stream_flow(self, body: dict[str, Any], tools_offered: bool) -> _Flow:
+    def _stream_flow(self, body: dict[str, Any], request: ModelRequest) -> _Flow:
         message_id = new_message_id()
         attempt = 0
         fell_back = False
@@ -393,7 +395,7 @@ class HTTPChatModel:
         while True:
             attempt += 1
             self._log_attempt(body, attempt)
-            decoder = self._decoder(message_id, tools_offered=tools_offered)
+            decoder = self._decoder(message_id, request=request)
             # yielded: part of this answer reached the caller, so it is never retried.
             # streaming: the server answered with an event stream, so a failure now cuts it.
             yielded = streaming = False
@@ -408,7 +410,7 @@ class HTTPChatModel:
                 else:
                     self._accepted(fell_back=fell_back)
                     if _is_json(response):  # a server that ignored "stream": the whole answer
-                        whole = self._parse(self._json(response), tools_offered=tools_offered)
+                        whole = self._parse(self._json(response), request=request)
                         yield from message_to_chunks(whole.model_copy(update={"id": message_id}))
                         return None
                     streaming = True

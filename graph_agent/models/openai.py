@@ -145,11 +145,11 @@ class OpenAIChatModel(HTTPChatModel):
     def _auth_headers(self, secret: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {secret}"}
 
-    def _parse(self, data: Any, *, tools_offered: bool) -> AssistantMessage:
-        return parse_completion(data, tools_offered=tools_offered)
+    def _parse(self, data: Any, *, request: ModelRequest) -> AssistantMessage:
+        return parse_completion(data, tools_offered=bool(request.tools))
 
-    def _decoder(self, message_id: str, *, tools_offered: bool) -> StreamDecoding:
-        return StreamDecoder(message_id=message_id, tools_offered=tools_offered)
+    def _decoder(self, message_id: str, *, request: ModelRequest) -> StreamDecoding:
+        return StreamDecoder(message_id=message_id, tools_offered=bool(request.tools))
 
     def _body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
         body = build_request_body(self.model, request, self.options, stream=stream)

@@ -19,10 +19,12 @@ Content parts go out as OpenAI documents them (DashScope's compatible mode takes
 or ``data:<media type>;base64,<data>``; ``detail`` when set), ``{"type": "input_audio",
 "input_audio": {"data", "format"}}`` and ``{"type": "file", "file": {"file_data" (a data URL)
 | "file_id", "filename"}}``. The format takes parts other than text only in user messages:
-an assistant message is sent as its text, and a tool result holding images, audio or files is
-sent as its text (with a placeholder per part) while the parts follow, after the step's tool
-results, in a user message that names the call. A ``FilePart`` by ``url`` has no OpenAI
-form and is refused before sending.
+an assistant message or a tool result holding images, audio or files (a ``return_direct``
+tool's image, a screenshot) is sent as its text with a placeholder per part
+(``[image: image/png, 12 KB]``) while the parts follow, after the step's tool results, in a
+user message that names the call ("Your previous answer holds:" for an assistant message; a
+part an earlier message already showed is not sent twice). A ``FilePart`` by ``url`` has no
+OpenAI form and is refused before sending.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ from graph_agent.models.retry import is_retryable_status
 logger = logging.getLogger("graph_agent.models.openai")
 
 _RESERVED_OPTIONS = ("messages", "tools", "stream")
+_SHOWN_LEAD = "Your previous answer holds:"
 _MAX_SHOWN = 500
 _T = TypeVar("_T")
 _KIND_NAMES: dict[type, str] = {
@@ -92,24 +95,29 @@ def message_to_openai(message: BaseMessage) -> dict[str, Any]:
         case UserMessage():
             return {"role": "user", "content": content_to_openai(message.content)}
         case AssistantMessage():
-            wire: dict[str, Any] = {"role": "assistant", "content": message.text}
+            wire: dict[str, Any] = {
+                "role": "assistant",
+                "content": _text_with_placeholders(message.content),
+            }
             if message.tool_calls:
                 wire["tool_calls"] = [_tool_call_to_openai(call) for call in message.tool_calls]
             return wire
         case ToolResponseMessage():
-            content = message.content
             return {
                 "role": "tool",
                 "tool_call_id": message.tool_call_id,
-                "content": content_text(content, placeholders=not _only_text(content)),
+                "content": _text_with_placeholders(message.content),
             }
     raise TypeError(f"cannot send {type(message).__name__} to a chat model: {message!r:.200}")
 
 
 def messages_to_openai(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     """The conversation in the chat-completions format: each message by
-    :func:`message_to_openai`, and the images, audio and files of tool results in a user
-    message after the step's results (tool messages carry text only).
+    :func:`message_to_openai`, and the images, audio and files of tool results and of
+    assistant messages (a ``return_direct`` tool's image) in a user message after the step's
+    results (tool and assistant messages carry text only). A part of an assistant message
+    that an earlier message already showed (the tool result a ``return_direct`` answer
+    repeats) is not sent again: its placeholder stands for it.
 
     Example:
         >>> screenshot = ImagePart(url="https://x.test/shot.png")
@@ -119,16 +127,24 @@ def messages_to_openai(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     """
     wire: list[dict[str, Any]] = []
     held: list[dict[str, Any]] = []  # parts of the tool results since the last other message
+    seen: set[ContentPart] = set()  # the parts shown so far
     for message in messages:
         if held and not isinstance(message, ToolResponseMessage):
             wire.append({"role": "user", "content": held})
             held = []
         wire.append(message_to_openai(message))
-        content = message.content
-        if isinstance(message, ToolResponseMessage) and not _only_text(content):
-            lead = f"The result of tool call {message.tool_call_id} ({message.name}) holds:"
+        parts = [p for p in _parts(message.content) if not isinstance(p, TextPart)]
+        if isinstance(message, AssistantMessage):
+            parts = [p for p in parts if p not in seen]
+        if parts and isinstance(message, ToolResponseMessage | AssistantMessage):
+            lead = (
+                f"The result of tool call {message.tool_call_id} ({message.name}) holds:"
+                if isinstance(message, ToolResponseMessage)
+                else _SHOWN_LEAD
+            )
             held.append({"type": "text", "text": lead})
-            held.extend(_part_to_openai(p) for p in _parts(content) if not isinstance(p, TextPart))
+            held.extend(_part_to_openai(part) for part in parts)
+        seen.update(parts)
     if held:
         wire.append({"role": "user", "content": held})
     return wire
@@ -153,6 +169,11 @@ def content_to_openai(content: MessageContent) -> str | list[dict[str, Any]]:
 
 def _parts(content: MessageContent) -> list[ContentPart]:
     return [TextPart(content)] if isinstance(content, str) else content
+
+
+def _text_with_placeholders(content: MessageContent) -> str:
+    """A message's text, each image, audio or file part shown as its placeholder."""
+    return content_text(content, placeholders=not _only_text(content))
 
 
 def _only_text(content: MessageContent) -> bool:

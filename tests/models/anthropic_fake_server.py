@@ -10,8 +10,14 @@ with the Messages API's rules: by default a request breaking one of them gets th
   turn (all of them in that one turn);
 - with ``thinking`` enabled, an assistant turn holding ``tool_use`` starts with a thinking
   block, and a thinking block carries its signature;
-- tools have a ``name`` and an ``input_schema``, and a request holding ``tool_use`` or
-  ``tool_result`` blocks defines tools.
+- tools have a unique ``name`` (``^[a-zA-Z0-9_-]{1,64}$``) and an ``input_schema`` of type
+  ``object``, and a request holding ``tool_use`` or ``tool_result`` blocks defines tools;
+- ``tool_choice`` comes with tools only, names an offered tool, and, with ``thinking``
+  enabled, does not force tool use (``any`` or ``tool``): only ``auto`` and ``none`` go with
+  thinking;
+- assistant turns hold text, ``tool_use`` and thinking blocks only (no ``image`` or
+  ``document``);
+- there is no ``response_format`` field.
 
 Streams are real SSE (``event:`` and ``data:`` lines), built from a whole message by
 :func:`message_events`, and can be cut anywhere.
@@ -20,6 +26,7 @@ Streams are real SSE (``event:`` and ``data:`` lines), built from a whole messag
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -161,16 +168,24 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_ASSISTANT_BLOCKS = ("text", "tool_use", "thinking", "redacted_thinking")
+
+
 def messages_rejection(body: Any) -> Behaviour | None:
     """How the Messages API refuses ``body``, or ``None`` when it accepts it."""
     if not isinstance(body, dict):
         return _invalid("body must be a JSON object")
     if not isinstance(body.get("model"), str) or not isinstance(body.get("max_tokens"), int):
         return _invalid("model: Field required; max_tokens: Field required")
+    if "response_format" in body:
+        return _invalid("response_format: Extra inputs are not permitted")
     turns = body.get("messages")
     if not isinstance(turns, list) or not turns:
         return _invalid("messages: at least one message is required")
-    thinking_on = (body.get("thinking") or {}).get("type") == "enabled"
+    thinking_on = (body.get("thinking") or {}).get("type") in ("enabled", "adaptive")
+    if (refused := _tools_rejection(body, thinking_on)) is not None:
+        return refused
     pending: set[str] = set()
     for number, turn in enumerate(turns):
         role = turn.get("role")
@@ -194,6 +209,12 @@ def messages_rejection(body: Any) -> Behaviour | None:
                 )
             pending = set()
             continue
+        for block in blocks:
+            if block.get("type") not in _ASSISTANT_BLOCKS:
+                return _invalid(
+                    f"messages.{number}: '{block.get('type')}' blocks are not permitted within "
+                    "assistant turns"
+                )
         calls = [block for block in blocks if block.get("type") == "tool_use"]
         pending = {call.get("id") for call in calls}
         if thinking_on and calls and blocks[0].get("type") not in ("thinking", "redacted_thinking"):
@@ -211,9 +232,37 @@ def messages_rejection(body: Any) -> Behaviour | None:
         for block in _blocks(turn.get("content"))
     ):
         return _invalid("Requests which include tool_use or tool_result blocks must define tools.")
-    for tool in body.get("tools") or []:
-        if not tool.get("name") or not isinstance(tool.get("input_schema"), dict):
+    return None
+
+
+def _tools_rejection(body: dict[str, Any], thinking_on: bool) -> Behaviour | None:
+    tools = body.get("tools") or []
+    names = [tool.get("name") for tool in tools]
+    for number, tool in enumerate(tools):
+        if not isinstance(tool.get("input_schema"), dict):
             return _invalid("tools: each tool needs a name and an input_schema")
+        if not _TOOL_NAME.match(str(tool.get("name") or "")):
+            return _invalid(
+                f"tools.{number}.custom.name: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'"
+            )
+        if tool["input_schema"].get("type") != "object":
+            return _invalid(f"tools.{number}.custom.input_schema.type: Input should be 'object'")
+    if len(set(names)) != len(names):
+        return _invalid("tools: Tool names must be unique.")
+    choice = body.get("tool_choice")
+    if choice is None:
+        return None
+    if not tools:
+        return _invalid("tool_choice may only be specified while providing tools.")
+    kind = choice.get("type")
+    if kind == "tool" and choice.get("name") not in names:
+        return _invalid(f"Tool '{choice.get('name')}' not found in provided tools")
+    if thinking_on and kind in ("any", "tool"):
+        return _invalid("Thinking may not be enabled when tool_choice forces tool use.")
+    if kind == "none" and "disable_parallel_tool_use" in choice:
+        return _invalid(
+            "tool_choice.none.disable_parallel_tool_use: Extra inputs are not permitted"
+        )
     return None
 
 

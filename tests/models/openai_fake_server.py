@@ -8,7 +8,9 @@ recorded (headers and JSON body). By default the server is as strict as a llama.
   ``accepts_tool_choice_required = True`` to behave like OpenAI, which honours it);
 - ``tool_choice`` or ``parallel_tool_calls`` without tools, or ``tools: []``, get HTTP 400;
 - a tool message without ``tool_call_id`` gets 400, and history tool-call arguments that are not
-  a JSON string get 500.
+  a JSON string get 500;
+- an assistant message with parts other than ``text`` and ``refusal`` (an image) gets 400, as
+  OpenAI answers it.
 
 Replies can be plain JSON, SSE (chunked, with or without ``[DONE]``), a connection dropped in
 the middle of a stream or before any answer, a stall (for read timeouts), or a function of the
@@ -233,8 +235,10 @@ def strict_rejection(body: Any, *, accepts_tool_choice_required: bool = False) -
         return reply_error(400, "[] is too short - 'tools'")
     if not tools and ("tool_choice" in body or "parallel_tool_calls" in body):
         return reply_error(400, "tool_choice is only allowed when tools are specified")
-    for message in body.get("messages", []):
+    for number, message in enumerate(body.get("messages", [])):
         if message.get("role") == "assistant":
+            if (refused := _assistant_part_rejection(number, message.get("content"))) is not None:
+                return refused
             if message.get("content", "") is None:
                 return reply_json(
                     {"error": {"code": 500, "message": "content null", "type": "server_error"}},
@@ -248,6 +252,25 @@ def strict_rejection(body: Any, *, accepts_tool_choice_required: bool = False) -
                     return reply_json({"error": {"message": "bad arguments"}}, status=500)
         if message.get("role") == "tool" and not message.get("tool_call_id"):
             return reply_error(400, "tool message needs tool_call_id")
+    return None
+
+
+def _assistant_part_rejection(number: int, content: Any) -> Behaviour | None:
+    """OpenAI's answer to an assistant message holding parts other than text and refusal."""
+    for index, part in enumerate(content if isinstance(content, list) else []):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "image_url":
+            return reply_error(
+                400,
+                f"Invalid 'messages[{number}]'. Image URLs are only allowed for messages with "
+                "role 'user', but this message with role 'assistant' contains an image URL.",
+            )
+        if kind not in ("text", "refusal"):
+            return reply_error(
+                400,
+                f"Invalid value: '{kind}'. Supported values are: 'text' and 'refusal'. "
+                f"(param: messages[{number}].content[{index}].type)",
+            )
     return None
 
 

@@ -353,8 +353,8 @@ def test_options_the_messages_api_has_no_place_for_are_refused_before_sending(
     anthropic: FakeAnthropicServer, make_anthropic: AnthropicFactory
 ) -> None:
     model = make_anthropic()
-    with pytest.raises(ValueError, match="output_mode='tool'"):
-        model.generate(HI, options={"response_format": {"type": "json_object"}})
+    with pytest.raises(ValueError, match="response_format must be a pydantic model class"):
+        model.generate(HI, options={"response_format": "json"})
     with pytest.raises(ValueError, match="SystemMessage"):
         model.generate(HI, options={"system": "x"})
     assert anthropic.requests == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import httpx
 import pytest
 
 from graph_agent.messages import (
@@ -121,13 +122,51 @@ def test_a_tool_result_with_an_image_goes_as_text_and_the_image_follows_in_a_use
     }
 
 
-def test_an_assistant_message_with_parts_is_sent_as_its_text(
+def test_an_assistant_message_with_an_image_goes_as_text_and_the_image_follows_for_the_user(
+    server: FakeOpenAIServer, make_model: ModelFactory, calls: Driver
+) -> None:
+    # OpenAI takes only text (and refusal) parts in assistant messages; the server refuses more
+    server.enqueue(reply_json(completion("ok")))
+    earlier = AssistantMessage([TextPart("Here it is."), ImagePart(url="https://x.test/a.png")])
+    calls.generate(make_model(), [UserMessage("Draw"), earlier, UserMessage("Thanks")])
+    assert server.bodies[-1]["messages"][1:] == [
+        {"role": "assistant", "content": "Here it is. [image: https://x.test/a.png]"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Your previous answer holds:"},
+                {"type": "image_url", "image_url": {"url": "https://x.test/a.png"}},
+            ],
+        },
+        {"role": "user", "content": "Thanks"},
+    ]
+
+
+def test_an_image_an_earlier_message_showed_is_not_sent_twice(
     server: FakeOpenAIServer, make_model: ModelFactory
 ) -> None:
     server.enqueue(reply_json(completion("ok")))
-    earlier = AssistantMessage([TextPart("Here it is."), ImagePart(url="https://x.test/a.png")])
-    make_model().generate([UserMessage("Draw"), earlier, UserMessage("Thanks")])
-    assert server.bodies[-1]["messages"][1] == {"role": "assistant", "content": "Here it is."}
+    picture = ImagePart(url="https://x.test/a.png")
+    history = [
+        UserMessage([TextPart("Redraw this"), picture]),
+        AssistantMessage([picture]),
+        UserMessage("Thanks"),
+    ]
+    make_model().generate(history)
+    assert server.bodies[-1]["messages"][1:] == [
+        {"role": "assistant", "content": "[image: https://x.test/a.png]"},
+        {"role": "user", "content": "Thanks"},
+    ]
+
+
+def test_the_local_server_refuses_an_image_in_an_assistant_message_as_openai_does(
+    server: FakeOpenAIServer, make_model: ModelFactory
+) -> None:
+    picture = {"type": "image_url", "image_url": {"url": "https://x.test/a.png"}}
+    body = {"model": "m", "messages": [{"role": "assistant", "content": [picture]}]}
+    rejection = httpx.post(f"{server.base_url}/chat/completions", json=body, timeout=5)
+    assert rejection.status_code == 400
+    assert "Image URLs are only allowed for messages with role 'user'" in rejection.text
 
 
 def test_a_file_by_url_is_refused_before_anything_is_sent(
