@@ -19,10 +19,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import psycopg
@@ -45,12 +45,25 @@ from tests.serve.test_postgres_follow import notifier
 
 ROOT = Path(__file__).resolve().parents[2]
 SILENT, OTHER = 0x5151_0001, 0x5151_0002  # two workers' tokens (their advisory lock keys)
+T = TypeVar("T")
 
 
 @pytest.fixture
 def dsn() -> Iterator[str]:
     with fresh_schema() as schema_dsn:
         yield schema_dsn
+
+
+async def _within(seconds: float, awaitable: Awaitable[T], what: str) -> T:
+    """What ``awaitable`` returns, or the test fails naming ``what`` did not happen. Awaited in
+    a task of its own: a cancel (as a timeout's) reaching code that swallows it would let a
+    hang pass unnoticed."""
+    task = asyncio.ensure_future(awaitable)
+    done, _ = await asyncio.wait([task], timeout=seconds)
+    if not done:
+        task.cancel()
+        pytest.fail(f"waited {seconds} s for {what}: it did not happen")
+    return task.result()
 
 
 def _rows(dsn: str, sql: str, *args: object) -> list[tuple[Any, ...]]:
@@ -221,16 +234,59 @@ def test_a_worker_whose_lock_session_was_cut_locks_its_key_again_and_claims_agai
             request = RunRequest(assistant_id="chain", input={"x": 1})
             run = await runner.astart("t1", request, thread, new_thread=True)
             claimed_here = not isinstance(run, RemoteRun)
-            await run.wait()
+            await _within(30, run.wait(), "the run to end (run.wait())")
             return before, after, claimed_here
         finally:
-            await runner.close()
+            await _within(30, runner.close(), "the worker to close (QueueRunner.close())")
             records.close()
             await saver.aclose()
 
     before, after, claimed_here = asyncio.run(scenario())
     assert len(before) == 1 and len(after) == 1 and after != before  # a new session holds it
     assert claimed_here  # it claims the runs it receives again
+
+
+def test_a_worker_whose_loop_lost_its_cancel_is_cancelled_again_when_it_closes(
+    dsn: str,
+) -> None:
+    """On Python 3.11 a cancel can be lost: psycopg_pool waits for a free connection with
+    ``asyncio.wait_for``, which returns the connection that comes in the moment its task is
+    cancelled, and the task goes on (psycopg/psycopg#1345). A worker whose loop was cancelled
+    so (closing as its upkeep got a connection, which a loaded machine makes likely) went on
+    claiming forever, and ``close()`` waited on it forever. The upkeep here loses the first
+    cancel it gets, as that wait does."""
+
+    async def scenario() -> tuple[int, bool]:
+        records = PostgresRecords(dsn, worker_timeout=0.3)
+        runner = QueueRunner({}, records)
+        upkeep, waiting, lost = records.aupkeep, asyncio.Event(), []
+
+        async def upkeep_losing_a_cancel(*args: Any, **kwargs: Any) -> Any:
+            if not lost:
+                waiting.set()
+                try:
+                    await asyncio.Event().wait()  # as for a free connection in the pool
+                except asyncio.CancelledError:
+                    lost.append(True)  # ... which came just then: the cancel is lost
+            return await upkeep(*args, **kwargs)
+
+        records.aupkeep = upkeep_losing_a_cancel  # type: ignore[method-assign]
+        await runner.open()
+        try:
+            await _within(10, waiting.wait(), "the worker's first upkeep")
+        finally:
+            closing = asyncio.create_task(runner.close())
+            done, _ = await asyncio.wait([closing], timeout=10)
+            if not done:  # without the fix: end the loop (a cancel not lost), to fail clean
+                for task in runner._tasks:
+                    task.cancel()
+                await closing
+            records.close()
+        return len(lost), bool(done)
+
+    lost, closed = asyncio.run(scenario())
+    assert lost == 1  # the loop's cancel was lost once
+    assert closed  # close() cancelled it again, and returned
 
 
 def test_a_run_taken_over_from_this_worker_is_cancelled_when_it_closes(dsn: str) -> None:
