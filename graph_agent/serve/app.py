@@ -215,6 +215,8 @@ class _Api:
         self.created_at = now()
         self.input_keys: dict[str, InputKeys] = {}
         self.schemas: dict[str, dict[str, Any]] = {}
+        self._forgetting: set[asyncio.Task[None]] = set()
+        """The stateless runs' threads to delete once their runs end (:meth:`_forget`)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -224,7 +226,11 @@ class _Api:
             yield
         finally:
             # the runs still running stop now, while the records and savers they write to
-            # are open (the caller closes those once the server returned)
+            # are open (the caller closes those once the server returned); so does the wait
+            # to delete a stateless run's thread, which reads the records
+            for task in self._forgetting:
+                task.cancel()
+            await asyncio.gather(*self._forgetting, return_exceptions=True)
             if self.local is not self.runner:  # PostgreSQL mode's in-memory one
                 await self.local.close()
                 self.local.records.close()
@@ -608,7 +614,9 @@ class _Api:
             record = _thread_record(str(uuid.uuid4()), {})
             run = await self._start_on(record.thread_id, run_request, record)
             if delete:
-                asyncio.get_running_loop().create_task(self._forget(run))
+                task = asyncio.get_running_loop().create_task(self._forget(run))
+                self._forgetting.add(task)
+                task.add_done_callback(self._forgetting.discard)
             return run
         found = self._records_of(thread_id).thread(thread_id)
         if found is None:
