@@ -665,9 +665,16 @@ class QueueRunner(Runner):
             if claimed.run.lost:
                 return
             if "rollback" in claimed.cancel_action:
+                if not await self._holds(claimed):  # the thread is the new claimer's now
+                    self._lose(run_id, claimed)
+                    return
                 await asyncio.to_thread(rollback_thread, runnable, thread_id, {run_id})
                 await claimed.writer.drain()
-                await self.records.arolled_back(run_id, thread_id, claimed.claim)
+                if not await self.records.arolled_back(run_id, thread_id, claimed.claim):
+                    # taken over meanwhile: the run is the new claimer's to roll back (its
+                    # cancel is on the row), and those waiting here get what it does
+                    self._lose(run_id, claimed)
+                    return
                 run.rolled_back = True
                 return
             run_status = "interrupted"

@@ -30,12 +30,19 @@ import pytest
 from langgraph_sdk import get_sync_client
 
 from graph_agent import END, START, CompileConfig, StateGraph
+from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.postgres import AsyncPostgresSaver
 from graph_agent.cli.main import main
 from graph_agent.graph.errors import GraphSetupError
 from graph_agent.serve import queue
 from graph_agent.serve.pg_records import Claim, PostgresRecords
-from graph_agent.serve.queue import ATTEMPT_EVENT_IDS, QueueRunner, RemoteRun, first_event_id
+from graph_agent.serve.queue import (
+    ATTEMPT_EVENT_IDS,
+    QueueRunner,
+    RemoteRun,
+    _LocalRun,
+    first_event_id,
+)
 from graph_agent.serve.records import ThreadRecord, now
 from graph_agent.serve.runs import ActiveRun, RunRequest, new_run_record
 from tests.checkpoint.postgres_db import admin, fresh_schema
@@ -346,6 +353,80 @@ def test_a_run_taken_over_from_this_worker_is_cancelled_when_it_closes(dsn: str)
         other.close()
     assert running_when_lost  # the node was still waiting when the claim was lost
     assert done_after_close and seen == ["cancelled"]  # closing the worker cancelled it
+
+
+@pytest.mark.parametrize("taken", ["before its rollback", "while it rolls back"])
+def test_a_run_rolled_back_after_its_claim_was_taken_over_is_lost_here_not_rolled_back(
+    dsn: str, taken: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rollback whose claim was taken over (before it took the thread back, or before it
+    deleted the run) deletes no row: the run is the new claimer's (to roll back itself, the
+    cancel being on the row), so here it is lost, not rolled back, and those waiting here turn
+    to the new claimer."""
+    gate = asyncio.Event()
+
+    def gated() -> StateGraph:
+        graph = StateGraph("gated")
+
+        async def first(state: dict[str, Any]) -> dict[str, Any]:
+            await gate.wait()
+            return {}
+
+        graph.add_node("first", first)
+        graph.add_node("second", lambda state: {})
+        graph.add_edge(START, "first").add_edge("first", "second").add_edge("second", END)
+        return graph
+
+    def take_over() -> None:  # another worker, alive, takes the run over
+        other.execute(
+            "UPDATE graph_agent_serve_runs SET worker = %s, attempt = 2, "
+            "alive_until = clock_timestamp() + interval '1 hour'",
+            (OTHER,),
+        )
+
+    rollback_thread, rolled = queue.rollback_thread, list[str]()
+
+    def observed(*args: Any) -> None:
+        rolled.append("thread taken back")
+        if taken == "while it rolls back":
+            take_over()
+        rollback_thread(*args)
+
+    monkeypatch.setattr(queue, "rollback_thread", observed)
+
+    async def scenario() -> tuple[bool, bool]:
+        records = PostgresRecords(dsn, worker_timeout=60)  # no heartbeat notices the takeover
+        graph = gated().compile(CompileConfig(saver=MemorySaver()))
+        runner = QueueRunner({"gated": graph}, records)
+        await runner.open()
+        try:
+            stamp = now()
+            thread = ThreadRecord(thread_id="t1", created_at=stamp, updated_at=stamp)
+            run = await runner.astart("t1", RunRequest(assistant_id="gated", input={}), thread)
+            assert isinstance(run, _LocalRun) and run.task is not None
+            if taken == "before its rollback":
+                take_over()
+            runner._cancel_here(run.record.run_id, "rollback")  # heard before any heartbeat
+            gate.set()
+            await _within(10, asyncio.wait([run.task]), "the run to stop at its step boundary")
+            return run.rolled_back, run.lost
+        finally:
+            await _within(30, runner.close(), "the worker to close (QueueRunner.close())")
+            records.close()
+
+    other = psycopg.connect(dsn, autocommit=True)
+    other.execute("SELECT pg_advisory_lock(%s)", (OTHER,))
+    try:
+        rolled_back, lost = asyncio.run(scenario())
+    finally:
+        other.close()
+    assert not rolled_back
+    assert lost  # its waiters get the new claimer's result
+    # taken over first, it leaves the thread (the new claimer's now) as it is
+    assert rolled == ([] if taken == "before its rollback" else ["thread taken back"])
+    assert _rows(dsn, "SELECT status, worker, attempt FROM graph_agent_serve_runs") == [
+        ("running", OTHER, 2)  # nothing of it was deleted
+    ]
 
 
 async def test_an_attempts_events_are_numbered_above_any_an_earlier_attempt_told() -> None:
