@@ -43,7 +43,7 @@ from graph_agent.serve.inputs import InputKeys
 from graph_agent.serve.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
 from graph_agent.serve.openapi import docs_html, openapi_document
 from graph_agent.serve.pg_records import PostgresRecords
-from graph_agent.serve.queue import QueueRunner
+from graph_agent.serve.queue import QueueRunner, cancel_and_await
 from graph_agent.serve.records import Records, RunRecord, ThreadRecord, matches, now
 from graph_agent.serve.runs import (
     MULTITASK_STRATEGIES,
@@ -228,9 +228,7 @@ class _Api:
             # the runs still running stop now, while the records and savers they write to
             # are open (the caller closes those once the server returned); so does the wait
             # to delete a stateless run's thread, which reads the records
-            for task in self._forgetting:
-                task.cancel()
-            await asyncio.gather(*self._forgetting, return_exceptions=True)
+            await cancel_and_await(list(self._forgetting))
             if self.local is not self.runner:  # PostgreSQL mode's in-memory one
                 await self.local.close()
                 self.local.records.close()

@@ -104,7 +104,7 @@ LEASE_WAIT_SECONDS = 30.0
 (at least twice ``worker_timeout``) before the run fails."""
 CANCEL_AGAIN_SECONDS = 0.5
 """How long closing waits for a cancelled task before it cancels it again (see
-:func:`_cancel_and_await`)."""
+:func:`cancel_and_await`)."""
 
 
 @dataclass(kw_only=True)
@@ -330,10 +330,10 @@ class QueueRunner(Runner):
     async def close(self) -> None:
         """Stop listening and claiming, and cancel (and await) every run task of this process,
         those whose claims were taken over included, before the pools close under them."""
-        await _cancel_and_await(self._tasks)
+        await cancel_and_await(self._tasks)
         self._tasks.clear()
         self._unguard_leases()
-        await _cancel_and_await(list(self._running))
+        await cancel_and_await(list(self._running))
         if self._lock_conn is not None:
             await self._lock_conn.close()
         await self.records.aclose()
@@ -744,7 +744,7 @@ def _ended_on(seen: Any, runnable: Runnable) -> bool:
 async def _wait_at_most(event: asyncio.Event, seconds: float) -> bool:
     """Whether ``event`` was set within ``seconds``. Not ``asyncio.wait_for``: on Python 3.11
     it returns normally when it is cancelled just as what it awaits completes, and the cancel
-    is lost (see :func:`_cancel_and_await`); ``asyncio.timeout`` waits in the caller's task, whose
+    is lost (see :func:`cancel_and_await`); ``asyncio.timeout`` waits in the caller's task, whose
     cancel is never lost so."""
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(seconds):
@@ -752,7 +752,7 @@ async def _wait_at_most(event: asyncio.Event, seconds: float) -> bool:
     return event.is_set()
 
 
-async def _cancel_and_await(tasks: Collection[asyncio.Task[None]]) -> None:
+async def cancel_and_await(tasks: Collection[asyncio.Task[None]]) -> None:
     """Cancel ``tasks`` and await their end, cancelling again every
     :data:`CANCEL_AGAIN_SECONDS` those that go on. A cancel can be lost: on Python 3.11,
     ``asyncio.wait_for`` returns what it awaited when that completes in the moment it is
