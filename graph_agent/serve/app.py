@@ -43,7 +43,7 @@ from graph_agent.serve.inputs import InputKeys
 from graph_agent.serve.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
 from graph_agent.serve.openapi import docs_html, openapi_document
 from graph_agent.serve.pg_records import PostgresRecords
-from graph_agent.serve.queue import QueueRunner
+from graph_agent.serve.queue import QueueRunner, cancel_and_await
 from graph_agent.serve.records import Records, RunRecord, ThreadRecord, matches, now
 from graph_agent.serve.runs import (
     MULTITASK_STRATEGIES,
@@ -215,6 +215,8 @@ class _Api:
         self.created_at = now()
         self.input_keys: dict[str, InputKeys] = {}
         self.schemas: dict[str, dict[str, Any]] = {}
+        self._forgetting: set[asyncio.Task[None]] = set()
+        """The stateless runs' threads to delete once their runs end (:meth:`_forget`)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -224,7 +226,9 @@ class _Api:
             yield
         finally:
             # the runs still running stop now, while the records and savers they write to
-            # are open (the caller closes those once the server returned)
+            # are open (the caller closes those once the server returned); so does the wait
+            # to delete a stateless run's thread, which reads the records
+            await cancel_and_await(list(self._forgetting))
             if self.local is not self.runner:  # PostgreSQL mode's in-memory one
                 await self.local.close()
                 self.local.records.close()
@@ -608,7 +612,9 @@ class _Api:
             record = _thread_record(str(uuid.uuid4()), {})
             run = await self._start_on(record.thread_id, run_request, record)
             if delete:
-                asyncio.get_running_loop().create_task(self._forget(run))
+                task = asyncio.get_running_loop().create_task(self._forget(run))
+                self._forgetting.add(task)
+                task.add_done_callback(self._forgetting.discard)
             return run
         found = self._records_of(thread_id).thread(thread_id)
         if found is None:

@@ -605,10 +605,11 @@ class PostgresRecords:
             await self._publish([f"d:{run_id}", *(["q"] if waiting else [])])
         return finished
 
-    async def arolled_back(self, run_id: str, thread_id: str, claim: Claim) -> None:
+    async def arolled_back(self, run_id: str, thread_id: str, claim: Claim) -> bool:
         """Delete a run that was rolled back under ``claim`` (if it still holds), with its
         events; its thread goes idle unless another run is to come. Announced (``d:``) only
-        when the claim held."""
+        when the claim held; False when it no longer did (another worker took the run over),
+        and nothing was deleted."""
         args: dict[str, Any] = {"run": run_id, "thread": thread_id, "now": now()}
         args |= {"worker": claim.worker, "attempt": claim.attempt}
         rows = await self._arun(
@@ -617,6 +618,7 @@ class PostgresRecords:
         deleted, waiting = (bool(rows[0][0]), bool(rows[0][1])) if rows else (False, False)
         if deleted:  # as for an end: only the claim holder announces it
             await self._publish([f"d:{run_id}", *(["q"] if waiting else [])])
+        return deleted
 
     # events
     async def aadd_events(

@@ -62,7 +62,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +102,9 @@ asks again after each :data:`POLL_SECONDS` ``* 4`` without news)."""
 LEASE_WAIT_SECONDS = 30.0
 """Least time a worker that took a run over waits for the previous worker's lease on its thread
 (at least twice ``worker_timeout``) before the run fails."""
+CANCEL_AGAIN_SECONDS = 0.5
+"""How long closing waits for a cancelled task before it cancels it again (see
+:func:`cancel_and_await`)."""
 
 
 @dataclass(kw_only=True)
@@ -132,8 +135,7 @@ class RemoteRun(ActiveRun):
             wake = self.runner.wake_for(self.record.run_id, events=False)
             if not await self._refresh() or self.finished:
                 return self.last_result
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), POLL_SECONDS * 4)
+            await _wait_at_most(wake, POLL_SECONDS * 4)
 
     async def follow(self, after: int = -1) -> AsyncIterator[tuple[int, str, str]]:
         run_id, asked = self.record.run_id, False
@@ -150,9 +152,7 @@ class RemoteRun(ActiveRun):
                 after = item[0]
             if ended:
                 return
-            try:
-                await asyncio.wait_for(wake.wait(), POLL_SECONDS * 4)
-            except TimeoutError:
+            if not await _wait_at_most(wake, POLL_SECONDS * 4):
                 asked = False  # it may have moved to another worker meanwhile: ask again
 
 
@@ -322,8 +322,7 @@ class QueueRunner(Runner):
         listening = asyncio.Event()
         notifier, channel = self.records.notifier, self.records.channel
         self._tasks.append(asyncio.create_task(notifier.listen(channel, self._dispatch, listening)))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(listening.wait(), 10)
+        await _wait_at_most(listening, 10)
         if self.work:
             self._guard_leases()
             self._tasks.append(asyncio.create_task(self._work()))
@@ -331,16 +330,10 @@ class QueueRunner(Runner):
     async def close(self) -> None:
         """Stop listening and claiming, and cancel (and await) every run task of this process,
         those whose claims were taken over included, before the pools close under them."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_await(self._tasks)
+        self._tasks.clear()
         self._unguard_leases()
-        running = list(self._running)
-        for task in running:
-            task.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
+        await cancel_and_await(list(self._running))
         if self._lock_conn is not None:
             await self._lock_conn.close()
         await self.records.aclose()
@@ -527,8 +520,7 @@ class QueueRunner(Runner):
                         run.cancel.set()
             except Exception:  # the database went away a moment: try again at the next poll
                 _log.exception("graph-agent serve: claiming runs failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._queue_wake.wait(), upkeep_every)
+            await _wait_at_most(self._queue_wake, upkeep_every)
 
     async def _upkeep(self, beat: bool) -> None:
         """Renew this worker's claims (with ``beat``), stop the runs whose claims were taken
@@ -673,9 +665,16 @@ class QueueRunner(Runner):
             if claimed.run.lost:
                 return
             if "rollback" in claimed.cancel_action:
+                if not await self._holds(claimed):  # the thread is the new claimer's now
+                    self._lose(run_id, claimed)
+                    return
                 await asyncio.to_thread(rollback_thread, runnable, thread_id, {run_id})
                 await claimed.writer.drain()
-                await self.records.arolled_back(run_id, thread_id, claimed.claim)
+                if not await self.records.arolled_back(run_id, thread_id, claimed.claim):
+                    # taken over meanwhile: the run is the new claimer's to roll back (its
+                    # cancel is on the row), and those waiting here get what it does
+                    self._lose(run_id, claimed)
+                    return
                 run.rolled_back = True
                 return
             run_status = "interrupted"
@@ -740,6 +739,32 @@ def _ended_on(seen: Any, runnable: Runnable) -> bool:
         and seen.state is not None
         and not seen.interrupted
     )
+
+
+async def _wait_at_most(event: asyncio.Event, seconds: float) -> bool:
+    """Whether ``event`` was set within ``seconds``. Not ``asyncio.wait_for``: on Python 3.11
+    it returns normally when it is cancelled just as what it awaits completes, and the cancel
+    is lost (see :func:`cancel_and_await`); ``asyncio.timeout`` waits in the caller's task, whose
+    cancel is never lost so."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    return event.is_set()
+
+
+async def cancel_and_await(tasks: Collection[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` and await their end, cancelling again every
+    :data:`CANCEL_AGAIN_SECONDS` those that go on. A cancel can be lost: on Python 3.11,
+    ``asyncio.wait_for`` returns what it awaited when that completes in the moment it is
+    cancelled, and psycopg_pool waits for a free connection with it (psycopg/psycopg#1345).
+    A worker's loop cancelled once as its upkeep got a connection went on forever, and closing
+    the worker waited on it forever."""
+    pending = {task for task in tasks if not task.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=CANCEL_AGAIN_SECONDS)
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _set(wake: asyncio.Event | None) -> None:

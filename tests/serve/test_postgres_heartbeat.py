@@ -19,10 +19,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import psycopg
@@ -30,12 +30,19 @@ import pytest
 from langgraph_sdk import get_sync_client
 
 from graph_agent import END, START, CompileConfig, StateGraph
+from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.postgres import AsyncPostgresSaver
 from graph_agent.cli.main import main
 from graph_agent.graph.errors import GraphSetupError
 from graph_agent.serve import queue
 from graph_agent.serve.pg_records import Claim, PostgresRecords
-from graph_agent.serve.queue import ATTEMPT_EVENT_IDS, QueueRunner, RemoteRun, first_event_id
+from graph_agent.serve.queue import (
+    ATTEMPT_EVENT_IDS,
+    QueueRunner,
+    RemoteRun,
+    _LocalRun,
+    first_event_id,
+)
 from graph_agent.serve.records import ThreadRecord, now
 from graph_agent.serve.runs import ActiveRun, RunRequest, new_run_record
 from tests.checkpoint.postgres_db import admin, fresh_schema
@@ -45,12 +52,25 @@ from tests.serve.test_postgres_follow import notifier
 
 ROOT = Path(__file__).resolve().parents[2]
 SILENT, OTHER = 0x5151_0001, 0x5151_0002  # two workers' tokens (their advisory lock keys)
+T = TypeVar("T")
 
 
 @pytest.fixture
 def dsn() -> Iterator[str]:
     with fresh_schema() as schema_dsn:
         yield schema_dsn
+
+
+async def _within(seconds: float, awaitable: Awaitable[T], what: str) -> T:
+    """What ``awaitable`` returns, or the test fails naming ``what`` did not happen. Awaited in
+    a task of its own: a cancel (as a timeout's) reaching code that swallows it would let a
+    hang pass unnoticed."""
+    task = asyncio.ensure_future(awaitable)
+    done, _ = await asyncio.wait([task], timeout=seconds)
+    if not done:
+        task.cancel()
+        pytest.fail(f"waited {seconds} s for {what}: it did not happen")
+    return task.result()
 
 
 def _rows(dsn: str, sql: str, *args: object) -> list[tuple[Any, ...]]:
@@ -221,16 +241,59 @@ def test_a_worker_whose_lock_session_was_cut_locks_its_key_again_and_claims_agai
             request = RunRequest(assistant_id="chain", input={"x": 1})
             run = await runner.astart("t1", request, thread, new_thread=True)
             claimed_here = not isinstance(run, RemoteRun)
-            await run.wait()
+            await _within(30, run.wait(), "the run to end (run.wait())")
             return before, after, claimed_here
         finally:
-            await runner.close()
+            await _within(30, runner.close(), "the worker to close (QueueRunner.close())")
             records.close()
             await saver.aclose()
 
     before, after, claimed_here = asyncio.run(scenario())
     assert len(before) == 1 and len(after) == 1 and after != before  # a new session holds it
     assert claimed_here  # it claims the runs it receives again
+
+
+def test_a_worker_whose_loop_lost_its_cancel_is_cancelled_again_when_it_closes(
+    dsn: str,
+) -> None:
+    """On Python 3.11 a cancel can be lost: psycopg_pool waits for a free connection with
+    ``asyncio.wait_for``, which returns the connection that comes in the moment its task is
+    cancelled, and the task goes on (psycopg/psycopg#1345). A worker whose loop was cancelled
+    so (closing as its upkeep got a connection, which a loaded machine makes likely) went on
+    claiming forever, and ``close()`` waited on it forever. The upkeep here loses the first
+    cancel it gets, as that wait does."""
+
+    async def scenario() -> tuple[int, bool]:
+        records = PostgresRecords(dsn, worker_timeout=0.3)
+        runner = QueueRunner({}, records)
+        upkeep, waiting, lost = records.aupkeep, asyncio.Event(), []
+
+        async def upkeep_losing_a_cancel(*args: Any, **kwargs: Any) -> Any:
+            if not lost:
+                waiting.set()
+                try:
+                    await asyncio.Event().wait()  # as for a free connection in the pool
+                except asyncio.CancelledError:
+                    lost.append(True)  # ... which came just then: the cancel is lost
+            return await upkeep(*args, **kwargs)
+
+        records.aupkeep = upkeep_losing_a_cancel  # type: ignore[method-assign]
+        await runner.open()
+        try:
+            await _within(10, waiting.wait(), "the worker's first upkeep")
+        finally:
+            closing = asyncio.create_task(runner.close())
+            done, _ = await asyncio.wait([closing], timeout=10)
+            if not done:  # without the fix: end the loop (a cancel not lost), to fail clean
+                for task in runner._tasks:
+                    task.cancel()
+                await closing
+            records.close()
+        return len(lost), bool(done)
+
+    lost, closed = asyncio.run(scenario())
+    assert lost == 1  # the loop's cancel was lost once
+    assert closed  # close() cancelled it again, and returned
 
 
 def test_a_run_taken_over_from_this_worker_is_cancelled_when_it_closes(dsn: str) -> None:
@@ -290,6 +353,80 @@ def test_a_run_taken_over_from_this_worker_is_cancelled_when_it_closes(dsn: str)
         other.close()
     assert running_when_lost  # the node was still waiting when the claim was lost
     assert done_after_close and seen == ["cancelled"]  # closing the worker cancelled it
+
+
+@pytest.mark.parametrize("taken", ["before its rollback", "while it rolls back"])
+def test_a_run_rolled_back_after_its_claim_was_taken_over_is_lost_here_not_rolled_back(
+    dsn: str, taken: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rollback whose claim was taken over (before it took the thread back, or before it
+    deleted the run) deletes no row: the run is the new claimer's (to roll back itself, the
+    cancel being on the row), so here it is lost, not rolled back, and those waiting here turn
+    to the new claimer."""
+    gate = asyncio.Event()
+
+    def gated() -> StateGraph:
+        graph = StateGraph("gated")
+
+        async def first(state: dict[str, Any]) -> dict[str, Any]:
+            await gate.wait()
+            return {}
+
+        graph.add_node("first", first)
+        graph.add_node("second", lambda state: {})
+        graph.add_edge(START, "first").add_edge("first", "second").add_edge("second", END)
+        return graph
+
+    def take_over() -> None:  # another worker, alive, takes the run over
+        other.execute(
+            "UPDATE graph_agent_serve_runs SET worker = %s, attempt = 2, "
+            "alive_until = clock_timestamp() + interval '1 hour'",
+            (OTHER,),
+        )
+
+    rollback_thread, rolled = queue.rollback_thread, list[str]()
+
+    def observed(*args: Any) -> None:
+        rolled.append("thread taken back")
+        if taken == "while it rolls back":
+            take_over()
+        rollback_thread(*args)
+
+    monkeypatch.setattr(queue, "rollback_thread", observed)
+
+    async def scenario() -> tuple[bool, bool]:
+        records = PostgresRecords(dsn, worker_timeout=60)  # no heartbeat notices the takeover
+        graph = gated().compile(CompileConfig(saver=MemorySaver()))
+        runner = QueueRunner({"gated": graph}, records)
+        await runner.open()
+        try:
+            stamp = now()
+            thread = ThreadRecord(thread_id="t1", created_at=stamp, updated_at=stamp)
+            run = await runner.astart("t1", RunRequest(assistant_id="gated", input={}), thread)
+            assert isinstance(run, _LocalRun) and run.task is not None
+            if taken == "before its rollback":
+                take_over()
+            runner._cancel_here(run.record.run_id, "rollback")  # heard before any heartbeat
+            gate.set()
+            await _within(10, asyncio.wait([run.task]), "the run to stop at its step boundary")
+            return run.rolled_back, run.lost
+        finally:
+            await _within(30, runner.close(), "the worker to close (QueueRunner.close())")
+            records.close()
+
+    other = psycopg.connect(dsn, autocommit=True)
+    other.execute("SELECT pg_advisory_lock(%s)", (OTHER,))
+    try:
+        rolled_back, lost = asyncio.run(scenario())
+    finally:
+        other.close()
+    assert not rolled_back
+    assert lost  # its waiters get the new claimer's result
+    # taken over first, it leaves the thread (the new claimer's now) as it is
+    assert rolled == ([] if taken == "before its rollback" else ["thread taken back"])
+    assert _rows(dsn, "SELECT status, worker, attempt FROM graph_agent_serve_runs") == [
+        ("running", OTHER, 2)  # nothing of it was deleted
+    ]
 
 
 async def test_an_attempts_events_are_numbered_above_any_an_earlier_attempt_told() -> None:

@@ -25,7 +25,7 @@ from graph_agent.serve.records import Records, RunRecord, ThreadRecord, now
 from graph_agent.serve.runs import Runner, RunRequest, on_saver
 from tests.checkpoint.postgres_db import fresh_schema
 from tests.serve.conftest import Server, free_port, wait_until_up
-from tests.serve.graphs import agent
+from tests.serve.graphs import agent, chain
 
 
 def _place(response: httpx.Response) -> tuple[str, str]:
@@ -195,6 +195,46 @@ def test_a_stateless_run_in_memory_is_cancelled_before_a_postgres_server_stops()
             saver.close()
     assert not thread.is_alive()
     assert order == ["run cancelled", "lifespan ended"]
+
+
+def test_an_api_only_postgres_server_stops_waiting_to_delete_stateless_threads_at_shutdown() -> (
+    None
+):
+    """An API-only process queues a stateless run for the workers and waits, in a task, for
+    its end to delete its thread; the server's shutdown cancels that wait and awaits it, while
+    the records it reads are open, instead of leaving it to the closing event loop."""
+
+    def forgetting() -> list[asyncio.Task[Any]]:
+        return [
+            task
+            for task in asyncio.all_tasks()
+            if not task.done() and task.get_coro().__qualname__ == "_Api._forget"  # type: ignore[union-attr]
+        ]
+
+    async def scenario(dsn: str) -> tuple[int, int]:
+        records = PostgresRecords(dsn)
+        app = create_app({"chain": chain()}, records=records, work=False)
+        try:
+            async with app.router.lifespan_context(app):
+                transport = httpx.ASGITransport(app=app)
+                async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+                    body = {"assistant_id": "chain", "input": {"x": 1}}
+                    waiting = asyncio.create_task(client.post("/runs/wait", json=body))
+                    async with asyncio.timeout(10):  # queued: no worker claims it
+                        while not forgetting():
+                            await asyncio.sleep(0.02)
+                    before = len(forgetting())
+                    waiting.cancel()  # the client leaves; the run stays queued
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await waiting
+            return before, len(forgetting())
+        finally:
+            records.close()
+
+    with fresh_schema() as dsn:
+        before, after = asyncio.run(scenario(dsn))
+    assert before == 1  # it waited for the run's end
+    assert after == 0  # the shutdown ended that wait
 
 
 async def test_a_closed_runner_stops_its_runs_as_interrupted_and_deletes_temporary_threads() -> (
