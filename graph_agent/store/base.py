@@ -278,16 +278,9 @@ class BaseStore:
             limit: At most this many items.
             offset: Skip this many matching items first (pagination).
         """
-        op = SearchOp(
-            namespace_prefix=namespace_prefix,
-            query=query,
-            filter=filter,
-            limit=limit,
-            offset=offset,
-            refresh_ttl=refresh_ttl,
-        )
-        result: list[Item] = self.batch([op])[0]
-        return result
+        # no SearchOp and no batch: a search is that cheaper (what batch adds is for puts)
+        _check_search(namespace_prefix, filter, limit, offset)
+        return self._search(namespace_prefix, query, filter, limit, offset, refresh_ttl, now())
 
     def list_namespaces(
         self,
@@ -321,7 +314,17 @@ class BaseStore:
             if isinstance(op, GetOp):
                 results.append(self._get(op.namespace, op.key, op.refresh_ttl, at))
             elif isinstance(op, SearchOp):
-                results.append(self._search(op, at))
+                results.append(
+                    self._search(
+                        op.namespace_prefix,
+                        op.query,
+                        op.filter,
+                        op.limit,
+                        op.offset,
+                        op.refresh_ttl,
+                        at,
+                    )
+                )
             else:
                 results.append(self._list(op, at))
         if puts:
@@ -432,42 +435,61 @@ class BaseStore:
             self._refresh([(row.ns, row.key, row.ttl)], at)
         return _item(row, load_value(row.data), None, namespace)
 
-    def _search(self, op: SearchOp, at: float) -> list[Item]:
-        prefix = encode_namespace(op.namespace_prefix)
+    def _search(
+        self,
+        namespace_prefix: tuple[str, ...],
+        query: str | None,
+        filter: Mapping[str, Any] | None,
+        limit: int,
+        offset: int,
+        refresh_ttl: bool,
+        at: float,
+    ) -> list[Item]:
+        prefix = encode_namespace(namespace_prefix)
+        if query is None and not filter:  # the usual search: a page of the newest rows
+            rows = self._scan(prefix, at, limit, offset)
+            if refresh_ttl:
+                self._refresh_read(rows, at)
+            return [_item(row, load_value(row[2])) for row in rows]
         hits: list[_Hit]
-        if op.query is not None:
+        if query is not None:
             if self.index is None:
                 raise StoreInputError(
-                    f"search(query={op.query!r}) ranks by meaning, and this store has no "
+                    f"search(query={query!r}) ranks by meaning, and this store has no "
                     "index: make it with index={'embed': fn, 'fields': [...]} (e.g. "
                     "graph_agent.store.HashEmbeddings()), or search with filter= instead"
                 )
-            query_vector = self.index.embed_texts([op.query])[0]
-            if op.filter:
+            query_vector = self.index.embed_texts([query])[0]
+            if filter:
                 ranked = self._ranked(prefix, query_vector, at, None, 0)
-                hits = _matching(ranked, op)
+                hits = _matching(ranked, filter, limit, offset)
             else:
-                ranked = self._ranked(prefix, query_vector, at, op.limit, op.offset)
+                ranked = self._ranked(prefix, query_vector, at, limit, offset)
                 hits = [(row, score, load_value(row.data)) for row, score in ranked]
-        elif op.filter:
-            hits = _matching(((row, None) for row in self._pages(prefix, at, op)), op)
         else:
-            rows = self._scan(prefix, at, op.limit, op.offset)
-            hits = [(row, None, load_value(row.data)) for row in rows]
-        if op.refresh_ttl:
-            expiring = [(row.ns, row.key, row.ttl) for row, _, _ in hits if row.ttl is not None]
-            if expiring:
-                self._refresh(expiring, at)
+            assert filter  # for mypy: the plain search returned above
+            found = ((row, None) for row in self._pages(prefix, at, filter, limit, offset))
+            hits = _matching(found, filter, limit, offset)
+        if refresh_ttl:
+            self._refresh_read([row for row, _, _ in hits], at)
         return [_item(row, value, score) for row, score, value in hits]
 
-    def _pages(self, prefix: str, at: float, op: SearchOp) -> Iterator[Row]:
+    def _refresh_read(self, rows: Sequence[Row], at: float) -> None:
+        """Move the expiry of the rows just read that have a TTL."""
+        expiring = [(row.ns, row.key, row.ttl) for row in rows if row.ttl is not None]
+        if expiring:
+            self._refresh(expiring, at)
+
+    def _pages(
+        self, prefix: str, at: float, filter: Mapping[str, Any], limit: int, offset: int
+    ) -> Iterator[Row]:
         """The rows under ``prefix``, newest first, read a page at a time: a filtered search
         reads until it has its matches, not the whole namespace. (Rows written meanwhile may
         shift a page boundary: a search is not a snapshot.)"""
-        needles = _needles(op.filter or {})
-        wanted = op.offset + op.limit
+        needles = _needles(filter)
+        wanted = offset + limit
         # a needle per filter entry: nearly every row read matches, so read about the page
-        size = max(1, wanted) if len(needles) == len(op.filter or {}) else max(16, 2 * wanted)
+        size = max(1, wanted) if len(needles) == len(filter) else max(16, 2 * wanted)
         start = 0
         while True:
             page = list(self._scan(prefix, at, size, start, needles))
@@ -525,7 +547,7 @@ class BaseStore:
         limit: int | None,
         offset: int,
         needles: Sequence[bytes] = (),
-    ) -> Iterable[Row]:
+    ) -> Sequence[Row]:
         """Live rows whose namespace starts with ``prefix``, newest first (``updated_at``
         descending, then namespace and key); ``limit`` None: all of them. With ``needles``,
         only rows whose stored value holds each of those bytes (see :func:`_needles`)."""
@@ -668,15 +690,15 @@ def _needles(filter: Mapping[str, Any]) -> list[bytes]:
     return needles
 
 
-def _matching(found: Iterable[tuple[Row, float | None]], op: SearchOp) -> list[_Hit]:
-    """The page (``op.offset``, ``op.limit``) of the rows whose value matches ``op.filter``,
-    each row decoded once."""
-    tests = [
-        (path.split("."), _condition(path, wanted)) for path, wanted in (op.filter or {}).items()
-    ]
+def _matching(
+    found: Iterable[tuple[Row, float | None]], filter: Mapping[str, Any], limit: int, offset: int
+) -> list[_Hit]:
+    """The page (``offset``, ``limit``) of the rows whose value matches ``filter``, each row
+    decoded once."""
+    tests = [(path.split("."), _condition(path, wanted)) for path, wanted in filter.items()]
     page: list[_Hit] = []
     seen = 0
-    wanted = op.offset + op.limit
+    wanted = offset + limit
     if not wanted:
         return page
     for row, score in found:
@@ -686,7 +708,7 @@ def _matching(found: Iterable[tuple[Row, float | None]], op: SearchOp) -> list[_
             if field is _ABSENT or not test(field):
                 break
         else:
-            if seen >= op.offset:
+            if seen >= offset:
                 page.append((row, score, value))
             seen += 1
             if seen >= wanted:  # stop before pulling another row: it may cost another query
@@ -761,12 +783,7 @@ def _checked(op: Op) -> Op:
         ):
             raise StoreInputError(f"index={op.index!r}: give a list of field paths, or False")
     elif isinstance(op, SearchOp):
-        _check_namespace(op.namespace_prefix, "namespace_prefix", empty_ok=True)
-        _check_page(op.limit, op.offset)
-        if op.filter is not None and not isinstance(op.filter, Mapping):
-            raise StoreInputError(f"filter={op.filter!r}: give a dict, e.g. {{'kind': 'fact'}}")
-        for path, wanted in (op.filter or {}).items():
-            _condition(path, wanted)  # names an unknown operator now, not at the first row
+        _check_search(op.namespace_prefix, op.filter, op.limit, op.offset)
     elif isinstance(op, ListNamespacesOp):
         _check_namespace(op.prefix, "prefix", empty_ok=True)
         _check_page(op.limit, op.offset)
@@ -775,6 +792,15 @@ def _checked(op: Op) -> Op:
                 f"max_depth={op.max_depth!r}: give a number of labels (>= 1) or None"
             )
     return op
+
+
+def _check_search(namespace_prefix: Any, filter: Any, limit: Any, offset: Any) -> None:
+    _check_namespace(namespace_prefix, "namespace_prefix", empty_ok=True)
+    _check_page(limit, offset)
+    if filter is not None and not isinstance(filter, Mapping):
+        raise StoreInputError(f"filter={filter!r}: give a dict, e.g. {{'kind': 'fact'}}")
+    for path, wanted in (filter or {}).items():
+        _condition(path, wanted)  # names an unknown operator now, not at the first row
 
 
 def _check_place(namespace: Any, key: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import functools
 import os
 import sqlite3
 import threading
@@ -239,12 +240,15 @@ class SqliteStore(BaseStore):
         limit: int | None,
         offset: int,
         needles: Sequence[bytes] = (),
-    ) -> Iterable[Row]:
-        holding = "".join(f" AND instr(value, ?{6 + n}) > 0" for n in range(len(needles)))
-        sql = _SCAN.format(holding=holding)
+    ) -> Sequence[Row]:
+        sql = _scan_sql(len(needles))
         params = (prefix, prefix_end(prefix), at, -1 if limit is None else limit, offset, *needles)
-        with self._using("searching items") as conn:
-            return [_row(found) for found in conn.execute(sql, params).fetchall()]
+        with self._lock:  # no _using: a read needs no transaction, and a search is that cheaper
+            try:
+                found = self._conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise self._failed(exc, "searching items") from exc
+        return [_row(row) for row in found]
 
     def _vectors(self, prefix: str, at: float) -> Iterable[tuple[str, str, Sequence[float]]]:
         with self._using("ranking items") as conn:
@@ -276,6 +280,12 @@ class SqliteStore(BaseStore):
                 (at,),
             )
             return conn.execute("DELETE FROM store_items WHERE expires_at <= ?", (at,)).rowcount
+
+
+@functools.cache
+def _scan_sql(needles: int) -> str:
+    """:data:`_SCAN` keeping only rows whose value holds each of ``needles`` parameters."""
+    return _SCAN.format(holding="".join(f" AND instr(value, ?{6 + n}) > 0" for n in range(needles)))
 
 
 def _row(found: tuple[Any, ...]) -> Row:
