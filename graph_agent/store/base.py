@@ -468,8 +468,7 @@ class BaseStore:
                 hits = [(row, score, load_value(row.data)) for row, score in ranked]
         else:
             assert filter  # for mypy: the plain search returned above
-            found = ((row, None) for row in self._pages(prefix, at, filter, limit, offset))
-            hits = _matching(found, filter, limit, offset)
+            hits = _matching(self._pages(prefix, at, filter, limit, offset), filter, limit, offset)
         if refresh_ttl:
             self._refresh_read([row for row, _, _ in hits], at)
         return [_item(row, value, score) for row, score, value in hits]
@@ -482,18 +481,19 @@ class BaseStore:
 
     def _pages(
         self, prefix: str, at: float, filter: Mapping[str, Any], limit: int, offset: int
-    ) -> Iterator[Row]:
-        """The rows under ``prefix``, newest first, read a page at a time: a filtered search
-        reads until it has its matches, not the whole namespace. (Rows written meanwhile may
-        shift a page boundary: a search is not a snapshot.)"""
+    ) -> Iterator[tuple[Row, None]]:
+        """The rows under ``prefix`` (and no score), newest first, read a page at a time: a
+        filtered search reads until it has its matches, not the whole namespace. (Rows written
+        meanwhile may shift a page boundary: a search is not a snapshot.)"""
         needles = _needles(filter)
         wanted = offset + limit
         # a needle per filter entry: nearly every row read matches, so read about the page
         size = max(1, wanted) if len(needles) == len(filter) else max(16, 2 * wanted)
         start = 0
         while True:
-            page = list(self._scan(prefix, at, size, start, needles))
-            yield from page
+            page = self._scan(prefix, at, size, start, needles)
+            for row in page:
+                yield row, None
             if len(page) < size:
                 return
             start += size
@@ -615,10 +615,10 @@ def load_value(data: Any) -> Any:
         type(data) is bytes
         and 2 <= len(data) <= _PLAIN_MAX
         and data[0] == FORMAT_VERSION
-        and data.find(b"\xff", 1) == -1
+        and b"\xff" not in data  # (data[0] is the format byte, never 0xff)
     ):
         try:
-            return msgpack.unpackb(memoryview(data)[1:], ext_hook=_no_ext)
+            return msgpack.unpackb(data[1:], ext_hook=_no_ext)  # a copy: faster than a view
         except Exception:  # loads decodes it, or raises the precise error
             pass
     return loads(data)
@@ -681,13 +681,20 @@ def _needles(filter: Mapping[str, Any]) -> list[bytes]:
     for path, wanted in filter.items():
         if isinstance(wanted, dict) and set(wanted) == {"$eq"}:
             wanted = wanted["$eq"]
-        if type(wanted) is not str:
-            continue
-        try:
-            needles.append(msgpack.packb(path.rsplit(".", 1)[-1]) + msgpack.packb(wanted))
-        except UnicodeEncodeError:  # a lone surrogate: serde stores it otherwise
-            continue
+        if type(wanted) is str:
+            needle = _needle(path, wanted)
+            if needle is not None:
+                needles.append(needle)
     return needles
+
+
+@functools.lru_cache(maxsize=1024)
+def _needle(path: str, wanted: str) -> bytes | None:
+    try:
+        needle: bytes = msgpack.packb(path.rsplit(".", 1)[-1]) + msgpack.packb(wanted)
+    except UnicodeEncodeError:  # a lone surrogate: serde stores it otherwise
+        return None
+    return needle
 
 
 def _matching(
@@ -695,24 +702,37 @@ def _matching(
 ) -> list[_Hit]:
     """The page (``offset``, ``limit``) of the rows whose value matches ``filter``, each row
     decoded once."""
-    tests = [(path.split("."), _condition(path, wanted)) for path, wanted in filter.items()]
+    equal: list[tuple[str, Any]] = []  # top-level fields equal to a value: tested inline
+    tests: list[tuple[list[str], Callable[[Any], bool]]] = []
+    for name, wanted in filter.items():
+        if "." not in name and not _has_operators(wanted):
+            equal.append((name, wanted))
+        else:
+            tests.append((name.split("."), _condition(name, wanted)))
     page: list[_Hit] = []
     seen = 0
     wanted = offset + limit
     if not wanted:
         return page
     for row, score in found:
-        value = load_value(row.data)
-        for path, test in tests:
-            field = _lookup(value, path)
-            if field is _ABSENT or not test(field):
+        value = load_value(row[2])
+        if not isinstance(value, dict):  # no field of it can match
+            continue
+        for name, equal_to in equal:
+            field = value.get(name, _ABSENT)
+            if field is _ABSENT or not field == equal_to:  # noqa: SIM201 (as the other tests)
                 break
         else:
-            if seen >= offset:
-                page.append((row, score, value))
-            seen += 1
-            if seen >= wanted:  # stop before pulling another row: it may cost another query
-                break
+            for path, test in tests:
+                field = _lookup(value, path)
+                if field is _ABSENT or not test(field):
+                    break
+            else:
+                if seen >= offset:
+                    page.append((row, score, value))
+                seen += 1
+                if seen >= wanted:  # stop before pulling another row: it may cost another query
+                    break
     return page
 
 
@@ -727,12 +747,17 @@ def _lookup(value: Any, path: list[str]) -> Any:
     return value
 
 
-def _condition(path: str, wanted: Any) -> Callable[[Any], bool]:
-    if not (
+def _has_operators(wanted: Any) -> bool:
+    """Whether a filter entry's value is operators (``{"$gt": 3}``), not a value to equal."""
+    return (
         isinstance(wanted, dict)
-        and wanted
+        and bool(wanted)
         and all(isinstance(k, str) and k.startswith("$") for k in wanted)
-    ):
+    )
+
+
+def _condition(path: str, wanted: Any) -> Callable[[Any], bool]:
+    if not _has_operators(wanted):
         return lambda found: bool(found == wanted)
     tests = [_comparison(path, operator, operand) for operator, operand in wanted.items()]
     return lambda found: all(test(found) for test in tests)
@@ -800,7 +825,8 @@ def _check_search(namespace_prefix: Any, filter: Any, limit: Any, offset: Any) -
     if filter is not None and not isinstance(filter, Mapping):
         raise StoreInputError(f"filter={filter!r}: give a dict, e.g. {{'kind': 'fact'}}")
     for path, wanted in (filter or {}).items():
-        _condition(path, wanted)  # names an unknown operator now, not at the first row
+        if isinstance(wanted, dict):
+            _condition(path, wanted)  # names an unknown operator now, not at the first row
 
 
 def _check_place(namespace: Any, key: Any) -> None:
@@ -810,15 +836,24 @@ def _check_place(namespace: Any, key: Any) -> None:
 
 
 def _check_namespace(namespace: Any, name: str, *, empty_ok: bool) -> None:
-    if not isinstance(namespace, tuple) or not all(
-        isinstance(label, str) and label for label in namespace
-    ):
+    if not _labels(namespace):
         raise StoreInputError(
             f"{name}={namespace!r}: a namespace is a tuple of non-empty strings, e.g. "
             "('memories', 'user-42')"
         )
     if not namespace and not empty_ok:
         raise StoreInputError(f"{name}=(): an item needs a namespace, e.g. ('memories', 'user-42')")
+
+
+def _labels(namespace: Any) -> bool:
+    """Whether ``namespace`` is a tuple of non-empty strings (a loop: every call checks one,
+    and ``all()`` over a generator costs more than the check)."""
+    if not isinstance(namespace, tuple):
+        return False
+    for label in namespace:  # noqa: SIM110 (the point: no generator)
+        if not isinstance(label, str) or not label:
+            return False
+    return True
 
 
 def _check_page(limit: Any, offset: Any) -> None:

@@ -54,7 +54,7 @@ _COLUMNS = {
 
 _LIVE = "(expires_at IS NULL OR expires_at > ?)"
 _GET = (
-    "SELECT namespace, key, value, created_at, updated_at, ttl FROM store_items "
+    "SELECT value, created_at, updated_at, ttl FROM store_items "
     f"WHERE namespace = ? AND key = ? AND {_LIVE}"
 )
 _UPSERT = (
@@ -119,6 +119,8 @@ class SqliteStore(BaseStore):
             raise self._not_usable(exc) from exc
         try:
             self._setup()
+            self._reader = self._conn.cursor()
+            """Runs the reads (under the lock): a cursor per read costs more than the read."""
         except sqlite3.Error as exc:
             self._conn.close()
             raise self._not_usable(exc) from exc
@@ -194,10 +196,13 @@ class SqliteStore(BaseStore):
     def _read(self, ns: str, key: str, at: float) -> Row | None:
         with self._lock:  # no _using: a read needs no transaction, and a get is a third cheaper
             try:
-                found = self._conn.execute(_GET, (ns, _sql_name(key), at)).fetchone()
+                stored_key = key if key.isascii() else _sql_name(key)
+                # fetchall, not fetchone: the statement ends, so no read transaction stays open
+                found = self._reader.execute(_GET, (ns, stored_key, at)).fetchall()
             except sqlite3.Error as exc:
                 raise self._failed(exc, "reading an item") from exc
-        return _row(found) if found is not None else None
+        # the namespace and key are known: not read back (each column read costs)
+        return Row._make((ns, key, *found[0])) if found else None
 
     def _write(self, writes: Sequence[Write]) -> None:
         with self._using("writing items", write=True) as conn:
@@ -245,7 +250,7 @@ class SqliteStore(BaseStore):
         params = (prefix, prefix_end(prefix), at, -1 if limit is None else limit, offset, *needles)
         with self._lock:  # no _using: a read needs no transaction, and a search is that cheaper
             try:
-                found = self._conn.execute(sql, params).fetchall()
+                found = self._reader.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
                 raise self._failed(exc, "searching items") from exc
         return [_row(row) for row in found]
