@@ -22,15 +22,15 @@ commit does not wait for the WAL flush) and LangGraph's ``PostgresStore.from_con
 (waits); every store on a fresh file or schema. Two more sets of rows set the other store up
 like ours: LangGraph's SQLite file switched to WAL and ``synchronous=NORMAL``, and graph_agent's
 PostgreSQL store with ``durability="full"``. Figures are operations per second (higher is
-better), three runs each; the ratio is graph_agent's over LangGraph's. Run it alone with
-``python -m benchmarks.store [--quick]``.
+better), three runs each, the stores taking turns ten times within each operation (the
+machine's load then weighs on each alike); the ratio is graph_agent's over LangGraph's. Run
+it alone with ``python -m benchmarks.store [--quick]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import importlib.util
 import sqlite3
 import sys
@@ -130,9 +130,10 @@ def _row(key: str, ours: list[float], theirs: list[float] | None, sizes: _Sizes)
 
 
 def _measure(openers: dict[str, Opener], sizes: _Sizes) -> dict[str, dict[str, float]]:
-    """One run of every operation on every store, the stores taking turns operation by
-    operation (the machine's load changes by the minute: each pays the same), as
-    ``{store: {operation: per second}}``; the variant store skips the ranked search."""
+    """One run of every operation on every store, as ``{store: {operation: per second}}``;
+    the variant store skips the ranked search. The stores take turns every
+    ``1/ROUNDS`` of an operation's calls (the machine's load changes by the second: each
+    pays the same)."""
     items, searches = sizes.items, sizes.searches
     values = [_value(i) for i in range(items)]
     places = [(("users", f"u{i % USERS}"), f"k{i}") for i in range(items)]
@@ -142,19 +143,25 @@ def _measure(openers: dict[str, Opener], sizes: _Sizes) -> dict[str, dict[str, f
     figures: dict[str, dict[str, float]] = {name: {} for name in openers}
     with contextlib.ExitStack() as opened:
         stores = {name: opened.enter_context(opener(False)) for name, opener in openers.items()}
-        work: dict[str, Callable[[Any], Any]] = {
-            "put": lambda store: _put_all(store, places[:timed], values[:timed]),
-            "get": lambda store: _get_all(store, places),
-            "search": lambda store: [store.search(ns, limit=10) for ns in users],
-            "filtered search": lambda store: [
-                store.search(ns, filter={"kind": "fact"}, limit=10) for ns in users
-            ],
+        work: dict[str, tuple[int, Callable[[Any, slice], Any]]] = {
+            "put": (timed, lambda store, part: _put_all(store, places[part], values[part])),
+            "get": (items, lambda store, part: _get_all(store, places[part])),
+            "search": (
+                searches,
+                lambda store, part: [store.search(ns, limit=10) for ns in users[part]],
+            ),
+            "filtered search": (
+                searches,
+                lambda store, part: [
+                    store.search(ns, filter={"kind": "fact"}, limit=10) for ns in users[part]
+                ],
+            ),
         }
-        counts = {"put": timed, "get": items, "search": searches, "filtered search": searches}
-        for operation, run in work.items():
-            for name, store in stores.items():
-                figures[name][operation] = _rate(counts[operation], functools.partial(run, store))
-                if operation == "put":
+        for operation, (count, run) in work.items():
+            for name, per_second in _rates(stores, count, run).items():
+                figures[name][operation] = per_second
+            if operation == "put":
+                for store in stores.values():
                     _load(store, places[timed:], values[timed:])
     indexed_items = min(items, 2_000)  # puts with an index embed: fewer items, same per user
     with contextlib.ExitStack() as opened:
@@ -163,24 +170,39 @@ def _measure(openers: dict[str, Opener], sizes: _Sizes) -> dict[str, dict[str, f
             for name, opener in openers.items()
             if name != "variant"
         }
-        for name, store in ranking.items():
-            if store is None:  # this store cannot rank here
-                continue
+        ranking = {name: store for name, store in ranking.items() if store is not None}
+        for store in ranking.values():  # (None: this store cannot rank here)
             _load(store, places[:indexed_items], values[:indexed_items])
-            figures[name]["ranked search"] = _rate(
-                searches,
-                lambda store=store: [
-                    store.search(ns, query=query, limit=10)
-                    for ns, query in zip(users, queries, strict=True)
-                ],
-            )
+
+        def ranked(store: Any, part: slice) -> None:
+            for ns, query in zip(users[part], queries[part], strict=True):
+                store.search(ns, query=query, limit=10)
+
+        for name, per_second in _rates(ranking, searches, ranked).items():
+            figures[name]["ranked search"] = per_second
     return figures
 
 
-def _rate(count: int, work: Callable[[], Any]) -> float:
-    started = time.perf_counter()
-    work()
-    return count / (time.perf_counter() - started)
+ROUNDS = 10
+
+
+def _rates(
+    stores: dict[str, Any], count: int, run: Callable[[Any, slice], Any]
+) -> dict[str, float]:
+    """Each store's calls per second at ``run(store, part)`` over ``count`` calls, cut in
+    ``ROUNDS`` parts; in each round every store runs the same part, the first store of the
+    round changing from round to round."""
+    spent = dict.fromkeys(stores, 0.0)
+    names = list(stores)
+    bounds = [count * n // ROUNDS for n in range(ROUNDS + 1)]
+    for turn in range(ROUNDS):
+        part = slice(bounds[turn], bounds[turn + 1])
+        first = turn % len(names) if names else 0
+        for name in names[first:] + names[:first]:
+            started = time.perf_counter()
+            run(stores[name], part)
+            spent[name] += time.perf_counter() - started
+    return {name: count / seconds for name, seconds in spent.items()}
 
 
 def _put_all(store: Any, places: list[tuple[tuple[str, ...], str]], values: list[dict]) -> None:

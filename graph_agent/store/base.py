@@ -278,16 +278,9 @@ class BaseStore:
             limit: At most this many items.
             offset: Skip this many matching items first (pagination).
         """
-        op = SearchOp(
-            namespace_prefix=namespace_prefix,
-            query=query,
-            filter=filter,
-            limit=limit,
-            offset=offset,
-            refresh_ttl=refresh_ttl,
-        )
-        result: list[Item] = self.batch([op])[0]
-        return result
+        # no SearchOp and no batch: a search is that cheaper (what batch adds is for puts)
+        _check_search(namespace_prefix, filter, limit, offset)
+        return self._search(namespace_prefix, query, filter, limit, offset, refresh_ttl, now())
 
     def list_namespaces(
         self,
@@ -321,7 +314,17 @@ class BaseStore:
             if isinstance(op, GetOp):
                 results.append(self._get(op.namespace, op.key, op.refresh_ttl, at))
             elif isinstance(op, SearchOp):
-                results.append(self._search(op, at))
+                results.append(
+                    self._search(
+                        op.namespace_prefix,
+                        op.query,
+                        op.filter,
+                        op.limit,
+                        op.offset,
+                        op.refresh_ttl,
+                        at,
+                    )
+                )
             else:
                 results.append(self._list(op, at))
         if puts:
@@ -436,47 +439,66 @@ class BaseStore:
             self._refresh([(row.ns, row.key, row.ttl)], at)
         return _item(row, load_value(row.data), None, namespace)
 
-    def _search(self, op: SearchOp, at: float) -> list[Item]:
-        prefix = encode_namespace(op.namespace_prefix)
+    def _search(
+        self,
+        namespace_prefix: tuple[str, ...],
+        query: str | None,
+        filter: Mapping[str, Any] | None,
+        limit: int,
+        offset: int,
+        refresh_ttl: bool,
+        at: float,
+    ) -> list[Item]:
+        prefix = encode_namespace(namespace_prefix)
+        if query is None and not filter:  # the usual search: a page of the newest rows
+            rows = self._scan(prefix, at, limit, offset)
+            if refresh_ttl:
+                self._refresh_read(rows, at)
+            return [_item(row, load_value(row[2])) for row in rows]
         hits: list[_Hit]
-        if op.query is not None:
+        if query is not None:
             if self.index is None:
                 raise StoreInputError(
-                    f"search(query={op.query!r}) ranks by meaning, and this store has no "
+                    f"search(query={query!r}) ranks by meaning, and this store has no "
                     "index: make it with index={'embed': fn, 'fields': [...]} (e.g. "
                     "graph_agent.store.HashEmbeddings()), or search with filter= instead"
                 )
-            query_vector = self.index.embed_texts([op.query])[0]
-            check_dims(self.index, query_vector, lambda: f"the query {op.query!r:.80}")
-            if op.filter:
+            query_vector = self.index.embed_texts([query])[0]
+            check_dims(self.index, query_vector, lambda: f"the query {query!r:.80}")
+            if filter:
                 ranked = self._ranked(prefix, query_vector, at, None, 0)
-                hits = _matching(ranked, op)
+                hits = _matching(ranked, filter, limit, offset)
             else:
-                ranked = self._ranked(prefix, query_vector, at, op.limit, op.offset)
+                ranked = self._ranked(prefix, query_vector, at, limit, offset)
                 hits = [(row, score, load_value(row.data)) for row, score in ranked]
-        elif op.filter:
-            hits = _matching(((row, None) for row in self._pages(prefix, at, op)), op)
         else:
-            rows = self._scan(prefix, at, op.limit, op.offset)
-            hits = [(row, None, load_value(row.data)) for row in rows]
-        if op.refresh_ttl:
-            expiring = [(row.ns, row.key, row.ttl) for row, _, _ in hits if row.ttl is not None]
-            if expiring:
-                self._refresh(expiring, at)
+            assert filter  # for mypy: the plain search returned above
+            hits = _matching(self._pages(prefix, at, filter, limit, offset), filter, limit, offset)
+        if refresh_ttl:
+            self._refresh_read([row for row, _, _ in hits], at)
         return [_item(row, value, score) for row, score, value in hits]
 
-    def _pages(self, prefix: str, at: float, op: SearchOp) -> Iterator[Row]:
-        """The rows under ``prefix``, newest first, read a page at a time: a filtered search
-        reads until it has its matches, not the whole namespace. (Rows written meanwhile may
-        shift a page boundary: a search is not a snapshot.)"""
-        needles = _needles(op.filter or {})
-        wanted = op.offset + op.limit
+    def _refresh_read(self, rows: Sequence[Row], at: float) -> None:
+        """Move the expiry of the rows just read that have a TTL."""
+        expiring = [(row.ns, row.key, row.ttl) for row in rows if row.ttl is not None]
+        if expiring:
+            self._refresh(expiring, at)
+
+    def _pages(
+        self, prefix: str, at: float, filter: Mapping[str, Any], limit: int, offset: int
+    ) -> Iterator[tuple[Row, None]]:
+        """The rows under ``prefix`` (and no score), newest first, read a page at a time: a
+        filtered search reads until it has its matches, not the whole namespace. (Rows written
+        meanwhile may shift a page boundary: a search is not a snapshot.)"""
+        needles = _needles(filter)
+        wanted = offset + limit
         # a needle per filter entry: nearly every row read matches, so read about the page
-        size = max(1, wanted) if len(needles) == len(op.filter or {}) else max(16, 2 * wanted)
+        size = max(1, wanted) if len(needles) == len(filter) else max(16, 2 * wanted)
         start = 0
         while True:
-            page = list(self._scan(prefix, at, size, start, needles))
-            yield from page
+            page = self._scan(prefix, at, size, start, needles)
+            for row in page:
+                yield row, None
             if len(page) < size:
                 return
             start += size
@@ -530,7 +552,7 @@ class BaseStore:
         limit: int | None,
         offset: int,
         needles: Sequence[bytes] = (),
-    ) -> Iterable[Row]:
+    ) -> Sequence[Row]:
         """Live rows whose namespace starts with ``prefix``, newest first (``updated_at``
         descending, then namespace and key); ``limit`` None: all of them. With ``needles``,
         only rows whose stored value holds each of those bytes (see :func:`_needles`)."""
@@ -598,10 +620,10 @@ def load_value(data: Any) -> Any:
         type(data) is bytes
         and 2 <= len(data) <= _PLAIN_MAX
         and data[0] == FORMAT_VERSION
-        and data.find(b"\xff", 1) == -1
+        and b"\xff" not in data  # (data[0] is the format byte, never 0xff)
     ):
         try:
-            return msgpack.unpackb(memoryview(data)[1:], ext_hook=_no_ext)
+            return msgpack.unpackb(data[1:], ext_hook=_no_ext)  # a copy: faster than a view
         except Exception:  # loads decodes it, or raises the precise error
             pass
     return loads(data)
@@ -664,38 +686,58 @@ def _needles(filter: Mapping[str, Any]) -> list[bytes]:
     for path, wanted in filter.items():
         if isinstance(wanted, dict) and set(wanted) == {"$eq"}:
             wanted = wanted["$eq"]
-        if type(wanted) is not str:
-            continue
-        try:
-            needles.append(msgpack.packb(path.rsplit(".", 1)[-1]) + msgpack.packb(wanted))
-        except UnicodeEncodeError:  # a lone surrogate: serde stores it otherwise
-            continue
+        if type(wanted) is str:
+            needle = _needle(path, wanted)
+            if needle is not None:
+                needles.append(needle)
     return needles
 
 
-def _matching(found: Iterable[tuple[Row, float | None]], op: SearchOp) -> list[_Hit]:
-    """The page (``op.offset``, ``op.limit``) of the rows whose value matches ``op.filter``,
-    each row decoded once."""
-    tests = [
-        (path.split("."), _condition(path, wanted)) for path, wanted in (op.filter or {}).items()
-    ]
+@functools.lru_cache(maxsize=1024)
+def _needle(path: str, wanted: str) -> bytes | None:
+    try:
+        needle: bytes = msgpack.packb(path.rsplit(".", 1)[-1]) + msgpack.packb(wanted)
+    except UnicodeEncodeError:  # a lone surrogate: serde stores it otherwise
+        return None
+    return needle
+
+
+def _matching(
+    found: Iterable[tuple[Row, float | None]], filter: Mapping[str, Any], limit: int, offset: int
+) -> list[_Hit]:
+    """The page (``offset``, ``limit``) of the rows whose value matches ``filter``, each row
+    decoded once."""
+    equal: list[tuple[str, Any]] = []  # top-level fields equal to a value: tested inline
+    tests: list[tuple[list[str], Callable[[Any], bool]]] = []
+    for name, wanted in filter.items():
+        if "." not in name and not _has_operators(wanted):
+            equal.append((name, wanted))
+        else:
+            tests.append((name.split("."), _condition(name, wanted)))
     page: list[_Hit] = []
     seen = 0
-    wanted = op.offset + op.limit
+    wanted = offset + limit
     if not wanted:
         return page
     for row, score in found:
-        value = load_value(row.data)
-        for path, test in tests:
-            field = _lookup(value, path)
-            if field is _ABSENT or not test(field):
+        value = load_value(row[2])
+        if not isinstance(value, dict):  # no field of it can match
+            continue
+        for name, equal_to in equal:
+            field = value.get(name, _ABSENT)
+            if field is _ABSENT or not field == equal_to:  # noqa: SIM201 (as the other tests)
                 break
         else:
-            if seen >= op.offset:
-                page.append((row, score, value))
-            seen += 1
-            if seen >= wanted:  # stop before pulling another row: it may cost another query
-                break
+            for path, test in tests:
+                field = _lookup(value, path)
+                if field is _ABSENT or not test(field):
+                    break
+            else:
+                if seen >= offset:
+                    page.append((row, score, value))
+                seen += 1
+                if seen >= wanted:  # stop before pulling another row: it may cost another query
+                    break
     return page
 
 
@@ -710,12 +752,17 @@ def _lookup(value: Any, path: list[str]) -> Any:
     return value
 
 
-def _condition(path: str, wanted: Any) -> Callable[[Any], bool]:
-    if not (
+def _has_operators(wanted: Any) -> bool:
+    """Whether a filter entry's value is operators (``{"$gt": 3}``), not a value to equal."""
+    return (
         isinstance(wanted, dict)
-        and wanted
+        and bool(wanted)
         and all(isinstance(k, str) and k.startswith("$") for k in wanted)
-    ):
+    )
+
+
+def _condition(path: str, wanted: Any) -> Callable[[Any], bool]:
+    if not _has_operators(wanted):
         return lambda found: bool(found == wanted)
     tests = [_comparison(path, operator, operand) for operator, operand in wanted.items()]
     return lambda found: all(test(found) for test in tests)
@@ -766,12 +813,7 @@ def _checked(op: Op) -> Op:
         ):
             raise StoreInputError(f"index={op.index!r}: give a list of field paths, or False")
     elif isinstance(op, SearchOp):
-        _check_namespace(op.namespace_prefix, "namespace_prefix", empty_ok=True)
-        _check_page(op.limit, op.offset)
-        if op.filter is not None and not isinstance(op.filter, Mapping):
-            raise StoreInputError(f"filter={op.filter!r}: give a dict, e.g. {{'kind': 'fact'}}")
-        for path, wanted in (op.filter or {}).items():
-            _condition(path, wanted)  # names an unknown operator now, not at the first row
+        _check_search(op.namespace_prefix, op.filter, op.limit, op.offset)
     elif isinstance(op, ListNamespacesOp):
         _check_namespace(op.prefix, "prefix", empty_ok=True)
         _check_page(op.limit, op.offset)
@@ -782,6 +824,16 @@ def _checked(op: Op) -> Op:
     return op
 
 
+def _check_search(namespace_prefix: Any, filter: Any, limit: Any, offset: Any) -> None:
+    _check_namespace(namespace_prefix, "namespace_prefix", empty_ok=True)
+    _check_page(limit, offset)
+    if filter is not None and not isinstance(filter, Mapping):
+        raise StoreInputError(f"filter={filter!r}: give a dict, e.g. {{'kind': 'fact'}}")
+    for path, wanted in (filter or {}).items():
+        if isinstance(wanted, dict):
+            _condition(path, wanted)  # names an unknown operator now, not at the first row
+
+
 def _check_place(namespace: Any, key: Any) -> None:
     _check_namespace(namespace, "namespace", empty_ok=False)
     if type(key) is not str or not key:
@@ -789,15 +841,24 @@ def _check_place(namespace: Any, key: Any) -> None:
 
 
 def _check_namespace(namespace: Any, name: str, *, empty_ok: bool) -> None:
-    if not isinstance(namespace, tuple) or not all(
-        isinstance(label, str) and label for label in namespace
-    ):
+    if not _labels(namespace):
         raise StoreInputError(
             f"{name}={namespace!r}: a namespace is a tuple of non-empty strings, e.g. "
             "('memories', 'user-42')"
         )
     if not namespace and not empty_ok:
         raise StoreInputError(f"{name}=(): an item needs a namespace, e.g. ('memories', 'user-42')")
+
+
+def _labels(namespace: Any) -> bool:
+    """Whether ``namespace`` is a tuple of non-empty strings (a loop: every call checks one,
+    and ``all()`` over a generator costs more than the check)."""
+    if not isinstance(namespace, tuple):
+        return False
+    for label in namespace:  # noqa: SIM110 (the point: no generator)
+        if not isinstance(label, str) or not label:
+            return False
+    return True
 
 
 def _check_page(limit: Any, offset: Any) -> None:

@@ -109,7 +109,7 @@ class InMemoryStore(BaseStore):
         limit: int | None,
         offset: int,
         needles: Sequence[bytes] = (),
-    ) -> Iterable[Row]:
+    ) -> Sequence[Row]:
         with self._lock:
             namespaces = set(self._under(prefix))
             rows = [

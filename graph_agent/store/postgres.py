@@ -65,13 +65,17 @@ _UPSERT = (
     "expires_at = excluded.expires_at, ttl = excluded.ttl"
 )
 _SCAN = (
-    # The items of the prefix's own namespace come newest first from the recent index (no
-    # sort); those of deeper namespaces (usually none) are sorted, and the two are merged.
+    # The items of the prefix's own namespace come newest first from the recent index, the
+    # first offset + limit of them only; those of deeper namespaces (usually none) are sorted,
+    # and the two are merged. (Without the limit inside, PostgreSQL reads every row of the
+    # namespace, each on its own page when the items were written over time, and sorts them.)
     f"(SELECT {_COLUMNS} FROM graph_agent_store_items "
-    f"WHERE namespace = %(ns)s AND {_LIVE.replace('%s', '%(at)s')}{{holding}}) UNION ALL "
+    f"WHERE namespace = %(ns)s AND {_LIVE.replace('%s', '%(at)s')}{{holding}} "
+    "ORDER BY updated_at DESC, key LIMIT %(wanted)s) UNION ALL "
     f"(SELECT {_COLUMNS} FROM graph_agent_store_items "
     f"WHERE namespace > %(ns)s AND namespace < %(end)s AND {_LIVE.replace('%s', '%(at)s')}"
-    "{holding}) ORDER BY updated_at DESC, namespace, key LIMIT %(limit)s OFFSET %(offset)s"
+    "{holding} ORDER BY updated_at DESC, namespace, key LIMIT %(wanted)s) "
+    "ORDER BY updated_at DESC, namespace, key LIMIT %(limit)s OFFSET %(offset)s"
 )
 _SCORES = {
     # the dot product of two unit vectors, in SQL; NULL for a stored vector of another length
@@ -243,7 +247,7 @@ class PostgresStore(BaseStore):
         limit: int | None,
         offset: int,
         needles: Sequence[bytes] = (),
-    ) -> Iterable[Row]:
+    ) -> Sequence[Row]:
         holding = "".join(
             f" AND position(%(n{n})s::bytea IN value) > 0" for n in range(len(needles))
         )
@@ -254,6 +258,7 @@ class PostgresStore(BaseStore):
             "at": at,
             "limit": limit,
             "offset": offset,
+            "wanted": None if limit is None else offset + limit,
         }
         params.update((f"n{n}", needle) for n, needle in enumerate(needles))
         with self._using("searching items") as conn:
