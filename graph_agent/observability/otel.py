@@ -34,8 +34,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from graph_agent.graph.listeners import (
-    Listener,
-    ListenerEvent,
     ModelCallEvent,
     NodeEvent,
     RunEvent,
@@ -43,6 +41,7 @@ from graph_agent.graph.listeners import (
     add_listener,
     remove_listener,
 )
+from graph_agent.observability._spans import NodeStatus, SpanListener
 
 try:
     from opentelemetry import context as otel_context
@@ -60,7 +59,7 @@ SCOPE = "graph_agent"
 _propagator = TraceContextTextMapPropagator()
 
 
-class OpenTelemetryListener(Listener):
+class OpenTelemetryListener(SpanListener[Any]):
     """The listener :func:`instrument` adds: spans and metrics of every run (see the module
     docstring). ``capture_content`` also puts messages, tool arguments and results on the
     spans (they may hold personal data: off by default)."""
@@ -71,6 +70,7 @@ class OpenTelemetryListener(Listener):
         meter_provider: Any = None,
         capture_content: bool = False,
     ) -> None:
+        super().__init__()
         self.tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
         meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
         self.capture_content = capture_content
@@ -89,12 +89,9 @@ class OpenTelemetryListener(Listener):
         self.token_usage = meter.create_histogram(
             "gen_ai.client.token.usage", unit="{token}", description="Tokens used per call"
         )
-        self._open: dict[int, tuple[Any, Any]] = {}  # by id(event): its span, context token
-        self._runs: dict[tuple[str, str, str], Any] = {}  # (run id, ns, graph) -> run span
-        self._lock = threading.Lock()
 
     # runs
-    def on_run_start(self, event: RunEvent) -> None:
+    def _start_run(self, event: RunEvent) -> Any:
         parent = otel_context.get_current()
         if not trace.get_current_span(parent).get_span_context().is_valid:
             given = _trace_headers(event.metadata)
@@ -124,14 +121,11 @@ class OpenTelemetryListener(Listener):
             links=links,
             start_time=event.started,
         )
-        with self._lock:
-            self._runs[_run_key(event)] = span
         if span.get_span_context().is_valid:  # kept with the checkpoints, for a resume
             _propagator.inject(event.carrier, context=trace.set_span_in_context(span))
+        return span
 
-    def on_run_end(self, event: RunEvent) -> None:
-        with self._lock:
-            span = self._runs.pop(_run_key(event), None)
+    def _end_run(self, event: RunEvent, span: Any) -> None:
         status = event.status
         if span is not None:
             span.set_attribute("graph_agent.status", status)
@@ -146,9 +140,7 @@ class OpenTelemetryListener(Listener):
         )
 
     # nodes
-    def before_node(self, event: NodeEvent) -> None:
-        with self._lock:
-            run_span = self._runs.get(_run_key(event))
+    def _start_node(self, event: NodeEvent, run_span: Any) -> Any:
         parent = None
         if run_span is not None and run_span.get_span_context().is_valid:
             parent = trace.set_span_in_context(run_span)
@@ -169,19 +161,9 @@ class OpenTelemetryListener(Listener):
                     }
                 )
             )
-        self._enter(event, span)
+        return span
 
-    def after_node(self, event: NodeEvent) -> None:
-        self._end_node(event, "ok")
-
-    def on_node_error(self, event: NodeEvent) -> None:
-        self._end_node(event, "error")
-
-    def on_interrupt(self, event: NodeEvent) -> None:
-        self._end_node(event, "interrupted")
-
-    def _end_node(self, event: NodeEvent, status: str) -> None:
-        span = self._leave(event)
+    def _end_node(self, event: NodeEvent, span: Any, status: NodeStatus) -> None:
         if span is not None:
             if span.is_recording():
                 span.set_attribute("graph_agent.attempt", event.attempt)
@@ -202,7 +184,7 @@ class OpenTelemetryListener(Listener):
         )
 
     # model calls
-    def before_model_call(self, event: ModelCallEvent) -> None:
+    def _start_model_call(self, event: ModelCallEvent) -> Any:
         attributes = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": event.model,
@@ -212,16 +194,14 @@ class OpenTelemetryListener(Listener):
         }
         if self.capture_content and event.request is not None:
             attributes["gen_ai.input.messages"] = _messages_json(event.request.messages)
-        span = self.tracer.start_span(
+        return self.tracer.start_span(
             f"chat {event.model}",
             kind=SpanKind.CLIENT,
             attributes=_drop_none(attributes),
             start_time=event.started,
         )
-        self._enter(event, span)
 
-    def on_model_call(self, event: ModelCallEvent) -> None:
-        span = self._leave(event)
+    def _end_model_call(self, event: ModelCallEvent, span: Any) -> None:
         reply, usage = event.reply, event.usage
         common = {"gen_ai.operation.name": "chat", "gen_ai.request.model": event.model}
         if span is not None:
@@ -252,7 +232,7 @@ class OpenTelemetryListener(Listener):
                 self.token_usage.record(count, attributes)
 
     # tool calls
-    def before_tool_call(self, event: ToolCallEvent) -> None:
+    def _start_tool_call(self, event: ToolCallEvent) -> Any:
         call = event.call
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
@@ -264,13 +244,11 @@ class OpenTelemetryListener(Listener):
         }
         if self.capture_content:
             attributes["gen_ai.tool.call.arguments"] = json.dumps(call.arguments, default=str)
-        span = self.tracer.start_span(
+        return self.tracer.start_span(
             f"execute_tool {call.name}", attributes=attributes, start_time=event.started
         )
-        self._enter(event, span)
 
-    def on_tool_call(self, event: ToolCallEvent) -> None:
-        span = self._leave(event)
+    def _end_tool_call(self, event: ToolCallEvent, span: Any) -> None:
         if span is None:
             return
         result = event.result
@@ -284,27 +262,15 @@ class OpenTelemetryListener(Listener):
             _failed(span, event.error)
         span.end()
 
-    # the span current while a node or call runs
-    def _enter(self, event: ListenerEvent, span: Any) -> None:
-        """Keep ``span`` for the event's end; make it current meanwhile (unless it is no
-        span at all: a no-op tracer's)."""
-        token = None
+    # the span current while a node or call runs (unless it is no span at all: a no-op
+    # tracer's)
+    def _make_current(self, span: Any) -> Any:
         if span.get_span_context().is_valid:
-            token = otel_context.attach(trace.set_span_in_context(span))
-        self._open[id(event)] = (span, token)
+            return otel_context.attach(trace.set_span_in_context(span))
+        return None
 
-    def _leave(self, event: ListenerEvent) -> Any:
-        opened = self._open.pop(id(event), None)
-        if opened is None:
-            return None
-        span, token = opened
-        if token is not None:
-            otel_context.detach(token)
-        return span
-
-
-def _run_key(event: ListenerEvent) -> tuple[str, str, str]:
-    return event.run_id, event.ns, event.graph
+    def _restore(self, token: Any) -> None:
+        otel_context.detach(token)
 
 
 def _failed(span: Any, error: BaseException) -> None:
