@@ -4,15 +4,15 @@ span current while a node or call runs.
 
 :class:`SpanListener` turns the ten listener hooks into four pairs (a run, a node, a model
 call, a tool call) of ``_start_*``/``_end_*`` methods a subclass writes, each start returning
-its span (or ``None``: nothing to keep) and the end getting it back. The object a start hook
-gets is the one its end hook gets (``listeners.py``), so a node's or call's span is kept by
-the event's identity; a run's is kept by its run id, namespace and graph, which its nodes'
-events carry too, so that a node finds the span of its run.
+its span (or ``None``: nothing to keep, as with OpenTelemetry's no-op tracer) and the end
+getting it back (or ``None``). The object a start hook gets is the one its end hook gets
+(``listeners.py``), so a node's or call's span is kept by the event's identity; a run's is
+kept by its run id, namespace and graph, which its nodes' events carry too, so that a node
+finds the span of its run.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Generic, Literal, TypeVar
 
 from graph_agent.graph.listeners import (
@@ -45,25 +45,24 @@ class SpanListener(Listener, Generic[SpanT]):
     """
 
     def __init__(self) -> None:
+        # (each is read and written in single dict operations: thread-safe without a lock)
         self._runs: dict[RunKey, SpanT] = {}
         self._open: dict[int, tuple[SpanT, Any]] = {}  # by id(event): its span, its token
-        self._lock = threading.Lock()
 
     # the hooks: final, a subclass writes the methods they call
     def on_run_start(self, event: RunEvent) -> None:
         span = self._start_run(event)
-        with self._lock:
+        if span is not None:
             self._runs[run_key(event)] = span
 
     def on_run_end(self, event: RunEvent) -> None:
-        with self._lock:
-            span = self._runs.pop(run_key(event), None)
-        self._end_run(event, span)
+        self._end_run(event, self._runs.pop(run_key(event), None))
 
     def before_node(self, event: NodeEvent) -> None:
-        with self._lock:
-            run = self._runs.get(run_key(event))
-        self._enter(event, self._start_node(event, run))
+        runs = self._runs  # (none: no key to make, as with a no-op tracer)
+        span = self._start_node(event, runs.get(run_key(event)) if runs else None)
+        if span is not None:
+            self._enter(event, span)
 
     def after_node(self, event: NodeEvent) -> None:
         self._end_node(event, self._leave(event), "ok")
@@ -75,19 +74,23 @@ class SpanListener(Listener, Generic[SpanT]):
         self._end_node(event, self._leave(event), "interrupted")
 
     def before_model_call(self, event: ModelCallEvent) -> None:
-        self._enter(event, self._start_model_call(event))
+        span = self._start_model_call(event)
+        if span is not None:
+            self._enter(event, span)
 
     def on_model_call(self, event: ModelCallEvent) -> None:
         self._end_model_call(event, self._leave(event))
 
     def before_tool_call(self, event: ToolCallEvent) -> None:
-        self._enter(event, self._start_tool_call(event))
+        span = self._start_tool_call(event)
+        if span is not None:
+            self._enter(event, span)
 
     def on_tool_call(self, event: ToolCallEvent) -> None:
         self._end_tool_call(event, self._leave(event))
 
     # what a subclass writes
-    def _start_run(self, event: RunEvent) -> SpanT:
+    def _start_run(self, event: RunEvent) -> SpanT | None:
         raise NotImplementedError
 
     def _end_run(self, event: RunEvent, span: SpanT | None) -> None:
@@ -121,9 +124,8 @@ class SpanListener(Listener, Generic[SpanT]):
         raise NotImplementedError
 
     # the span current while a node or call runs
-    def _enter(self, event: ListenerEvent, span: SpanT | None) -> None:
-        if span is not None:
-            self._open[id(event)] = (span, self._make_current(span))
+    def _enter(self, event: ListenerEvent, span: SpanT) -> None:
+        self._open[id(event)] = (span, self._make_current(span))
 
     def _leave(self, event: ListenerEvent) -> SpanT | None:
         opened = self._open.pop(id(event), None)

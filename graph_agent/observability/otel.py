@@ -24,6 +24,11 @@ Metrics: ``graph_agent.run.duration`` and ``graph_agent.node.duration`` (histogr
 ``graph_agent.model.tokens`` (a counter by ``gen_ai.request.model`` and
 ``gen_ai.token.type``), and the conventions' ``gen_ai.client.operation.duration`` and
 ``gen_ai.client.token.usage``.
+
+With OpenTelemetry's no-op tracer (the API installed and no SDK set up, or a
+``NoOpTracerProvider``) the listener makes no spans and builds no attributes: a run only
+carries on a caller's trace context, if it has one. Likewise nothing is measured with the
+no-op meter.
 """
 
 from __future__ import annotations
@@ -46,7 +51,16 @@ from graph_agent.observability._spans import NodeStatus, SpanListener
 try:
     from opentelemetry import context as otel_context
     from opentelemetry import metrics, trace
-    from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+    from opentelemetry.trace import (
+        Link,
+        NoOpTracer,
+        NoOpTracerProvider,
+        ProxyTracer,
+        ProxyTracerProvider,
+        SpanKind,
+        Status,
+        StatusCode,
+    )
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 except ImportError as missing:  # pragma: no cover - the otel extra is in dev
     raise ImportError(
@@ -54,6 +68,12 @@ except ImportError as missing:  # pragma: no cover - the otel extra is in dev
         "pip install 'graph-agent[otel]' (and an SDK or distro to export the spans, e.g. "
         "opentelemetry-sdk)"
     ) from missing
+
+try:  # the global meter provider while none is set up (not exported: if it moves, the
+    # listener only records into the no-op meter, as it would anyway)
+    from opentelemetry.metrics._internal import _ProxyMeterProvider as _UnsetMeterProvider
+except ImportError:  # pragma: no cover
+    _UnsetMeterProvider = metrics.NoOpMeterProvider  # type: ignore[misc,assignment]
 
 SCOPE = "graph_agent"
 _propagator = TraceContextTextMapPropagator()
@@ -72,6 +92,7 @@ class OpenTelemetryListener(SpanListener[Any]):
     ) -> None:
         super().__init__()
         self.tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
+        self._meter_provider = meter_provider
         meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
         self.capture_content = capture_content
         self.run_duration = meter.create_histogram(
@@ -89,9 +110,32 @@ class OpenTelemetryListener(SpanListener[Any]):
         self.token_usage = meter.create_histogram(
             "gen_ai.client.token.usage", unit="{token}", description="Tokens used per call"
         )
+        self._tracing = self._makes_spans()
+        self._measuring = self._records_metrics()
+
+    def _makes_spans(self) -> bool:
+        """Whether the tracer makes spans: not OpenTelemetry's no-op tracer (a
+        ``NoOpTracerProvider``'s, or the global provider's while none is set up, as when the
+        API is installed without an SDK). With it, every span would be the invalid one or the
+        caller's: the listener skips building spans, attributes and contexts."""
+        tracer = self.tracer
+        if isinstance(tracer, ProxyTracer):  # the global provider's: it may be set later
+            provider = trace.get_tracer_provider()
+            return not isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
+        return not isinstance(tracer, NoOpTracer)
+
+    def _records_metrics(self) -> bool:
+        """Whether the meter records: not OpenTelemetry's no-op one (a
+        ``NoOpMeterProvider``'s, or the global provider's while none is set up)."""
+        provider = self._meter_provider
+        if provider is None:
+            provider = metrics.get_meter_provider()
+        return not isinstance(provider, metrics.NoOpMeterProvider | _UnsetMeterProvider)
 
     # runs
     def _start_run(self, event: RunEvent) -> Any:
+        self._tracing = self._makes_spans()  # (an SDK may have been set up since)
+        self._measuring = self._records_metrics()
         parent = otel_context.get_current()
         if not trace.get_current_span(parent).get_span_context().is_valid:
             given = _trace_headers(event.metadata)
@@ -106,44 +150,37 @@ class OpenTelemetryListener(SpanListener[Any]):
             f"invoke_agent {event.graph}",
             context=parent,
             kind=SpanKind.INTERNAL,
-            attributes=_drop_none(
-                {
-                    "gen_ai.operation.name": "invoke_agent",
-                    "gen_ai.agent.name": event.graph,
-                    "gen_ai.conversation.id": event.thread_id,
-                    "graph_agent.run_id": event.run_id,
-                    "graph_agent.thread_id": event.thread_id,
-                    "graph_agent.checkpoint_ns": event.ns,
-                    "graph_agent.resumed": event.resumed,
-                    "graph_agent.parent_run_id": event.parent_run_id,
-                }
-            ),
+            attributes=_run_attributes(event) if self._tracing else None,
             links=links,
             start_time=event.started,
         )
-        if span.get_span_context().is_valid:  # kept with the checkpoints, for a resume
-            _propagator.inject(event.carrier, context=trace.set_span_in_context(span))
+        if not span.get_span_context().is_valid:  # a no-op tracer's, with no caller's trace
+            return None
+        _propagator.inject(event.carrier, context=trace.set_span_in_context(span))  # (a resume's)
         return span
 
     def _end_run(self, event: RunEvent, span: Any) -> None:
         status = event.status
         if span is not None:
-            span.set_attribute("graph_agent.status", status)
-            span.set_attribute("graph_agent.step", event.step)
-            if event.interrupts:
-                span.set_attribute("graph_agent.interrupts", [i.id for i in event.interrupts])
-            if status == "error" and event.error is not None:
-                _failed(span, event.error)
+            if span.is_recording():
+                span.set_attribute("graph_agent.status", status)
+                span.set_attribute("graph_agent.step", event.step)
+                if event.interrupts:
+                    span.set_attribute("graph_agent.interrupts", [i.id for i in event.interrupts])
+                if status == "error" and event.error is not None:
+                    _failed(span, event.error)
             span.end()
-        self.run_duration.record(
-            event.duration or 0.0, {"graph_agent.graph": event.graph, "graph_agent.status": status}
-        )
+        if self._measuring:
+            self.run_duration.record(
+                event.duration or 0.0,
+                {"graph_agent.graph": event.graph, "graph_agent.status": status},
+            )
 
     # nodes
     def _start_node(self, event: NodeEvent, run_span: Any) -> Any:
-        parent = None
-        if run_span is not None and run_span.get_span_context().is_valid:
-            parent = trace.set_span_in_context(run_span)
+        if not self._tracing:  # what the no-op tracer would give: the run's (caller's) span
+            return run_span
+        parent = trace.set_span_in_context(run_span) if run_span is not None else None
         span = self.tracer.start_span(
             f"node {event.node}", context=parent, start_time=event.started
         )
@@ -174,17 +211,20 @@ class OpenTelemetryListener(SpanListener[Any]):
                 elif status == "error" and event.error is not None:
                     _failed(span, event.error)
             span.end()
-        self.node_duration.record(
-            event.duration or 0.0,
-            {
-                "graph_agent.graph": event.graph,
-                "graph_agent.node": event.node or "",
-                "graph_agent.status": status,
-            },
-        )
+        if self._measuring:
+            self.node_duration.record(
+                event.duration or 0.0,
+                {
+                    "graph_agent.graph": event.graph,
+                    "graph_agent.node": event.node or "",
+                    "graph_agent.status": status,
+                },
+            )
 
     # model calls
     def _start_model_call(self, event: ModelCallEvent) -> Any:
+        if not self._tracing:  # (the no-op tracer's span would be the current one)
+            return None
         attributes = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": event.model,
@@ -203,7 +243,6 @@ class OpenTelemetryListener(SpanListener[Any]):
 
     def _end_model_call(self, event: ModelCallEvent, span: Any) -> None:
         reply, usage = event.reply, event.usage
-        common = {"gen_ai.operation.name": "chat", "gen_ai.request.model": event.model}
         if span is not None:
             if reply is not None:
                 finish = getattr(reply, "finish_reason", None)
@@ -218,6 +257,9 @@ class OpenTelemetryListener(SpanListener[Any]):
             if event.error is not None:
                 _failed(span, event.error)
             span.end()
+        if not self._measuring:
+            return
+        common = {"gen_ai.operation.name": "chat", "gen_ai.request.model": event.model}
         self.operation_duration.record(
             event.duration or 0.0,
             {**common, **({"error.type": type(event.error).__name__} if event.error else {})},
@@ -233,6 +275,8 @@ class OpenTelemetryListener(SpanListener[Any]):
 
     # tool calls
     def _start_tool_call(self, event: ToolCallEvent) -> Any:
+        if not self._tracing:
+            return None
         call = event.call
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
@@ -271,6 +315,21 @@ class OpenTelemetryListener(SpanListener[Any]):
 
     def _restore(self, token: Any) -> None:
         otel_context.detach(token)
+
+
+def _run_attributes(event: RunEvent) -> dict[str, Any]:
+    return _drop_none(
+        {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": event.graph,
+            "gen_ai.conversation.id": event.thread_id,
+            "graph_agent.run_id": event.run_id,
+            "graph_agent.thread_id": event.thread_id,
+            "graph_agent.checkpoint_ns": event.ns,
+            "graph_agent.resumed": event.resumed,
+            "graph_agent.parent_run_id": event.parent_run_id,
+        }
+    )
 
 
 def _failed(span: Any, error: BaseException) -> None:

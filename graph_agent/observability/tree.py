@@ -6,6 +6,7 @@ tool call under its node), kept with a context variable of its own.
 
 from __future__ import annotations
 
+import threading
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 
@@ -52,6 +53,7 @@ class TraceRecorder(SpanListener[RecordedSpan]):
     def __init__(self) -> None:
         super().__init__()
         self.roots: list[RecordedSpan] = []
+        self._lock = threading.Lock()  # (appending to a span's children)
         self._current: ContextVar[RecordedSpan | None] = ContextVar(
             "graph_agent_recorded_span", default=None
         )
