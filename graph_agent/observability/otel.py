@@ -14,6 +14,8 @@ Spans, following the OpenTelemetry GenAI semantic conventions where they apply:
   ``graph_agent.attempt``, ``graph_agent.status``: ``ok``, ``error`` with the exception
   recorded, or ``interrupted``). It is current while the node runs, in the node's thread.
 - ``chat {model}`` per model request (kind CLIENT; ``gen_ai.request.model``,
+  ``gen_ai.provider.name`` when the model names its ``provider`` (``"openai"`` for
+  ``OpenAIChatModel``, ``"anthropic"`` for ``AnthropicChatModel``),
   ``gen_ai.usage.input_tokens``/``output_tokens``, ``gen_ai.response.finish_reasons``;
   ``gen_ai.input.messages``/``gen_ai.output.messages`` only with ``capture_content``).
 - ``execute_tool {tool}`` per tool call (``gen_ai.tool.name``, ``gen_ai.tool.call.id``;
@@ -23,7 +25,7 @@ Spans, following the OpenTelemetry GenAI semantic conventions where they apply:
 Metrics: ``graph_agent.run.duration`` and ``graph_agent.node.duration`` (histograms, s),
 ``graph_agent.model.tokens`` (a counter by ``gen_ai.request.model`` and
 ``gen_ai.token.type``), and the conventions' ``gen_ai.client.operation.duration`` and
-``gen_ai.client.token.usage``.
+``gen_ai.client.token.usage`` (with ``gen_ai.provider.name`` too).
 
 With OpenTelemetry's no-op tracer (the API installed and no SDK set up, or a
 ``NoOpTracerProvider``) the listener makes no spans and builds no attributes: a run only
@@ -260,6 +262,8 @@ class OpenTelemetryListener(SpanListener[Any]):
         if not self._measuring:
             return
         common = {"gen_ai.operation.name": "chat", "gen_ai.request.model": event.model}
+        if event.provider is not None:
+            common["gen_ai.provider.name"] = event.provider
         self.operation_duration.record(
             event.duration or 0.0,
             {**common, **({"error.type": type(event.error).__name__} if event.error else {})},

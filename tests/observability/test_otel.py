@@ -39,8 +39,11 @@ from graph_agent import (
     UserMessage,
     tool,
 )
+from graph_agent.models import AnthropicChatModel, OpenAIChatModel
 from graph_agent.models.scripted import ScriptedChatModel
 from graph_agent.observability import instrument, uninstrument
+from tests.models.anthropic_fake_server import FakeAnthropicServer, message, text
+from tests.models.openai_fake_server import API_KEY, FakeOpenAIServer, completion, reply_json
 from tests.observability.graphs import failing
 
 
@@ -357,6 +360,35 @@ def test_a_retried_node_span_counts_its_attempts(telemetry: Telemetry) -> None:
     (span,) = telemetry.named("node flaky")
     assert span.attributes["graph_agent.attempt"] == 3
     assert span.attributes["graph_agent.status"] == "ok"
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_chat_span_names_the_provider_of_the_model(telemetry: Telemetry, provider: str) -> None:
+    model: OpenAIChatModel | AnthropicChatModel
+    if provider == "openai":
+        server: FakeOpenAIServer = FakeOpenAIServer()
+        server.enqueue(reply_json(completion("hi")))
+        model = OpenAIChatModel(
+            "gpt-test", base_url=server.base_url, api_key=API_KEY, max_retries=0
+        )
+    else:
+        server = FakeAnthropicServer()
+        server.enqueue(reply_json(message(text("hi"))))
+        model = AnthropicChatModel(
+            "claude-test", base_url=server.base_url, api_key=API_KEY, max_retries=0
+        )
+    with server, model:
+        assert ReactAgent("greeter", model).call("hello").text == "hi"
+    (chat,) = [span for span in telemetry.spans() if span.name.startswith("chat ")]
+    assert chat.attributes["gen_ai.provider.name"] == provider
+    (duration,) = telemetry.metric_points("gen_ai.client.operation.duration")
+    assert duration.attributes["gen_ai.provider.name"] == provider
+
+
+def test_a_local_model_names_no_provider(telemetry: Telemetry) -> None:
+    ReactAgent("greeter", ScriptedChatModel(["hi"])).call("hello")
+    (chat,) = telemetry.named("chat ScriptedChatModel")
+    assert "gen_ai.provider.name" not in chat.attributes
 
 
 class CountingNoOpTracer(NoOpTracer):
