@@ -76,6 +76,7 @@ class AnthropicChatModel(HTTPChatModel):
         >>> # for chunk in model.stream([UserMessage("hi")]): print(chunk.text, end="")
     """
 
+    provider: str | None = "anthropic"  # its traces' gen_ai.provider.name
     _logger: ClassVar[logging.Logger] = logger
     _example_url: ClassVar[str] = ANTHROPIC_BASE_URL
     _not_found_hint: ClassVar[str] = (

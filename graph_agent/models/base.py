@@ -201,6 +201,7 @@ class LocalChatModel:
     spaces the streamed chunks (seconds), so a terminal shows them arrive.
     """
 
+    provider: str | None = None  # its traces' gen_ai.provider.name: none, it runs here
     chunk_delay: float = 0.0
 
     def _reply(self, request: ModelRequest) -> AssistantMessage:

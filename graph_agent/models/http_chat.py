@@ -126,6 +126,7 @@ class HTTPChatModel:
     :meth:`_decoder`.
     """
 
+    provider: str | None = None  # its traces' gen_ai.provider.name (a subclass names it)
     _logger: ClassVar[logging.Logger] = logger
     _example_url: ClassVar[str] = "http://localhost:11434/v1"
     _not_found_hint: ClassVar[str] = "; check the model name and base_url"

@@ -73,6 +73,7 @@ class OpenAIChatModel(HTTPChatModel):
         >>> # for chunk in model.stream([UserMessage("hi")]): print(chunk.text, end="")
     """
 
+    provider: str | None = "openai"  # its traces' gen_ai.provider.name
     _logger: ClassVar[logging.Logger] = logger
     _not_found_hint: ClassVar[str] = (
         "; check the model name, and that base_url is the API root (often ending in /v1)"

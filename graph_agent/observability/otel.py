@@ -14,6 +14,8 @@ Spans, following the OpenTelemetry GenAI semantic conventions where they apply:
   ``graph_agent.attempt``, ``graph_agent.status``: ``ok``, ``error`` with the exception
   recorded, or ``interrupted``). It is current while the node runs, in the node's thread.
 - ``chat {model}`` per model request (kind CLIENT; ``gen_ai.request.model``,
+  ``gen_ai.provider.name`` when the model names its ``provider`` (``"openai"`` for
+  ``OpenAIChatModel``, ``"anthropic"`` for ``AnthropicChatModel``),
   ``gen_ai.usage.input_tokens``/``output_tokens``, ``gen_ai.response.finish_reasons``;
   ``gen_ai.input.messages``/``gen_ai.output.messages`` only with ``capture_content``).
 - ``execute_tool {tool}`` per tool call (``gen_ai.tool.name``, ``gen_ai.tool.call.id``;
@@ -23,7 +25,12 @@ Spans, following the OpenTelemetry GenAI semantic conventions where they apply:
 Metrics: ``graph_agent.run.duration`` and ``graph_agent.node.duration`` (histograms, s),
 ``graph_agent.model.tokens`` (a counter by ``gen_ai.request.model`` and
 ``gen_ai.token.type``), and the conventions' ``gen_ai.client.operation.duration`` and
-``gen_ai.client.token.usage``.
+``gen_ai.client.token.usage`` (with ``gen_ai.provider.name`` too).
+
+With OpenTelemetry's no-op tracer (the API installed and no SDK set up, or a
+``NoOpTracerProvider``) the listener makes no spans and builds no attributes: a run only
+carries on a caller's trace context, if it has one. Likewise nothing is measured with the
+no-op meter.
 """
 
 from __future__ import annotations
@@ -34,8 +41,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from graph_agent.graph.listeners import (
-    Listener,
-    ListenerEvent,
     ModelCallEvent,
     NodeEvent,
     RunEvent,
@@ -43,11 +48,21 @@ from graph_agent.graph.listeners import (
     add_listener,
     remove_listener,
 )
+from graph_agent.observability._spans import NodeStatus, SpanListener
 
 try:
     from opentelemetry import context as otel_context
     from opentelemetry import metrics, trace
-    from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+    from opentelemetry.trace import (
+        Link,
+        NoOpTracer,
+        NoOpTracerProvider,
+        ProxyTracer,
+        ProxyTracerProvider,
+        SpanKind,
+        Status,
+        StatusCode,
+    )
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 except ImportError as missing:  # pragma: no cover - the otel extra is in dev
     raise ImportError(
@@ -56,11 +71,17 @@ except ImportError as missing:  # pragma: no cover - the otel extra is in dev
         "opentelemetry-sdk)"
     ) from missing
 
+try:  # the global meter provider while none is set up (not exported: if it moves, the
+    # listener only records into the no-op meter, as it would anyway)
+    from opentelemetry.metrics._internal import _ProxyMeterProvider as _UnsetMeterProvider
+except ImportError:  # pragma: no cover
+    _UnsetMeterProvider = metrics.NoOpMeterProvider  # type: ignore[misc,assignment]
+
 SCOPE = "graph_agent"
 _propagator = TraceContextTextMapPropagator()
 
 
-class OpenTelemetryListener(Listener):
+class OpenTelemetryListener(SpanListener[Any]):
     """The listener :func:`instrument` adds: spans and metrics of every run (see the module
     docstring). ``capture_content`` also puts messages, tool arguments and results on the
     spans (they may hold personal data: off by default)."""
@@ -71,7 +92,9 @@ class OpenTelemetryListener(Listener):
         meter_provider: Any = None,
         capture_content: bool = False,
     ) -> None:
+        super().__init__()
         self.tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
+        self._meter_provider = meter_provider
         meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
         self.capture_content = capture_content
         self.run_duration = meter.create_histogram(
@@ -89,12 +112,32 @@ class OpenTelemetryListener(Listener):
         self.token_usage = meter.create_histogram(
             "gen_ai.client.token.usage", unit="{token}", description="Tokens used per call"
         )
-        self._open: dict[int, tuple[Any, Any]] = {}  # by id(event): its span, context token
-        self._runs: dict[tuple[str, str, str], Any] = {}  # (run id, ns, graph) -> run span
-        self._lock = threading.Lock()
+        self._tracing = self._makes_spans()
+        self._measuring = self._records_metrics()
+
+    def _makes_spans(self) -> bool:
+        """Whether the tracer makes spans: not OpenTelemetry's no-op tracer (a
+        ``NoOpTracerProvider``'s, or the global provider's while none is set up, as when the
+        API is installed without an SDK). With it, every span would be the invalid one or the
+        caller's: the listener skips building spans, attributes and contexts."""
+        tracer = self.tracer
+        if isinstance(tracer, ProxyTracer):  # the global provider's: it may be set later
+            provider = trace.get_tracer_provider()
+            return not isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
+        return not isinstance(tracer, NoOpTracer)
+
+    def _records_metrics(self) -> bool:
+        """Whether the meter records: not OpenTelemetry's no-op one (a
+        ``NoOpMeterProvider``'s, or the global provider's while none is set up)."""
+        provider = self._meter_provider
+        if provider is None:
+            provider = metrics.get_meter_provider()
+        return not isinstance(provider, metrics.NoOpMeterProvider | _UnsetMeterProvider)
 
     # runs
-    def on_run_start(self, event: RunEvent) -> None:
+    def _start_run(self, event: RunEvent) -> Any:
+        self._tracing = self._makes_spans()  # (an SDK may have been set up since)
+        self._measuring = self._records_metrics()
         parent = otel_context.get_current()
         if not trace.get_current_span(parent).get_span_context().is_valid:
             given = _trace_headers(event.metadata)
@@ -109,49 +152,37 @@ class OpenTelemetryListener(Listener):
             f"invoke_agent {event.graph}",
             context=parent,
             kind=SpanKind.INTERNAL,
-            attributes=_drop_none(
-                {
-                    "gen_ai.operation.name": "invoke_agent",
-                    "gen_ai.agent.name": event.graph,
-                    "gen_ai.conversation.id": event.thread_id,
-                    "graph_agent.run_id": event.run_id,
-                    "graph_agent.thread_id": event.thread_id,
-                    "graph_agent.checkpoint_ns": event.ns,
-                    "graph_agent.resumed": event.resumed,
-                    "graph_agent.parent_run_id": event.parent_run_id,
-                }
-            ),
+            attributes=_run_attributes(event) if self._tracing else None,
             links=links,
             start_time=event.started,
         )
-        with self._lock:
-            self._runs[_run_key(event)] = span
-        if span.get_span_context().is_valid:  # kept with the checkpoints, for a resume
-            _propagator.inject(event.carrier, context=trace.set_span_in_context(span))
+        if not span.get_span_context().is_valid:  # a no-op tracer's, with no caller's trace
+            return None
+        _propagator.inject(event.carrier, context=trace.set_span_in_context(span))  # (a resume's)
+        return span
 
-    def on_run_end(self, event: RunEvent) -> None:
-        with self._lock:
-            span = self._runs.pop(_run_key(event), None)
+    def _end_run(self, event: RunEvent, span: Any) -> None:
         status = event.status
         if span is not None:
-            span.set_attribute("graph_agent.status", status)
-            span.set_attribute("graph_agent.step", event.step)
-            if event.interrupts:
-                span.set_attribute("graph_agent.interrupts", [i.id for i in event.interrupts])
-            if status == "error" and event.error is not None:
-                _failed(span, event.error)
+            if span.is_recording():
+                span.set_attribute("graph_agent.status", status)
+                span.set_attribute("graph_agent.step", event.step)
+                if event.interrupts:
+                    span.set_attribute("graph_agent.interrupts", [i.id for i in event.interrupts])
+                if status == "error" and event.error is not None:
+                    _failed(span, event.error)
             span.end()
-        self.run_duration.record(
-            event.duration or 0.0, {"graph_agent.graph": event.graph, "graph_agent.status": status}
-        )
+        if self._measuring:
+            self.run_duration.record(
+                event.duration or 0.0,
+                {"graph_agent.graph": event.graph, "graph_agent.status": status},
+            )
 
     # nodes
-    def before_node(self, event: NodeEvent) -> None:
-        with self._lock:
-            run_span = self._runs.get(_run_key(event))
-        parent = None
-        if run_span is not None and run_span.get_span_context().is_valid:
-            parent = trace.set_span_in_context(run_span)
+    def _start_node(self, event: NodeEvent, run_span: Any) -> Any:
+        if not self._tracing:  # what the no-op tracer would give: the run's (caller's) span
+            return run_span
+        parent = trace.set_span_in_context(run_span) if run_span is not None else None
         span = self.tracer.start_span(
             f"node {event.node}", context=parent, start_time=event.started
         )
@@ -169,19 +200,9 @@ class OpenTelemetryListener(Listener):
                     }
                 )
             )
-        self._enter(event, span)
+        return span
 
-    def after_node(self, event: NodeEvent) -> None:
-        self._end_node(event, "ok")
-
-    def on_node_error(self, event: NodeEvent) -> None:
-        self._end_node(event, "error")
-
-    def on_interrupt(self, event: NodeEvent) -> None:
-        self._end_node(event, "interrupted")
-
-    def _end_node(self, event: NodeEvent, status: str) -> None:
-        span = self._leave(event)
+    def _end_node(self, event: NodeEvent, span: Any, status: NodeStatus) -> None:
         if span is not None:
             if span.is_recording():
                 span.set_attribute("graph_agent.attempt", event.attempt)
@@ -192,17 +213,20 @@ class OpenTelemetryListener(Listener):
                 elif status == "error" and event.error is not None:
                     _failed(span, event.error)
             span.end()
-        self.node_duration.record(
-            event.duration or 0.0,
-            {
-                "graph_agent.graph": event.graph,
-                "graph_agent.node": event.node or "",
-                "graph_agent.status": status,
-            },
-        )
+        if self._measuring:
+            self.node_duration.record(
+                event.duration or 0.0,
+                {
+                    "graph_agent.graph": event.graph,
+                    "graph_agent.node": event.node or "",
+                    "graph_agent.status": status,
+                },
+            )
 
     # model calls
-    def before_model_call(self, event: ModelCallEvent) -> None:
+    def _start_model_call(self, event: ModelCallEvent) -> Any:
+        if not self._tracing:  # (the no-op tracer's span would be the current one)
+            return None
         attributes = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": event.model,
@@ -212,18 +236,15 @@ class OpenTelemetryListener(Listener):
         }
         if self.capture_content and event.request is not None:
             attributes["gen_ai.input.messages"] = _messages_json(event.request.messages)
-        span = self.tracer.start_span(
+        return self.tracer.start_span(
             f"chat {event.model}",
             kind=SpanKind.CLIENT,
             attributes=_drop_none(attributes),
             start_time=event.started,
         )
-        self._enter(event, span)
 
-    def on_model_call(self, event: ModelCallEvent) -> None:
-        span = self._leave(event)
+    def _end_model_call(self, event: ModelCallEvent, span: Any) -> None:
         reply, usage = event.reply, event.usage
-        common = {"gen_ai.operation.name": "chat", "gen_ai.request.model": event.model}
         if span is not None:
             if reply is not None:
                 finish = getattr(reply, "finish_reason", None)
@@ -238,6 +259,11 @@ class OpenTelemetryListener(Listener):
             if event.error is not None:
                 _failed(span, event.error)
             span.end()
+        if not self._measuring:
+            return
+        common = {"gen_ai.operation.name": "chat", "gen_ai.request.model": event.model}
+        if event.provider is not None:
+            common["gen_ai.provider.name"] = event.provider
         self.operation_duration.record(
             event.duration or 0.0,
             {**common, **({"error.type": type(event.error).__name__} if event.error else {})},
@@ -252,7 +278,9 @@ class OpenTelemetryListener(Listener):
                 self.token_usage.record(count, attributes)
 
     # tool calls
-    def before_tool_call(self, event: ToolCallEvent) -> None:
+    def _start_tool_call(self, event: ToolCallEvent) -> Any:
+        if not self._tracing:
+            return None
         call = event.call
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
@@ -264,13 +292,11 @@ class OpenTelemetryListener(Listener):
         }
         if self.capture_content:
             attributes["gen_ai.tool.call.arguments"] = json.dumps(call.arguments, default=str)
-        span = self.tracer.start_span(
+        return self.tracer.start_span(
             f"execute_tool {call.name}", attributes=attributes, start_time=event.started
         )
-        self._enter(event, span)
 
-    def on_tool_call(self, event: ToolCallEvent) -> None:
-        span = self._leave(event)
+    def _end_tool_call(self, event: ToolCallEvent, span: Any) -> None:
         if span is None:
             return
         result = event.result
@@ -284,27 +310,30 @@ class OpenTelemetryListener(Listener):
             _failed(span, event.error)
         span.end()
 
-    # the span current while a node or call runs
-    def _enter(self, event: ListenerEvent, span: Any) -> None:
-        """Keep ``span`` for the event's end; make it current meanwhile (unless it is no
-        span at all: a no-op tracer's)."""
-        token = None
+    # the span current while a node or call runs (unless it is no span at all: a no-op
+    # tracer's)
+    def _make_current(self, span: Any) -> Any:
         if span.get_span_context().is_valid:
-            token = otel_context.attach(trace.set_span_in_context(span))
-        self._open[id(event)] = (span, token)
+            return otel_context.attach(trace.set_span_in_context(span))
+        return None
 
-    def _leave(self, event: ListenerEvent) -> Any:
-        opened = self._open.pop(id(event), None)
-        if opened is None:
-            return None
-        span, token = opened
-        if token is not None:
-            otel_context.detach(token)
-        return span
+    def _restore(self, token: Any) -> None:
+        otel_context.detach(token)
 
 
-def _run_key(event: ListenerEvent) -> tuple[str, str, str]:
-    return event.run_id, event.ns, event.graph
+def _run_attributes(event: RunEvent) -> dict[str, Any]:
+    return _drop_none(
+        {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": event.graph,
+            "gen_ai.conversation.id": event.thread_id,
+            "graph_agent.run_id": event.run_id,
+            "graph_agent.thread_id": event.thread_id,
+            "graph_agent.checkpoint_ns": event.ns,
+            "graph_agent.resumed": event.resumed,
+            "graph_agent.parent_run_id": event.parent_run_id,
+        }
+    )
 
 
 def _failed(span: Any, error: BaseException) -> None:

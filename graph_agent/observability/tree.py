@@ -14,13 +14,13 @@ from rich.text import Text
 from rich.tree import Tree
 
 from graph_agent.graph.listeners import (
-    Listener,
     ListenerEvent,
     ModelCallEvent,
     NodeEvent,
     RunEvent,
     ToolCallEvent,
 )
+from graph_agent.observability._spans import NodeStatus, SpanListener
 
 
 @dataclass(kw_only=True, eq=False)
@@ -36,7 +36,7 @@ class RecordedSpan:
     children: list[RecordedSpan] = field(default_factory=list)
 
 
-class TraceRecorder(Listener):
+class TraceRecorder(SpanListener[RecordedSpan]):
     """Records every run it is told of as a tree (:attr:`roots`); :meth:`tree` draws it.
 
     Example:
@@ -51,65 +51,12 @@ class TraceRecorder(Listener):
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.roots: list[RecordedSpan] = []
+        self._lock = threading.Lock()  # (appending to a span's children)
         self._current: ContextVar[RecordedSpan | None] = ContextVar(
             "graph_agent_recorded_span", default=None
         )
-        self._runs: dict[tuple[str, str, str], RecordedSpan] = {}
-        self._open: dict[int, tuple[RecordedSpan, Token[RecordedSpan | None]]] = {}
-        self._lock = threading.Lock()
-
-    def on_run_start(self, event: RunEvent) -> None:
-        span = self._add(
-            self._current.get(),
-            f"invoke_agent {event.graph}",
-            "run",
-            event,
-            "resumed" if event.resumed else "",
-        )
-        with self._lock:
-            self._runs[(event.run_id, event.ns, event.graph)] = span
-
-    def on_run_end(self, event: RunEvent) -> None:
-        with self._lock:
-            span = self._runs.pop((event.run_id, event.ns, event.graph), None)
-        if span is not None:
-            self._end(span, event, event.status)
-
-    def before_node(self, event: NodeEvent) -> None:
-        with self._lock:
-            run = self._runs.get((event.run_id, event.ns, event.graph))
-        self._enter(
-            event, self._add(run, f"node {event.node}", "node", event, f"step {event.step}")
-        )
-
-    def after_node(self, event: NodeEvent) -> None:
-        self._leave(event, "ok")
-
-    def on_node_error(self, event: NodeEvent) -> None:
-        self._leave(event, "error", f"{type(event.error).__name__}: {event.error}")
-
-    def on_interrupt(self, event: NodeEvent) -> None:
-        self._leave(event, "interrupted")
-
-    def before_model_call(self, event: ModelCallEvent) -> None:
-        self._enter(event, self._add(self._current.get(), f"chat {event.model}", "model", event))
-
-    def on_model_call(self, event: ModelCallEvent) -> None:
-        usage = event.usage
-        tokens = f"{usage.prompt_tokens} in / {usage.completion_tokens} out tokens" if usage else ""
-        if event.error is not None:
-            self._leave(event, "error", f"{type(event.error).__name__}: {event.error}")
-        else:
-            self._leave(event, "ok", tokens)
-
-    def before_tool_call(self, event: ToolCallEvent) -> None:
-        name = f"execute_tool {event.call.name}"
-        self._enter(event, self._add(self._current.get(), name, "tool", event, event.call.id))
-
-    def on_tool_call(self, event: ToolCallEvent) -> None:
-        failed = event.error is not None or (event.result is not None and event.result.is_error)
-        self._leave(event, "error" if failed else "ok")
 
     def tree(self) -> Tree:
         """The recorded runs, drawn as a rich tree (durations in ms)."""
@@ -117,6 +64,48 @@ class TraceRecorder(Listener):
         for root in self.roots:
             _draw(top, root)
         return top
+
+    def _start_run(self, event: RunEvent) -> RecordedSpan:
+        detail = "resumed" if event.resumed else ""
+        return self._add(self._current.get(), f"invoke_agent {event.graph}", "run", event, detail)
+
+    def _end_run(self, event: RunEvent, span: RecordedSpan | None) -> None:
+        if span is not None:
+            _end(span, event, event.status)
+
+    def _start_node(self, event: NodeEvent, run: RecordedSpan | None) -> RecordedSpan:
+        return self._add(run, f"node {event.node}", "node", event, f"step {event.step}")
+
+    def _end_node(self, event: NodeEvent, span: RecordedSpan | None, status: NodeStatus) -> None:
+        detail = _error(event.error) if status == "error" else ""
+        _end(span, event, status, detail)
+
+    def _start_model_call(self, event: ModelCallEvent) -> RecordedSpan:
+        return self._add(self._current.get(), f"chat {event.model}", "model", event)
+
+    def _end_model_call(self, event: ModelCallEvent, span: RecordedSpan | None) -> None:
+        usage = event.usage
+        if event.error is not None:
+            _end(span, event, "error", _error(event.error))
+        elif usage:
+            tokens = f"{usage.prompt_tokens} in / {usage.completion_tokens} out tokens"
+            _end(span, event, "ok", tokens)
+        else:
+            _end(span, event, "ok")
+
+    def _start_tool_call(self, event: ToolCallEvent) -> RecordedSpan:
+        name = f"execute_tool {event.call.name}"
+        return self._add(self._current.get(), name, "tool", event, event.call.id)
+
+    def _end_tool_call(self, event: ToolCallEvent, span: RecordedSpan | None) -> None:
+        failed = event.error is not None or (event.result is not None and event.result.is_error)
+        _end(span, event, "error" if failed else "ok")
+
+    def _make_current(self, span: RecordedSpan) -> Token[RecordedSpan | None]:
+        return self._current.set(span)
+
+    def _restore(self, token: Token[RecordedSpan | None]) -> None:
+        self._current.reset(token)
 
     def _add(
         self,
@@ -131,23 +120,18 @@ class TraceRecorder(Listener):
             (parent.children if parent is not None else self.roots).append(span)
         return span
 
-    def _enter(self, event: ListenerEvent, span: RecordedSpan) -> None:
-        self._open[id(event)] = (span, self._current.set(span))
 
-    def _leave(self, event: ListenerEvent, status: str, detail: str = "") -> None:
-        opened = self._open.pop(id(event), None)
-        if opened is None:
-            return
-        span, token = opened
-        self._current.reset(token)
-        if detail:
-            span.detail = f"{span.detail}, {detail}" if span.detail else detail
-        self._end(span, event, status)
+def _end(span: RecordedSpan | None, event: ListenerEvent, status: str, detail: str = "") -> None:
+    if span is None:
+        return
+    if detail:
+        span.detail = f"{span.detail}, {detail}" if span.detail else detail
+    span.duration = event.duration
+    span.status = status
 
-    @staticmethod
-    def _end(span: RecordedSpan, event: ListenerEvent, status: str) -> None:
-        span.duration = event.duration
-        span.status = status
+
+def _error(error: BaseException | None) -> str:
+    return f"{type(error).__name__}: {error}"
 
 
 _STYLES = {"ok": "green", "finished": "green", "error": "red", "interrupted": "yellow"}

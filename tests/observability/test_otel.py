@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from opentelemetry import trace as otel_trace
+from opentelemetry.metrics import NoOpCounter, NoOpHistogram, NoOpMeter, NoOpMeterProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import NoOpTracer, NoOpTracerProvider, StatusCode
 
 from graph_agent import (
     END,
@@ -35,8 +39,11 @@ from graph_agent import (
     UserMessage,
     tool,
 )
+from graph_agent.models import AnthropicChatModel, OpenAIChatModel
 from graph_agent.models.scripted import ScriptedChatModel
 from graph_agent.observability import instrument, uninstrument
+from tests.models.anthropic_fake_server import FakeAnthropicServer, message, text
+from tests.models.openai_fake_server import API_KEY, FakeOpenAIServer, completion, reply_json
 from tests.observability.graphs import failing
 
 
@@ -353,3 +360,151 @@ def test_a_retried_node_span_counts_its_attempts(telemetry: Telemetry) -> None:
     (span,) = telemetry.named("node flaky")
     assert span.attributes["graph_agent.attempt"] == 3
     assert span.attributes["graph_agent.status"] == "ok"
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_chat_span_names_the_provider_of_the_model(telemetry: Telemetry, provider: str) -> None:
+    model: OpenAIChatModel | AnthropicChatModel
+    if provider == "openai":
+        server: FakeOpenAIServer = FakeOpenAIServer()
+        server.enqueue(reply_json(completion("hi")))
+        model = OpenAIChatModel(
+            "gpt-test", base_url=server.base_url, api_key=API_KEY, max_retries=0
+        )
+    else:
+        server = FakeAnthropicServer()
+        server.enqueue(reply_json(message(text("hi"))))
+        model = AnthropicChatModel(
+            "claude-test", base_url=server.base_url, api_key=API_KEY, max_retries=0
+        )
+    with server, model:
+        assert ReactAgent("greeter", model).call("hello").text == "hi"
+    (chat,) = [span for span in telemetry.spans() if span.name.startswith("chat ")]
+    assert chat.attributes["gen_ai.provider.name"] == provider
+    (duration,) = telemetry.metric_points("gen_ai.client.operation.duration")
+    assert duration.attributes["gen_ai.provider.name"] == provider
+
+
+def test_a_local_model_names_no_provider(telemetry: Telemetry) -> None:
+    ReactAgent("greeter", ScriptedChatModel(["hi"])).call("hello")
+    (chat,) = telemetry.named("chat ScriptedChatModel")
+    assert "gen_ai.provider.name" not in chat.attributes
+
+
+class CountingNoOpTracer(NoOpTracer):
+    """OpenTelemetry's no-op tracer, counting the spans asked of it."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, Any]] = []
+
+    def start_span(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        self.asked.append((name, kwargs.get("attributes")))
+        return super().start_span(name, *args, **kwargs)
+
+
+class CountingNoOpTracerProvider(NoOpTracerProvider):
+    def __init__(self) -> None:
+        self.tracer = CountingNoOpTracer()
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
+        return self.tracer
+
+
+class CountingNoOpMeterProvider(NoOpMeterProvider):
+    """OpenTelemetry's no-op meter provider, counting what its instruments are given."""
+
+    def __init__(self) -> None:
+        self.given: list[Any] = []
+
+    def get_meter(self, *args: Any, **kwargs: Any) -> Any:
+        given = self.given
+
+        class Histogram(NoOpHistogram):
+            def record(self, amount: Any, attributes: Any = None, context: Any = None) -> None:
+                given.append(attributes)
+
+        class Counter(NoOpCounter):
+            def add(self, amount: Any, attributes: Any = None, context: Any = None) -> None:
+                given.append(attributes)
+
+        class Meter(NoOpMeter):
+            def create_histogram(self, name: str, *args: Any, **kwargs: Any) -> Any:
+                return Histogram(name)
+
+            def create_counter(self, name: str, *args: Any, **kwargs: Any) -> Any:
+                return Counter(name)
+
+        return Meter("counting")
+
+
+@pytest.fixture
+def no_op() -> Iterator[tuple[CountingNoOpTracer, list[Any]]]:
+    tracers, meters = CountingNoOpTracerProvider(), CountingNoOpMeterProvider()
+    instrument(tracers, meters)
+    try:
+        yield tracers.tracer, meters.given
+    finally:
+        uninstrument()
+
+
+def test_on_the_no_op_tracer_and_meter_a_run_builds_no_span_attributes_or_metrics(
+    no_op: tuple[CountingNoOpTracer, list[Any]],
+) -> None:
+    tracer, measured = no_op
+    model = ScriptedChatModel(
+        [AssistantMessage(content="", tool_calls=[_call("c1", "add", a=1, b=2)]), "3"]
+    )
+    assert ReactAgent("calc", model, tools=[add]).call("1+2?").text == "3"
+    # the run's span alone (it carries on a caller's trace context, if any); no attributes
+    assert tracer.asked == [("invoke_agent calc", None)]
+    assert measured == []
+
+
+def test_on_the_no_op_tracer_a_node_still_runs_in_the_callers_trace(
+    no_op: tuple[CountingNoOpTracer, list[Any]],
+) -> None:
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    seen: list[str] = []
+
+    def look(state: Any) -> dict[str, Any]:
+        seen.append(format(otel_trace.get_current_span().get_span_context().trace_id, "032x"))
+        return {"x": 1}
+
+    g = StateGraph("one")
+    g.add_node("look", look)
+    g.add_edge(START, "look").add_edge("look", END)
+    metadata = {"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}
+    g.compile().invoke({}, RunnableConfig(metadata=metadata))
+    g.compile().invoke({})
+    assert seen == [trace_id, "0" * 32]
+
+
+_SET_UP_LATER = """
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from graph_agent import END, START, StateGraph
+from graph_agent.observability import instrument
+
+instrument()  # before any SDK: the global tracer is OpenTelemetry's no-op proxy
+g = StateGraph("one")
+g.add_node("only", lambda state: {"x": 1})
+g.add_edge(START, "only").add_edge("only", END)
+app = g.compile()
+app.invoke({})
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+app.invoke({})
+print(sorted(span.name for span in exporter.get_finished_spans()))
+"""
+
+
+def test_runs_after_an_sdk_is_set_up_are_traced_by_a_listener_made_before() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _SET_UP_LATER], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['invoke_agent one', 'node only']"
