@@ -72,7 +72,7 @@ from graph_agent.messages import (
     UserMessage,
 )
 from graph_agent.models.base import ModelRequest, ToolDefinition
-from graph_agent.tools import Tool, ToolContext, result_to_content
+from graph_agent.tools import Tool, ToolContext, Toolkit, result_to_content
 
 if TYPE_CHECKING:
     from graph_agent.agent.spec import NodeSettings
@@ -244,8 +244,13 @@ class ModelNode(DualNode):
     :class:`StructuredOutputError`.
     """
 
-    def __init__(self, agent: NodeSettings, *, takes_steering: bool = True) -> None:
+    def __init__(
+        self, agent: NodeSettings, *, takes_steering: bool = True, toolkit: Toolkit | None = None
+    ) -> None:
         self.agent = agent
+        self.toolkit = agent.toolkit if toolkit is None else toolkit
+        """The tools this node offers: the agent's when its graph was built, so a run keeps
+        its tools while ``add_tools``/``remove_tools`` change the agent's for the next run."""
         self.takes_steering = takes_steering
         """Whether this node is the loop entry, which delivers steering messages (see
         :mod:`graph_agent.agent.steering`); with beforeModel hooks the first of them is."""
@@ -293,7 +298,7 @@ class ModelNode(DualNode):
         agent = self.agent
         history = [*self._with_instruction_filled(state), *steered]
         run, thread = counters(state, RUN_KEY), counters(state, THREAD_KEY)
-        summarizing = bool(agent.toolkit) and run["iterations"] >= agent.max_iterations
+        summarizing = bool(self.toolkit) and run["iterations"] >= agent.max_iterations
         reply = yield self._request(history, summarizing)
         reply = unique_call_ids(reply, history)
         new_messages: list[BaseMessage] = []
@@ -336,7 +341,7 @@ class ModelNode(DualNode):
             # no tools and no response_format: the summary is free text (validated if it fits)
             summary = [*messages, UserMessage(SUMMARIZE_PROMPT)]
             return ModelRequest(messages=summary, tools=[], options=options)
-        tools: list[ToolDefinition] = list(agent.toolkit)
+        tools: list[ToolDefinition] = list(self.toolkit)
         if self.final_tool is not None:
             tools.append(self.final_tool)
         elif agent.output_schema is not None:
@@ -547,8 +552,13 @@ class ToolNode(DualNode):
     still run), ``goto="model"`` is the usual way on.
     """
 
-    def __init__(self, agent: NodeSettings, private_keys: frozenset[str]) -> None:
+    def __init__(
+        self, agent: NodeSettings, private_keys: frozenset[str], toolkit: Toolkit | None = None
+    ) -> None:
         self.agent = agent
+        self.toolkit = agent.toolkit if toolkit is None else toolkit
+        """The tools this node runs: the ones the graph's model node offers (see
+        :class:`ModelNode`)."""
         self.private_keys = private_keys
         """The private keys hooks declare: the only ones a tool's Command may write."""
 
@@ -626,7 +636,7 @@ class ToolNode(DualNode):
         }
         if state.value(REJECTED_KEY) is not None:
             update[REJECTED_KEY] = None  # answered: no later call can pick them up
-        answer = direct_answer(self.agent.toolkit, calls, results)
+        answer = direct_answer(self.toolkit, calls, results)
         if answer is not None:  # return_direct tools answered: the run ends, no model call
             update["messages"] = [*results, answer]
             update.update(self._direct_output(answer))
@@ -796,7 +806,7 @@ class ToolNode(DualNode):
             # the call's own arguments, not the history's: an interceptor editing them in place
             # must not change the message the checkpoint holds (and the next model call sees)
             call=call.model_copy(update={"arguments": copy.deepcopy(call.arguments)}),
-            tool=self.agent.toolkit.get(call.name),
+            tool=self.toolkit.get(call.name),
             state=state,
             config=config,
             context=context,
@@ -827,7 +837,7 @@ class ToolNode(DualNode):
 
     def _tool(self, request: ToolCallRequest) -> Tool:
         if request.tool is None:
-            available = ", ".join(self.agent.toolkit.names) or "none"
+            available = ", ".join(self.toolkit.names) or "none"
             raise LookupError(
                 f"there is no tool named {request.call.name!r}; available tools: {available}"
             )

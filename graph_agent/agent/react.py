@@ -19,7 +19,7 @@ from graph_agent.agent.compose import agent_node, agent_tool
 from graph_agent.agent.contributions import add_contributed_tools, by_priority
 from graph_agent.agent.hooks import Hook
 from graph_agent.agent.interceptors import ModelInterceptor, ToolInterceptor
-from graph_agent.agent.keys import AGENT_KEYS
+from graph_agent.agent.keys import AGENT_KEYS, STEERED_KEY
 from graph_agent.agent.nodes import FINAL_ANSWER_TOOL, messages_of, run_answer
 from graph_agent.agent.recovery import recovering
 from graph_agent.agent.shape import build_graph
@@ -227,16 +227,18 @@ class ReactAgent:
         """Give the agent more tools, after it was made: ``add_tools(search, fetch)``, or
         ``add_tools(toolset)`` with any iterable of tools (an ``MCPToolset``).
 
-        The graph is built again on its next use, with the new tools (an agent that had none
-        gains its tool node); the saver, store and listeners stay, so a thread checkpointed
-        before goes on with them. A run already going may offer them from its next model call.
+        The graph is built again now, with the new tools (an agent that had none gains its
+        tool node); the saver, store and listeners stay, so a thread checkpointed before goes
+        on with them. They are offered from the next run: a run already going keeps the tools
+        its graph was built with.
 
         Returns:
             The tools added (plain functions wrapped as :class:`Tool`).
 
         Raises:
             GraphSetupError: A tool's name is taken, by one of the agent's tools or by another
-                tool given here (both are named); then none is added.
+                tool given here (both are named), or the graph cannot be built with them (a
+                hook's check fails); then none is added.
             TypeError: Something given is not a tool, a function or an iterable of them.
         """
         given = list(_tools_given(tools))
@@ -252,37 +254,60 @@ class ReactAgent:
                     f"agent {self.name!r}: output_mode='tool' adds a tool named "
                     f"{FINAL_ANSWER_TOOL!r}, so no other tool may take that name; rename it"
                 )
-            self._set_toolkit(toolkit)
+            self._set_toolkit(toolkit, self._compile_for(toolkit, "add"))
         return added
 
     def remove_tools(self, *names: str) -> tuple[Tool, ...]:
         """Take tools away by name (e.g. ones :meth:`add_tools` gave); the graph is built again
-        on its next use.
+        now, without them, for the next run: a run already going keeps them.
 
         Raises:
             KeyError: The agent has no tool of one of the names; then none is removed.
+            GraphSetupError: The graph cannot be built without them (e.g. a
+                ``ToolCallLimitHook`` limits one of them); then none is removed.
         """
         with self._lock:
             toolkit = self.toolkit.copy()
             removed = tuple(toolkit.remove(name) for name in names)
-            self._set_toolkit(toolkit)
+            self._set_toolkit(toolkit, self._compile_for(toolkit, "remove"))
         return removed
 
-    def _set_toolkit(self, toolkit: Toolkit) -> None:
-        """Use ``toolkit`` from now on, and build the graph again (the caller holds the lock)."""
+    def _compile_for(self, toolkit: Toolkit, change: Literal["add", "remove"]) -> CompiledGraph:
+        """The graph with ``toolkit``, built before the agent takes it, so a change of tools
+        that its hooks reject leaves the agent as it was (the caller holds the lock)."""
+        try:
+            return self._compile(toolkit)
+        except GraphSetupError as exc:
+            raise GraphSetupError(
+                f"agent {self.name!r}: cannot {change} the tools, its graph would not build: "
+                f"{exc}; none is {change}d"
+            ) from exc
+
+    def _set_toolkit(self, toolkit: Toolkit, compiled: CompiledGraph) -> None:
+        """Use ``toolkit`` and its graph from now on (the caller holds the lock)."""
         self.toolkit = toolkit
-        self._compiled = None
+        self._compiled = compiled
         self._building = None
+
+    def _compile(self, toolkit: Toolkit) -> CompiledGraph:
+        """The agent's graph with ``toolkit``, compiled (the caller holds the lock)."""
+        graph = build_graph(self, self.effective_hooks, self._spec_with(toolkit), toolkit)
+        return graph.compile(
+            CompileConfig(saver=self._saver, listeners=self.listeners, store=self.store)
+        )
 
     # the graph
     @property
     def spec(self) -> AgentSpec:
         """What this agent's hooks are told of it (their ``agent`` argument), as it is now; the
         graph's hooks get it as it was when the graph was built."""
+        return self._spec_with(self.toolkit)
+
+    def _spec_with(self, toolkit: Toolkit) -> AgentSpec:
         return AgentSpec(
             name=self.name,
             model=self.model,
-            tools=tuple(self.toolkit),
+            tools=tuple(toolkit),
             instruction=self.instruction,
             description=self.description,
             max_iterations=self.max_iterations,
@@ -299,19 +324,20 @@ class ReactAgent:
     @property
     def graph(self) -> CompiledGraph:
         """The compiled graph, built once on first use (thread-safe)."""
-        if self._compiled is None:
+        # read once: a concurrent add_tools/remove_tools/saver change may replace it meanwhile
+        compiled = self._compiled
+        if compiled is None:
             with self._lock:
-                if self._compiled is None:
-                    graph = build_graph(self, self.effective_hooks, self.spec)
-                    self._compiled = graph.compile(
-                        CompileConfig(saver=self._saver, listeners=self.listeners, store=self.store)
-                    )
-        return self._compiled
+                compiled = self._compiled
+                if compiled is None:
+                    compiled = self._compiled = self._compile(self.toolkit)
+        return compiled
 
     async def _agraph(self) -> CompiledGraph:
         """:attr:`graph` for the async calls: built (once) on a worker thread, not the loop."""
-        if self._compiled is not None:
-            return self._compiled
+        compiled = self._compiled  # read once, as in graph
+        if compiled is not None:
+            return compiled
         import asyncio
 
         with self._lock:  # concurrent first calls share one build (and one worker thread)
@@ -428,10 +454,17 @@ class ReactAgent:
         return self.steering.put(steering_thread(config), message)
 
     def _held_message_ids(self, thread_id: str) -> set[str]:
-        """The ids of the messages the thread's last checkpoint holds (a full steering queue
-        drops the messages delivered already)."""
-        state = self.get_state(RunnableConfig(thread_id=thread_id))
-        return {message.id for message in state.values.get("messages", ())}
+        """The ids of the messages the thread's last checkpoint holds, in its messages or in
+        the private record of steered ones (a hook may have removed one): a full steering
+        queue drops the messages delivered already. Reads the saver, not the graph, which
+        hides private keys."""
+        checkpoint = self._saver.get(thread_id)
+        if checkpoint is None:
+            return set()
+        values = checkpoint.values
+        held = {message.id for message in values.get("messages", ())}
+        held.update(values.get(STEERED_KEY) or ())
+        return held
 
     # thread state
     def get_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:

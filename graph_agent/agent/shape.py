@@ -51,6 +51,7 @@ from graph_agent.graph.errors import GraphSetupError, InvalidUpdateError
 from graph_agent.graph.state import AppendStrategy, OverAllState
 from graph_agent.graph.types import END, START, RunnableConfig
 from graph_agent.messages import ToolResponseMessage
+from graph_agent.tools import Toolkit
 
 MODEL_NODE = "__model__"
 TOOL_NODE = "__tool__"
@@ -104,10 +105,10 @@ def _check_no_jump_past_approval(
                 )
 
 
-def _check_limited_tools(agent: Any, hooks: Sequence[Hook]) -> None:
+def _check_limited_tools(agent: Any, toolkit: Toolkit, hooks: Sequence[Hook]) -> None:
     """A per-tool limit on a tool the agent lacks would never limit anything, and an approval
     of one would never be asked: a misspelled name would let the real tool run unapproved."""
-    tools = tuple(agent.toolkit.names)
+    tools = tuple(toolkit.names)
     have = ", ".join(map(repr, tools)) or "none"
     for hook in hooks:
         limited = hook.tool_name if isinstance(hook, ToolCallLimitHook) else None
@@ -128,10 +129,14 @@ def _check_limited_tools(agent: Any, hooks: Sequence[Hook]) -> None:
             )
 
 
-def build_graph(agent: Any, hooks: Sequence[Hook], spec: AgentSpec) -> StateGraph:
+def build_graph(
+    agent: Any, hooks: Sequence[Hook], spec: AgentSpec, toolkit: Toolkit | None = None
+) -> StateGraph:
     """The agent's StateGraph: nodes and edges exactly as the module docstring draws them.
 
-    ``spec`` is what the hooks are told of the agent (see :func:`hook_node`).
+    ``spec`` is what the hooks are told of the agent (see :func:`hook_node`). ``toolkit``
+    (default: the agent's now) is what the model node offers and the tool node runs for every
+    run of this graph: a run keeps its tools while the agent's change.
 
     Raises:
         GraphSetupError: two hooks share a name, a hook's ``positions`` or ``can_jump_to`` is
@@ -139,9 +144,10 @@ def build_graph(agent: Any, hooks: Sequence[Hook], spec: AgentSpec) -> StateGrap
             a ToolCallLimitHook limits a tool the agent does not have, or a HumanInTheLoopHook
             gates none of its tools.
     """
+    toolkit = agent.toolkit if toolkit is None else toolkit
     check_unique(hooks)
-    _check_limited_tools(agent, hooks)
-    has_tools = bool(agent.toolkit)
+    _check_limited_tools(agent, toolkit, hooks)
+    has_tools = bool(toolkit)
     jumps = {hook.full_name: hook.jump_targets() for hook in hooks}
     by_position: dict[HookPosition, list[Hook]] = {p: [] for p in NODE_SUFFIX}
     for hook in hooks:
@@ -185,13 +191,13 @@ def build_graph(agent: Any, hooks: Sequence[Hook], spec: AgentSpec) -> StateGrap
             # the loop entry delivers steering messages, so the hooks after it see them
             steering = agent if name == shape.loop_entry else None
             graph.add_node(name, hook_node(hook, position, spec, steering=steering))
-    model_node = ModelNode(agent, takes_steering=shape.loop_entry == MODEL_NODE)
+    model_node = ModelNode(agent, takes_steering=shape.loop_entry == MODEL_NODE, toolkit=toolkit)
     graph.add_node(MODEL_NODE, model_node, retry=agent.model_retry, timeout=agent.model_timeout)
     for hook in run_order["after_model"]:
         graph.add_node(hook_node_name(hook, "after_model"), hook_node(hook, "after_model", spec))
     if has_tools:
         private = frozenset(key for key in strategies if key.startswith("_"))
-        graph.add_node(TOOL_NODE, ToolNode(agent, private), retry=agent.tool_retry)
+        graph.add_node(TOOL_NODE, ToolNode(agent, private, toolkit), retry=agent.tool_retry)
     for hook in run_order["after_agent"]:
         graph.add_node(hook_node_name(hook, "after_agent"), hook_node(hook, "after_agent", spec))
     _wire(graph, shape, run_order, has_tools, jumps)

@@ -5,11 +5,13 @@ before goes on with them; a name taken is refused, naming both tools, and nothin
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import pytest
 
 from graph_agent import GraphSetupError, InMemoryStore, RunnableConfig, SqliteSaver, tool
-from graph_agent.agent import ReactAgent
+from graph_agent.agent import JumpTo, ModelHook, ReactAgent, ToolCallLimitHook
+from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.listeners import Listener, ToolCallEvent
 from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage, UserMessage
 from graph_agent.models import ScriptedChatModel
@@ -133,3 +135,106 @@ def test_removed_tools_leave_the_graph_built_again_without_them():
     with pytest.raises(KeyError, match="no tool named 'shout'"):
         agent.remove_tools("add", "shout")
     assert agent.toolkit.names == ("add",)  # all or none
+
+
+class ChangesToolsBeforeTheModel(ModelHook):
+    """Adds or removes the agent's tools while its run goes on (as another thread might)."""
+
+    def __init__(self, change: Callable[[], object]) -> None:
+        self.change = change
+        self.changed = False
+
+    def before_model(self, state, config):
+        if not self.changed:
+            self.changed = True
+            self.change()
+
+
+def test_tools_added_during_a_run_are_offered_from_the_next_run():
+    model = ScriptedChatModel(["no tools yet", calling("shout", {"text": "hi"}), "done"])
+    agent_box: list[ReactAgent] = []
+    hook = ChangesToolsBeforeTheModel(lambda: agent_box[0].add_tools(shout))
+    agent = ReactAgent("kit", model, hooks=[hook])
+    agent_box.append(agent)
+    config = RunnableConfig(thread_id="added-mid-run")
+
+    assert agent.call("hello", config).text == "no tools yet"
+    assert model.requests[0].tools == []  # the run keeps the tools its graph was built with
+
+    assert agent.call("shout hi", config).text == "done"
+    assert [t.name for t in model.requests[1].tools] == ["shout"]
+    results = [m for m in agent.get_state(config).values["messages"] if m.role == "tool"]
+    assert [m.text for m in results] == ["HI!"]
+
+
+def test_a_tool_removed_during_a_run_still_runs_for_a_call_that_run_offered():
+    model = ScriptedChatModel([calling("shout", {"text": "hi"}), "done"])
+    agent_box: list[ReactAgent] = []
+    hook = ChangesToolsBeforeTheModel(lambda: agent_box[0].remove_tools("shout"))
+    agent = ReactAgent("kit", model, tools=[add, shout], hooks=[hook])
+    agent_box.append(agent)
+    config = RunnableConfig(thread_id="removed-mid-run")
+
+    assert agent.call("shout hi", config).text == "done"
+    results = [m for m in agent.get_state(config).values["messages"] if m.role == "tool"]
+    assert [m.text for m in results] == ["HI!"]
+    assert agent.toolkit.names == ("add",)
+    assert [t.name for t in model.requests[1].tools] == ["add", "shout"]  # the run kept it
+
+
+def test_removing_a_tool_a_hook_limits_is_refused_and_the_agent_stays_usable():
+    model = ScriptedChatModel(["still works"])
+    agent = ReactAgent(
+        "kit", model, tools=[add, shout], hooks=[ToolCallLimitHook(tool_name="shout", run_limit=1)]
+    )
+
+    with pytest.raises(GraphSetupError, match=r"cannot remove the tools.*'shout'.*none is removed"):
+        agent.remove_tools("shout")
+
+    assert agent.toolkit.names == ("add", "shout")
+    assert agent.call("hi").text == "still works"
+
+
+def test_removing_the_last_tool_a_hook_jumps_to_is_refused_and_none_is_removed():
+    class JumpsToTools(ModelHook):
+        can_jump_to = (JumpTo.TOOL,)
+
+        def after_model(self, state, config):
+            return None
+
+    model = ScriptedChatModel(["still works"])
+    agent = ReactAgent("kit", model, tools=[add], hooks=[JumpsToTools()])
+
+    with pytest.raises(GraphSetupError, match=r"cannot remove the tools.*has no tools"):
+        agent.remove_tools("add")
+
+    assert agent.toolkit.names == ("add",)
+    assert agent.call("hi").text == "still works"
+
+
+class GraphDroppedAfterEachRead(ReactAgent):
+    """An agent whose graph a concurrent ``add_tools``/``remove_tools``/saver change drops
+    right after each read of ``_compiled``: the worst interleaving, made deterministic."""
+
+    @property  # type: ignore[override]
+    def _compiled(self) -> CompiledGraph | None:
+        value: CompiledGraph | None = self.__dict__["compiled"]
+        self.__dict__["compiled"] = None
+        return value
+
+    @_compiled.setter
+    def _compiled(self, value: CompiledGraph | None) -> None:
+        self.__dict__["compiled"] = value
+
+
+def test_graph_is_never_none_when_a_concurrent_change_drops_it_after_the_check():
+    agent = GraphDroppedAfterEachRead("kit", ScriptedChatModel([]), tools=[add])
+    assert isinstance(agent.graph, CompiledGraph)
+    agent.__dict__["compiled"] = agent.graph
+    assert isinstance(agent.graph, CompiledGraph)
+
+
+async def test_the_async_graph_is_never_none_when_a_concurrent_change_drops_it():
+    agent = GraphDroppedAfterEachRead("kit", ScriptedChatModel(["ok"]), tools=[add])
+    agent.__dict__["compiled"] = agent.graph
+    assert isinstance(await agent._agraph(), CompiledGraph)
