@@ -22,7 +22,9 @@ The queue is in-process and bounded: at most ``max_per_thread`` messages wait pe
 ``max_threads`` threads have messages waiting. A message delivered by a run's last model call
 stays queued until the thread's next model call; when the queue is full, :meth:`put` first
 asks the thread's stored messages (``held``) and drops the messages delivered already, and
-only then raises :class:`SteeringQueueFullError`. It is safe to steer from any thread or event
+only then raises :class:`SteeringQueueFullError` (so a ``put`` to a full queue may read the
+checkpoints of the threads with taken messages; should that read fail, the queue counts as
+full). It is safe to steer from any thread or event
 loop of the process while the run goes on (sync or async).
 
 Example:
@@ -39,6 +41,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
@@ -48,6 +51,8 @@ from graph_agent.graph.errors import GraphAgentError, GraphRuntimeError
 from graph_agent.graph.state import OverAllState, ReplaceAll
 from graph_agent.graph.types import Command, RunnableConfig
 from graph_agent.messages import BaseMessage, UserMessage
+
+log = logging.getLogger(__name__)
 
 HeldIds = Callable[[str], Collection[str]]
 """The ids of the messages a thread's stored state holds (given to :class:`SteeringQueue`)."""
@@ -68,8 +73,9 @@ class SteeringQueue:
         max_per_thread: Messages that may wait for one thread.
         max_threads: Threads that may have messages waiting at once.
         held: The ids of the messages a thread's stored state holds; a full queue asks it
-            to drop messages delivered already (see the module docstring). ``None``: a full
-            queue only raises.
+            to drop messages delivered already (see the module docstring), so a ``put`` to a
+            full queue may read checkpoints. ``None``, or a ``held`` that raises: a full queue
+            only raises.
     """
 
     def __init__(
@@ -147,7 +153,12 @@ class SteeringQueue:
                 if thread_id is None or thread == thread_id
             }
         for thread, ids in taken.items():
-            self.delivered(thread, ids.intersection(self.held(thread)))
+            try:
+                held = self.held(thread)
+            except Exception:  # a saver or graph error: the messages stay, the queue is full
+                log.debug("steering: cannot read what thread %r holds", thread, exc_info=True)
+                continue
+            self.delivered(thread, ids.intersection(held))
 
     def pending(self, thread_id: str | None) -> tuple[UserMessage, ...]:
         """The messages waiting for ``thread_id``, oldest first (they stay queued); those
@@ -210,9 +221,8 @@ class SteeringQueue:
             return tuple(self._waiting.pop(thread_id, ()))
 
     def __len__(self) -> int:
-        """How many messages wait, over all threads (those delivered already dropped first,
-        see ``held``)."""
-        self._drop_delivered()
+        """How many messages are queued, over all threads, as the queue knows it (no look at
+        the threads' state: some may be delivered already, see :meth:`pending`)."""
         with self._lock:
             return sum(len(waiting) for waiting in self._waiting.values())
 

@@ -62,7 +62,7 @@ def test_a_steer_from_another_thread_reaches_the_next_model_call_of_a_sync_run()
         "only in metric units",
         "heard: only in metric units",
     ]
-    assert len(agent.steering) == 0
+    assert agent.steering.pending("steered") == ()
 
 
 async def test_a_steer_from_another_thread_reaches_an_async_run():
@@ -80,7 +80,7 @@ async def test_a_steer_from_another_thread_reaches_an_async_run():
     state = await asyncio.wait_for(run, 10)
     assert state["messages"][-1].text == "heard: hurry up"
     assert model.requests[1].messages[-1].text == "hurry up"
-    assert len(agent.steering) == 0
+    assert agent.steering.pending("steered") == ()
 
 
 def test_a_steer_to_a_thread_with_no_run_is_delivered_at_its_next_run_after_the_input():
@@ -120,7 +120,7 @@ def test_a_model_call_that_fails_leaves_the_steered_message_queued():
         agent.call("hi", CFG)
     assert [m.text for m in agent.steering.pending("steered")] == ["keep it short"]
     assert agent.call("hi again", CFG).text == "heard: keep it short"
-    assert len(agent.steering) == 0
+    assert agent.steering.pending("steered") == ()
 
 
 def test_a_steer_reaches_only_its_own_thread():
@@ -226,7 +226,7 @@ def test_a_steer_whose_step_was_never_stored_is_delivered_by_the_next_run():
     assert agent.call("hi again", CFG).text == "heard: in French please"
     stored = [m.id for m in agent.get_state(CFG).values["messages"]]
     assert stored.count(queued.id) == 1
-    assert len(agent.steering) == 0
+    assert agent.steering.pending("steered") == ()
 
 
 def test_a_steer_delivered_by_the_last_model_call_of_a_run_is_not_sent_again_next_run():
@@ -237,7 +237,7 @@ def test_a_steer_delivered_by_the_last_model_call_of_a_run_is_not_sent_again_nex
     agent.call("two", CFG)
     assert count_in_requests(model, queued.id) == [1, 1]  # once in the history, never re-added
     assert model.requests[1].messages[-1].text == "two"
-    assert len(agent.steering) == 0
+    assert agent.steering.pending("steered") == ()
 
 
 @tool
@@ -258,7 +258,7 @@ def test_a_steer_delivered_before_an_approval_is_not_repeated_after_the_resume()
     assert count_in_requests(model, queued.id) == [1, 1]
     stored = [m.id for m in agent.get_state(CFG).values["messages"]]
     assert stored.count(queued.id) == 1
-    assert len(agent.steering) == 0
+    assert agent.steering.pending("steered") == ()
 
 
 def test_a_steer_queued_while_a_run_waits_for_approval_reaches_the_model_after_the_resume():
@@ -374,7 +374,7 @@ def test_a_steer_a_hook_removed_is_not_delivered_again():
     agent.call("one", CFG)
     agent.call("two", CFG)
     assert count_in_requests(model, queued.id) == [0, 0]
-    assert len(agent.steering) == 0
+    assert agent.steering.pending("steered") == ()
 
 
 async def test_an_async_run_delivers_a_steer_through_the_hooks_once():
@@ -386,7 +386,7 @@ async def test_an_async_run_delivers_a_steer_through_the_hooks_once():
     await agent.acall("two", CFG)
     assert hook.seen[0][-1] == "shorter please"
     assert count_in_requests(model, queued.id) == [1, 1]
-    assert len(agent.steering) == 0
+    assert agent.steering.pending("steered") == ()
 
 
 class AskFirst(MessagesModelHook):
@@ -414,3 +414,38 @@ def test_a_steer_seen_by_a_hook_that_paused_is_delivered_once_after_the_resume()
     assert count_in_requests(model, queued.id) == [1]
     stored = [m.id for m in agent.get_state(CFG).values["messages"]]
     assert stored.count(queued.id) == 1
+
+
+def test_a_full_queue_drops_a_steer_a_hook_removed_after_its_delivery():
+    model = ScriptedChatModel([answer_to_last])
+    agent = ReactAgent("agent", model, hooks=[DropSteered()])
+    agent.steering.max_threads = 1
+    agent.steer(CFG, "aside: delivered, then removed by the hook")
+    agent.call("one", CFG)
+    assert "_agent_steered" not in agent.get_state(CFG).values  # private: only the saver has it
+    agent.steer(RunnableConfig(thread_id="other"), "a new thread finds room")
+    assert agent.steering.queued("steered") == ()
+
+
+def cannot_read(thread_id: str) -> set[str]:
+    raise RuntimeError(f"the saver is down for {thread_id}")
+
+
+def test_a_full_queue_whose_held_fails_counts_as_full(caplog):
+    queue = SteeringQueue(max_threads=1, held=cannot_read)
+    queue.put("t1", "first")
+    queue.take("t1", held=())
+    with (
+        caplog.at_level("DEBUG", logger="graph_agent.agent.steering"),
+        pytest.raises(SteeringQueueFullError, match="max_threads=1"),
+    ):
+        queue.put("t2", "no room")
+    assert "cannot read what thread 't1' holds" in caplog.text
+    assert [m.text for m in queue.queued("t1")] == ["first"]
+
+
+def test_the_length_of_the_queue_reads_no_thread_state():
+    queue = SteeringQueue(held=cannot_read)
+    queue.put("t1", "first")
+    queue.take("t1", held=())
+    assert len(queue) == 1
