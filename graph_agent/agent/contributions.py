@@ -13,9 +13,11 @@ the model may call them like any other (a todo list hook brings its ``write_todo
 ``tools`` is read only from instances of the library's base classes, which declare it (empty):
 :class:`~graph_agent.agent.hooks.Hook` (``AgentHook``, ``ModelHook`` and the messages
 variants), :class:`~graph_agent.agent.interceptors.ModelInterceptor` and
-:class:`~graph_agent.agent.interceptors.ToolInterceptor`; another object's ``tools`` attribute
-means something else and is left alone. On those classes the name is taken: an entry that is
-not a tool (a tool's name, a dict, a class) is a
+:class:`~graph_agent.agent.interceptors.ToolInterceptor`. An object that only acts like one
+(it has ``intercept`` or a hook method, without subclassing) and lists ``tools`` is a
+:class:`~graph_agent.graph.errors.GraphSetupError`, so its tools are not dropped unseen (an
+empty ``tools`` is fine; another object's ``tools`` is left alone). On those classes the
+name is taken: an entry that is not a tool (a tool's name, a dict, a class) is a
 :class:`~graph_agent.graph.errors.GraphSetupError` naming the hook, so a hook that needs an
 attribute for other tools (the names of those it watches) calls it something else. A name
 clash with one of the agent's tools, or between two contributors, is a ``GraphSetupError``
@@ -33,10 +35,10 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from typing import Any, TypeVar
 
-from graph_agent.agent.hooks import Hook
+from graph_agent.agent.hooks import NODE_SUFFIX, Hook
 from graph_agent.agent.interceptors import ModelInterceptor, ToolInterceptor
 from graph_agent.graph.errors import GraphSetupError
 from graph_agent.tools import Tool, Toolkit
@@ -100,6 +102,7 @@ def contributed_tools(contributor: object) -> list[Tool]:
             give instead.
     """
     if not isinstance(contributor, CONTRIBUTOR_TYPES):
+        _refuse_unread_tools(contributor)
         return []
     tools = contributor.tools
     if isinstance(tools, str | bytes | Tool | Mapping) or not isinstance(tools, Iterable):
@@ -108,6 +111,31 @@ def contributed_tools(contributor: object) -> list[Tool]:
             f"to the agent's toolset: {_TOOLS_SHAPE}"
         )
     return [_as_tool(contributor, index, item) for index, item in enumerate(tools)]
+
+
+_HOOK_LIKE_METHODS = ("intercept", *NODE_SUFFIX)
+"""Methods that make an object act as a hook or an interceptor."""
+
+
+def _refuse_unread_tools(contributor: object) -> None:
+    """An object acting as a hook or an interceptor without subclassing one would have its
+    ``tools`` silently left out of the agent: say so, unless it lists none.
+
+    Raises:
+        GraphSetupError: it has a hook method or ``intercept``, and a non-empty ``tools``.
+    """
+    tools = getattr(contributor, "tools", None)
+    if tools is None or (isinstance(tools, Sized) and len(tools) == 0):
+        return
+    if not any(callable(getattr(contributor, name, None)) for name in _HOOK_LIKE_METHODS):
+        return
+    raise GraphSetupError(
+        f"{type(contributor).__name__!r} acts as a hook or an interceptor and lists "
+        f"tools={tools!r:.60}, but is not a subclass of the library's Hook, ModelInterceptor "
+        "or ToolInterceptor, so its tools would not be added to the agent: subclass "
+        "ModelInterceptor (or Hook/ToolInterceptor) to contribute tools, or rename the "
+        "attribute"
+    )
 
 
 _TOOLS_SHAPE = (

@@ -215,16 +215,36 @@ def test_a_plain_function_in_tools_becomes_a_tool():
     assert agent.toolkit.names == ("shout",)
 
 
-def test_tools_of_an_object_that_is_no_library_hook_or_interceptor_are_not_contributions():
-    class DuckInterceptor:  # intercepts like a ModelInterceptor, without subclassing it
-        priority = 0
-        tools = ("gpt-4o", "gpt-4o-mini")  # models it may switch between
+class DuckInterceptor:  # intercepts like a ModelInterceptor, without subclassing it
+    priority = 0
+    tools: tuple[object, ...] = (echo,)
 
-        def intercept(self, request, call_next):
-            return call_next(request)
+    def intercept(self, request, call_next):
+        return call_next(request)
 
+
+def test_an_interceptor_that_does_not_subclass_one_and_lists_tools_is_refused_naming_it():
+    with pytest.raises(GraphSetupError, match=r"'DuckInterceptor'.*subclass ModelInterceptor"):
+        ReactAgent("agent", ScriptedChatModel([]), model_interceptors=[DuckInterceptor()])  # type: ignore[list-item]
+
+
+def test_a_hook_that_does_not_subclass_one_and_lists_tools_is_refused():
+    class DuckHook:
+        name = "duck"
+        tools = (echo,)
+
+        def before_model(self, state, config):
+            return None
+
+    with pytest.raises(GraphSetupError, match=r"'DuckHook'.*subclass ModelInterceptor"):
+        ReactAgent("agent", ScriptedChatModel([]), hooks=[DuckHook()])  # type: ignore[list-item]
+
+
+def test_an_interceptor_that_does_not_subclass_one_with_no_tools_is_accepted():
+    duck = DuckInterceptor()
+    duck.tools = ()
     model = ScriptedChatModel(["done"])
-    agent = ReactAgent("agent", model, model_interceptors=[DuckInterceptor()])  # type: ignore[list-item]
+    agent = ReactAgent("agent", model, model_interceptors=[duck])  # type: ignore[list-item]
     assert agent.toolkit.names == ()
     assert agent.call("hi", CFG).text == "done"
 
