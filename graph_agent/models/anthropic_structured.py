@@ -14,7 +14,9 @@ How the request makes the model call it (``tool_choice``):
 - with other tools (an agent's): ``{"type": "any"}``: the model calls one of its tools, or
   gives the answer, as OpenAI's ``response_format`` with tools lets it (a caller's ``"auto"``
   too: an answer in plain text would not be structured). A caller's ``tool_choice`` naming
-  one of its tools is kept; ``"none"`` forces the answer tool (the other tools stay listed);
+  one of its tools is kept; ``"none"``, or a ``tool_choice`` naming the answer tool itself
+  (``"Weather"``, ``{"type": "function", "function": {"name": "Weather"}}``), forces the
+  answer tool (the other tools stay listed);
 - with extended thinking on (``thinking`` of type ``enabled`` or ``adaptive``) the API refuses
   any ``tool_choice`` that forces a tool ("Thinking may not be enabled when tool_choice forces
   tool use"; only ``auto`` and ``none`` go with thinking). The request then sends ``auto``
@@ -171,9 +173,9 @@ def offer_structured_output(
     if kind == "tool" and (choice or {}).get("name") != output.name:
         body["tool_choice"] = choice  # the caller forces one of its tools: the answer comes later
         return
-    wanted: Block = (
-        {"type": "any"} if tools and kind != "none" else {"type": "tool", "name": output.name}
-    )
+    # "none" and a choice naming the answer tool itself ask for the answer now: force it
+    answer_now = not tools or kind in ("none", "tool")
+    wanted: Block = {"type": "tool", "name": output.name} if answer_now else {"type": "any"}
     if choice is not None and "disable_parallel_tool_use" in choice:
         wanted["disable_parallel_tool_use"] = choice["disable_parallel_tool_use"]
     if not _thinking_on(body):
