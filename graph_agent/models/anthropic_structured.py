@@ -16,7 +16,8 @@ How the request makes the model call it (``tool_choice``):
   too: an answer in plain text would not be structured). A caller's ``tool_choice`` naming
   one of its tools is kept; ``"none"``, or a ``tool_choice`` naming the answer tool itself
   (``"Weather"``, ``{"type": "function", "function": {"name": "Weather"}}``), forces the
-  answer tool (the other tools stay listed);
+  answer tool (the other tools stay listed; after ``"none"``, calls of them are dropped from
+  the answer, which matters with thinking on, below);
 - with extended thinking on (``thinking`` of type ``enabled`` or ``adaptive``) the API refuses
   any ``tool_choice`` that forces a tool ("Thinking may not be enabled when tool_choice forces
   tool use"; only ``auto`` and ``none`` go with thinking). The request then sends ``auto``
@@ -55,6 +56,7 @@ __all__ = [
     "StructuredOutput",
     "StructuredStreamDecoder",
     "offer_structured_output",
+    "other_tools_callable",
     "structured_answer",
     "structured_output",
 ]
@@ -188,6 +190,22 @@ def offer_structured_output(
         "not as text."
     )
     body["system"] = f"{body['system']}\n\n{ask}" if body.get("system") else ask
+
+
+def other_tools_callable(tools: Sequence[Any], choice: Any) -> bool:
+    """Whether a structured answer may be calls of ``tools``: some are offered and the caller's
+    ``tool_choice`` (ours or the API's form) is not ``"none"``.
+
+    With thinking on, the request sends ``auto`` even for ``"none"`` (the API refuses every
+    forced choice), so the model could still call the other tools: reading the answer with
+    this drops those calls, as the caller forbade them.
+
+    Example:
+        >>> other_tools_callable(["search"], "none"), other_tools_callable(["search"], "auto")
+        (False, True)
+    """
+    kind = choice.get("type") if isinstance(choice, Mapping) else choice
+    return bool(tools) and kind != "none"
 
 
 def _thinking_on(body: Mapping[str, Any]) -> bool:

@@ -328,6 +328,26 @@ def test_with_thinking_a_choice_naming_the_answer_tool_asks_for_it_in_words(
 
 
 @WAYS
+def test_with_thinking_and_none_calls_of_the_other_tools_are_dropped_from_the_answer(
+    anthropic: FakeAnthropicServer, make_anthropic: AnthropicFactory, calls: Driver, how: str
+) -> None:
+    whole = message(
+        thinking("Look it up.", "s"),
+        text('{"city":"Rome","celsius":21}'),
+        tool_use("t1", "get_weather", {"city": "Rome"}),
+        stop_reason="tool_use",
+    )
+    anthropic.enqueue(as_asked(whole))
+    model = make_anthropic(thinking=1024, max_tokens=2048)
+    options = {"response_format": Weather, "tool_choice": "none"}
+    reply = answer(calls, model, how, tools=[get_weather], options=options)
+
+    assert reply.tool_calls == [] and reply.finish_reason == "stop"
+    assert reply.text == ANSWER_TEXT
+    assert anthropic.bodies[0]["tool_choice"] == {"type": "auto"}
+
+
+@WAYS
 def test_a_call_to_a_tool_never_offered_is_dropped_from_a_structured_answer(
     anthropic: FakeAnthropicServer, make_anthropic: AnthropicFactory, calls: Driver, how: str
 ) -> None:
