@@ -19,6 +19,7 @@ from graph_agent.messages import AssistantMessage
 from graph_agent.models.anthropic_format import StreamDecoder, build_request_body, parse_message
 from graph_agent.models.anthropic_structured import (
     StructuredStreamDecoder,
+    other_tools_callable,
     structured_answer,
     structured_output,
 )
@@ -159,13 +160,20 @@ class AnthropicChatModel(HTTPChatModel):
         output = structured_output({**self.options, **request.options}.get("response_format"))
         return None if output is None else output.name
 
+    def _structured_calls_allowed(self, request: ModelRequest) -> bool:
+        """Whether a structured answer may be calls of the request's tools (not after the
+        caller's ``tool_choice="none"``, which thinking turns into ``auto`` on the wire)."""
+        choice = {**self.options, **request.options}.get("tool_choice")
+        return other_tools_callable(request.tools, choice)
+
     def _parse(self, data: Any, *, request: ModelRequest) -> AssistantMessage:
         tools_offered = bool(request.tools)
         answer_tool = self._answer_tool(request)
         if answer_tool is None:
             return parse_message(data, tools_offered=tools_offered)
         reply = parse_message(data, tools_offered=True)
-        return structured_answer(reply, answer_tool, tools_offered=tools_offered)
+        allowed = self._structured_calls_allowed(request)
+        return structured_answer(reply, answer_tool, tools_offered=allowed)
 
     def _decoder(self, message_id: str, *, request: ModelRequest) -> StreamDecoding:
         tools_offered = bool(request.tools)
@@ -173,4 +181,5 @@ class AnthropicChatModel(HTTPChatModel):
         if answer_tool is None:
             return StreamDecoder(message_id=message_id, tools_offered=tools_offered)
         decoder = StreamDecoder(message_id=message_id, tools_offered=True)
-        return StructuredStreamDecoder(decoder, answer_tool, tools_offered=tools_offered)
+        allowed = self._structured_calls_allowed(request)
+        return StructuredStreamDecoder(decoder, answer_tool, tools_offered=allowed)

@@ -14,7 +14,10 @@ How the request makes the model call it (``tool_choice``):
 - with other tools (an agent's): ``{"type": "any"}``: the model calls one of its tools, or
   gives the answer, as OpenAI's ``response_format`` with tools lets it (a caller's ``"auto"``
   too: an answer in plain text would not be structured). A caller's ``tool_choice`` naming
-  one of its tools is kept; ``"none"`` forces the answer tool (the other tools stay listed);
+  one of its tools is kept; ``"none"``, or a ``tool_choice`` naming the answer tool itself
+  (``"Weather"``, ``{"type": "function", "function": {"name": "Weather"}}``), forces the
+  answer tool (the other tools stay listed; after ``"none"``, calls of them are dropped from
+  the answer, which matters with thinking on, below);
 - with extended thinking on (``thinking`` of type ``enabled`` or ``adaptive``) the API refuses
   any ``tool_choice`` that forces a tool ("Thinking may not be enabled when tool_choice forces
   tool use"; only ``auto`` and ``none`` go with thinking). The request then sends ``auto``
@@ -53,6 +56,7 @@ __all__ = [
     "StructuredOutput",
     "StructuredStreamDecoder",
     "offer_structured_output",
+    "other_tools_callable",
     "structured_answer",
     "structured_output",
 ]
@@ -171,9 +175,9 @@ def offer_structured_output(
     if kind == "tool" and (choice or {}).get("name") != output.name:
         body["tool_choice"] = choice  # the caller forces one of its tools: the answer comes later
         return
-    wanted: Block = (
-        {"type": "any"} if tools and kind != "none" else {"type": "tool", "name": output.name}
-    )
+    # "none" and a choice naming the answer tool itself ask for the answer now: force it
+    answer_now = not tools or kind in ("none", "tool")
+    wanted: Block = {"type": "tool", "name": output.name} if answer_now else {"type": "any"}
     if choice is not None and "disable_parallel_tool_use" in choice:
         wanted["disable_parallel_tool_use"] = choice["disable_parallel_tool_use"]
     if not _thinking_on(body):
@@ -186,6 +190,22 @@ def offer_structured_output(
         "not as text."
     )
     body["system"] = f"{body['system']}\n\n{ask}" if body.get("system") else ask
+
+
+def other_tools_callable(tools: Sequence[Any], choice: Any) -> bool:
+    """Whether a structured answer may be calls of ``tools``: some are offered and the caller's
+    ``tool_choice`` (ours or the API's form) is not ``"none"``.
+
+    With thinking on, the request sends ``auto`` even for ``"none"`` (the API refuses every
+    forced choice), so the model could still call the other tools: reading the answer with
+    this drops those calls, as the caller forbade them.
+
+    Example:
+        >>> other_tools_callable(["search"], "none"), other_tools_callable(["search"], "auto")
+        (False, True)
+    """
+    kind = choice.get("type") if isinstance(choice, Mapping) else choice
+    return bool(tools) and kind != "none"
 
 
 def _thinking_on(body: Mapping[str, Any]) -> bool:

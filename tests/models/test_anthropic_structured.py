@@ -282,6 +282,71 @@ def test_a_callers_tool_choice_naming_a_tool_is_kept_and_none_forces_the_answer(
     assert second["tool_choice"] == {"type": "tool", "name": "Weather"}
 
 
+NAMING_THE_ANSWER_TOOL = pytest.mark.parametrize(
+    "choice", ["Weather", {"type": "function", "function": {"name": "Weather"}}]
+)
+
+
+@NAMING_THE_ANSWER_TOOL
+def test_a_callers_tool_choice_naming_the_answer_tool_forces_it_among_other_tools(
+    anthropic: FakeAnthropicServer, make_anthropic: AnthropicFactory, choice: Any
+) -> None:
+    anthropic.enqueue(
+        reply_json(message(tool_use("t1", "Weather", WEATHER), stop_reason="tool_use"))
+    )
+    options = {"response_format": Weather, "tool_choice": choice, "parallel_tool_calls": False}
+    reply = make_anthropic().generate(HI, [get_weather], options)
+
+    assert reply.text == ANSWER_TEXT and reply.tool_calls == []
+    body = anthropic.bodies[0]
+    assert body["tool_choice"] == {
+        "type": "tool",
+        "name": "Weather",
+        "disable_parallel_tool_use": True,
+    }
+    assert [offered["name"] for offered in body["tools"]] == ["get_weather", "Weather"]
+    assert "system" not in body
+
+
+@NAMING_THE_ANSWER_TOOL
+def test_with_thinking_a_choice_naming_the_answer_tool_asks_for_it_in_words(
+    anthropic: FakeAnthropicServer, make_anthropic: AnthropicFactory, choice: Any
+) -> None:
+    whole = message(
+        thinking("Mild.", "s"), tool_use("t1", "Weather", WEATHER), stop_reason="tool_use"
+    )
+    anthropic.enqueue(reply_json(whole))
+    model = make_anthropic(thinking=1024, max_tokens=2048)
+    reply = model.generate(HI, [get_weather], {"response_format": Weather, "tool_choice": choice})
+
+    assert reply.text == ANSWER_TEXT and reply.tool_calls == []
+    body = anthropic.bodies[0]
+    assert body["tool_choice"] == {"type": "auto"}  # the local server refuses a forced one
+    assert body["system"].endswith(
+        "Give your final answer by calling the Weather tool, its input being the answer, not as text."
+    )
+
+
+@WAYS
+def test_with_thinking_and_none_calls_of_the_other_tools_are_dropped_from_the_answer(
+    anthropic: FakeAnthropicServer, make_anthropic: AnthropicFactory, calls: Driver, how: str
+) -> None:
+    whole = message(
+        thinking("Look it up.", "s"),
+        text('{"city":"Rome","celsius":21}'),
+        tool_use("t1", "get_weather", {"city": "Rome"}),
+        stop_reason="tool_use",
+    )
+    anthropic.enqueue(as_asked(whole))
+    model = make_anthropic(thinking=1024, max_tokens=2048)
+    options = {"response_format": Weather, "tool_choice": "none"}
+    reply = answer(calls, model, how, tools=[get_weather], options=options)
+
+    assert reply.tool_calls == [] and reply.finish_reason == "stop"
+    assert reply.text == ANSWER_TEXT
+    assert anthropic.bodies[0]["tool_choice"] == {"type": "auto"}
+
+
 @WAYS
 def test_a_call_to_a_tool_never_offered_is_dropped_from_a_structured_answer(
     anthropic: FakeAnthropicServer, make_anthropic: AnthropicFactory, calls: Driver, how: str
