@@ -66,7 +66,6 @@ logger = logging.getLogger("graph_agent.models.anthropic")
 _TOOL_NAME = re.compile(r"[^a-zA-Z0-9_-]")
 _MAX_NAME = 64  # tool names match ^[a-zA-Z0-9_-]{1,64}$
 _DESCRIPTION = "Give your answer by calling this tool: its input is the answer."
-_FORCING = ("any", "tool")
 
 Block = dict[str, Any]
 
