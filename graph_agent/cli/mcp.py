@@ -81,8 +81,11 @@ def open_toolset(config: str) -> MCPToolset:
 
 
 def _remove(agent: ReactAgent, names: list[str], toolset: MCPToolset) -> None:
-    agent.remove_tools(*names)
-    toolset.close()
+    """Take the tools away, and stop the servers whatever that raised."""
+    try:
+        agent.remove_tools(*names)
+    finally:
+        toolset.close()
 
 
 def _is_remote(runnable: Any) -> bool:

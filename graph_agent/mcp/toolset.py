@@ -18,9 +18,10 @@ loop, or parallel tool calls on worker threads all reach the same open sessions.
   :mod:`graph_agent.mcp.results`); an ``isError`` result or an MCP error
   raises :class:`~graph_agent.mcp.errors.MCPToolError`, which an agent turns into an error
   tool result.
-- **A server that dies** (its process exits, its connection drops) is restarted or reconnected
-  once; if it dies a second time its tools fail with
-  :class:`~graph_agent.mcp.errors.MCPServerError` until the toolset is opened again. A call
+- **A server that dies** (its process exits, its connection drops) is restarted or reconnected;
+  again each time once it has answered a call since, but if it dies again before that, its
+  tools fail with :class:`~graph_agent.mcp.errors.MCPServerError` until the toolset is opened
+  again. A call
   that found it gone before its request went out is sent again; a call it died during is not
   (the tool may have run, and a side effect would happen twice): that call fails with an
   ``MCPServerError`` saying so, which the model reads, and may retry (see
@@ -348,8 +349,9 @@ def _valid_name(name: str) -> str:
 
 
 class _Connection:
-    """One server's session, on the toolset's loop: opened on first use, reopened once when the
-    server is found gone, then refused for good."""
+    """One server's session, on the toolset's loop: opened on first use, reopened when the
+    server is found gone, and refused for good when the reopened session is lost again before
+    it answered a call."""
 
     def __init__(self, spec: ServerSpec, *, connect_timeout: float) -> None:
         self.spec = spec
@@ -380,22 +382,20 @@ class _Connection:
 
     async def call(self, tool_name: str, arguments: dict[str, Any]) -> CallToolResult:
         """Call the tool. A call whose connection was lost before its request went out is sent
-        again on the reopened connection (reopened once in the connection's life); one lost
+        again on the reopened connection (see :meth:`_served` for how often); one lost
         after it went out may have run, so it is not sent again: the connection is reopened
         for later calls and this call fails, saying so."""
         client, generation = await self._current()
-        attempt = CallAttempt()
         try:
-            return await self._call_on(client, tool_name, arguments, attempt)
+            return await self._call_on(client, generation, tool_name, arguments)
         except _Lost as lost:
-            if attempt.may_have_run:
+            if lost.may_have_run:
                 raise await self._lost_during(tool_name, generation, lost.error) from lost.error
             client, generation = await self._after_loss(generation, lost.error)
-        attempt = CallAttempt()
         try:
-            return await self._call_on(client, tool_name, arguments, attempt)
+            return await self._call_on(client, generation, tool_name, arguments)
         except _Lost as lost:
-            if attempt.may_have_run:
+            if lost.may_have_run:
                 raise await self._lost_during(tool_name, generation, lost.error) from lost.error
             await self._after_loss(generation, lost.error)  # raises, unless another call
             raise MCPServerError(  # reconnected meanwhile: then this call gives up
@@ -428,14 +428,15 @@ class _Connection:
         )
 
     async def _call_on(
-        self, client: Client, tool_name: str, arguments: dict[str, Any], attempt: CallAttempt
+        self, client: Client, generation: int, tool_name: str, arguments: dict[str, Any]
     ) -> CallToolResult:
+        attempt = CallAttempt()
         try:
             with sending(attempt):
-                return await client.call_tool(tool_name, arguments)
+                result = await client.call_tool(tool_name, arguments)
         except MCPError as exc:
             if _connection_lost(exc):
-                raise _Lost(exc) from exc
+                raise _Lost(exc, may_have_run=attempt.may_have_run) from exc
             raise MCPToolError(
                 f"MCP server {self.name!r} refused the call of {tool_name!r}: "
                 f"{exc.message or exc} (MCP error {exc.code})",
@@ -444,8 +445,20 @@ class _Connection:
             ) from exc
         except Exception as exc:
             if _connection_lost(exc):
-                raise _Lost(exc) from exc
+                raise _Lost(exc, may_have_run=attempt.may_have_run) from exc
             raise
+        finally:
+            attempt.forget()
+        self._served(generation)
+        return result
+
+    def _served(self, generation: int) -> None:
+        """Session ``generation`` answered a call. Once the session reopened after a loss has
+        done so, the server is up again: a later loss is reconnected too (an SSE stream that a
+        proxy or timeout cuts now and then is no reason to give the server up), while a server
+        that dies again before answering anything is given up."""
+        if generation == self._generation:
+            self._reconnected = False
 
     async def close(self) -> None:
         self._broken = self._broken or (
@@ -479,7 +492,8 @@ class _Connection:
         where = f"MCP server {self.name!r} ({self.spec.describe()})"
         if self._reconnected:
             self._broken = (
-                f"{where} stopped again after it was reconnected once ({why}); its tools are "
+                f"{where} stopped again after it was reconnected once, before it answered a "
+                f"call ({why}); its tools are "
                 "unavailable: check the server, then open the toolset again"
             )
             raise MCPServerError(self._broken, server=self.name)
@@ -556,11 +570,13 @@ class _Connection:
 
 
 class _Lost(Exception):
-    """A call found its connection lost (``error``: how)."""
+    """A call found its connection lost (``error``: how; ``may_have_run``: whether its request
+    may have reached the server)."""
 
-    def __init__(self, error: BaseException) -> None:
+    def __init__(self, error: BaseException, *, may_have_run: bool) -> None:
         super().__init__(error)
         self.error = error
+        self.may_have_run = may_have_run
 
 
 def _connection_lost(exc: BaseException) -> bool:

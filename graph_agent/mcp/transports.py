@@ -43,6 +43,11 @@ __all__ = ["CallAttempt", "Wire", "new_client", "sending"]
 _TOOL_CALL = "tools/call"
 _WRITING_STARTED = ".send_request_headers.started"
 
+_SSE_READ_SECONDS = 3600.0
+"""How long an SSE session's event stream may stay silent before the client drops it (the SDK's
+default is 5 minutes): a server that sends no keep-alive between calls would otherwise be cut
+while idle. (A dropped stream is reopened on the next call; a call has its own timeout.)"""
+
 _attempt: ContextVar[CallAttempt | None] = ContextVar("graph_agent_mcp_attempt", default=None)
 
 
@@ -71,6 +76,12 @@ class CallAttempt:
             return False
         return not self.wire.over_http or self.request_id in self.wire.written
 
+    def forget(self) -> None:
+        """Drop the request from the wire's record once the call's outcome is known (read
+        :attr:`may_have_run` before): the record would otherwise grow by an id per call."""
+        if self.wire is not None:
+            self.wire.written.discard(self.request_id)
+
 
 @contextlib.contextmanager
 def sending(attempt: CallAttempt) -> Iterator[None]:
@@ -96,7 +107,15 @@ def new_client(spec: ServerSpec, wire: Wire) -> Client:
     factory = _http_client_factory(wire)
     if spec.transport == "sse":
         return Client(
-            _watched(sse_client(spec.url, headers=headers, httpx_client_factory=factory), wire)
+            _watched(
+                sse_client(
+                    spec.url,
+                    headers=headers,
+                    sse_read_timeout=_SSE_READ_SECONDS,
+                    httpx_client_factory=factory,
+                ),
+                wire,
+            )
         )
     http_client = factory(headers=headers)
     transport = streamable_http_client(spec.url, http_client=http_client)

@@ -89,17 +89,24 @@ _SCORES = {
 }
 _DIMS = {"array": "cardinality(v.embedding)", "pgvector": "vector_dims(v.embedding)"}
 _RANK = (
-    # ``other``: the length of a stored vector unlike the query's, if any under the prefix has
-    # one (a window over the grouped rows: all of them, before the page is cut, and without
-    # carrying their values)
-    "SELECT i.namespace, i.key, i.value, i.created_at, i.updated_at, i.ttl, s.score, s.other "
-    "FROM (SELECT v.namespace, v.key, max({score}) AS score, "
-    "max(max(NULLIF({dims}, %(dims)s))) OVER () AS other "
+    # ``s``: each live item under the prefix with vectors, its best score, and the length of a
+    # stored vector unlike the query's, if it has one; referenced twice, so PostgreSQL computes
+    # it once. ``m`` (one row) says whether any item has such a vector, whatever the page: the
+    # page is joined to it, so the answer always has a row (its item columns NULL when the page
+    # is empty), and items are read for the page's rows only.
+    "WITH s AS (SELECT v.namespace, v.key, max({score}) AS score, "
+    "max(NULLIF({dims}, %(dims)s)) AS other "
     "FROM graph_agent_store_vectors AS v "
-    "WHERE v.namespace >= %(ns)s AND v.namespace < %(end)s GROUP BY v.namespace, v.key) AS s "
-    "JOIN graph_agent_store_items AS i ON i.namespace = s.namespace AND i.key = s.key "
-    "WHERE (i.expires_at IS NULL OR i.expires_at > %(at)s) "
-    "ORDER BY s.score DESC NULLS LAST, i.namespace, i.key LIMIT %(limit)s OFFSET %(offset)s"
+    "JOIN graph_agent_store_items AS l ON l.namespace = v.namespace AND l.key = v.key "
+    "WHERE v.namespace >= %(ns)s AND v.namespace < %(end)s "
+    "AND (l.expires_at IS NULL OR l.expires_at > %(at)s) GROUP BY v.namespace, v.key) "
+    "SELECT i.namespace, i.key, i.value, i.created_at, i.updated_at, i.ttl, p.score, m.other "
+    "FROM (SELECT max(other) AS other FROM s) AS m "
+    "LEFT JOIN (SELECT namespace, key, score FROM s "
+    "ORDER BY score DESC NULLS LAST, namespace, key LIMIT %(limit)s OFFSET %(offset)s) AS p "
+    "ON true "
+    "LEFT JOIN graph_agent_store_items AS i ON i.namespace = p.namespace AND i.key = p.key "
+    "ORDER BY p.score DESC NULLS LAST, p.namespace, p.key"
 )
 
 
@@ -286,7 +293,8 @@ class PostgresStore(BaseStore):
                 "the store holds vectors of another embedder; use the same index as when the "
                 "items were put"
             )
-        return [(_row(found[:6]), float(found[6])) for found in rows]
+        # (a row with no item: the page is empty)
+        return [(_row(found[:6]), float(found[6])) for found in rows if found[0] is not None]
 
     def _namespaces(self, prefix: str, at: float) -> Iterable[str]:
         with self._using("listing namespaces") as conn:

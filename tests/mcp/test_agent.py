@@ -14,6 +14,7 @@ from graph_agent import Command, RunnableConfig, tool
 from graph_agent.agent import HumanInTheLoopHook, ReactAgent, ToolInterceptor
 from graph_agent.cli.errors import CliError
 from graph_agent.cli.mcp import add_mcp_tools
+from graph_agent.mcp import MCPServerError
 from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage
 from graph_agent.models import ScriptedChatModel
 from graph_agent.models.base import ModelRequest
@@ -155,6 +156,20 @@ def test_add_mcp_tools_adds_the_servers_tools_and_takes_them_away_again(tmp_path
     finally:
         remove()
     assert list(agent.toolkit) == []
+
+
+def test_add_mcp_tools_remover_stops_the_servers_even_when_removing_fails(tmp_path):
+    agent = ReactAgent("cli", ScriptedChatModel(["ok"]))
+    config = write_config(tmp_path, {"calc": stdio_server("calc")})
+    remove = add_mcp_tools(agent, "cli.py:agent", config)
+    kept = agent.toolkit["add"]
+    agent.remove_tools("add")  # taken away meanwhile: the remover's remove_tools raises
+
+    with pytest.raises(KeyError):
+        remove()
+
+    with pytest.raises(MCPServerError, match="toolset of calc is closed"):
+        kept.invoke({"a": 1, "b": 2})
 
 
 def test_add_mcp_tools_refuses_a_tool_name_the_agent_has(tmp_path):

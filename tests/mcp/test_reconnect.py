@@ -42,25 +42,17 @@ def lines(path) -> list[str]:
     return path.read_text().splitlines()
 
 
-def test_a_killed_server_is_restarted_once_then_its_tools_fail_clearly():
+def test_a_killed_server_is_restarted_each_time_it_answered_a_call_since():
     remote = HttpServer("calc")
     servers = {"calc": stdio_server("calc"), "remote": {"url": remote.url}}
     with MCPToolset(servers) as toolset:
-        first = int(toolset["calc_pid"].invoke({}))
-
-        kill(first)
-        second = int(toolset["calc_pid"].invoke({}))  # the call that found it dead, sent again
-        assert second != first
-        assert toolset["calc_add"].invoke({"a": 1, "b": 2}) == "3"
-
-        kill(second)
-        with pytest.raises(MCPServerError) as info:
-            toolset["calc_add"].invoke({"a": 1, "b": 2})
-        message = str(info.value)
-        assert "MCP server 'calc'" in message
-        assert "stopped again after it was reconnected once" in message
-        with pytest.raises(MCPServerError, match="reconnected once"):
-            toolset["calc_pid"].invoke({})  # every tool of that server, from now on
+        pids = [int(toolset["calc_pid"].invoke({}))]
+        for _ in range(2):
+            kill(pids[-1])
+            wait_until_seen_ended(toolset, "calc")
+            pids.append(int(toolset["calc_pid"].invoke({})))  # found dead, restarted
+            assert toolset["calc_add"].invoke({"a": 1, "b": 2}) == "3"
+        assert len(set(pids)) == 3
 
         assert toolset["remote_add"].invoke({"a": 2, "b": 2}) == "4"  # the other server
 
@@ -71,6 +63,25 @@ def test_a_killed_server_is_restarted_once_then_its_tools_fail_clearly():
             f"MCP server 'remote' ({remote.url}) stopped (MCPError: Connection closed) and could "
             "not be reconnected: it cannot be reached: "
         )
+        assert toolset["calc_add"].invoke({"a": 1, "b": 1}) == "2"
+
+
+def test_a_server_that_dies_again_before_answering_a_call_is_given_up(tmp_path):
+    marker = tmp_path / "marker"
+    with MCPToolset({"fragile": stdio_server("fragile")}) as toolset:
+        with pytest.raises(MCPServerError, match="restarted for later calls"):
+            toolset["append_then_die"].invoke({"path": str(marker)})
+
+        with pytest.raises(MCPServerError) as info:  # the restarted one dies too
+            toolset["append_then_die"].invoke({"path": str(marker)})
+
+        message = str(info.value)
+        assert "MCP server 'fragile'" in message
+        assert "could not be brought back" in message
+        assert "stopped again after it was reconnected once, before it answered a call" in message
+        with pytest.raises(MCPServerError, match="reconnected once"):
+            toolset["pid"].invoke({})  # every tool of that server, from now on
+        assert lines(marker) == ["ran", "ran"]
 
 
 def test_a_call_the_server_dies_during_is_not_sent_again_and_says_it_may_have_run(tmp_path):
@@ -136,5 +147,42 @@ def test_a_server_started_again_at_its_url_is_reconnected_and_gets_the_call(tran
             assert toolset["append"].invoke({"path": str(marker), "text": "x"}) == "1"
             assert lines(marker) == ["x"]
             assert int(toolset["pid"].invoke({})) not in (first, 0)
+        finally:
+            remote.stop()
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+def test_a_server_started_again_twice_at_its_url_keeps_working(transport):
+    remote = HttpServer("calc", transport)
+    with MCPToolset({"remote": {"url": remote.url, "type": transport}}) as toolset:
+        try:
+            pids = [int(toolset["pid"].invoke({}))]
+            for _ in range(3):  # a stream a proxy cuts now and then, between answered calls
+                remote.stop()
+                remote = HttpServer("calc", transport, port=remote.port)
+                pids.append(int(toolset["pid"].invoke({})))
+            assert len(set(pids)) == 4
+        finally:
+            remote.stop()
+
+
+def test_an_sse_server_started_again_that_dies_before_answering_is_given_up(tmp_path):
+    # (over SSE the restart ends the session's stream: seen as a loss, unlike streamable HTTP,
+    # whose session goes on with the restarted server)
+    marker = tmp_path / "marker"
+    remote = HttpServer("fragile", "sse")
+    with MCPToolset({"remote": {"url": remote.url, "type": "sse"}}) as toolset:
+        try:
+            toolset["pid"].invoke({})
+            remote.stop()
+            remote = HttpServer("fragile", "sse", port=remote.port)
+            with pytest.raises(MCPServerError) as info:  # reconnected, then it dies in the call
+                toolset["append_then_die"].invoke({"path": str(marker)})
+
+            assert "stopped again after it was reconnected once, before it answered a call" in (
+                str(info.value)
+            )
+            with pytest.raises(MCPServerError, match="reconnected once"):
+                toolset["pid"].invoke({})
         finally:
             remote.stop()

@@ -177,3 +177,28 @@ def test_an_sse_url_with_no_server_is_named_in_a_clear_error():
         list(toolset)
 
     assert f"MCP server 'nobody' (SSE {url}) cannot be reached" in str(info.value)
+
+
+def test_the_record_of_requests_written_is_emptied_as_calls_end(calc):
+    for n in range(5):
+        assert calc["add"].invoke({"a": n, "b": 1}) == str(n + 1)
+    with pytest.raises(MCPToolError):
+        calc["divide"].invoke({"a": 1, "b": 0})
+    # (through the connection's private state: there is no public need)
+    assert calc._connections["calc"]._wire.written == set()
+
+
+def test_an_idle_sse_stream_is_kept_far_longer_than_the_sdks_five_minutes(calc_sse, monkeypatch):
+    from graph_agent.mcp import transports
+
+    given: list[dict] = []
+
+    def recording(url, **options):
+        given.append(options)
+        return real(url, **options)
+
+    real = transports.sse_client
+    monkeypatch.setattr(transports, "sse_client", recording)
+    with MCPToolset({"calc": {"url": calc_sse.url, "type": "sse"}}) as toolset:
+        assert toolset["add"].invoke({"a": 1, "b": 1}) == "2"
+    assert given and given[0]["sse_read_timeout"] >= 3600

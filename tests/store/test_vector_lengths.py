@@ -60,6 +60,29 @@ def test_a_stored_vector_of_another_length_outside_the_page_is_still_refused(mak
         store.search(("n",), query="a long text that ranks first", limit=1)
 
 
+def test_a_query_of_another_length_is_refused_even_past_the_last_page(make_store):
+    embedder = Resizable(3)
+    store = make_store(index={"embed": embedder, "fields": ["text"]})
+    store.put(("n",), "tea", {"text": "green tea"})
+    store.put(("n",), "coffee", {"text": "black coffee"})
+    embedder.dims = 4
+    with pytest.raises(StoreInputError, match="4 dimensions and a stored one 3"):
+        store.search(("n",), query="tea", offset=5)
+    with pytest.raises(StoreInputError, match="4 dimensions and a stored one 3"):
+        store.search(("n",), query="tea", limit=1, offset=2)
+
+
+def test_an_expired_unswept_vector_of_another_length_is_ignored(make_store, clock):
+    embedder = Resizable(4)
+    store = make_store(index={"embed": embedder, "fields": ["text"]})
+    store.put(("n",), "old", {"text": "an old note"}, ttl=1)
+    clock(120)  # expired, and no sweep has deleted it
+    embedder.dims = 3
+    store.put(("n",), "tea", {"text": "green tea"})
+    assert [item.key for item in store.search(("n",), query="tea")] == ["tea"]
+    assert store.search(("n",), query="tea", offset=5) == []
+
+
 @pytest.mark.parametrize("dims", [0, -3, "64", 2.5, True])
 def test_dims_must_be_a_positive_int(dims):
     with pytest.raises(StoreInputError, match=r"index\['dims'\]"):
