@@ -606,7 +606,12 @@ class QueueRunner(Runner):
         writer = _EventWriter(self.records, record.run_id, claim)
         writer.followed = self._follow_asks.pop(record.run_id, None) is not None
         run = _LocalRun(record=record, request=request, log=writer, runner=self)
-        run.earlier, run.first_id = list(events or ()), first_event_id(attempt)
+        run.earlier = list(events or ())
+        run.first_id = (
+            first_event_id(attempt)
+            if self.records.wide_event_ids
+            else narrow_first_event_id(attempt, run.earlier)
+        )
         claimed = _Claimed(run=run, claim=claim, writer=writer)
         self._claimed[record.run_id] = claimed
         run.task = asyncio.create_task(self._run_claimed(claimed))
@@ -728,6 +733,21 @@ def first_event_id(attempt: int) -> int:
     resume past with ``Last-Event-ID``) as many of the new attempt's. So each attempt numbers
     its events in a range of its own, above every id an earlier attempt could have used."""
     return (attempt - 1) * ATTEMPT_EVENT_IDS
+
+
+NARROW_ATTEMPT_GAP = 1 << 16
+"""On a 32-bit events table, the ids a later attempt leaves unused after the stored ones."""
+
+
+def narrow_first_event_id(attempt: int, stored: Collection[tuple[int, str, str]]) -> int:
+    """:func:`first_event_id` on an events table still holding 32-bit ids (too busy to widen
+    at start: see :attr:`PostgresRecords.wide_event_ids`), where an attempt's range of its own
+    would overflow: a later attempt numbers its events after the stored ones, leaving
+    :data:`NARROW_ATTEMPT_GAP` ids for those an earlier attempt told without storing (a
+    client that saw more than that many unstored ones would skip some of the new attempt's)."""
+    if attempt <= 1:
+        return 0
+    return max((seq for seq, _, _ in stored), default=-1) + 1 + NARROW_ATTEMPT_GAP
 
 
 def _ended_on(seen: Any, runnable: Runnable) -> bool:

@@ -34,7 +34,7 @@ from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.postgres import AsyncPostgresSaver
 from graph_agent.cli.main import main
 from graph_agent.graph.errors import GraphSetupError
-from graph_agent.serve import queue
+from graph_agent.serve import pg_records, queue
 from graph_agent.serve.pg_records import Claim, PostgresRecords
 from graph_agent.serve.queue import (
     ATTEMPT_EVENT_IDS,
@@ -463,6 +463,71 @@ def test_an_events_table_made_with_32_bit_ids_takes_the_ids_of_later_attempts(ds
             "INSERT INTO graph_agent_serve_events VALUES ('r', %s, 'metadata', '{}')", (1 << 40,)
         )
     assert _rows(dsn, "SELECT seq FROM graph_agent_serve_events ORDER BY seq") == [(0,), (1 << 40,)]
+
+
+def _narrow_events_table(dsn: str) -> None:
+    """The tables as a server of before 64-bit event ids made them."""
+    PostgresRecords(dsn).close()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE graph_agent_serve_events ALTER COLUMN seq TYPE integer")
+
+
+def test_a_busy_32_bit_events_table_is_left_as_it_is_and_later_attempts_fit_in_it(
+    dsn: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    _narrow_events_table(dsn)
+    monkeypatch.setattr(pg_records, "WIDEN_LOCK_TIMEOUT", 0.2)
+    with psycopg.connect(dsn) as worker:  # a live worker's transaction on the events
+        worker.execute("INSERT INTO graph_agent_serve_events VALUES ('r', 0, 'metadata', '{}')")
+        started: list[PostgresRecords] = []
+        setup = threading.Thread(target=lambda: started.append(PostgresRecords(dsn)))
+        setup.start()
+        setup.join(10)
+        beat = _rows(dsn, "UPDATE graph_agent_serve_runs SET status = status RETURNING 1")
+        worker.rollback()
+        setup.join(10)
+    assert started and not started[0].wide_event_ids  # it started, the table left narrow
+    started[0].close()
+    assert beat == []  # the runs table was never held meanwhile
+    assert "ALTER TABLE graph_agent_serve_events ALTER COLUMN seq TYPE BIGINT" in caplog.text
+    assert _rows(
+        dsn,
+        "SELECT data_type FROM information_schema.columns WHERE table_schema = "
+        "current_schema() AND table_name = 'graph_agent_serve_events' "
+        "AND column_name = 'seq'",
+    ) == [("integer",)]
+    stored = [(0, "metadata", "{}"), (7, "values", "{}")]
+    assert queue.narrow_first_event_id(1, stored) == 0
+    assert queue.narrow_first_event_id(3, stored) == 8 + queue.NARROW_ATTEMPT_GAP < 1 << 31
+
+
+def test_widening_the_events_ids_does_not_deadlock_with_a_run_deleted_meanwhile(
+    dsn: str,
+) -> None:
+    _narrow_events_table(dsn)
+    records = PostgresRecords(dsn)  # a live process; it widened the table: narrow it again
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE graph_agent_serve_events ALTER COLUMN seq TYPE integer")
+    outcome: dict[str, str] = {}
+    with psycopg.connect(dsn) as setup:  # an older server's setup: runs held, then the ALTER
+        setup.execute("LOCK TABLE graph_agent_serve_runs IN SHARE MODE")
+
+        def delete() -> None:
+            records.delete_run("r")
+            outcome["delete"] = "ok"
+
+        deleting = threading.Thread(target=delete)
+        deleting.start()
+        time.sleep(0.3)  # the delete waits on the runs table
+        try:
+            setup.execute("ALTER TABLE graph_agent_serve_events ALTER COLUMN seq TYPE BIGINT")
+            setup.commit()
+            outcome["setup"] = "ok"
+        except psycopg.errors.DeadlockDetected as exc:
+            outcome["setup"] = str(exc).splitlines()[0]
+        deleting.join(10)
+    records.close()
+    assert outcome == {"setup": "ok", "delete": "ok"}
 
 
 def test_a_run_whose_workers_loop_hangs_is_finished_by_another_once_its_lease_lapses(
