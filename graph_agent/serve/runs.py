@@ -413,15 +413,15 @@ class Runner:
     async def _execute(self, run: ActiveRun) -> None:
         thread_id, run_id = run.record.thread_id, run.record.run_id
         earlier = run.previous.chain() if run.previous is not None else []
-        for before in earlier:
-            await before.done.wait()
-        if run.request.multitask_strategy == "rollback":
-            await self._roll_back([before for before in earlier if not before.rolled_back])
         runnable = self.runnable_of(thread_id, run.request.assistant_id)
-        run.emit("metadata", {"run_id": run_id, "attempt": 1})
         run_status: RunStatus = "success"
         thread_status: ThreadStatus = "idle"
-        try:
+        try:  # waiting in the queue too: a shutdown meanwhile ends it interrupted, not pending
+            for before in earlier:
+                await before.done.wait()
+            if run.request.multitask_strategy == "rollback":
+                await self._roll_back([before for before in earlier if not before.rolled_back])
+            run.emit("metadata", {"run_id": run_id, "attempt": 1})
             if run.cancel.is_set():  # cancelled while it waited in the queue
                 run_status = "interrupted"
                 run.result = to_json(thread_values(runnable, thread_id)[0])

@@ -262,3 +262,29 @@ async def test_a_closed_runner_stops_its_runs_as_interrupted_and_deletes_tempora
     assert kept.finished and gone.finished
     assert runner.records.run("t", kept.record.run_id).status == "interrupted"  # type: ignore[union-attr]
     assert runner.records.thread("temp") is None and not runner.holds("temp")
+
+
+async def test_a_closed_runner_ends_a_run_queued_behind_another_as_interrupted() -> None:
+    started = asyncio.Event()
+    graph = StateGraph("hanging")
+
+    async def wait(state: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        await asyncio.Event().wait()
+        return {}
+
+    graph.add_node("wait", wait)
+    graph.add_edge(START, "wait").add_edge("wait", END)
+    runner = Runner({"hanging": graph.compile(CompileConfig(saver=MemorySaver()))}, Records())
+    runner.records.put_thread(ThreadRecord(thread_id="t", created_at=now(), updated_at=now()))
+    request = RunRequest(assistant_id="hanging", input={}, multitask_strategy="enqueue")
+    first = runner.start("t", request)
+    queued = runner.start("t", request)  # waits for the first in the queue
+    async with asyncio.timeout(10):
+        await started.wait()
+    await runner.close()
+    async with asyncio.timeout(10):  # its waiters return
+        await queued.wait()
+    for run in (first, queued):
+        assert runner.records.run("t", run.record.run_id).status == "interrupted"  # type: ignore[union-attr]
+    assert runner.records.thread("t").status == "idle"  # type: ignore[union-attr]
