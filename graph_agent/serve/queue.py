@@ -82,6 +82,7 @@ from graph_agent.serve.runs import (
     thread_busy,
     thread_values,
 )
+from graph_agent.serve.tasks import cancel_and_await
 from graph_agent.serve.wire import error_json, to_json
 
 __all__ = ["ATTEMPT_EVENT_IDS", "QueueRunner", "RemoteRun", "first_event_id", "work_forever"]
@@ -102,9 +103,6 @@ asks again after each :data:`POLL_SECONDS` ``* 4`` without news)."""
 LEASE_WAIT_SECONDS = 30.0
 """Least time a worker that took a run over waits for the previous worker's lease on its thread
 (at least twice ``worker_timeout``) before the run fails."""
-CANCEL_AGAIN_SECONDS = 0.5
-"""How long closing waits for a cancelled task before it cancels it again (see
-:func:`cancel_and_await`)."""
 
 
 @dataclass(kw_only=True)
@@ -770,21 +768,6 @@ async def _wait_at_most(event: asyncio.Event, seconds: float) -> bool:
         async with asyncio.timeout(seconds):
             await event.wait()
     return event.is_set()
-
-
-async def cancel_and_await(tasks: Collection[asyncio.Task[None]]) -> None:
-    """Cancel ``tasks`` and await their end, cancelling again every
-    :data:`CANCEL_AGAIN_SECONDS` those that go on. A cancel can be lost: on Python 3.11,
-    ``asyncio.wait_for`` returns what it awaited when that completes in the moment it is
-    cancelled, and psycopg_pool waits for a free connection with it (psycopg/psycopg#1345).
-    A worker's loop cancelled once as its upkeep got a connection went on forever, and closing
-    the worker waited on it forever."""
-    pending = {task for task in tasks if not task.done()}
-    while pending:
-        for task in pending:
-            task.cancel()
-        _, pending = await asyncio.wait(pending, timeout=CANCEL_AGAIN_SECONDS)
-    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _set(wake: asyncio.Event | None) -> None:

@@ -60,6 +60,7 @@ from graph_agent.serve.records import (
     ThreadStatus,
     now,
 )
+from graph_agent.serve.tasks import cancel_and_await
 from graph_agent.serve.wire import (
     chunk_json,
     command_from_json,
@@ -304,10 +305,7 @@ class Runner:
         shutdown): each ends ``interrupted``, its saver's lease released and its thread
         resumable from its last checkpoint (a temporary thread is deleted with its runs), while
         the records and savers are still open, not later when the event loop closes."""
-        running = list(self._running)
-        for task in running:
-            task.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
+        await cancel_and_await(list(self._running))
         self._on_scratch.clear()
         self._scratch = MemorySaver()
 
