@@ -28,7 +28,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from graph_agent.graph.errors import GraphSetupError
 from graph_agent.serve.notify import Notifier, PostgresNotifier
@@ -206,13 +206,16 @@ _FINISH_RUN = (
     "thread AS (UPDATE graph_agent_serve_threads SET updated_at = %(now)s, status = CASE "
     "WHEN EXISTS (SELECT FROM others) THEN 'busy' ELSE %(thread_status)s END "
     "WHERE thread_id = %(thread)s AND EXISTS (SELECT FROM finished)) "
-    # only the claim holder announces: a refused end tells followers nothing
+    # only the claim holder announces: a refused end tells followers nothing; but a run
+    # deleted meanwhile (with its thread) is told gone to its followers elsewhere
     ", ended AS (SELECT EXISTS (SELECT FROM finished) AS finished, EXISTS (SELECT FROM finished) "
-    "AND EXISTS (SELECT FROM others WHERE status = 'pending') AS waiting) "
+    "AND EXISTS (SELECT FROM others WHERE status = 'pending') AS waiting, NOT EXISTS (SELECT "
+    "FROM graph_agent_serve_runs WHERE run_id = %(run)s) AS gone) "
     "SELECT finished, waiting, "
-    "CASE WHEN %(in_band)s AND finished THEN pg_notify(%(channel)s, 'd:' || %(run)s) END, "
+    "CASE WHEN %(in_band)s AND (finished OR gone) THEN pg_notify(%(channel)s, 'd:' || %(run)s) "
+    "END, "
     "CASE WHEN %(in_band)s AND waiting THEN pg_notify(%(channel)s, 'q') END, "
-    "(SELECT count(*) FROM relaxed) FROM ended"
+    "(SELECT count(*) FROM relaxed), gone FROM ended"
 )
 _ROLLED_BACK = (
     "WITH deleted AS (DELETE FROM graph_agent_serve_runs WHERE run_id = %(run)s "
@@ -230,6 +233,10 @@ _ROLLED_BACK = (
     "CASE WHEN %(in_band)s AND deleted THEN pg_notify(%(channel)s, 'd:' || %(run)s) END, "
     "CASE WHEN %(in_band)s AND waiting THEN pg_notify(%(channel)s, 'q') END FROM ended"
 )
+
+
+Ending = Literal["ended", "taken over", "deleted"]
+"""What recording a run's end did (see :meth:`PostgresRecords.afinish_run`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -598,12 +605,13 @@ class PostgresRecords:
         claim: Claim,
         thread_status: ThreadStatus,
         events: Sequence[tuple[int, str, str]] = (),
-    ) -> bool:
+    ) -> Ending:
         """Record how a run ended under ``claim``, with its last events, and set its thread's
-        status (``busy`` while another run is to come); False when the claim no longer holds
-        (another worker took the run over), and nothing was written nor announced. One
-        statement; waiters are told (``d:``), and workers too if a run waits on the thread
-        (``q``)."""
+        status (``busy`` while another run is to come): ``"ended"``; ``"taken over"`` when the
+        claim no longer holds (another worker took the run over), and nothing was written nor
+        announced; ``"deleted"`` when the run's row is gone (its thread was deleted while it
+        ran): nothing written, and its followers are told (``d:``). One statement; waiters are
+        told (``d:``), and workers too if a run waits on the thread (``q``)."""
         rows = await self._arun(
             _FINISH_RUN,
             {
@@ -617,10 +625,11 @@ class PostgresRecords:
                 "channel": self.channel,
             },
         )
-        finished, waiting = (bool(rows[0][0]), bool(rows[0][1])) if rows else (False, False)
-        if finished:  # a lost claim wrote nothing: its followers go on with the new claim's
+        row = rows[0] if rows else (False,) * 6
+        finished, waiting, gone = bool(row[0]), bool(row[1]), bool(row[5])
+        if finished or gone:  # a lost claim wrote nothing: its followers go on with the new's
             await self._publish([f"d:{run_id}", *(["q"] if waiting else [])])
-        return finished
+        return "ended" if finished else "deleted" if gone else "taken over"
 
     async def arolled_back(self, run_id: str, thread_id: str, claim: Claim) -> bool:
         """Delete a run that was rolled back under ``claim`` (if it still holds), with its

@@ -701,7 +701,14 @@ class QueueRunner(Runner):
                 ended = await self.records.afinish_run(
                     run_id, thread_id, run_status, result, claimed.claim, thread_status, events
                 )
-                if not ended:
+                if ended == "deleted":
+                    _log.info(
+                        "graph-agent serve: run %s was deleted (with its thread) while it ran "
+                        "here; its end is not recorded",
+                        run_id,
+                    )
+                    break  # those waiting here get its result
+                if ended == "taken over":
                     _log.warning(
                         "graph-agent serve: run %s was taken over by another worker before it "
                         "ended here; its end here is not recorded",

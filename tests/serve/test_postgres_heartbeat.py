@@ -129,7 +129,7 @@ def test_a_silent_workers_claim_is_taken_over_although_its_session_lives(dsn: st
     assert seen["fresh"].orphans == []  # its heartbeat is recent: not taken
     assert seen["stale"].orphans == [run_id]  # silent past worker_timeout: back in the queue
     assert seen["attempt"] == 2
-    assert seen["finished"] is False
+    assert seen["finished"] == "taken over"
     assert seen["silent_beat"].held == set()  # its heartbeat finds the claim gone
     assert seen["silent_beat"].orphans == []  # and the new claim is not its to take
     assert _rows(dsn, "SELECT status, worker, attempt, result FROM graph_agent_serve_runs") == [
@@ -162,7 +162,8 @@ def test_a_worker_that_lost_its_claim_announces_no_end(dsn: str, kind: str) -> N
             assert (await other.aclaim(OTHER)) is not None
             await asyncio.wait_for(listening.wait(), 10)
             stale = Claim(worker=SILENT, attempt=1)
-            assert not await silent.afinish_run(run_id, "t1", "success", {}, stale, "idle")
+            ended = await silent.afinish_run(run_id, "t1", "success", {}, stale, "idle")
+            assert ended == "taken over"
             await silent.arolled_back(run_id, "t1", stale)
             await other.aannounce("sentinel")  # heard after anything announced before it
             async with asyncio.timeout(10):
@@ -183,6 +184,43 @@ def test_a_worker_that_lost_its_claim_announces_no_end(dsn: str, kind: str) -> N
         session.close()
     assert f"d:{run_id}" not in heard
     assert _rows(dsn, "SELECT status, attempt FROM graph_agent_serve_runs") == [("running", 2)]
+
+
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+def test_the_end_of_a_run_deleted_with_its_thread_meanwhile_is_announced(
+    dsn: str, kind: str
+) -> None:
+    """Its followers elsewhere end at ``d:`` (and find it gone), as after a delete; the worker
+    is told the run is gone, not that another worker took it over."""
+
+    async def scenario() -> tuple[str, bool]:
+        records = PostgresRecords(dsn, notifier=notifier(kind))
+        heard: list[str] = []
+        listening = asyncio.Event()
+        listener = asyncio.create_task(
+            records.notifier.listen(records.channel, heard.append, listening)
+        )
+        try:
+            run_id = await _claimed_by_silent_worker(records)
+            await asyncio.wait_for(listening.wait(), 10)
+            records.delete_thread("t1")
+            claim = Claim(worker=SILENT, attempt=1)
+            ended = await records.afinish_run(run_id, "t1", "success", {}, claim, "idle")
+            await records.aannounce("sentinel")  # heard after anything announced before it
+            async with asyncio.timeout(10):
+                while "sentinel" not in heard:
+                    await asyncio.sleep(0.01)
+            return ended, f"d:{run_id}" in heard
+        finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+            await records.aclose()
+            records.close()
+
+    ended, announced = asyncio.run(scenario())
+    assert ended == "deleted" and announced
+    assert _rows(dsn, "SELECT run_id FROM graph_agent_serve_runs") == []
 
 
 def test_a_workers_heartbeat_keeps_its_claims_and_a_dead_workers_go_back_at_once(
