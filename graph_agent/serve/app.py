@@ -43,7 +43,7 @@ from graph_agent.serve.inputs import InputKeys
 from graph_agent.serve.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
 from graph_agent.serve.openapi import docs_html, openapi_document
 from graph_agent.serve.pg_records import PostgresRecords
-from graph_agent.serve.queue import QueueRunner, cancel_and_await
+from graph_agent.serve.queue import QueueRunner
 from graph_agent.serve.records import Records, RunRecord, ThreadRecord, matches, now
 from graph_agent.serve.runs import (
     MULTITASK_STRATEGIES,
@@ -64,6 +64,7 @@ from graph_agent.serve.schemas import (
     xray_depth,
 )
 from graph_agent.serve.studio import studio_routes
+from graph_agent.serve.tasks import cancel_and_await
 from graph_agent.serve.wire import WireError, checkpoint_json, input_from_json, snapshot_json
 from graph_agent.serve.wire import to_json as wire_json
 

@@ -24,10 +24,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from graph_agent.graph.errors import GraphSetupError
 from graph_agent.serve.notify import Notifier, PostgresNotifier
@@ -53,6 +54,8 @@ WORKER_TIMEOUT = 30.0
 """Seconds a claim outlives its worker's last heartbeat by default (the checkpoint saver's
 default ``lease_ttl`` too): a worker that is alive renews its claims every third of that."""
 
+_log = logging.getLogger(__name__)
+
 _THREAD_COLUMNS = "thread_id, created_at, updated_at, metadata, status, assistant_id"
 _RUN_COLUMNS = (
     "run_id, thread_id, assistant_id, created_at, updated_at, status, metadata, "
@@ -77,12 +80,18 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS graph_agent_serve_events (
         run_id TEXT NOT NULL, seq BIGINT NOT NULL, event TEXT NOT NULL, data TEXT NOT NULL,
         PRIMARY KEY (run_id, seq))""",
-    # tables made before each attempt of a run numbered its events in a range of its own
-    """DO $$ BEGIN IF EXISTS (SELECT FROM information_schema.columns WHERE
-        table_schema = current_schema() AND table_name = 'graph_agent_serve_events'
-        AND column_name = 'seq' AND data_type = 'integer') THEN
-        ALTER TABLE graph_agent_serve_events ALTER COLUMN seq TYPE BIGINT; END IF; END $$""",
 )
+_NARROW_EVENT_IDS = (
+    # tables made before each attempt of a run numbered its events in a range of its own
+    "SELECT EXISTS (SELECT FROM information_schema.columns WHERE "
+    "table_schema = current_schema() AND table_name = 'graph_agent_serve_events' "
+    "AND column_name = 'seq' AND data_type = 'integer')"
+)
+_WIDEN_EVENT_IDS = "ALTER TABLE graph_agent_serve_events ALTER COLUMN seq TYPE BIGINT"
+WIDEN_LOCK_TIMEOUT = 5.0
+"""Seconds the start-up migration of a 32-bit ``graph_agent_serve_events.seq`` waits for its
+lock before it leaves the table as it is (it would otherwise queue every run's event writes
+behind it for as long as the live processes hold the table)."""
 _SCHEMA_LOCK = 0x6761_7365_7276  # an advisory lock: two processes never create tables at once
 _THREAD_LOCKS = 0x6761_7372
 """First key of the two-key transaction locks that serialise the runs started on one thread
@@ -197,13 +206,16 @@ _FINISH_RUN = (
     "thread AS (UPDATE graph_agent_serve_threads SET updated_at = %(now)s, status = CASE "
     "WHEN EXISTS (SELECT FROM others) THEN 'busy' ELSE %(thread_status)s END "
     "WHERE thread_id = %(thread)s AND EXISTS (SELECT FROM finished)) "
-    # only the claim holder announces: a refused end tells followers nothing
+    # only the claim holder announces: a refused end tells followers nothing; but a run
+    # deleted meanwhile (with its thread) is told gone to its followers elsewhere
     ", ended AS (SELECT EXISTS (SELECT FROM finished) AS finished, EXISTS (SELECT FROM finished) "
-    "AND EXISTS (SELECT FROM others WHERE status = 'pending') AS waiting) "
+    "AND EXISTS (SELECT FROM others WHERE status = 'pending') AS waiting, NOT EXISTS (SELECT "
+    "FROM graph_agent_serve_runs WHERE run_id = %(run)s) AS gone) "
     "SELECT finished, waiting, "
-    "CASE WHEN %(in_band)s AND finished THEN pg_notify(%(channel)s, 'd:' || %(run)s) END, "
+    "CASE WHEN %(in_band)s AND (finished OR gone) THEN pg_notify(%(channel)s, 'd:' || %(run)s) "
+    "END, "
     "CASE WHEN %(in_band)s AND waiting THEN pg_notify(%(channel)s, 'q') END, "
-    "(SELECT count(*) FROM relaxed) FROM ended"
+    "(SELECT count(*) FROM relaxed), gone FROM ended"
 )
 _ROLLED_BACK = (
     "WITH deleted AS (DELETE FROM graph_agent_serve_runs WHERE run_id = %(run)s "
@@ -221,6 +233,10 @@ _ROLLED_BACK = (
     "CASE WHEN %(in_band)s AND deleted THEN pg_notify(%(channel)s, 'd:' || %(run)s) END, "
     "CASE WHEN %(in_band)s AND waiting THEN pg_notify(%(channel)s, 'q') END FROM ended"
 )
+
+
+Ending = Literal["ended", "taken over", "deleted"]
+"""What recording a run's end did (see :meth:`PostgresRecords.afinish_run`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -297,11 +313,16 @@ class PostgresRecords:
         self.notifier = notifier if notifier is not None else PostgresNotifier(dsn)
         self._in_band = self.notifier.in_band
         self._publishing: set[asyncio.Task[None]] = set()
-        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            found = conn.execute("SELECT coalesce(current_schema(), '')").fetchone()
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                found = conn.execute("SELECT coalesce(current_schema(), '')").fetchone()
+            self.wide_event_ids = _widen_event_ids(conn)
+            """Whether the events table holds 64-bit ids, as each attempt of a run numbering its
+            events in a range of its own needs (see
+            :func:`graph_agent.serve.queue.first_event_id`)."""
         schema = str(found[0]) if found else ""
         self.channel = f"{CHANNEL}_{hashlib.sha256(schema.encode()).hexdigest()[:12]}"
         """The NOTIFY channel of the processes on these tables (notifications are per database:
@@ -495,10 +516,13 @@ class PostgresRecords:
         return [str(row[0]) for row in self._run(_UNFINISHED_RUNS, (thread_id,))]
 
     def delete_run(self, run_id: str) -> None:
+        # the run's row locked before its events, as everywhere else: the other order
+        # deadlocks with a statement that holds the runs table and waits on the events'
         self._run(
-            "WITH events AS (DELETE FROM graph_agent_serve_events WHERE run_id = %s) "
-            "DELETE FROM graph_agent_serve_runs WHERE run_id = %s",
-            (run_id, run_id),
+            "WITH runs AS (DELETE FROM graph_agent_serve_runs WHERE run_id = %s "
+            "RETURNING run_id) DELETE FROM graph_agent_serve_events "
+            "WHERE run_id IN (SELECT run_id FROM runs)",
+            (run_id,),
         )
         if self._in_band:
             self._run(_NOTIFY, (self.channel, f"d:{run_id}"))
@@ -581,12 +605,13 @@ class PostgresRecords:
         claim: Claim,
         thread_status: ThreadStatus,
         events: Sequence[tuple[int, str, str]] = (),
-    ) -> bool:
+    ) -> Ending:
         """Record how a run ended under ``claim``, with its last events, and set its thread's
-        status (``busy`` while another run is to come); False when the claim no longer holds
-        (another worker took the run over), and nothing was written nor announced. One
-        statement; waiters are told (``d:``), and workers too if a run waits on the thread
-        (``q``)."""
+        status (``busy`` while another run is to come): ``"ended"``; ``"taken over"`` when the
+        claim no longer holds (another worker took the run over), and nothing was written nor
+        announced; ``"deleted"`` when the run's row is gone (its thread was deleted while it
+        ran): nothing written, and its followers are told (``d:``). One statement; waiters are
+        told (``d:``), and workers too if a run waits on the thread (``q``)."""
         rows = await self._arun(
             _FINISH_RUN,
             {
@@ -600,10 +625,11 @@ class PostgresRecords:
                 "channel": self.channel,
             },
         )
-        finished, waiting = (bool(rows[0][0]), bool(rows[0][1])) if rows else (False, False)
-        if finished:  # a lost claim wrote nothing: its followers go on with the new claim's
+        row = rows[0] if rows else (False,) * 6
+        finished, waiting, gone = bool(row[0]), bool(row[1]), bool(row[5])
+        if finished or gone:  # a lost claim wrote nothing: its followers go on with the new's
             await self._publish([f"d:{run_id}", *(["q"] if waiting else [])])
-        return finished
+        return "ended" if finished else "deleted" if gone else "taken over"
 
     async def arolled_back(self, run_id: str, thread_id: str, claim: Claim) -> bool:
         """Delete a run that was rolled back under ``claim`` (if it still holds), with its
@@ -649,6 +675,35 @@ class PostgresRecords:
 
     async def aevents(self, run_id: str, after: int = -1) -> list[tuple[int, str, str]]:
         return _events(await self._arun(_EVENTS, (run_id, after)))
+
+
+def _widen_event_ids(conn: Any) -> bool:
+    """Widen a 32-bit events table to 64-bit ids (a rewrite of the table), in a transaction of
+    its own that waits at most :data:`WIDEN_LOCK_TIMEOUT` for the table: whether the ids are
+    64-bit now. On a busy table it is left as it is, with a warning saying how to widen it
+    offline; runs go on with 32-bit ids (see :func:`graph_agent.serve.queue.first_event_id`)."""
+    import psycopg
+
+    if not conn.execute(_NARROW_EVENT_IDS).fetchone()[0]:
+        return True
+    try:
+        with conn.transaction():
+            conn.execute(
+                "SELECT set_config('lock_timeout', %s, true)", (f"{WIDEN_LOCK_TIMEOUT * 1000:.0f}",)
+            )
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            if conn.execute(_NARROW_EVENT_IDS).fetchone()[0]:  # not done meanwhile
+                conn.execute(_WIDEN_EVENT_IDS)
+    except psycopg.errors.LockNotAvailable:
+        _log.warning(
+            "graph-agent serve: the table graph_agent_serve_events has 32-bit event ids and was "
+            "too busy to widen within %s s; runs go on with 32-bit ids. Widen it while no "
+            "server or worker runs on it: %s;",
+            WIDEN_LOCK_TIMEOUT,
+            _WIDEN_EVENT_IDS,
+        )
+        return False
+    return True
 
 
 def _with_result(rows: list[tuple[Any, ...]]) -> tuple[RunRecord, Any, str | None] | None:

@@ -82,6 +82,7 @@ from graph_agent.serve.runs import (
     thread_busy,
     thread_values,
 )
+from graph_agent.serve.tasks import cancel_and_await
 from graph_agent.serve.wire import error_json, to_json
 
 __all__ = ["ATTEMPT_EVENT_IDS", "QueueRunner", "RemoteRun", "first_event_id", "work_forever"]
@@ -102,9 +103,6 @@ asks again after each :data:`POLL_SECONDS` ``* 4`` without news)."""
 LEASE_WAIT_SECONDS = 30.0
 """Least time a worker that took a run over waits for the previous worker's lease on its thread
 (at least twice ``worker_timeout``) before the run fails."""
-CANCEL_AGAIN_SECONDS = 0.5
-"""How long closing waits for a cancelled task before it cancels it again (see
-:func:`cancel_and_await`)."""
 
 
 @dataclass(kw_only=True)
@@ -606,7 +604,12 @@ class QueueRunner(Runner):
         writer = _EventWriter(self.records, record.run_id, claim)
         writer.followed = self._follow_asks.pop(record.run_id, None) is not None
         run = _LocalRun(record=record, request=request, log=writer, runner=self)
-        run.earlier, run.first_id = list(events or ()), first_event_id(attempt)
+        run.earlier = list(events or ())
+        run.first_id = (
+            first_event_id(attempt)
+            if self.records.wide_event_ids
+            else narrow_first_event_id(attempt, run.earlier)
+        )
         claimed = _Claimed(run=run, claim=claim, writer=writer)
         self._claimed[record.run_id] = claimed
         run.task = asyncio.create_task(self._run_claimed(claimed))
@@ -698,7 +701,14 @@ class QueueRunner(Runner):
                 ended = await self.records.afinish_run(
                     run_id, thread_id, run_status, result, claimed.claim, thread_status, events
                 )
-                if not ended:
+                if ended == "deleted":
+                    _log.info(
+                        "graph-agent serve: run %s was deleted (with its thread) while it ran "
+                        "here; its end is not recorded",
+                        run_id,
+                    )
+                    break  # those waiting here get its result
+                if ended == "taken over":
                     _log.warning(
                         "graph-agent serve: run %s was taken over by another worker before it "
                         "ended here; its end here is not recorded",
@@ -730,6 +740,21 @@ def first_event_id(attempt: int) -> int:
     return (attempt - 1) * ATTEMPT_EVENT_IDS
 
 
+NARROW_ATTEMPT_GAP = 1 << 16
+"""On a 32-bit events table, the ids a later attempt leaves unused after the stored ones."""
+
+
+def narrow_first_event_id(attempt: int, stored: Collection[tuple[int, str, str]]) -> int:
+    """:func:`first_event_id` on an events table still holding 32-bit ids (too busy to widen
+    at start: see :attr:`PostgresRecords.wide_event_ids`), where an attempt's range of its own
+    would overflow: a later attempt numbers its events after the stored ones, leaving
+    :data:`NARROW_ATTEMPT_GAP` ids for those an earlier attempt told without storing (a
+    client that saw more than that many unstored ones would skip some of the new attempt's)."""
+    if attempt <= 1:
+        return 0
+    return max((seq for seq, _, _ in stored), default=-1) + 1 + NARROW_ATTEMPT_GAP
+
+
 def _ended_on(seen: Any, runnable: Runnable) -> bool:
     """Whether a graph's run streamed through to its end with nothing interrupting it: its
     last streamed state is then the thread's values, and reading them back is not needed."""
@@ -750,21 +775,6 @@ async def _wait_at_most(event: asyncio.Event, seconds: float) -> bool:
         async with asyncio.timeout(seconds):
             await event.wait()
     return event.is_set()
-
-
-async def cancel_and_await(tasks: Collection[asyncio.Task[None]]) -> None:
-    """Cancel ``tasks`` and await their end, cancelling again every
-    :data:`CANCEL_AGAIN_SECONDS` those that go on. A cancel can be lost: on Python 3.11,
-    ``asyncio.wait_for`` returns what it awaited when that completes in the moment it is
-    cancelled, and psycopg_pool waits for a free connection with it (psycopg/psycopg#1345).
-    A worker's loop cancelled once as its upkeep got a connection went on forever, and closing
-    the worker waited on it forever."""
-    pending = {task for task in tasks if not task.done()}
-    while pending:
-        for task in pending:
-            task.cancel()
-        _, pending = await asyncio.wait(pending, timeout=CANCEL_AGAIN_SECONDS)
-    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _set(wake: asyncio.Event | None) -> None:

@@ -60,6 +60,7 @@ from graph_agent.serve.records import (
     ThreadStatus,
     now,
 )
+from graph_agent.serve.tasks import cancel_and_await
 from graph_agent.serve.wire import (
     chunk_json,
     command_from_json,
@@ -304,10 +305,7 @@ class Runner:
         shutdown): each ends ``interrupted``, its saver's lease released and its thread
         resumable from its last checkpoint (a temporary thread is deleted with its runs), while
         the records and savers are still open, not later when the event loop closes."""
-        running = list(self._running)
-        for task in running:
-            task.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
+        await cancel_and_await(list(self._running))
         self._on_scratch.clear()
         self._scratch = MemorySaver()
 
@@ -413,15 +411,15 @@ class Runner:
     async def _execute(self, run: ActiveRun) -> None:
         thread_id, run_id = run.record.thread_id, run.record.run_id
         earlier = run.previous.chain() if run.previous is not None else []
-        for before in earlier:
-            await before.done.wait()
-        if run.request.multitask_strategy == "rollback":
-            await self._roll_back([before for before in earlier if not before.rolled_back])
         runnable = self.runnable_of(thread_id, run.request.assistant_id)
-        run.emit("metadata", {"run_id": run_id, "attempt": 1})
         run_status: RunStatus = "success"
         thread_status: ThreadStatus = "idle"
-        try:
+        try:  # waiting in the queue too: a shutdown meanwhile ends it interrupted, not pending
+            for before in earlier:
+                await before.done.wait()
+            if run.request.multitask_strategy == "rollback":
+                await self._roll_back([before for before in earlier if not before.rolled_back])
+            run.emit("metadata", {"run_id": run_id, "attempt": 1})
             if run.cancel.is_set():  # cancelled while it waited in the queue
                 run_status = "interrupted"
                 run.result = to_json(thread_values(runnable, thread_id)[0])

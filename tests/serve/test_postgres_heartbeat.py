@@ -34,7 +34,7 @@ from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.postgres import AsyncPostgresSaver
 from graph_agent.cli.main import main
 from graph_agent.graph.errors import GraphSetupError
-from graph_agent.serve import queue
+from graph_agent.serve import pg_records, queue
 from graph_agent.serve.pg_records import Claim, PostgresRecords
 from graph_agent.serve.queue import (
     ATTEMPT_EVENT_IDS,
@@ -129,7 +129,7 @@ def test_a_silent_workers_claim_is_taken_over_although_its_session_lives(dsn: st
     assert seen["fresh"].orphans == []  # its heartbeat is recent: not taken
     assert seen["stale"].orphans == [run_id]  # silent past worker_timeout: back in the queue
     assert seen["attempt"] == 2
-    assert seen["finished"] is False
+    assert seen["finished"] == "taken over"
     assert seen["silent_beat"].held == set()  # its heartbeat finds the claim gone
     assert seen["silent_beat"].orphans == []  # and the new claim is not its to take
     assert _rows(dsn, "SELECT status, worker, attempt, result FROM graph_agent_serve_runs") == [
@@ -162,7 +162,8 @@ def test_a_worker_that_lost_its_claim_announces_no_end(dsn: str, kind: str) -> N
             assert (await other.aclaim(OTHER)) is not None
             await asyncio.wait_for(listening.wait(), 10)
             stale = Claim(worker=SILENT, attempt=1)
-            assert not await silent.afinish_run(run_id, "t1", "success", {}, stale, "idle")
+            ended = await silent.afinish_run(run_id, "t1", "success", {}, stale, "idle")
+            assert ended == "taken over"
             await silent.arolled_back(run_id, "t1", stale)
             await other.aannounce("sentinel")  # heard after anything announced before it
             async with asyncio.timeout(10):
@@ -183,6 +184,43 @@ def test_a_worker_that_lost_its_claim_announces_no_end(dsn: str, kind: str) -> N
         session.close()
     assert f"d:{run_id}" not in heard
     assert _rows(dsn, "SELECT status, attempt FROM graph_agent_serve_runs") == [("running", 2)]
+
+
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+def test_the_end_of_a_run_deleted_with_its_thread_meanwhile_is_announced(
+    dsn: str, kind: str
+) -> None:
+    """Its followers elsewhere end at ``d:`` (and find it gone), as after a delete; the worker
+    is told the run is gone, not that another worker took it over."""
+
+    async def scenario() -> tuple[str, bool]:
+        records = PostgresRecords(dsn, notifier=notifier(kind))
+        heard: list[str] = []
+        listening = asyncio.Event()
+        listener = asyncio.create_task(
+            records.notifier.listen(records.channel, heard.append, listening)
+        )
+        try:
+            run_id = await _claimed_by_silent_worker(records)
+            await asyncio.wait_for(listening.wait(), 10)
+            records.delete_thread("t1")
+            claim = Claim(worker=SILENT, attempt=1)
+            ended = await records.afinish_run(run_id, "t1", "success", {}, claim, "idle")
+            await records.aannounce("sentinel")  # heard after anything announced before it
+            async with asyncio.timeout(10):
+                while "sentinel" not in heard:
+                    await asyncio.sleep(0.01)
+            return ended, f"d:{run_id}" in heard
+        finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+            await records.aclose()
+            records.close()
+
+    ended, announced = asyncio.run(scenario())
+    assert ended == "deleted" and announced
+    assert _rows(dsn, "SELECT run_id FROM graph_agent_serve_runs") == []
 
 
 def test_a_workers_heartbeat_keeps_its_claims_and_a_dead_workers_go_back_at_once(
@@ -463,6 +501,71 @@ def test_an_events_table_made_with_32_bit_ids_takes_the_ids_of_later_attempts(ds
             "INSERT INTO graph_agent_serve_events VALUES ('r', %s, 'metadata', '{}')", (1 << 40,)
         )
     assert _rows(dsn, "SELECT seq FROM graph_agent_serve_events ORDER BY seq") == [(0,), (1 << 40,)]
+
+
+def _narrow_events_table(dsn: str) -> None:
+    """The tables as a server of before 64-bit event ids made them."""
+    PostgresRecords(dsn).close()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE graph_agent_serve_events ALTER COLUMN seq TYPE integer")
+
+
+def test_a_busy_32_bit_events_table_is_left_as_it_is_and_later_attempts_fit_in_it(
+    dsn: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    _narrow_events_table(dsn)
+    monkeypatch.setattr(pg_records, "WIDEN_LOCK_TIMEOUT", 0.2)
+    with psycopg.connect(dsn) as worker:  # a live worker's transaction on the events
+        worker.execute("INSERT INTO graph_agent_serve_events VALUES ('r', 0, 'metadata', '{}')")
+        started: list[PostgresRecords] = []
+        setup = threading.Thread(target=lambda: started.append(PostgresRecords(dsn)))
+        setup.start()
+        setup.join(10)
+        beat = _rows(dsn, "UPDATE graph_agent_serve_runs SET status = status RETURNING 1")
+        worker.rollback()
+        setup.join(10)
+    assert started and not started[0].wide_event_ids  # it started, the table left narrow
+    started[0].close()
+    assert beat == []  # the runs table was never held meanwhile
+    assert "ALTER TABLE graph_agent_serve_events ALTER COLUMN seq TYPE BIGINT" in caplog.text
+    assert _rows(
+        dsn,
+        "SELECT data_type FROM information_schema.columns WHERE table_schema = "
+        "current_schema() AND table_name = 'graph_agent_serve_events' "
+        "AND column_name = 'seq'",
+    ) == [("integer",)]
+    stored = [(0, "metadata", "{}"), (7, "values", "{}")]
+    assert queue.narrow_first_event_id(1, stored) == 0
+    assert queue.narrow_first_event_id(3, stored) == 8 + queue.NARROW_ATTEMPT_GAP < 1 << 31
+
+
+def test_widening_the_events_ids_does_not_deadlock_with_a_run_deleted_meanwhile(
+    dsn: str,
+) -> None:
+    _narrow_events_table(dsn)
+    records = PostgresRecords(dsn)  # a live process; it widened the table: narrow it again
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE graph_agent_serve_events ALTER COLUMN seq TYPE integer")
+    outcome: dict[str, str] = {}
+    with psycopg.connect(dsn) as setup:  # an older server's setup: runs held, then the ALTER
+        setup.execute("LOCK TABLE graph_agent_serve_runs IN SHARE MODE")
+
+        def delete() -> None:
+            records.delete_run("r")
+            outcome["delete"] = "ok"
+
+        deleting = threading.Thread(target=delete)
+        deleting.start()
+        time.sleep(0.3)  # the delete waits on the runs table
+        try:
+            setup.execute("ALTER TABLE graph_agent_serve_events ALTER COLUMN seq TYPE BIGINT")
+            setup.commit()
+            outcome["setup"] = "ok"
+        except psycopg.errors.DeadlockDetected as exc:
+            outcome["setup"] = str(exc).splitlines()[0]
+        deleting.join(10)
+    records.close()
+    assert outcome == {"setup": "ok", "delete": "ok"}
 
 
 def test_a_run_whose_workers_loop_hangs_is_finished_by_another_once_its_lease_lapses(

@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import threading
 import urllib.parse
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import pytest
 import uvicorn
 from langgraph_sdk import get_sync_client
 
@@ -23,6 +25,7 @@ from graph_agent.serve import create_app
 from graph_agent.serve.pg_records import PostgresRecords
 from graph_agent.serve.records import Records, RunRecord, ThreadRecord, now
 from graph_agent.serve.runs import Runner, RunRequest, on_saver
+from graph_agent.serve.tasks import cancel_and_await
 from tests.checkpoint.postgres_db import fresh_schema
 from tests.serve.conftest import Server, free_port, wait_until_up
 from tests.serve.graphs import agent, chain
@@ -262,3 +265,69 @@ async def test_a_closed_runner_stops_its_runs_as_interrupted_and_deletes_tempora
     assert kept.finished and gone.finished
     assert runner.records.run("t", kept.record.run_id).status == "interrupted"  # type: ignore[union-attr]
     assert runner.records.thread("temp") is None and not runner.holds("temp")
+
+
+async def test_a_closed_runner_ends_a_run_queued_behind_another_as_interrupted() -> None:
+    started = asyncio.Event()
+    graph = StateGraph("hanging")
+
+    async def wait(state: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        await asyncio.Event().wait()
+        return {}
+
+    graph.add_node("wait", wait)
+    graph.add_edge(START, "wait").add_edge("wait", END)
+    runner = Runner({"hanging": graph.compile(CompileConfig(saver=MemorySaver()))}, Records())
+    runner.records.put_thread(ThreadRecord(thread_id="t", created_at=now(), updated_at=now()))
+    request = RunRequest(assistant_id="hanging", input={}, multitask_strategy="enqueue")
+    first = runner.start("t", request)
+    queued = runner.start("t", request)  # waits for the first in the queue
+    async with asyncio.timeout(10):
+        await started.wait()
+    await runner.close()
+    async with asyncio.timeout(10):  # its waiters return
+        await queued.wait()
+    for run in (first, queued):
+        assert runner.records.run("t", run.record.run_id).status == "interrupted"  # type: ignore[union-attr]
+    assert runner.records.thread("t").status == "idle"  # type: ignore[union-attr]
+
+
+async def test_a_closed_runner_cancels_again_a_run_that_lost_its_cancel() -> None:
+    started = asyncio.Event()
+
+    async def stream(run: Any, runnable: Any) -> None:  # the run's streaming, stubborn
+        started.set()
+        with contextlib.suppress(asyncio.CancelledError):  # a cancel lost (see cancel_and_await)
+            await asyncio.Event().wait()
+        await asyncio.Event().wait()
+
+    runner = Runner({"chain": chain().compile(CompileConfig(saver=MemorySaver()))}, Records())
+    runner._stream = stream  # type: ignore[method-assign,assignment]
+    runner.records.put_thread(ThreadRecord(thread_id="t", created_at=now(), updated_at=now()))
+    run = runner.start("t", RunRequest(assistant_id="chain", input={"x": 0}))
+    async with asyncio.timeout(10):
+        await started.wait()
+    closing = asyncio.ensure_future(runner.close())  # a task of its own: a hang is seen
+    done, _ = await asyncio.wait([closing], timeout=10)
+    if not done:
+        closing.cancel()
+        pytest.fail("Runner.close() waited on a run whose first cancel was lost")
+    assert runner.records.run("t", run.record.run_id).status == "interrupted"  # type: ignore[union-attr]
+
+
+async def test_stopping_tasks_logs_the_error_of_one_that_had_failed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def fail() -> None:
+        raise ConnectionError("the listener's connection died")
+
+    failed = asyncio.create_task(fail(), name="listener")
+    hanging = asyncio.create_task(asyncio.Event().wait(), name="worker")  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    with caplog.at_level(logging.ERROR, logger="graph_agent.serve.tasks"):
+        await cancel_and_await([failed, hanging])
+    assert hanging.cancelled()
+    [record] = caplog.records
+    assert "listener" in record.getMessage() and record.exc_info is not None
+    assert isinstance(record.exc_info[1], ConnectionError)

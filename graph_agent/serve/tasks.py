@@ -1,0 +1,43 @@
+"""Stopping the server's background tasks, for the in-process runner
+(:mod:`graph_agent.serve.runs`), the queue's workers (:mod:`graph_agent.serve.queue`) and the
+app alike: a module of its own, as ``runs`` cannot import ``queue`` (which imports it)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection
+
+__all__ = ["CANCEL_AGAIN_SECONDS", "cancel_and_await"]
+
+_log = logging.getLogger(__name__)
+
+CANCEL_AGAIN_SECONDS = 0.5
+"""How long closing waits for a cancelled task before it cancels it again (see
+:func:`cancel_and_await`)."""
+
+
+async def cancel_and_await(tasks: Collection[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` and await their end, cancelling again every
+    :data:`CANCEL_AGAIN_SECONDS` those that go on. A cancel can be lost: on Python 3.11,
+    ``asyncio.wait_for`` returns what it awaited when that completes in the moment it is
+    cancelled, and psycopg_pool waits for a free connection with it (psycopg/psycopg#1345).
+    A worker's loop cancelled once as its upkeep got a connection went on forever, and closing
+    the worker waited on it forever.
+
+    A task that ended with an error (before it was cancelled, as a listener whose connection
+    died) has it logged here, naming the task: closing goes on with the others, but the error
+    is not lost."""
+    pending = {task for task in tasks if not task.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=CANCEL_AGAIN_SECONDS)
+    for task in tasks:
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            _log.error(
+                "graph-agent serve: task %s had failed before it was stopped",
+                task.get_name(),
+                exc_info=error,
+            )
