@@ -21,12 +21,15 @@ RECORD_FIELDS = ("thread_id", "run_id", "checkpoint_ns", "node", "step")
 LIBRARY_LOGGERS = (
     "graph_agent",
     "graph_agent.agent",
+    "graph_agent.agent.steering",
     "graph_agent.models",
     "graph_agent.models.openai",
     "graph_agent.models.anthropic",
     "graph_agent.mcp.toolset",
     "graph_agent.serve.queue",
     "graph_agent.serve.notify",
+    "graph_agent.serve.pg_records",
+    "graph_agent.serve.tasks",
     "graph_agent.checkpoint.postgres",
 )
 """Every logger the library logs on (a test checks the source names no other)."""
