@@ -274,7 +274,9 @@ class BaseStore:
                 newest first.
             filter: Keep items whose value matches every entry: ``{"field": value}`` (equal),
                 or ``{"field": {"$gt": 3}}`` with ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``,
-                ``$lte``; a dotted name (``"a.b"``) reads a nested field.
+                ``$lte``; a dotted name (``"a.b"``) reads a nested field. An item without the
+                field never matches (not even ``$ne``), nor does a value that does not compare
+                (``{"$gt": 3}`` and a string).
             limit: At most this many items.
             offset: Skip this many matching items first (pagination).
         """
@@ -679,24 +681,25 @@ _Hit: TypeAlias = tuple[Row, float | None, Any]
 def _needles(filter: Mapping[str, Any]) -> list[bytes]:
     """Bytes that the stored value of every item matching ``filter`` holds, so a backend can
     pass over most others without decoding them (the filter is still applied to what it
-    returns). A field equal to a string is stored as the key's msgpack string and then the
-    value's, the same bytes wherever it sits (msgpack has one form for a string); other values
-    have several (``1 == 1.0 == True``), and give none."""
+    returns). A field equal to a string holds that string's msgpack bytes wherever it sits
+    (msgpack has one form for a string), also a ``StrEnum`` member stored through its codec
+    (its text follows the ext marker, so not right after the key's bytes: the key is no part
+    of the needle); other values have several forms (``1 == 1.0 == True``), and give none."""
     needles = []
-    for path, wanted in filter.items():
+    for wanted in filter.values():
         if isinstance(wanted, dict) and set(wanted) == {"$eq"}:
             wanted = wanted["$eq"]
         if type(wanted) is str:
-            needle = _needle(path, wanted)
+            needle = _needle(wanted)
             if needle is not None:
                 needles.append(needle)
     return needles
 
 
 @functools.lru_cache(maxsize=1024)
-def _needle(path: str, wanted: str) -> bytes | None:
+def _needle(wanted: str) -> bytes | None:
     try:
-        needle: bytes = msgpack.packb(path.rsplit(".", 1)[-1]) + msgpack.packb(wanted)
+        needle: bytes = msgpack.packb(wanted)
     except UnicodeEncodeError:  # a lone surrogate: serde stores it otherwise
         return None
     return needle
