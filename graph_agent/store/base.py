@@ -833,9 +833,9 @@ def _check_search(namespace_prefix: Any, filter: Any, limit: Any, offset: Any) -
     if filter is not None and not isinstance(filter, Mapping):
         raise StoreInputError(f"filter={filter!r}: give a dict, e.g. {{'kind': 'fact'}}")
     for path, wanted in (filter or {}).items():
-        if type(path) is not str or not path:
+        if type(path) is not str:
             raise StoreInputError(
-                f"filter names the field {path!r}: a field is a non-empty string (a dotted one "
+                f"filter names the field {path!r}: a field is a string (a dotted one "
                 "reads a nested field), e.g. {'kind': 'fact'} or {'profile.age': {'$gte': 18}}"
             )
         if isinstance(wanted, dict):

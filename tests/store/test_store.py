@@ -112,10 +112,10 @@ def test_an_unknown_filter_operator_is_refused_naming_the_field(store):
         store.search(("n",), filter={"score": {"$regex": "1"}})
 
 
-@pytest.mark.parametrize("field", [1, "", None, ("a",)])
+@pytest.mark.parametrize("field", [1, None, ("a",)])
 def test_a_filter_field_that_is_no_name_is_refused_saying_what_to_give(store, field):
     store.put(("n",), "a", {"score": 1})
-    with pytest.raises(StoreInputError, match=r"a field is a non-empty string"):
+    with pytest.raises(StoreInputError, match=r"a field is a string"):
         store.search(("n",), filter={field: 1})
 
 
