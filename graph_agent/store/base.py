@@ -637,13 +637,19 @@ def prefix_end(prefix: str) -> str:
     return prefix[:-1] + "0" if prefix else "\U0010ffff"  # "0" follows "/" in ASCII
 
 
+def other_lengths(query: int, stored: int) -> StoreInputError:
+    """The error of a query vector of ``query`` dimensions met by a stored one of ``stored``
+    (every backend raises it, wherever it compares them)."""
+    return StoreInputError(
+        f"the query's vector has {query} dimensions and a stored one {stored}: the store holds "
+        "vectors of another embedder; use the same index as when the items were put"
+    )
+
+
 def dot(a: Sequence[float], b: Sequence[float]) -> float:
     """The dot product (the cosine similarity of two unit vectors)."""
     if len(a) != len(b):
-        raise StoreInputError(
-            f"the query's vector has {len(a)} dimensions and a stored one {len(b)}: the store "
-            "holds vectors of another embedder; use the same index as when the items were put"
-        )
+        raise other_lengths(len(a), len(b))
     return math.fsum(x * y for x, y in zip(a, b, strict=True))
 
 

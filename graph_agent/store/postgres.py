@@ -23,7 +23,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from graph_agent.checkpoint.postgres import _first_line, _hung_up, _import_psycopg, _where
 from graph_agent.checkpoint.postgres_plans import _LOCK_SPACE
-from graph_agent.store.base import BaseStore, Row, StoreError, StoreInputError, Write, prefix_end
+from graph_agent.store.base import (
+    BaseStore,
+    Row,
+    StoreError,
+    StoreInputError,
+    Write,
+    other_lengths,
+    prefix_end,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -288,11 +296,7 @@ class PostgresStore(BaseStore):
         with self._using("ranking items") as conn:
             rows = conn.execute(sql, params).fetchall()
         if rows and rows[0][7] is not None:
-            raise StoreInputError(
-                f"the query's vector has {len(query)} dimensions and a stored one {rows[0][7]}: "
-                "the store holds vectors of another embedder; use the same index as when the "
-                "items were put"
-            )
+            raise other_lengths(len(query), rows[0][7])
         # (a row with no item: the page is empty)
         return [(_row(found[:6]), float(found[6])) for found in rows if found[0] is not None]
 
