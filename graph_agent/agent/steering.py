@@ -171,6 +171,8 @@ class SteeringQueue:
     def queued(self, thread_id: str) -> tuple[UserMessage, ...]:
         """The messages queued for ``thread_id``, also those a node took (maybe delivered:
         :meth:`take` tells), with no look at the thread's state."""
+        if thread_id not in self._waiting:  # the usual case, on every model loop: no lock
+            return ()
         with self._lock:
             return tuple(self._waiting.get(thread_id, ()))
 
