@@ -72,7 +72,7 @@ from graph_agent.messages import (
     UserMessage,
 )
 from graph_agent.models.base import ModelRequest, ToolDefinition
-from graph_agent.tools import Tool, ToolContext, Toolkit, result_to_content
+from graph_agent.tools import Tool, ToolContext, result_to_content
 
 if TYPE_CHECKING:
     from graph_agent.agent.spec import NodeSettings
@@ -244,13 +244,11 @@ class ModelNode(DualNode):
     :class:`StructuredOutputError`.
     """
 
-    def __init__(
-        self, agent: NodeSettings, *, takes_steering: bool = True, toolkit: Toolkit | None = None
-    ) -> None:
+    def __init__(self, agent: NodeSettings, *, takes_steering: bool = True) -> None:
         self.agent = agent
-        self.toolkit = agent.toolkit if toolkit is None else toolkit
-        """The tools this node offers: the agent's when its graph was built, so a run keeps
-        its tools while ``add_tools``/``remove_tools`` change the agent's for the next run."""
+        """The agent as it was when it built this node's graph (model, tools, options): a run
+        keeps them while the agent's change for the next run."""
+        self.toolkit = agent.toolkit
         self.takes_steering = takes_steering
         """Whether this node is the loop entry, which delivers steering messages (see
         :mod:`graph_agent.agent.steering`); with beforeModel hooks the first of them is."""
@@ -287,7 +285,7 @@ class ModelNode(DualNode):
     def _steered(self, state: OverAllState, config: RunnableConfig) -> tuple[UserMessage, ...]:
         """The messages ``agent.steer`` queued for this thread that it does not hold yet
         (see :mod:`graph_agent.agent.steering`); they stay queued until it does."""
-        return take_steering(self.agent, state, config) if self.takes_steering else ()
+        return take_steering(self.agent.steering, state, config) if self.takes_steering else ()
 
     def _flow(
         self, state: OverAllState, steered: Sequence[BaseMessage] = ()
@@ -552,11 +550,9 @@ class ToolNode(DualNode):
     still run), ``goto="model"`` is the usual way on.
     """
 
-    def __init__(
-        self, agent: NodeSettings, private_keys: frozenset[str], toolkit: Toolkit | None = None
-    ) -> None:
+    def __init__(self, agent: NodeSettings, private_keys: frozenset[str]) -> None:
         self.agent = agent
-        self.toolkit = agent.toolkit if toolkit is None else toolkit
+        self.toolkit = agent.toolkit
         """The tools this node runs: the ones the graph's model node offers (see
         :class:`ModelNode`)."""
         self.private_keys = private_keys

@@ -23,7 +23,7 @@ from graph_agent.agent.keys import AGENT_KEYS, STEERED_KEY
 from graph_agent.agent.nodes import FINAL_ANSWER_TOOL, messages_of, run_answer
 from graph_agent.agent.recovery import recovering
 from graph_agent.agent.shape import build_graph
-from graph_agent.agent.spec import AgentSpec
+from graph_agent.agent.spec import AgentSpec, NodeSettings
 from graph_agent.agent.steering import SteeringQueue, steering_thread
 from graph_agent.agent.templates import placeholders
 from graph_agent.checkpoint.base import CheckpointSaver
@@ -46,6 +46,34 @@ from graph_agent.messages import AssistantMessage, BaseMessage, UserMessage
 from graph_agent.models.base import ChatModel
 from graph_agent.store.base import BaseStore
 from graph_agent.tools import Tool, Toolkit
+
+REBUILT_ON_CHANGE = frozenset(
+    {
+        "name",
+        "model",
+        "instruction",
+        "description",
+        "hooks",
+        "model_interceptors",
+        "tool_interceptors",
+        "max_iterations",
+        "output_schema",
+        "output_key",
+        "output_mode",
+        "tool_timeout",
+        "max_parallel_tools",
+        "max_tool_calls_per_step",
+        "max_tool_output_chars",
+        "model_options",
+        "model_retry",
+        "model_timeout",
+        "tool_retry",
+        "listeners",
+        "store",
+    }
+)
+"""The attributes of a :class:`ReactAgent` its graph is built from: setting one after the agent
+was made builds the graph again on next use (as ``add_tools`` and a new ``saver`` do)."""
 
 AgentInput = str | BaseMessage | Sequence[BaseMessage] | Mapping[str, Any] | Command | None
 ToolLike = Tool | Callable[..., Any]
@@ -291,7 +319,7 @@ class ReactAgent:
 
     def _compile(self, toolkit: Toolkit) -> CompiledGraph:
         """The agent's graph with ``toolkit``, compiled (the caller holds the lock)."""
-        graph = build_graph(self, self.effective_hooks, self._spec_with(toolkit), toolkit)
+        graph = build_graph(self._settings_with(toolkit), self.effective_hooks)
         return graph.compile(
             CompileConfig(saver=self._saver, listeners=self.listeners, store=self.store)
         )
@@ -300,7 +328,7 @@ class ReactAgent:
     @property
     def spec(self) -> AgentSpec:
         """What this agent's hooks are told of it (their ``agent`` argument), as it is now; the
-        graph's hooks get it as it was when the graph was built."""
+        graph's hooks and nodes read it as it was when the graph was built."""
         return self._spec_with(self.toolkit)
 
     def _spec_with(self, toolkit: Toolkit) -> AgentSpec:
@@ -314,6 +342,36 @@ class ReactAgent:
             output_schema=self.output_schema,
             output_key=self.output_key,
         )
+
+    def _settings_with(self, toolkit: Toolkit) -> NodeSettings:
+        """The one description of this agent that its graph is built from: what the hooks are
+        told (the spec) and what the nodes read, taken together now."""
+        return NodeSettings(
+            spec=self._spec_with(toolkit),
+            toolkit=toolkit,
+            model_interceptors=tuple(self.model_interceptors),
+            tool_interceptors=tuple(self.tool_interceptors),
+            output_mode=self.output_mode,
+            tool_timeout=self.tool_timeout,
+            max_parallel_tools=self.max_parallel_tools,
+            max_tool_calls_per_step=self.max_tool_calls_per_step,
+            max_tool_output_chars=self.max_tool_output_chars,
+            model_options=dict(self.model_options),
+            model_retry=self.model_retry,
+            model_timeout=self.model_timeout,
+            tool_retry=self.tool_retry,
+            steering=self.steering,
+        )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Set an attribute; one the graph is built from (:data:`REBUILT_ON_CHANGE`) makes the
+        agent build its graph again on next use, so its hooks and nodes see the change alike
+        (a run already going keeps the graph it started with)."""
+        object.__setattr__(self, name, value)
+        if name in REBUILT_ON_CHANGE and "_lock" in self.__dict__:
+            with self._lock:
+                self._compiled = None
+                self._building = None
 
     @property
     def effective_hooks(self) -> tuple[Hook, ...]:

@@ -44,8 +44,13 @@ from graph_agent.agent.keys import (
     THREAD_KEY,
 )
 from graph_agent.agent.nodes import ModelNode, ToolNode, pending_tool_calls
-from graph_agent.agent.spec import AgentSpec
-from graph_agent.agent.steering import steered_update, take_steering, with_steered
+from graph_agent.agent.spec import AgentSpec, NodeSettings
+from graph_agent.agent.steering import (
+    SteeringQueue,
+    steered_update,
+    take_steering,
+    with_steered,
+)
 from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.errors import GraphSetupError, InvalidUpdateError
 from graph_agent.graph.state import AppendStrategy, OverAllState
@@ -129,14 +134,13 @@ def _check_limited_tools(agent: Any, toolkit: Toolkit, hooks: Sequence[Hook]) ->
             )
 
 
-def build_graph(
-    agent: Any, hooks: Sequence[Hook], spec: AgentSpec, toolkit: Toolkit | None = None
-) -> StateGraph:
+def build_graph(agent: NodeSettings, hooks: Sequence[Hook]) -> StateGraph:
     """The agent's StateGraph: nodes and edges exactly as the module docstring draws them.
 
-    ``spec`` is what the hooks are told of the agent (see :func:`hook_node`). ``toolkit``
-    (default: the agent's now) is what the model node offers and the tool node runs for every
-    run of this graph: a run keeps its tools while the agent's change.
+    ``agent`` is what the agent was when it built the graph: its ``spec`` is what the hooks are
+    told (see :func:`hook_node`), the rest what the model and tool nodes read, its ``toolkit``
+    what the model node offers and the tool node runs for every run of this graph. So a run
+    keeps its model and tools while the agent's change, and hooks and nodes never disagree.
 
     Raises:
         GraphSetupError: two hooks share a name, a hook's ``positions`` or ``can_jump_to`` is
@@ -144,7 +148,7 @@ def build_graph(
             a ToolCallLimitHook limits a tool the agent does not have, or a HumanInTheLoopHook
             gates none of its tools.
     """
-    toolkit = agent.toolkit if toolkit is None else toolkit
+    spec, toolkit = agent.spec, agent.toolkit
     check_unique(hooks)
     _check_limited_tools(agent, toolkit, hooks)
     has_tools = bool(toolkit)
@@ -189,15 +193,15 @@ def build_graph(
         for hook in run_order[position]:
             name = hook_node_name(hook, position)
             # the loop entry delivers steering messages, so the hooks after it see them
-            steering = agent if name == shape.loop_entry else None
+            steering = agent.steering if name == shape.loop_entry else None
             graph.add_node(name, hook_node(hook, position, spec, steering=steering))
-    model_node = ModelNode(agent, takes_steering=shape.loop_entry == MODEL_NODE, toolkit=toolkit)
+    model_node = ModelNode(agent, takes_steering=shape.loop_entry == MODEL_NODE)
     graph.add_node(MODEL_NODE, model_node, retry=agent.model_retry, timeout=agent.model_timeout)
     for hook in run_order["after_model"]:
         graph.add_node(hook_node_name(hook, "after_model"), hook_node(hook, "after_model", spec))
     if has_tools:
         private = frozenset(key for key in strategies if key.startswith("_"))
-        graph.add_node(TOOL_NODE, ToolNode(agent, private, toolkit), retry=agent.tool_retry)
+        graph.add_node(TOOL_NODE, ToolNode(agent, private), retry=agent.tool_retry)
     for hook in run_order["after_agent"]:
         graph.add_node(hook_node_name(hook, "after_agent"), hook_node(hook, "after_agent", spec))
     _wire(graph, shape, run_order, has_tools, jumps)
@@ -333,7 +337,11 @@ def _loop_exit_edges(
 
 
 def hook_node(
-    hook: Hook, position: HookPosition, agent: AgentSpec, *, steering: Any = None
+    hook: Hook,
+    position: HookPosition,
+    agent: AgentSpec,
+    *,
+    steering: SteeringQueue | None = None,
 ) -> Callable[[OverAllState, RunnableConfig], Any]:
     """The node function that runs ``hook`` at ``position`` for the agent ``agent`` describes,
     and checks what it returns.
@@ -343,9 +351,9 @@ def hook_node(
     :func:`~graph_agent.agent.hooks.accepted_keywords`); ``hook.agent`` reads the same spec
     while the method runs. The hook object itself is never changed.
 
-    With ``steering`` (the agent, at its loop entry), the messages ``agent.steer`` queued are
-    delivered here: the hook sees them after the history, and the node adds them to the
-    thread (see :mod:`graph_agent.agent.steering`).
+    With ``steering`` (the agent's queue, at its loop entry), the messages ``agent.steer``
+    queued are delivered here: the hook sees them after the history, and the node adds them to
+    the thread (see :mod:`graph_agent.agent.steering`).
     """
     method = getattr(hook, position)
     offered = {"agent": agent}

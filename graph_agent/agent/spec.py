@@ -10,13 +10,15 @@ sees, in each call, the agent whose graph is running it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from graph_agent.agent.interceptors import ModelInterceptor, ToolInterceptor
+    from graph_agent.agent.steering import SteeringQueue
+    from graph_agent.graph.policies import RetryPolicy
     from graph_agent.models.base import ChatModel
     from graph_agent.tools import Tool, Toolkit
 
@@ -65,23 +67,54 @@ class AgentSpec:
         return f"AgentSpec({self.name!r}, tools={list(self.tool_names)})"
 
 
-class NodeSettings(Protocol):
-    """What an agent's model and tool nodes read of their agent (a
-    :class:`~graph_agent.agent.react.ReactAgent`), typed here so the nodes need not import it:
-    the agent package depends one way, ``react`` → ``nodes``."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NodeSettings:
+    """What an agent's graph is built from: the :class:`AgentSpec` its hooks are told, and what
+    its model and tool nodes read besides, taken together from the agent when it builds the
+    graph. Nodes and hooks so read one description: after ``agent.model = other`` the agent
+    builds a new graph, whose model node calls ``other`` and whose hooks see ``other``, while a
+    run already going keeps the graph (and the model) it started with.
 
-    name: str
-    model: ChatModel
+    ``name``, ``model``, ``instruction``, ``max_iterations``, ``output_schema`` and
+    ``output_key`` are the spec's. ``steering`` is the agent's queue of steered messages (see
+    :mod:`graph_agent.agent.steering`): a live queue, not a setting.
+    """
+
+    spec: AgentSpec
     toolkit: Toolkit
-    instruction: str | None
-    model_interceptors: tuple[ModelInterceptor, ...]
-    tool_interceptors: tuple[ToolInterceptor, ...]
-    max_iterations: int
-    output_schema: type[BaseModel] | None
-    output_key: str
-    output_mode: Literal["response_format", "tool"]
-    tool_timeout: float
-    max_parallel_tools: int
-    max_tool_calls_per_step: int
-    max_tool_output_chars: int
-    model_options: Mapping[str, Any]
+    model_interceptors: tuple[ModelInterceptor, ...] = ()
+    tool_interceptors: tuple[ToolInterceptor, ...] = ()
+    output_mode: Literal["response_format", "tool"] = "response_format"
+    tool_timeout: float = 60.0
+    max_parallel_tools: int = 8
+    max_tool_calls_per_step: int = 32
+    max_tool_output_chars: int = 20_000
+    model_options: Mapping[str, Any] = field(default_factory=dict)
+    model_retry: RetryPolicy | None = None
+    model_timeout: float | None = None
+    tool_retry: RetryPolicy | None = None
+    steering: SteeringQueue | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def model(self) -> ChatModel:
+        return self.spec.model
+
+    @property
+    def instruction(self) -> str | None:
+        return self.spec.instruction
+
+    @property
+    def max_iterations(self) -> int:
+        return self.spec.max_iterations
+
+    @property
+    def output_schema(self) -> type[BaseModel] | None:
+        return self.spec.output_schema
+
+    @property
+    def output_key(self) -> str:
+        return self.spec.output_key

@@ -260,11 +260,10 @@ def held_ids(state: OverAllState, waiting: Sequence[BaseMessage]) -> set[str]:
 
 
 def take_steering(
-    agent: Any, state: OverAllState, config: RunnableConfig
+    queue: SteeringQueue | None, state: OverAllState, config: RunnableConfig
 ) -> tuple[UserMessage, ...]:
-    """The messages ``agent.steering`` holds for the config's thread that ``state`` does not
-    (see :meth:`SteeringQueue.take`). Costs a dict look-up when none wait."""
-    queue: SteeringQueue | None = getattr(agent, "steering", None)
+    """The messages ``queue`` (an agent's ``steering``) holds for the config's thread that
+    ``state`` does not (see :meth:`SteeringQueue.take`). Costs a dict look-up when none wait."""
     thread_id = config.thread_id
     if queue is None or thread_id is None:
         return ()

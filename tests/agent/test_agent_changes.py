@@ -1,0 +1,94 @@
+"""Changing a made agent (``agent.model = other``, a new instruction, new options): its graph is
+built again from one description, so its hooks and its nodes see the same model and settings,
+and a run already going keeps what it started with."""
+
+from __future__ import annotations
+
+import threading
+
+from graph_agent import RunnableConfig
+from graph_agent.agent import ModelHook, ReactAgent
+from graph_agent.agent.spec import AgentSpec
+from graph_agent.messages import AssistantMessage, SystemMessage
+from graph_agent.models import ScriptedChatModel
+from graph_agent.models.base import ModelRequest
+
+
+class SeesModel(ModelHook):
+    """Records which model the hook is told its agent has, at each model call."""
+
+    def __init__(self) -> None:
+        self.models: list[object] = []
+
+    def before_model(self, state, config, *, agent: AgentSpec):
+        self.models.append(agent.model)
+
+
+def test_after_the_model_is_replaced_hooks_and_the_model_node_see_the_same_new_model():
+    first, second = ScriptedChatModel(["from the first"]), ScriptedChatModel(["from the second"])
+    hook = SeesModel()
+    agent = ReactAgent("helper", first, hooks=[hook])
+    assert agent.call("hello").text == "from the first"
+
+    agent.model = second
+    answer = agent.call("hello again")
+
+    assert answer.text == "from the second"
+    assert hook.models == [first, second]
+    assert len(first.requests) == 1 and len(second.requests) == 1
+    assert agent.spec.model is second
+
+
+def test_a_model_set_before_the_first_call_is_the_one_both_see():
+    hook = SeesModel()
+    agent = ReactAgent("helper", ScriptedChatModel(["unused"]), hooks=[hook])
+    _ = agent.graph  # built with the first model
+    replacement = ScriptedChatModel(["replaced"])
+    agent.model = replacement
+    assert agent.call("hi").text == "replaced"
+    assert hook.models == [replacement]
+
+
+def test_a_new_instruction_reaches_the_model_of_the_next_run():
+    model = ScriptedChatModel(["one", "two"])
+    agent = ReactAgent("helper", model, instruction="Be brief.")
+    config = RunnableConfig(thread_id="t")
+    agent.call("first", config)
+    agent.instruction = "Be thorough."
+    agent.call("second", config)
+    systems = [m.text for m in model.requests[-1].messages if isinstance(m, SystemMessage)]
+    assert systems == ["Be thorough."]
+
+
+def test_new_model_options_reach_the_next_model_call():
+    model = ScriptedChatModel(["one", "two"])
+    agent = ReactAgent("helper", model, model_options={"temperature": 0})
+    agent.call("first")
+    agent.model_options = {"temperature": 1}
+    agent.call("second")
+    assert [r.options.get("temperature") for r in model.requests] == [0, 1]
+
+
+def test_a_run_already_going_keeps_the_model_it_started_with():
+    started, go_on = threading.Event(), threading.Event()
+
+    def slow(request: ModelRequest) -> AssistantMessage:
+        started.set()
+        assert go_on.wait(10)
+        return AssistantMessage(content="from the first")
+
+    first, second = ScriptedChatModel([slow]), ScriptedChatModel(["from the second"])
+    hook = SeesModel()
+    agent = ReactAgent("helper", first, hooks=[hook])
+    answers: list[str] = []
+    running = threading.Thread(target=lambda: answers.append(agent.call("hello").text))
+    running.start()
+    assert started.wait(10)
+    agent.model = second  # while the first run waits for its model
+    go_on.set()
+    running.join(10)
+
+    assert answers == ["from the first"]
+    assert hook.models == [first]
+    assert agent.call("next").text == "from the second"
+    assert hook.models == [first, second]
