@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import threading
 import uuid
@@ -33,7 +34,7 @@ from pydantic import BaseModel, ValidationError
 from graph_agent.agent.compose import AgentLike, agent_node, agent_tool
 from graph_agent.agent.keys import RUN_INPUT_KEY, RUN_KEY
 from graph_agent.agent.nodes import run_answer, run_start
-from graph_agent.agent.react import coerce_state
+from graph_agent.agent.react import ReactAgent, coerce_state
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.graph._subgraph import SubgraphNode
@@ -215,6 +216,22 @@ class FlowAgent:
         """The team's snapshots, newest first (an agent's, with a config naming its
         namespace, as ``TaskSnapshot.state.config`` does)."""
         return self.graph.get_state_history(config, limit=limit, before=before)
+
+    def update_state(
+        self, config: RunnableConfig, values: Mapping[str, Any], as_node: str | None = None
+    ) -> RunnableConfig:
+        """Write ``values`` into the team's thread as if ``as_node`` had returned them (see
+        :meth:`CompiledGraph.update_state`); messages may be given as for a call."""
+        return self.graph.update_state(config, coerce_state(values), as_node)
+
+    def with_saver(self, saver: CheckpointSaver) -> FlowAgent:
+        """The same team keeping its threads in ``saver`` (its agents' checkpoints go there
+        too, under their namespaces): a new object; this one is left as it was."""
+        twin = copy.copy(self)
+        twin.saver = saver
+        twin._compiled = None
+        twin._lock = threading.Lock()
+        return twin
 
     def as_node(self, **options: Any) -> SubgraphNode:
         """This team as a node of another graph (see ``ReactAgent.as_node``)."""
@@ -519,7 +536,12 @@ def _strip_fence(text: str) -> str:
     return text.strip()
 
 
+Agent = ReactAgent | FlowAgent
+"""An agent or a team of agents: what takes a conversation (a question in, an answer out).
+``graph-agent serve``, ``mcp serve`` and the CLI run both kinds alike."""
+
 __all__ = [
+    "Agent",
     "FlowAgent",
     "LlmRoutingAgent",
     "LoopAgent",

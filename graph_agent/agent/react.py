@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import enum
 import threading
@@ -249,6 +250,18 @@ class ReactAgent:
             self._saver = saver
             self._compiled = None
             self._building = None
+
+    def with_saver(self, saver: CheckpointSaver) -> ReactAgent:
+        """The same agent keeping its threads in ``saver``: a new object, sharing the model,
+        tools and hooks; this one is left as it was (its saver, its graph, its steering)."""
+        twin = copy.copy(self)
+        with self._lock:
+            object.__setattr__(twin, "_lock", threading.Lock())
+            object.__setattr__(twin, "_saver", saver)
+            object.__setattr__(twin, "_compiled", None)
+            object.__setattr__(twin, "_building", None)
+            object.__setattr__(twin, "steering", SteeringQueue(held=twin._held_message_ids))
+        return twin
 
     # tools
     def add_tools(self, *tools: ToolLike | Iterable[ToolLike]) -> tuple[Tool, ...]:

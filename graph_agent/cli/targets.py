@@ -2,8 +2,9 @@
 
 ``MODULE`` is a dotted module name importable from the current folder (``mypkg.agents``) or a
 path to a Python file (``examples/quickstart.py``). ``OBJECT`` names a :class:`ReactAgent`, a
-:class:`CompiledGraph` or a :class:`StateGraph` (compiled for you) in it, possibly dotted
-(``agents.support``), or a function taking no arguments that returns one of them.
+team of agents (a :class:`FlowAgent` such as ``SequentialAgent``), a :class:`CompiledGraph` or a
+:class:`StateGraph` (compiled for you) in it, possibly dotted (``agents.support``), or a function
+taking no arguments that returns one of them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from graph_agent.agent.flows import Agent, FlowAgent
 from graph_agent.agent.react import ReactAgent
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
@@ -49,7 +51,7 @@ __all__ = [
 
 DEMO_DB = os.path.join(".graph_agent", "demo.db")
 """Where ``demo`` keeps its threads and ``threads`` looks by default."""
-_KINDS = (ReactAgent, CompiledGraph, StateGraph)
+_KINDS = (ReactAgent, FlowAgent, CompiledGraph, StateGraph)
 _EXAMPLE = "e.g. examples/quickstart.py:agent or mypackage.agents:agent"
 
 
@@ -62,7 +64,7 @@ class Target:
     """
 
     spec: str
-    runnable: ReactAgent | CompiledGraph | RemoteGraph
+    runnable: Agent | CompiledGraph | RemoteGraph
     opened: SqliteSaver | None = None
     previous_saver: CheckpointSaver | None = None
     previous_model: ChatModel | None = None
@@ -96,8 +98,8 @@ class Target:
         Raises:
             CliError: the target is a graph: its nodes call their models themselves.
         """
-        if isinstance(self.runnable, RemoteGraph):
-            return  # the server's agent asks its model as it was built to
+        if isinstance(self.runnable, RemoteGraph | FlowAgent):
+            return  # the server's agent, a team's agents, ask their models as they were built to
         if not isinstance(self.runnable, ReactAgent):
             raise CliError(
                 f"--no-stream-model works on an agent, and {self.spec} is a graph, whose nodes "
@@ -113,7 +115,7 @@ class Target:
     def is_agent(self) -> bool:
         if isinstance(self.runnable, RemoteGraph):
             return self.runnable.is_agent
-        return isinstance(self.runnable, ReactAgent)
+        return isinstance(self.runnable, Agent)
 
     @property
     def remote(self) -> RemoteGraph | None:
@@ -121,7 +123,7 @@ class Target:
         return self.runnable if isinstance(self.runnable, RemoteGraph) else None
 
     @property
-    def local(self) -> ReactAgent | CompiledGraph:
+    def local(self) -> Agent | CompiledGraph:
         """The local agent or graph (``load_target``'s, never a served one)."""
         runnable = self.runnable
         assert not isinstance(runnable, RemoteGraph), "a served target has no local object"
@@ -235,6 +237,11 @@ def load_target(spec: str, *, db: str | None = None, default_saver: bool = True)
         previous, agent_saver = found.saver, open_saver(db)
         _use_saver(found, agent_saver)
         return Target(spec=spec, runnable=found, opened=agent_saver, previous_saver=previous)
+    if isinstance(found, FlowAgent):
+        if db is None:
+            return Target(spec=spec, runnable=found)
+        team_saver = open_saver(db)
+        return Target(spec=spec, runnable=found.with_saver(team_saver), opened=team_saver)
     if isinstance(found, StateGraph):
         graph_saver = open_saver(db) if db is not None else None
         saver: CheckpointSaver | None = graph_saver
@@ -405,7 +412,8 @@ def _resolve(module: ModuleType, module_part: str, object_part: str) -> Any:
             hint = (
                 f"it defines: {', '.join(candidates)}"
                 if candidates
-                else "it defines no ReactAgent, CompiledGraph or StateGraph"
+                else "it defines no agent (ReactAgent, or a team such as SequentialAgent), "
+                "CompiledGraph or StateGraph"
             )
             raise CliError(f"{module_part} has no {object_part!r}", hint, EXIT_USAGE)
         found = getattr(found, attribute)
@@ -413,8 +421,8 @@ def _resolve(module: ModuleType, module_part: str, object_part: str) -> Any:
         found = _call_factory(found, f"{module_part}:{object_part}")
     if not isinstance(found, _KINDS):
         raise CliError(
-            f"{module_part}:{object_part} is a {type(found).__name__}, not a ReactAgent, "
-            "CompiledGraph or StateGraph",
+            f"{module_part}:{object_part} is a {type(found).__name__}, not an agent (a "
+            "ReactAgent or a team such as SequentialAgent), a CompiledGraph or a StateGraph",
             "point at an agent or a graph (or a function with no arguments returning one)",
             EXIT_USAGE,
         )

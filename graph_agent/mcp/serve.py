@@ -1,10 +1,10 @@
 """graph_agent agents and graphs served as MCP tools, with the SDK's ``MCPServer``.
 
-Each agent or graph becomes one tool, named after it (its assistant id): an agent's tool takes
-``message`` (what to ask) and answers with the agent's final answer; a graph's tool takes
-``input`` (a JSON object of state keys) and answers with the final state as JSON. Every call is
-a new thread. While it runs, each finished node is sent to the client as a progress
-notification ("model finished (step 0)"), when the client asked for progress.
+Each agent (a team of agents too) or graph becomes one tool, named after it (its assistant id):
+an agent's tool takes ``message`` (what to ask) and answers with the agent's final answer; a
+graph's tool takes ``input`` (a JSON object of state keys) and answers with the final state as
+JSON. Every call is a new thread. While it runs, each finished node is sent to the client as a
+progress notification ("model finished (step 0)"), when the client asked for progress.
 
 A run that pauses (a human approval) cannot be answered over MCP: the call fails, saying so.
 
@@ -24,8 +24,8 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from graph_agent.agent.flows import Agent
 from graph_agent.agent.nodes import run_answer
-from graph_agent.agent.react import ReactAgent
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphAgentError, exception_text
 from graph_agent.graph.state import OverAllState
@@ -35,7 +35,7 @@ from graph_agent.mcp.toolset import _valid_name
 
 __all__ = ["mcp_server"]
 
-Runnable = ReactAgent | CompiledGraph
+Runnable = Agent | CompiledGraph
 
 
 def mcp_server(runnables: Iterable[Runnable], *, name: str = "graph-agent") -> MCPServer:
@@ -56,7 +56,7 @@ def mcp_server(runnables: Iterable[Runnable], *, name: str = "graph-agent") -> M
                 "each its own name"
             )
         seen.add(tool_name)
-        if isinstance(runnable, ReactAgent):
+        if isinstance(runnable, Agent):
             server.add_tool(
                 _agent_tool(runnable),
                 name=tool_name,
@@ -74,7 +74,7 @@ def mcp_server(runnables: Iterable[Runnable], *, name: str = "graph-agent") -> M
     return server
 
 
-def _agent_tool(agent: ReactAgent) -> Any:
+def _agent_tool(agent: Agent) -> Any:
     async def ask(message: str, ctx: Context) -> str:
         """Ask the agent.
 

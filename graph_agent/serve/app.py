@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -29,7 +30,7 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
-from graph_agent.agent.react import ReactAgent
+from graph_agent.agent.flows import Agent
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.graph.builder import StateGraph
@@ -70,7 +71,9 @@ from graph_agent.serve.wire import to_json as wire_json
 
 __all__ = ["ApiError", "assistants_on", "create_app"]
 
-Servable = ReactAgent | CompiledGraph | StateGraph
+log = logging.getLogger(__name__)
+
+Servable = Agent | CompiledGraph | StateGraph
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -175,14 +178,33 @@ def assistants_on(
 
 
 def _on_saver(target: Servable, saver: CheckpointSaver) -> Runnable:
+    """``target`` keeping its threads in the server's ``saver``: a graph compiled on it, or a
+    copy of the agent, team or compiled graph (the object given is left as it was). A saver of
+    its own that the server does not use is named in a warning (the server keeps every
+    assistant's threads in one place: its threads there are not served)."""
     if isinstance(target, StateGraph):
         return target.compile(CompileConfig(saver=saver))
-    if isinstance(target, CompiledGraph):
+    if isinstance(target, Agent | CompiledGraph):
+        own = target.saver
+        if own is not None and own is not saver and not isinstance(own, MemorySaver):
+            log.warning(
+                "%s %r keeps its threads in its own %s, which the server does not use: it "
+                "serves the threads of its own saver, %s, instead (serve on that database to "
+                "serve them)",
+                "graph" if isinstance(target, CompiledGraph) else "agent",
+                target.name,
+                _saver_name(own),
+                _saver_name(saver),
+            )
         return target.with_saver(saver)
-    if isinstance(target, ReactAgent):
-        target.saver = saver
-        return target
-    raise TypeError(f"cannot serve a {type(target).__name__}: give an agent or a graph")
+    raise TypeError(
+        f"cannot serve a {type(target).__name__}: give an agent, a team of agents or a graph"
+    )
+
+
+def _saver_name(saver: CheckpointSaver) -> str:
+    path = getattr(saver, "path", None)
+    return f"{type(saver).__name__}({path!r})" if isinstance(path, str) else type(saver).__name__
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
@@ -302,9 +324,9 @@ class _Api:
         }
 
     def _kind(self, assistant_id: str) -> str:
-        """``agent`` (a ReactAgent: takes a question) or ``graph``, for clients like
+        """``agent`` (an agent or a team: takes a question) or ``graph``, for clients like
         ``graph-agent run --url``."""
-        return "agent" if isinstance(self.assistants[assistant_id], ReactAgent) else "graph"
+        return "agent" if isinstance(self.assistants[assistant_id], Agent) else "graph"
 
     def _runnable(self, assistant_id: Any) -> Runnable:
         if not isinstance(assistant_id, str):
@@ -339,7 +361,7 @@ class _Api:
         """The graph as LangGraph's JSON, or as ``?format=mermaid|dot|plantuml|ascii`` text;
         ``?xray=`` opens subgraph nodes (``true``, or how many levels)."""
         runnable = self._runnable(request.path_params["assistant_id"])
-        view = runnable.graph.view if isinstance(runnable, ReactAgent) else runnable.view
+        view = runnable.graph.view if isinstance(runnable, Agent) else runnable.view
         fmt = request.query_params.get("format", "json")
         if fmt not in DIAGRAM_FORMATS:
             formats = ", ".join(DIAGRAM_FORMATS)
@@ -365,7 +387,7 @@ class _Api:
         ``node|child``); ``?recurse=true`` goes all the way down."""
         assistant_id = request.path_params["assistant_id"]
         runnable = self._runnable(assistant_id)
-        graph = runnable.graph if isinstance(runnable, ReactAgent) else runnable
+        graph = runnable.graph if isinstance(runnable, Agent) else runnable
         recurse = request.query_params.get("recurse", "false").lower()
         if recurse not in ("true", "false", "1", "0"):
             raise ApiError(422, f"recurse must be true or false, got {recurse!r}")

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from graph_agent.agent.flows import FlowAgent
 from graph_agent.agent.keys import AGENT_KEYS
 from graph_agent.agent.react import ReactAgent
 from graph_agent.graph.builder import StateGraph
@@ -50,6 +51,8 @@ class InputKeys:
             private = target.private_keys
         elif isinstance(target, ReactAgent):
             private = AGENT_KEYS
+        elif isinstance(target, FlowAgent):
+            private = target.PRIVATE_KEYS
         if declared is None:
             return cls(allowed=None, private=private)
         if isinstance(declared, str):

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import copy
 import dataclasses
 import json
 import threading
@@ -44,7 +43,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from graph_agent.agent.react import ReactAgent
+from graph_agent.agent.flows import Agent
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.graph.compiled import CompiledGraph
@@ -82,7 +81,7 @@ __all__ = [
     "thread_values",
 ]
 
-Runnable = ReactAgent | CompiledGraph
+Runnable = Agent | CompiledGraph
 StreamMode = Literal["values", "updates", "custom", "messages", "messages-tuple"]
 STREAM_MODES: tuple[str, ...] = ("values", "updates", "custom", "messages", "messages-tuple")
 MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
@@ -267,11 +266,7 @@ def rollback_thread(runnable: Runnable, thread_id: str, run_ids: set[str]) -> No
 
 def on_saver(runnable: Runnable, saver: CheckpointSaver) -> Runnable:
     """The same graph or agent keeping its threads in ``saver`` (``runnable`` is unchanged)."""
-    if isinstance(runnable, CompiledGraph):
-        return runnable.with_saver(saver)
-    twin = copy.copy(runnable)
-    twin.saver = saver  # the setter drops the graph the copy shares: it builds its own
-    return twin
+    return runnable.with_saver(saver)
 
 
 class Runner:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from graph_agent.agent.react import ReactAgent
+from graph_agent.agent.flows import Agent
 from graph_agent.graph import render
 from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.compiled import CompiledGraph
@@ -170,7 +170,7 @@ def _object(properties: dict[str, Any], *, closed: bool = False) -> dict[str, An
 def assistant_schemas(assistant_id: str, target: Any, keys: InputKeys) -> dict[str, Any]:
     """The body of ``GET /assistants/{assistant_id}/schemas`` for ``target`` (as given to
     ``create_app``, before it is compiled) whose clients may send ``keys``."""
-    if isinstance(target, ReactAgent):
+    if isinstance(target, Agent):
         state = _object({"messages": _MESSAGES})
         input_schema = _object({"messages": _MESSAGES})
         output_schema = state

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import threading
 
-from graph_agent import RunnableConfig
-from graph_agent.agent import ModelHook, ReactAgent
+from graph_agent import MemorySaver, RunnableConfig
+from graph_agent.agent import ModelHook, ReactAgent, SequentialAgent
 from graph_agent.agent.spec import AgentSpec
 from graph_agent.messages import AssistantMessage, SystemMessage
 from graph_agent.models import ScriptedChatModel
@@ -92,3 +92,31 @@ def test_a_run_already_going_keeps_the_model_it_started_with():
     assert hook.models == [first]
     assert agent.call("next").text == "from the second"
     assert hook.models == [first, second]
+
+
+def test_with_saver_gives_a_new_agent_on_that_saver_and_leaves_this_one_as_it_was():
+    own, other = MemorySaver(), MemorySaver()
+    agent = ReactAgent("helper", ScriptedChatModel(["one", "two"]), saver=own)
+    graph = agent.graph
+    twin = agent.with_saver(other)
+    config = RunnableConfig(thread_id="t")
+    twin.call("hi", config)
+
+    assert agent.saver is own and agent.graph is graph
+    assert twin.saver is other and twin.graph is not graph
+    assert other.get("t") is not None and own.get("t") is None
+
+
+def test_a_team_on_another_saver_keeps_its_threads_there_and_its_state_can_be_updated():
+    writer = ReactAgent("writer", ScriptedChatModel(["A draft."]))
+    editor = ReactAgent("editor", ScriptedChatModel(["A better draft."]))
+    team = SequentialAgent("pipeline", [writer, editor])
+    saver = MemorySaver()
+    served = team.with_saver(saver)
+    config = RunnableConfig(thread_id="t")
+    served.call("Write.", config)
+    served.update_state(config, {"messages": "And a title?"})
+
+    assert team.saver is not saver
+    assert [m.text for m in served.get_state(config).values["messages"]][-1] == "And a title?"
+    assert saver.get("t") is not None and team.saver.get("t") is None

@@ -40,7 +40,8 @@ CASES = {
     "wrong type": (
         ["run", f"{example('quickstart.py')}:get_weather", "hi"],
         2,
-        "quickstart.py:get_weather is a Tool, not a ReactAgent, CompiledGraph or StateGraph",
+        "quickstart.py:get_weather is a Tool, not an agent (a ReactAgent or a team such as "
+        "SequentialAgent), a CompiledGraph or a StateGraph",
     ),
     "a failing import": (
         ["run", "@boom.py:agent", "hi"],

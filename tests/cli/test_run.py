@@ -29,6 +29,13 @@ def test_an_agent_prints_its_answer(cli):
     assert result.out == "Right now it is sunny and 23 °C in Paris.\n"
 
 
+def test_a_team_of_agents_takes_a_question_and_prints_its_answer(cli):
+    result = cli("run", f"{example('team.py')}:team", "Write about graph runtimes.", "--db", "t.db")
+
+    assert result.code == 0, result.err
+    assert result.out.strip() and "Traceback" not in result.err
+
+
 def test_a_graph_takes_json_and_prints_its_final_state(cli):
     result = cli("run", f"{example('workflow.py')}:build", '{"topic": "Graphs"}')
 

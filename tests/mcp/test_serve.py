@@ -71,6 +71,17 @@ async def test_a_run_that_fails_is_an_error_result_saying_why():
     assert "'review' failed" in result.content[0].text
 
 
+async def test_a_team_of_agents_is_one_tool_answering_a_question():
+    team = load_target(f"{ROOT / 'examples' / 'team.py'}:team").local
+    async with Client(mcp_server([team])) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        result = await client.call_tool("report_team", {"message": "Write about graphs."})
+
+    assert tools["report_team"].input_schema["required"] == ["message"]
+    assert not result.is_error, result.content
+    assert result.content[0].text.strip()
+
+
 def test_two_targets_with_one_name_are_refused():
     with pytest.raises(MCPConfigError, match="'demo'"):
         mcp_server([demo_agent, demo_agent])

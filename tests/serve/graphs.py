@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from graph_agent import END, START, StateGraph, emit_chunk, interrupt
+from graph_agent.agent.flows import SequentialAgent
 from graph_agent.agent.react import ReactAgent
 from graph_agent.messages import AssistantMessageChunk
 from graph_agent.models.scripted import ScriptedChatModel
@@ -56,3 +57,10 @@ ANSWERS = ("Hello there.", "Second answer.", "Third.", *(f"Answer {n}." for n in
 
 def agent() -> ReactAgent:
     return ReactAgent("assistant", model=ScriptedChatModel(list(ANSWERS)))
+
+
+def team() -> SequentialAgent:
+    """A writer, then an editor: a team served like an agent."""
+    writer = ReactAgent("writer", model=ScriptedChatModel([f"Draft {n}." for n in range(50)]))
+    editor = ReactAgent("editor", model=ScriptedChatModel([f"Edited {n}." for n in range(50)]))
+    return SequentialAgent("pipeline", [writer, editor])
