@@ -24,10 +24,12 @@ from graph_agent.messages import (
     TextPart,
     ToolCall,
     ToolResponseMessage,
+    Usage,
     UserMessage,
     content_text,
 )
 from graph_agent.serve.wire_parts import PartError, part_from_json, part_json
+from graph_agent.serve.wire_usage import UsageError, usage_from_json, usage_json
 
 __all__ = [
     "WireError",
@@ -73,6 +75,8 @@ def to_json(value: Any) -> Any:
         return chunk_json(value)
     if isinstance(value, Interrupt):
         return interrupt_json(value)
+    if isinstance(value, Usage):
+        return usage_json(value)
     if isinstance(value, BaseModel):
         return to_json(value.model_dump(mode="json"))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -97,7 +101,7 @@ def message_json(message: BaseMessage) -> dict[str, Any]:
     if isinstance(message, AssistantMessage):
         body["tool_calls"] = [_tool_call_json(call) for call in message.tool_calls]
         body["invalid_tool_calls"] = []
-        body["usage_metadata"] = _usage_json(message.usage)
+        body["usage_metadata"] = usage_json(message.usage) if message.usage is not None else None
         if message.finish_reason is not None:
             body["response_metadata"] = {"finish_reason": message.finish_reason}
     if isinstance(message, ToolResponseMessage):
@@ -125,19 +129,12 @@ def chunk_json(chunk: AssistantMessageChunk) -> dict[str, Any]:
             {"index": d.index, "id": d.id, "name": d.name, "args": d.arguments}
             for d in chunk.tool_call_deltas
         ],
-        "usage_metadata": _usage_json(chunk.usage),
+        "usage_metadata": usage_json(chunk.usage) if chunk.usage is not None else None,
     }
 
 
 def _tool_call_json(call: ToolCall) -> dict[str, Any]:
     return {"id": call.id, "name": call.name, "args": to_json(call.arguments), "type": "tool_call"}
-
-
-def _usage_json(usage: Any) -> dict[str, Any] | None:
-    if usage is None:
-        return None
-    dumped = to_json(usage)
-    return dumped if isinstance(dumped, dict) else None
 
 
 def error_json(exc: BaseException) -> dict[str, Any]:
@@ -242,7 +239,10 @@ def message_from_json(item: Any) -> BaseMessage:
                 )
                 for call in item.get("tool_calls") or ()
             ]
-            return AssistantMessage(content=content, tool_calls=calls, **extra)
+            usage = usage_from_json(item.get("usage_metadata"))
+            return AssistantMessage(content=content, tool_calls=calls, usage=usage, **extra)
+    except UsageError as exc:
+        raise WireError(str(exc)) from exc
     except (TypeError, ValueError) as exc:
         raise WireError(f"message {item!r:.60} is malformed: {exc}") from exc
     raise WireError(f"unknown message type {kind!r}: use human, ai, system or tool")

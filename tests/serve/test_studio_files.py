@@ -103,7 +103,7 @@ def test_each_model_call_reports_its_token_usage(keyed: Server) -> None:
     assert [item["node"] for item in usage] == ["__model__", "__model__"]  # call, then answer
     for item in usage:
         counts = item["usage"]
-        assert counts["total_tokens"] == counts["prompt_tokens"] + counts["completion_tokens"] > 0
+        assert counts["total_tokens"] == counts["input_tokens"] + counts["output_tokens"] > 0
     assert usage[0]["step"] < usage[1]["step"]
 
 
