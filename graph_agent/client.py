@@ -37,7 +37,7 @@ from graph_agent.graph.types import (
     StreamingOutput,
 )
 from graph_agent.messages import BaseMessage, UserMessage
-from graph_agent.serve.wire import message_from_json, to_json
+from graph_agent.serve.wire import messages_from_json, to_json
 from graph_agent.tools import Tool
 
 __all__ = ["RemoteGraph", "RemoteGraphError"]
@@ -263,13 +263,14 @@ def _reply(response: httpx.Response) -> Any:
 
 
 def _values(values: Any) -> dict[str, Any]:
-    """A state from JSON: messages become graph_agent messages."""
+    """A state (or a node's update) from JSON: messages become graph_agent messages, and
+    LangGraph's removals of messages our ``RemoveMessage`` and ``ReplaceAll``."""
     if not isinstance(values, Mapping):
         return {}
     state = {k: v for k, v in values.items() if k not in ("__interrupt__", "__error__")}
     messages = state.get("messages")
-    if isinstance(messages, list):
-        state["messages"] = [message_from_json(item) for item in messages]
+    if isinstance(messages, list | Mapping):
+        state["messages"] = messages_from_json(messages)
     return state
 
 

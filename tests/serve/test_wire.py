@@ -1,5 +1,5 @@
 """What the server sends, read with LangChain's own classes (langchain-core): every message
-type and streamed chunks."""
+type, streamed chunks, and what nodes write to an append key."""
 
 from __future__ import annotations
 
@@ -16,10 +16,13 @@ from langchain_core.messages import (
     messages_from_dict,
 )
 
+from graph_agent import Send
 from graph_agent.messages import (
     AssistantMessage,
     AssistantMessageChunk,
     ImagePart,
+    RemoveMessage,
+    ReplaceAll,
     SystemMessage,
     TextPart,
     ToolCall,
@@ -29,6 +32,9 @@ from graph_agent.messages import (
     UserMessage,
 )
 from graph_agent.serve.wire import (
+    WireError,
+    input_from_json,
+    messages_from_json,
     to_json,
 )
 
@@ -105,3 +111,52 @@ def test_a_streamed_chunk_validates_as_langchains_ai_message_chunk() -> None:
     assert [(c["index"], c["id"], c["name"], c["args"]) for c in message.tool_call_chunks] == [
         (0, "c1", "add", '{"a": 1')
     ]
+
+
+def test_a_replace_all_of_messages_goes_out_as_langgraphs_remove_all() -> None:
+    kept = [SystemMessage("Be brief.", id="s1"), UserMessage("Summary: ...", id="u9")]
+    sent = to_json({"messages": ReplaceAll(kept)})["messages"]
+    assert isinstance(sent, list) and sent[0]["type"] == "remove"
+    assert sent[0]["id"] == "__remove_all__" and sent[1:] == [to_json(m) for m in kept]
+    remove_all, *rest = convert_to_messages(sent)
+    assert remove_all == langchain.RemoveMessage(id="__remove_all__")
+    assert [m.id for m in rest] == ["s1", "u9"]
+
+
+def test_a_remove_message_goes_out_as_langchains_remove_message() -> None:
+    sent = to_json([RemoveMessage("m7")])
+    assert convert_to_messages(sent) == [langchain.RemoveMessage(id="m7")]
+    assert langchain.RemoveMessage(**sent[0]).model_dump() == sent[0]
+
+
+def test_a_replace_all_of_other_items_goes_out_as_langgraphs_overwrite() -> None:
+    assert to_json({"log": ReplaceAll(["a", "b"])}) == {"log": {"__overwrite__": ["a", "b"]}}
+
+
+def test_a_send_goes_out_as_its_node_and_arg() -> None:
+    assert to_json(Send("square", {"n": 2})) == {"node": "square", "arg": {"n": 2}}
+
+
+def test_no_internal_value_leaks_as_its_fields_or_its_repr() -> None:
+    sent = str(to_json([ReplaceAll([UserMessage("x")]), RemoveMessage("y"), Send("n", {})]))
+    assert "items" not in sent and "Send(" not in sent and "RemoveMessage(" not in sent
+
+
+def test_langgraphs_removals_are_read_back_as_ours() -> None:
+    kept = [SystemMessage("Be brief.", id="s1"), UserMessage("Summary", id="u9")]
+    assert messages_from_json(to_json(ReplaceAll(kept))) == ReplaceAll(kept)
+    assert messages_from_json({"__overwrite__": to_json(kept)}) == ReplaceAll(kept)
+    assert messages_from_json(to_json([RemoveMessage("m7"), kept[1]])) == [
+        RemoveMessage("m7"),
+        kept[1],
+    ]
+
+
+def test_a_client_removing_messages_in_its_input_removes_them() -> None:
+    body = {"messages": [langchain.RemoveMessage(id="m7").model_dump()]}
+    assert input_from_json(body) == {"messages": [RemoveMessage("m7")]}
+
+
+def test_a_remove_message_without_an_id_is_refused_naming_it() -> None:
+    with pytest.raises(WireError, match="id of the message to remove"):
+        input_from_json({"messages": [{"type": "remove", "content": ""}]})

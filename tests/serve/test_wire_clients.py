@@ -1,18 +1,22 @@
 """A real server read by LangGraph's client (langgraph-sdk), LangChain's message classes
-(langchain-core) and our RemoteGraph: token usage in LangChain's shape."""
+(langchain-core) and our RemoteGraph: token usage in LangChain's shape, and updates in
+LangGraph's shapes on an agent's first run, after a summarisation and after a human's edit."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, AIMessageChunk
+from langchain_core.messages import AIMessage, AIMessageChunk, convert_to_messages
 from langgraph_sdk import get_sync_client
 
+from graph_agent import tool
+from graph_agent.agent import HumanInTheLoopHook, SummarizationHook
 from graph_agent.agent.react import ReactAgent
 from graph_agent.client import RemoteGraph
-from graph_agent.messages import AssistantMessage, Usage
+from graph_agent.messages import AssistantMessage, ReplaceAll, ToolCall, Usage
 from graph_agent.models.scripted import ScriptedChatModel
 from tests.serve.conftest import Server
 
@@ -38,11 +42,58 @@ def counter() -> ReactAgent:
     return ReactAgent("counter", model=model, instruction="Be brief.")
 
 
+@tool
+def send_email(to: str) -> str:
+    """Send an email."""
+    return f"sent to {to}"
+
+
+def mailer() -> ReactAgent:
+    """Asks a human before sending; summarises the conversation once it grows."""
+
+    def reply(request: Any) -> AssistantMessage:
+        if request.messages[-1].role == "tool":
+            return AssistantMessage("Sent.")
+        return AssistantMessage("", tool_calls=[ToolCall("c1", "send_email", {"to": "ann"})])
+
+    return ReactAgent(
+        "mailer",
+        model=ScriptedChatModel([reply] * 50),
+        tools=[send_email],
+        hooks=[
+            HumanInTheLoopHook(approve={"send_email": "check the address"}),
+            SummarizationHook(
+                max_tokens=10, messages_to_keep=1, model=ScriptedChatModel(["Earlier: mail."] * 50)
+            ),
+        ],
+    )
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     db: Path = tmp_path_factory.mktemp("wire") / "serve.db"
-    with Server(db, [counter()]) as running:
+    with Server(db, [counter(), mailer()]) as running:
         yield running
+
+
+def _messages_written(parts: list[Any], node: str) -> Any:
+    """What ``node`` first wrote to ``messages``, as the ``updates`` events among ``parts`` say."""
+    return next(
+        update["messages"]
+        for name, update in _updates(parts)
+        if name == node and "messages" in update
+    )
+
+
+def _updates(parts: list[Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Each ``(node, update)`` of the ``updates`` events among ``parts``."""
+    return [
+        (node, update)
+        for part in parts
+        if part.event == "updates"
+        for node, update in part.data.items()
+        if node != "__interrupt__"
+    ]
 
 
 def test_an_agents_answer_validates_as_langchains_ai_message_with_its_usage(
@@ -87,6 +138,49 @@ def test_an_ai_message_sent_back_keeps_its_usage_on_the_thread(served: Server) -
 def test_remote_graph_reads_the_usage_back_as_ours(served: Server) -> None:
     messages = RemoteGraph(served.url, "counter").invoke("2+2?")["messages"]
     assert messages[-1].usage == USAGE
+
+
+def test_a_first_runs_updates_hold_messages_as_langgraph_sends_them(served: Server) -> None:
+    client = get_sync_client(url=served.url)
+    thread_id = client.threads.create()["thread_id"]
+    parts = list(
+        client.runs.stream(thread_id, "counter", input={"messages": "2+2?"}, stream_mode="updates")
+    )
+    instructed = _messages_written(parts, "InstructionAgentHook.instruction.before")
+    assert isinstance(instructed, list)  # not our replace-all as {"items": [...]}
+    remove_all, *kept = convert_to_messages(instructed)
+    assert (remove_all.type, remove_all.id) == ("remove", "__remove_all__")
+    assert [(m.type, m.content) for m in kept] == [("system", "Be brief."), ("human", "2+2?")]
+    for _, update in _updates(parts):
+        if "messages" in update:
+            convert_to_messages(update["messages"])
+
+
+def test_updates_after_a_human_edit_and_a_summarisation_are_in_langgraphs_shape(
+    served: Server,
+) -> None:
+    client = get_sync_client(url=served.url)
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "mailer", input={"messages": "Mail Ann."})
+    edit = {"c1": {"decision": "edit", "arguments": {"to": "ann@example.com"}}}
+    parts = list(
+        client.runs.stream(thread_id, "mailer", command={"resume": edit}, stream_mode="updates")
+    )
+    edited = _messages_written(parts, "HumanInTheLoopHook.human_in_the_loop.afterModel")
+    assert AIMessage(**edited).tool_calls[0]["args"] == {"to": "ann@example.com"}
+    summarised = _messages_written(parts, "SummarizationHook.summarization.beforeModel")
+    remove_all, *kept = convert_to_messages(summarised)
+    assert (remove_all.type, remove_all.id) == ("remove", "__remove_all__")
+    assert any("Earlier: mail." in str(m.content) for m in kept)
+    assert "items" not in str(_updates(parts))
+
+
+def test_remote_graph_streams_a_replace_all_as_a_local_stream_does(served: Server) -> None:
+    outputs = list(RemoteGraph(served.url, "counter").stream("2+2?"))
+    instructed = [o for o in outputs if o.node == "InstructionAgentHook.instruction.before"]
+    replaced = instructed[0].update["messages"]
+    assert isinstance(replaced, ReplaceAll)
+    assert [m.text for m in replaced.items] == ["Be brief.", "2+2?"]
 
 
 # a failed run's error (item 13)
