@@ -5,7 +5,8 @@ LangGraph's clients and UIs read; requests may send either that shape or ours (`
 What a node writes to an append key travels as LangGraph sends its own: :class:`RemoveMessage`
 as LangChain's ``{"type": "remove", "id": ...}``, and :class:`ReplaceAll` of messages as
 ``[{"type": "remove", "id": "__remove_all__"}, *messages]`` (what ``add_messages`` reads), of
-other items as LangGraph's ``{"__overwrite__": [...]}``; both are read back.
+other items as LangGraph's ``{"__overwrite__": [...]}``; both are read back. A failed run's
+error names the exception a node raised, as LangGraph does, with our node and step beside it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from graph_agent.graph.errors import NodeError, exception_text
 from graph_agent.graph.state import RemoveMessage, ReplaceAll
 from graph_agent.graph.types import Command, Interrupt, RunnableConfig, Send, StateSnapshot
 from graph_agent.messages import (
@@ -177,9 +179,21 @@ def _tool_call_json(call: ToolCall) -> dict[str, Any]:
 
 
 def error_json(exc: BaseException) -> dict[str, Any]:
-    """A failed run's ``error`` event: LangGraph's ``error`` (the type) and ``message``, and,
-    when a node or router raised, the ``node`` and ``step`` it raised in."""
-    body: dict[str, Any] = {"error": type(exc).__name__, "message": str(exc)}
+    """A failed run's ``error`` event and ``__error__``, as LangGraph sends them: the class
+    (``error``) and ``message`` of the exception that failed the run, for a node or router
+    the one it raised (not the :class:`NodeError` wrapping it, also through subgraphs); and
+    beside them the ``node`` and ``step`` it raised in, when a node did.
+
+    Example:
+        >>> failure = NodeError("node 'check' raised ValueError: boom", node="check", step=0)
+        >>> failure.__cause__ = ValueError("boom")
+        >>> error_json(failure)
+        {'error': 'ValueError', 'message': 'boom', 'node': 'check', 'step': 0}
+    """
+    raised = exc
+    while isinstance(raised, NodeError) and raised.__cause__ is not None:
+        raised = raised.__cause__
+    body: dict[str, Any] = {"error": type(raised).__name__, "message": exception_text(raised)}
     node, step = getattr(exc, "node", None), getattr(exc, "step", None)
     if isinstance(node, str):
         body["node"] = node

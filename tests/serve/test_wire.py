@@ -1,5 +1,5 @@
 """What the server sends, read with LangChain's own classes (langchain-core): every message
-type, streamed chunks, and what nodes write to an append key."""
+type, streamed chunks, what nodes write to an append key, and a failed run's error."""
 
 from __future__ import annotations
 
@@ -16,7 +16,13 @@ from langchain_core.messages import (
     messages_from_dict,
 )
 
-from graph_agent import Send
+from graph_agent import END, START, RunnableConfig, Send, StateGraph
+from graph_agent.graph.errors import (
+    GraphRecursionError,
+    InvalidResumeError,
+    NodeError,
+    NodeTimeoutError,
+)
 from graph_agent.messages import (
     AssistantMessage,
     AssistantMessageChunk,
@@ -33,6 +39,7 @@ from graph_agent.messages import (
 )
 from graph_agent.serve.wire import (
     WireError,
+    error_json,
     input_from_json,
     messages_from_json,
     to_json,
@@ -160,3 +167,66 @@ def test_a_client_removing_messages_in_its_input_removes_them() -> None:
 def test_a_remove_message_without_an_id_is_refused_naming_it() -> None:
     with pytest.raises(WireError, match="id of the message to remove"):
         input_from_json({"messages": [{"type": "remove", "content": ""}]})
+
+
+def _raised(graph: StateGraph, config: RunnableConfig | None = None) -> BaseException:
+    with pytest.raises(Exception) as failure:
+        graph.compile().invoke({"amount": 42}, config)
+    return failure.value
+
+
+def _failing(name: str = "checks") -> StateGraph:
+    def check(state: Any) -> dict[str, Any]:
+        raise ValueError("boom")
+
+    graph = StateGraph(name)
+    graph.add_node("check", check)
+    graph.add_edge(START, "check").add_edge("check", END)
+    return graph
+
+
+def test_a_node_error_is_sent_as_the_exception_the_node_raised_with_its_node_and_step() -> None:
+    failure = _raised(_failing())
+    assert isinstance(failure, NodeError)
+    assert error_json(failure) == {
+        "error": "ValueError",
+        "message": "boom",
+        "node": "check",
+        "step": 0,
+    }
+
+
+def test_a_subgraphs_node_error_is_sent_as_the_innermost_exception() -> None:
+    outer = StateGraph("outer")
+    outer.add_node("sub", _failing("inner").compile())
+    outer.add_edge(START, "sub").add_edge("sub", END)
+    assert error_json(_raised(outer)) == {
+        "error": "ValueError",
+        "message": "boom",
+        "node": "sub",
+        "step": 0,
+    }
+
+
+def test_a_recursion_limit_keeps_langgraphs_class_name() -> None:
+    graph = StateGraph("loop")
+    graph.add_node("again", lambda state: {"n": state.get("n", 0) + 1})
+    graph.add_edge(START, "again")
+    graph.add_conditional_edges("again", lambda state: "again" if state["n"] < 100 else END)
+    failure = _raised(graph, RunnableConfig(max_steps=3))
+    assert isinstance(failure, GraphRecursionError)
+    sent = error_json(failure)
+    assert sent["error"] == "GraphRecursionError" and sent["message"] == str(failure)
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        InvalidResumeError("nothing is pending on thread t: nothing to resume"),
+        NodeTimeoutError("node 'slow' ran past its 1 s timeout", node="slow", step=2, timeout=1),
+    ],
+    ids=lambda exc: type(exc).__name__,
+)
+def test_errors_no_node_raised_keep_their_own_class(failure: Exception) -> None:
+    sent = error_json(failure)
+    assert sent["error"] == type(failure).__name__ and sent["message"] == str(failure)

@@ -1,6 +1,7 @@
 """A real server read by LangGraph's client (langgraph-sdk), LangChain's message classes
-(langchain-core) and our RemoteGraph: token usage in LangChain's shape, and updates in
-LangGraph's shapes on an agent's first run, after a summarisation and after a human's edit."""
+(langchain-core) and our RemoteGraph: token usage in LangChain's shape, updates in LangGraph's
+shapes on an agent's first run, after a summarisation and after a human's edit, and a failed
+run's error as LangGraph reports it."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk, convert_to_messages
 from langgraph_sdk import get_sync_client
 
-from graph_agent import tool
+from graph_agent import END, START, StateGraph, tool
 from graph_agent.agent import HumanInTheLoopHook, SummarizationHook
 from graph_agent.agent.react import ReactAgent
-from graph_agent.client import RemoteGraph
+from graph_agent.client import RemoteGraph, RemoteGraphError
 from graph_agent.messages import AssistantMessage, ReplaceAll, ToolCall, Usage
 from graph_agent.models.scripted import ScriptedChatModel
 from tests.serve.conftest import Server
@@ -69,10 +70,28 @@ def mailer() -> ReactAgent:
     )
 
 
+def failing() -> StateGraph:
+    def check(state: Any) -> dict[str, Any]:
+        raise ValueError("boom")
+
+    graph = StateGraph("failing")
+    graph.add_node("check", check)
+    graph.add_edge(START, "check").add_edge("check", END)
+    return graph
+
+
+def looping() -> StateGraph:
+    graph = StateGraph("looping")
+    graph.add_node("again", lambda state: {"n": state.get("n", 0) + 1})
+    graph.add_edge(START, "again")
+    graph.add_conditional_edges("again", lambda state: "again" if state["n"] < 100 else END)
+    return graph
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     db: Path = tmp_path_factory.mktemp("wire") / "serve.db"
-    with Server(db, [counter(), mailer()]) as running:
+    with Server(db, [counter(), mailer(), failing(), looping()]) as running:
         yield running
 
 
@@ -183,4 +202,36 @@ def test_remote_graph_streams_a_replace_all_as_a_local_stream_does(served: Serve
     assert [m.text for m in replaced.items] == ["Be brief.", "2+2?"]
 
 
-# a failed run's error (item 13)
+def test_runs_wait_raises_the_exception_the_node_raised_as_langgraph_does(
+    served: Server,
+) -> None:
+    client = get_sync_client(url=served.url)
+    with pytest.raises(Exception) as failure:
+        client.runs.wait(None, "failing", input={"x": 1})
+    assert str(failure.value) == "ValueError: boom"
+
+
+def test_the_error_event_names_the_exception_with_the_node_and_step(served: Server) -> None:
+    client = get_sync_client(url=served.url)
+    thread_id = client.threads.create()["thread_id"]
+    parts = list(client.runs.stream(thread_id, "failing", input={"x": 1}, stream_mode="updates"))
+    expected = {"error": "ValueError", "message": "boom", "node": "check", "step": 0}
+    assert [part.data for part in parts if part.event == "error"] == [expected]
+    run = client.runs.list(thread_id)[0]
+    assert run["status"] == "error"
+    assert client.runs.join(thread_id, run["run_id"]) == {"__error__": expected}
+
+
+def test_a_recursion_limit_reaches_clients_as_a_graph_recursion_error(served: Server) -> None:
+    client = get_sync_client(url=served.url)
+    with pytest.raises(Exception, match=r"^GraphRecursionError: "):
+        client.runs.wait(None, "looping", input={"n": 0}, config={"recursion_limit": 3})
+
+
+def test_remote_graph_raises_naming_the_node_and_step(served: Server) -> None:
+    remote = RemoteGraph(served.url, "failing")
+    for call in (remote.invoke, lambda x: list(remote.stream(x))):
+        with pytest.raises(RemoteGraphError) as failure:
+            call({"x": 1})
+        assert "node 'check' raised ValueError: boom (step 0)" in str(failure.value)
+        assert failure.value.detail["error"] == "ValueError"
