@@ -37,7 +37,7 @@ from graph_agent.graph.types import (
     StreamingOutput,
 )
 from graph_agent.messages import BaseMessage, UserMessage
-from graph_agent.serve.wire import message_from_json, to_json
+from graph_agent.serve.wire import messages_from_json, to_json
 from graph_agent.tools import Tool
 
 __all__ = ["RemoteGraph", "RemoteGraphError"]
@@ -263,13 +263,14 @@ def _reply(response: httpx.Response) -> Any:
 
 
 def _values(values: Any) -> dict[str, Any]:
-    """A state from JSON: messages become graph_agent messages."""
+    """A state (or a node's update) from JSON: messages become graph_agent messages, and
+    LangGraph's removals of messages our ``RemoveMessage`` and ``ReplaceAll``."""
     if not isinstance(values, Mapping):
         return {}
     state = {k: v for k, v in values.items() if k not in ("__interrupt__", "__error__")}
     messages = state.get("messages")
-    if isinstance(messages, list):
-        state["messages"] = [message_from_json(item) for item in messages]
+    if isinstance(messages, list | Mapping):
+        state["messages"] = messages_from_json(messages)
     return state
 
 
@@ -281,10 +282,21 @@ def _interrupts(items: Any) -> tuple[Interrupt, ...]:
     )
 
 
+def _failed(error: Any) -> RemoteGraphError:
+    """The error of a run that failed on the server, from its ``__error__`` (or ``error``
+    event): the exception's class and message, and the node and step that raised it."""
+    if not isinstance(error, Mapping):
+        return RemoteGraphError(f"the run failed on the server: {error}", status=0, detail=error)
+    text = f"{error.get('error') or 'Error'}: {error.get('message', '')}"
+    node, step = error.get("node"), error.get("step")
+    if isinstance(node, str):
+        text = f"node {node!r} raised {text}" + (f" (step {step})" if isinstance(step, int) else "")
+    return RemoteGraphError(f"the run failed on the server: {text}", status=0, detail=error)
+
+
 def _final_state(reply: Any) -> OverAllState:
     if isinstance(reply, Mapping) and "__error__" in reply:
-        error = reply["__error__"]
-        raise RemoteGraphError(f"the run failed on the server: {error}", status=0, detail=error)
+        raise _failed(reply["__error__"])
     interrupts = _interrupts(reply.get("__interrupt__")) if isinstance(reply, Mapping) else ()
     return OverAllState(_values(reply), list(interrupts))
 
@@ -324,8 +336,7 @@ class _Outputs:
     def take(self, event: str, data: str) -> Iterator[NodeOutput]:
         payload = json.loads(data) if data else None
         if event == "error":
-            detail = payload.get("message") if isinstance(payload, Mapping) else payload
-            raise RemoteGraphError(f"the run failed on the server: {detail}", status=0)
+            raise _failed(payload)
         if event == "updates" and isinstance(payload, Mapping):
             if "__interrupt__" in payload:
                 interrupts = _interrupts(payload["__interrupt__"])

@@ -109,9 +109,18 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 class Usage(BaseModel):
     """Token counts of one model call. ``a + b`` adds them up, e.g. for a run's total.
 
+    The first three are the totals every provider reports. The others break them down where the
+    provider says (0 when it does not): of ``prompt_tokens``, those read from its prompt cache
+    (``cache_read_tokens``), written to it (``cache_creation_tokens``) and spent on audio
+    (``prompt_audio_tokens``); of ``completion_tokens``, those spent reasoning
+    (``reasoning_tokens``) and on audio (``completion_audio_tokens``). LangGraph's clients read
+    them as LangChain's ``input_token_details`` and ``output_token_details``.
+
     Example:
         >>> Usage(prompt_tokens=3, completion_tokens=2, total_tokens=5) + Usage(prompt_tokens=1)
         Usage(prompt_tokens=4, completion_tokens=2, total_tokens=5)
+        >>> Usage(prompt_tokens=100, cache_read_tokens=90).cache_read_tokens
+        90
     """
 
     model_config = _FROZEN
@@ -119,15 +128,32 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    reasoning_tokens: int = 0
+    prompt_audio_tokens: int = 0
+    completion_audio_tokens: int = 0
+    # Checkpoints leave the breakdown out while 0: a usage without one is stored as before.
+    __graph_agent_omit_empty__: ClassVar[tuple[str, ...]] = (
+        "cache_read_tokens",
+        "cache_creation_tokens",
+        "reasoning_tokens",
+        "prompt_audio_tokens",
+        "completion_audio_tokens",
+    )
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        return Usage(
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            total_tokens=self.total_tokens + other.total_tokens,
-        )
+        mine, theirs = self.__dict__, other.__dict__
+        return Usage(**{name: mine[name] + theirs[name] for name in mine})
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        """The three totals, and the breakdown only where it is not 0."""
+        omitted = self.__graph_agent_omit_empty__
+        for name, value in self.__dict__.items():
+            if value or name not in omitted:
+                yield name, value
 
 
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")

@@ -135,6 +135,32 @@ def test_usages_add_up() -> None:
     assert sum([Usage(total_tokens=1)] * 3, Usage()) == Usage(total_tokens=3)
 
 
+def test_the_breakdown_of_usages_adds_up_too() -> None:
+    first = Usage(prompt_tokens=10, cache_read_tokens=8, reasoning_tokens=1)
+    second = Usage(prompt_tokens=5, cache_creation_tokens=5, completion_audio_tokens=2)
+    assert first + second == Usage(
+        prompt_tokens=15,
+        cache_read_tokens=8,
+        cache_creation_tokens=5,
+        reasoning_tokens=1,
+        completion_audio_tokens=2,
+    )
+
+
+def test_a_usage_shows_its_breakdown_only_where_it_is_not_zero() -> None:
+    assert (
+        repr(Usage(prompt_tokens=1))
+        == "Usage(prompt_tokens=1, completion_tokens=0, total_tokens=0)"
+    )
+    assert "reasoning_tokens=4" in repr(Usage(reasoning_tokens=4))
+    assert "cache_read_tokens" not in repr(Usage(reasoning_tokens=4))
+
+
+def test_a_usage_without_a_breakdown_is_stored_as_before_there_was_one() -> None:
+    stored = serde.dumps(Usage(prompt_tokens=1, completion_tokens=2, total_tokens=3))
+    assert b"cache" not in stored and b"reasoning" not in stored and b"audio" not in stored
+
+
 def test_a_chunk_holds_only_its_new_text() -> None:
     chunk = AssistantMessageChunk("Hel", tool_call_deltas=[ToolCallDelta(index=0, arguments="{")])
     assert (chunk.text, chunk.content, chunk.finish_reason, chunk.usage) == (
@@ -171,6 +197,7 @@ def test_remove_message_and_replace_all_are_the_graph_state_markers() -> None:
         AssistantMessageChunk("x", tool_call_deltas=[ToolCallDelta(index=0, id="c", name="f")]),
         ToolCall("c1", "f", {}, raw_arguments="{"),
         Usage(prompt_tokens=1),
+        Usage(prompt_tokens=9, cache_read_tokens=4, reasoning_tokens=2, prompt_audio_tokens=1),
     ],
     ids=lambda v: type(v).__name__,
 )

@@ -427,21 +427,26 @@ def _count(data: Mapping[str, Any], key: str) -> int:
 
 
 def parse_usage(data: Any) -> Usage | None:
-    """Token usage from an ``usage`` object: input (with cache reads and writes) and output.
+    """Token usage from an ``usage`` object: input (with cache reads and writes, also kept
+    apart) and output.
 
     Example:
         >>> parse_usage({"input_tokens": 10, "cache_read_input_tokens": 90, "output_tokens": 5})
-        Usage(prompt_tokens=100, completion_tokens=5, total_tokens=105)
+        Usage(prompt_tokens=100, completion_tokens=5, total_tokens=105, cache_read_tokens=90)
     """
     if not isinstance(data, Mapping):
         return None
-    prompt = sum(
-        _count(data, key)
-        for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-    )
+    cache_read = _count(data, "cache_read_input_tokens")
+    cache_creation = _count(data, "cache_creation_input_tokens")
+    prompt = _count(data, "input_tokens") + cache_read + cache_creation
     completion = _count(data, "output_tokens")
-    total = prompt + completion
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=prompt + completion,
+        cache_read_tokens=cache_read,
+        cache_creation_tokens=cache_creation,
+    )
 
 
 def _expect_wire(value: Any, kind: type[_T], name: str) -> _T:

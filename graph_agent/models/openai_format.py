@@ -331,16 +331,40 @@ def build_request_body(
 
 
 def parse_usage(data: Any) -> Usage | None:
-    """Token usage from a response's ``usage`` object (``total_tokens`` computed if missing)."""
+    """Token usage from a response's ``usage`` object (``total_tokens`` computed if missing),
+    with the breakdown OpenAI gives in ``prompt_tokens_details`` (cached, audio) and
+    ``completion_tokens_details`` (reasoning, audio).
+
+    Example:
+        >>> parse_usage({"prompt_tokens": 9, "completion_tokens": 4,
+        ...              "completion_tokens_details": {"reasoning_tokens": 3}})
+        Usage(prompt_tokens=9, completion_tokens=4, total_tokens=13, reasoning_tokens=3)
+    """
     if not isinstance(data, dict):
         return None
-    prompt = data.get("prompt_tokens")
-    completion = data.get("completion_tokens")
+    prompt = _count(data, "prompt_tokens")
+    completion = _count(data, "completion_tokens")
     total = data.get("total_tokens")
-    prompt = prompt if isinstance(prompt, int) else 0
-    completion = completion if isinstance(completion, int) else 0
     total = total if isinstance(total, int) else prompt + completion
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+    prompt_details, completion_details = (
+        data.get("prompt_tokens_details"),
+        data.get("completion_tokens_details"),
+    )
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=total,
+        cache_read_tokens=_count(prompt_details, "cached_tokens"),
+        prompt_audio_tokens=_count(prompt_details, "audio_tokens"),
+        reasoning_tokens=_count(completion_details, "reasoning_tokens"),
+        completion_audio_tokens=_count(completion_details, "audio_tokens"),
+    )
+
+
+def _count(data: Any, key: str) -> int:
+    """The whole number ``data[key]``, 0 when ``data`` is no object or the count is missing."""
+    value = data.get(key) if isinstance(data, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _text(value: Any) -> str:

@@ -2,6 +2,11 @@
 
 Messages travel as LangChain-style dicts (``{"type": "human", "content": ...}``), the shape
 LangGraph's clients and UIs read; requests may send either that shape or ours (``role``).
+What a node writes to an append key travels as LangGraph sends its own: :class:`RemoveMessage`
+as LangChain's ``{"type": "remove", "id": ...}``, and :class:`ReplaceAll` of messages as
+``[{"type": "remove", "id": "__remove_all__"}, *messages]`` (what ``add_messages`` reads), of
+other items as LangGraph's ``{"__overwrite__": [...]}``; both are read back. A failed run's
+error names the exception a node raised, as LangGraph does, with our node and step beside it.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from graph_agent.graph.types import Command, Interrupt, RunnableConfig, StateSnapshot
+from graph_agent.graph.errors import NodeError, exception_text
+from graph_agent.graph.state import RemoveMessage, ReplaceAll
+from graph_agent.graph.types import Command, Interrupt, RunnableConfig, Send, StateSnapshot
 from graph_agent.messages import (
     AssistantMessage,
     AssistantMessageChunk,
@@ -24,10 +31,12 @@ from graph_agent.messages import (
     TextPart,
     ToolCall,
     ToolResponseMessage,
+    Usage,
     UserMessage,
     content_text,
 )
 from graph_agent.serve.wire_parts import PartError, part_from_json, part_json
+from graph_agent.serve.wire_usage import UsageError, usage_from_json, usage_json
 
 __all__ = [
     "WireError",
@@ -36,6 +45,7 @@ __all__ = [
     "error_json",
     "input_from_json",
     "interrupt_json",
+    "messages_from_json",
     "snapshot_json",
     "to_json",
 ]
@@ -50,6 +60,12 @@ _ROLE_OF_TYPE = {
     "system": "system",
     "tool": "tool",
 }
+
+
+REMOVE_ALL_MESSAGES = "__remove_all__"
+"""The id of LangGraph's remove-all message: the messages after it replace the whole list."""
+
+_OVERWRITE = "__overwrite__"
 
 
 class WireError(ValueError):
@@ -73,6 +89,8 @@ def to_json(value: Any) -> Any:
         return chunk_json(value)
     if isinstance(value, Interrupt):
         return interrupt_json(value)
+    if isinstance(value, ReplaceAll | RemoveMessage | Send | Usage):
+        return _own_json(value)
     if isinstance(value, BaseModel):
         return to_json(value.model_dump(mode="json"))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -82,6 +100,33 @@ def to_json(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return to_json(value.value)
     return repr(value)
+
+
+def _own_json(value: ReplaceAll | RemoveMessage | Send | Usage) -> Any:
+    """Our values that LangGraph and LangChain have shapes of their own for, in those shapes
+    (never as their fields: ``{"items": [...]}`` means nothing to a LangGraph client)."""
+    if isinstance(value, RemoveMessage):
+        return _remove_json(value.id)
+    if isinstance(value, ReplaceAll):
+        items = [to_json(item) for item in value.items]
+        if all(isinstance(item, BaseMessage) for item in value.items):
+            return [_remove_json(REMOVE_ALL_MESSAGES), *items]
+        return {_OVERWRITE: items}
+    if isinstance(value, Send):
+        return {"node": value.node, "arg": to_json(value.input)}
+    return usage_json(value)
+
+
+def _remove_json(message_id: Any) -> dict[str, Any]:
+    """LangChain's ``RemoveMessage`` as it serialises."""
+    return {
+        "type": "remove",
+        "content": "",
+        "id": to_json(message_id),
+        "name": None,
+        "additional_kwargs": {},
+        "response_metadata": {},
+    }
 
 
 def message_json(message: BaseMessage) -> dict[str, Any]:
@@ -97,7 +142,7 @@ def message_json(message: BaseMessage) -> dict[str, Any]:
     if isinstance(message, AssistantMessage):
         body["tool_calls"] = [_tool_call_json(call) for call in message.tool_calls]
         body["invalid_tool_calls"] = []
-        body["usage_metadata"] = _usage_json(message.usage)
+        body["usage_metadata"] = usage_json(message.usage) if message.usage is not None else None
         if message.finish_reason is not None:
             body["response_metadata"] = {"finish_reason": message.finish_reason}
     if isinstance(message, ToolResponseMessage):
@@ -125,7 +170,7 @@ def chunk_json(chunk: AssistantMessageChunk) -> dict[str, Any]:
             {"index": d.index, "id": d.id, "name": d.name, "args": d.arguments}
             for d in chunk.tool_call_deltas
         ],
-        "usage_metadata": _usage_json(chunk.usage),
+        "usage_metadata": usage_json(chunk.usage) if chunk.usage is not None else None,
     }
 
 
@@ -133,17 +178,22 @@ def _tool_call_json(call: ToolCall) -> dict[str, Any]:
     return {"id": call.id, "name": call.name, "args": to_json(call.arguments), "type": "tool_call"}
 
 
-def _usage_json(usage: Any) -> dict[str, Any] | None:
-    if usage is None:
-        return None
-    dumped = to_json(usage)
-    return dumped if isinstance(dumped, dict) else None
-
-
 def error_json(exc: BaseException) -> dict[str, Any]:
-    """A failed run's ``error`` event: LangGraph's ``error`` (the type) and ``message``, and,
-    when a node or router raised, the ``node`` and ``step`` it raised in."""
-    body: dict[str, Any] = {"error": type(exc).__name__, "message": str(exc)}
+    """A failed run's ``error`` event and ``__error__``, as LangGraph sends them: the class
+    (``error``) and ``message`` of the exception that failed the run, for a node or router
+    the one it raised (not the :class:`NodeError` wrapping it, also through subgraphs); and
+    beside them the ``node`` and ``step`` it raised in, when a node did.
+
+    Example:
+        >>> failure = NodeError("node 'check' raised ValueError: boom", node="check", step=0)
+        >>> failure.__cause__ = ValueError("boom")
+        >>> error_json(failure)
+        {'error': 'ValueError', 'message': 'boom', 'node': 'check', 'step': 0}
+    """
+    raised = exc
+    while isinstance(raised, NodeError) and raised.__cause__ is not None:
+        raised = raised.__cause__
+    body: dict[str, Any] = {"error": type(raised).__name__, "message": exception_text(raised)}
     node, step = getattr(exc, "node", None), getattr(exc, "step", None)
     if isinstance(node, str):
         body["node"] = node
@@ -201,14 +251,43 @@ def input_from_json(value: Any) -> Any:
     if not isinstance(value, Mapping):
         raise WireError(f"input must be a JSON object of state keys, got {type(value).__name__}")
     state = dict(value)
-    messages = state.get("messages")
-    if isinstance(messages, list):
-        state["messages"] = [message_from_json(item) for item in messages]
-    elif isinstance(messages, Mapping):
-        state["messages"] = [message_from_json(messages)]
-    elif isinstance(messages, str):
-        state["messages"] = [UserMessage(messages)]
+    if "messages" in state:
+        state["messages"] = messages_from_json(state["messages"])
     return state
+
+
+def messages_from_json(value: Any) -> Any:
+    """A ``messages`` value from JSON: a list of messages, one message, or a string (a human
+    message). LangChain's ``remove`` messages become :class:`RemoveMessage`; after LangGraph's
+    remove-all message, the messages that follow are a :class:`ReplaceAll`, and so is
+    ``{"__overwrite__": [...]}``. Anything else is left as it is."""
+    if isinstance(value, str):
+        return [UserMessage(value)]
+    if isinstance(value, Mapping):
+        if value.keys() == {_OVERWRITE} and isinstance(value[_OVERWRITE], list):
+            return ReplaceAll(_item_from_json(item) for item in value[_OVERWRITE])
+        return [_item_from_json(value)]
+    if not isinstance(value, list):
+        return value
+    items = [_item_from_json(item) for item in value]
+    cut = [i for i, item in enumerate(items) if _removes_all(item)]
+    return ReplaceAll(items[cut[-1] + 1 :]) if cut else items
+
+
+def _removes_all(item: Any) -> bool:
+    return isinstance(item, RemoveMessage) and item.id == REMOVE_ALL_MESSAGES
+
+
+def _item_from_json(item: Any) -> BaseMessage | RemoveMessage:
+    if isinstance(item, Mapping) and (item.get("role") or item.get("type")) == "remove":
+        message_id = item.get("id")
+        if not isinstance(message_id, str) or not message_id:
+            raise WireError(
+                f"a remove message needs the id of the message to remove, e.g. "
+                f'{{"type": "remove", "id": "<message id>"}}; got {item!r:.60}'
+            )
+        return RemoveMessage(message_id)
+    return message_from_json(item)
 
 
 def message_from_json(item: Any) -> BaseMessage:
@@ -242,7 +321,10 @@ def message_from_json(item: Any) -> BaseMessage:
                 )
                 for call in item.get("tool_calls") or ()
             ]
-            return AssistantMessage(content=content, tool_calls=calls, **extra)
+            usage = usage_from_json(item.get("usage_metadata"))
+            return AssistantMessage(content=content, tool_calls=calls, usage=usage, **extra)
+    except UsageError as exc:
+        raise WireError(str(exc)) from exc
     except (TypeError, ValueError) as exc:
         raise WireError(f"message {item!r:.60} is malformed: {exc}") from exc
     raise WireError(f"unknown message type {kind!r}: use human, ai, system or tool")

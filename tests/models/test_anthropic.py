@@ -61,13 +61,24 @@ def whole_or_streamed(whole: dict[str, Any]) -> Any:
 def test_a_plain_answer_comes_back_with_its_usage_and_finish_reason(
     anthropic: FakeAnthropicServer, make_anthropic: AnthropicFactory, calls: Driver
 ) -> None:
-    usage = {"input_tokens": 12, "cache_read_input_tokens": 8, "output_tokens": 3}
+    usage = {
+        "input_tokens": 12,
+        "cache_read_input_tokens": 8,
+        "cache_creation_input_tokens": 5,
+        "output_tokens": 3,
+    }
     anthropic.enqueue(reply_json(message(text("4"), usage=usage)))
     reply = calls.generate(make_anthropic(), HI)
 
     assert reply.text == "4"
     assert reply.finish_reason == "stop"
-    assert reply.usage == Usage(prompt_tokens=20, completion_tokens=3, total_tokens=23)
+    assert reply.usage == Usage(
+        prompt_tokens=25,  # the input tokens, cache reads and writes included
+        completion_tokens=3,
+        total_tokens=28,
+        cache_read_tokens=8,
+        cache_creation_tokens=5,
+    )
     assert reply.tool_calls == [] and reply.thinking_blocks == [] and reply.reasoning is None
 
 

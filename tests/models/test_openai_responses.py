@@ -68,6 +68,27 @@ def test_a_json_answer_becomes_an_assistant_message_with_usage(
     assert reply.reasoning is None
 
 
+def test_the_cached_reasoning_and_audio_tokens_in_the_usage_are_kept(
+    server: FakeOpenAIServer, make_model: ModelFactory, calls: Driver
+) -> None:
+    usage = {
+        **USAGE,
+        "prompt_tokens_details": {"cached_tokens": 10, "audio_tokens": 1},
+        "completion_tokens_details": {"reasoning_tokens": 5, "audio_tokens": 2},
+    }
+    server.enqueue(reply_json(completion("Sunny.", usage=usage)))
+    reply = calls.generate(make_model(), QUESTION)
+    assert reply.usage == Usage(
+        prompt_tokens=12,
+        completion_tokens=8,
+        total_tokens=20,
+        cache_read_tokens=10,
+        prompt_audio_tokens=1,
+        reasoning_tokens=5,
+        completion_audio_tokens=2,
+    )
+
+
 def test_tool_calls_in_a_json_answer_are_decoded(
     server: FakeOpenAIServer, make_model: ModelFactory, calls: Driver
 ) -> None:

@@ -94,7 +94,7 @@ def test_a_failed_run_names_the_node_and_step_it_failed_in(keyed: Server) -> Non
     errors = [data for event, data in events if event == "error"]
     assert len(errors) == 1
     assert errors[0]["node"] == "check" and errors[0]["step"] == 1
-    assert errors[0]["error"] == "NodeError" and "over the limit" in errors[0]["message"]
+    assert errors[0]["error"] == "ValueError" and "over the limit" in errors[0]["message"]
 
 
 def test_each_model_call_reports_its_token_usage(keyed: Server) -> None:
@@ -103,7 +103,7 @@ def test_each_model_call_reports_its_token_usage(keyed: Server) -> None:
     assert [item["node"] for item in usage] == ["__model__", "__model__"]  # call, then answer
     for item in usage:
         counts = item["usage"]
-        assert counts["total_tokens"] == counts["prompt_tokens"] + counts["completion_tokens"] > 0
+        assert counts["total_tokens"] == counts["input_tokens"] + counts["output_tokens"] > 0
     assert usage[0]["step"] < usage[1]["step"]
 
 
