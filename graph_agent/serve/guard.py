@@ -48,6 +48,8 @@ ANY = "*"
 """As an allowed host or CORS origin: every one."""
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 """The names a keyless server always answers to (with any port)."""
+_KNOWN = 64
+"""How many allowed ``Host`` values the guard remembers, not to parse them again."""
 _EXPOSED = ("Content-Location", "Location")
 """Response headers a listed origin's page may read: where a run's stream is (SDKs rejoin it)."""
 
@@ -174,6 +176,9 @@ class GuardMiddleware:
         self.hosts = hosts
         self.origins = origins
         self.any_origin = ANY in origins
+        # Host headers already found allowed, as sent: most requests are a set lookup. Only
+        # allowed ones are kept (a few names, by port), and at most _KNOWN of them.
+        self._known: set[bytes] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -182,20 +187,30 @@ class GuardMiddleware:
         host = origin = None
         for name, value in scope["headers"]:
             if name == b"host":
-                host = value.decode("latin-1").lower()
+                host = value
             elif name == b"origin":
-                origin = value.decode("latin-1").lower()
+                origin = value
         # no Host at all is no browser's (HTTP/1.0 from a script): nothing to rebind
-        if self.hosts is not None and host is not None and host_name(host) not in self.hosts:
-            await self._refuse_host(send, host)
+        if host is not None and host not in self._known and not self._answers(host):
+            await self._refuse_host(send, _text(host))
             return
-        if origin is not None and not self._from_allowed_origin(origin, host):
-            await self._refuse_origin(send, origin, host)
+        if origin is not None and not self._from_allowed_origin(_text(origin), host):
+            await self._refuse_origin(send, _text(origin), host)
             return
         await self.app(scope, receive, send)
 
-    def _from_allowed_origin(self, origin: str, host: str | None) -> bool:
-        return self.any_origin or origin in self.origins or origin.partition("://")[2] == host
+    def _answers(self, host: bytes) -> bool:
+        """Whether ``host`` names this server (remembered when it does)."""
+        if self.hosts is not None and host_name(_text(host)) not in self.hosts:
+            return False
+        if len(self._known) < _KNOWN:
+            self._known.add(host)
+        return True
+
+    def _from_allowed_origin(self, origin: str, host: bytes | None) -> bool:
+        if self.any_origin or origin in self.origins:
+            return True
+        return host is not None and origin.partition("://")[2] == _text(host)
 
     async def _refuse_host(self, send: Send, host: str) -> None:
         name = host_name(host)[:200]
@@ -209,9 +224,9 @@ class GuardMiddleware:
             code="host_not_allowed",
         )
 
-    async def _refuse_origin(self, send: Send, origin: str, host: str | None) -> None:
+    async def _refuse_origin(self, send: Send, origin: str, host: bytes | None) -> None:
         origin = origin[:200]
-        own = f" (at {host[:200]!r})" if host else ""
+        own = f" (at {_text(host)[:200]!r})" if host else ""
         await send_error(
             send,
             403,
@@ -220,3 +235,9 @@ class GuardMiddleware:
             f"start it with --cors-origin {origin} (create_app(cors_origins=[...]))",
             code="origin_not_allowed",
         )
+
+
+def _text(header: bytes) -> str:
+    """A header's value as lower-case text (ASGI gives bytes; host names and origins are
+    ASCII, and compared without case)."""
+    return header.decode("latin-1").lower()
