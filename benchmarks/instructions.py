@@ -98,7 +98,7 @@ def _served(name: str) -> Callable[[], Any]:
     loop = asyncio.new_event_loop()
     lifespan = app.router.lifespan_context(app)
     loop.run_until_complete(lifespan.__aenter__())
-    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://serve")
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost")
     path = "/runs/wait"
     if name == "serve-pg-thread":
         thread = loop.run_until_complete(client.post("/threads", json={}))

@@ -148,6 +148,24 @@ def _add_serve_options(parser: argparse.ArgumentParser, serve_db: str) -> None:
         help="refuse larger request bodies with a 413 (default: 4 MiB)",
     )
     parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="without API keys, also answer requests naming HOST in their Host header (any "
+        "port); repeatable; * for any. By default a keyless server answers only to its own "
+        "address, localhost, 127.0.0.1 and [::1]: no web page reaches it by DNS rebinding",
+    )
+    parser.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let web pages at ORIGIN (e.g. http://localhost:3000) call the server: their "
+        "CORS preflights are answered; repeatable; * for any. Requests from other pages (an "
+        "Origin header other than the server's own) are refused with a 403",
+    )
+    parser.add_argument(
         "--insecure-no-auth",
         action="store_true",
         help="listen beyond loopback without API keys (only behind a proxy that checks them)",

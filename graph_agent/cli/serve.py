@@ -112,6 +112,9 @@ def _serve(args: argparse.Namespace, cleanups: list[Callable[[], None]]) -> int:
             input_keys=input_keys,
             key_groups=key_groups,
             shared_threads=args.shared_threads,
+            bound_host=args.host,
+            allow_hosts=args.allow_host,
+            cors_origins=args.cors_origin,
         )
     except ValueError as exc:
         records.close()
@@ -209,6 +212,9 @@ def serve_targets(args: argparse.Namespace) -> list[tuple[str | None, str]]:
     for key, default in _DEFAULTS.items():
         if getattr(args, key, None) is None:
             setattr(args, key, options.get(key, default))
+    for key, option in (("allow_hosts", "allow_host"), ("cors_origins", "cors_origin")):
+        given = getattr(args, option, None) or []  # the command line's add to the files'
+        setattr(args, option, [*options.get(key, []), *given])
     table: dict[str | None, list[str]] = dict(options.get("input_keys", {}))
     for text in getattr(args, "input_keys", None) or ():
         name, equals, keys = text.partition("=")

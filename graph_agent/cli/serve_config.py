@@ -5,12 +5,14 @@
 - ``targets``: a list of ``MODULE:OBJECT`` (each assistant's id is its graph's or agent's name)
   or a table ``{assistant id: MODULE:OBJECT}``;
 - or LangGraph's ``langgraph.json`` shape, ``{"graphs": {"id": "./path.py:object"}}`` (a value
-  may also be ``{"path": ...}``): each key is an assistant id. LangGraph's other keys
-  (``dependencies``, ``env``, ``http``, ...) are not ours: they are named on stderr and left
-  alone;
+  may also be ``{"path": ...}``): each key is an assistant id, and ``http.cors.allow_origins``
+  is read as ``cors_origins``. LangGraph's other keys (``dependencies``, ``env``, the rest of
+  ``http``, ...) are not ours: they are named on stderr and left alone;
 - optionally ``db``, ``postgres``, ``redis``, ``host``, ``port``, ``workers``,
   ``max_body_bytes``, ``shared_threads`` (true/false): what the options of the same names set.
   An option given on the command line wins;
+- optionally ``allow_hosts`` and ``cors_origins``, lists: what ``--allow-host`` and
+  ``--cors-origin`` add (the command line's are added to the file's);
 - optionally ``input_keys``, a table ``{assistant id: [key, ...]}``: the only state keys
   clients may send to that assistant (``--input-keys``). A target given as a table
   ``{"path": ..., "input_keys": [...]}`` may say it there instead.
@@ -45,6 +47,8 @@ _OPTIONS: dict[str, type[Any]] = {
     "max_body_bytes": int,
     "shared_threads": bool,
 }
+_LISTS = ("allow_hosts", "cors_origins")
+"""Options that are lists of strings."""
 _WORDS = {int: "an integer", str: "a string", bool: "true or false"}
 _EXAMPLE = '{"graphs": {"chain": "./graphs.py:chain"}, "port": 8123}'
 
@@ -97,6 +101,10 @@ def read_config(path: str) -> ServeConfig:
                 )
             for name, keys in value.items():
                 input_keys[str(name)] = _key_list(path, f"input_keys.{name}", keys)
+        elif key in _LISTS:
+            _add_list(config, key, _string_list(path, key, value))
+        elif key == "http" and isinstance(value, dict):
+            _read_http(path, value, config)
         elif key in _OPTIONS:
             wanted = _OPTIONS[key]
             if not isinstance(value, wanted) or isinstance(value, bool) is not (wanted is bool):
@@ -142,6 +150,36 @@ def _targets(
             input_keys[name] = _key_list(path, f"{where}.input_keys", item["input_keys"])
         found.append((name, _relative_to(folder, spec)))
     return found
+
+
+def _read_http(path: str, http: dict[str, Any], config: ServeConfig) -> None:
+    """LangGraph's ``http`` table: its ``cors.allow_origins`` are ours; the rest is named as
+    ignored (``http.app``, ``http.cors.max_age``, ...)."""
+    for key, value in http.items():
+        if key == "cors" and isinstance(value, dict):
+            for name, setting in value.items():
+                if name == "allow_origins":
+                    origins = _string_list(path, "http.cors.allow_origins", setting)
+                    _add_list(config, "cors_origins", origins)
+                else:
+                    config.ignored.append(f"http.cors.{name}")
+        else:
+            config.ignored.append(f"http.{key}")
+
+
+def _string_list(path: str, where: str, value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise CliError(
+            f"{path}: {where} must be a list of strings",
+            '"cors_origins": ["http://localhost:3000"]',
+            EXIT_USAGE,
+        )
+    return list(value)
+
+
+def _add_list(config: ServeConfig, key: str, values: list[str]) -> None:
+    found: list[str] = config.options.setdefault(key, [])
+    found += [value for value in values if value not in found]
 
 
 def _key_list(path: str, where: str, value: Any) -> list[str]:

@@ -3,7 +3,9 @@
 :func:`create_app` returns a Starlette app; ``graph-agent serve`` runs it under uvicorn. Every
 error is a JSON body ``{"detail": ..., "code": ...}`` with a 4xx status saying what to fix
 (:mod:`graph_agent.serve.errors`); API keys and thread ownership are in
-:mod:`graph_agent.serve.auth`, the body size limit in :mod:`graph_agent.serve.limits`.
+:mod:`graph_agent.serve.auth`, the body size limit in :mod:`graph_agent.serve.limits`, the
+``Host``/``Origin``/``Content-Type`` checks that keep web pages off it in
+:mod:`graph_agent.serve.guard`.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from graph_agent.graph.types import CompileConfig, RunnableConfig
 from graph_agent.observability.propagation import with_trace_context
 from graph_agent.serve.auth import ApiKeyMiddleware, callers, owns, stamp_owner
 from graph_agent.serve.errors import error_response
+from graph_agent.serve.guard import guard_middleware, is_json_type, json_type_problem
 from graph_agent.serve.inputs import InputKeys
 from graph_agent.serve.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
 from graph_agent.serve.openapi import docs_html, openapi_document
@@ -100,6 +103,9 @@ def create_app(
     key_groups: Mapping[str, Iterable[str]] | None = None,
     shared_threads: bool = False,
     studio: bool = True,
+    bound_host: str | None = None,
+    allow_hosts: Iterable[str] = (),
+    cors_origins: Iterable[str] = (),
 ) -> Starlette:
     """A LangGraph-Server-compatible app serving ``targets``.
 
@@ -120,10 +126,16 @@ def create_app(
             threads (see :mod:`graph_agent.serve.auth`).
         shared_threads: Every valid key sees every thread.
         studio: Also serve the Studio page at ``/studio`` (:mod:`graph_agent.serve.studio`).
+        bound_host: The address the server listens on. Without keys a request's ``Host`` must
+            name it, ``localhost``, ``127.0.0.1``, ``[::1]`` or one of ``allow_hosts``
+            (:mod:`graph_agent.serve.guard`); None: not it.
+        allow_hosts: More host names a keyless server answers to (``*``: any).
+        cors_origins: The origins, besides its own, whose web pages may call the server (they
+            get CORS answers; ``*``: any). Other pages' requests are a 403.
 
     Raises:
-        ValueError: ``input_keys`` names an assistant not served or a private key, or a key
-            is in two groups.
+        ValueError: ``input_keys`` names an assistant not served or a private key, a key is
+            in two groups, or an allowed host or CORS origin is not one.
 
     Example:
         >>> from graph_agent import StateGraph, START, END
@@ -155,6 +167,12 @@ def create_app(
         name: InputKeys.of(target, declared.get(name), assistant_id=name) for name, target in pairs
     }
     access = callers(api_keys, key_groups, shared=shared_threads)
+    guards = guard_middleware(
+        keyed=bool(access),
+        bound_host=bound_host,
+        allow_hosts=allow_hosts,
+        cors_origins=cors_origins,
+    )
     api.schemas = {
         name: assistant_schemas(name, target, api.input_keys[name]) for name, target in pairs
     }
@@ -163,6 +181,7 @@ def create_app(
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, 500: _crash},
         lifespan=api.lifespan,
         middleware=[
+            *guards,
             Middleware(ApiKeyMiddleware, keys=access),
             Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes),
         ],
@@ -837,6 +856,9 @@ async def _body(request: Request) -> dict[str, Any]:
     raw = await request.body()
     if not raw.strip():
         return {}
+    content_type = request.headers.get("content-type")
+    if not is_json_type(content_type):  # a cross-site page can send text/plain, not JSON
+        raise ApiError(415, json_type_problem(content_type))
     try:
         body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

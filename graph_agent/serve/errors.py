@@ -19,10 +19,12 @@ __all__ = ["CODES", "error_body", "error_bytes", "error_response", "send_error"]
 CODES: dict[int, str] = {
     400: "bad_request",
     401: "unauthorized",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
     413: "payload_too_large",
+    415: "unsupported_media_type",
     422: "invalid_input",
     500: "internal_error",
 }
@@ -47,10 +49,15 @@ def error_bytes(status: int, detail: str, code: str | None = None) -> bytes:
 
 
 async def send_error(
-    send: Send, status: int, detail: str, headers: Sequence[tuple[bytes, bytes]] = ()
+    send: Send,
+    status: int,
+    detail: str,
+    headers: Sequence[tuple[bytes, bytes]] = (),
+    *,
+    code: str | None = None,
 ) -> None:
     """Answer with an error body straight from ASGI middleware, before the app runs."""
-    body = error_bytes(status, detail)
+    body = error_bytes(status, detail, code)
     start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": [*start, *headers]})
     await send({"type": "http.response.body", "body": body})

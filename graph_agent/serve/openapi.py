@@ -281,9 +281,12 @@ def _query(name: str, schema: Schema, description: str) -> dict[str, Any]:
 _ERRORS = {
     400: "the body is not JSON",
     401: "no valid API key",
+    403: "refused: the Host is not this server's (without keys), or the page's Origin is not "
+    "allowed (--allow-host, --cors-origin)",
     404: "no such thread, run, checkpoint, assistant or subgraph (or another key's thread)",
     409: "the thread is busy, or the id is taken",
     413: "the body is over the size limit",
+    415: "the body is not sent as Content-Type: application/json",
     422: "a field is of the wrong type or value, or an input key is unknown",
 }
 
@@ -309,7 +312,8 @@ def _operation(
             "description": "OK",
             "content": {media: {"schema": schema or _STRING}},
         }
-    for code in sorted({*errors, *(() if public else (401,)), *((400, 413) if body else ())}):
+    auth = () if public else (401,)
+    for code in sorted({*errors, 403, *auth, *((400, 413, 415) if body else ())}):
         responses[str(code)] = {"description": _ERRORS[code], **_json(_ref("Error"))}
     operation: dict[str, Any] = {"summary": summary, "responses": responses}
     if body is not None:

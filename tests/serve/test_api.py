@@ -12,6 +12,8 @@ from langgraph_sdk import get_client, get_sync_client
 
 from tests.serve.conftest import Server
 
+JSON = {"content-type": "application/json"}
+
 
 def test_ok_answers_when_the_server_is_ready(server: Server) -> None:
     assert httpx.get(f"{server.url}/ok").json() == {"ok": True}
@@ -260,7 +262,7 @@ def test_a_run_on_a_missing_thread_is_a_404(server: Server) -> None:
 def test_bad_input_is_a_4xx_with_a_json_detail(
     server: Server, path: str, body: bytes, status: int
 ) -> None:
-    response = httpx.post(f"{server.url}{path}", content=body)
+    response = httpx.post(f"{server.url}{path}", content=body, headers=JSON)
     assert response.status_code == status
     assert isinstance(response.json()["detail"], str)
 

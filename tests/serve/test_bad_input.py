@@ -13,6 +13,7 @@ from tests.serve.conftest import Server
 from tests.serve.graphs import agent, chain
 
 LIMIT = 2048
+JSON = {"content-type": "application/json"}
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +94,7 @@ def test_a_graph_without_declared_keys_takes_any_key(strict: Server) -> None:
 def test_every_error_is_json_with_a_code(
     strict: Server, method: str, path: str, status: int, code: str
 ) -> None:
-    response = httpx.request(method, f"{strict.url}{path}", content=b"{not json")
+    response = httpx.request(method, f"{strict.url}{path}", content=b"{not json", headers=JSON)
     assert response.status_code == status
     assert response.json()["code"] == code
     assert isinstance(response.json()["detail"], str)

@@ -118,3 +118,46 @@ def test_sigterm_stops_the_server_cleanly(tmp_path: Path) -> None:
         server.kill()
     assert server.returncode == 0, err
     assert "graph-agent serve: stopped" in err
+
+
+def test_serve_answers_its_bound_host_and_allowed_ones_and_lists_cors_origins(
+    tmp_path: Path,
+) -> None:
+    """--host reaches the Host check (127.0.0.2 is no loopback *name*), --allow-host adds a
+    name, --cors-origin gets its preflight answered; anything else is a 403."""
+    port = free_port()
+    url = f"http://127.0.0.2:{port}"
+    command = [sys.executable, "-m", "graph_agent", "serve", "tests/serve/graphs.py:chain"]
+    command += ["--host", "127.0.0.2", "--port", str(port), "--db", str(tmp_path / "serve.db")]
+    command += ["--allow-host", "agents.example", "--cors-origin", "http://localhost:3000"]
+    server = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        wait_until_up(url)  # Host: 127.0.0.2:PORT, the bound address
+        named = httpx.get(f"{url}/assistants/chain", headers={"host": "agents.example"})
+        assert named.status_code == 200
+        other = httpx.get(f"{url}/assistants/chain", headers={"host": "evil.example"})
+        assert other.status_code == 403 and "--allow-host evil.example" in other.text
+        preflight = {"access-control-request-method": "POST"}
+        listed = httpx.options(
+            f"{url}/runs/wait", headers={**preflight, "origin": "http://localhost:3000"}
+        )
+        assert listed.headers["access-control-allow-origin"] == "http://localhost:3000"
+        refused = httpx.options(f"{url}/runs/wait", headers={**preflight, "origin": "http://x.y"})
+        assert refused.status_code == 403
+    finally:
+        server.terminate()
+        server.wait(15)
+
+
+def test_a_cors_origin_that_is_not_one_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = ["serve", "tests/serve/graphs.py:chain", "--db", str(tmp_path / "serve.db")]
+    assert main([*command, "--cors-origin", "localhost:3000/app"]) == 2
+    assert "--cors-origin 'localhost:3000/app' is not an origin" in capsys.readouterr().err

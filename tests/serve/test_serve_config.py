@@ -136,3 +136,43 @@ def test_a_config_file_may_name_the_redis_that_carries_notifications(tmp_path: P
     config.write_text(json.dumps({"targets": ["graphs.py:chain"], **options}))
     assert read_config(str(config)).options == options
     sys.path.remove(str(tmp_path))
+
+
+def test_langgraph_json_cors_origins_and_our_host_lists_are_read(tmp_path: Path) -> None:
+    config = tmp_path / "langgraph.json"
+    http = {"cors": {"allow_origins": ["http://localhost:3000"], "max_age": 60}, "app": "x:app"}
+    config.write_text(
+        json.dumps(
+            {
+                "graphs": {"c": "./graphs.py:chain"},
+                "http": http,
+                "cors_origins": ["https://app.example", "http://localhost:3000"],
+                "allow_hosts": ["agents.example"],
+            }
+        )
+    )
+    read = read_config(str(config))
+    assert read.options == {
+        "cors_origins": ["http://localhost:3000", "https://app.example"],
+        "allow_hosts": ["agents.example"],
+    }
+    assert read.ignored == ["http.cors.max_age", "http.app"]
+    sys.path.remove(str(tmp_path.resolve()))
+
+
+def test_the_command_lines_hosts_and_origins_add_to_the_files(tmp_path: Path) -> None:
+    config = tmp_path / "serve.json"
+    lists = {"allow_hosts": ["a.example"], "cors_origins": ["https://a.example"]}
+    config.write_text(json.dumps({"targets": ["graphs.py:chain"], **lists}))
+    args = _args(str(config), "--allow-host", "b.example", "--cors-origin", "https://b.example")
+    serve_targets(args)
+    assert args.allow_host == ["a.example", "b.example"]
+    assert args.cors_origin == ["https://a.example", "https://b.example"]
+    sys.path.remove(str(tmp_path.resolve()))
+
+
+def test_a_host_list_that_is_not_one_says_so(tmp_path: Path) -> None:
+    config = tmp_path / "serve.json"
+    config.write_text(json.dumps({"targets": ["graphs.py:chain"], "allow_hosts": "a.example"}))
+    with pytest.raises(CliError, match="allow_hosts must be a list of strings"):
+        read_config(str(config))

@@ -220,7 +220,9 @@ def test_an_api_only_postgres_server_stops_waiting_to_delete_stateless_threads_a
         try:
             async with app.router.lifespan_context(app):
                 transport = httpx.ASGITransport(app=app)
-                async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+                async with httpx.AsyncClient(
+                    transport=transport, base_url="http://localhost"
+                ) as client:
                     body = {"assistant_id": "chain", "input": {"x": 1}}
                     waiting = asyncio.create_task(client.post("/runs/wait", json=body))
                     async with asyncio.timeout(10):  # queued: no worker claims it
