@@ -51,6 +51,7 @@ from graph_agent.graph._concurrency import (
     run_coroutine,
     to_thread,
 )
+from graph_agent.graph._off_loop import run_off_loop
 from graph_agent.graph.errors import GraphAgentError, GraphSetupError, ParentCommand
 from graph_agent.graph.task import current_task
 from graph_agent.graph.types import Command
@@ -648,10 +649,13 @@ class Tool:
         timeout: float | None = None,
     ) -> Any:
         """:meth:`run` for code on an event loop (the agent's tool node under ``ainvoke`` and
-        ``astream``): an async function is awaited on this loop, a sync one runs on the shared
-        worker pool. Past ``timeout`` the call is cancelled and ``context.cancelled`` set (a
-        sync function is abandoned on its thread); an async function that blocks its loop
-        (``time.sleep`` inside ``async def``) holds the loop until it returns, then times out.
+        ``astream``): a sync function runs on the shared worker pool; an async one, with a
+        ``timeout``, on graph_agent's shared loop of its own (on another thread, in a copy of
+        this context), so that one blocking its loop (``time.sleep`` inside ``async def``)
+        neither stalls this loop (a server's other runs) nor escapes its timeout: like a sync
+        call, it is abandoned past it (see :mod:`graph_agent.graph._off_loop`). Without a
+        timeout an async function is awaited on this loop. Past ``timeout`` the call is
+        cancelled and ``context.cancelled`` set.
 
         Example:
             >>> import asyncio
@@ -667,6 +671,8 @@ class Tool:
             return await self._on_loop(call)
         cancelled = context.cancelled if context is not None else None
         try:
+            if self.is_async:
+                return await run_off_loop(lambda: self._on_loop(call), timeout, cancelled=cancelled)
             return await at_most(self._on_loop(call), timeout, cancelled=cancelled)
         except TimedOut as out:
             raise self._timeout_error(out) from None
@@ -687,7 +693,8 @@ class Tool:
         them without blocking the event loop; async ones run on the caller's loop (they may use
         what lives on it, such as a shared HTTP client), so one that blocks that loop (a
         ``time.sleep`` inside ``async def``) holds the caller up until it returns. The agent's
-        tool node calls :meth:`run` instead, which cuts such a tool at its timeout.
+        tool node calls :meth:`run` or :meth:`arun` instead, which cut such a tool at its
+        timeout.
 
         Example:
             >>> import asyncio

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from graph_agent.checkpoint.base import Checkpoint, CheckpointSaver, Lease, PendingWrite
 from graph_agent.checkpoint.memory import MemorySaver
+from graph_agent.checkpoint.thread_search import ThreadInfo
 from graph_agent.graph.errors import CheckpointStoreError
 
 if TYPE_CHECKING:
@@ -40,4 +41,5 @@ __all__ = [
     "PendingWrite",
     "PostgresSaver",
     "SqliteSaver",
+    "ThreadInfo",
 ]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from graph_agent.graph.cache import CachedValue
 from graph_agent.graph.errors import ThreadBusyError
@@ -26,6 +26,9 @@ from graph_agent.graph.saver import (
     new_checkpoint_id,
     now,
 )
+
+if TYPE_CHECKING:
+    from graph_agent.checkpoint.thread_search import ThreadHeads, ThreadInfo
 
 __all__ = [
     "Blob",
@@ -136,6 +139,38 @@ class CheckpointSaver:
         """Every thread id with at least one checkpoint."""
         raise NotImplementedError
 
+    def search_threads(
+        self, metadata: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0
+    ) -> builtins.list[ThreadInfo]:
+        """Threads whose newest checkpoint's metadata matches ``metadata``, most recently
+        updated first (LangGraph's ``saver.list(None, filter=...)``, one record per thread).
+
+        Args:
+            metadata: Keys the metadata must have, each with a matching value (JSON equality;
+                a dict matches a dict holding its entries, as PostgreSQL's ``@>``); None or
+                ``{}``: every thread. A checkpoint's metadata is its run's
+                ``RunnableConfig.metadata`` plus ``source``, ``step`` and ``writers``.
+            limit: At most this many threads.
+            offset: Skip this many matching threads first (pagination).
+
+        Example:
+            >>> saver.search_threads({"user": "ada"}, limit=20)  # doctest: +SKIP
+            [ThreadInfo(thread_id='t1', checkpoint_id='...', metadata={'user': 'ada', ...}, ...)]
+
+        Raises:
+            ValueError: ``metadata`` is not a dict with string keys, or ``limit``/``offset``
+                is not an int >= 0.
+        """
+        from graph_agent.checkpoint.thread_search import check_search, search_page
+
+        limit, offset = check_search(metadata, limit, offset)
+        return search_page(self._thread_heads, metadata, limit, offset)
+
+    def _thread_heads(self, limit: int, offset: int) -> Sequence[ThreadHeads]:
+        """What :meth:`search_threads` reads: threads with a top-level checkpoint, newest
+        checkpoint first (ties by thread id), from ``offset`` on, at most ``limit``."""
+        raise NotImplementedError
+
     def stored_bytes(self, thread_id: str) -> int:
         """Bytes of checkpoint data stored for a thread (headers, blobs, pending writes)."""
         raise NotImplementedError
@@ -207,6 +242,11 @@ class CheckpointSaver:
 
     async def acopy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
         await _to_thread(self.copy_thread, src_thread_id, dst_thread_id)
+
+    async def asearch_threads(
+        self, metadata: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0
+    ) -> builtins.list[ThreadInfo]:
+        return await _to_thread(self.search_threads, metadata, limit, offset)
 
     async def alist(
         self,

@@ -14,6 +14,7 @@ from typing import Any
 
 from graph_agent.checkpoint.base import Checkpoint, PendingWrite, _show
 from graph_agent.checkpoint.serde import dumps, loads, register
+from graph_agent.checkpoint.thread_search import ThreadHeads
 from graph_agent.graph.errors import SerializationError
 from graph_agent.graph.saver import ENGINE_CHANNELS, Blob, write_problem
 from graph_agent.graph.types import Interrupt
@@ -76,6 +77,14 @@ def decode_header(data: bytes, thread_id: str = "", checkpoint_ns: str = "") -> 
         barriers={k: tuple(v) for k, v in header["barriers"].items()},
         metadata=dict(header["metadata"]),
         created_at=_created_at(header["created_at"]),
+    )
+
+
+def decode_thread_heads(thread_id: str, newest: bytes, oldest: bytes) -> ThreadHeads:
+    """A thread's newest and oldest checkpoint headers, decoded (once, when they are one)."""
+    first = decode_header(newest, thread_id)
+    return ThreadHeads(
+        thread_id, first, first if oldest == newest else decode_header(oldest, thread_id)
     )
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import builtins
 import functools
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -49,6 +49,7 @@ from graph_agent.checkpoint.codec import (
     rebuild_value,
 )
 from graph_agent.checkpoint.serde import dumps, loads
+from graph_agent.checkpoint.thread_search import ThreadHeads, ThreadInfo
 from graph_agent.graph.saver import COPY_TASK, IDS_THREAD, Blob
 
 _StoredBlob = tuple[str, str | None, bytes]  # (kind, base, data): a plain tuple, see above
@@ -240,6 +241,23 @@ class MemorySaver(CheckpointSaver):
                 if any(space.headers for space in spaces.values())
             )
 
+    def _thread_heads(self, limit: int, offset: int) -> builtins.list[ThreadHeads]:
+        with self._lock:
+            found = [
+                (thread, space.head, space)
+                for thread, by_ns in self._threads.items()
+                if (space := by_ns.get("")) is not None and space.head is not None
+            ]
+            found.sort(key=lambda each: each[0])
+            found.sort(key=lambda each: each[1], reverse=True)  # (stable: ties by thread id)
+            heads = []
+            for thread, head, space in found[offset : offset + limit]:
+                newest = _checkpoint(space.headers[head], thread)
+                oldest = min(space.headers)
+                first = newest if oldest == head else _checkpoint(space.headers[oldest], thread)
+                heads.append(ThreadHeads(thread, newest, first))
+            return heads
+
     def stored_bytes(self, thread_id: str) -> int:
         total = 0
         headers: builtins.list[_Stored] = []
@@ -278,6 +296,11 @@ class MemorySaver(CheckpointSaver):
 
     async def acopy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
         self.copy_thread(src_thread_id, dst_thread_id)
+
+    async def asearch_threads(
+        self, metadata: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0
+    ) -> builtins.list[ThreadInfo]:
+        return self.search_threads(metadata, limit, offset)
 
     async def alist(
         self,

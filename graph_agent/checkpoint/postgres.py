@@ -88,6 +88,7 @@ from graph_agent.checkpoint import postgres_plans as plans
 from graph_agent.checkpoint.base import Checkpoint, CheckpointSaver, Lease, _show, check_keep_last
 from graph_agent.checkpoint.codec import DecodedBlobs, LoadedLists
 from graph_agent.checkpoint.postgres_plans import SCHEMA_VERSION, Plan, T
+from graph_agent.checkpoint.thread_search import ThreadHeads
 from graph_agent.graph.errors import CheckpointStoreError
 
 if TYPE_CHECKING:
@@ -705,6 +706,9 @@ class PostgresSaver(CheckpointSaver):
 
     def threads(self) -> builtins.list[str]:
         return self._run(plans.threads_plan(), doing="listing threads")
+
+    def _thread_heads(self, limit: int, offset: int) -> builtins.list[ThreadHeads]:
+        return self._run(plans.thread_heads_plan(limit, offset), doing="searching threads")
 
     def _cache_read(self, namespace: str, key: str, now: float) -> bytes | None:
         return self._run(plans.cache_read_plan(namespace, key, now), doing="reading the node cache")

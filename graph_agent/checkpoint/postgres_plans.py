@@ -33,6 +33,7 @@ from graph_agent.checkpoint.codec import (
     LoadedLists,
     blobs_to_store,
     decode_header,
+    decode_thread_heads,
     decode_write,
     encode_blob,
     encode_header,
@@ -41,6 +42,7 @@ from graph_agent.checkpoint.codec import (
     needed_versions,
     rebuild_value,
 )
+from graph_agent.checkpoint.thread_search import ThreadHeads
 from graph_agent.graph.errors import SerializationError, ThreadBusyError
 from graph_agent.graph.saver import COPY_TASK, IDS_THREAD, Blob
 
@@ -288,6 +290,17 @@ checkpoints AS (DELETE FROM graph_agent_checkpoints WHERE thread_key = %(thread)
 blobs AS (DELETE FROM graph_agent_blobs WHERE thread_key = %(thread)s),
 writes AS (DELETE FROM graph_agent_writes WHERE thread_key = %(thread)s)
 DELETE FROM graph_agent_leases WHERE thread_key = %(thread)s"""
+
+# search_threads: each thread's head (its newest top-level checkpoint), newest first, with the
+# header of its oldest checkpoint
+_THREAD_HEADS = """
+SELECT h.thread_id, c.header, (
+    SELECT o.header FROM graph_agent_checkpoints AS o WHERE o.thread_key = h.thread_key
+    AND o.checkpoint_ns = h.checkpoint_ns ORDER BY o.checkpoint_id LIMIT 1)
+FROM graph_agent_heads AS h JOIN graph_agent_checkpoints AS c ON c.thread_key = h.thread_key
+    AND c.checkpoint_ns = h.checkpoint_ns AND c.checkpoint_id = h.checkpoint_id
+WHERE h.checkpoint_ns = %(ns)s
+ORDER BY h.checkpoint_id DESC, h.thread_id LIMIT %(limit)s OFFSET %(offset)s"""
 
 _STORED_BYTES = """SELECT
     (SELECT coalesce(sum(octet_length(header)), 0) FROM graph_agent_checkpoints
@@ -724,6 +737,12 @@ def cache_delete_plan(namespace: str | None) -> Plan[None]:
 def threads_plan() -> Plan[builtins.list[str]]:
     rows = yield Query("SELECT DISTINCT thread_id FROM graph_agent_heads ORDER BY thread_id", {})
     return [_text(row[0]) for row in rows]
+
+
+def thread_heads_plan(limit: int, offset: int) -> Plan[builtins.list[ThreadHeads]]:
+    """search_threads' read: see :meth:`CheckpointSaver._thread_heads`."""
+    rows = yield Query(_THREAD_HEADS, {"ns": _name(""), "limit": limit, "offset": offset})
+    return [decode_thread_heads(_text(thread), *headers) for thread, *headers in rows]
 
 
 def stored_bytes_plan(thread_id: str) -> Plan[int]:

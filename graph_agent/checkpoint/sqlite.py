@@ -51,6 +51,7 @@ from graph_agent.checkpoint.codec import (
     LoadedLists,
     blobs_to_store,
     decode_header,
+    decode_thread_heads,
     decode_write,
     encode_blob,
     encode_header,
@@ -59,6 +60,7 @@ from graph_agent.checkpoint.codec import (
     needed_versions,
     rebuild_value,
 )
+from graph_agent.checkpoint.thread_search import ThreadHeads
 from graph_agent.graph.errors import (
     CheckpointStoreError,
     GraphRuntimeError,
@@ -147,6 +149,17 @@ _NAME_IDS_THREAD = (
     "data) SELECT DISTINCT ?, checkpoint_ns, checkpoint_id, ?, ?, ? FROM writes "
     "WHERE thread_id = ?"
 )
+
+# search_threads: each thread's newest top-level checkpoint (SQLite takes a bare column from
+# the row holding the MAX), newest first, with the header of its oldest one
+_THREAD_HEADS = """
+SELECT n.thread_id, n.header, (
+    SELECT o.header FROM checkpoints AS o WHERE o.thread_id = n.thread_id
+    AND o.checkpoint_ns = '' ORDER BY o.checkpoint_id LIMIT 1)
+FROM (SELECT thread_id, MAX(checkpoint_id) AS newest, header FROM checkpoints
+      WHERE checkpoint_ns = '' GROUP BY thread_id) AS n
+ORDER BY n.newest DESC, n.thread_id LIMIT ? OFFSET ?
+"""
 
 
 class SqliteSaver(CheckpointSaver):
@@ -615,6 +628,11 @@ class SqliteSaver(CheckpointSaver):
                 "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id"
             ).fetchall()
         return [_name_of(row[0]) for row in rows]
+
+    def _thread_heads(self, limit: int, offset: int) -> builtins.list[ThreadHeads]:
+        with self._reading("searching threads"):
+            rows = self._conn.execute(_THREAD_HEADS, (limit, offset)).fetchall()
+        return [decode_thread_heads(_name_of(thread), *headers) for thread, *headers in rows]
 
     def stored_bytes(self, thread_id: str) -> int:
         """Bytes of checkpoint data stored for a thread (headers, blobs and pending writes)."""

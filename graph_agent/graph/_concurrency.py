@@ -14,7 +14,8 @@ timeouts (only the savers keep their own: ``asyncio.to_thread``, PostgreSQL's le
 - **Calls cut at a timeout** (:func:`call_with_timeout`, :func:`at_most`,
   :func:`run_coroutine`, :class:`TimedOut`): tools. A sync call cannot be stopped, nor can a
   coroutine that blocks its loop: past the timeout they are abandoned on their daemon thread,
-  and the ``cancelled`` event they may watch is set.
+  and the ``cancelled`` event they may watch is set. An async caller runs such a coroutine on
+  a shared loop of its own (``_off_loop.py``: :func:`run_off_loop`), so that its loop stays free.
 
 asyncio and greenlet are imported by the first call that needs them, not with the package."""
 

@@ -53,6 +53,12 @@ __all__ = [
 ]
 
 
+MOST_ROWS: Final = 2**63 - 1
+"""The most rows a search can skip or return: the largest integer SQLite and PostgreSQL take
+(``LIMIT``/``OFFSET`` are 64-bit). A larger ``limit`` or ``offset`` is valid and means the same
+page: no store holds that many rows (an offset past them all gives an empty page)."""
+
+
 def now() -> float:
     """The store's clock (seconds since the epoch): a seam tests pin to move time on."""
     return time.time()
@@ -277,8 +283,9 @@ class BaseStore:
                 ``$lte``; a dotted name (``"a.b"``) reads a nested field. An item without the
                 field never matches (not even ``$ne``), nor does a value that does not compare
                 (``{"$gt": 3}`` and a string).
-            limit: At most this many items.
-            offset: Skip this many matching items first (pagination).
+            limit: At most this many items (an int >= 0, however large).
+            offset: Skip this many matching items first (pagination; past the last item the
+                page is empty, as a list slice, on every backend).
         """
         # no SearchOp and no batch: a search is that cheaper (what batch adds is for puts)
         _check_search(namespace_prefix, filter, limit, offset)
@@ -452,6 +459,9 @@ class BaseStore:
         at: float,
     ) -> list[Item]:
         prefix = encode_namespace(namespace_prefix)
+        if offset + limit > MOST_ROWS:  # past what a database counts: the same page, in range
+            offset = min(offset, MOST_ROWS)
+            limit = MOST_ROWS - offset
         if query is None and not filter:  # the usual search: a page of the newest rows
             rows = self._scan(prefix, at, limit, offset)
             if refresh_ttl:
@@ -496,6 +506,7 @@ class BaseStore:
         wanted = offset + limit
         # a needle per filter entry: nearly every row read matches, so read about the page
         size = max(1, wanted) if len(needles) == len(filter) else max(16, 2 * wanted)
+        size = min(size, MOST_ROWS)
         start = 0
         while True:
             page = self._scan(prefix, at, size, start, needles)
@@ -504,7 +515,7 @@ class BaseStore:
             if len(page) < size:
                 return
             start += size
-            size *= 2
+            size = min(2 * size, MOST_ROWS)
 
     def _ranked(
         self, prefix: str, query: list[float], at: float, limit: int | None, offset: int

@@ -1,12 +1,22 @@
-"""Under ainvoke/astream the agent's model call and async tools run on the caller's loop, in
-its thread; sync tools on the shared pool; invoke is unchanged."""
+"""Under ainvoke/astream the agent's model call runs on the caller's loop, in its thread; async
+tools with a timeout (the default ``tool_timeout``) on a shared loop of their own, so that one
+blocking its loop stalls neither the caller nor escapes its timeout; without a timeout on the
+caller's loop; sync tools on the shared pool; invoke is unchanged."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 
-from graph_agent import ReactAgent, StreamingOutput, tool
+from graph_agent import (
+    ReactAgent,
+    RunnableConfig,
+    StreamingOutput,
+    ToolContext,
+    emit_chunk,
+    tool,
+)
 from graph_agent.messages import AssistantMessage, ToolCall
 from graph_agent.models import ScriptedChatModel
 from graph_agent.models.base import message_to_chunks
@@ -33,7 +43,9 @@ class ThreadRecordingModel(ScriptedChatModel):
             yield chunk
 
 
-def _agent(model: ThreadRecordingModel, seen: list[int]) -> ReactAgent:
+def _agent(
+    model: ThreadRecordingModel, seen: list[int], tool_timeout: float | None = 60.0
+) -> ReactAgent:
     @tool
     async def lookup(query: str) -> str:
         """Look a fact up."""
@@ -47,7 +59,7 @@ def _agent(model: ThreadRecordingModel, seen: list[int]) -> ReactAgent:
         seen.append(threading.get_ident())
         return text.upper()
 
-    return ReactAgent("threads", model=model, tools=[lookup, shout])
+    return ReactAgent("threads", model=model, tools=[lookup, shout], tool_timeout=tool_timeout)
 
 
 def _replies() -> list[AssistantMessage | str]:
@@ -58,7 +70,7 @@ def _replies() -> list[AssistantMessage | str]:
     return [AssistantMessage(content="", tool_calls=calls), "done"]
 
 
-def test_ainvoke_calls_the_model_and_async_tools_on_the_callers_thread() -> None:
+def test_ainvoke_calls_the_model_on_the_callers_thread_and_async_tools_off_its_loop() -> None:
     model, seen = ThreadRecordingModel(_replies()), []
     agent = _agent(model, seen)
 
@@ -69,7 +81,44 @@ def test_ainvoke_calls_the_model_and_async_tools_on_the_callers_thread() -> None
     text, loop_thread = asyncio.run(main())
     assert text == "done"
     assert model.threads == [("agenerate", loop_thread)] * 2
+    assert len(seen) == 2 and loop_thread not in seen
+
+
+def test_without_a_tool_timeout_ainvoke_awaits_async_tools_on_the_callers_thread() -> None:
+    model, seen = ThreadRecordingModel(_replies()), []
+    agent = _agent(model, seen, tool_timeout=None)
+
+    async def main() -> tuple[str, int]:
+        answer = await agent.acall("go")
+        return answer.text, threading.get_ident()
+
+    text, loop_thread = asyncio.run(main())
+    assert text == "done"
     assert seen == [loop_thread, loop_thread]
+
+
+def test_an_async_tool_off_the_loop_sees_the_callers_context_and_streams_its_chunks() -> None:
+    request = contextvars.ContextVar("request", default="none")
+
+    @tool
+    async def report(ctx: ToolContext) -> str:
+        """Report what it sees."""
+        emit_chunk(f"working on {request.get()}")
+        return f"{request.get()} in thread {ctx.config.thread_id}"
+
+    call = ToolCall(id="a", name="report", arguments={})
+    model = ScriptedChatModel([AssistantMessage(content="", tool_calls=[call]), "ok"])
+    agent = ReactAgent("context", model=model, tools=[report])
+
+    async def main() -> list[object]:
+        request.set("req-7")
+        config = RunnableConfig(thread_id="t-9")
+        return [item async for item in agent.astream("go", config)]
+
+    items = asyncio.run(main())
+    chunks = [o.chunk for o in items if isinstance(o, StreamingOutput) and o.node == "__tool__"]
+    assert chunks == ["working on req-7"]
+    assert model.requests[1].messages[-1].content == "req-7 in thread t-9"
 
 
 def test_astream_streams_the_model_on_the_callers_thread() -> None:
@@ -83,7 +132,7 @@ def test_astream_streams_the_model_on_the_callers_thread() -> None:
     chunks, loop_thread = asyncio.run(main())
     assert "".join(chunks) == "done"
     assert model.threads == [("astream", loop_thread)] * 2
-    assert seen == [loop_thread, loop_thread]
+    assert len(seen) == 2 and loop_thread not in seen
 
 
 def test_a_sync_tool_under_ainvoke_runs_on_a_worker_thread() -> None:

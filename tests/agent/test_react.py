@@ -398,6 +398,32 @@ def test_an_async_tool_that_blocks_its_loop_times_out_into_an_error_result_sayin
     assert result.is_error and "blocked its event loop" in result.content
 
 
+def test_an_async_tool_blocking_its_loop_is_cut_at_the_agents_tool_timeout_by_both_drivers(
+    caller,
+):
+    release = threading.Event()
+
+    @tool
+    async def blocking() -> str:
+        """Blocks its event loop."""
+        release.wait(10)  # like time.sleep inside an async def: no await
+        return "late"
+
+    model = ScriptedChatModel([calls(("c1", "blocking", {})), "gave up"])
+    agent = ReactAgent("err", model, tools=[blocking], tool_timeout=0.3)
+    started = time.monotonic()
+    try:
+        state = caller.invoke(agent, "go", cfg())
+        elapsed = time.monotonic() - started
+    finally:
+        release.set()
+    assert elapsed < 3  # the timeout and its grace, not the tool's 10 s
+    result = state["messages"][-2]
+    assert result.is_error
+    assert "did not finish within 0.3 s. It blocked its event loop" in result.content
+    assert state["messages"][-1].text == "gave up"
+
+
 def test_a_tool_that_hangs_times_out_into_an_error_result():
     @tool(timeout=0.2)
     def hang() -> str:

@@ -84,6 +84,33 @@ def test_pages_of_a_search_cover_every_item_once(store, clock):
     assert store.search(("n",), limit=0) == []
 
 
+HUGE_PAGES = [(10, 2**63), (2**63, 0), (2**63 - 1, 1), (2**63 - 1, 2**63 - 1), (10**30, 1)]
+
+
+@pytest.mark.parametrize(("limit", "offset"), HUGE_PAGES)
+@pytest.mark.parametrize("how", [{}, {"filter": {"even": True}}, {"query": "tea"}])
+def test_a_limit_or_offset_beyond_any_row_count_pages_like_a_list_slice(
+    make_store, clock, how, limit, offset
+):
+    store = make_store(index=INDEX)
+    for number in range(3):
+        store.put(("n",), f"k{number}", {"text": "tea", "even": number % 2 == 0})
+        clock(1)
+    every = store.search(("n",), limit=3, **how)
+    found = store.search(("n",), limit=limit, offset=offset, **how)
+    assert [item.key for item in found] == [item.key for item in every][offset : offset + limit]
+
+
+@pytest.mark.parametrize(("limit", "offset"), HUGE_PAGES)
+def test_list_namespaces_takes_a_limit_or_offset_beyond_any_count(store, limit, offset):
+    for namespace in [("a",), ("b",)]:
+        store.put(namespace, "k", {})
+    assert (
+        store.list_namespaces(limit=limit, offset=offset)
+        == [("a",), ("b",)][offset : offset + limit]
+    )
+
+
 def test_filters_compare_fields_with_the_mongo_style_operators(store):
     store.put(("n",), "a", {"kind": "fact", "score": 1, "who": {"name": "ada"}})
     store.put(("n",), "b", {"kind": "fact", "score": 5, "who": {"name": "bob"}})
@@ -313,6 +340,9 @@ def test_the_async_twins_do_what_the_sync_calls_do(store):
         (lambda s: s.get(("n",), 7), "non-empty string"),
         (lambda s: s.search(("n",), limit=-1), "limit"),
         (lambda s: s.search(("n",), offset=-1), "offset"),
+        (lambda s: s.search(("n",), offset=2.0), "offset"),
+        (lambda s: s.list_namespaces(limit=-1), "limit"),
+        (lambda s: s.list_namespaces(offset=-1), "offset"),
         (lambda s: s.list_namespaces(max_depth=0), "max_depth"),
     ],
 )

@@ -1,0 +1,183 @@
+"""``saver.search_threads``: threads found by their newest checkpoint's metadata, on every
+saver (the ``saver`` fixture runs each test on memory, SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from graph_agent import END, START, CompileConfig, RunnableConfig, StateGraph
+from graph_agent.checkpoint import ThreadInfo
+
+
+def counter(saver):
+    g = StateGraph("counter")
+    g.add_node("step", lambda s: {"n": s.value("n", 0) + 1})
+    g.add_edge(START, "step").add_edge("step", END)
+    return g.compile(CompileConfig(saver=saver))
+
+
+def run(app, thread_id, **metadata):
+    app.invoke({"n": 0}, RunnableConfig(thread_id=thread_id, metadata=metadata))
+
+
+def ids(found):
+    return [thread.thread_id for thread in found]
+
+
+def test_threads_are_found_by_the_metadata_their_run_was_given(saver):
+    app = counter(saver)
+    run(app, "t-ada", user="ada", plan="pro")
+    run(app, "t-bob", user="bob", plan="pro")
+    run(app, "t-ada-2", user="ada", plan="free")
+    assert ids(saver.search_threads({"user": "ada"})) == ["t-ada-2", "t-ada"]
+    assert ids(saver.search_threads({"user": "ada", "plan": "pro"})) == ["t-ada"]
+    assert ids(saver.search_threads({"plan": "pro"})) == ["t-bob", "t-ada"]
+    assert saver.search_threads({"user": "eve"}) == []
+    assert saver.search_threads({"missing": None}) == []
+
+
+def test_without_metadata_every_thread_comes_newest_updated_first(saver):
+    app = counter(saver)
+    for thread in ["a", "b", "c"]:
+        run(app, thread)
+    run(app, "a")  # updated last
+    assert ids(saver.search_threads()) == ["a", "c", "b"]
+    assert ids(saver.search_threads({})) == ["a", "c", "b"]
+
+
+def test_a_record_holds_the_newest_checkpoint_and_when_the_thread_began_and_changed(saver):
+    app = counter(saver)
+    run(app, "t", user="ada")
+    first = list(saver.list("t"))[-1]
+    run(app, "t", user="ada", turn=2)
+    newest = saver.get("t")
+    [found] = saver.search_threads({"user": "ada"})
+    assert isinstance(found, ThreadInfo)
+    assert found.thread_id == "t"
+    assert found.checkpoint_id == newest.id
+    assert found.metadata == newest.metadata
+    assert found.metadata["turn"] == 2 and found.metadata["source"] == "loop"
+    assert found.created_at == first.created_at
+    assert found.updated_at == newest.created_at
+
+
+def test_only_the_newest_checkpoints_metadata_counts(saver):
+    app = counter(saver)
+    run(app, "t", stage="draft")
+    run(app, "t", stage="final")
+    assert saver.search_threads({"stage": "draft"}) == []
+    assert ids(saver.search_threads({"stage": "final"})) == ["t"]
+
+
+def test_the_engines_own_metadata_is_searchable_too(saver):
+    app = counter(saver)
+    run(app, "t")
+    assert ids(saver.search_threads({"source": "loop", "writers": ["step"]})) == ["t"]
+
+
+def test_pages_of_a_search_cover_every_matching_thread_once(saver):
+    app = counter(saver)
+    for number in range(7):
+        run(app, f"t{number}", even=number % 2 == 0)
+    pages = [saver.search_threads({"even": True}, limit=2, offset=start) for start in (0, 2, 4)]
+    assert [ids(page) for page in pages] == [["t6", "t4"], ["t2", "t0"], []]
+    assert ids(saver.search_threads(limit=3, offset=5)) == ["t1", "t0"]
+    assert saver.search_threads(limit=0) == []
+
+
+def test_a_limit_or_offset_beyond_any_count_pages_like_a_list_slice(saver):
+    app = counter(saver)
+    run(app, "a")
+    run(app, "b")
+    assert ids(saver.search_threads(limit=2**64)) == ["b", "a"]
+    assert ids(saver.search_threads({"source": "loop"}, limit=2**64, offset=1)) == ["a"]
+    assert saver.search_threads(offset=2**63) == []
+    assert saver.search_threads({"source": "loop"}, offset=2**64) == []
+
+
+def test_a_nested_dict_matches_a_dict_holding_its_entries(saver):
+    app = counter(saver)
+    run(app, "t", who={"name": "ada", "team": {"id": 7, "size": 3}})
+    assert ids(saver.search_threads({"who": {"name": "ada"}})) == ["t"]
+    assert ids(saver.search_threads({"who": {"team": {"id": 7}}})) == ["t"]
+    assert saver.search_threads({"who": {"name": "bob"}}) == []
+    assert saver.search_threads({"who": "ada"}) == []
+
+
+def test_values_compare_as_json_where_true_is_not_one(saver):
+    app = counter(saver)
+    run(app, "t", flag=True, count=1, tags=["a", "b"])
+    assert ids(saver.search_threads({"flag": True, "count": 1.0})) == ["t"]
+    assert saver.search_threads({"flag": 1}) == []
+    assert saver.search_threads({"count": True}) == []
+    assert saver.search_threads({"tags": ["a"]}) == []
+    assert ids(saver.search_threads({"tags": ["a", "b"]})) == ["t"]
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "user') OR 1=1 --",
+        "$.user",
+        'user" = "ada" OR "1" = "1',
+        "user'; DROP TABLE checkpoints; --",
+        "\x00",
+    ],
+)
+def test_a_hostile_metadata_key_matches_nothing_and_harms_nothing(saver, key):
+    app = counter(saver)
+    run(app, "t", user="ada")
+    assert saver.search_threads({key: "ada"}) == []
+    assert saver.search_threads({key: {"$ne": 1}}) == []
+    assert ids(saver.search_threads({"user": "ada"})) == ["t"]
+    assert saver.get("t") is not None
+
+
+def test_subgraph_checkpoints_do_not_make_threads_of_their_own(saver):
+    inner = StateGraph("inner")
+    inner.add_node("work", lambda s: {"n": 1})
+    inner.add_edge(START, "work").add_edge("work", END)
+    outer = StateGraph("outer")
+    outer.add_node("child", inner.compile())
+    outer.add_edge(START, "child").add_edge("child", END)
+    app = outer.compile(CompileConfig(saver=saver))
+    app.invoke({"n": 0}, RunnableConfig(thread_id="t", metadata={"user": "ada"}))
+    found = saver.search_threads()
+    assert ids(found) == ["t"]
+    assert found[0].checkpoint_id == saver.get("t").id
+
+
+def test_a_deleted_thread_is_no_longer_found_and_a_copy_is(saver):
+    app = counter(saver)
+    run(app, "gone", user="ada")
+    run(app, "kept", user="ada")
+    saver.copy_thread("kept", "copy")
+    saver.delete_thread("gone")
+    assert sorted(ids(saver.search_threads({"user": "ada"}))) == ["copy", "kept"]
+
+
+def test_the_async_twin_finds_what_the_sync_call_finds(saver):
+    app = counter(saver)
+    run(app, "a", user="ada")
+    run(app, "b", user="bob")
+    found = asyncio.run(saver.asearch_threads({"user": "ada"}, limit=5))
+    assert found == saver.search_threads({"user": "ada"}, limit=5)
+    assert ids(found) == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"metadata": ["user", "ada"]}, "metadata=.*give a dict"),
+        ({"metadata": {1: "ada"}}, "metadata keys are strings"),
+        ({"limit": -1}, "limit=-1.*>= 0"),
+        ({"limit": 2.5}, "limit=2.5"),
+        ({"offset": -1}, "offset=-1.*>= 0"),
+        ({"offset": True}, "offset=True"),
+    ],
+)
+def test_bad_arguments_are_refused_saying_what_to_give(saver, arguments, message):
+    with pytest.raises(ValueError, match=message):
+        saver.search_threads(**arguments)

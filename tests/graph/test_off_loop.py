@@ -1,0 +1,158 @@
+"""Coroutines run off the caller's loop and cut at a timeout (``graph._off_loop``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import os
+import threading
+import time
+
+import pytest
+
+from graph_agent.graph._concurrency import TimedOut
+from graph_agent.graph._off_loop import run_off_loop
+
+WHO = contextvars.ContextVar("who", default="nobody")
+
+
+def test_a_coroutine_runs_on_another_thread_and_sees_the_callers_context_variables():
+    async def where() -> tuple[int, str]:
+        await asyncio.sleep(0)
+        return threading.get_ident(), WHO.get()
+
+    async def main() -> tuple[tuple[int, str], int]:
+        WHO.set("caller")
+        return await run_off_loop(where, 5), threading.get_ident()
+
+    (thread, who), caller = asyncio.run(main())
+    assert thread != caller and who == "caller"
+
+
+def test_a_coroutine_that_awaits_past_its_timeout_is_cancelled_and_the_event_set():
+    stopped, cancelled = threading.Event(), threading.Event()
+
+    async def slow() -> None:
+        try:
+            await asyncio.sleep(5)
+        finally:
+            stopped.set()
+
+    with pytest.raises(TimedOut) as caught:
+        asyncio.run(run_off_loop(slow, 0.05, cancelled=cancelled))
+    assert not caught.value.loop_blocked
+    assert stopped.wait(2) and cancelled.is_set()
+
+
+def test_a_coroutine_blocking_its_loop_is_abandoned_and_leaves_the_callers_loop_free():
+    release = threading.Event()
+
+    async def blocking() -> str:
+        release.wait(10)  # no await: its loop cannot cancel it
+        return "late"
+
+    async def main() -> tuple[float, int]:
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        ticking = asyncio.ensure_future(tick())
+        started = time.monotonic()
+        try:
+            with pytest.raises(TimedOut) as caught:
+                await run_off_loop(blocking, 0.1)
+        finally:
+            ticking.cancel()
+        assert caught.value.loop_blocked
+        return time.monotonic() - started, ticks
+
+    try:
+        elapsed, ticks = asyncio.run(main())
+    finally:
+        release.set()
+    assert elapsed < 2 and ticks > 10  # the caller's loop ran on meanwhile
+
+
+def test_a_call_made_while_another_blocks_the_shared_loop_goes_to_a_new_one():
+    release = threading.Event()
+
+    async def blocking() -> None:
+        release.wait(10)
+
+    async def quick() -> str:
+        await asyncio.sleep(0)
+        return "quick"
+
+    async def main() -> tuple[str, float]:
+        stuck = asyncio.ensure_future(run_off_loop(blocking, 10))
+        await asyncio.sleep(0.5)  # the shared loop misses its beats meanwhile
+        started = time.monotonic()
+        answer = await run_off_loop(quick, 10)
+        elapsed = time.monotonic() - started
+        stuck.cancel()
+        return answer, elapsed
+
+    try:
+        answer, elapsed = asyncio.run(main())
+    finally:
+        release.set()
+    assert answer == "quick" and elapsed < 1
+
+
+def test_cancelling_the_wait_cancels_the_coroutine():
+    started, stopped = threading.Event(), threading.Event()
+
+    async def waits() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+
+    async def main() -> None:
+        waiting = asyncio.ensure_future(run_off_loop(waits, 10))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    asyncio.run(main())
+    assert stopped.wait(2)
+
+
+def test_what_the_coroutine_raises_is_raised_to_the_caller_and_its_own_timeout_stays_its_own():
+    async def fails() -> None:
+        raise TimeoutError("socket timed out")
+
+    with pytest.raises(TimeoutError, match="socket timed out") as caught:
+        asyncio.run(run_off_loop(fails, 5))
+    assert not isinstance(caught.value, TimedOut)
+
+
+def test_a_forked_child_runs_coroutines_on_a_shared_loop_of_its_own():
+    async def answer() -> int:
+        await asyncio.sleep(0)
+        return 42
+
+    assert asyncio.run(run_off_loop(answer, 5)) == 42  # the parent's loop thread is running
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's loop thread is gone, calls must not wait on it
+        os.close(read)
+        try:
+            started = time.monotonic()
+            result = asyncio.run(run_off_loop(answer, 5))
+            os.write(write, f"{result} {time.monotonic() - started < 2}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        reply = pipe.read()
+    os.waitpid(pid, 0)
+    assert reply == "42 True"
