@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -22,7 +21,6 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import (
     HTMLResponse,
-    JSONResponse,
     PlainTextResponse,
     Response,
     StreamingResponse,
@@ -38,6 +36,7 @@ from graph_agent.graph.errors import GraphAgentError
 from graph_agent.graph.types import CompileConfig, RunnableConfig
 from graph_agent.observability.propagation import with_trace_context
 from graph_agent.serve.auth import ApiKeyMiddleware, callers, owns, stamp_owner
+from graph_agent.serve.bodies import BodyError, JSONResponse, read_json
 from graph_agent.serve.errors import error_response
 from graph_agent.serve.inputs import InputKeys
 from graph_agent.serve.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
@@ -816,9 +815,9 @@ async def _body(request: Request) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
+        body = read_json(raw)
+    except BodyError as exc:
+        raise ApiError(exc.status, str(exc)) from exc
     if not isinstance(body, dict):
         raise ApiError(422, f"the request body must be a JSON object, got {type(body).__name__}")
     return body

@@ -37,7 +37,6 @@ import asyncio
 import collections
 import copy
 import dataclasses
-import json
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -52,6 +51,7 @@ from graph_agent.graph.errors import GraphCancelledError
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import NodeOutput, RunnableConfig, StreamingOutput
 from graph_agent.messages import AssistantMessageChunk
+from graph_agent.serve.bodies import json_text
 from graph_agent.serve.records import (
     Records,
     RunRecord,
@@ -93,12 +93,9 @@ EventLog = Callable[[str, int, str, str], None]
 
 
 def sse_text(data: Any) -> str:
-    """An event's data as the compact JSON an SSE ``data:`` line carries."""
-    return _COMPACT.encode(data)
-
-
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-"""One encoder for every event: ``json.dumps`` with options builds one per call."""
+    """An event's data as the compact JSON an SSE ``data:`` line carries (a lone surrogate
+    escaped: see :func:`graph_agent.serve.bodies.json_text`)."""
+    return json_text(data)
 
 
 class ThreadBusy(Exception):
