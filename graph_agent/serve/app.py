@@ -38,6 +38,11 @@ from graph_agent.observability.propagation import with_trace_context
 from graph_agent.serve.auth import ApiKeyMiddleware, callers, owns, stamp_owner
 from graph_agent.serve.bodies import BodyError, JSONResponse, read_json
 from graph_agent.serve.errors import error_response
+from graph_agent.serve.ids import (
+    count_param,
+    last_event_id,
+    thread_id_problem,
+)
 from graph_agent.serve.inputs import InputKeys
 from graph_agent.serve.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
 from graph_agent.serve.openapi import docs_html, openapi_document
@@ -419,7 +424,7 @@ class _Api:
 
     async def create_thread(self, request: Request) -> Response:
         body = await _body(request)
-        thread_id = _field(body, "thread_id", str, None) or str(uuid.uuid4())
+        thread_id = _creatable(_field(body, "thread_id", str, None) or str(uuid.uuid4()))
         metadata = _field(body, "metadata", dict, {})
         if_exists = _field(body, "if_exists", str, "raise")
         existing = self._records_of(thread_id).thread(thread_id)
@@ -622,7 +627,8 @@ class _Api:
                 raise ApiError(
                     404, f"thread {thread_id} not found; create it, or send if_not_exists='create'"
                 )
-            return await self._start_on(thread_id, run_request, _thread_record(thread_id, {}))
+            record = _thread_record(_creatable(thread_id), {})
+            return await self._start_on(thread_id, run_request, record)
         return await self._start_on(thread_id, run_request, existing=_owned(found, thread_id))
 
     def _temporary_thread(self, run_request: RunRequest) -> ThreadRecord:
@@ -769,6 +775,14 @@ def _owned(record: ThreadRecord | None, thread_id: str) -> ThreadRecord:
     return record
 
 
+def _creatable(thread_id: str) -> str:
+    """``thread_id``, if a client may create a thread so named (:mod:`graph_agent.serve.ids`)."""
+    problem = thread_id_problem(thread_id)
+    if problem is not None:
+        raise ApiError(422, problem, "invalid_thread_id")
+    return thread_id
+
+
 def _thread_record(thread_id: str, metadata: dict[str, Any]) -> ThreadRecord:
     """A new thread's record, owned by the request's key (not written yet)."""
     stamp = now()
@@ -786,12 +800,10 @@ def _run_location(run: ActiveRun | RunRecord) -> dict[str, str]:
 
 
 def _last_event_id(request: Request) -> int:
-    text = request.headers.get("last-event-id", "").strip()
-    if not text:
-        return -1
-    if not text.isdigit():
-        raise ApiError(422, f"Last-Event-ID {text!r} is not an event id this server sent")
-    return int(text)
+    try:
+        return last_event_id(request.headers.get("last-event-id", ""))
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from exc
 
 
 def _sse(
@@ -852,9 +864,10 @@ def _int_param(request: Request, name: str, default: int) -> int:
     text = request.query_params.get(name)
     if text is None:
         return default
-    if not text.isdigit():
-        raise ApiError(422, f"query parameter {name} must be a non-negative integer")
-    return int(text)
+    try:
+        return count_param(name, text)
+    except ValueError as exc:
+        raise ApiError(422, str(exc)) from exc
 
 
 def _checkpoint_id(body: Mapping[str, Any]) -> str | None:
