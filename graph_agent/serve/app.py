@@ -39,7 +39,9 @@ from graph_agent.serve.auth import ApiKeyMiddleware, callers, owns, stamp_owner
 from graph_agent.serve.bodies import BodyError, JSONResponse, read_json
 from graph_agent.serve.errors import error_response
 from graph_agent.serve.ids import (
+    MAX_COUNT,
     count_param,
+    history_before,
     last_event_id,
     thread_id_problem,
 )
@@ -485,6 +487,8 @@ class _Api:
         record = self._thread(thread_id)
         runnable = self._thread_runnable(record)
         config = RunnableConfig(thread_id=thread_id, checkpoint_id=checkpoint_id)
+        if runnable is None and checkpoint_id is not None:  # nothing ran: no checkpoint at all
+            raise ApiError(404, f"thread {thread_id} has no checkpoint {checkpoint_id}")
         if runnable is None:
             return JSONResponse(
                 {
@@ -537,11 +541,12 @@ class _Api:
         record = self._thread(request.path_params["thread_id"])
         body = await _body(request)
         limit = _field(body, "limit", int, 10)
-        before = body.get("before")
-        if isinstance(before, dict):
-            before = before.get("checkpoint_id")
-        if before is not None and not isinstance(before, str):
-            raise ApiError(422, "before must be a checkpoint id or a checkpoint object")
+        if not 0 <= limit <= MAX_COUNT:
+            raise ApiError(422, f"limit must be an integer from 0 to {MAX_COUNT}")
+        try:
+            before = history_before(body.get("before"))
+        except ValueError as exc:
+            raise ApiError(422, str(exc)) from exc
         runnable = self._thread_runnable(record)
         if runnable is None:
             return JSONResponse([])

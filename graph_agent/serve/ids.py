@@ -1,5 +1,6 @@
 """What a client may name things with: the thread ids it may create, the ``Last-Event-ID`` it
-sends back, the counts it puts in a query string. Each check says what was wrong and what to
+sends back, the checkpoint a page of history ends before, the counts it puts in a query
+string. Each check says what was wrong and what to
 send instead (the API answers it with a 4xx, never a 500).
 
 **Thread ids.** LangGraph Server makes thread ids UUIDs, and its clients accept any string a
@@ -17,11 +18,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = [
     "MAX_COUNT",
     "MAX_THREAD_ID",
     "count_param",
+    "history_before",
     "last_event_id",
     "thread_id_problem",
 ]
@@ -77,6 +81,27 @@ def last_event_id(text: str) -> int:
             "the last event received, or -1 to replay the run's events from the start"
         )
     return number
+
+
+def history_before(before: Any) -> str | None:
+    """The checkpoint a page of history ends before (``before`` of ``POST
+    /threads/{id}/history``), as LangGraph's clients name it: its id, a checkpoint object (the
+    Python SDK's ``before=state["checkpoint"]``) or a config holding one (the JS SDK's and
+    LangGraph Studio's ``before: {configurable: {checkpoint_id}}``); ``None``: from the newest.
+
+    Raises:
+        ValueError: ``before`` is none of these.
+    """
+    if isinstance(before, Mapping) and isinstance(before.get("configurable"), Mapping):
+        before = before["configurable"]
+    if isinstance(before, Mapping):
+        before = before.get("checkpoint_id")
+    if before is None or isinstance(before, str):
+        return before or None
+    raise ValueError(
+        "before must be a checkpoint id, a checkpoint object or a config "
+        '({"configurable": {"checkpoint_id": ...}})'
+    )
 
 
 def count_param(name: str, text: str) -> int:
