@@ -37,6 +37,7 @@ import asyncio
 import collections
 import copy
 import dataclasses
+import logging
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -81,6 +82,8 @@ __all__ = [
     "sse_text",
     "thread_values",
 ]
+
+_log = logging.getLogger(__name__)
 
 Runnable = ReactAgent | CompiledGraph
 StreamMode = Literal["values", "updates", "custom", "messages", "messages-tuple"]
@@ -441,16 +444,45 @@ class Runner:
             run.result = {"__error__": error}
             run.emit("error", error)
         finally:
-            self._set_status(run, run_status)
+            self._record_end(run, run_status, thread_status)
             temporary = thread_id in self._temporary  # its runs are forgotten with it
-            if self._latest.get(thread_id) is run:
-                self.records.set_thread_status(thread_id, thread_status)
-                if temporary:
-                    self._forget_temporary(thread_id)
+            if temporary and self._latest.get(thread_id) is run:
+                self._forget_temporary(thread_id)
             run.previous = None  # waited for: the runs before it need not stay in memory
             run.end()
             if not temporary:
                 self._keep_finished(run)
+
+    def _record_end(
+        self, run: ActiveRun, run_status: RunStatus, thread_status: ThreadStatus
+    ) -> None:
+        """Record how the run ended, and its thread's status. Should the records refuse that,
+        the run ends as ``error`` all the same, never left running: its clients get the error
+        (from memory), and the records are told ``error`` if they take that at least."""
+        thread_id = run.record.thread_id
+        latest = self._latest.get(thread_id) is run
+        try:
+            self._set_status(run, run_status)
+            if latest:
+                self.records.set_thread_status(thread_id, thread_status)
+        except Exception as exc:
+            _log.exception(
+                "graph-agent serve: could not record the end of run %s", run.record.run_id
+            )
+            message = f"the server could not record how this run ended ({exc})"
+            error = {"error": type(exc).__name__, "message": message}
+            run.result = {"__error__": error}
+            run.record.status = "error"
+            run.log = None  # the records refused the end: this event is told from memory only
+            run.emit("error", error)
+            try:
+                self.records.set_run_status(run.record.run_id, "error")
+                if latest:
+                    self.records.set_thread_status(thread_id, "error")
+            except Exception:
+                _log.exception(
+                    "graph-agent serve: could not record run %s as failed either", run.record.run_id
+                )
 
     def _keep_finished(self, run: ActiveRun) -> None:
         """Keep ``run`` among the :attr:`finished_kept` newest finished runs; forget the oldest."""
