@@ -48,8 +48,8 @@ def read_json(raw: bytes) -> Any:
         BodyError: the body is not JSON, nests deeper than :data:`MAX_DEPTH` levels, or holds
             ``NaN``, ``Infinity`` or a number out of a float's range.
     """
-    try:
-        value = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+    try:  # as json.loads reads bytes, with one decoder for every body
+        value = _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
     except BodyError:
         raise
     except RecursionError as exc:  # far too deep: the parser itself gave up
@@ -105,6 +105,8 @@ def _finite_float(text: str) -> float:
         )
     return number
 
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
 
 _UTF8 = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 """Starlette's JSONResponse settings; one encoder for every response, not one per call."""
