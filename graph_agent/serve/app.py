@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import urllib.parse
 import uuid
@@ -25,7 +24,6 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import (
     HTMLResponse,
-    JSONResponse,
     PlainTextResponse,
     Response,
     StreamingResponse,
@@ -41,8 +39,16 @@ from graph_agent.graph.errors import GraphAgentError
 from graph_agent.graph.types import CompileConfig, RunnableConfig
 from graph_agent.observability.propagation import with_trace_context
 from graph_agent.serve.auth import ApiKeyMiddleware, callers, owns, stamp_owner
+from graph_agent.serve.bodies import BodyError, JSONResponse, read_json
 from graph_agent.serve.errors import error_response
 from graph_agent.serve.guard import guard_middleware, is_json_type, json_type_problem
+from graph_agent.serve.ids import (
+    MAX_COUNT,
+    count_param,
+    history_before,
+    last_event_id,
+    thread_id_problem,
+)
 from graph_agent.serve.inputs import InputKeys
 from graph_agent.serve.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
 from graph_agent.serve.openapi import docs_html, openapi_document
@@ -461,7 +467,7 @@ class _Api:
 
     async def create_thread(self, request: Request) -> Response:
         body = await _body(request)
-        thread_id = _field(body, "thread_id", str, None) or str(uuid.uuid4())
+        thread_id = _creatable(_field(body, "thread_id", str, None) or str(uuid.uuid4()))
         metadata = _field(body, "metadata", dict, {})
         if_exists = _field(body, "if_exists", str, "raise")
         existing = self._records_of(thread_id).thread(thread_id)
@@ -522,6 +528,8 @@ class _Api:
         record = self._thread(thread_id)
         runnable = self._thread_runnable(record)
         config = RunnableConfig(thread_id=thread_id, checkpoint_id=checkpoint_id)
+        if runnable is None and checkpoint_id is not None:  # nothing ran: no checkpoint at all
+            raise ApiError(404, f"thread {thread_id} has no checkpoint {checkpoint_id}")
         if runnable is None:
             return JSONResponse(
                 {
@@ -574,11 +582,12 @@ class _Api:
         record = self._thread(request.path_params["thread_id"])
         body = await _body(request)
         limit = _field(body, "limit", int, 10)
-        before = body.get("before")
-        if isinstance(before, dict):
-            before = before.get("checkpoint_id")
-        if before is not None and not isinstance(before, str):
-            raise ApiError(422, "before must be a checkpoint id or a checkpoint object")
+        if not 0 <= limit <= MAX_COUNT:
+            raise ApiError(422, f"limit must be an integer from 0 to {MAX_COUNT}")
+        try:
+            before = history_before(body.get("before"))
+        except ValueError as exc:
+            raise ApiError(422, str(exc)) from exc
         runnable = self._thread_runnable(record)
         if runnable is None:
             return JSONResponse([])
@@ -664,7 +673,8 @@ class _Api:
                 raise ApiError(
                     404, f"thread {thread_id} not found; create it, or send if_not_exists='create'"
                 )
-            return await self._start_on(thread_id, run_request, _thread_record(thread_id, {}))
+            record = _thread_record(_creatable(thread_id), {})
+            return await self._start_on(thread_id, run_request, record)
         return await self._start_on(thread_id, run_request, existing=_owned(found, thread_id))
 
     def _temporary_thread(self, run_request: RunRequest) -> ThreadRecord:
@@ -811,6 +821,14 @@ def _owned(record: ThreadRecord | None, thread_id: str) -> ThreadRecord:
     return record
 
 
+def _creatable(thread_id: str) -> str:
+    """``thread_id``, if a client may create a thread so named (:mod:`graph_agent.serve.ids`)."""
+    problem = thread_id_problem(thread_id)
+    if problem is not None:
+        raise ApiError(422, problem, "invalid_thread_id")
+    return thread_id
+
+
 def _thread_record(thread_id: str, metadata: dict[str, Any]) -> ThreadRecord:
     """A new thread's record, owned by the request's key (not written yet)."""
     stamp = now()
@@ -828,12 +846,10 @@ def _run_location(run: ActiveRun | RunRecord) -> dict[str, str]:
 
 
 def _last_event_id(request: Request) -> int:
-    text = request.headers.get("last-event-id", "").strip()
-    if not text:
-        return -1
-    if not text.isdigit():
-        raise ApiError(422, f"Last-Event-ID {text!r} is not an event id this server sent")
-    return int(text)
+    try:
+        return last_event_id(request.headers.get("last-event-id", ""))
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from exc
 
 
 def _sse(
@@ -860,9 +876,9 @@ async def _body(request: Request) -> dict[str, Any]:
     if not is_json_type(content_type):  # a cross-site page can send text/plain, not JSON
         raise ApiError(415, json_type_problem(content_type))
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
+        body = read_json(raw)
+    except BodyError as exc:
+        raise ApiError(exc.status, str(exc)) from exc
     if not isinstance(body, dict):
         raise ApiError(422, f"the request body must be a JSON object, got {type(body).__name__}")
     return body
@@ -897,9 +913,10 @@ def _int_param(request: Request, name: str, default: int) -> int:
     text = request.query_params.get(name)
     if text is None:
         return default
-    if not text.isdigit():
-        raise ApiError(422, f"query parameter {name} must be a non-negative integer")
-    return int(text)
+    try:
+        return count_param(name, text)
+    except ValueError as exc:
+        raise ApiError(422, str(exc)) from exc
 
 
 def _checkpoint_id(body: Mapping[str, Any]) -> str | None:

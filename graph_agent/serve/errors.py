@@ -11,8 +11,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from starlette.responses import JSONResponse
 from starlette.types import Send
+
+from graph_agent.serve.bodies import JSONResponse
 
 __all__ = ["CODES", "error_body", "error_bytes", "error_response", "send_error"]
 

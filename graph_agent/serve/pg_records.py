@@ -381,6 +381,8 @@ class PostgresRecords:
         self._run(_UPSERT_THREAD, thread.row())
 
     def thread(self, thread_id: str) -> ThreadRecord | None:
+        if _unstorable(thread_id):
+            return None
         rows = self._run(
             f"SELECT {_THREAD_COLUMNS} FROM graph_agent_serve_threads WHERE thread_id = %s",
             (thread_id,),
@@ -488,6 +490,8 @@ class PostgresRecords:
         return started
 
     def run(self, thread_id: str, run_id: str) -> RunRecord | None:
+        if _unstorable(thread_id, run_id):
+            return None
         rows = self._run(
             f"SELECT {_RUN_COLUMNS} FROM graph_agent_serve_runs "
             "WHERE run_id = %s AND thread_id = %s",
@@ -497,6 +501,8 @@ class PostgresRecords:
 
     def run_by_id(self, run_id: str) -> tuple[RunRecord, Any, str | None] | None:
         """A run's record, its result (None until it ended) and the cancel asked for it."""
+        if _unstorable(run_id):
+            return None
         return _with_result(self._run(_RUN_BY_ID, (run_id,)))
 
     async def arun_by_id(self, run_id: str) -> tuple[RunRecord, Any, str | None] | None:
@@ -704,6 +710,12 @@ def _widen_event_ids(conn: Any) -> bool:
         )
         return False
     return True
+
+
+def _unstorable(*ids: str) -> bool:
+    """Whether an id a client sent (a path's ``%00``) holds NUL, which PostgreSQL's text never
+    holds: no row has it (asking would be an error, not an answer)."""
+    return any("\x00" in text for text in ids)
 
 
 def _with_result(rows: list[tuple[Any, ...]]) -> tuple[RunRecord, Any, str | None] | None:

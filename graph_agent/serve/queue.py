@@ -69,7 +69,7 @@ from typing import Any
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphCancelledError, ThreadBusyError
 from graph_agent.graph.types import RunnableConfig
-from graph_agent.serve.pg_records import UNFINISHED, Claim, PostgresRecords
+from graph_agent.serve.pg_records import UNFINISHED, Claim, Ending, PostgresRecords
 from graph_agent.serve.records import RunRecord, RunStatus, ThreadRecord, ThreadStatus
 from graph_agent.serve.runs import (
     ActiveRun,
@@ -696,33 +696,55 @@ class QueueRunner(Runner):
             return
         claimed.ending = True
         events = await claimed.writer.drain()
-        for delay in (0.1, 0.5, 2.0, None):  # the database may be away a moment
+        try:
+            ended = await self._write_end(claimed, run_status, result, thread_status, events)
+        except Exception as exc:  # refused, not only away a moment: the run ends as an error
+            _log.exception("graph-agent serve: could not record the end of run %s", run_id)
+            message = f"the server could not record how this run ended ({exc})"
+            error = {"error": type(exc).__name__, "message": message}
+            result, number = {"__error__": error}, run.first_id + len(run.events)
+            run.log = None  # its clients here get it now; the records with the end
+            run.emit("error", error)
+            last = [(number, "error", run.events[-1][1])]
+            ended = await self._write_end(claimed, "error", result, "error", last)
+        if ended == "deleted":
+            _log.info(
+                "graph-agent serve: run %s was deleted (with its thread) while it ran here; its "
+                "end is not recorded",
+                run_id,
+            )  # those waiting here get its result
+        elif ended == "taken over":
+            _log.warning(
+                "graph-agent serve: run %s was taken over by another worker before it ended "
+                "here; its end here is not recorded",
+                run_id,
+            )
+            run.lost = True  # those waiting here get the other worker's result
+            return
+        run.result = result
+
+    async def _write_end(
+        self,
+        claimed: _Claimed,
+        status: RunStatus,
+        result: Any,
+        thread_status: ThreadStatus,
+        events: list[tuple[int, str, str]],
+    ) -> Ending:
+        """:meth:`PostgresRecords.afinish_run`, tried again while the database may be away a
+        moment (a connection lost, a pool exhausted); its last failure is raised, and at once
+        one that trying again cannot mend (the statement refused)."""
+        import psycopg
+
+        record = claimed.run.record
+        end = (record.run_id, record.thread_id, status, result, claimed.claim, thread_status)
+        for delay in (0.1, 0.5, 2.0):
             try:
-                ended = await self.records.afinish_run(
-                    run_id, thread_id, run_status, result, claimed.claim, thread_status, events
-                )
-                if ended == "deleted":
-                    _log.info(
-                        "graph-agent serve: run %s was deleted (with its thread) while it ran "
-                        "here; its end is not recorded",
-                        run_id,
-                    )
-                    break  # those waiting here get its result
-                if ended == "taken over":
-                    _log.warning(
-                        "graph-agent serve: run %s was taken over by another worker before it "
-                        "ended here; its end here is not recorded",
-                        run_id,
-                    )
-                    run.lost = True  # those waiting here get the other worker's result
-                    return
-                break
-            except Exception as exc:
-                if delay is None:
-                    raise
+                return await self.records.afinish_run(*end, events)
+            except psycopg.OperationalError as exc:
                 _log.warning("graph-agent serve: could not record the end of a run (%s)", exc)
                 await asyncio.sleep(delay)
-        run.result = result
+        return await self.records.afinish_run(*end, events)
 
 
 ATTEMPT_EVENT_IDS = 1 << 32

@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import json
+import logging
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -51,6 +51,7 @@ from graph_agent.graph.errors import GraphCancelledError
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import NodeOutput, RunnableConfig, StreamingOutput
 from graph_agent.messages import AssistantMessageChunk
+from graph_agent.serve.bodies import json_text
 from graph_agent.serve.records import (
     Records,
     RunRecord,
@@ -81,6 +82,8 @@ __all__ = [
     "thread_values",
 ]
 
+_log = logging.getLogger(__name__)
+
 Runnable = Agent | CompiledGraph
 StreamMode = Literal["values", "updates", "custom", "messages", "messages-tuple"]
 STREAM_MODES: tuple[str, ...] = ("values", "updates", "custom", "messages", "messages-tuple")
@@ -92,12 +95,9 @@ EventLog = Callable[[str, int, str, str], None]
 
 
 def sse_text(data: Any) -> str:
-    """An event's data as the compact JSON an SSE ``data:`` line carries."""
-    return _COMPACT.encode(data)
-
-
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-"""One encoder for every event: ``json.dumps`` with options builds one per call."""
+    """An event's data as the compact JSON an SSE ``data:`` line carries (a lone surrogate
+    escaped: see :func:`graph_agent.serve.bodies.json_text`)."""
+    return json_text(data)
 
 
 class ThreadBusy(Exception):
@@ -439,16 +439,45 @@ class Runner:
             run.result = {"__error__": error}
             run.emit("error", error)
         finally:
-            self._set_status(run, run_status)
+            self._record_end(run, run_status, thread_status)
             temporary = thread_id in self._temporary  # its runs are forgotten with it
-            if self._latest.get(thread_id) is run:
-                self.records.set_thread_status(thread_id, thread_status)
-                if temporary:
-                    self._forget_temporary(thread_id)
+            if temporary and self._latest.get(thread_id) is run:
+                self._forget_temporary(thread_id)
             run.previous = None  # waited for: the runs before it need not stay in memory
             run.end()
             if not temporary:
                 self._keep_finished(run)
+
+    def _record_end(
+        self, run: ActiveRun, run_status: RunStatus, thread_status: ThreadStatus
+    ) -> None:
+        """Record how the run ended, and its thread's status. Should the records refuse that,
+        the run ends as ``error`` all the same, never left running: its clients get the error
+        (from memory), and the records are told ``error`` if they take that at least."""
+        thread_id = run.record.thread_id
+        latest = self._latest.get(thread_id) is run
+        try:
+            self._set_status(run, run_status)
+            if latest:
+                self.records.set_thread_status(thread_id, thread_status)
+        except Exception as exc:
+            _log.exception(
+                "graph-agent serve: could not record the end of run %s", run.record.run_id
+            )
+            message = f"the server could not record how this run ended ({exc})"
+            error = {"error": type(exc).__name__, "message": message}
+            run.result = {"__error__": error}
+            run.record.status = "error"
+            run.log = None  # the records refused the end: this event is told from memory only
+            run.emit("error", error)
+            try:
+                self.records.set_run_status(run.record.run_id, "error")
+                if latest:
+                    self.records.set_thread_status(thread_id, "error")
+            except Exception:
+                _log.exception(
+                    "graph-agent serve: could not record run %s as failed either", run.record.run_id
+                )
 
     def _keep_finished(self, run: ActiveRun) -> None:
         """Keep ``run`` among the :attr:`finished_kept` newest finished runs; forget the oldest."""

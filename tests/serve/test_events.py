@@ -85,14 +85,14 @@ def test_the_sdk_reconnects_a_resumable_stream_by_itself(server: Server) -> None
     assert [p.data for p in parts][1:] == [{"x": 1}, {"x": 2}, {"x": 12}]
 
 
-def test_a_bad_last_event_id_is_a_422(server: Server) -> None:
+def test_a_bad_last_event_id_is_a_400(server: Server) -> None:
     client = get_sync_client(url=server.url)
     thread_id = client.threads.create()["thread_id"]
     run = client.runs.create(thread_id, "chain", input={"x": 1})
     client.runs.join(thread_id, run["run_id"])
     url = f"{server.url}/threads/{thread_id}/runs/{run['run_id']}/stream"
     response = httpx.get(url, headers={"Last-Event-ID": "yesterday"})
-    assert response.status_code == 422 and "Last-Event-ID" in response.json()["detail"]
+    assert response.status_code == 400 and "Last-Event-ID" in response.json()["detail"]
 
 
 def test_events_outlive_a_restart(tmp_path) -> None:
