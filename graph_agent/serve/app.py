@@ -509,7 +509,12 @@ class _Api:
     async def copy_thread(self, request: Request) -> Response:
         source = self._thread(request.path_params["thread_id"])
         copy = self._new_thread(str(uuid.uuid4()), dict(source.metadata))
-        await asyncio.to_thread(self.saver.copy_thread, source.thread_id, copy.thread_id)
+
+        def copy_checkpoints() -> None:
+            if self.saver.get(source.thread_id) is not None:  # one that never ran has none
+                self.saver.copy_thread(source.thread_id, copy.thread_id)
+
+        await asyncio.to_thread(copy_checkpoints)
         copy.assistant_id = source.assistant_id
         copy.status = "interrupted" if source.status == "interrupted" else "idle"
         self.records.put_thread(copy)

@@ -52,6 +52,15 @@ def test_threads_are_created_got_searched_copied_and_deleted(server: Server) -> 
     assert missing.value.response.status_code == 404
 
 
+def test_a_thread_that_never_ran_is_copied_as_a_new_empty_thread(server: Server) -> None:
+    client = get_sync_client(url=server.url)
+    source = client.threads.create(metadata={"user": "cy"})
+    copy = client.threads.copy(source["thread_id"])
+    assert copy["thread_id"] != source["thread_id"]
+    assert copy["metadata"]["user"] == "cy" and copy["values"] == {}
+    assert client.threads.get(copy["thread_id"])["status"] == "idle"
+
+
 def test_a_thread_id_in_use_is_a_409(server: Server) -> None:
     client = get_sync_client(url=server.url)
     client.threads.create(thread_id="taken")

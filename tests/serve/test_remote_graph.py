@@ -31,6 +31,16 @@ def test_invoke_on_a_thread_returns_the_final_state_and_keeps_it(server: Server)
     assert state.config.thread_id == config.thread_id and state.config.checkpoint_id
 
 
+def test_a_thread_id_holding_url_characters_is_addressed_as_itself(server: Server) -> None:
+    remote = RemoteGraph(server.url, "chain")
+    config = RunnableConfig(thread_id=f"user 7?tab=1#top%20 {uuid.uuid4().hex}")
+    assert remote.invoke({"x": 1}, config)["x"] == 12
+    assert remote.get_state(config).config.thread_id == config.thread_id
+    assert [s.values.get("x") for s in remote.get_state_history(config)][0] == 12
+    assert remote.update_state(config, {"x": 5}).thread_id == config.thread_id
+    assert remote.get_state(config).values["x"] == 5
+
+
 def test_invoke_without_a_thread_is_a_stateless_run(server: Server) -> None:
     assert RemoteGraph(server.url, "chain").invoke({"x": 0})["x"] == 11
 
