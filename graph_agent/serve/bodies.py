@@ -111,9 +111,6 @@ _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite
 _UTF8 = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 """Starlette's JSONResponse settings; one encoder for every response, not one per call."""
 _ASCII = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
-_STREAM = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-"""Stream events' settings (as they always were)."""
-_STREAM_ASCII = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
 
 
 def json_bytes(content: Any) -> bytes:
@@ -132,14 +129,19 @@ def json_bytes(content: Any) -> bytes:
 
 def json_text(data: Any) -> str:
     """``data`` as the compact JSON a stream event carries (and the records keep): always
-    encodable as UTF-8, lone surrogates escaped (``\\ud800``)."""
-    text = _STREAM.encode(data)
+    encodable as UTF-8, lone surrogates escaped (``\\ud800``), non-finite floats as ``null``
+    (a node may write a NaN; strict JSON parsers, a browser's included, refuse ``NaN``)."""
+    try:
+        text = _UTF8.encode(data)
+    except ValueError:  # a NaN or infinity
+        data = _finite(data)
+        text = _UTF8.encode(data)
     if text.isascii():  # nearly every event, and a constant-time check
         return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return _STREAM_ASCII.encode(data)
+        return _ASCII.encode(data)
     return text
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from graph_agent.serve.bodies import MAX_DEPTH
+from graph_agent.serve.bodies import MAX_DEPTH, json_text
 from graph_agent.serve.records import ThreadRecord, now
 from tests.serve.servers import KINDS, Served, serving
 
@@ -147,3 +147,19 @@ def test_a_number_json_cannot_carry_is_a_400_naming_it_and_stores_nothing(
     assert response.status_code == 400
     assert named in response.json()["detail"]
     assert post(f"{served.url}/threads/search", {"metadata": {"tag": "number"}}).json() == []
+
+
+def _strict(text: str) -> Any:
+    """``text`` parsed as a browser's JSON.parse would: ``NaN`` and ``Infinity`` are errors."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_stream_event_holding_a_nan_a_node_wrote_carries_null_as_langgraph_does() -> None:
+    data = {"values": {"score": float("nan"), "ratio": [float("inf"), 0.5], "note": LONE}}
+    assert _strict(json_text(data)) == {
+        "values": {"score": None, "ratio": [None, 0.5], "note": LONE}
+    }
