@@ -36,7 +36,7 @@ def test_a_thread_id_holding_url_characters_is_addressed_as_itself(server: Serve
     config = RunnableConfig(thread_id=f"user 7?tab=1#top%20 {uuid.uuid4().hex}")
     assert remote.invoke({"x": 1}, config)["x"] == 12
     assert remote.get_state(config).config.thread_id == config.thread_id
-    assert [s.values.get("x") for s in remote.get_state_history(config)][0] == 12
+    assert next(iter(remote.get_state_history(config))).values["x"] == 12
     assert remote.update_state(config, {"x": 5}).thread_id == config.thread_id
     assert remote.get_state(config).values["x"] == 5
 
