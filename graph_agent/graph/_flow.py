@@ -41,7 +41,6 @@ from graph_agent.graph._pending import Pending, thread_start
 from graph_agent.graph._policy_node import attempts_of, with_attempts
 from graph_agent.graph._sends import once_per_node, send_indexes
 from graph_agent.graph._storage import RunStorage
-from graph_agent.graph._task_events import told_call
 from graph_agent.graph._writes import EMPTY_WRITE, Write, normalize_return, stored_write
 from graph_agent.graph.errors import (
     GraphCancelledError,
@@ -74,14 +73,11 @@ def call_flow(
     subgraphs: bool = False,
     task_events: bool = False,
 ) -> Generator[Effect, Any, OverAllState]:
-    """One call of a compiled graph: load, treat the input, run supersteps, store, pause.
-
-    ``subgraphs``: while streaming, graphs running inside nodes stream their outputs too.
-    ``task_events``: tasks' starts and results and saved checkpoints are streamed too."""
+    """One call of a compiled graph: load, treat the input, run supersteps, store, pause;
+    streaming, graphs in nodes (``subgraphs``) and tasks (``task_events``) stream too."""
     flow = _Flow(run, config, streaming)
     flow.subgraphs = subgraphs
-    call = flow_call(flow, input)  # flow.call(input), told to listeners if any
-    return told_call(flow, call) if task_events else call
+    return flow_call(flow, input, task_events)  # flow.call(input), told to whom it concerns
 
 
 def update_flow(

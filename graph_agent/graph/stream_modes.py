@@ -46,7 +46,16 @@ import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeAlias, TypedDict, TypeGuard, get_args
+from typing import (
+    Any,
+    Literal,
+    Protocol,
+    TypeAlias,
+    TypedDict,
+    TypeGuard,
+    get_args,
+    runtime_checkable,
+)
 
 from graph_agent.graph.types import (
     START,
@@ -55,13 +64,22 @@ from graph_agent.graph.types import (
     RunnableConfig,
     StreamingOutput,
 )
-from graph_agent.messages import AssistantMessageChunk
 
 StreamMode = Literal["values", "updates", "custom", "messages", "tasks", "checkpoints", "debug"]
 STREAM_MODES: tuple[StreamMode, ...] = get_args(StreamMode)
 StreamModes: TypeAlias = StreamMode | Sequence[StreamMode]
 """What ``stream_mode`` takes: a mode, or a list of them."""
 TaskEventType = Literal["task", "task_result", "checkpoint"]
+
+
+@runtime_checkable
+class MessageChunk(Protocol):
+    """A piece of a model's streamed answer (an ``AssistantMessageChunk``: the engine does not
+    import messages): what ``"messages"`` streams; anything else emitted is ``"custom"``."""
+
+    id: str
+    content: str
+    tool_call_deltas: Any
 
 
 class TaskPayload(TypedDict):
@@ -234,7 +252,7 @@ class ModeItems:
 
     def _chunk(self, item: StreamingOutput, parts: list[tuple[StreamMode, Any]]) -> None:
         message = item.message
-        if isinstance(message, AssistantMessageChunk):
+        if isinstance(message, MessageChunk):
             if "messages" in self.modes:
                 metadata = {"langgraph_node": item.node, "langgraph_step": item.step}
                 parts.append(("messages", (message, metadata)))
