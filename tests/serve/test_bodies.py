@@ -16,6 +16,7 @@ from graph_agent.serve.bodies import MAX_DEPTH, json_text
 from graph_agent.serve.records import ThreadRecord, now
 from tests.serve.servers import KINDS, Served, serving
 
+JSON = {"content-type": "application/json"}
 LONE = "\ud800"
 """A lone UTF-16 surrogate: a valid JSON string (``"\\ud800"``), not encodable as UTF-8."""
 
@@ -109,7 +110,7 @@ def test_a_body_nested_deeper_than_the_limit_is_a_400_naming_it(tmp_path: Path, 
     nested = "[" * (depth - 2) + "]" * (depth - 2)  # in the body object and the input object
     body = f'{{"assistant_id": "chain", "input": {{"x": 1, "deep": {nested}}}}}'
     with serving("sqlite", tmp_path) as server:
-        response = httpx.post(f"{server.url}/runs/wait", content=body.encode())
+        response = httpx.post(f"{server.url}/runs/wait", content=body.encode(), headers=JSON)
     assert response.status_code == 400
     assert f"the limit is {MAX_DEPTH}" in response.json()["detail"]
 
@@ -143,7 +144,7 @@ def test_a_number_json_cannot_carry_is_a_400_naming_it_and_stores_nothing(
     served: Served, number: str, named: str
 ) -> None:
     body = '{"metadata": {"tag": "number", "n": ' + number + "}}"
-    response = httpx.post(f"{served.url}/threads", content=body.encode())
+    response = httpx.post(f"{served.url}/threads", content=body.encode(), headers=JSON)
     assert response.status_code == 400
     assert named in response.json()["detail"]
     assert post(f"{served.url}/threads/search", {"metadata": {"tag": "number"}}).json() == []

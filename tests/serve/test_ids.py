@@ -15,6 +15,8 @@ from langgraph_sdk import get_sync_client
 from graph_agent.serve.ids import MAX_THREAD_ID
 from tests.serve.servers import KINDS, Served, serving
 
+JSON = {"content-type": "application/json"}
+
 
 @pytest.fixture(scope="module", params=KINDS)
 def served(
@@ -51,12 +53,12 @@ def test_a_thread_id_no_path_could_address_is_refused_naming_the_allowed_charact
     served: Served, thread_id: str
 ) -> None:
     body = json.dumps({"thread_id": thread_id}).encode()  # escaped: any client can send it
-    response = httpx.post(f"{served.url}/threads", content=body)
+    response = httpx.post(f"{served.url}/threads", content=body, headers=JSON)
     assert response.status_code == 422
     assert response.json()["code"] == "invalid_thread_id"
     assert "any kind but '/', control characters and lone surrogates" in response.json()["detail"]
     search = json.dumps({"ids": [thread_id]}).encode()
-    assert httpx.post(f"{served.url}/threads/search", content=search).json() == []
+    assert httpx.post(f"{served.url}/threads/search", content=search, headers=JSON).json() == []
 
 
 def test_a_run_that_would_create_its_thread_refuses_such_an_id_too(served: Served) -> None:
