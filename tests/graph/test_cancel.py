@@ -20,6 +20,7 @@ from graph_agent import (
     RunnableConfig,
     StateGraph,
 )
+from graph_agent.graph._engine import DualNode
 
 
 def counting_chain(cancel: threading.Event, *, cancel_after: str | None = None) -> Any:
@@ -41,6 +42,25 @@ def counting_chain(cancel: threading.Event, *, cancel_after: str | None = None) 
         return target
 
     return g
+
+
+def cleaned_as_it_raised(
+    driver: Any, app: Any, config: RunnableConfig, cleaned: list[str], match: str
+) -> list[str]:
+    """Call ``app`` (it must raise GraphCancelledError matching ``match``) and return
+    ``cleaned`` as it was when the call raised: under ``ainvoke``, before ``asyncio.run``
+    cancels what the call left running."""
+    if driver.kind == "sync":
+        with pytest.raises(GraphCancelledError, match=match):
+            app.invoke({"log": []}, config)
+        return list(cleaned)
+
+    async def call() -> list[str]:
+        with pytest.raises(GraphCancelledError, match=match):
+            await app.ainvoke({"log": []}, config)
+        return list(cleaned)
+
+    return asyncio.run(call())
 
 
 def cancel_in(seconds: float, cancel: threading.Event) -> threading.Timer:
@@ -172,6 +192,73 @@ def test_a_cancel_stops_an_awaiting_async_node_at_once_and_drops_its_writes(driv
     timer.join()
 
 
+def test_a_cancel_stops_an_async_node_waited_for_under_a_timeout_policy(driver):
+    cancel = threading.Event()
+    cleaned: list[str] = []
+
+    async def wait(state: Any) -> dict[str, Any]:
+        try:
+            await asyncio.sleep(2)
+        finally:
+            cleaned.append("wait")
+        return {"log": "wait"}
+
+    g = StateGraph("g", key_strategies={"log": AppendStrategy()})
+    g.add_node("wait", wait, timeout=30).add_edge(START, "wait").add_edge("wait", END)
+    app = g.compile(CompileConfig(saver=MemorySaver()))
+    timer = cancel_in(0.2, cancel)
+
+    config = RunnableConfig(thread_id="t1", cancel=cancel)
+
+    during = "during step 0, which runs wait"
+    # cancelled with the call, not left running to its end
+    assert cleaned_as_it_raised(driver, app, config, cleaned, during) == ["wait"]
+    timer.join()
+
+
+class Waiting(DualNode):
+    """A node with two faces (as the agent's model node): the async one awaits 2 s."""
+
+    def __init__(self) -> None:
+        self.cleaned: list[str] = []
+
+    def __call__(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        return {"log": "sync face"}
+
+    async def acall(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        try:
+            await asyncio.sleep(2)
+        finally:
+            self.cleaned.append("async face")
+        return {"log": "async face"}
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["ainvoke", "astream"])
+def test_a_cancel_stops_the_async_face_of_a_dual_node_at_once(streamed):
+    cancel = threading.Event()
+    node = Waiting()
+    g = StateGraph("g", key_strategies={"log": AppendStrategy()})
+    g.add_node("both", node).add_edge(START, "both").add_edge("both", END)
+    app = g.compile(CompileConfig(saver=MemorySaver()))
+    config = RunnableConfig(thread_id="t1", cancel=cancel)
+
+    async def call() -> list[str]:
+        with pytest.raises(GraphCancelledError, match="during step 0, which runs both"):
+            if streamed:
+                async for _ in app.astream({"log": []}, config):
+                    pass
+            else:
+                await app.ainvoke({"log": []}, config)
+        return list(node.cleaned)
+
+    timer = cancel_in(0.2, cancel)
+    started = time.monotonic()
+    assert asyncio.run(call()) == ["async face"]
+    assert time.monotonic() - started < 1.5
+    assert list(app.get_state(RunnableConfig(thread_id="t1")).values["log"]) == []
+    timer.join()
+
+
 def test_a_sibling_that_ended_before_the_cancel_keeps_its_write_and_is_not_run_again(driver):
     cancel = threading.Event()
     runs: list[str] = []
@@ -221,14 +308,13 @@ def test_a_cancel_stops_a_subgraph_node_whose_node_awaits(driver):
     parent.add_node("inner", child.compile())
     parent.add_edge(START, "inner").add_edge("inner", END)
     app = parent.compile(CompileConfig(saver=MemorySaver()))
+    config = RunnableConfig(thread_id="t1", cancel=cancel)
     timer = cancel_in(0.2, cancel)
     started = time.monotonic()
 
-    with pytest.raises(GraphCancelledError, match="during step 0, which runs inner"):
-        driver.invoke(app, {"log": []}, RunnableConfig(thread_id="t1", cancel=cancel))
-
+    during = "during step 0, which runs inner"
+    assert cleaned_as_it_raised(driver, app, config, cleaned, during) == ["wait"]
     assert time.monotonic() - started < 1.5
-    assert cleaned == ["wait"]
     assert list(app.get_state(RunnableConfig(thread_id="t1")).values["log"]) == []
     final = driver.invoke(app, None, RunnableConfig(thread_id="t1"))
     assert list(final["log"]) == ["wait"]
