@@ -405,3 +405,45 @@ def test_cancelling_ainvoke_while_a_sync_node_runs_is_quiet_and_the_thread_resum
 
     assert reported == []
     assert sorted(final["log"]) == [f"n{index}" for index in range(branches)]
+
+
+class Flag:
+    """A cancel signal that is not a threading.Event: only read, never heard."""
+
+    def __init__(self) -> None:
+        self.value = False
+
+    def is_set(self) -> bool:
+        return self.value
+
+
+def test_a_signal_of_another_kind_drops_the_writes_of_the_step_it_was_set_in(driver):
+    flag = Flag()
+    g = StateGraph("g", key_strategies={"log": AppendStrategy()})
+
+    async def flagging(state: Any) -> dict[str, Any]:
+        flag.value = True
+        await asyncio.sleep(0)
+        return {"log": "flagging"}
+
+    g.add_node("first", lambda state: {"log": "first"}).add_node("flagging", flagging)
+    g.add_edge(START, "first").add_edge("first", "flagging").add_edge("flagging", END)
+    app = g.compile(CompileConfig(saver=MemorySaver()))
+
+    with pytest.raises(GraphCancelledError, match="during step 1, which runs flagging"):
+        driver.invoke(app, {"log": []}, RunnableConfig(thread_id="t1", cancel=flag))
+
+    assert list(app.get_state(RunnableConfig(thread_id="t1")).values["log"]) == ["first"]
+
+
+def test_an_event_that_cancels_no_call_is_left_holding_no_watch(driver):
+    cancel = threading.Event()
+    g = StateGraph("g")
+    g.add_node("a", lambda state: {"a": 1}).add_node("b", lambda state: {"b": 1})
+    g.add_edge(START, "a").add_edge(START, "b").add_edge("a", END).add_edge("b", END)
+    app = g.compile()
+
+    for _ in range(3):
+        driver.invoke(app, {}, RunnableConfig(cancel=cancel))
+
+    assert len(cancel._cond._waiters) == 0  # each call's watch left the event with the call
