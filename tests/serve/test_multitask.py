@@ -169,14 +169,27 @@ def _written_by(server: Any, thread_id: str, run_id: str) -> list[dict[str, Any]
     return [s["values"] for s in history if s["metadata"].get("run_id") == run_id]
 
 
-def test_cancel_stops_the_running_node_at_once_and_drops_its_writes(waiting_server: Any) -> None:
+def _ended(server: Any, thread_id: str, run_id: str) -> str:
+    """The run's status once it is no longer running."""
+    client = get_sync_client(url=server.url)
+    deadline = time.monotonic() + 10
+    while (status := client.runs.get(thread_id, run_id)["status"]) in ("pending", "running"):
+        assert time.monotonic() < deadline, "the run never ended"
+        time.sleep(0.02)
+    return str(status)
+
+
+@pytest.mark.parametrize("wait", [True, False], ids=["wait", "no wait"])
+def test_cancel_stops_the_running_node_at_once_and_drops_its_writes(
+    waiting_server: Any, wait: bool
+) -> None:
     client = get_sync_client(url=waiting_server.url)
     thread_id, run_id = _waiting_run(waiting_server, 2)
     started = time.monotonic()
-    client.runs.cancel(thread_id, run_id, wait=True)
+    client.runs.cancel(thread_id, run_id, wait=wait)
 
+    assert _ended(waiting_server, thread_id, run_id) == "interrupted"
     assert time.monotonic() - started < 1.5  # not after the node's 2 s
-    assert client.runs.get(thread_id, run_id)["status"] == "interrupted"
     state = client.threads.get_state(thread_id)
     assert state["values"] == {"seconds": 2, "first": True} and state["next"] == ["wait"]
     assert all("waited" not in values for values in _written_by(waiting_server, thread_id, run_id))
@@ -197,3 +210,28 @@ def test_a_run_with_multitask_interrupt_stops_the_running_node_at_once(waiting_s
     kept = _written_by(waiting_server, thread_id, old)
     assert {"seconds": 2, "first": True} in kept  # the old run's steps before the node stay
     assert all("waited" not in values for values in kept)  # the node's write never landed
+
+
+def test_cancel_with_rollback_stops_the_running_node_at_once(waiting_server: Any) -> None:
+    client = get_sync_client(url=waiting_server.url)
+    thread_id, run_id = _waiting_run(waiting_server, 2)
+    started = time.monotonic()
+    client.runs.cancel(thread_id, run_id, wait=True, action="rollback")
+
+    assert time.monotonic() - started < 1.5
+    assert client.threads.get_state(thread_id)["values"] == {}  # back to before the run
+    with pytest.raises(httpx.HTTPStatusError):
+        client.runs.get(thread_id, run_id)
+
+
+def test_a_run_with_multitask_rollback_stops_the_running_node_at_once(waiting_server: Any) -> None:
+    client = get_sync_client(url=waiting_server.url)
+    thread_id, _ = _waiting_run(waiting_server, 2)
+    started = time.monotonic()
+    new = client.runs.create(
+        thread_id, "waiting", input={"seconds": 0}, multitask_strategy="rollback"
+    )
+
+    assert client.runs.join(thread_id, new["run_id"]) == {"seconds": 0, "first": True, "waited": 0}
+    assert time.monotonic() - started < 1.5
+    assert [run["run_id"] for run in client.runs.list(thread_id)] == [new["run_id"]]
