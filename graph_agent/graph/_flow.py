@@ -343,10 +343,8 @@ class _Flow:
                             self._take_in((yield NEXT_OUTCOME))
                 except StepCancelled:  # those running were stopped: nothing of theirs is kept
                     raise self._cancelled(tasks, during=True) from None
-                if cancel is not None and cancel.is_set():
-                    # set while nodes ran that could not be stopped (a sync node in the
-                    # caller's thread, a signal heard only now): their writes are dropped
-                    raise self._cancelled(tasks, during=True) from _cancel_of(tasks)
+                if cancel is not None and cancel.is_set():  # set while nodes that could not
+                    raise self._cancelled(tasks, during=True)  # be stopped ran: writes dropped
             if blocked or (
                 tasks[0].error is not None
                 if len(tasks) == 1
@@ -600,11 +598,3 @@ class _Flow:
         return node_output(
             START, self.spec.name, run_state.step, update, state, self.storage.checkpoint_id
         )
-
-
-def _cancel_of(tasks: list[Task]) -> GraphCancelledError | None:
-    """The cancel a task of the step raised: a subgraph or agent that stopped with this run."""
-    for task in tasks:
-        if isinstance(task.error, GraphCancelledError):
-            return task.error
-    return None
