@@ -447,7 +447,8 @@ def _set(cancelled: threading.Event | None) -> None:
 async def at_most(
     awaitable: Awaitable[_T], timeout: float, *, cancelled: threading.Event | None = None
 ) -> _T:
-    """``awaitable``'s result, cancelled once it has run ``timeout`` seconds.
+    """``awaitable``'s result, cancelled once it has run ``timeout`` seconds, or with the
+    caller (its run was cancelled, say): then waited for, as an await is.
 
     Raises:
         TimedOut: Past ``timeout`` (``cancelled`` is set; a thread it waits on is abandoned).
@@ -455,7 +456,13 @@ async def at_most(
     import asyncio
 
     running = asyncio.ensure_future(awaitable)
-    done, _ = await asyncio.wait([running], timeout=timeout)
+    try:
+        done, _ = await asyncio.wait([running], timeout=timeout)
+    except asyncio.CancelledError:  # asyncio.wait leaves what it waits for running
+        running.cancel()
+        _set(cancelled)
+        await asyncio.wait([running])
+        raise
     if not done:
         running.cancel()
         _set(cancelled)

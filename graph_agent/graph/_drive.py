@@ -3,7 +3,9 @@ out its effects (``_effects.py``): saver calls, outputs, and the tasks of a supe
 ``_run_tasks.py`` runs (a lone sync node inline, or in a greenlet while streaming; parallel and
 async nodes on threads; under the async driver, async nodes and DualNodes on the caller's loop
 and sync nodes on the pool). The sync driver calls, the async one awaits; both hold the thread's
-lease for the whole call.
+lease for the whole call. A call with a cancel signal has it watched (``_cancel.py``): set
+while a step's tasks run on threads or the loop, they are stopped at once (:class:`StepCancelled`
+is thrown into the flow, which raises ``GraphCancelledError``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import AsyncGenerator, Generator
 from contextvars import ContextVar
 from typing import Any
 
+from graph_agent.graph._cancel import CancelWatch, watch_cancel
 from graph_agent.graph._concurrency import FINISHED
 from graph_agent.graph._effects import (
     NEXT_OUTCOME,
@@ -21,6 +24,7 @@ from graph_agent.graph._effects import (
     RunSettings,
     RunTasks,
     SaverCall,
+    StepCancelled,
 )
 from graph_agent.graph._flow import call_flow
 from graph_agent.graph._run_tasks import (
@@ -70,12 +74,15 @@ def drive_sync(
         lease = saver.acquire(config.thread_id, config.checkpoint_ns)
     node_greenlet = NodeGreenlet() if streaming else None
     running: Concurrent | None = None  # the step's tasks, when they run on other threads
+    watch: CancelWatch | None = None
     try:
+        if config.cancel is not None:
+            watch = watch_cancel(config.cancel)
         flow = call_flow(
             run, input, config, streaming=streaming, subgraphs=subgraphs, task_events=task_events
         )
         reply: Any = None
-        failed: Exception | None = None  # a saver call's error, handed to the flow that made it
+        failed: Exception | None = None  # a saver call's error, or StepCancelled, for the flow
         while True:
             try:
                 effect = flow.send(reply) if failed is None else flow.throw(failed)
@@ -83,44 +90,49 @@ def drive_sync(
                 result: OverAllState = stop.value
                 return result
             reply = failed = None
-            if type(effect) is RunTasks:
-                tasks = effect.tasks
-                if len(tasks) > 1 or tasks[0].node.is_async:
-                    running = Concurrent(effect, streaming)
-                    reply = yield from running.next()
-                elif node_greenlet is not None:
-                    if threading.get_ident() == origin_thread:
-                        task = tasks[0]
-                        event = node_greenlet.run(task, origin_thread)
-                        while event is not FINISHED:  # a chunk the node emitted
-                            yield event
-                            event = node_greenlet.resume(task)
-                        reply, node_greenlet.result = node_greenlet.result, None
-                        if node_greenlet.buffered:
-                            yield from node_greenlet.take_buffered()
-                    else:
-                        running = Concurrent(effect, streaming)
+            try:
+                if type(effect) is RunTasks:
+                    tasks = effect.tasks
+                    if len(tasks) > 1 or tasks[0].node.is_async:
+                        running = Concurrent(effect, streaming, watch)
                         reply = yield from running.next()
-                else:  # the common step: one sync node, run in this thread
-                    reply = run_inline(tasks[0])
-            elif type(effect) is NodeOutput:
-                yield effect
-            elif type(effect) is NextOutcome:
-                assert running is not None
-                reply = yield from running.next()
-            elif type(effect) is Emit:
-                yield from effect.items
-            else:
-                assert isinstance(effect, SaverCall)
-                try:
-                    reply = effect.run(saver)  # type: ignore[arg-type]  # a SaverCall: a saver
-                except Exception as exc:
-                    failed = exc
+                    elif node_greenlet is not None:
+                        if threading.get_ident() == origin_thread:
+                            task = tasks[0]
+                            event = node_greenlet.run(task, origin_thread)
+                            while event is not FINISHED:  # a chunk the node emitted
+                                yield event
+                                event = node_greenlet.resume(task)
+                            reply, node_greenlet.result = node_greenlet.result, None
+                            if node_greenlet.buffered:
+                                yield from node_greenlet.take_buffered()
+                        else:
+                            running = Concurrent(effect, streaming, watch)
+                            reply = yield from running.next()
+                    else:  # the common step: one sync node, run in this thread
+                        reply = run_inline(tasks[0])
+                elif type(effect) is NodeOutput:
+                    yield effect
+                elif type(effect) is NextOutcome:
+                    assert running is not None
+                    reply = yield from running.next()
+                elif type(effect) is Emit:
+                    yield from effect.items
+                else:
+                    assert isinstance(effect, SaverCall)
+                    try:
+                        reply = effect.run(saver)  # type: ignore[arg-type]  # a SaverCall
+                    except Exception as exc:
+                        failed = exc
+            except StepCancelled as cancelled:  # the cancel was set while the step ran
+                failed = cancelled
     except ParentCommand as handoff:
         if not inside_subgraph.get():
             raise _no_parent(run, handoff) from None
         raise
     finally:
+        if watch is not None:
+            watch.close()
         if running is not None:
             running.cancel()
         if node_greenlet is not None:
@@ -147,12 +159,15 @@ async def drive_async(
         key = (id(saver), config.thread_id, config.checkpoint_ns)
         _async_holders[key] = holder
     running: AsyncConcurrent | None = None  # the step's tasks
+    watch: CancelWatch | None = None
     try:
+        if config.cancel is not None:
+            watch = watch_cancel(config.cancel)
         flow = call_flow(
             run, input, config, streaming=streaming, subgraphs=subgraphs, task_events=task_events
         )
         reply: Any = None
-        failed: Exception | None = None  # a saver call's error, handed to the flow that made it
+        failed: Exception | None = None  # a saver call's error, or StepCancelled, for the flow
         while True:
             try:
                 effect = flow.send(reply) if failed is None else flow.throw(failed)
@@ -162,20 +177,23 @@ async def drive_async(
             reply = failed = None
             if type(effect) is RunTasks:
                 tasks = effect.tasks
-                if len(tasks) == 1 and not streaming and awaits(tasks[0]):
+                if len(tasks) == 1 and not streaming and watch is None and awaits(tasks[0]):
                     reply = await arun_lone(tasks[0])
                     continue
-                running = AsyncConcurrent(effect, streaming)
+                running = AsyncConcurrent(effect, streaming, watch)
                 effect = NEXT_OUTCOME
             if type(effect) is NextOutcome:
                 assert running is not None
-                async for event in running.next():
-                    if isinstance(event, tuple):
-                        reply = event
-                    else:
-                        holder.waiting = True
-                        yield event
-                        holder.waiting = False
+                try:
+                    async for event in running.next():
+                        if isinstance(event, tuple):
+                            reply = event
+                        else:
+                            holder.waiting = True
+                            yield event
+                            holder.waiting = False
+                except StepCancelled as cancelled:  # the cancel was set while the step ran
+                    failed = cancelled
             elif type(effect) is NodeOutput:
                 holder.waiting = True
                 yield effect
@@ -196,13 +214,17 @@ async def drive_async(
             raise _no_parent(run, handoff) from None
         raise
     finally:
-        if running is not None:
-            running.cancel()
-        if lease is not None:
-            assert saver is not None
-            if _async_holders.get(key) is holder:
-                del _async_holders[key]
-            await saver.arelease(lease)
+        try:
+            if watch is not None:
+                watch.close()
+            if running is not None:
+                await running.stop()  # nodes still running: cancelled and waited for
+        finally:
+            if lease is not None:
+                assert saver is not None
+                if _async_holders.get(key) is holder:
+                    del _async_holders[key]
+                await saver.arelease(lease)
 
 
 class _Holder:

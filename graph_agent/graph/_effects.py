@@ -92,6 +92,13 @@ class NextOutcome:
 NEXT_OUTCOME = NextOutcome()
 
 
+class StepCancelled(Exception):
+    """What a driver throws into the flow instead of replying to :class:`RunTasks` or
+    :data:`NEXT_OUTCOME`: the call's cancel signal was set while the step's tasks ran, and
+    those still running were stopped (an awaited node cancelled, and waited for) or abandoned
+    (a sync node on its thread: nothing it returns is taken in)."""
+
+
 class SaverCall:
     """Effect: a call of the saver; the driver replies with what it returned, or throws what it
     raised into the flow."""

@@ -103,7 +103,8 @@ def cancelled(
     during: bool,
 ) -> GraphCancelledError:
     """``RunnableConfig.cancel`` was set before (or, ``during``, in) ``step``, which runs
-    ``tasks``."""
+    ``tasks``; caused by the cancel a task raised (a subgraph or agent that stopped with the
+    run), if any."""
     where = f"graph {graph!r}" + (f" on thread {thread_id!r}" if thread_id is not None else "")
     if not durable:
         after = "nothing was kept (no saver)"
@@ -113,8 +114,12 @@ def cancelled(
             "cancel signal that is not set carries on from there"
         )
     when = "during" if during else "before"
-    return GraphCancelledError(
+    error = GraphCancelledError(
         f"{where} was cancelled (RunnableConfig.cancel is set) {when} step {step}, which "
         f"{'runs' if during else 'would run'} {tasks_text(tasks)}; {after}",
         step=step,
     )
+    stopped = [task.error for task in tasks if isinstance(task.error, GraphCancelledError)]
+    if stopped:
+        error.__cause__ = stopped[0]
+    return error

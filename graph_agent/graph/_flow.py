@@ -24,6 +24,7 @@ from graph_agent.graph._effects import (
     Outcome,
     RunSettings,
     RunTasks,
+    StepCancelled,
     Task,
 )
 from graph_agent.graph._engine import NodeSpec, RunState
@@ -300,7 +301,7 @@ class _Flow:
     # supersteps
     def _supersteps(self) -> Generator[Effect, Any, OverAllState]:
         run_state, config, run, pauses = self.run_state, self.config, self.run, self.pauses
-        durable = self.durable
+        durable, cancel = self.durable, config.cancel
         steps = 0
         run_tasks = RunTasks([], config.max_concurrency)  # one for every step
         while run_state.next or run_state.sends:
@@ -319,7 +320,7 @@ class _Flow:
                     "RunnableConfig(max_steps=...); with a saver the run can be continued "
                     "with invoke(None, config)"
                 )
-            if config.cancel is not None and config.cancel.is_set():
+            if cancel is not None and cancel.is_set():
                 raise self._cancelled(tasks)
             steps += 1
             # nothing pending: every task runs, and a step that does not pause adds nothing
@@ -328,17 +329,22 @@ class _Flow:
             if to_run:
                 self.several = len(tasks) > 1
                 run_tasks.tasks = to_run
-                outcome = yield run_tasks
-                if not self.several:  # the common step: one task, its write not stored alone
-                    self._take_in(outcome)
-                elif durable:  # each write is stored as its task ends
-                    yield from self._take_outcome(outcome)
-                    for _ in range(len(to_run) - 1):
-                        yield from self._take_outcome((yield NEXT_OUTCOME))
-                else:  # nothing to store
-                    self._take_in(outcome)
-                    for _ in range(len(to_run) - 1):
-                        self._take_in((yield NEXT_OUTCOME))
+                try:  # each outcome taken in as it comes back
+                    outcome = yield run_tasks
+                    if not self.several:  # the common step: one task, its write not stored alone
+                        self._take_in(outcome)
+                    elif durable:  # each write is stored as its task ends
+                        yield from self._take_outcome(outcome)
+                        for _ in range(len(to_run) - 1):
+                            yield from self._take_outcome((yield NEXT_OUTCOME))
+                    else:  # nothing to store
+                        self._take_in(outcome)
+                        for _ in range(len(to_run) - 1):
+                            self._take_in((yield NEXT_OUTCOME))
+                except StepCancelled:  # those running were stopped: nothing of theirs is kept
+                    raise self._cancelled(tasks, during=True) from None
+                if cancel is not None and cancel.is_set():  # set while nodes that could not
+                    raise self._cancelled(tasks, during=True)  # be stopped ran: writes dropped
             if blocked or (
                 tasks[0].error is not None
                 if len(tasks) == 1
@@ -404,11 +410,6 @@ class _Flow:
             return (yield from self.pauses.after_tasks(tasks, blocked))
         for task in failures:
             yield from self.pauses.refused(task)
-        cancel = self.config.cancel
-        if cancel is not None and cancel.is_set():
-            for task in failures:  # a subgraph or agent that stopped with this run
-                if isinstance(task.error, GraphCancelledError):
-                    raise self._cancelled(tasks, during=True) from task.error
         raised = node_error(failures)
         if self.durable:  # shown by get_state's tasks; a resume runs them again
             try:
@@ -488,7 +489,7 @@ class _Flow:
         )
 
     def _cancelled(self, tasks: list[Task], *, during: bool = False) -> GraphCancelledError:
-        """``during``: a subgraph in the step stopped with this run (the step did not finish)."""
+        """``during``: the cancel came while the step ran (the step did not finish)."""
         step = self.run_state.step + 1
         thread_id = self.storage.thread_id
         return cancelled(

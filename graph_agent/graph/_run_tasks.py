@@ -23,6 +23,7 @@ from concurrent.futures import Future
 from contextvars import copy_context
 from typing import Any
 
+from graph_agent.graph._cancel import CancelWatch
 from graph_agent.graph._concurrency import (
     InlineStream,
     Job,
@@ -31,7 +32,7 @@ from graph_agent.graph._concurrency import (
     start_on_loop,
     to_thread,
 )
-from graph_agent.graph._effects import Outcome, RunTasks, Task
+from graph_agent.graph._effects import Outcome, RunTasks, StepCancelled, Task
 from graph_agent.graph._pool import call_reporting
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, ParentCommand
 from graph_agent.graph.task import TaskContext, _current_task
@@ -39,6 +40,10 @@ from graph_agent.graph.types import NodeOutput, StreamingOutput
 
 CAUGHT = (Exception, GraphInterrupted)
 """What a node may raise and the engine records; KeyboardInterrupt and SystemExit propagate."""
+
+_CANCELLED: Any = (None, None, None)
+"""What a step's queue gets when the call's cancel signal is set (a :class:`CancelWatch` puts
+it there): an outcome of no task, read by ``next()`` as "stop the step"."""
 
 
 def _call(task: Task) -> Any:
@@ -164,12 +169,14 @@ class NodeGreenlet(InlineStream):
 
 class Concurrent:
     """A step's tasks running on the pool / the loop thread, at most ``max_concurrency`` at
-    once; :meth:`next` waits for the next to end."""
+    once; :meth:`next` waits for the next to end. ``watch``: the call's cancel signal, heard
+    while they run (:meth:`next` then stops them and raises :class:`StepCancelled`)."""
 
     __slots__ = ("events", "handoff", "running", "streaming", "waiting")
 
-    def __init__(self, effect: RunTasks, streaming: bool) -> None:
-        self.events: queue.SimpleQueue[NodeOutput | Outcome] = queue.SimpleQueue()
+    def __init__(self, effect: RunTasks, streaming: bool, watch: CancelWatch | None = None) -> None:
+        events: queue.SimpleQueue[NodeOutput | Outcome] = queue.SimpleQueue()
+        self.events = events
         self.waiting = list(reversed(effect.tasks))
         self.running: dict[int, Job | Future[Any]] = {}
         self.streaming = streaming
@@ -177,6 +184,8 @@ class Concurrent:
         try:
             while self.waiting and len(self.running) < effect.max_concurrency:
                 self._start(self.waiting.pop())
+            if watch is not None:
+                watch.listen(lambda: events.put(_CANCELLED))
         except BaseException:
             self.cancel()
             raise
@@ -206,6 +215,9 @@ class Concurrent:
             if not isinstance(event, tuple):
                 yield event
                 continue
+            if event is _CANCELLED:
+                self._stop()
+                raise StepCancelled
             task, _, error = event
             del self.running[id(task)]
             if error is not None:
@@ -232,6 +244,21 @@ class Concurrent:
         """Those not begun yet never will."""
         for started in self.running.values():
             started.cancel()
+
+    def _stop(self) -> None:
+        """The call was cancelled: those waiting never start, the async nodes running are
+        cancelled and waited for (their ``finally`` blocks run, on the loop thread), the sync
+        ones are abandoned on their threads (what they return is never read)."""
+        self.waiting.clear()
+        # each awaited node started on the loop reports its end, cancelled or not: a future
+        # cancelled from here cancels its task there only after the task's first step
+        awaited = {key for key, started in self.running.items() if isinstance(started, Future)}
+        self.cancel()
+        events = self.events
+        while awaited:
+            event = events.get()
+            if isinstance(event, tuple) and event is not _CANCELLED:
+                awaited.discard(id(event[0]))
 
 
 def _run_sync_reporting(task: Task, events: queue.SimpleQueue[Any]) -> None:
@@ -273,7 +300,7 @@ class AsyncConcurrent:
 
     __slots__ = ("events", "remaining", "workers")
 
-    def __init__(self, effect: RunTasks, streaming: bool) -> None:
+    def __init__(self, effect: RunTasks, streaming: bool, watch: CancelWatch | None = None) -> None:
         import asyncio
 
         loop = asyncio.get_running_loop()
@@ -323,17 +350,23 @@ class AsyncConcurrent:
         else:
             self.workers = [asyncio.ensure_future(run_one(task)) for task in tasks]
         self.remaining = len(self.workers)
+        if watch is not None:
+            watch.listen(lambda: loop.call_soon_threadsafe(events.put_nowait, _CANCELLED))
 
     async def next(self) -> AsyncIterator[NodeOutput | Outcome]:
         """Yield the chunks the tasks emit until one ends, then how it ended (an
         :data:`Outcome`, a tuple, last; after the last task, the chunks still queued come
-        before it). A handoff or KeyboardInterrupt is raised here, its siblings cancelled."""
+        before it). A handoff or KeyboardInterrupt is raised here, its siblings cancelled; a
+        cancel of the call stops the tasks running and raises :class:`StepCancelled`."""
         events = self.events
         while True:
             event = await events.get()
             if not isinstance(event, tuple):
                 yield event
                 continue
+            if event is _CANCELLED:
+                await self.stop()
+                raise StepCancelled
             error = event[2]
             if error is not None and not isinstance(error, CAUGHT):
                 raise error  # a handoff (ParentCommand), KeyboardInterrupt, SystemExit
@@ -349,6 +382,17 @@ class AsyncConcurrent:
     def cancel(self) -> None:
         for worker in self.workers:
             worker.cancel()
+
+    async def stop(self) -> None:
+        """Stop the tasks still running (the call was cancelled, or ends otherwise): awaited
+        nodes are cancelled and waited for (their ``finally`` blocks run), sync ones abandoned
+        on their threads (what they return is never read)."""
+        import asyncio
+
+        self.cancel()
+        running = [w for w in self.workers if isinstance(w, asyncio.Future) and not w.done()]
+        if running:
+            await asyncio.wait(running)
 
 
 def _reporter(loop: Any, events: Any, task: Task) -> Callable[[Any, BaseException | None], None]:

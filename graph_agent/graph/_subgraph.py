@@ -24,12 +24,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from graph_agent.graph._drive import inside_subgraph
+from graph_agent.graph._engine import DualNode
 from graph_agent.graph._pending import (
     SUBGRAPH_CONSUMED,
     Pending,
     nested_namespace,
     subgraph_place,
 )
+from graph_agent.graph._pool import to_thread
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphInterrupted, ParentCommand
 from graph_agent.graph.state import OverAllState, ReplaceAll, SeqView
@@ -193,8 +195,9 @@ def _run(
             emit_chunk(output)  # forwarded to the caller's stream with this node in its path
 
 
-class SubgraphNode:
-    """The node function that runs ``child`` (see the module docstring).
+class SubgraphNode(DualNode):
+    """The node function that runs ``child`` (see the module docstring). Under ``ainvoke`` it
+    runs the child as ``invoke`` does, on a worker thread (:meth:`acall`).
 
     Args:
         child: The compiled graph to run.
@@ -250,6 +253,27 @@ class SubgraphNode:
         if task is not None and task.saver is not None:
             started = _first_values(task.saver, task.thread_id, _namespace(task, place))
         return self._changed_keys(started if started is not None else state, final.data())
+
+    async def acall(self, state: OverAllState, config: RunnableConfig) -> Any:
+        """The child run on a worker thread, awaited. Cancelled because the run was (its
+        cancel signal is set), it waits for the child, which shares the signal and stops with
+        it, so that the run ends once its child has (the child's namespace lease given back, its
+        running node stopped); cancelled otherwise (its caller went away), it leaves the child
+        to run on, as it leaves a sync node."""
+        import asyncio
+
+        running = asyncio.ensure_future(to_thread(self, state, config))
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            cancel = config.cancel
+            if cancel is None or not cancel.is_set():
+                running.cancel()
+            else:
+                await asyncio.wait([running])
+                if not running.cancelled():
+                    running.exception()  # the child's GraphCancelledError: retrieved, not logged
+            raise
 
     def _changed_keys(self, before: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
         """The child's final values as a parent update: the keys it changed from its input

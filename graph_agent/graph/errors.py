@@ -95,8 +95,8 @@ class ThreadBusyError(GraphRuntimeError):
 
 class GraphCancelledError(GraphRuntimeError):
     """The run stopped because ``RunnableConfig.cancel`` was set; ``step`` is the superstep
-    that did not start. With a saver the thread stays at its last checkpoint, and
-    ``invoke(None, config)`` carries on from there."""
+    that did not start, or did not finish (nothing it wrote was kept). With a saver the thread
+    stays at its last checkpoint, and ``invoke(None, config)`` carries on from there."""
 
     def __init__(self, message: str, *, step: int) -> None:
         super().__init__(message)

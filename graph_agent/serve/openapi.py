@@ -532,7 +532,7 @@ def _operations() -> dict[str, dict[str, dict[str, Any]]]:
         },
         f"{r}/cancel": {
             "post": _operation(
-                "Cancel a run before its next step",
+                "Cancel a run (the node it is running is stopped)",
                 (204, None),
                 errors=[404, 422],
                 query=[

@@ -28,7 +28,7 @@ a run does not need.
   :attr:`PostgresRecords.worker_timeout`; a claim past it is put back in the queue like a dead
   worker's. The claim (worker token and attempt) guards every write the run makes on the
   records: once taken over, the silent worker's late events and end are refused in SQL, its
-  heartbeat finds the claim gone and stops the run at its next step boundary, and the
+  heartbeat finds the claim gone and stops the run (as a cancel does), and the
   checkpoint saver's lease, which lapses after its own ``lease_ttl`` without heartbeats,
   refuses its next checkpoint (the new claimer waits for that lease before resuming; a
   PostgreSQL saver's heartbeat thread extends no lease while the worker's event loop does not
@@ -45,9 +45,9 @@ a run does not need.
   so a run followed before it was claimed writes its events live from its first. A
   reconnecting client (``Last-Event-ID``) reads from the table: nothing is lost or sent twice,
   whichever process ran or runs the run.
-- **Cancel** marks the row and notifies; the worker running it stops at its next step boundary
-  (``rollback``: it also takes the thread back and deletes the run) before the next run on the
-  thread may be claimed.
+- **Cancel** marks the row and notifies; the worker running it stops it at once, its running
+  node's writes dropped (``rollback``: it also takes the thread back and deletes the run),
+  before the next run on the thread may be claimed.
 
 Everything a run does on the records is awaited on an async pool: no process blocks its event
 loop on PostgreSQL while its runs run.
@@ -573,7 +573,7 @@ class QueueRunner(Runner):
 
     def _lose(self, run_id: str, lost: _Claimed | None = None) -> None:
         """Another worker took this run over (this one was silent past its deadline): stop it
-        at its next step boundary, writing nothing more. ``lost``: the claim that was lost
+        (as a cancel does), writing nothing more. ``lost``: the claim that was lost
         (a newer claim of this worker on the same run stays)."""
         claimed = self._claimed.get(run_id)
         if claimed is None or (lost is not None and claimed is not lost) or claimed.run.lost:
@@ -589,7 +589,7 @@ class QueueRunner(Runner):
         claimed.writer.stop()
         claimed.run.cancel.set()
         # those waiting or following here turn to the other worker now, not when this
-        # worker's copy reaches its next step boundary (a long model call away, maybe)
+        # worker's copy has stopped (a sync node it cannot stop may run long yet)
         claimed.run.end()
 
     def _run_here(

@@ -7,8 +7,8 @@ request's ``multitask_strategy``, as LangGraph Server does:
 
 - ``reject`` (default): refused with :class:`ThreadBusy`, a 409;
 - ``enqueue``: it waits for the runs before it;
-- ``interrupt``: the runs before it stop at their next step boundary (status ``interrupted``,
-  their progress kept in the thread), then it starts;
+- ``interrupt``: the runs before it stop at once (status ``interrupted``; their finished steps
+  stay in the thread, the writes of the node they were running never land), then it starts;
 - ``rollback``: the runs before it stop, are deleted with their events, and the thread goes back
   to where it was before them (a checkpoint copying that state becomes the newest), then it
   starts.
@@ -390,8 +390,9 @@ class Runner:
     async def cancel(
         self, run: ActiveRun, *, wait: bool, action: CancelAction = "interrupt"
     ) -> None:
-        """Stop ``run`` before its next step (a running node finishes first); with
-        ``action="rollback"`` also delete it and take its thread back to before it."""
+        """Stop ``run`` at once (the node it is running is stopped and its writes dropped:
+        see ``RunnableConfig.cancel``); with ``action="rollback"`` also delete it and take its
+        thread back to before it."""
         run.cancel.set()
         if action == "rollback":
             await run.done.wait()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -19,32 +20,59 @@ from graph_agent import (
     RunnableConfig,
     StateGraph,
 )
+from graph_agent.graph._engine import DualNode
 
 
-def counting_chain(cancel: threading.Event, *, cancel_in: str | None = None) -> Any:
-    """a → b → c, each appending its name to ``log``; ``cancel_in`` sets ``cancel`` as it runs."""
+def counting_chain(cancel: threading.Event, *, cancel_after: str | None = None) -> Any:
+    """a → b → c, each appending its name to ``log``; the edge out of ``cancel_after`` sets
+    ``cancel`` (once that node's step has ended, before the next one starts)."""
     g = StateGraph("chain", key_strategies={"log": AppendStrategy()})
-
-    def step(name: str) -> Any:
-        def node(state: Any) -> dict[str, Any]:
-            if name == cancel_in:
-                cancel.set()
-            return {"log": name}
-
-        return node
-
     for name in "abc":
-        g.add_node(name, step(name))
+        g.add_node(name, lambda state, name=name: {"log": name})
     g.add_edge(START, "a")
-    g.add_edge("a", "b")
-    g.add_edge("b", "c")
+    for source, target in (("a", "b"), ("b", "c")):
+        if source == cancel_after:
+            g.add_conditional_edges(source, lambda state, target=target: cancelling(target))
+        else:
+            g.add_edge(source, target)
     g.add_edge("c", END)
+
+    def cancelling(target: str) -> str:
+        cancel.set()
+        return target
+
     return g
+
+
+def cleaned_as_it_raised(
+    driver: Any, app: Any, config: RunnableConfig, cleaned: list[str], match: str
+) -> list[str]:
+    """Call ``app`` (it must raise GraphCancelledError matching ``match``) and return
+    ``cleaned`` as it was when the call raised: under ``ainvoke``, before ``asyncio.run``
+    cancels what the call left running."""
+    if driver.kind == "sync":
+        with pytest.raises(GraphCancelledError, match=match):
+            app.invoke({"log": []}, config)
+        return list(cleaned)
+
+    async def call() -> list[str]:
+        with pytest.raises(GraphCancelledError, match=match):
+            await app.ainvoke({"log": []}, config)
+        return list(cleaned)
+
+    return asyncio.run(call())
+
+
+def cancel_in(seconds: float, cancel: threading.Event) -> threading.Timer:
+    """Set ``cancel`` from another thread in ``seconds``."""
+    timer = threading.Timer(seconds, cancel.set)
+    timer.start()
+    return timer
 
 
 def test_a_set_cancel_stops_the_run_before_the_next_step_and_the_thread_carries_on_later():
     cancel = threading.Event()
-    app = counting_chain(cancel, cancel_in="a").compile(CompileConfig(saver=MemorySaver()))
+    app = counting_chain(cancel, cancel_after="a").compile(CompileConfig(saver=MemorySaver()))
     config = RunnableConfig(thread_id="t1", cancel=cancel)
 
     with pytest.raises(GraphCancelledError) as caught:
@@ -64,7 +92,7 @@ def test_a_set_cancel_stops_the_run_before_the_next_step_and_the_thread_carries_
 
 def test_without_a_saver_the_error_says_nothing_was_kept():
     cancel = threading.Event()
-    app = counting_chain(cancel, cancel_in="b").compile()
+    app = counting_chain(cancel, cancel_after="b").compile()
 
     with pytest.raises(GraphCancelledError, match=r"before step 2.*nothing was kept"):
         app.invoke({"log": []}, RunnableConfig(cancel=cancel))
@@ -85,15 +113,16 @@ def test_a_cancel_set_before_the_call_runs_no_node():
     assert ran == []
 
 
-def test_another_thread_cancels_a_running_call_and_the_node_running_then_finishes():
+def test_a_sync_node_running_when_the_call_is_cancelled_ends_but_its_writes_are_dropped(driver):
     cancel = threading.Event()
-    started, release = threading.Event(), threading.Event()
+    started, release, ended = threading.Event(), threading.Event(), threading.Event()
     ran: list[str] = []
 
-    def slow(state: Any) -> dict[str, Any]:
+    def slow(state: Any) -> dict[str, Any]:  # a sync node cannot be stopped
         started.set()
         assert release.wait(5)
         ran.append("slow")
+        ended.set()
         return {"log": "slow"}
 
     g = StateGraph("g", key_strategies={"log": AppendStrategy()})
@@ -107,7 +136,7 @@ def test_another_thread_cancels_a_running_call_and_the_node_running_then_finishe
 
     def run() -> None:
         try:
-            app.invoke({"log": []}, RunnableConfig(thread_id="t1", cancel=cancel))
+            driver.invoke(app, {"log": []}, RunnableConfig(thread_id="t1", cancel=cancel))
         except BaseException as exc:
             outcome.append(exc)
 
@@ -117,15 +146,184 @@ def test_another_thread_cancels_a_running_call_and_the_node_running_then_finishe
     cancel.set()
     release.set()
     runner.join(5)
+    assert ended.wait(5)  # (ainvoke left it on its thread: it ends there, later)
 
     assert len(outcome) == 1 and isinstance(outcome[0], GraphCancelledError)
+    assert "during step 0, which runs slow" in str(outcome[0])
     assert ran == ["slow"]
-    assert list(app.get_state(RunnableConfig(thread_id="t1")).values["log"]) == ["slow"]
+    snapshot = app.get_state(RunnableConfig(thread_id="t1"))
+    assert list(snapshot.values["log"]) == [] and snapshot.next == ("slow",)
+    release.clear()
+    release.set()
+    final = driver.invoke(app, None, RunnableConfig(thread_id="t1"))  # it runs again
+    assert list(final["log"]) == ["slow"] and ran == ["slow", "slow", "after"]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["invoke", "stream"])
+def test_a_cancel_stops_an_awaiting_async_node_at_once_and_drops_its_writes(driver, streamed):
+    cancel = threading.Event()
+    cleaned: list[str] = []
+    g = StateGraph("g", key_strategies={"log": AppendStrategy()})
+    g.add_node("first", lambda state: {"log": "first"})
+
+    async def wait(state: Any) -> dict[str, Any]:
+        try:
+            await asyncio.sleep(2 if not cleaned else 0)  # long the first time only
+        finally:
+            cleaned.append("wait")
+        return {"log": "wait"}
+
+    g.add_node("wait", wait)
+    g.add_edge(START, "first").add_edge("first", "wait").add_edge("wait", END)
+    app = g.compile(CompileConfig(saver=MemorySaver()))
+    call = driver.stream if streamed else driver.invoke
+    timer = cancel_in(0.2, cancel)
+    started = time.monotonic()
+
+    with pytest.raises(GraphCancelledError, match="during step 1, which runs wait"):
+        call(app, {"log": []}, RunnableConfig(thread_id="t1", cancel=cancel))
+
+    assert time.monotonic() - started < 1.5
+    assert cleaned == ["wait"]  # cancelled, its finally ran, before the call returned
+    snapshot = app.get_state(RunnableConfig(thread_id="t1"))
+    assert list(snapshot.values["log"]) == ["first"] and snapshot.next == ("wait",)
+    final = driver.invoke(app, None, RunnableConfig(thread_id="t1"))
+    assert list(final["log"]) == ["first", "wait"]
+    timer.join()
+
+
+def test_a_cancel_stops_an_async_node_waited_for_under_a_timeout_policy(driver):
+    cancel = threading.Event()
+    cleaned: list[str] = []
+
+    async def wait(state: Any) -> dict[str, Any]:
+        try:
+            await asyncio.sleep(2)
+        finally:
+            cleaned.append("wait")
+        return {"log": "wait"}
+
+    g = StateGraph("g", key_strategies={"log": AppendStrategy()})
+    g.add_node("wait", wait, timeout=30).add_edge(START, "wait").add_edge("wait", END)
+    app = g.compile(CompileConfig(saver=MemorySaver()))
+    timer = cancel_in(0.2, cancel)
+
+    config = RunnableConfig(thread_id="t1", cancel=cancel)
+
+    during = "during step 0, which runs wait"
+    # cancelled with the call, not left running to its end
+    assert cleaned_as_it_raised(driver, app, config, cleaned, during) == ["wait"]
+    timer.join()
+
+
+class Waiting(DualNode):
+    """A node with two faces (as the agent's model node): the async one awaits 2 s."""
+
+    def __init__(self) -> None:
+        self.cleaned: list[str] = []
+
+    def __call__(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        return {"log": "sync face"}
+
+    async def acall(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        try:
+            await asyncio.sleep(2)
+        finally:
+            self.cleaned.append("async face")
+        return {"log": "async face"}
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["ainvoke", "astream"])
+def test_a_cancel_stops_the_async_face_of_a_dual_node_at_once(streamed):
+    cancel = threading.Event()
+    node = Waiting()
+    g = StateGraph("g", key_strategies={"log": AppendStrategy()})
+    g.add_node("both", node).add_edge(START, "both").add_edge("both", END)
+    app = g.compile(CompileConfig(saver=MemorySaver()))
+    config = RunnableConfig(thread_id="t1", cancel=cancel)
+
+    async def call() -> list[str]:
+        with pytest.raises(GraphCancelledError, match="during step 0, which runs both"):
+            if streamed:
+                async for _ in app.astream({"log": []}, config):
+                    pass
+            else:
+                await app.ainvoke({"log": []}, config)
+        return list(node.cleaned)
+
+    timer = cancel_in(0.2, cancel)
+    started = time.monotonic()
+    assert asyncio.run(call()) == ["async face"]
+    assert time.monotonic() - started < 1.5
+    assert list(app.get_state(RunnableConfig(thread_id="t1")).values["log"]) == []
+    timer.join()
+
+
+def test_a_sibling_that_ended_before_the_cancel_keeps_its_write_and_is_not_run_again(driver):
+    cancel = threading.Event()
+    runs: list[str] = []
+    g = StateGraph("fan", key_strategies={"log": AppendStrategy()})
+
+    def fast(state: Any) -> dict[str, Any]:
+        runs.append("fast")
+        return {"log": "fast"}
+
+    async def slow(state: Any) -> dict[str, Any]:
+        runs.append("slow")
+        await asyncio.sleep(2 if runs.count("slow") == 1 else 0)
+        return {"log": "slow"}
+
+    g.add_node("fast", fast).add_node("slow", slow)
+    g.add_edge(START, "fast").add_edge(START, "slow")
+    g.add_edge("fast", END).add_edge("slow", END)
+    app = g.compile(CompileConfig(saver=MemorySaver()))
+    timer = cancel_in(0.3, cancel)
+    started = time.monotonic()
+
+    with pytest.raises(GraphCancelledError, match="during step 0, which runs fast, slow"):
+        driver.invoke(app, {"log": []}, RunnableConfig(thread_id="t1", cancel=cancel))
+
+    assert time.monotonic() - started < 1.5
+    assert sorted(runs) == ["fast", "slow"]
+    final = driver.invoke(app, None, RunnableConfig(thread_id="t1"))
+    assert sorted(runs) == ["fast", "slow", "slow"]  # fast's pending write was kept
+    assert list(final["log"]) == ["fast", "slow"]
+    timer.join()
+
+
+def test_a_cancel_stops_a_subgraph_node_whose_node_awaits(driver):
+    cancel = threading.Event()
+    cleaned: list[str] = []
+    child = StateGraph("child", key_strategies={"log": AppendStrategy()})
+
+    async def wait(state: Any) -> dict[str, Any]:
+        try:
+            await asyncio.sleep(2 if not cleaned else 0)
+        finally:
+            cleaned.append("wait")
+        return {"log": "wait"}
+
+    child.add_node("wait", wait).add_edge(START, "wait").add_edge("wait", END)
+    parent = StateGraph("parent", key_strategies={"log": AppendStrategy()})
+    parent.add_node("inner", child.compile())
+    parent.add_edge(START, "inner").add_edge("inner", END)
+    app = parent.compile(CompileConfig(saver=MemorySaver()))
+    config = RunnableConfig(thread_id="t1", cancel=cancel)
+    timer = cancel_in(0.2, cancel)
+    started = time.monotonic()
+
+    during = "during step 0, which runs inner"
+    assert cleaned_as_it_raised(driver, app, config, cleaned, during) == ["wait"]
+    assert time.monotonic() - started < 1.5
+    assert list(app.get_state(RunnableConfig(thread_id="t1")).values["log"]) == []
+    final = driver.invoke(app, None, RunnableConfig(thread_id="t1"))
+    assert list(final["log"]) == ["wait"]
+    timer.join()
 
 
 def test_stream_yields_the_finished_steps_then_raises():
     cancel = threading.Event()
-    app = counting_chain(cancel, cancel_in="b").compile(CompileConfig(saver=MemorySaver()))
+    app = counting_chain(cancel, cancel_after="b").compile(CompileConfig(saver=MemorySaver()))
     seen: list[str] = []
 
     with pytest.raises(GraphCancelledError):
@@ -137,7 +335,7 @@ def test_stream_yields_the_finished_steps_then_raises():
 
 def test_ainvoke_stops_the_same_way():
     cancel = threading.Event()
-    app = counting_chain(cancel, cancel_in="a").compile(CompileConfig(saver=MemorySaver()))
+    app = counting_chain(cancel, cancel_after="a").compile(CompileConfig(saver=MemorySaver()))
 
     with pytest.raises(GraphCancelledError, match="before step 1"):
         asyncio.run(app.ainvoke({"log": []}, RunnableConfig(thread_id="t1", cancel=cancel)))
@@ -148,7 +346,7 @@ def test_ainvoke_stops_the_same_way():
 
 def test_a_subgraph_stops_with_its_parent_and_the_parent_reports_the_cancel():
     cancel = threading.Event()
-    child = counting_chain(cancel, cancel_in="a").compile()
+    child = counting_chain(cancel, cancel_after="a").compile()
     parent = StateGraph("parent", key_strategies={"log": AppendStrategy()})
     parent.add_node("inner", child)
     parent.add_node("next", lambda state: {"log": "next"})
@@ -207,3 +405,45 @@ def test_cancelling_ainvoke_while_a_sync_node_runs_is_quiet_and_the_thread_resum
 
     assert reported == []
     assert sorted(final["log"]) == [f"n{index}" for index in range(branches)]
+
+
+class Flag:
+    """A cancel signal that is not a threading.Event: only read, never heard."""
+
+    def __init__(self) -> None:
+        self.value = False
+
+    def is_set(self) -> bool:
+        return self.value
+
+
+def test_a_signal_of_another_kind_drops_the_writes_of_the_step_it_was_set_in(driver):
+    flag = Flag()
+    g = StateGraph("g", key_strategies={"log": AppendStrategy()})
+
+    async def flagging(state: Any) -> dict[str, Any]:
+        flag.value = True
+        await asyncio.sleep(0)
+        return {"log": "flagging"}
+
+    g.add_node("first", lambda state: {"log": "first"}).add_node("flagging", flagging)
+    g.add_edge(START, "first").add_edge("first", "flagging").add_edge("flagging", END)
+    app = g.compile(CompileConfig(saver=MemorySaver()))
+
+    with pytest.raises(GraphCancelledError, match="during step 1, which runs flagging"):
+        driver.invoke(app, {"log": []}, RunnableConfig(thread_id="t1", cancel=flag))
+
+    assert list(app.get_state(RunnableConfig(thread_id="t1")).values["log"]) == ["first"]
+
+
+def test_an_event_that_cancels_no_call_is_left_holding_no_watch(driver):
+    cancel = threading.Event()
+    g = StateGraph("g")
+    g.add_node("a", lambda state: {"a": 1}).add_node("b", lambda state: {"b": 1})
+    g.add_edge(START, "a").add_edge(START, "b").add_edge("a", END).add_edge("b", END)
+    app = g.compile()
+
+    for _ in range(3):
+        driver.invoke(app, {}, RunnableConfig(cancel=cancel))
+
+    assert len(cancel._cond._waiters) == 0  # each call's watch left the event with the call

@@ -3,13 +3,23 @@ with ``action="rollback"``, as LangGraph Server does them."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 from langgraph_sdk import get_sync_client
 
-from tests.serve.conftest import Server
+from graph_agent import END, START, StateGraph
+from graph_agent.checkpoint.postgres import AsyncPostgresSaver
+from graph_agent.serve import create_app
+from graph_agent.serve.pg_records import PostgresRecords
+from tests.checkpoint.postgres_db import fresh_schema
+from tests.serve.conftest import Server, free_port, wait_until_up
 
 
 def _busy_thread(server: Server) -> tuple[str, str, str]:
@@ -86,3 +96,142 @@ def test_an_unknown_cancel_action_is_a_422(server: Server) -> None:
     client.runs.join(thread_id, run["run_id"])
     url = f"{server.url}/threads/{thread_id}/runs/{run['run_id']}/cancel?action=explode"
     assert httpx.post(url).status_code == 422
+
+
+def waiting() -> StateGraph:
+    """``first`` marks the state, then ``wait`` awaits ``seconds`` (a model call, say) and
+    writes how long it waited."""
+    graph = StateGraph("waiting")
+
+    async def wait(state: Any) -> dict[str, Any]:
+        await asyncio.sleep(state["seconds"])
+        return {"waited": state["seconds"]}
+
+    graph.add_node("first", lambda state: {"first": True}).add_node("wait", wait)
+    graph.add_edge(START, "first").add_edge("first", "wait").add_edge("wait", END)
+    return graph
+
+
+class _PostgresServer:
+    """``create_app`` on PostgreSQL records and checkpoints (this process claims its runs)."""
+
+    def __init__(self, dsn: str) -> None:
+        self.saver = AsyncPostgresSaver(dsn)
+        self.records = PostgresRecords(dsn)
+        app = create_app([waiting()], saver=self.saver, records=self.records)
+        self.url = f"http://127.0.0.1:{free_port()}"
+        config = uvicorn.Config(app, port=int(self.url.rsplit(":", 1)[1]), log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> _PostgresServer:
+        self.thread.start()
+        wait_until_up(self.url)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(20)
+        self.records.close()
+        self.saver.close()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def waiting_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """A server of :func:`waiting`, its threads and runs in SQLite or in PostgreSQL."""
+    if request.param == "sqlite":
+        db = tmp_path_factory.mktemp("serve") / "serve.db"
+        with Server(db, targets=[waiting()]) as server:
+            yield server
+    else:
+        with fresh_schema() as dsn, _PostgresServer(dsn) as server:
+            yield server
+
+
+def _waiting_run(server: Any, seconds: float) -> tuple[str, str]:
+    """A thread whose run of ``waiting`` is in its ``wait`` node (``first`` committed)."""
+    client = get_sync_client(url=server.url)
+    thread_id = client.threads.create()["thread_id"]
+    run = client.runs.create(thread_id, "waiting", input={"seconds": seconds})
+    deadline = time.monotonic() + 10
+    while client.threads.get_state(thread_id)["next"] != ["wait"]:
+        assert time.monotonic() < deadline, "the run never reached its wait node"
+        time.sleep(0.02)
+    time.sleep(0.1)  # into the node's sleep
+    return thread_id, run["run_id"]
+
+
+def _written_by(server: Any, thread_id: str, run_id: str) -> list[dict[str, Any]]:
+    client = get_sync_client(url=server.url)
+    history = client.threads.get_history(thread_id, limit=100)
+    return [s["values"] for s in history if s["metadata"].get("run_id") == run_id]
+
+
+def _ended(server: Any, thread_id: str, run_id: str) -> str:
+    """The run's status once it is no longer running."""
+    client = get_sync_client(url=server.url)
+    deadline = time.monotonic() + 10
+    while (status := client.runs.get(thread_id, run_id)["status"]) in ("pending", "running"):
+        assert time.monotonic() < deadline, "the run never ended"
+        time.sleep(0.02)
+    return str(status)
+
+
+@pytest.mark.parametrize("wait", [True, False], ids=["wait", "no wait"])
+def test_cancel_stops_the_running_node_at_once_and_drops_its_writes(
+    waiting_server: Any, wait: bool
+) -> None:
+    client = get_sync_client(url=waiting_server.url)
+    thread_id, run_id = _waiting_run(waiting_server, 2)
+    started = time.monotonic()
+    client.runs.cancel(thread_id, run_id, wait=wait)
+
+    assert _ended(waiting_server, thread_id, run_id) == "interrupted"
+    assert time.monotonic() - started < 1.5  # not after the node's 2 s
+    state = client.threads.get_state(thread_id)
+    assert state["values"] == {"seconds": 2, "first": True} and state["next"] == ["wait"]
+    assert all("waited" not in values for values in _written_by(waiting_server, thread_id, run_id))
+    assert client.threads.get(thread_id)["status"] == "idle"
+
+
+def test_a_run_with_multitask_interrupt_stops_the_running_node_at_once(waiting_server: Any) -> None:
+    client = get_sync_client(url=waiting_server.url)
+    thread_id, old = _waiting_run(waiting_server, 2)
+    started = time.monotonic()
+    new = client.runs.create(
+        thread_id, "waiting", input={"seconds": 0}, multitask_strategy="interrupt"
+    )
+    assert client.runs.join(thread_id, new["run_id"])["waited"] == 0
+
+    assert time.monotonic() - started < 1.5  # it did not wait for the old run's 2 s node
+    assert client.runs.get(thread_id, old)["status"] == "interrupted"
+    kept = _written_by(waiting_server, thread_id, old)
+    assert {"seconds": 2, "first": True} in kept  # the old run's steps before the node stay
+    assert all("waited" not in values for values in kept)  # the node's write never landed
+
+
+def test_cancel_with_rollback_stops_the_running_node_at_once(waiting_server: Any) -> None:
+    client = get_sync_client(url=waiting_server.url)
+    thread_id, run_id = _waiting_run(waiting_server, 2)
+    started = time.monotonic()
+    client.runs.cancel(thread_id, run_id, wait=True, action="rollback")
+
+    assert time.monotonic() - started < 1.5
+    assert client.threads.get_state(thread_id)["values"] == {}  # back to before the run
+    with pytest.raises(httpx.HTTPStatusError):
+        client.runs.get(thread_id, run_id)
+
+
+def test_a_run_with_multitask_rollback_stops_the_running_node_at_once(waiting_server: Any) -> None:
+    client = get_sync_client(url=waiting_server.url)
+    thread_id, _ = _waiting_run(waiting_server, 2)
+    started = time.monotonic()
+    new = client.runs.create(
+        thread_id, "waiting", input={"seconds": 0}, multitask_strategy="rollback"
+    )
+
+    assert client.runs.join(thread_id, new["run_id"]) == {"seconds": 0, "first": True, "waited": 0}
+    assert time.monotonic() - started < 1.5
+    assert [run["run_id"] for run in client.runs.list(thread_id)] == [new["run_id"]]
