@@ -26,7 +26,13 @@ from graph_agent.cli.output import (
     shown_text,
     to_json,
 )
-from graph_agent.cli.running import continuable, execute, new_thread_id, parse_input
+from graph_agent.cli.running import (
+    continuable,
+    execute,
+    new_thread_id,
+    parse_input,
+    unanswered_error,
+)
 from graph_agent.cli.targets import DEMO_DB, Target, db_option, open_saver, open_target
 from graph_agent.cli.unstreamed import UnstreamedModel
 from graph_agent.graph.errors import InvalidResumeError
@@ -123,6 +129,9 @@ def _demo(
         f'continue: {again} "your next question"\n'
         f"inspect:  graph-agent threads history {shown}{db_flag}"
     )
+    problem = unanswered_error(target, summary)
+    if problem is not None:
+        raise problem
 
 
 def _model_flags(args: argparse.Namespace) -> str:
@@ -191,10 +200,13 @@ def _run(target: Target, args: argparse.Namespace) -> None:
         shown.paused(summary.interrupts, hint)
     elif args.stream:
         reporter.finish(summary)
-    else:
+    elif summary.answer or not summary.unanswered:  # no empty line for a run that gave none
         _print_result(summary, target)
     if args.thread is None and (isinstance(target.saver, SqliteSaver) or target.remote):
         print(f"thread: {thread} (continue with --thread {thread})", file=sys.stderr)
+    problem = unanswered_error(target, summary)
+    if problem is not None:
+        raise problem
 
 
 def _resume_refused(
