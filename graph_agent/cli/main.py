@@ -319,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     threads = commands.add_parser(
         "threads",
-        help="list, show, trace or delete stored threads",
+        help="list, show, history or delete stored threads",
         description="Inspect the threads in a SQLite checkpoint file.",
     )
     actions = threads.add_subparsers(dest="action", metavar="ACTION", required=True)

@@ -221,3 +221,13 @@ def test_delete_refuses_a_thread_that_is_running_and_the_run_finishes(cli, tmp_p
     saver = SqliteSaver("r.db")
     assert [m.text for m in saver.get("busy").values["messages"]][-1] == "done"
     saver.close()
+
+
+def test_the_help_names_exactly_the_threads_actions_there_are(cli):
+    listed = cli("--help").out
+    (line,) = [line for line in listed.splitlines() if line.split()[:1] == ["threads"]]
+    actions = cli("threads", "--help").out.split("positional arguments:")[1]
+
+    named = set(line.replace(",", " ").split()) - {"threads", "or", "stored"}
+    existing = {row.split()[0] for row in actions.splitlines()[2:] if row.startswith("    ")}
+    assert named == existing == {"list", "show", "history", "delete"}
