@@ -343,7 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_db(history, DEMO_DB, db_help)
     _add_common(history, top=False)
-    delete = actions.add_parser("delete", help="delete a thread and its checkpoints")
+    delete = actions.add_parser(
+        "delete", help="delete a thread: its checkpoints, and a server's record of it"
+    )
     delete.add_argument("thread")
     _add_db(delete, DEMO_DB, db_help)
     _add_common(delete, top=False)
