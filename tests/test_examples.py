@@ -58,6 +58,12 @@ EXPECTED_OUTPUT = {
         "answer: Oslo is rainy; noted: 'Also: I forgot my umbrella.'",
     ],
     "openai_endpoint.py": ["skipping: set OPENAI_API_KEY"],
+    "mcp_tools.py": [
+        "tools of the MCP server: search_notes, read_note",
+        "-> search_notes({'query': 'supersteps'})",
+        "<- read_note: A graph runtime runs its nodes in supersteps and checkpoints after each one.",
+        "answer: Your notes say: A graph runtime runs its nodes in supersteps",
+    ],
     "team.py": [
         "    [web] research/web/__tool__: search_web -> Graph runtimes checkpoint every step, so a "
         "crashed agent resumes.",

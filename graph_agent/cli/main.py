@@ -252,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="attach a picture (.png, .jpg, .gif, .webp) to the question, for a vision model",
     )
     _add_no_stream_model(demo)
+    add_mcp_option(demo)
     add_trace_option(demo)
     _add_common(demo, top=False)
 

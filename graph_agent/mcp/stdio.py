@@ -148,11 +148,11 @@ async def _start(spec: StdioServer) -> Any:
         from mcp.os.win32.utilities import create_windows_process, get_windows_executable_command
 
         command = await anyio.to_thread.run_sync(get_windows_executable_command, spec.command)
-        return await create_windows_process(command, list(spec.args), env, sys.stderr, spec.cwd)
-    return await anyio.open_process(
+        return await create_windows_process(command, list(spec.args), env, sys.__stderr__, spec.cwd)
+    return await anyio.open_process(  # stderr: this process's own (file descriptor 2)
         [spec.command, *spec.args],
         env=env,
-        stderr=sys.stderr,
+        stderr=None,
         cwd=spec.cwd,
         start_new_session=True,
     )
