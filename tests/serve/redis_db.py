@@ -1,8 +1,8 @@
 """The test Redis server: its URL, and whether it answers.
 
-CI runs Redis on 127.0.0.1:6379 (started as :data:`START`); ``GRAPH_AGENT_TEST_REDIS`` points
-the tests elsewhere. The tests of ``graph-agent serve --redis`` need it; when it is down the
-suite stops at once saying how to start it (tests/conftest.py).
+The tests of ``graph-agent serve --redis`` expect Redis on 127.0.0.1:6379 (started with
+:data:`START`), as others expect PostgreSQL; ``GRAPH_AGENT_TEST_REDIS`` points them elsewhere.
+When it is down the suite stops at once, saying how to start it (tests/conftest.py).
 """
 
 from __future__ import annotations
