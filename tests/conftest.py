@@ -65,15 +65,31 @@ def _needs_postgres(item: pytest.Item) -> bool:
     return callspec is not None and "postgres" in callspec.params.values()
 
 
+def _needs_redis(item: pytest.Item) -> bool:
+    """A test of Redis pub/sub: in a redis module, or parametrised with "redis"."""
+    if "redis" in item.path.name:
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "redis" in callspec.params.values()
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _needs_postgres(item):
             item.add_marker(pytest.mark.postgres)
+        if _needs_redis(item):
+            item.add_marker(pytest.mark.redis)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """When PostgreSQL is down, stop once, saying how to start it (not one error per test)."""
+    """When PostgreSQL or Redis is down, stop once, saying how to start it (not one error per
+    test)."""
+    _check_postgres(session)
+    _check_redis(session)
+
+
+def _check_postgres(session: pytest.Session) -> None:
     needing = sum(1 for item in session.items if item.get_closest_marker("postgres"))
     if not needing:
         return
@@ -86,5 +102,21 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             f"({reason}).\nStart it with:  pg_ctlcluster --skip-systemctl-redirect "
             "$(ls /etc/postgresql) main start\nor point GRAPH_AGENT_TEST_POSTGRES at a server "
             "(a libpq DSN), or leave those tests out with:  pytest -m 'not postgres'",
+            returncode=pytest.ExitCode.TESTS_FAILED,
+        )
+
+
+def _check_redis(session: pytest.Session) -> None:
+    needing = sum(1 for item in session.items if item.get_closest_marker("redis"))
+    if not needing:
+        return
+    from tests.serve.redis_db import START, URL, unreachable
+
+    reason = unreachable()
+    if reason is not None:
+        pytest.exit(
+            f"{needing} selected tests need Redis, and {URL!r} cannot be reached ({reason}).\n"
+            f"Start it with:  {START}\nor point GRAPH_AGENT_TEST_REDIS at a server (a redis:// "
+            "URL), or leave those tests out with:  pytest -m 'not redis'",
             returncode=pytest.ExitCode.TESTS_FAILED,
         )

@@ -58,6 +58,12 @@ EXPECTED_OUTPUT = {
         "answer: Oslo is rainy; noted: 'Also: I forgot my umbrella.'",
     ],
     "openai_endpoint.py": ["skipping: set OPENAI_API_KEY"],
+    "mcp_tools.py": [
+        "tools of the MCP server: search_notes, read_note",
+        "-> search_notes({'query': 'supersteps'})",
+        "<- read_note: A graph runtime runs its nodes in supersteps and checkpoints after each one.",
+        "answer: Your notes say: A graph runtime runs its nodes in supersteps",
+    ],
     "team.py": [
         "    [web] research/web/__tool__: search_web -> Graph runtimes checkpoint every step, so a "
         "crashed agent resumes.",
@@ -184,3 +190,24 @@ def test_the_readme_quickstart_runs_as_printed(tmp_path):
 
 def test_the_readme_shows_the_demo_agent_as_drawn_now():
     assert (ROOT / "diagrams" / "demo_agent.mmd").read_text() in _readme_blocks("mermaid")
+
+
+def test_the_readme_shows_spans_with_the_otel_sdk_extra(tmp_path):
+    (setup,) = [block for block in _readme_blocks("python") if "ConsoleSpanExporter" in block]
+    run = (
+        "from graph_agent import ReactAgent\n"
+        "from graph_agent.models import ScriptedChatModel\n"
+        "ReactAgent('greeter', ScriptedChatModel(['hi'])).call('hello')\n"
+    )
+
+    result = subprocess.run(
+        [sys.executable, "-c", setup + run],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert '"name": "invoke_agent greeter"' in result.stdout
+    assert '"name": "chat ScriptedChatModel"' in result.stdout

@@ -45,6 +45,37 @@ def test_the_postgresql_tests_can_be_left_out_by_marker() -> None:
     assert "2 passed," in result.stdout  # memory and sqlite ran; postgres was left out
 
 
+def test_a_redis_server_that_is_down_stops_the_suite_once_saying_how_to_start_it() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/serve/test_redis.py"],
+        cwd=ROOT,
+        env={**os.environ, "GRAPH_AGENT_TEST_REDIS": "redis://127.0.0.1:9/0"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "selected tests need Redis, and 'redis://127.0.0.1:9/0' cannot be reached" in output
+    assert 'redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save ""' in output
+    assert "-m 'not redis'" in output
+    assert " passed" not in output and " error" not in output  # stopped before running any
+
+
+def test_the_readme_starts_redis_as_the_suite_says() -> None:
+    from tests.serve.redis_db import START
+
+    assert f"`{START}`" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_otel_sdk_extra_brings_the_sdk_that_records_spans() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert "opentelemetry-sdk" in _installed_with(extras["otel-sdk"])
+    assert "opentelemetry-sdk" not in _installed_with(extras["otel"])  # the API alone
+
+
 def _requirement_name(requirement: str) -> str:
     return re.split(r"[\s\[<>=!~;(]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
 

@@ -17,14 +17,30 @@ from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage
 from graph_agent.models.base import ModelRequest
 
 _T = TypeVar("_T")
+_MAX_WRAPPERS = 8
+"""How many wrappers :func:`named_model` looks through (a chain, never a loop)."""
 _E = TypeVar("_E", bound=ListenerEvent)
 
 
 def model_name(model: Any) -> str:
     """How events and spans name a model: its ``model`` attribute (the name the API knows),
-    else its class's name."""
+    else its class's name; of the model a wrapper passes requests to (see :func:`named_model`).
+    """
+    model = named_model(model)
     name = getattr(model, "model", None)
     return name if isinstance(name, str) and name else type(model).__name__
+
+
+def named_model(model: Any) -> Any:
+    """The model events name for ``model``: the one a wrapper hands each request to (its
+    ``wrapped`` attribute, as the CLI's ``UnstreamedModel`` and ``RecordingChatModel`` have),
+    so a trace shows the real model, not the wrapper."""
+    for _ in range(_MAX_WRAPPERS):
+        inner = getattr(model, "wrapped", None)
+        if inner is None or inner is model:
+            break
+        model = inner
+    return model
 
 
 def _dispatch(task: TaskContext | None) -> Dispatch | None:
@@ -46,7 +62,7 @@ def _where(task: TaskContext) -> dict[str, Any]:
 def _model_event(
     task: TaskContext, model: Any, request: ModelRequest, streaming: bool
 ) -> ModelCallEvent:
-    provider = getattr(model, "provider", None)
+    provider = getattr(named_model(model), "provider", None)
     return ModelCallEvent(
         **_where(task),
         model=model_name(model),

@@ -28,7 +28,13 @@ from graph_agent.cli.output import (
     printable,
     to_json,
 )
-from graph_agent.cli.running import continuable, execute, new_thread_id, parse_input
+from graph_agent.cli.running import (
+    continuable,
+    execute,
+    new_thread_id,
+    parse_input,
+    unanswered_error,
+)
 from graph_agent.cli.targets import Target, open_target
 from graph_agent.client import RemoteGraphError
 from graph_agent.graph.types import Command, Interrupt, RunnableConfig
@@ -183,6 +189,9 @@ def _turn(
             resume = ask_decisions(summary.interrupts)
             summary = summary.followed_by(execute(target, Command(resume=resume), config, reporter))
         reporter.finish(summary)
+        problem = unanswered_error(target, summary)
+        if problem is not None:
+            print_error(problem)
     except Exception as exc:
         error = explain(exc)
         if error is None or debug:

@@ -270,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="attach a picture (.png, .jpg, .gif, .webp) to the question, for a vision model",
     )
     _add_no_stream_model(demo)
+    add_mcp_option(demo)
     add_trace_option(demo)
     _add_common(demo, top=False)
 
@@ -337,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     threads = commands.add_parser(
         "threads",
-        help="list, show, trace or delete stored threads",
+        help="list, show, history or delete stored threads",
         description="Inspect the threads in a SQLite checkpoint file.",
     )
     actions = threads.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -361,7 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_db(history, DEMO_DB, db_help)
     _add_common(history, top=False)
-    delete = actions.add_parser("delete", help="delete a thread and its checkpoints")
+    delete = actions.add_parser(
+        "delete", help="delete a thread: its checkpoints, and a server's record of it"
+    )
     delete.add_argument("thread")
     _add_db(delete, DEMO_DB, db_help)
     _add_common(delete, top=False)

@@ -5,24 +5,34 @@ extra."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from graph_agent.agent.react import ReactAgent
 from graph_agent.cli.errors import EXIT_USAGE, CliError
+from graph_agent.cli.output import printable
 from graph_agent.graph.errors import GraphSetupError
 
 if TYPE_CHECKING:
     from graph_agent.mcp import MCPToolset
 
-__all__ = ["EXTRA", "add_mcp_option", "add_mcp_parser", "add_mcp_tools", "open_toolset"]
+__all__ = [
+    "EXTRA",
+    "add_mcp_option",
+    "add_mcp_parser",
+    "add_mcp_tools",
+    "loaded",
+    "open_toolset",
+]
 
 EXTRA = "pip install 'graph-agent[mcp]'"
 
 
 def add_mcp_tools(runnable: Any, spec: str, config: str) -> Callable[[], None]:
-    """Give the agent ``runnable`` the tools of the MCP servers in the file ``config``; the
-    returned function takes them away again and stops the servers.
+    """Give the agent ``runnable`` the tools of the MCP servers in the file ``config``, and say
+    on stderr which servers and tools it got; the returned function takes them away again and
+    stops the servers.
 
     Raises:
         CliError: ``runnable`` is not a local agent, the extra is missing, the file is wrong,
@@ -53,7 +63,23 @@ def add_mcp_tools(runnable: Any, spec: str, config: str) -> Callable[[], None]:
     except BaseException:
         toolset.close()
         raise
+    for line in loaded(toolset, runnable.name):
+        print(printable(line), file=sys.stderr)
     return lambda: _remove(runnable, [tool.name for tool in added], toolset)
+
+
+def loaded(toolset: MCPToolset, agent: str) -> list[str]:
+    """What the agent got: a line per server, with how it is reached and its tools' names.
+
+    ``mcp: agent 'helper' got 2 tools from notes (python notes.py): read_note, search_notes``
+    """
+    lines = []
+    for name, spec in toolset.servers.items():
+        tools = sorted(tool.name for tool in toolset if tool.server == name)
+        listed = f": {', '.join(tools)}" if tools else ""
+        count = f"{len(tools)} tool{'s' * (len(tools) != 1)}"
+        lines.append(f"mcp: agent {agent!r} got {count} from {name} ({spec.describe()}){listed}")
+    return lines
 
 
 def open_toolset(config: str) -> MCPToolset:

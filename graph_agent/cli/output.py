@@ -129,6 +129,8 @@ class RunSummary:
     elapsed: float = 0.0
     interrupts: tuple[Interrupt, ...] = ()
     thread_id: str | None = None
+    unanswered: tuple[ToolCall, ...] = ()
+    """Tool calls of the run's last answer that nothing ran (an agent without tools)."""
 
     def stats(self) -> str:
         """``1 iteration · 2 model calls · 3 tool calls · 472 tokens (412 in, 60 out) · 0.05 s``."""

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from graph_agent.agent.react import ReactAgent
@@ -26,7 +27,13 @@ from graph_agent.cli.output import (
     shown_text,
     to_json,
 )
-from graph_agent.cli.running import continuable, execute, new_thread_id, parse_input
+from graph_agent.cli.running import (
+    continuable,
+    execute,
+    new_thread_id,
+    parse_input,
+    unanswered_error,
+)
 from graph_agent.cli.targets import DEMO_DB, Target, db_option, open_saver, open_target
 from graph_agent.cli.unstreamed import UnstreamedModel
 from graph_agent.graph.errors import InvalidResumeError
@@ -73,11 +80,28 @@ def demo_command(args: argparse.Namespace) -> int:
         saver.close()
         raise
     try:
-        _demo(args, build_agent(model, saver, store), saver, described, reporter)
+        agent = build_agent(model, saver, store)
+        with _mcp_tools(agent, args.mcp):
+            _demo(args, agent, saver, described, reporter)
     finally:
         store.close()
         saver.close()
     return 0
+
+
+@contextlib.contextmanager
+def _mcp_tools(agent: ReactAgent, config: str | None) -> Iterator[None]:
+    """``--mcp CONFIG``: the agent has those servers' tools inside (none without a config)."""
+    if config is None:
+        yield
+        return
+    from graph_agent.cli.mcp import add_mcp_tools
+
+    remove = add_mcp_tools(agent, "graph_agent.demo:agent", config)
+    try:
+        yield
+    finally:
+        remove()
 
 
 def _demo(
@@ -123,16 +147,21 @@ def _demo(
         f'continue: {again} "your next question"\n'
         f"inspect:  graph-agent threads history {shown}{db_flag}"
     )
+    problem = unanswered_error(target, summary)
+    if problem is not None:
+        raise problem
 
 
 def _model_flags(args: argparse.Namespace) -> str:
-    """The demo's flags that chose its model, for a suggested command to use the same one."""
+    """The demo's flags that chose its model (and its MCP tools), for a suggested command to
+    use the same ones."""
     flags = ["--online"] if args.online else []
     for flag, value in (
         ("--base-url", args.base_url),
         ("--model", args.model),
         ("--api-key-env", args.api_key_env),
         ("--provider", args.provider),
+        ("--mcp", args.mcp),
     ):
         if value is not None:
             flags += [flag, value]
@@ -191,10 +220,13 @@ def _run(target: Target, args: argparse.Namespace) -> None:
         shown.paused(summary.interrupts, hint)
     elif args.stream:
         reporter.finish(summary)
-    else:
+    elif summary.answer or not summary.unanswered:  # no empty line for a run that gave none
         _print_result(summary, target)
     if args.thread is None and (isinstance(target.saver, SqliteSaver) or target.remote):
         print(f"thread: {thread} (continue with --thread {thread})", file=sys.stderr)
+    problem = unanswered_error(target, summary)
+    if problem is not None:
+        raise problem
 
 
 def _resume_refused(

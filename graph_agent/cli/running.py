@@ -12,17 +12,17 @@ from typing import Any
 
 import httpx
 
-from graph_agent.agent.nodes import run_answer
+from graph_agent.agent.nodes import pending_tool_calls, run_answer
 from graph_agent.agent.react import ReactAgent
 from graph_agent.checkpoint.memory import MemorySaver
-from graph_agent.cli.errors import EXIT_USAGE, CliError, RunStopped
-from graph_agent.cli.output import Reporter, RunSummary, shown_text
+from graph_agent.cli.errors import EXIT_ERROR, EXIT_USAGE, CliError, RunStopped
+from graph_agent.cli.output import Reporter, RunSummary, format_call, shown_text
 from graph_agent.cli.targets import Target
 from graph_agent.graph._pending import pending_interrupts
 from graph_agent.graph.errors import GraphAgentError
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import Command, Interrupt, NodeOutput, RunnableConfig, StreamingOutput
-from graph_agent.messages import AssistantMessage, ToolResponseMessage, Usage
+from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage, Usage
 
 __all__ = [
     "answer_of",
@@ -31,6 +31,8 @@ __all__ = [
     "new_thread_id",
     "parse_input",
     "parse_json",
+    "unanswered_calls",
+    "unanswered_error",
 ]
 
 
@@ -168,7 +170,41 @@ def execute(target: Target, input: Any, config: RunnableConfig, reporter: Report
         summary.interrupts = snapshot.interrupts
     if target.is_agent and not summary.interrupts and last_state is not None:
         summary.answer = answer_of(last_state)  # snapshot values lack where the run began
+        summary.unanswered = unanswered_calls(last_state)
     return summary
+
+
+def unanswered_calls(state: OverAllState) -> tuple[ToolCall, ...]:
+    """The tool calls of the run's last answer that nothing answered: the run ended without
+    running them (an agent without tools has no tool node; a hook may end a run early)."""
+    answer = run_answer(state)
+    if answer is None or not answer.tool_calls:
+        return ()
+    return tuple(pending_tool_calls(state.value("messages", ())))
+
+
+def unanswered_error(target: Target, summary: RunSummary) -> CliError | None:
+    """What to tell the user of a run that ended with tool calls nothing ran (``None``: it
+    ended with none)."""
+    calls = summary.unanswered
+    if not calls:
+        return None
+    shown = ", ".join(format_call(call) for call in calls)
+    runnable = target.runnable
+    if isinstance(runnable, ReactAgent) and not runnable.toolkit.names:
+        return CliError(
+            f"the model called {shown}, but agent {runnable.name!r} has no tools: nothing ran "
+            "the call, so the run ended without an answer",
+            "give the agent that tool (ReactAgent(tools=[...]), or --mcp CONFIG for an MCP "
+            "server's), or tell the model to answer without tools",
+            EXIT_ERROR,
+        )
+    return CliError(
+        f"the run ended before the model's tool call{'s' if len(calls) > 1 else ''} {shown} "
+        "ran, so it has no answer",
+        "run with --stream to see which step ended it (a hook, or max_iterations)",
+        EXIT_ERROR,
+    )
 
 
 def _next_nodes(

@@ -52,6 +52,9 @@ __all__ = [
 DEMO_DB = os.path.join(".graph_agent", "demo.db")
 """Where ``demo`` keeps its threads and ``threads`` looks by default."""
 _KINDS = (ReactAgent, FlowAgent, CompiledGraph, StateGraph)
+_KIND_NAMES = frozenset(
+    kind.__name__ for kind in (*_KINDS, *FlowAgent.__subclasses__())
+)  # the teams too, as a `-> SequentialAgent` annotation names them
 _EXAMPLE = "e.g. examples/quickstart.py:agent or mypackage.agents:agent"
 
 
@@ -347,8 +350,26 @@ def _split(spec: str) -> tuple[str, str]:
     if os.name == "nt" and len(module_part) == 1:  # "C:path.py" has no object part
         colon = ""
     if not colon or not module_part or not object_part:
-        raise CliError(f"expected MODULE:OBJECT, got {spec!r}", _EXAMPLE, EXIT_USAGE)
+        raise CliError(f"expected MODULE:OBJECT, got {spec!r}", _name_it(spec), EXIT_USAGE)
     return module_part, object_part
+
+
+def _name_it(spec: str) -> str:
+    """The hint for a ``spec`` that names a module but nothing in it: what it defines that
+    can run (``examples/workflow.py:build``), else an example."""
+    module_part = spec.rstrip(":")
+    if not module_part:
+        return _EXAMPLE
+    try:
+        module = _import(module_part)
+    except CliError:
+        return _EXAMPLE
+    names = [f"{module_part}:{name}" for name in _candidates(module)]
+    if not names:
+        return _EXAMPLE
+    if len(names) == 1:
+        return f"name what to run in it: {names[0]}"
+    return f"name what to run in it, one of: {', '.join(names)}"
 
 
 def _import(module_part: str) -> ModuleType:
@@ -413,7 +434,7 @@ def _resolve(module: ModuleType, module_part: str, object_part: str) -> Any:
                 f"it defines: {', '.join(candidates)}"
                 if candidates
                 else "it defines no agent (ReactAgent, or a team such as SequentialAgent), "
-                "CompiledGraph or StateGraph"
+                "CompiledGraph or StateGraph (nor a build() function returning one)"
             )
             raise CliError(f"{module_part} has no {object_part!r}", hint, EXIT_USAGE)
         found = getattr(found, attribute)
@@ -429,14 +450,19 @@ def _resolve(module: ModuleType, module_part: str, object_part: str) -> Any:
     return found
 
 
-def _call_factory(factory: Any, spec: str) -> Any:
-    required = [
-        p
-        for p in inspect.signature(factory).parameters.values()
+def _required(function: Any) -> list[str]:
+    """The parameters ``function`` cannot be called without."""
+    return [
+        p.name
+        for p in inspect.signature(function).parameters.values()
         if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
+
+
+def _call_factory(factory: Any, spec: str) -> Any:
+    required = _required(factory)
     if required:
-        names = ", ".join(p.name for p in required)
+        names = ", ".join(required)
         raise CliError(
             f"{spec} is a function that needs arguments ({names})",
             "point at an agent or a graph, or a function with no required arguments",
@@ -452,8 +478,23 @@ def _call_factory(factory: Any, spec: str) -> Any:
 
 
 def _candidates(module: ModuleType) -> list[str]:
+    """What ``module`` defines that a command can run: its agents and graphs, and its
+    functions that take no arguments and are named ``build...`` or say they return one."""
     return sorted(
         name
         for name, value in vars(module).items()
-        if isinstance(value, _KINDS) and not name.startswith("_")
+        if not name.startswith("_") and (isinstance(value, _KINDS) or _is_builder(value, module))
     )
+
+
+def _is_builder(value: Any, module: ModuleType) -> bool:
+    """Whether ``value`` is a function of ``module`` that takes no arguments and is named
+    ``build...`` or says it returns an agent or a graph."""
+    if not inspect.isfunction(value) or value.__module__ != module.__name__ or _required(value):
+        return False
+    if value.__name__.startswith("build"):
+        return True
+    returns = inspect.signature(value).return_annotation
+    if isinstance(returns, str):  # postponed annotations: the name as written
+        return returns.rpartition(".")[2] in _KIND_NAMES
+    return isinstance(returns, type) and issubclass(returns, _KINDS)

@@ -3,7 +3,9 @@
 These read the database directly, without the graph that wrote it: ``show`` prints a
 checkpoint's state as JSON (keys starting with ``_``, the runtime's bookkeeping, only with
 ``--all``), ``history`` lists a thread's checkpoints newest first with the step, the nodes that
-wrote, what runs next, the time and the bytes the checkpoint itself stores.
+wrote, what runs next, the time and the bytes the checkpoint itself stores. ``delete`` also
+deletes what ``graph-agent serve`` records of the thread in its file beside the database, so
+a server running on it stops listing the thread.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 import shlex
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -26,9 +29,11 @@ from graph_agent.checkpoint.serde import dumps
 from graph_agent.checkpoint.sqlite import SqliteSaver
 from graph_agent.cli.errors import CliError
 from graph_agent.cli.output import make_console, printable, to_json
+from graph_agent.cli.serve import records_path
 from graph_agent.cli.targets import db_option, open_existing_saver
 from graph_agent.graph._pending import pending_interrupts
 from graph_agent.graph.errors import SerializationError, ThreadBusyError
+from graph_agent.serve.records import Records
 
 __all__ = ["checkpoint_bytes", "threads_command"]
 
@@ -44,18 +49,23 @@ def threads_command(args: argparse.Namespace) -> int:
         if args.action == "list":
             return _list(saver, console, plain, args.db)
         thread = args.thread
-        if saver.get(thread) is None:
-            known = saver.threads()
-            hint = f"threads in {args.db}: {', '.join(known[:8])}" if known else "it is empty"
-            raise CliError(f"no thread {thread!r} in {args.db}", hint)
+        if args.action == "delete":
+            return _delete(saver, console, thread, args.db)
+        _check_known(saver, thread, args.db)
         if args.action == "show":
             history = f"graph-agent threads history {shlex.quote(thread)}{db_option(args.db)}"
             return _show(saver, console, plain, thread, args.checkpoint, args.all, history)
-        if args.action == "history":
-            return _history(saver, console, plain, thread, args.limit)
-        return _delete(saver, console, thread)
+        return _history(saver, console, plain, thread, args.limit)
     finally:
         saver.close()
+
+
+def _check_known(saver: SqliteSaver, thread: str, db: str, *, served: bool = False) -> None:
+    """Refuse a thread that has no checkpoint in ``db`` (nor, ``served``, a server's record)."""
+    if saver.get(thread) is None and not served:
+        known = saver.threads()
+        hint = f"threads in {db}: {', '.join(known[:8])}" if known else "it is empty"
+        raise CliError(f"no thread {thread!r} in {db}", hint)
 
 
 def _status(checkpoint: Checkpoint) -> str:
@@ -182,24 +192,52 @@ def _history(
     return 0
 
 
-def _delete(saver: SqliteSaver, console: Console, thread: str) -> int:
+def _delete(saver: SqliteSaver, console: Console, thread: str, db: str) -> int:
     """Delete ``thread`` holding its lease, as a run would: a thread that is running is
-    refused, and no run can start on it meanwhile."""
+    refused, and no run can start on it meanwhile. A thread ``graph-agent serve`` keeps in
+    ``db`` loses its record there too (its runs and their events), so the server stops
+    listing it; one with a run of the server's running or waiting is refused."""
+    records = _server_records(db)
     try:
-        lease = saver.acquire(thread)
-    except ThreadBusyError as exc:
-        raise CliError(
-            f"thread {thread!r} is running, so it was not deleted",
-            "wait for its run to finish (or stop it), then delete it",
-        ) from exc
-    try:
-        count = sum(1 for _ in saver.list(thread))
-        size = saver.stored_bytes(thread)
-        saver.delete_thread(thread)
+        record = records.thread(thread) if records is not None else None
+        _check_known(saver, thread, db, served=record is not None)
+        try:
+            lease = saver.acquire(thread)
+        except ThreadBusyError as exc:
+            raise _busy(thread) from exc
+        try:
+            if record is not None and record.status == "busy":
+                raise _busy(thread, served=True)
+            count = sum(1 for _ in saver.list(thread))
+            size = saver.stored_bytes(thread)
+            saver.delete_thread(thread)
+            if records is not None and record is not None:
+                records.delete_thread(thread)
+        finally:
+            saver.release(lease)
     finally:
-        saver.release(lease)
-    console.print(Text(printable(f"deleted thread {thread} ({count} checkpoints, {size:,} bytes)")))
+        if records is not None:
+            records.close()
+    served = " and the server's record of it" if record is not None else ""
+    console.print(
+        Text(printable(f"deleted thread {thread} ({count} checkpoints, {size:,} bytes){served}"))
+    )
     return 0
+
+
+def _server_records(db: str) -> Records | None:
+    """The thread and run records ``graph-agent serve --db DB`` keeps next to ``db`` (``None``
+    when no server used the file), opened beside a server that may be running."""
+    path = records_path(db)
+    return Records(path, serving=False) if Path(path).is_file() else None
+
+
+def _busy(thread: str, *, served: bool = False) -> CliError:
+    what = "has a run of graph-agent serve running or waiting" if served else "is running"
+    return CliError(
+        f"thread {thread!r} {what}, so it was not deleted",
+        "wait for its run to finish (or stop it), then delete it",
+    )
 
 
 def _table(

@@ -26,6 +26,8 @@ LIBRARY_LOGGERS = (
     "graph_agent.models.openai",
     "graph_agent.models.anthropic",
     "graph_agent.mcp.toolset",
+    "graph_agent.mcp.transports",
+    "graph_agent.mcp.stdio",
     "graph_agent.serve.queue",
     "graph_agent.serve.notify",
     "graph_agent.serve.pg_records",

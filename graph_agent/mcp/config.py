@@ -6,6 +6,10 @@ A server is given as a mapping, in the shape of the common ``mcpServers`` config
     {"url": "https://example.com/mcp", "headers": {"Authorization": "..."}}   # over HTTP
     {"url": "https://example.com/sse", "type": "sse"}   # the older HTTP+SSE transport
 
+Either may set ``max_result_bytes``: the most bytes one answer of the server may have (default:
+the toolset's, 4 MiB). A larger one is dropped as it arrives, and the call fails with an error
+naming the cap (see :mod:`graph_agent.mcp.framing`).
+
 The transport is named by ``type`` (Claude Desktop, Claude Code, VS Code) or ``transport``
 (LangChain's ``MultiServerMCPClient``): ``"stdio"``; ``"http"`` (also ``"streamable-http"``,
 ``"streamable_http"``, ``"streamableHttp"``), the default for a URL; or ``"sse"``.
@@ -14,8 +18,9 @@ The transport is named by ``type`` (Claude Desktop, Claude Code, VS Code) or ``t
 
 Example:
     >>> servers = parse_servers({"files": {"command": "mcp-files", "args": ["--root", "."]}})
-    >>> servers["files"]
-    StdioServer(name='files', command='mcp-files', args=('--root', '.'), env=None, cwd=None)
+    >>> servers["files"]  # doctest: +NORMALIZE_WHITESPACE
+    StdioServer(name='files', command='mcp-files', args=('--root', '.'), env=None, cwd=None,
+                max_result_bytes=None)
 """
 
 from __future__ import annotations
@@ -32,12 +37,13 @@ __all__ = [
     "HttpServer",
     "ServerSpec",
     "StdioServer",
+    "check_cap",
     "parse_servers",
     "read_mcp_config",
 ]
 
-_STDIO_KEYS = frozenset({"command", "args", "env", "cwd", "type", "transport"})
-_HTTP_KEYS = frozenset({"url", "headers", "type", "transport"})
+_STDIO_KEYS = frozenset({"command", "args", "env", "cwd", "type", "transport", "max_result_bytes"})
+_HTTP_KEYS = frozenset({"url", "headers", "type", "transport", "max_result_bytes"})
 _HTTP_TYPES = frozenset({"http", "streamable-http", "streamable_http", "streamableHttp"})
 _SSE_TYPES = frozenset({"sse"})
 
@@ -57,6 +63,8 @@ class StdioServer:
     args: tuple[str, ...] = ()
     env: Mapping[str, str] | None = None
     cwd: str | None = None
+    max_result_bytes: int | None = None
+    """The most bytes one answer may have (``None``: the toolset's ``max_result_bytes``)."""
 
     def describe(self) -> str:
         """How the server is reached, for messages (no environment values: they may be keys)."""
@@ -73,11 +81,14 @@ class HttpServer:
     url: str
     headers: Mapping[str, str] | None = None
     transport: HttpTransport = "streamable-http"
+    max_result_bytes: int | None = None
+    """The most bytes one answer may have (``None``: the toolset's ``max_result_bytes``)."""
 
     def __repr__(self) -> str:  # header values are often credentials: never shown
         shown = f", headers=[{', '.join(self.headers)}]" if self.headers else ""
         sse = ", transport='sse'" if self.transport == "sse" else ""
-        return f"HttpServer(name={self.name!r}, url={self.url!r}{shown}{sse})"
+        cap = "" if self.max_result_bytes is None else f", max_result_bytes={self.max_result_bytes}"
+        return f"HttpServer(name={self.name!r}, url={self.url!r}{shown}{sse}{cap})"
 
     def describe(self) -> str:
         """How the server is reached, for messages (headers left out: they may hold keys)."""
@@ -133,6 +144,7 @@ def _server(name: Any, entry: Any) -> ServerSpec:
             url=_text(where, "url", entry["url"]),
             headers=_strings(where, "headers", entry.get("headers")),
             transport="sse" if kind in _SSE_TYPES else "streamable-http",
+            max_result_bytes=_cap(where, entry.get("max_result_bytes")),
         )
     _check_keys(where, entry, _STDIO_KEYS)
     if kind is not None and kind != "stdio":
@@ -147,6 +159,7 @@ def _server(name: Any, entry: Any) -> ServerSpec:
         args=tuple(args),
         env=_strings(where, "env", entry.get("env")),
         cwd=None if cwd is None else _text(where, "cwd", cwd),
+        max_result_bytes=_cap(where, entry.get("max_result_bytes")),
     )
 
 
@@ -177,6 +190,24 @@ def _text(where: str, key: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise MCPConfigError(f"{where}: {key!r} must be a non-empty string, got {value!r:.100}")
     return value
+
+
+def check_cap(where: str, value: Any) -> int:
+    """``value`` as a cap on an answer's bytes: a whole number of 1 or more.
+
+    Raises:
+        MCPConfigError: It is not one; the message says what ``where`` was given.
+    """
+    if type(value) is not int or value < 1:
+        raise MCPConfigError(
+            f"{where}: 'max_result_bytes' must be a whole number of bytes, 1 or more, got "
+            f"{value!r:.100} (e.g. 16777216 for 16 MiB)"
+        )
+    return value
+
+
+def _cap(where: str, value: Any) -> int | None:
+    return None if value is None else check_cap(where, value)
 
 
 def _strings(where: str, key: str, value: Any) -> dict[str, str] | None:

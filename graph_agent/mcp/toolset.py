@@ -17,7 +17,9 @@ loop, or parallel tool calls on worker threads all reach the same open sessions.
 - **Results**: text, or content parts when a result holds images, audio or files (see
   :mod:`graph_agent.mcp.results`); an ``isError`` result or an MCP error
   raises :class:`~graph_agent.mcp.errors.MCPToolError`, which an agent turns into an error
-  tool result.
+  tool result. So does a result over ``max_result_bytes`` (4 MiB unless the toolset or the
+  server's entry says otherwise): it is dropped as it arrives, and the connection goes on
+  answering the next calls at once (see :mod:`graph_agent.mcp.framing`).
 - **A server that dies** (its process exits, its connection drops) is restarted or reconnected;
   again each time once it has answered a call since, but if it dies again before that, its
   tools fail with :class:`~graph_agent.mcp.errors.MCPServerError` until the toolset is opened
@@ -54,10 +56,17 @@ from mcp.types import Tool as RemoteTool
 from pydantic import BaseModel, ConfigDict
 
 from graph_agent.graph._concurrency import LoopThread
-from graph_agent.mcp.config import ServerSpec, StdioServer, parse_servers
+from graph_agent.mcp.config import ServerSpec, StdioServer, check_cap, parse_servers
 from graph_agent.mcp.errors import MCPConfigError, MCPServerError, MCPToolError
+from graph_agent.mcp.framing import DEFAULT_MAX_RESULT_BYTES
 from graph_agent.mcp.results import result_content, result_text
-from graph_agent.mcp.transports import CallAttempt, Wire, new_client, sending
+from graph_agent.mcp.transports import (
+    CallAttempt,
+    Wire,
+    message_limit,
+    new_client,
+    sending,
+)
 from graph_agent.messages import MessageContent
 from graph_agent.tools import Tool, ToolContext
 
@@ -147,6 +156,10 @@ class MCPToolset:
             older HTTP+SSE transport). The names prefix clashing tool names.
         timeout: Seconds each tool call may take (``None``: the agent's ``tool_timeout``).
         connect_timeout: Seconds a server may take to start and answer the handshake.
+        max_result_bytes: The most bytes one answer of a server may have (a server's own
+            ``max_result_bytes`` wins); a larger result fails the call with
+            :class:`~graph_agent.mcp.errors.MCPToolError` naming the cap. The SSE transport
+            carries at most 1 MiB a message whatever the cap.
 
     Raises:
         MCPConfigError: A server is described wrong.
@@ -164,6 +177,7 @@ class MCPToolset:
         *,
         timeout: float | None = None,
         connect_timeout: float = 30.0,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     ) -> None:
         if timeout is not None and timeout <= 0:
             raise MCPConfigError(f"MCPToolset: timeout must be positive, got {timeout}")
@@ -174,9 +188,14 @@ class MCPToolset:
         self.servers: dict[str, ServerSpec] = parse_servers(servers)
         self.timeout = timeout
         self.connect_timeout = connect_timeout
+        self.max_result_bytes = check_cap("MCPToolset", max_result_bytes)
         self._loop: LoopThread | None = None
         self._connections = {
-            name: _Connection(spec, connect_timeout=connect_timeout)
+            name: _Connection(
+                spec,
+                connect_timeout=connect_timeout,
+                max_result_bytes=spec.max_result_bytes or max_result_bytes,
+            )
             for name, spec in self.servers.items()
         }
         self._tools: tuple[MCPTool, ...] | None = None
@@ -353,9 +372,10 @@ class _Connection:
     server is found gone, and refused for good when the reopened session is lost again before
     it answered a call."""
 
-    def __init__(self, spec: ServerSpec, *, connect_timeout: float) -> None:
+    def __init__(self, spec: ServerSpec, *, connect_timeout: float, max_result_bytes: int) -> None:
         self.spec = spec
         self.connect_timeout = connect_timeout
+        self.max_result_bytes = max_result_bytes
         self._client: Client | None = None
         self._wire = Wire(over_http=not isinstance(spec, StdioServer))
         self._holder: asyncio.Task[None] | None = None
@@ -435,6 +455,8 @@ class _Connection:
             with sending(attempt):
                 result = await client.call_tool(tool_name, arguments)
         except MCPError as exc:
+            if attempt.dropped:
+                raise self._too_large(tool_name) from exc
             if _connection_lost(exc):
                 raise _Lost(exc, may_have_run=attempt.may_have_run) from exc
             raise MCPToolError(
@@ -451,6 +473,27 @@ class _Connection:
             attempt.forget()
         self._served(generation)
         return result
+
+    def _too_large(self, tool_name: str) -> MCPToolError:
+        """The error of a call whose result was over the cap (and dropped)."""
+        limit = message_limit(self.spec, self.max_result_bytes)
+        if limit < self.max_result_bytes:
+            cap = (
+                f"{limit:,} bytes, the most a message of the SSE transport may have (use the "
+                "server's streamable HTTP endpoint for larger results)"
+            )
+        else:
+            cap = (
+                f"the cap of {limit:,} bytes (max_result_bytes); if the tool is meant to "
+                'return that much, raise it: "max_result_bytes" in the server\'s entry of the '
+                "config, or MCPToolset(max_result_bytes=...)"
+            )
+        return MCPToolError(
+            f"the result of {tool_name!r} from MCP server {self.name!r} was dropped: it was "
+            f"over {cap}",
+            server=self.name,
+            tool=tool_name,
+        )
 
     def _served(self, generation: int) -> None:
         """Session ``generation`` answered a call. Once the session reopened after a loss has
@@ -543,7 +586,7 @@ class _Connection:
         """Keep one session open until ``stop``: the SDK's transports must be entered and left
         by the same task."""
         try:
-            async with new_client(self.spec, wire) as client:
+            async with new_client(self.spec, wire, limit=self.max_result_bytes) as client:
                 ready.set_result(client)
                 await stop.wait()
         except asyncio.CancelledError:

@@ -121,6 +121,11 @@ class RecordingChatModel:
     def __repr__(self) -> str:
         return f"RecordingChatModel(inner={self.inner!r}, path={str(self.path)!r})"
 
+    @property
+    def wrapped(self) -> ChatModel:
+        """The model that really answers (what traces and events name)."""
+        return self.inner
+
     @staticmethod
     def replay(path: str | os.PathLike[str]) -> ReplayChatModel:
         """A model that answers from the recording at ``path``."""

@@ -119,9 +119,12 @@ class Records:
 
     Args:
         path: The file; its folder is created when missing.
+        serving: Whether this process serves from the file: it then ends the runs a server
+            that stopped left running. Another process (``graph-agent threads delete``)
+            passes ``False`` and leaves a live server's runs alone.
     """
 
-    def __init__(self, path: str = ":memory:") -> None:
+    def __init__(self, path: str = ":memory:", *, serving: bool = True) -> None:
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
@@ -132,11 +135,11 @@ class Records:
             self._conn.execute("PRAGMA synchronous=NORMAL")
         for statement in _SCHEMA:
             self._conn.execute(statement)
-        # runs a previous server left running cannot finish: they stopped with it
-        self._conn.execute(
-            "UPDATE runs SET status = 'error' WHERE status IN ('pending', 'running')"
-        )
-        self._conn.execute("UPDATE threads SET status = 'idle' WHERE status = 'busy'")
+        if serving:  # runs a previous server left running cannot finish: they stopped with it
+            self._conn.execute(
+                "UPDATE runs SET status = 'error' WHERE status IN ('pending', 'running')"
+            )
+            self._conn.execute("UPDATE threads SET status = 'idle' WHERE status = 'busy'")
         self._temporary: dict[str, _Temporary] = {}
         """The temporary threads, by id (see the module docstring)."""
         self._temporary_runs: dict[str, _Temporary] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests.cli.conftest import example
+from tests.cli.test_run import TOOLLESS_AGENT
 
 
 def test_each_line_is_a_turn_on_one_thread(cli):
@@ -53,6 +54,18 @@ def test_a_failing_turn_prints_the_error_and_the_chat_goes_on(cli):
     assert "error: a graph's INPUT is a JSON object" in result.err
     assert "[step 5] decide" in result.out
     assert '"draft": "T (v2)"' in result.out
+
+
+def test_a_turn_whose_model_calls_a_tool_the_agent_lacks_says_so_and_the_chat_goes_on(
+    cli, tmp_path
+):
+    (tmp_path / "bare.py").write_text(TOOLLESS_AGENT)
+
+    result = cli("chat", "--plain", f"{tmp_path / 'bare.py'}:agent", stdin="Find graphs\nhi\n")
+
+    assert result.code == 0, result.err
+    assert result.err.count("but agent 'bare' has no tools: nothing ran the call") == 1
+    assert "Hello." in result.out  # the next turn answered
 
 
 def test_chat_on_a_paused_thread_asks_for_its_pending_approvals_first(cli):

@@ -258,3 +258,26 @@ def test_a_bad_flag_is_a_usage_error(cli):
 
     assert result.code == 2
     assert "invalid choice: 'jpeg'" in result.err
+
+
+def test_a_module_given_without_its_object_gets_a_hint_naming_its_build_function(cli):
+    workflow = example("workflow.py")
+
+    result = cli("run", workflow, '{"topic": "T"}')
+
+    assert result.code == 2
+    assert result.error_lines == [
+        f"error: expected MODULE:OBJECT, got {workflow!r}",
+        f"hint: name what to run in it: {workflow}:build",
+    ]
+
+
+def test_the_hint_names_each_agent_graph_and_builder_the_module_defines(cli):
+    mail = example("human_in_the_loop.py")
+
+    result = cli("draw", mail)
+
+    assert result.code == 2
+    assert result.error_lines[-1] == (
+        f"hint: name what to run in it, one of: {mail}:agent, {mail}:build_agent"
+    )

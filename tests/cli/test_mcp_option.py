@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+
+import pytest
 
 from tests.cli.conftest import example
 from tests.mcp.conftest import stdio_server
@@ -35,6 +38,32 @@ def test_run_gives_the_agent_the_mcp_servers_tools(cli, isolated):
 
     assert result.code == 0, result.err
     assert result.out == "2 + 3 = 5\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "target", "agent"),
+    [
+        (["run"], "adder.py:agent", "adder"),
+        (["chat"], "adder.py:agent", "adder"),
+        (["demo", "--plain"], None, "demo"),
+    ],
+)
+def test_the_command_says_which_servers_and_tools_the_agent_got(
+    cli, isolated, command, target, agent
+):
+    (isolated / "adder.py").write_text(AGENT)
+    servers = {"calc": stdio_server("calc"), "words": stdio_server("other")}
+    config = write_config(isolated, servers)
+    question = [] if command[0] == "chat" else ["2 + 3?"]
+
+    result = cli(*command, *([target] if target else []), *question, "--mcp", config, stdin="")
+
+    assert result.code == 0, result.err
+    calc, words = result.error_lines[:2]
+    assert calc.startswith(f"mcp: agent {agent!r} got 8 tools from calc ({sys.executable} -m ")
+    assert calc.endswith("): calc_add, chart, divide, echo_upper, hang, header, pid, sum_all")
+    assert words.startswith(f"mcp: agent {agent!r} got 2 tools from words (")
+    assert words.endswith("): shout, words_add")
 
 
 def test_mcp_on_a_graph_target_is_a_clear_usage_error(cli, isolated):

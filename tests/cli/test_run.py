@@ -127,6 +127,33 @@ def test_a_run_that_gives_no_answer_prints_none_not_an_earlier_turns(cli, tmp_pa
     assert refused.out == "\n"
 
 
+TOOLLESS_AGENT = """
+from graph_agent import AssistantMessage, ToolCall
+from graph_agent.agent import ReactAgent
+from graph_agent.models import ScriptedChatModel
+
+calling = AssistantMessage(tool_calls=[ToolCall("c1", "search", {"q": "graphs"})])
+agent = ReactAgent("bare", ScriptedChatModel([calling, "Hello."]))
+"""
+
+
+@pytest.mark.parametrize("stream", [[], ["--stream"]])
+def test_an_agent_without_tools_whose_model_calls_one_says_so_and_exits_1(cli, tmp_path, stream):
+    (tmp_path / "bare.py").write_text(TOOLLESS_AGENT)
+
+    result = cli("run", "--plain", f"{tmp_path / 'bare.py'}:agent", "Find graphs", *stream)
+
+    assert result.code == 1
+    assert result.error_lines == [
+        "error: the model called search(q=\"graphs\"), but agent 'bare' has no tools: nothing "
+        "ran the call, so the run ended without an answer",
+        "hint: give the agent that tool (ReactAgent(tools=[...]), or --mcp CONFIG for an MCP "
+        "server's), or tell the model to answer without tools",
+    ]
+    if not stream:
+        assert result.out == ""  # no empty answer
+
+
 def test_a_pause_without_a_db_says_it_cannot_be_resumed_later(cli):
     result = cli("run", f"{example('human_in_the_loop.py')}:agent", "Tell the team")
 

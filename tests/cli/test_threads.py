@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.checkpoint.test_sqlite import langgraph_database
-from tests.cli.conftest import example
+from tests.cli.conftest import ROOT, example
 
 
 @pytest.fixture
@@ -221,3 +225,76 @@ def test_delete_refuses_a_thread_that_is_running_and_the_run_finishes(cli, tmp_p
     saver = SqliteSaver("r.db")
     assert [m.text for m in saver.get("busy").values["messages"]][-1] == "done"
     saver.close()
+
+
+def test_the_help_names_exactly_the_threads_actions_there_are(cli):
+    listed = cli("--help").out
+    (line,) = [line for line in listed.splitlines() if line.split()[:1] == ["threads"]]
+    actions = cli("threads", "--help").out.split("positional arguments:")[1]
+
+    named = set(line.replace(",", " ").split()) - {"threads", "or", "stored"}
+    existing = {row.split()[0] for row in actions.splitlines()[2:] if row.startswith("    ")}
+    assert named == existing == {"list", "show", "history", "delete"}
+
+
+@pytest.fixture
+def server(tmp_path):
+    """graph-agent serve on served.db (in tmp_path), its URL; stopped afterwards."""
+    from tests.serve.conftest import free_port, wait_until_up
+
+    port = free_port()
+    command = [sys.executable, "-m", "graph_agent", "serve", "tests/serve/graphs.py:chain"]
+    command += ["--port", str(port), "--db", str(tmp_path / "served.db")]
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        wait_until_up(f"http://127.0.0.1:{port}")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(15)
+
+
+def test_delete_of_a_served_thread_takes_it_off_the_running_servers_list(cli, server, tmp_path):
+    ran = httpx.post(f"{server}/threads", json={}).json()["thread_id"]
+    httpx.post(
+        f"{server}/threads/{ran}/runs/wait", json={"assistant_id": "chain", "input": {"x": 1}}
+    )
+    created = httpx.post(f"{server}/threads", json={}).json()["thread_id"]  # no run: no checkpoint
+
+    deleted = [cli("threads", "delete", thread, "--db", "served.db") for thread in (ran, created)]
+
+    assert [result.code for result in deleted] == [0, 0], deleted
+    assert deleted[0].out.startswith(f"deleted thread {ran} (")
+    assert deleted[0].out.rstrip().endswith("and the server's record of it")
+    for thread in (ran, created):
+        assert httpx.get(f"{server}/threads/{thread}").status_code == 404
+    assert httpx.post(f"{server}/threads/search", json={}).json() == []
+
+
+def test_delete_refuses_a_thread_its_server_has_a_run_running_or_waiting_on(cli):
+    from graph_agent.cli.serve import records_path
+    from graph_agent.serve.records import Records, ThreadRecord, now
+
+    cli("run", "graph_agent.demo:agent", "What is 1 + 1?", "--db", "served.db", "--thread", "t1")
+    records = Records(records_path("served.db"))
+    records.put_thread(ThreadRecord(thread_id="t1", created_at=now(), updated_at=now()))
+    records.set_thread_status("t1", "busy", "demo")  # as the server marks it for a run
+    records.close()
+
+    refused = cli("threads", "delete", "t1", "--db", "served.db")
+
+    assert refused.code == 1
+    assert refused.error_lines[0] == (
+        "error: thread 't1' has a run of graph-agent serve running or waiting, so it was not "
+        "deleted"
+    )
+    kept = Records(records_path("served.db"), serving=False)
+    assert kept.thread("t1") is not None
+    kept.close()
+    assert cli("threads", "show", "t1", "--db", "served.db").code == 0

@@ -31,3 +31,12 @@ def test_run_traces_a_graph_and_without_the_option_prints_no_tree(cli):
     assert traced.code == 0 and plain.code == 0, traced.err + plain.err
     assert "invoke_agent" in traced.err and "node " in traced.err
     assert "invoke_agent" not in plain.err and traced.out == plain.out
+
+
+def test_run_traces_name_the_agents_model_not_the_wrapper_the_command_puts_around_it(cli):
+    # without --stream, run asks the model for whole answers through a wrapper
+    result = cli("run", f"{example('quickstart.py')}:agent", "Weather in Paris?", "--trace")
+
+    assert result.code == 0, result.err
+    assert result.err.count("chat ScriptedChatModel") == 2
+    assert "UnstreamedModel" not in result.err

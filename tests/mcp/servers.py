@@ -2,8 +2,9 @@
 
 Run as ``python -m tests.mcp.servers NAME [stdio|http PORT|sse PORT]``: ``calc`` (arithmetic, an
 error, a hang, its process id, an image, structured output, a request header), ``other`` (a
-second server whose ``add`` clashes with calc's) and ``fragile`` (tools with a side effect on a
-file, one of which kills the server after it, for the tests of calls that may have run).
+second server whose ``add`` clashes with calc's), ``fragile`` (tools with a side effect on a
+file, one of which kills the server after it, for the tests of calls that may have run) and
+``flood`` (a result as large as asked, as a hostile server sends).
 """
 
 from __future__ import annotations
@@ -116,7 +117,28 @@ def fragile_server() -> MCPServer:
     return server
 
 
-SERVERS = {"calc": calc_server, "other": other_server, "fragile": fragile_server}
+def flood_server() -> MCPServer:
+    server = MCPServer("flood")
+
+    @server.tool()
+    def flood(megabytes: float) -> str:
+        """A result of that many megabytes (millions of characters)."""
+        return "x" * int(megabytes * 1_000_000)
+
+    @server.tool()
+    def add(a: int, b: int) -> int:
+        """Add two whole numbers."""
+        return a + b
+
+    return server
+
+
+SERVERS = {
+    "calc": calc_server,
+    "other": other_server,
+    "fragile": fragile_server,
+    "flood": flood_server,
+}
 
 
 def main(argv: list[str]) -> None:

@@ -28,9 +28,11 @@ from graph_agent import (
     interrupt,
     tool,
 )
+from graph_agent.cli.unstreamed import UnstreamedModel
 from graph_agent.graph import listeners as listeners_module
 from graph_agent.graph._flow import _Flow
 from graph_agent.graph._observed import flow_call, observed_spec
+from graph_agent.models.recording import RecordingChatModel
 from graph_agent.models.scripted import ScriptedChatModel
 from graph_agent.observability import add_listener, remove_listener
 from tests.observability.graphs import failing
@@ -243,6 +245,25 @@ def test_an_agent_reports_its_model_and_tool_calls_in_parallel() -> None:
     assert tool_calls == [("c0", "1"), ("c1", "2")]
     befores = [h for h, _ in recorder.events if h in ("before_model_call", "before_tool_call")]
     assert befores.count("before_tool_call") == 2
+
+
+class NamedScriptedModel(ScriptedChatModel):
+    """A scripted model that names itself as a provider's model does."""
+
+    model = "gpt-test"
+    provider = "openai"
+
+
+def test_a_model_call_names_the_model_inside_its_wrappers_not_a_wrapper(tmp_path: Any) -> None:
+    recorder = Recorder()
+    inner = NamedScriptedModel(["hi"])
+    wrapped = UnstreamedModel(RecordingChatModel(inner, tmp_path / "answers.json"))
+    agent = ReactAgent("greeter", wrapped, listeners=[recorder])
+
+    assert agent.call("hello").text == "hi"
+
+    (call,) = [e for h, e in recorder.events if h == "on_model_call"]
+    assert (call.model, call.provider) == ("gpt-test", "openai")
 
 
 @pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])

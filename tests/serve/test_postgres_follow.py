@@ -11,7 +11,6 @@ or after a re-ask.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,8 +25,9 @@ from graph_agent.serve.queue import QueueRunner, RemoteRun
 from graph_agent.serve.records import ThreadRecord, now
 from graph_agent.serve.runs import RunRequest
 from tests.checkpoint.postgres_db import fresh_schema
+from tests.serve.redis_db import URL
 
-REDIS = os.environ.get("GRAPH_AGENT_TEST_REDIS", "redis://127.0.0.1:6379/0")
+REDIS = URL
 
 
 @pytest.fixture

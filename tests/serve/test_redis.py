@@ -26,10 +26,11 @@ from graph_agent.serve.notify import NotifierUnreachable, RedisNotifier, redis_w
 from graph_agent.serve.pg_records import CHANNEL
 from tests.checkpoint.postgres_db import fresh_schema
 from tests.serve.conftest import free_port, wait_until_up
+from tests.serve.redis_db import URL
 from tests.serve.test_events import _sse
 
 ROOT = Path(__file__).resolve().parents[2]
-REDIS = os.environ.get("GRAPH_AGENT_TEST_REDIS", "redis://127.0.0.1:6379/0")
+REDIS = URL
 TARGETS = ["tests/serve/graphs.py:slow", "tests/serve/graphs.py:chain"]
 
 
