@@ -28,6 +28,8 @@ LIBRARY_LOGGERS = (
     "graph_agent.mcp.toolset",
     "graph_agent.mcp.transports",
     "graph_agent.mcp.stdio",
+    "graph_agent.serve.app",
+    "graph_agent.serve.runs",
     "graph_agent.serve.queue",
     "graph_agent.serve.notify",
     "graph_agent.serve.pg_records",
