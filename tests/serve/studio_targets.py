@@ -1,12 +1,13 @@
 """What the Studio's browser tests serve: the offline demo agent (streaming its words), the demo
 agent behind a human approval of its tools, a two-step graph to travel in time with, a graph
-with a subgraph, a graph whose node raises, one that asks a human, and a slow one."""
+with a subgraph, a graph whose node raises, one that asks a human, a slow one, and a graph that
+chats (a ``messages`` key, and a private log)."""
 
 from __future__ import annotations
 
 import time
 
-from graph_agent import END, START, StateGraph, interrupt
+from graph_agent import END, START, AppendStrategy, ReplaceStrategy, StateGraph, interrupt
 from graph_agent.agent.builtin_hooks import HumanInTheLoopHook
 from graph_agent.agent.react import ReactAgent
 from graph_agent.demo import INSTRUCTION, DemoChatModel
@@ -104,5 +105,28 @@ def slow() -> StateGraph:
     return graph
 
 
+def chatty() -> StateGraph:
+    """A graph (not an agent) that answers each message in ``messages`` in its ``tone``, and
+    keeps a private ``log`` of its replies: bookkeeping, never an input."""
+    graph = StateGraph(
+        "chatty",
+        key_strategies={
+            "messages": AppendStrategy(),
+            "log": AppendStrategy(),
+            "tone": ReplaceStrategy(),
+        },
+        private_keys=["log"],
+    )
+
+    def reply(state):
+        said = state["messages"][-1].content  # the server hands a graph message objects
+        answer = f"{state.value('tone', 'echo')}: {said}"
+        return {"messages": [{"type": "ai", "content": answer}], "log": f"replied to {said}"}
+
+    graph.add_node("reply", reply)
+    graph.add_edge(START, "reply").add_edge("reply", END)
+    return graph
+
+
 def targets() -> list[object]:
-    return [demo(), gated(), steps(), nested(), broken(), asking(), slow()]
+    return [demo(), gated(), steps(), nested(), broken(), asking(), slow(), chatty()]

@@ -24,13 +24,37 @@ function find(node) {
   return holder.querySelector(selector("node")) ?? holder.querySelector(selector("cluster"));
 }
 
+const tasks = new Map(); // the tasks running now: task id -> node
+
 /** Forget the last run's marks. */
 export function reset() {
+  tasks.clear();
   for (const item of box().querySelectorAll(".running, .visited, .failed, .paused")) {
     item.classList.remove("running", "visited", "failed", "paused");
     delete item.dataset.visits;
   }
   clear(path());
+}
+
+/** Task `taskId` of `node` started: the node is lit until its last running task ends (tasks
+ * of one step run together, so parallel branches are lit together), and it joins the path. */
+export function taskStarted(taskId, node) {
+  tasks.set(taskId, node);
+  const item = find(node);
+  if (item && !item.classList.contains("running")) {
+    item.classList.add("running", "visited");
+    item.dataset.visits = String(Number(item.dataset.visits ?? 0) + 1);
+  }
+  const steps = path();
+  if (steps.lastElementChild?.dataset.node !== node) steps.append(h("li", { dataset: { node } }, node));
+}
+
+/** Task `taskId` of `node` ended (`failed`: it raised). */
+export function taskEnded(taskId, node, failedTask = false) {
+  tasks.delete(taskId);
+  const item = find(node);
+  if (item && ![...tasks.values()].includes(node)) item.classList.remove("running");
+  if (failedTask) item?.classList.add("failed");
 }
 
 /** `node` runs now (or just ran): highlighted, and added to the path below the graph. */
@@ -49,6 +73,7 @@ export function running(node) {
 
 /** The run is over: nothing runs any more. */
 export function idle() {
+  tasks.clear();
   for (const item of box().querySelectorAll(".running")) item.classList.remove("running");
 }
 
