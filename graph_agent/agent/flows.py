@@ -26,7 +26,7 @@ import dataclasses
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 from pydantic import BaseModel, ValidationError
 
@@ -41,6 +41,7 @@ from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.compiled import CompiledGraph, check_config
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, GraphSetupError
 from graph_agent.graph.state import AppendStrategy, KeyStrategy, MergeStrategy, OverAllState
+from graph_agent.graph.stream_modes import StreamModes
 from graph_agent.graph.types import (
     END,
     START,
@@ -175,11 +176,47 @@ class FlowAgent:
         config = self._config(config, "invoke")
         return self.graph.invoke(self._input(input, config), config)
 
+    @overload
     def stream(
-        self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
-    ) -> Iterator[NodeOutput]:
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: None = None,
+        task_events: bool = False,
+    ) -> Iterator[NodeOutput]: ...
+
+    @overload
+    def stream(
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: StreamModes,
+        task_events: bool = False,
+    ) -> Iterator[Any]: ...
+
+    def stream(
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: StreamModes | None = None,
+        task_events: bool = False,
+    ) -> Iterator[Any]:
+        """Run, streaming as :meth:`CompiledGraph.stream` does (``stream_mode``: LangGraph's
+        payloads of those modes)."""
         config = self._config(config, "stream")
-        return self.graph.stream(self._input(input, config), config, subgraphs=subgraphs)
+        return self.graph.stream(
+            self._input(input, config),
+            config,
+            subgraphs=subgraphs,
+            stream_mode=stream_mode,
+            task_events=task_events,
+        )
 
     async def acall(self, input: Any, config: RunnableConfig | None = None) -> AssistantMessage:
         return _answer(await self.ainvoke(input, check_config(config, "acall")))
@@ -188,12 +225,45 @@ class FlowAgent:
         config = self._config(config, "ainvoke")
         return await self.graph.ainvoke(self._input(input, config), config)
 
+    @overload
+    def astream(
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: None = None,
+        task_events: bool = False,
+    ) -> AsyncIterator[NodeOutput]: ...
+
+    @overload
+    def astream(
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: StreamModes,
+        task_events: bool = False,
+    ) -> AsyncIterator[Any]: ...
+
     async def astream(
-        self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
-    ) -> AsyncIterator[NodeOutput]:
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: StreamModes | None = None,
+        task_events: bool = False,
+    ) -> AsyncIterator[Any]:
+        """Async :meth:`stream`."""
         config = self._config(config, "astream")
         async for output in self.graph.astream(
-            self._input(input, config), config, subgraphs=subgraphs
+            self._input(input, config),
+            config,
+            subgraphs=subgraphs,
+            stream_mode=stream_mode,
+            task_events=task_events,
         ):
             yield output
 

@@ -35,6 +35,7 @@ from graph_agent.graph.compiled import CompiledGraph, check_config
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, GraphSetupError
 from graph_agent.graph.policies import RetryPolicy
 from graph_agent.graph.state import OverAllState
+from graph_agent.graph.stream_modes import StreamModes
 from graph_agent.graph.types import (
     Command,
     CompileConfig,
@@ -388,14 +389,51 @@ class ReactAgent:
         prepared, run_config = self._prepare(input, config, "invoke")
         return self.graph.invoke(prepared, run_config)
 
+    @typing.overload
     def stream(
-        self, input: AgentInput, config: RunnableConfig | None = None, *, subgraphs: bool = False
-    ) -> Iterator[NodeOutput]:
+        self,
+        input: AgentInput,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: None = None,
+        task_events: bool = False,
+    ) -> Iterator[NodeOutput]: ...
+
+    @typing.overload
+    def stream(
+        self,
+        input: AgentInput,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: StreamModes,
+        task_events: bool = False,
+    ) -> Iterator[Any]: ...
+
+    def stream(
+        self,
+        input: AgentInput,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: StreamModes | None = None,
+        task_events: bool = False,
+    ) -> Iterator[Any]:
         """Run, yielding each finished node's output and, while the model answers, its tokens
         as :class:`~graph_agent.graph.types.StreamingOutput`; with ``subgraphs``, also the node
-        outputs of agents and graphs running inside (their ``path`` says where)."""
+        outputs of agents and graphs running inside (their ``path`` says where). With
+        ``stream_mode``, LangGraph's payloads of those modes instead, and with ``task_events``
+        task starts, results and checkpoints among the outputs (see
+        :meth:`CompiledGraph.stream`)."""
         prepared, run_config = self._prepare(input, config, "stream")
-        return self.graph.stream(prepared, run_config, subgraphs=subgraphs)
+        return self.graph.stream(
+            prepared,
+            run_config,
+            subgraphs=subgraphs,
+            stream_mode=stream_mode,
+            task_events=task_events,
+        )
 
     def stream_messages(
         self, input: AgentInput, config: RunnableConfig | None = None
@@ -419,13 +457,47 @@ class ReactAgent:
         graph = await self._agraph()
         return await graph.ainvoke(prepared, run_config)
 
+    @typing.overload
+    def astream(
+        self,
+        input: AgentInput,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: None = None,
+        task_events: bool = False,
+    ) -> AsyncIterator[NodeOutput]: ...
+
+    @typing.overload
+    def astream(
+        self,
+        input: AgentInput,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: StreamModes,
+        task_events: bool = False,
+    ) -> AsyncIterator[Any]: ...
+
     async def astream(
-        self, input: AgentInput, config: RunnableConfig | None = None, *, subgraphs: bool = False
-    ) -> AsyncIterator[NodeOutput]:
+        self,
+        input: AgentInput,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: StreamModes | None = None,
+        task_events: bool = False,
+    ) -> AsyncIterator[Any]:
         """Async :meth:`stream`."""
         prepared, run_config = self._prepare(input, config, "astream")
         graph = await self._agraph()
-        async for output in graph.astream(prepared, run_config, subgraphs=subgraphs):
+        async for output in graph.astream(
+            prepared,
+            run_config,
+            subgraphs=subgraphs,
+            stream_mode=stream_mode,
+            task_events=task_events,
+        ):
             yield output
 
     async def astream_messages(

@@ -58,10 +58,12 @@ def drive_sync(
     streaming: bool,
     origin_thread: int | None = None,
     subgraphs: bool = False,
+    task_events: bool = False,
 ) -> Generator[NodeOutput, None, OverAllState]:
     """Run a call. ``origin_thread``: the thread that created the stream; lone sync nodes run in
     a greenlet while the stream is read on that thread, else on a worker thread (a stream read
-    from worker threads, as web frameworks do, still gets every chunk live)."""
+    from worker threads, as web frameworks do, still gets every chunk live). ``task_events``:
+    see ``_task_events.py``."""
     saver = run.saver
     lease = None
     if saver is not None and config.thread_id is not None:
@@ -69,7 +71,9 @@ def drive_sync(
     node_greenlet = NodeGreenlet() if streaming else None
     running: Concurrent | None = None  # the step's tasks, when they run on other threads
     try:
-        flow = call_flow(run, input, config, streaming=streaming, subgraphs=subgraphs)
+        flow = call_flow(
+            run, input, config, streaming=streaming, subgraphs=subgraphs, task_events=task_events
+        )
         reply: Any = None
         failed: Exception | None = None  # a saver call's error, handed to the flow that made it
         while True:
@@ -133,6 +137,7 @@ async def drive_async(
     streaming: bool,
     result: list[OverAllState],
     subgraphs: bool = False,
+    task_events: bool = False,
 ) -> AsyncGenerator[NodeOutput, None]:
     saver = run.saver
     lease = None
@@ -143,7 +148,9 @@ async def drive_async(
         _async_holders[key] = holder
     running: AsyncConcurrent | None = None  # the step's tasks
     try:
-        flow = call_flow(run, input, config, streaming=streaming, subgraphs=subgraphs)
+        flow = call_flow(
+            run, input, config, streaming=streaming, subgraphs=subgraphs, task_events=task_events
+        )
         reply: Any = None
         failed: Exception | None = None  # a saver call's error, handed to the flow that made it
         while True:

@@ -71,13 +71,13 @@ def call_flow(
     *,
     streaming: bool,
     subgraphs: bool = False,
+    task_events: bool = False,
 ) -> Generator[Effect, Any, OverAllState]:
-    """One call of a compiled graph: load, treat the input, run supersteps, store, pause.
-
-    ``subgraphs``: while streaming, graphs running inside nodes stream their outputs too."""
+    """One call of a compiled graph: load, treat the input, run supersteps, store, pause;
+    streaming, graphs in nodes (``subgraphs``) and tasks (``task_events``) stream too."""
     flow = _Flow(run, config, streaming)
     flow.subgraphs = subgraphs
-    return flow_call(flow, input)  # flow.call(input), told to listeners if any
+    return flow_call(flow, input, task_events)  # flow.call(input), told to whom it concerns
 
 
 def update_flow(

@@ -4,7 +4,8 @@
 costs anything then), else through :func:`_watched_call`, which tells the listeners of the
 run's start (:class:`Watch`, once the checkpoint it starts from is loaded) and end, and runs
 the graph with its nodes wrapped to report their start and end (made once per graph and set of
-listeners). Node events are emitted in the thread (and context) running the node, around the
+listeners); a call asked for its task events also goes through ``_task_events.told_call``.
+Node events are emitted in the thread (and context) running the node, around the
 node's own code, so a listener may make something current for that code (an OpenTelemetry
 span, say).
 """
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 
 from graph_agent.graph._effects import RunSettings
 from graph_agent.graph._engine import GraphSpec, NodeSpec, RunState
+from graph_agent.graph._task_events import told_call
 from graph_agent.graph.errors import GraphCancelledError, GraphInterrupted, ParentCommand
 from graph_agent.graph.listeners import Dispatch, NodeEvent, RunEvent, RunStatus, dispatch_for
 from graph_agent.graph.saver import Checkpoint
@@ -48,14 +50,16 @@ keep (``RunEvent.carrier``), for a run resuming it to read."""
 _run_ids = itertools.count()
 
 
-def flow_call(flow: _Flow, input: Any) -> Generator[Any, Any, OverAllState]:
+def flow_call(
+    flow: _Flow, input: Any, task_events: bool = False
+) -> Generator[Any, Any, OverAllState]:
     """``flow.call(input)``, told to the call's listeners when it has any: those of the graph,
-    the global ones, and those of the graph it runs inside (the task running it)."""
+    the global ones, and those of the graph it runs inside (the task running it); with
+    ``task_events``, its tasks and checkpoints told to its stream too (``_task_events.py``)."""
     caller = _current_task.get()
     dispatch = dispatch_for(flow.run.listeners, caller._call.listeners if caller else None)
-    if dispatch is None:
-        return flow.call(input)
-    return _watched_call(flow, input, dispatch, caller)
+    call = flow.call(input) if dispatch is None else _watched_call(flow, input, dispatch, caller)
+    return told_call(flow, call) if task_events else call
 
 
 class Watch:

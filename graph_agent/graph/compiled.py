@@ -7,8 +7,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import AsyncIterator, Generator, Iterator, Mapping
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping
+from typing import Any, overload
 
 from graph_agent.graph import render as render_module
 from graph_agent.graph._drive import drive_async, drive_sync
@@ -22,6 +22,12 @@ from graph_agent.graph._sends import next_task_ids
 from graph_agent.graph.render import GraphView
 from graph_agent.graph.saver import SENDS_KEY, Saver
 from graph_agent.graph.state import KeyStrategy, OverAllState
+from graph_agent.graph.stream_modes import (
+    ModeItems,
+    StreamModes,
+    check_stream_mode,
+    wants_task_events,
+)
 from graph_agent.graph.types import NodeOutput, RunnableConfig, StateSnapshot, TaskSnapshot
 
 
@@ -170,14 +176,56 @@ class CompiledGraph:
         """Run to the end (or to a pause) and return the state."""
         return _exhaust(drive_sync(self._run, input, check_config(config, "invoke"), False))
 
+    @overload
     def stream(
-        self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
-    ) -> Iterator[NodeOutput]:
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: None = None,
+        task_events: bool = False,
+    ) -> Iterator[NodeOutput]: ...
+
+    @overload
+    def stream(
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: StreamModes,
+        task_events: bool = False,
+    ) -> Iterator[Any]: ...
+
+    def stream(
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: StreamModes | None = None,
+        task_events: bool = False,
+    ) -> Iterator[Any]:
         """Run, yielding a :class:`NodeOutput` per finished node and a
         :class:`StreamingOutput` per emitted chunk. With ``subgraphs``, graphs that run inside
-        nodes stream their own NodeOutputs too, with the path of nodes they run under."""
+        nodes stream their own NodeOutputs too, with the path of nodes they run under.
+
+        ``stream_mode`` (``"values"``, ``"updates"``, ``"custom"``, ``"messages"``,
+        ``"tasks"``, ``"checkpoints"``, ``"debug"``, or a list of them) yields LangGraph's
+        payloads of those modes instead (``(mode, payload)`` tuples for a list): see
+        :mod:`graph_agent.graph.stream_modes`. ``task_events`` adds a :class:`TaskEvent` when
+        each task starts and ends and each checkpoint is saved, among the NodeOutputs.
+        """
         config = check_config(config, "stream")
-        return drive_sync(self._run, input, config, True, threading.get_ident(), subgraphs)
+        if stream_mode is None:
+            origin = threading.get_ident()
+            return drive_sync(self._run, input, config, True, origin, subgraphs, task_events)
+        modes = check_stream_mode(stream_mode, subgraphs=subgraphs)
+        items = drive_sync(
+            self._run, input, config, True, threading.get_ident(), False, wants_task_events(modes)
+        )
+        return ModeItems(modes, tuples=not isinstance(stream_mode, str)).stream(items)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
         """Async twin of :meth:`invoke`."""
@@ -187,13 +235,50 @@ class CompiledGraph:
             pass
         return result[0]
 
-    async def astream(
-        self, input: Any, config: RunnableConfig | None = None, *, subgraphs: bool = False
-    ) -> AsyncIterator[NodeOutput]:
+    @overload
+    def astream(
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: None = None,
+        task_events: bool = False,
+    ) -> AsyncIterator[NodeOutput]: ...
+
+    @overload
+    def astream(
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: StreamModes,
+        task_events: bool = False,
+    ) -> AsyncIterator[Any]: ...
+
+    def astream(
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: StreamModes | None = None,
+        task_events: bool = False,
+    ) -> AsyncIterator[Any]:
         """Async twin of :meth:`stream`."""
-        result: list[OverAllState] = []
         run_config = check_config(config, "astream")
-        agen = drive_async(self._run, input, run_config, True, result, subgraphs)
+        if stream_mode is None:
+            return self._astream(input, run_config, subgraphs, task_events)
+        modes = check_stream_mode(stream_mode, subgraphs=subgraphs)
+        items = self._astream(input, run_config, False, wants_task_events(modes))
+        return ModeItems(modes, tuples=not isinstance(stream_mode, str)).astream(items)
+
+    async def _astream(
+        self, input: Any, config: RunnableConfig, subgraphs: bool, task_events: bool
+    ) -> AsyncGenerator[NodeOutput, None]:
+        result: list[OverAllState] = []
+        agen = drive_async(self._run, input, config, True, result, subgraphs, task_events)
         try:
             async for item in agen:
                 yield item

@@ -15,6 +15,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from graph_agent.serve.runs import STREAM_MODES
+
 __all__ = ["docs_html", "openapi_document"]
 
 Schema = dict[str, Any]
@@ -25,7 +27,7 @@ _COUNT: Schema = {"type": "integer", "minimum": 0}
 _NULLABLE_STRING: Schema = {"type": ["string", "null"]}
 _THREAD_STATUS: Schema = {"enum": ["idle", "busy", "interrupted", "error"]}
 _RUN_STATUS: Schema = {"enum": ["pending", "running", "error", "success", "timeout", "interrupted"]}
-_STREAM_MODES = ["values", "updates", "custom", "messages", "messages-tuple"]
+_STREAM_MODES = list(STREAM_MODES)
 
 
 def _ref(name: str) -> Schema:

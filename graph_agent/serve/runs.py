@@ -42,7 +42,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from graph_agent.agent.react import ReactAgent
 from graph_agent.checkpoint.base import CheckpointSaver
@@ -50,6 +50,7 @@ from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphCancelledError
 from graph_agent.graph.state import OverAllState
+from graph_agent.graph.stream_modes import TaskEvent
 from graph_agent.graph.types import NodeOutput, RunnableConfig, StreamingOutput
 from graph_agent.messages import AssistantMessageChunk
 from graph_agent.serve.records import (
@@ -68,6 +69,7 @@ from graph_agent.serve.wire import (
     input_from_json,
     to_json,
 )
+from graph_agent.serve.wire_tasks import TASK_MODES, task_event_parts
 
 __all__ = [
     "MULTITASK_STRATEGIES",
@@ -83,8 +85,17 @@ __all__ = [
 ]
 
 Runnable = ReactAgent | CompiledGraph
-StreamMode = Literal["values", "updates", "custom", "messages", "messages-tuple"]
-STREAM_MODES: tuple[str, ...] = ("values", "updates", "custom", "messages", "messages-tuple")
+StreamMode = Literal[
+    "values",
+    "updates",
+    "custom",
+    "messages",
+    "messages-tuple",
+    "tasks",
+    "checkpoints",
+    "debug",
+]
+STREAM_MODES: tuple[str, ...] = get_args(StreamMode)
 MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
 MULTITASK_STRATEGIES: tuple[str, ...] = ("reject", "enqueue", "interrupt", "rollback")
 CancelAction = Literal["interrupt", "rollback"]
@@ -491,7 +502,10 @@ class Runner:
         if request.max_steps is not None:
             config = dataclasses.replace(config, max_steps=request.max_steps)
         translate = _Translator(request.stream_modes, run.emit)
-        async for output in runnable.astream(request.graph_input(), config):
+        task_events = not TASK_MODES.isdisjoint(request.stream_modes)
+        async for output in runnable.astream(
+            request.graph_input(), config, task_events=task_events
+        ):
             translate(output)
         return translate
 
@@ -510,6 +524,10 @@ class _Translator:
         """Whether an output (a nested graph's included) carried interrupts."""
 
     def __call__(self, output: NodeOutput) -> None:
+        if type(output) is TaskEvent:
+            for event, data in task_event_parts(output, self.modes):
+                self.emit(event, data)
+            return
         if output.interrupts:
             self.interrupted = True
         if output.path:

@@ -543,3 +543,41 @@ def test_the_async_twins_match_the_sync_calls():
     assert state["messages"][-1].text == "again 3"
     assert any(isinstance(o, NodeOutput) and o.node == "__model__" for o in outputs)
     assert [type(m).__name__ for m in messages] == ["UserMessage", "AssistantMessage"]
+
+
+def test_stream_mode_messages_yields_model_tokens_with_their_node_and_step():
+    agent = ReactAgent("talker", ScriptedChatModel(["Hello there."]))
+    parts = list(agent.stream("hi", cfg(), stream_mode="messages"))
+    assert "".join(chunk.text for chunk, _ in parts) == "Hello there."
+    assert {(meta["langgraph_node"], meta["langgraph_step"]) for _, meta in parts} == {
+        ("__model__", 0)
+    }
+
+
+def test_stream_mode_tasks_tells_the_tool_node_start_before_its_tools_run():
+    ran = []
+
+    @tool
+    def note(text: str) -> str:
+        """Note something down."""
+        ran.append(text)
+        return "noted"
+
+    model = ScriptedChatModel([calls(("c1", "note", {"text": "x"})), "Done."])
+    agent = ReactAgent("noter", model, tools=[note])
+    seen = []
+    for mode, payload in agent.stream("note x", cfg(), stream_mode=["tasks", "updates"]):
+        if mode == "tasks":
+            seen.append((payload["name"], "input" in payload, list(ran)))
+    assert ("__tool__", True, []) in seen and ("__tool__", False, ["x"]) in seen
+    assert seen.index(("__tool__", True, [])) < seen.index(("__tool__", False, ["x"]))
+
+
+def test_astream_with_a_stream_mode_yields_the_modes_payloads():
+    async def main():
+        agent = ReactAgent("talker", ScriptedChatModel(["Hi."]))
+        return [part async for part in agent.astream("hi", cfg(), stream_mode="updates")]
+
+    updates = asyncio.run(main())
+    assert [next(iter(update)) for update in updates][-1] == "__model__"
+    assert updates[-1]["__model__"]["messages"][-1].text == "Hi."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 import time
@@ -528,3 +529,19 @@ def test_acall_returns_the_teams_answer():
     team = SequentialAgent("pipeline", [scripted("writer", "A draft."), echo("editor")])
 
     assert asyncio.run(team.acall("Write.")).text == "editor: A draft."
+
+
+def test_a_team_streams_in_a_stream_mode_its_agents_as_tasks(caller):
+    team = SequentialAgent("pipeline", [scripted("writer", "A draft."), echo("editor")])
+    if caller.kind == "sync":
+        parts = list(team.stream("Write.", CFG, stream_mode="tasks"))
+    else:
+
+        async def main() -> list[Any]:
+            return [part async for part in team.astream("Write.", CFG, stream_mode="tasks")]
+
+        parts = asyncio.run(main())
+    starts = [part["name"] for part in parts if "input" in part]
+    ends = [part["name"] for part in parts if "result" in part]
+    assert starts == ends
+    assert starts.index("writer") < starts.index("editor")

@@ -1,0 +1,274 @@
+"""Stream modes: what ``stream(..., stream_mode=...)`` yields, in LangGraph's shapes.
+
+Without a ``stream_mode`` a stream yields graph_agent's own items (:class:`NodeOutput` per
+finished node, :class:`StreamingOutput` per emitted chunk). With one, it yields what that mode
+of LangGraph's ``stream`` yields; with a list of them, ``(mode, payload)`` tuples:
+
+- ``"values"``: the state after each step (the input's first), as a dict; at a pause, with the
+  pending interrupts under ``"__interrupt__"``.
+- ``"updates"``: ``{node: update}`` per finished node; at a pause ``{"__interrupt__": ...}``.
+- ``"custom"``: what a node emitted with ``emit_chunk`` that is not a model's token.
+- ``"messages"``: ``(AssistantMessageChunk, metadata)`` per model token, ``metadata`` naming
+  the node and step (``langgraph_node``, ``langgraph_step``).
+- ``"tasks"``: a task's start (:class:`TaskPayload`: its id, node, input and triggers), told
+  before the node runs, and its result (:class:`TaskResultPayload`: its update, its error or
+  its interrupts), told when it ends; the tasks of one step start together.
+- ``"checkpoints"``: each checkpoint as it is saved (:class:`CheckpointPayload`, what
+  ``get_state`` gives for it: its config, values, metadata and next tasks); none without a
+  saver.
+- ``"debug"``: both of these, each wrapped in a :class:`DebugPayload` typed ``"task"``,
+  ``"task_result"`` or ``"checkpoint"`` with its step and a timestamp.
+
+The payloads hold graph_agent's own values (messages, :class:`RunnableConfig`,
+:class:`Interrupt`, the exception a node raised); ``graph-agent serve`` sends them as
+LangGraph's JSON. Graphs running inside nodes stream nothing of their own in a mode (as
+LangGraph's ``subgraphs=False``).
+
+The engine tells the task starts, results and checkpoints as :class:`TaskEvent` items among
+its NodeOutputs when a stream asks for them (``stream(..., task_events=True)``, the stream
+``graph-agent serve`` reads); the modes are made from that stream.
+
+Example:
+    >>> from graph_agent import StateGraph, START, END
+    >>> g = StateGraph("inc")
+    >>> _ = g.add_node("inc", lambda state: {"x": state["x"] + 1})
+    >>> _ = g.add_edge(START, "inc").add_edge("inc", END)
+    >>> for mode, payload in g.compile().stream({"x": 1}, stream_mode=["tasks", "updates"]):
+    ...     print(mode, payload.get("name"), payload.get("result", payload.get("inc")))
+    tasks inc None
+    tasks inc {'x': 2}
+    updates None {'x': 2}
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import (
+    Any,
+    Literal,
+    Protocol,
+    TypeAlias,
+    TypedDict,
+    TypeGuard,
+    get_args,
+    runtime_checkable,
+)
+
+from graph_agent.graph.types import (
+    START,
+    Interrupt,
+    NodeOutput,
+    RunnableConfig,
+    StreamingOutput,
+)
+
+StreamMode = Literal["values", "updates", "custom", "messages", "tasks", "checkpoints", "debug"]
+STREAM_MODES: tuple[StreamMode, ...] = get_args(StreamMode)
+StreamModes: TypeAlias = StreamMode | Sequence[StreamMode]
+"""What ``stream_mode`` takes: a mode, or a list of them."""
+TaskEventType = Literal["task", "task_result", "checkpoint"]
+
+
+@runtime_checkable
+class MessageChunk(Protocol):
+    """A piece of a model's streamed answer (an ``AssistantMessageChunk``: the engine does not
+    import messages): what ``"messages"`` streams; anything else emitted is ``"custom"``."""
+
+    id: str
+    content: str
+    tool_call_deltas: Any
+
+
+class TaskPayload(TypedDict):
+    """A task's start: its id, its node, the input it runs on, what triggered it (LangGraph's
+    channel names: ``branch:to:<node>`` for an edge, ``__pregel_push`` for a Send)."""
+
+    id: str
+    name: str
+    input: Any
+    triggers: list[str]
+
+
+class TaskResultPayload(TypedDict):
+    """How a task ended: ``result`` is its update (``{}`` when it failed or paused),
+    ``error`` what it raised, ``interrupts`` what it paused on."""
+
+    id: str
+    name: str
+    error: BaseException | None
+    result: dict[str, Any]
+    interrupts: list[Interrupt]
+
+
+class CheckpointTask(TypedDict):
+    """A task of the step after a checkpoint, as the checkpoint was saved (pending)."""
+
+    id: str
+    name: str
+    interrupts: tuple[Interrupt, ...]
+    state: None
+
+
+class CheckpointPayload(TypedDict):
+    """A saved checkpoint: where it is (``config``, for ``get_state`` or a fork), where its
+    parent is, the state's values, its metadata, and the tasks of the step after it."""
+
+    config: RunnableConfig
+    parent_config: RunnableConfig | None
+    values: dict[str, Any]
+    metadata: dict[str, Any]
+    next: list[str]
+    tasks: list[CheckpointTask]
+
+
+class DebugPayload(TypedDict):
+    """A ``"debug"`` item: a task start, a task result or a checkpoint, typed, with the step
+    it belongs to and when it happened (ISO 8601, UTC)."""
+
+    type: TaskEventType
+    timestamp: str
+    step: int
+    payload: TaskPayload | TaskResultPayload | CheckpointPayload
+
+
+@dataclass(frozen=True, slots=True)
+class TaskEvent(NodeOutput):
+    """What the engine tells a stream that asked for task events: a task started
+    (``type="task"``), a task ended (``"task_result"``) or a checkpoint was saved
+    (``"checkpoint"``). ``payload`` is the ``"tasks"`` or ``"checkpoints"`` mode's payload;
+    ``node`` is the task's node (``""`` for a checkpoint), ``state`` a checkpoint's state."""
+
+    type: TaskEventType = "task"
+    timestamp: str = ""
+    payload: Any = None
+
+    @property
+    def mode(self) -> Literal["tasks", "checkpoints"]:
+        """The stream mode whose payload this is."""
+        return "checkpoints" if self.type == "checkpoint" else "tasks"
+
+    def debug(self) -> DebugPayload:
+        """The ``"debug"`` mode's item for this event."""
+        return {
+            "type": self.type,
+            "timestamp": self.timestamp,
+            "step": self.step,
+            "payload": self.payload,
+        }
+
+
+def timestamp() -> str:
+    """Now, as a debug item's timestamp (a module function: tests may pin it)."""
+    return datetime.now(UTC).isoformat()
+
+
+def check_stream_mode(stream_mode: Any, *, subgraphs: bool = False) -> tuple[StreamMode, ...]:
+    """The modes ``stream_mode`` (a mode, or a list of them) names, checked; a ValueError
+    names what was wrong and the valid modes.
+
+    Example:
+        >>> check_stream_mode(["tasks", "updates", "tasks"])
+        ('tasks', 'updates')
+    """
+    given = [stream_mode] if isinstance(stream_mode, str) else stream_mode
+    valid = ", ".join(map(repr, STREAM_MODES))
+    if not isinstance(given, Sequence) or not given:
+        raise ValueError(
+            f"stream_mode must be a mode or a non-empty list of modes, got {stream_mode!r:.60}; "
+            f"the modes: {valid}"
+        )
+    for mode in given:
+        if not _is_mode(mode):
+            raise ValueError(f"stream_mode {mode!r:.60} is not a stream mode; use one of {valid}")
+    if subgraphs:
+        raise ValueError(
+            "stream_mode cannot be combined with subgraphs=True yet: stream without a "
+            "stream_mode to get the nested graphs' NodeOutputs (their .path says where)"
+        )
+    return tuple(dict.fromkeys(given))
+
+
+def _is_mode(mode: Any) -> TypeGuard[StreamMode]:
+    return isinstance(mode, str) and mode in STREAM_MODES
+
+
+def wants_task_events(modes: Iterable[StreamMode]) -> bool:
+    """Whether the engine must tell task starts, results and checkpoints for ``modes``."""
+    return not {"tasks", "checkpoints", "debug"}.isdisjoint(modes)
+
+
+class ModeItems:
+    """Turns a stream of NodeOutputs and TaskEvents into the items of ``modes``: payloads, or
+    ``(mode, payload)`` tuples when ``tuples`` (a list of modes was asked for)."""
+
+    __slots__ = ("_last_state", "modes", "tuples")
+
+    def __init__(self, modes: tuple[StreamMode, ...], *, tuples: bool) -> None:
+        self.modes = frozenset(modes)
+        self.tuples = tuples
+        self._last_state: Any = None  # the state "values" last yielded (one per step)
+
+    def stream(self, items: Generator[NodeOutput, None, Any]) -> Iterator[Any]:
+        """The items of ``items``, a run's stream; closed with it (the run ends, its thread is
+        released), also when the caller stops early."""
+        try:
+            for item in items:
+                yield from self(item)
+        finally:
+            items.close()
+
+    async def astream(self, items: AsyncGenerator[NodeOutput, None]) -> AsyncIterator[Any]:
+        """Async :meth:`stream`."""
+        try:
+            async for item in items:
+                for part in self(item):
+                    yield part
+        finally:
+            with contextlib.suppress(RuntimeError):  # already closing
+                await items.aclose()
+
+    def __call__(self, item: NodeOutput) -> list[Any]:
+        """The items of the asked modes that ``item`` makes (often none)."""
+        parts: list[tuple[StreamMode, Any]] = []
+        if type(item) is TaskEvent:
+            if item.mode in self.modes:
+                parts.append((item.mode, item.payload))
+            if "debug" in self.modes:
+                parts.append(("debug", item.debug()))
+        elif item.path:  # a nested graph's (only its chunks reach a stream without subgraphs)
+            return []
+        elif isinstance(item, StreamingOutput):
+            self._chunk(item, parts)
+        elif item.interrupts:
+            self._pause(item, parts)
+        else:
+            self._finished(item, parts)
+        if self.tuples:
+            return parts
+        return [payload for _, payload in parts]
+
+    def _chunk(self, item: StreamingOutput, parts: list[tuple[StreamMode, Any]]) -> None:
+        message = item.message
+        if isinstance(message, MessageChunk):
+            if "messages" in self.modes:
+                metadata = {"langgraph_node": item.node, "langgraph_step": item.step}
+                parts.append(("messages", (message, metadata)))
+        elif "custom" in self.modes:
+            parts.append(("custom", message if message is not None else item.chunk))
+
+    def _pause(self, item: NodeOutput, parts: list[tuple[StreamMode, Any]]) -> None:
+        if "updates" in self.modes:
+            parts.append(("updates", {"__interrupt__": item.interrupts}))
+        if "values" in self.modes and item.state is not None:
+            parts.append(("values", {**item.state.data(), "__interrupt__": item.interrupts}))
+
+    def _finished(self, item: NodeOutput, parts: list[tuple[StreamMode, Any]]) -> None:
+        if "updates" in self.modes and item.node != START:
+            parts.append(("updates", {item.node: item.update}))
+        state = item.state
+        if "values" in self.modes and state is not None and state is not self._last_state:
+            self._last_state = state  # the outputs of one step share their state
+            parts.append(("values", state.data()))
