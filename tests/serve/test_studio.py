@@ -201,6 +201,43 @@ def test_a_subgraph_is_a_cluster_that_lights_up_while_it_runs(studio: Studio) ->
     assert studio.highlighted() == ["plan", "research", "write"]
 
 
+RUNNING = re.compile(r"\brunning\b")
+_LIT_NOW = """() => [...document.querySelectorAll("#graph .running")]
+  .map((item) => item.dataset.node ?? item.dataset.cluster).sort()"""
+
+
+def test_a_slow_node_is_lit_while_it_runs_and_parallel_branches_are_lit_together(
+    studio: Studio,
+) -> None:
+    from playwright.sync_api import expect
+
+    page = studio.open("paced", key=KEY)
+    page.click("#start-run")
+    expect(page.locator("#graph [data-node=think]")).to_have_class(RUNNING)
+    assert page.locator("#run-log li").count() == 0  # lit before it ended: it runs now
+    both = "() => ['left', 'right'].every((name) => document.querySelector("
+    both += "`#graph [data-node=${name}]`).classList.contains('running'))"
+    page.wait_for_function(both)
+    assert page.evaluate(_LIT_NOW) == ["left", "right"]  # and `think`, which ended, is not
+    assert page.locator("#run-log li[data-node=left]").count() == 0
+    expect(page.locator("#run-status")).to_have_text("done")
+    assert page.evaluate(_LIT_NOW) == []
+
+
+def test_while_a_tool_runs_the_tool_node_is_lit_and_not_the_model(studio: Studio) -> None:
+    from playwright.sync_api import expect
+
+    page = studio.open("pausing", key=KEY)
+    page.fill("#message", "Wait a moment, please.")
+    page.click("#send")
+    expect(page.locator("#graph [data-node=__tool__]")).to_have_class(RUNNING)
+    assert page.evaluate(_LIT_NOW) == ["__tool__"]
+    assert page.locator("#run-log li[data-node=__tool__]").count() == 0  # it runs now
+    expect(page.locator("#conversation .msg.ai").last).to_contain_text("Done waiting.")
+    expect(page.locator("#run-status")).to_have_text("done")
+    assert page.evaluate(_LIT_NOW) == []
+
+
 def test_a_pause_shows_its_value_and_takes_the_answer(studio: Studio) -> None:
     from playwright.sync_api import expect
 

@@ -57,20 +57,6 @@ export function taskEnded(taskId, node, failedTask = false) {
   if (failedTask) item?.classList.add("failed");
 }
 
-/** `node` runs now (or just ran): highlighted, and added to the path below the graph. */
-export function running(node) {
-  const item = find(node);
-  if (item?.classList.contains("running")) return; // its tokens came first, now its update
-  for (const other of box().querySelectorAll(".running")) other.classList.remove("running");
-  if (item) {
-    item.classList.add("running", "visited");
-    item.dataset.visits = String(Number(item.dataset.visits ?? 0) + 1);
-  }
-  const steps = path();
-  const last = steps.lastElementChild;
-  if (last?.dataset.node !== node) steps.append(h("li", { dataset: { node } }, node));
-}
-
 /** The run is over: nothing runs any more. */
 export function idle() {
   tasks.clear();

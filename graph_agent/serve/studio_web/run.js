@@ -8,7 +8,9 @@ import * as graph from "./graph.js";
 import { app, emit, guarded, notify } from "./state.js";
 
 const $ = (id) => document.getElementById(id);
-const STREAM_MODES = ["updates", "messages", "values"];
+// tasks: each node's task as it starts and ends (the graph lights what runs now); values: the
+// state after each step, saved as a checkpoint (the timeline follows)
+const STREAM_MODES = ["updates", "messages", "values", "tasks"];
 
 // ---------------------------------------------------------------- time travel banner
 
@@ -46,7 +48,6 @@ class LiveRun {
     else if (name === "tasks") this.task(data);
     else if (name === "updates") this.updates(data);
     else if (name === "values") this.values(data);
-    else if (name === "messages/metadata") this.messageStarts(data);
     else if (name === "messages/partial") this.partial(data);
     else if (name === "usage") this.usage(data);
     else if (name === "error") this.error(data);
@@ -59,7 +60,6 @@ class LiveRun {
       return;
     }
     for (const [node, update] of Object.entries(data)) {
-      graph.running(node);
       this.count += 1;
       $("run-log").append(logRow(this.count, node, update));
     }
@@ -76,13 +76,6 @@ class LiveRun {
     if (!data || typeof data !== "object" || "__interrupt__" in data) return;
     showValues(data);
     emit("run-progress", this.threadId); // a step was saved: the timeline follows
-  }
-
-  messageStarts(data) {
-    for (const info of Object.values(data ?? {})) {
-      const node = info?.metadata?.langgraph_node;
-      if (node) graph.running(node);
-    }
   }
 
   partial(data) {
