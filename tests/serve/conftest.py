@@ -40,15 +40,18 @@ def wait_until_up(url: str, timeout: float = 60.0) -> None:
 
 
 class Server:
-    """``create_app`` on ``db`` under uvicorn; ``options`` go to ``create_app``."""
+    """``create_app`` on ``db`` under uvicorn, on ``port`` (a free one when not given);
+    ``options`` go to ``create_app``."""
 
-    def __init__(self, db: Path, targets: list[Any] | None = None, **options: Any) -> None:
+    def __init__(
+        self, db: Path, targets: list[Any] | None = None, *, port: int = 0, **options: Any
+    ) -> None:
         self.db = db
         self.saver = SqliteSaver(str(db))
         self.records = Records(str(db.with_name("records.db")))
         served = targets if targets is not None else [chain(), approval(), slow(), agent()]
         app = create_app(served, saver=self.saver, records=self.records, **options)
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         self.server = uvicorn.Server(config)

@@ -1,19 +1,26 @@
 """What the Studio's browser tests serve: the offline demo agent (streaming its words), the demo
 agent behind a human approval of its tools, a two-step graph to travel in time with, a graph
-with a subgraph, a graph whose node raises, one that asks a human, and a slow one."""
+with a subgraph, a graph whose node raises, one that asks a human, a slow one, a graph that
+chats (a ``messages`` key, and a private log), and slow nodes and a slow tool to watch running."""
 
 from __future__ import annotations
 
 import time
 
-from graph_agent import END, START, StateGraph, interrupt
+from graph_agent import END, START, AppendStrategy, ReplaceStrategy, StateGraph, interrupt
 from graph_agent.agent.builtin_hooks import HumanInTheLoopHook
 from graph_agent.agent.react import ReactAgent
 from graph_agent.demo import INSTRUCTION, DemoChatModel
 from graph_agent.demo_tools import calculator, clock, convert_units
+from graph_agent.messages import AssistantMessage, ToolCall
+from graph_agent.models.scripted import ScriptedChatModel
+from graph_agent.tools import tool
 
 CHUNK_DELAY = 0.02
 """Seconds between streamed words: long enough that a page sees tokens arrive."""
+
+PACE = 1.5
+"""Seconds a slow node or tool takes: long enough to see it lit while it runs."""
 
 
 def demo() -> ReactAgent:
@@ -104,5 +111,63 @@ def slow() -> StateGraph:
     return graph
 
 
+def chatty() -> StateGraph:
+    """A graph (not an agent) that answers each message in ``messages`` in its ``tone``, and
+    keeps a private ``log`` of its replies: bookkeeping, never an input."""
+    graph = StateGraph(
+        "chatty",
+        key_strategies={
+            "messages": AppendStrategy(),
+            "log": AppendStrategy(),
+            "tone": ReplaceStrategy(),
+        },
+        private_keys=["log"],
+    )
+
+    def reply(state):
+        said = state["messages"][-1].content  # the server hands a graph message objects
+        answer = f"{state.value('tone', 'echo')}: {said}"
+        return {"messages": [{"type": "ai", "content": answer}], "log": f"replied to {said}"}
+
+    graph.add_node("reply", reply)
+    graph.add_edge(START, "reply").add_edge("reply", END)
+    return graph
+
+
+def paced() -> StateGraph:
+    """``think`` takes :data:`PACE` seconds, then ``left`` and ``right`` take as long together
+    (one step, two branches), then ``join``."""
+    graph = StateGraph("paced")
+
+    def slow_node(key: str):
+        def node(state):
+            time.sleep(PACE)
+            return {key: True}
+
+        return node
+
+    for name in ("think", "left", "right"):
+        graph.add_node(name, slow_node(name))
+    graph.add_node("join", lambda state: {"joined": state["left"] and state["right"]})
+    graph.add_edge(START, "think").add_edge("think", "left").add_edge("think", "right")
+    graph.add_edge("left", "join").add_edge("right", "join").add_edge("join", END)
+    return graph
+
+
+@tool
+def pause(seconds: float) -> str:
+    """Wait ``seconds``, then say so."""
+    time.sleep(seconds)
+    return f"waited {seconds} s"
+
+
+def pausing() -> ReactAgent:
+    """An agent whose model calls :func:`pause` for :data:`PACE` seconds, then answers (as
+    often as it is asked)."""
+    call = AssistantMessage(tool_calls=[ToolCall("pause-1", "pause", {"seconds": PACE})])
+    return ReactAgent("pausing", ScriptedChatModel([call, "Done waiting."] * 20), tools=[pause])
+
+
 def targets() -> list[object]:
-    return [demo(), gated(), steps(), nested(), broken(), asking(), slow()]
+    served = [demo(), gated(), steps(), nested(), broken(), asking(), slow(), chatty()]
+    return [*served, paced(), pausing()]

@@ -201,6 +201,43 @@ def test_a_subgraph_is_a_cluster_that_lights_up_while_it_runs(studio: Studio) ->
     assert studio.highlighted() == ["plan", "research", "write"]
 
 
+RUNNING = re.compile(r"\brunning\b")
+_LIT_NOW = """() => [...document.querySelectorAll("#graph .running")]
+  .map((item) => item.dataset.node ?? item.dataset.cluster).sort()"""
+
+
+def test_a_slow_node_is_lit_while_it_runs_and_parallel_branches_are_lit_together(
+    studio: Studio,
+) -> None:
+    from playwright.sync_api import expect
+
+    page = studio.open("paced", key=KEY)
+    page.click("#start-run")
+    expect(page.locator("#graph [data-node=think]")).to_have_class(RUNNING)
+    assert page.locator("#run-log li").count() == 0  # lit before it ended: it runs now
+    both = "() => ['left', 'right'].every((name) => document.querySelector("
+    both += "`#graph [data-node=${name}]`).classList.contains('running'))"
+    page.wait_for_function(both)
+    assert page.evaluate(_LIT_NOW) == ["left", "right"]  # and `think`, which ended, is not
+    assert page.locator("#run-log li[data-node=left]").count() == 0
+    expect(page.locator("#run-status")).to_have_text("done")
+    assert page.evaluate(_LIT_NOW) == []
+
+
+def test_while_a_tool_runs_the_tool_node_is_lit_and_not_the_model(studio: Studio) -> None:
+    from playwright.sync_api import expect
+
+    page = studio.open("pausing", key=KEY)
+    page.fill("#message", "Wait a moment, please.")
+    page.click("#send")
+    expect(page.locator("#graph [data-node=__tool__]")).to_have_class(RUNNING)
+    assert page.evaluate(_LIT_NOW) == ["__tool__"]
+    assert page.locator("#run-log li[data-node=__tool__]").count() == 0  # it runs now
+    expect(page.locator("#conversation .msg.ai").last).to_contain_text("Done waiting.")
+    expect(page.locator("#run-status")).to_have_text("done")
+    assert page.evaluate(_LIT_NOW) == []
+
+
 def test_a_pause_shows_its_value_and_takes_the_answer(studio: Studio) -> None:
     from playwright.sync_api import expect
 
@@ -228,6 +265,135 @@ def test_a_long_run_stops_when_cancelled(studio: Studio) -> None:
     expect(page.locator("#run-status")).to_have_text("cancelled")
     expect(page.locator("#threads .thread.selected .chip")).to_have_text("idle")
     assert page.locator("#run-log li").count() < 50
+
+
+def test_each_checkpoint_shows_the_part_of_its_id_that_tells_it_apart(studio: Studio) -> None:
+    from playwright.sync_api import expect
+
+    page = studio.open("steps", key=KEY)
+    page.fill("#input-json", '{"x": 1}')
+    page.click("#start-run")
+    rows = page.locator("#timeline .cp")
+    expect(rows).to_have_count(3)
+    expect(page.locator("#run-status")).to_have_text("done")
+    ids = rows.evaluate_all("rows => rows.map((row) => row.dataset.checkpoint)")
+    shown = page.locator("#timeline .cp .cp-id").all_inner_texts()
+    heads = []
+    for row in rows.all():
+        row.click()
+        heads.append(page.locator("#checkpoint .cp-head code").inner_text())
+    assert len(set(shown)) == len(set(heads)) == 3  # each reads differently
+    for checkpoint_id, short in zip(ids, heads, strict=True):
+        assert short.strip("…") in checkpoint_id
+
+
+def test_the_thread_list_and_the_timeline_follow_a_run_while_it_runs(studio: Studio) -> None:
+    from playwright.sync_api import expect
+
+    page = studio.open("slow", key=KEY)
+    page.click("#start-run")
+    expect(page.locator("#threads .thread.selected .chip")).to_have_text("busy")
+    expect(page.locator("#timeline .cp").nth(3)).to_be_attached()  # checkpoints as saved
+    expect(page.locator("#timeline .cp.head.selected")).to_have_count(1)  # the newest shown
+    expect(page.locator("#run-status")).to_have_text("running")  # ... before the run ends
+    page.click("#cancel-run")
+    expect(page.locator("#threads .thread.selected .chip")).to_have_text("idle")
+
+
+def test_a_graph_with_messages_gets_a_chat_box_and_no_field_for_its_private_keys(
+    studio: Studio,
+) -> None:
+    from playwright.sync_api import expect
+
+    page = studio.open("chatty", key=KEY)
+    expect(page.locator("#message")).to_be_visible()
+    expect(page.locator("#run-form [data-key=messages]")).to_have_count(0)
+    expect(page.locator("#run-form [data-key=log]")).to_have_count(0)  # private bookkeeping
+    page.click("#run-form .more-inputs > summary")
+    page.fill("#run-form [data-key=tone]", "shout")
+    page.fill("#message", "hello")
+    page.press("#message", "Enter")
+    expect(page.locator("#conversation .msg.ai")).to_have_text(re.compile("shout: hello"))
+    expect(page.locator("#conversation .msg.human")).to_contain_text("hello")
+    expect(page.locator("#message")).to_have_value("")
+    expect(page.locator("#run-status")).to_have_text("done")
+
+
+def test_a_phone_sized_window_never_scrolls_sideways(studio: Studio, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    page = studio.page
+    page.set_viewport_size({"width": 420, "height": 860})
+    studio.open("demo", key=KEY)
+    page.fill("#message", DEFAULT_QUESTION)
+    page.click("#send")
+    expect(page.locator("#run-status")).to_have_text("done")
+    page.locator("#conversation .tool-call[data-tool=calculator] > summary").click()
+    page.locator("#timeline .cp").nth(2).click()
+    studio.shot(tmp_path, "phone")
+    for element in ("document.documentElement", "document.body"):
+        width, seen = page.evaluate(f"() => [{element}.scrollWidth, {element}.clientWidth]")
+        assert width <= seen, f"{element} is {width} px wide in a {seen} px window"
+
+
+def _luminance(colour: str) -> float:
+    """The relative luminance (0 black .. 1 white) of a computed CSS ``rgb(...)`` colour."""
+    red, green, blue = (int(part) / 255 for part in re.findall(r"\d+", colour)[:3])
+    return 0.2126 * red + 0.7152 * green + 0.0722 * blue
+
+
+def test_the_page_follows_a_dark_colour_scheme(studio: Studio, tmp_path: Path) -> None:
+    page = studio.page
+    colours = """() => {
+      const style = (selector) => getComputedStyle(document.querySelector(selector));
+      return [style("body").backgroundColor, style(".panel").backgroundColor,
+              style(".panel").color, style("#input-json").backgroundColor,
+              style("#input-json").color];
+    }"""
+    studio.open("steps", key=KEY)
+    light = [_luminance(colour) for colour in page.evaluate(colours)]
+    page.emulate_media(color_scheme="dark")
+    dark = [_luminance(colour) for colour in page.evaluate(colours)]
+    studio.shot(tmp_path, "dark")
+    assert min(light[:2]) > 0.8 and light[2] < 0.3  # dark text on light panels
+    page_, panel, text, field, typed = dark
+    assert max(page_, panel, field) < 0.2 and min(text, typed) > 0.7
+
+
+def test_every_control_is_reached_by_the_keyboard_and_the_arrows_move_between_checkpoints(
+    studio: Studio,
+) -> None:
+    from playwright.sync_api import expect
+
+    page = studio.open("steps", key=KEY)
+    page.fill("#input-json", '{"x": 1}')
+    page.click("#start-run")
+    expect(page.locator("#timeline .cp")).to_have_count(3)
+    expect(page.locator("#run-status")).to_have_text("done")
+    page.locator("body").focus()
+    wanted = {"assistant", "new-thread", "thread", "input-json", "start-run", "cp", "fork"}
+    reached = set()
+    for _ in range(60):  # every control of this page, and then some
+        page.keyboard.press("Tab")
+        reached.add(
+            page.evaluate("() => document.activeElement.id || document.activeElement.classList[0]")
+        )
+        if wanted <= reached:
+            break
+    assert wanted <= reached, f"never reached by Tab: {wanted - reached}"
+    newest = page.locator("#timeline .cp.selected")
+    expect(newest).to_have_attribute("data-step", "1")
+    newest.focus()
+    page.keyboard.press("ArrowUp")
+    selected = page.locator("#timeline .cp.selected")
+    expect(selected).to_have_attribute("data-step", "0")
+    expect(selected).to_be_focused()
+    expect(page.locator("#checkpoint .cp-head")).to_contain_text("Step 0")
+    page.keyboard.press("ArrowUp")
+    expect(selected).to_have_attribute("data-step", "-1")
+    page.keyboard.press("ArrowDown")
+    expect(selected).to_have_attribute("data-step", "0")
+    expect(page.locator("#checkpoint .cp-head")).to_contain_text("Step 0")
 
 
 @pytest.mark.postgres

@@ -1,10 +1,10 @@
 // The server's HTTP API, as the Studio uses it: JSON requests with the API key, and run
-// streams read from a fetch body (EventSource can neither POST nor send headers).
+// streams read from a fetch body (EventSource can neither POST nor send headers). A request
+// that gets no answer is an Unreachable error naming the server (see connection.js).
+
+import { lost, root, Unreachable } from "./connection.js";
 
 const KEY_NAME = "graph-agent-studio-key";
-
-/** Where the API lives: the page is served at <root>/studio/, the API at <root>/. */
-export const root = location.pathname.slice(0, location.pathname.lastIndexOf("/studio/"));
 
 /** A refused request: the server's {detail, code} and the HTTP status. */
 export class ApiError extends Error {
@@ -60,9 +60,22 @@ async function refused(response) {
   return new ApiError(response.status, typeof detail === "string" ? detail : JSON.stringify(detail), code);
 }
 
-/** One JSON request; resolves to the parsed body (null for 204), rejects with ApiError. */
+/** fetch(), where no answer at all is an Unreachable error (and the page starts asking the
+ * server again). */
+async function reach(path, options) {
+  try {
+    return await fetch(root + path, options);
+  } catch (error) {
+    if (error?.name === "AbortError") throw error;
+    lost();
+    throw new Unreachable(error);
+  }
+}
+
+/** One JSON request; resolves to the parsed body (null for 204), rejects with ApiError (or
+ * Unreachable). */
 export async function call(method, path, body) {
-  const response = await fetch(root + path, {
+  const response = await reach(path, {
     method,
     headers: headers(body !== undefined),
     body: body !== undefined ? JSON.stringify(body) : undefined,
@@ -74,22 +87,24 @@ export async function call(method, path, body) {
 }
 
 /**
- * POST a run and hand each server-sent event to onEvent(event, data, id) as it arrives.
- * Resolves when the stream ends (the run ended, or paused for a human).
+ * POST a run and hand each server-sent event to onEvent(event, data, id) as it arrives;
+ * `onOpen()` once the server accepted the run. Resolves when the stream ends (the run ended,
+ * or paused for a human).
  */
-export async function stream(path, body, onEvent, signal) {
-  const response = await fetch(root + path, {
+export async function stream(path, body, onEvent, { signal, onOpen } = {}) {
+  const response = await reach(path, {
     method: "POST",
     headers: { ...headers(true), accept: "text/event-stream" },
     body: JSON.stringify(body),
     signal,
   });
   if (!response.ok) throw await refused(response);
+  onOpen?.();
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
   for (;;) {
-    const { value, done } = await reader.read();
+    const { value, done } = await readMore(reader);
     if (done) break;
     buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
     let end;
@@ -100,6 +115,16 @@ export async function stream(path, body, onEvent, signal) {
     }
   }
   if (buffer.trim()) dispatch(buffer, onEvent);
+}
+
+async function readMore(reader) {
+  try {
+    return await reader.read();
+  } catch (error) {
+    if (error?.name === "AbortError") throw error;
+    lost();
+    throw new Unreachable(error, { opened: true });
+  }
 }
 
 function dispatch(frame, onEvent) {

@@ -28,8 +28,14 @@ export function clear(node, ...children) {
   return node;
 }
 
+/** An id short enough to read, keeping the part that tells it from its neighbours: a
+ * checkpoint id is its time in microseconds (14 hex digits) then the tag of the process that
+ * made it, shared by all of a thread's checkpoints, so the time's low digits; any other id
+ * (a random UUID) its ends. The whole id is in the element's title. */
 export function shortId(id) {
   if (!id) return "";
+  const timed = /^([0-9a-f]{14})-[0-9a-f]+$/.exec(id);
+  if (timed) return `…${timed[1].slice(-8)}`;
   return id.length > 12 ? `${id.slice(0, 4)}…${id.slice(-6)}` : id;
 }
 

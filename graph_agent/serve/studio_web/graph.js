@@ -24,8 +24,11 @@ function find(node) {
   return holder.querySelector(selector("node")) ?? holder.querySelector(selector("cluster"));
 }
 
+const tasks = new Map(); // the tasks running now: task id -> node
+
 /** Forget the last run's marks. */
 export function reset() {
+  tasks.clear();
   for (const item of box().querySelectorAll(".running, .visited, .failed, .paused")) {
     item.classList.remove("running", "visited", "failed", "paused");
     delete item.dataset.visits;
@@ -33,22 +36,30 @@ export function reset() {
   clear(path());
 }
 
-/** `node` runs now (or just ran): highlighted, and added to the path below the graph. */
-export function running(node) {
+/** Task `taskId` of `node` started: the node is lit until its last running task ends (tasks
+ * of one step run together, so parallel branches are lit together), and it joins the path. */
+export function taskStarted(taskId, node) {
+  tasks.set(taskId, node);
   const item = find(node);
-  if (item?.classList.contains("running")) return; // its tokens came first, now its update
-  for (const other of box().querySelectorAll(".running")) other.classList.remove("running");
-  if (item) {
+  if (item && !item.classList.contains("running")) {
     item.classList.add("running", "visited");
     item.dataset.visits = String(Number(item.dataset.visits ?? 0) + 1);
   }
   const steps = path();
-  const last = steps.lastElementChild;
-  if (last?.dataset.node !== node) steps.append(h("li", { dataset: { node } }, node));
+  if (steps.lastElementChild?.dataset.node !== node) steps.append(h("li", { dataset: { node } }, node));
+}
+
+/** Task `taskId` of `node` ended (`failed`: it raised). */
+export function taskEnded(taskId, node, failedTask = false) {
+  tasks.delete(taskId);
+  const item = find(node);
+  if (item && ![...tasks.values()].includes(node)) item.classList.remove("running");
+  if (failedTask) item?.classList.add("failed");
 }
 
 /** The run is over: nothing runs any more. */
 export function idle() {
+  tasks.clear();
   for (const item of box().querySelectorAll(".running")) item.classList.remove("running");
 }
 

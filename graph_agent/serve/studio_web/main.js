@@ -1,12 +1,15 @@
 // The Studio's start: ask for the API key when the server wants one, list the assistants,
 // and wire the panels together.
 
-import { call, forgetKey, p, root, setUnauthorizedHandler, storedKey, storeKey } from "./api.js";
+import { call, forgetKey, p, setUnauthorizedHandler, storedKey, storeKey } from "./api.js";
+import { onBack } from "./connection.js";
 import { clear, h } from "./dom.js";
+import { renderForm } from "./form.js";
 import * as graph from "./graph.js";
-import { cancelRun, renderForm } from "./run.js";
-import { app, guarded, notify, on } from "./state.js";
+import { cancelRun } from "./run.js";
+import { app, closeNotice, guarded, notify, on } from "./state.js";
 import { newThread, refreshThreads, selectThread } from "./threads.js";
+import { followNewest, followRun, onTimelineKey } from "./timeline.js";
 
 const $ = (id) => document.getElementById(id);
 let config = { keys_required: false };
@@ -49,8 +52,7 @@ async function selectAssistant(assistantId, threadId = null) {
 }
 
 async function boot() {
-  const answer = await fetch(`${root}/studio/config.json`);
-  config = await answer.json();
+  config = await call("GET", "/studio/config.json");
   $("change-key").hidden = !config.keys_required;
   if (config.keys_required && !storedKey()) await askKey();
   const assistants = await call("POST", "/assistants/search", { limit: 100 });
@@ -74,6 +76,11 @@ on("thread-created", async (threadId) => {
   await refreshThreads();
   for (const item of $("threads").querySelectorAll(".thread")) item.classList.toggle("selected", item.dataset.threadId === threadId);
 });
+on("run-started", async (threadId) => {
+  followNewest();
+  await guarded(refreshThreads); // the thread is busy now
+});
+on("run-progress", (threadId) => followRun(threadId));
 on("run-finished", async (threadId) => {
   await guarded(refreshThreads);
   if (app.threadId === threadId) await guarded(() => selectThread(threadId, { keepRun: true }));
@@ -86,11 +93,26 @@ $("assistant").addEventListener("change", (event) => guarded(() => selectAssista
 $("new-thread").addEventListener("click", () => newThread());
 $("cancel-run").addEventListener("click", () => guarded(cancelRun));
 $("change-key").addEventListener("click", () => askKey().then(() => guarded(boot)));
-$("notice").addEventListener("click", () => {
-  $("notice").hidden = true;
+$("notice-close").addEventListener("click", closeNotice);
+$("timeline").addEventListener("keydown", onTimelineKey);
+
+let booted = false;
+
+// the server answers again: what it may have missed is read anew (a run of this page that was
+// cut off ended on the server meanwhile); a page that never loaded loads now
+onBack(async () => {
+  if (!booted) await start();
+  else if (!app.run) {
+    await guarded(refreshThreads);
+    if (app.threadId) await guarded(() => selectThread(app.threadId));
+  }
 });
 
-document.body.dataset.ready = "loading";
-guarded(boot).then(() => {
+async function start() {
+  document.body.dataset.ready = "loading";
+  await guarded(boot);
+  booted = app.assistant !== null;
   document.body.dataset.ready = "yes";
-});
+}
+
+start();

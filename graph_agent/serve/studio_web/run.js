@@ -1,6 +1,6 @@
-// Starting runs and watching them live: the input form (or chat box), the stream of a run
-// (nodes, tokens, tool calls, token usage), its error, and the human-in-the-loop controls
-// that resume a paused run.
+// Starting runs and watching them live: the stream of a run (nodes, tokens, tool calls, token
+// usage), its error, and the human-in-the-loop controls that resume a paused run. The form
+// that starts one is form.js.
 
 import { call, p, stream } from "./api.js";
 import { clear, conversation, h, jsonTree, roleOf, shortId, textOf, toolCall, usageText } from "./dom.js";
@@ -8,100 +8,9 @@ import * as graph from "./graph.js";
 import { app, emit, guarded, notify } from "./state.js";
 
 const $ = (id) => document.getElementById(id);
-const STREAM_MODES = ["updates", "messages", "values"];
-
-// ---------------------------------------------------------------- the input form
-
-/** The form to start a run: a chat box for an agent, fields from the input schema for a graph. */
-export function renderForm() {
-  const form = $("run-form");
-  clear(form);
-  if (!app.assistant) return;
-  if (app.assistant.kind === "agent") {
-    form.append(
-      h("textarea", { id: "message", name: "message", rows: 2, placeholder: "Ask the agent… (Enter sends, Shift+Enter for a new line)", "aria-label": "Message" }),
-      h("div", { class: "actions" }, h("button", { id: "send", type: "submit", class: "primary" }, "Send")),
-    );
-    form.querySelector("textarea").addEventListener("keydown", (event) => {
-      if (event.key === "Enter" && !event.shiftKey) {
-        event.preventDefault();
-        form.requestSubmit();
-      }
-    });
-  } else {
-    const schema = app.schemas?.input_schema ?? {};
-    const properties = schema.properties ?? {};
-    const fields = Object.entries(properties).map(([key, property]) => inputField(key, property));
-    const open = schema.additionalProperties !== false;
-    form.append(
-      h("div", { class: "fields" }, fields),
-      open
-        ? h("label", { class: "field wide" }, fields.length ? "More keys (a JSON object)" : "Input (a JSON object of state keys)",
-          h("textarea", { id: "input-json", rows: 3, placeholder: '{"key": "value"}', spellcheck: "false" }))
-        : null,
-      h("div", { class: "actions" }, h("button", { id: "start-run", type: "submit", class: "primary" }, "Run")),
-    );
-  }
-  form.onsubmit = (event) => {
-    event.preventDefault();
-    guarded(() => submitForm(form));
-  };
-}
-
-function inputField(key, property) {
-  const type = property.type;
-  const label = h("span", {}, key, property.description ? h("span", { class: "muted small" }, ` — ${property.description}`) : null);
-  let control;
-  if (type === "boolean") control = h("input", { type: "checkbox", "data-key": key, "data-type": type });
-  else if (type === "integer" || type === "number") control = h("input", { type: "number", step: "any", "data-key": key, "data-type": type });
-  else if (type === "array" || type === "object") control = h("textarea", { rows: 2, "data-key": key, "data-type": type, placeholder: type === "array" ? "[…] (JSON)" : "{…} (JSON)", spellcheck: "false" });
-  else control = h("input", { type: "text", "data-key": key, "data-type": type ?? "any", placeholder: type === "string" ? "" : "text, or JSON" });
-  return h("label", { class: `field${control.tagName === "TEXTAREA" ? " wide" : ""}` }, label, control);
-}
-
-function fieldValue(control) {
-  const type = control.dataset.type;
-  if (type === "boolean") return control.checked;
-  const text = control.value;
-  if (text.trim() === "") return undefined;
-  if (type === "integer" || type === "number") return Number(text);
-  if (type === "string") return text;
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    if (type === "array" || type === "object") throw new Error(`${control.dataset.key}: not valid JSON (${error.message})`);
-    return text;
-  }
-}
-
-async function submitForm(form) {
-  if (app.run) throw new Error("a run is still going on this page: wait for it, or cancel it");
-  if (app.assistant.kind === "agent") {
-    const box = form.querySelector("textarea");
-    const text = box.value.trim();
-    if (!text) return;
-    box.value = "";
-    await startRun({ input: { messages: [{ type: "human", content: text }] } });
-    return;
-  }
-  const input = {};
-  for (const control of form.querySelectorAll("[data-key]")) {
-    const value = fieldValue(control);
-    if (value !== undefined) input[control.dataset.key] = value;
-  }
-  const extra = form.querySelector("#input-json")?.value.trim();
-  if (extra) {
-    let parsed;
-    try {
-      parsed = JSON.parse(extra);
-    } catch (error) {
-      throw new Error(`the input is not valid JSON: ${error.message}`);
-    }
-    if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) throw new Error("the input must be a JSON object of state keys");
-    Object.assign(input, parsed);
-  }
-  await startRun({ input });
-}
+// tasks: each node's task as it starts and ends (the graph lights what runs now); values: the
+// state after each step, saved as a checkpoint (the timeline follows)
+const STREAM_MODES = ["updates", "messages", "values", "tasks"];
 
 // ---------------------------------------------------------------- time travel banner
 
@@ -114,7 +23,7 @@ export function forkFrom(checkpoint) {
     return;
   }
   clear(banner,
-    h("span", {}, "The next run starts from checkpoint ", h("code", {}, shortId(checkpoint.id)), ` (step ${checkpoint.step}), as a new branch.`),
+    h("span", {}, "The next run starts from checkpoint ", h("code", { title: checkpoint.id }, shortId(checkpoint.id)), ` (step ${checkpoint.step}), as a new branch.`),
     h("button", { type: "button", class: "quiet", onclick: () => forkFrom(null) }, "Call off"));
   banner.hidden = false;
   $("run-form").querySelector("textarea, input")?.focus();
@@ -136,9 +45,9 @@ class LiveRun {
 
   event(name, data) {
     if (name === "metadata") this.runId = data?.run_id ?? null;
+    else if (name === "tasks") this.task(data);
     else if (name === "updates") this.updates(data);
     else if (name === "values") this.values(data);
-    else if (name === "messages/metadata") this.messageStarts(data);
     else if (name === "messages/partial") this.partial(data);
     else if (name === "usage") this.usage(data);
     else if (name === "error") this.error(data);
@@ -151,22 +60,22 @@ class LiveRun {
       return;
     }
     for (const [node, update] of Object.entries(data)) {
-      graph.running(node);
       this.count += 1;
       $("run-log").append(logRow(this.count, node, update));
     }
   }
 
+  /** A task started (`triggers`, `input`) or ended (`result` or `error`, `interrupts`). */
+  task(data) {
+    if (!data?.id || !data.name) return;
+    if ("triggers" in data) graph.taskStarted(data.id, data.name);
+    else graph.taskEnded(data.id, data.name, Boolean(data.error));
+  }
+
   values(data) {
     if (!data || typeof data !== "object" || "__interrupt__" in data) return;
     showValues(data);
-  }
-
-  messageStarts(data) {
-    for (const info of Object.values(data ?? {})) {
-      const node = info?.metadata?.langgraph_node;
-      if (node) graph.running(node);
-    }
+    emit("run-progress", this.threadId); // a step was saved: the timeline follows
   }
 
   partial(data) {
@@ -246,7 +155,8 @@ export function showError(error) {
   box.hidden = false;
 }
 
-function setStatus(text, kind) {
+/** The run's status chip: `kind` colours it (busy, good, bad, wait). */
+export function setStatus(text, kind) {
   const chip = $("run-status");
   chip.textContent = text;
   chip.className = `chip ${kind ?? ""}`;
@@ -272,13 +182,14 @@ async function ensureThread() {
 
 /**
  * Start a run on the shown thread (a new one when none is) and follow it live.
- * `input`: the state update; `command`: {resume} to answer an interrupt; `checkpointId`: fork.
+ * `input`: the state update; `command`: {resume} to answer an interrupt; `checkpointId`: fork;
+ * `onAccepted()`: once the server took the run. A server that cannot be reached rejects with
+ * Unreachable (`opened` false: nothing was started, nothing is lost).
  */
-export async function startRun({ input = null, command = null, checkpointId = null } = {}) {
+export async function startRun({ input = null, command = null, checkpointId = null, onAccepted = null } = {}) {
   if (app.run) throw new Error("a run is still going on this page: wait for it, or cancel it");
   const threadId = await ensureThread();
   const from = checkpointId ?? app.forkFrom?.id ?? null;
-  forkFrom(null);
   clearRun();
   const live = new LiveRun(threadId);
   app.run = live;
@@ -287,17 +198,28 @@ export async function startRun({ input = null, command = null, checkpointId = nu
   const body = { assistant_id: app.assistant.assistant_id, stream_mode: STREAM_MODES, input, multitask_strategy: "reject" };
   if (command) body.command = command;
   if (from) body.checkpoint_id = from;
+  const opened = () => {
+    forkFrom(null);
+    onAccepted?.();
+    emit("run-started", threadId);
+  };
+  let unsent = null;
   try {
-    await stream(p`/threads/${threadId}/runs/stream`, body, (event, data) => live.event(event, data), live.abort.signal);
+    await stream(p`/threads/${threadId}/runs/stream`, body, (event, data) => live.event(event, data), { signal: live.abort.signal, onOpen: opened });
   } catch (error) {
-    if (error?.name !== "AbortError") {
+    if (error?.name === "Unreachable" && !error.opened) unsent = error;
+    else if (error?.name !== "AbortError") {
       live.errored = true;
-      showError({ error: error?.code ?? "RequestError", message: error?.message ?? String(error) });
+      showError({ error: error?.name === "Unreachable" ? "Unreachable" : error?.code ?? "RequestError", message: error?.message ?? String(error) });
     }
   } finally {
     app.run = null;
     $("cancel-run").hidden = true;
     graph.idle();
+  }
+  if (unsent) {
+    setStatus("not sent", "bad");
+    throw unsent;
   }
   await emit("run-finished", threadId, live); // the thread, its timeline and interrupts anew
   // said last, so that "done" means everything on the page is up to date

@@ -27,29 +27,38 @@ export async function emit(name, ...args) {
 }
 
 let noticeTimer = null;
+let noticeKey = null;
 
-/** A short message at the top of the page: a hint fades, an action that failed stays until
- * clicked away. */
-export function notify(text, kind = "error") {
+/** A short message at the top of the page: a hint fades; a failure stays until closed, or,
+ * given a `key`, until dismiss(key) says its problem is gone. */
+export function notify(text, kind = "error", key = null) {
   const notice = document.getElementById("notice");
-  notice.textContent = text;
+  document.getElementById("notice-text").textContent = text;
   notice.className = `notice ${kind}`;
-  notice.title = kind === "error" ? "click to close" : "";
   notice.hidden = false;
+  noticeKey = key;
   clearTimeout(noticeTimer);
-  if (kind !== "error") {
-    noticeTimer = setTimeout(() => {
-      notice.hidden = true;
-    }, 6000);
-  }
+  if (kind !== "error") noticeTimer = setTimeout(closeNotice, 6000);
 }
 
-/** Run `action`, showing its failure as a notice instead of losing it. */
+/** The problem `key` named is gone: its notice goes too (another one stays). */
+export function dismiss(key) {
+  if (noticeKey === key) closeNotice();
+}
+
+export function closeNotice() {
+  clearTimeout(noticeTimer);
+  noticeKey = null;
+  document.getElementById("notice").hidden = true;
+}
+
+/** Run `action`, showing its failure as a notice instead of losing it. A server that does not
+ * answer has its own notice already (see connection.js), which goes once it answers. */
 export async function guarded(action) {
   try {
     return await action();
   } catch (error) {
-    notify(error?.message ?? String(error));
+    if (error?.name !== "Unreachable") notify(error?.message ?? String(error));
     return undefined;
   }
 }
