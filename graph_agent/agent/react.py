@@ -11,6 +11,7 @@ import typing
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from types import MappingProxyType
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -50,29 +51,9 @@ from graph_agent.store.base import BaseStore
 from graph_agent.tools import Tool, Toolkit
 
 REBUILT_ON_CHANGE = frozenset(
-    {
-        "name",
-        "model",
-        "instruction",
-        "description",
-        "hooks",
-        "model_interceptors",
-        "tool_interceptors",
-        "max_iterations",
-        "output_schema",
-        "output_key",
-        "output_mode",
-        "tool_timeout",
-        "max_parallel_tools",
-        "max_tool_calls_per_step",
-        "max_tool_output_chars",
-        "model_options",
-        "model_retry",
-        "model_timeout",
-        "tool_retry",
-        "listeners",
-        "store",
-    }
+    ({field.name for field in dataclasses.fields(AgentSpec)} - {"tools"})
+    | ({field.name for field in dataclasses.fields(NodeSettings)} - {"spec", "toolkit", "steering"})
+    | {"hooks", "listeners", "store"}
 )
 """The attributes of a :class:`ReactAgent` its graph is built from: setting one after the agent
 was made builds the graph again on next use (as ``add_tools`` and a new ``saver`` do)."""
@@ -219,14 +200,16 @@ class ReactAgent:
         self.max_parallel_tools = max_parallel_tools
         self.max_tool_calls_per_step = max_tool_calls_per_step
         self.max_tool_output_chars = max_tool_output_chars
-        self.model_options = dict(model_options or {})
+        self.model_options = model_options or {}
         self.model_retry = model_retry
         self.model_timeout = model_timeout
         self.tool_retry = tool_retry
         self.listeners = tuple(listeners)  # told of its runs, nodes, model and tool calls
         self.store = store
         self._compiled: CompiledGraph | None = None
-        self._lock = threading.Lock()
+        self._lock = (
+            threading.RLock()
+        )  # a setting changed under it (see __setattr__) takes it again
         self._building: Future[CompiledGraph] | None = None
 
     @property
@@ -257,7 +240,7 @@ class ReactAgent:
         tools and hooks; this one is left as it was (its saver, its graph, its steering)."""
         twin = copy.copy(self)
         with self._lock:
-            object.__setattr__(twin, "_lock", threading.Lock())
+            object.__setattr__(twin, "_lock", threading.RLock())
             object.__setattr__(twin, "_saver", saver)
             object.__setattr__(twin, "_compiled", None)
             object.__setattr__(twin, "_building", None)
@@ -370,7 +353,7 @@ class ReactAgent:
             max_parallel_tools=self.max_parallel_tools,
             max_tool_calls_per_step=self.max_tool_calls_per_step,
             max_tool_output_chars=self.max_tool_output_chars,
-            model_options=dict(self.model_options),
+            model_options=self.model_options,
             model_retry=self.model_retry,
             model_timeout=self.model_timeout,
             tool_retry=self.tool_retry,
@@ -380,7 +363,10 @@ class ReactAgent:
     def __setattr__(self, name: str, value: Any) -> None:
         """Set an attribute; one the graph is built from (:data:`REBUILT_ON_CHANGE`) makes the
         agent build its graph again on next use, so its hooks and nodes see the change alike
-        (a run already going keeps the graph it started with)."""
+        (a run already going keeps the graph it started with). ``model_options`` is kept
+        read-only: a change in place would reach no graph, so it fails; assign new options."""
+        if name == "model_options":
+            value = MappingProxyType(dict(value))
         object.__setattr__(self, name, value)
         if name in REBUILT_ON_CHANGE and "_lock" in self.__dict__:
             with self._lock:

@@ -10,7 +10,7 @@ sees, in each call, the agent whose graph is running it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -82,18 +82,18 @@ class NodeSettings:
 
     spec: AgentSpec
     toolkit: Toolkit
-    model_interceptors: tuple[ModelInterceptor, ...] = ()
-    tool_interceptors: tuple[ToolInterceptor, ...] = ()
-    output_mode: Literal["response_format", "tool"] = "response_format"
-    tool_timeout: float = 60.0
-    max_parallel_tools: int = 8
-    max_tool_calls_per_step: int = 32
-    max_tool_output_chars: int = 20_000
-    model_options: Mapping[str, Any] = field(default_factory=dict)
-    model_retry: RetryPolicy | None = None
-    model_timeout: float | None = None
-    tool_retry: RetryPolicy | None = None
-    steering: SteeringQueue | None = None
+    model_interceptors: tuple[ModelInterceptor, ...]
+    tool_interceptors: tuple[ToolInterceptor, ...]
+    output_mode: Literal["response_format", "tool"]
+    tool_timeout: float
+    max_parallel_tools: int
+    max_tool_calls_per_step: int
+    max_tool_output_chars: int
+    model_options: Mapping[str, Any]
+    model_retry: RetryPolicy | None
+    model_timeout: float | None
+    tool_retry: RetryPolicy | None
+    steering: SteeringQueue | None
 
     @property
     def name(self) -> str:

@@ -49,12 +49,21 @@ __all__ = [
     "open_target",
 ]
 
+
+def _subclasses(cls: type) -> list[type]:
+    """Every subclass of ``cls``, at any depth."""
+    found: list[type] = []
+    direct: type
+    for direct in cls.__subclasses__():
+        found += [direct, *_subclasses(direct)]
+    return found
+
+
 DEMO_DB = os.path.join(".graph_agent", "demo.db")
 """Where ``demo`` keeps its threads and ``threads`` looks by default."""
 _KINDS = (ReactAgent, FlowAgent, CompiledGraph, StateGraph)
-_KIND_NAMES = frozenset(
-    kind.__name__ for kind in (*_KINDS, *FlowAgent.__subclasses__())
-)  # the teams too, as a `-> SequentialAgent` annotation names them
+_KIND_NAMES = frozenset(kind.__name__ for kind in (*_KINDS, *_subclasses(FlowAgent)))
+"""The names a ``-> SequentialAgent``-style annotation may give them: the teams too."""
 _EXAMPLE = "e.g. examples/quickstart.py:agent or mypackage.agents:agent"
 
 

@@ -266,7 +266,8 @@ def _http_client_factory(wire: Wire, limit: int) -> Callable[..., httpx2.AsyncCl
 def _capping(wire: Wire, limit: int) -> Callable[[httpx2.Response], Awaitable[None]]:
     async def cap_body(response: httpx2.Response) -> None:
         stream = response.stream
-        assert isinstance(stream, httpx2.AsyncByteStream)
+        if not isinstance(stream, httpx2.AsyncByteStream):
+            return  # only an async client's bodies are read here (the SDK's client is one)
         content_type = response.headers.get("content-type", "").partition(";")[0].strip()
         if content_type.lower() == "text/event-stream":
             response.stream = _CappedEvents(stream, limit, wire)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from graph_agent import MemorySaver, RunnableConfig
 from graph_agent.agent import ModelHook, ReactAgent, SequentialAgent
 from graph_agent.agent.spec import AgentSpec
@@ -120,3 +122,38 @@ def test_a_team_on_another_saver_keeps_its_threads_there_and_its_state_can_be_up
     assert team.saver is not saver
     assert [m.text for m in served.get_state(config).values["messages"]][-1] == "And a title?"
     assert saver.get("t") is not None and team.saver.get("t") is None
+
+
+def test_model_options_changed_in_place_fail_loudly_and_new_ones_take_effect():
+    model = ScriptedChatModel(["one", "two"])
+    agent = ReactAgent("helper", model, model_options={"temperature": 0})
+    agent.call("first")
+    with pytest.raises(TypeError):
+        agent.model_options["temperature"] = 1  # would reach no graph: refused
+    agent.model_options = {**agent.model_options, "temperature": 1}
+    agent.call("second")
+    assert [r.options.get("temperature") for r in model.requests] == [0, 1]
+
+
+def test_a_setting_changed_while_the_agent_holds_its_lock_does_not_deadlock():
+    agent = ReactAgent("helper", ScriptedChatModel(["hi"]))
+    done = threading.Event()
+
+    def change_under_the_lock() -> None:
+        with agent._lock:
+            agent.max_iterations = 3
+        done.set()
+
+    worker = threading.Thread(target=change_under_the_lock, daemon=True)
+    worker.start()
+    assert done.wait(10)
+    assert agent.call("hello").text == "hi"
+
+
+def test_every_setting_the_graph_is_built_from_rebuilds_it():
+    from graph_agent.agent.react import REBUILT_ON_CHANGE
+
+    assert {"model", "instruction", "model_options", "tool_timeout", "hooks", "store"} <= (
+        REBUILT_ON_CHANGE
+    )
+    assert not {"toolkit", "steering", "spec"} & REBUILT_ON_CHANGE

@@ -281,3 +281,19 @@ def test_the_hint_names_each_agent_graph_and_builder_the_module_defines(cli):
     assert result.error_lines[-1] == (
         f"hint: name what to run in it, one of: {mail}:agent, {mail}:build_agent"
     )
+
+
+def test_a_team_subclass_at_any_depth_counts_as_a_target_kind():
+    from graph_agent.agent.flows import SequentialAgent
+    from graph_agent.cli.targets import _KIND_NAMES
+
+    class Pipeline(SequentialAgent):
+        pass
+
+    class Deeper(Pipeline):
+        pass
+
+    from graph_agent.cli.targets import _subclasses
+
+    assert {"SequentialAgent", "ParallelAgent", "LoopAgent"} <= _KIND_NAMES
+    assert Deeper in _subclasses(SequentialAgent.__mro__[1])
