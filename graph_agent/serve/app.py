@@ -112,6 +112,7 @@ def create_app(
     bound_host: str | None = None,
     allow_hosts: Iterable[str] = (),
     cors_origins: Iterable[str] = (),
+    insecure_no_auth: bool = False,
 ) -> Starlette:
     """A LangGraph-Server-compatible app serving ``targets``.
 
@@ -135,13 +136,18 @@ def create_app(
         bound_host: The address the server listens on. Without keys a request's ``Host`` must
             name it, ``localhost``, ``127.0.0.1``, ``[::1]`` or one of ``allow_hosts``
             (:mod:`graph_agent.serve.guard`); None: not it.
-        allow_hosts: More host names a keyless server answers to (``*``: any).
+        allow_hosts: More host names a keyless server answers to (``*``: any, only with
+            ``insecure_no_auth``).
         cors_origins: The origins, besides its own, whose web pages may call the server (they
-            get CORS answers; ``*``: any). Other pages' requests are a 403.
+            get CORS answers; ``*``: any, without keys only with ``insecure_no_auth``). Other
+            pages' requests are a 403.
+        insecure_no_auth: Without keys, take ``*`` in ``allow_hosts`` and ``cors_origins``
+            all the same (``--insecure-no-auth``: a proxy in front checks who calls).
 
     Raises:
         ValueError: ``input_keys`` names an assistant not served or a private key, a key is
-            in two groups, or an allowed host or CORS origin is not one.
+            in two groups, an allowed host or CORS origin is not one, or is ``*`` without
+            keys nor ``insecure_no_auth``.
 
     Example:
         >>> from graph_agent import StateGraph, START, END
@@ -178,6 +184,7 @@ def create_app(
         bound_host=bound_host,
         allow_hosts=allow_hosts,
         cors_origins=cors_origins,
+        insecure_no_auth=insecure_no_auth,
     )
     api.schemas = {
         name: assistant_schemas(name, target, api.input_keys[name]) for name, target in pairs
