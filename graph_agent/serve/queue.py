@@ -34,7 +34,7 @@ a run does not need.
   PostgreSQL saver's heartbeat thread extends no lease while the worker's event loop does not
   answer). Only the node running when the worker froze may finish twice, as with a lost
   lease. The new attempt numbers its events above any id the silent worker may have told
-  its clients without storing it (:func:`first_event_id`).
+  its clients without storing it (:func:`~graph_agent.serve.queue_events.first_event_id`).
 - **Events reach every process.** Events are rows (``seq`` per run), written in batches (each
   batch while the run goes on, the last with the run's end, in one statement) and announced
   through the notifier (``NOTIFY``, or Redis pub/sub: :mod:`graph_agent.serve.notify`); one
@@ -62,7 +62,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +70,7 @@ from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphCancelledError, ThreadBusyError
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.serve.pg_records import UNFINISHED, Claim, Ending, PostgresRecords
+from graph_agent.serve.queue_events import EventWriter, first_event_id, narrow_first_event_id
 from graph_agent.serve.records import RunRecord, RunStatus, ThreadRecord, ThreadStatus
 from graph_agent.serve.runs import (
     ActiveRun,
@@ -85,7 +86,7 @@ from graph_agent.serve.runs import (
 from graph_agent.serve.tasks import cancel_and_await
 from graph_agent.serve.wire import error_json, to_json
 
-__all__ = ["ATTEMPT_EVENT_IDS", "QueueRunner", "RemoteRun", "first_event_id", "work_forever"]
+__all__ = ["QueueRunner", "RemoteRun", "work_forever"]
 
 _log = logging.getLogger(__name__)
 
@@ -94,9 +95,6 @@ POLL_SECONDS = 0.5
 CLAIM_DELAY_SECONDS = 0.002
 """How long a worker waits, per run it is running, before it claims a queued run: every
 worker hears of a run at once, and so the least busy one gets it."""
-EVENT_BATCH_SECONDS = 1.0
-"""How long a run's events wait to be written with the next ones while no client in another
-process follows it (see ``_EventWriter``)."""
 FOLLOW_ASK_SECONDS = POLL_SECONDS * 20
 """How long a worker remembers a client's ask to follow a run it has not claimed (a follower
 asks again after each :data:`POLL_SECONDS` ``* 4`` without news)."""
@@ -154,86 +152,13 @@ class RemoteRun(ActiveRun):
                 asked = False  # it may have moved to another worker meanwhile: ask again
 
 
-class _EventWriter:
-    """A running run's event log (``ActiveRun.log``). Clients of this process read the events
-    from memory; the table is for clients elsewhere, who ask for them (:meth:`follow`), and
-    for those who come back later. So events are written in batches: every
-    :data:`EVENT_BATCH_SECONDS` while nobody elsewhere follows the run, at once (one statement
-    in flight at a time) once someone does; what is left when the run ends goes with its end
-    (see :meth:`drain`). A quick run nobody follows elsewhere writes its events in the
-    statement that ends it."""
-
-    def __init__(self, records: PostgresRecords, run_id: str, claim: Claim) -> None:
-        self.records = records
-        self.run_id = run_id
-        self.claim = claim
-        self.pending: list[tuple[int, str, str]] = []
-        self.writing: asyncio.Task[None] | None = None
-        self.waiting: asyncio.TimerHandle | None = None  # until the next batch is written
-        self.followed = False
-        self.stopped = False
-
-    def __call__(self, run_id: str, seq: int, event: str, data: str) -> None:
-        if self.stopped:
-            return
-        self.pending.append((seq, event, data))
-        if self.writing is None and self.waiting is None:
-            if self.followed:
-                self._write_now()
-            else:
-                loop = asyncio.get_running_loop()
-                self.waiting = loop.call_later(EVENT_BATCH_SECONDS, self._write_now)
-
-    def follow(self) -> None:
-        """A client in another process follows the run: write its events as they come."""
-        self.followed = True
-        self._write_now()
-
-    def stop(self) -> None:
-        """The run's claim was taken over: write nothing more (the records would refuse it)."""
-        self.stopped = True
-        self.pending.clear()
-        if self.waiting is not None:
-            self.waiting.cancel()
-            self.waiting = None
-
-    def _write_now(self) -> None:
-        if self.waiting is not None:
-            self.waiting.cancel()
-            self.waiting = None
-        if self.writing is None and self.pending:
-            self.writing = asyncio.get_running_loop().create_task(self._write())
-
-    async def _write(self) -> None:
-        try:
-            while self.pending:
-                batch, self.pending = self.pending, []
-                try:
-                    await self.records.aadd_events(self.run_id, batch, self.claim)
-                except Exception as exc:  # kept: the run's end writes them (or tries again)
-                    _log.warning("graph-agent serve: could not store events (%s)", exc)
-                    self.pending[:0] = batch
-                    return
-        finally:
-            self.writing = None
-
-    async def drain(self) -> list[tuple[int, str, str]]:
-        """The events not written yet, taken out (after the batch being written, if any)."""
-        if self.waiting is not None:
-            self.waiting.cancel()
-            self.waiting = None
-        while self.writing is not None:
-            await asyncio.wait([self.writing])
-        rest, self.pending = self.pending, []
-        return rest
-
-
 @dataclass(kw_only=True)
 class _LocalRun(ActiveRun):
     """A run this process claimed, followed here from memory. Should another worker take it
     over (this one was silent too long), those waiting here get that worker's result, and
     those following here go on with its events from the table: every event of its attempt,
-    numbered above any this one told (see :func:`first_event_id`)."""
+    numbered above any this one told (see
+    :func:`~graph_agent.serve.queue_events.first_event_id`)."""
 
     runner: QueueRunner
     lost: bool = False
@@ -261,7 +186,7 @@ class _LocalRun(ActiveRun):
 class _Claimed:
     run: _LocalRun
     claim: Claim
-    writer: _EventWriter
+    writer: EventWriter
     since: float = field(default_factory=time.monotonic)
     cancel_action: list[str] = field(default_factory=list)
     ending: bool = False  # its end is being written: its claim is no longer renewed
@@ -601,7 +526,7 @@ class QueueRunner(Runner):
     ) -> ActiveRun:
         """Run a run this process claimed, as a task; its clients here follow it in memory."""
         claim = Claim(worker=self.worker_key, attempt=attempt)
-        writer = _EventWriter(self.records, record.run_id, claim)
+        writer = EventWriter(self.records, record.run_id, claim)
         writer.followed = self._follow_asks.pop(record.run_id, None) is not None
         run = _LocalRun(record=record, request=request, log=writer, runner=self)
         run.earlier = list(events or ())
@@ -745,36 +670,6 @@ class QueueRunner(Runner):
                 _log.warning("graph-agent serve: could not record the end of a run (%s)", exc)
                 await asyncio.sleep(delay)
         return await self.records.afinish_run(*end, events)
-
-
-ATTEMPT_EVENT_IDS = 1 << 32
-"""How many event ids each attempt of a run has (far more than a run emits)."""
-
-
-def first_event_id(attempt: int) -> int:
-    """The id of the first event of a run's ``attempt`` (1 for its first claim).
-
-    A worker that loses its claim may have told its own clients events it never stored, under
-    ids the new claimer cannot know; numbered on from the stored ones, the new attempt's
-    events would take those ids again, and a client that saw them would skip (filter out, or
-    resume past with ``Last-Event-ID``) as many of the new attempt's. So each attempt numbers
-    its events in a range of its own, above every id an earlier attempt could have used."""
-    return (attempt - 1) * ATTEMPT_EVENT_IDS
-
-
-NARROW_ATTEMPT_GAP = 1 << 16
-"""On a 32-bit events table, the ids a later attempt leaves unused after the stored ones."""
-
-
-def narrow_first_event_id(attempt: int, stored: Collection[tuple[int, str, str]]) -> int:
-    """:func:`first_event_id` on an events table still holding 32-bit ids (too busy to widen
-    at start: see :attr:`PostgresRecords.wide_event_ids`), where an attempt's range of its own
-    would overflow: a later attempt numbers its events after the stored ones, leaving
-    :data:`NARROW_ATTEMPT_GAP` ids for those an earlier attempt told without storing (a
-    client that saw more than that many unstored ones would skip some of the new attempt's)."""
-    if attempt <= 1:
-        return 0
-    return max((seq for seq, _, _ in stored), default=-1) + 1 + NARROW_ATTEMPT_GAP
 
 
 def _ended_on(seen: Any, runnable: Runnable) -> bool:

@@ -142,7 +142,7 @@ class ActiveRun:
     """A run the server started: its record, its events so far, and how to stop it.
 
     Events are numbered in the order emitted, from ``first_id`` (0 but for a run taken over
-    from another worker: see :func:`graph_agent.serve.queue.first_event_id`), after the
+    from another worker: see :func:`graph_agent.serve.queue_events.first_event_id`), after the
     ``earlier`` ones; the number is the SSE event id a client sends back as ``Last-Event-ID``
     to get what it missed.
     """
