@@ -477,6 +477,8 @@ class _Api:
         thread_id = _creatable(_field(body, "thread_id", str, None) or str(uuid.uuid4()))
         metadata = _field(body, "metadata", dict, {})
         if_exists = _field(body, "if_exists", str, "raise")
+        if if_exists not in ("raise", "do_nothing"):
+            raise ApiError(422, f"if_exists must be raise or do_nothing, not {if_exists!r:.40}")
         existing = self._records_of(thread_id).thread(thread_id)
         if existing is not None:
             if if_exists == "do_nothing" and owns(existing.metadata):
@@ -631,10 +633,8 @@ class _Api:
                 + ", ".join(MULTITASK_STRATEGIES),
             )
         config = _field(body, "config", dict, {})
-        recursion_limit = config.get("recursion_limit")
-        if recursion_limit is not None and (
-            not isinstance(recursion_limit, int) or recursion_limit < 1
-        ):
+        max_steps = config.get("recursion_limit")  # true is an int to isinstance(), not here
+        if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
             raise ApiError(422, "config.recursion_limit must be a positive integer")
         command = _field(body, "command", dict, None)
         request = RunRequest(
@@ -645,7 +645,7 @@ class _Api:
             checkpoint_id=_checkpoint_id(body),
             metadata=_field(body, "metadata", dict, {}),
             context=_field(body, "context", dict, {}),
-            max_steps=recursion_limit,
+            max_steps=max_steps,
             multitask_strategy=strategy,
             stream_resumable=_field(body, "stream_resumable", bool, False),
         )
