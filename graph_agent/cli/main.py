@@ -153,8 +153,9 @@ def _add_serve_options(parser: argparse.ArgumentParser, serve_db: str) -> None:
         default=[],
         metavar="HOST",
         help="without API keys, also answer requests naming HOST in their Host header (any "
-        "port); repeatable; * for any. By default a keyless server answers only to its own "
-        "address, localhost, 127.0.0.1 and [::1]: no web page reaches it by DNS rebinding",
+        "port); repeatable; * for any (only with --insecure-no-auth). By default a keyless "
+        "server answers only to its own address, localhost, 127.0.0.1 and [::1]: no web page "
+        "reaches it by DNS rebinding",
     )
     parser.add_argument(
         "--cors-origin",
@@ -162,13 +163,15 @@ def _add_serve_options(parser: argparse.ArgumentParser, serve_db: str) -> None:
         default=[],
         metavar="ORIGIN",
         help="let web pages at ORIGIN (e.g. http://localhost:3000) call the server: their "
-        "CORS preflights are answered; repeatable; * for any. Requests from other pages (an "
-        "Origin header other than the server's own) are refused with a 403",
+        "CORS preflights are answered; repeatable; * for any (without API keys, only with "
+        "--insecure-no-auth). Requests from other pages (an Origin header other than the "
+        "server's own) are refused with a 403",
     )
     parser.add_argument(
         "--insecure-no-auth",
         action="store_true",
-        help="listen beyond loopback without API keys (only behind a proxy that checks them)",
+        help="listen beyond loopback, or take * for --allow-host or --cors-origin, without API "
+        "keys (only behind a proxy that checks who calls)",
     )
     parser.add_argument(
         "--postgres",

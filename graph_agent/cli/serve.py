@@ -115,6 +115,7 @@ def _serve(args: argparse.Namespace, cleanups: list[Callable[[], None]]) -> int:
             bound_host=args.host,
             allow_hosts=args.allow_host,
             cors_origins=args.cors_origin,
+            insecure_no_auth=args.insecure_no_auth,
         )
     except ValueError as exc:
         records.close()

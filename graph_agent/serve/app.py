@@ -112,6 +112,7 @@ def create_app(
     bound_host: str | None = None,
     allow_hosts: Iterable[str] = (),
     cors_origins: Iterable[str] = (),
+    insecure_no_auth: bool = False,
 ) -> Starlette:
     """A LangGraph-Server-compatible app serving ``targets``.
 
@@ -135,13 +136,18 @@ def create_app(
         bound_host: The address the server listens on. Without keys a request's ``Host`` must
             name it, ``localhost``, ``127.0.0.1``, ``[::1]`` or one of ``allow_hosts``
             (:mod:`graph_agent.serve.guard`); None: not it.
-        allow_hosts: More host names a keyless server answers to (``*``: any).
+        allow_hosts: More host names a keyless server answers to (``*``: any, only with
+            ``insecure_no_auth``).
         cors_origins: The origins, besides its own, whose web pages may call the server (they
-            get CORS answers; ``*``: any). Other pages' requests are a 403.
+            get CORS answers; ``*``: any, without keys only with ``insecure_no_auth``). Other
+            pages' requests are a 403.
+        insecure_no_auth: Without keys, take ``*`` in ``allow_hosts`` and ``cors_origins``
+            all the same (``--insecure-no-auth``: a proxy in front checks who calls).
 
     Raises:
         ValueError: ``input_keys`` names an assistant not served or a private key, a key is
-            in two groups, or an allowed host or CORS origin is not one.
+            in two groups, an allowed host or CORS origin is not one, or is ``*`` without
+            keys nor ``insecure_no_auth``.
 
     Example:
         >>> from graph_agent import StateGraph, START, END
@@ -178,6 +184,7 @@ def create_app(
         bound_host=bound_host,
         allow_hosts=allow_hosts,
         cors_origins=cors_origins,
+        insecure_no_auth=insecure_no_auth,
     )
     api.schemas = {
         name: assistant_schemas(name, target, api.input_keys[name]) for name, target in pairs
@@ -470,6 +477,8 @@ class _Api:
         thread_id = _creatable(_field(body, "thread_id", str, None) or str(uuid.uuid4()))
         metadata = _field(body, "metadata", dict, {})
         if_exists = _field(body, "if_exists", str, "raise")
+        if if_exists not in ("raise", "do_nothing"):
+            raise ApiError(422, f"if_exists must be raise or do_nothing, not {if_exists!r:.40}")
         existing = self._records_of(thread_id).thread(thread_id)
         if existing is not None:
             if if_exists == "do_nothing" and owns(existing.metadata):
@@ -624,10 +633,8 @@ class _Api:
                 + ", ".join(MULTITASK_STRATEGIES),
             )
         config = _field(body, "config", dict, {})
-        recursion_limit = config.get("recursion_limit")
-        if recursion_limit is not None and (
-            not isinstance(recursion_limit, int) or recursion_limit < 1
-        ):
+        max_steps = config.get("recursion_limit")  # true is an int to isinstance(), not here
+        if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
             raise ApiError(422, "config.recursion_limit must be a positive integer")
         command = _field(body, "command", dict, None)
         request = RunRequest(
@@ -638,7 +645,7 @@ class _Api:
             checkpoint_id=_checkpoint_id(body),
             metadata=_field(body, "metadata", dict, {}),
             context=_field(body, "context", dict, {}),
-            max_steps=recursion_limit,
+            max_steps=max_steps,
             multitask_strategy=strategy,
             stream_resumable=_field(body, "stream_resumable", bool, False),
         )

@@ -113,36 +113,28 @@ _UTF8 = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", "
 _ASCII = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
 
 
-def json_bytes(content: Any) -> bytes:
-    """``content`` as a response body: compact UTF-8 JSON, lone surrogates escaped
-    (``\\ud800``), non-finite floats as ``null``."""
-    try:
-        text = _UTF8.encode(content)
-    except ValueError:  # a NaN or infinity a value already held (the door refuses new ones)
-        content = _finite(content)
-        text = _UTF8.encode(content)
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: JSON's escape keeps it exactly
-        return _ASCII.encode(content).encode("ascii")
-
-
 def json_text(data: Any) -> str:
-    """``data`` as the compact JSON a stream event carries (and the records keep): always
-    encodable as UTF-8, lone surrogates escaped (``\\ud800``), non-finite floats as ``null``
-    (a node may write a NaN; strict JSON parsers, a browser's included, refuse ``NaN``)."""
+    """``data`` as compact JSON: always encodable as UTF-8, lone surrogates escaped
+    (``\\ud800``), non-finite floats as ``null`` (a node may write a NaN; strict JSON parsers,
+    a browser's included, refuse ``NaN``). What a stream event carries (and the records keep),
+    and, encoded, every response body (:func:`json_bytes`)."""
     try:
         text = _UTF8.encode(data)
-    except ValueError:  # a NaN or infinity
+    except ValueError:  # a NaN or infinity a value already held (the door refuses new ones)
         data = _finite(data)
         text = _UTF8.encode(data)
-    if text.isascii():  # nearly every event, and a constant-time check
+    if text.isascii():  # nearly every body and event, and a constant-time check
         return text
     try:
         text.encode("utf-8")
-    except UnicodeEncodeError:
+    except UnicodeEncodeError:  # a lone surrogate: JSON's escape keeps it exactly
         return _ASCII.encode(data)
     return text
+
+
+def json_bytes(content: Any) -> bytes:
+    """``content`` as a response body: :func:`json_text`, in UTF-8."""
+    return json_text(content).encode("utf-8")
 
 
 def _finite(value: Any) -> Any:

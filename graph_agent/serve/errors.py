@@ -7,13 +7,12 @@ value the server holds secret.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from starlette.types import Send
 
-from graph_agent.serve.bodies import JSONResponse
+from graph_agent.serve.bodies import JSONResponse, json_bytes
 
 __all__ = ["CODES", "error_body", "error_bytes", "error_response", "send_error"]
 
@@ -46,7 +45,7 @@ def error_response(
 
 def error_bytes(status: int, detail: str, code: str | None = None) -> bytes:
     """An error body as bytes, for middleware that answers before the app runs."""
-    return json.dumps(error_body(status, detail, code)).encode()
+    return json_bytes(error_body(status, detail, code))
 
 
 async def send_error(

@@ -1,17 +1,20 @@
 """What a client may name things with: the thread ids it may create, the ``Last-Event-ID`` it
 sends back, the checkpoint a page of history ends before, the counts it puts in a query
-string. Each check says what was wrong and what to
-send instead (the API answers it with a 4xx, never a 500).
+string. Each check says what was wrong and what to send instead (the API answers it with a
+4xx, never a 500).
 
 **Thread ids.** LangGraph Server makes thread ids UUIDs, and its clients accept any string a
-thread is created with. Here a client may choose any id that it can address afterwards, since
-every call on a thread names it in the URL path (``/threads/{thread_id}/...``): one to
-:data:`MAX_THREAD_ID` characters, without ``/`` (a path separator even when escaped as
-``%2F``: the server decodes it before routing), control characters (``%00`` and the like,
-which no database column of text takes whole: PostgreSQL refuses NUL) or lone surrogates (no
-URL can encode them), and neither ``.`` nor ``..`` (dot segments that browsers and ``httpx``
-collapse before sending). Anything else (spaces, ``?``, ``#``, ``%``, any script) is fine
-percent-encoded, as LangGraph's SDKs do.
+thread is created with. Here a client may choose any id that every client can address
+afterwards, since every call on a thread names it in the URL path (``/threads/{thread_id}/...``):
+LangGraph's Python SDK percent-encodes the id there, but its JS SDK (and so ``useStream`` and
+every web front end on it) builds the path without encoding. So an id is one to
+:data:`MAX_THREAD_ID` characters, without ``/`` (a path separator even when escaped as ``%2F``:
+the server decodes it before routing), ``?`` and ``#`` (they would end the path), ``%`` (it
+would be decoded as an escape), ``\\`` (browsers read it as ``/``), whitespace, control
+characters (``%00`` and the like, which no database column of text takes whole: PostgreSQL
+refuses NUL) or lone surrogates (no URL can encode them), and neither ``.`` nor ``..`` (dot
+segments that browsers and ``httpx`` collapse before sending). Any other character, of any
+script, is fine: a browser percent-encodes in a path what a path may not hold as it is.
 """
 
 from __future__ import annotations
@@ -38,8 +41,11 @@ MAX_COUNT = 2**63 - 1
 """The largest count or event id taken (the records' integer columns hold 64 bits)."""
 
 _COUNT = re.compile(r"[0-9]{1,19}")  # ASCII digits only: str.isdigit() takes '²' too
-_FORBIDDEN = re.compile(r"[/\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-"""In a thread id: ``/``, the control characters (Unicode's Cc) and lone surrogates."""
+_FORBIDDEN = re.compile(r"[/?#%\\\s\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+"""In a thread id: ``/?#%\\``, whitespace, the control characters (Unicode's Cc) and lone
+surrogates."""
+_KIND = {"Cc": "a control character", "Cs": "a lone surrogate", "Zs": "whitespace"}
+"""How the refusal names a forbidden character, by Unicode category (others by themselves)."""
 
 
 def thread_id_problem(thread_id: str) -> str | None:
@@ -47,8 +53,8 @@ def thread_id_problem(thread_id: str) -> str | None:
     ``None`` when it may."""
     found = _FORBIDDEN.search(thread_id)
     if found is not None:
-        bad = unicodedata.category(found.group())
-        what = {"Cc": "a control character", "Cs": "a lone surrogate"}.get(bad, "'/'")
+        bad = found.group()
+        what = _KIND.get(unicodedata.category(bad), "whitespace" if bad.isspace() else repr(bad))
     elif thread_id in (".", ".."):
         what = "only dots"
     elif not thread_id or len(thread_id) > MAX_THREAD_ID:
@@ -56,9 +62,10 @@ def thread_id_problem(thread_id: str) -> str | None:
     else:
         return None
     return (
-        f"thread_id {thread_id!r:.80} has {what}: a thread id names the thread in URL paths, so "
-        f"it is 1 to {MAX_THREAD_ID} characters of any kind but '/', control characters and "
-        "lone surrogates, and not '.' or '..'; leave thread_id out to get a UUID"
+        f"thread_id {thread_id!r:.80} has {what}: a thread id names the thread in URL paths "
+        "(which LangGraph's JS SDK does not encode), so it is 1 to "
+        f"{MAX_THREAD_ID} characters of any kind but / ? # % \\, whitespace, control "
+        "characters and lone surrogates, and not '.' or '..'; leave thread_id out to get a UUID"
     )
 
 

@@ -322,7 +322,7 @@ class PostgresRecords:
             self.wide_event_ids = _widen_event_ids(conn)
             """Whether the events table holds 64-bit ids, as each attempt of a run numbering its
             events in a range of its own needs (see
-            :func:`graph_agent.serve.queue.first_event_id`)."""
+            :func:`graph_agent.serve.queue_events.first_event_id`)."""
         schema = str(found[0]) if found else ""
         self.channel = f"{CHANNEL}_{hashlib.sha256(schema.encode()).hexdigest()[:12]}"
         """The NOTIFY channel of the processes on these tables (notifications are per database:
@@ -687,7 +687,8 @@ def _widen_event_ids(conn: Any) -> bool:
     """Widen a 32-bit events table to 64-bit ids (a rewrite of the table), in a transaction of
     its own that waits at most :data:`WIDEN_LOCK_TIMEOUT` for the table: whether the ids are
     64-bit now. On a busy table it is left as it is, with a warning saying how to widen it
-    offline; runs go on with 32-bit ids (see :func:`graph_agent.serve.queue.first_event_id`)."""
+    offline; runs go on with 32-bit ids (see
+    :func:`graph_agent.serve.queue_events.first_event_id`)."""
     import psycopg
 
     if not conn.execute(_NARROW_EVENT_IDS).fetchone()[0]:

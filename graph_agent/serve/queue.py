@@ -34,7 +34,7 @@ a run does not need.
   PostgreSQL saver's heartbeat thread extends no lease while the worker's event loop does not
   answer). Only the node running when the worker froze may finish twice, as with a lost
   lease. The new attempt numbers its events above any id the silent worker may have told
-  its clients without storing it (:func:`first_event_id`).
+  its clients without storing it (:func:`~graph_agent.serve.queue_events.first_event_id`).
 - **Events reach every process.** Events are rows (``seq`` per run), written in batches (each
   batch while the run goes on, the last with the run's end, in one statement) and announced
   through the notifier (``NOTIFY``, or Redis pub/sub: :mod:`graph_agent.serve.notify`); one
@@ -62,7 +62,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +70,7 @@ from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphCancelledError, ThreadBusyError
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.serve.pg_records import UNFINISHED, Claim, Ending, PostgresRecords
+from graph_agent.serve.queue_events import EventWriter, first_event_id, narrow_first_event_id
 from graph_agent.serve.records import RunRecord, RunStatus, ThreadRecord, ThreadStatus
 from graph_agent.serve.runs import (
     ActiveRun,
@@ -77,15 +78,16 @@ from graph_agent.serve.runs import (
     Runnable,
     Runner,
     RunRequest,
+    end_not_recorded_error,
     new_run_record,
     rollback_thread,
     thread_busy,
     thread_values,
 )
-from graph_agent.serve.tasks import cancel_and_await
+from graph_agent.serve.tasks import cancel_and_await, wait_at_most
 from graph_agent.serve.wire import error_json, to_json
 
-__all__ = ["ATTEMPT_EVENT_IDS", "QueueRunner", "RemoteRun", "first_event_id", "work_forever"]
+__all__ = ["QueueRunner", "RemoteRun", "work_forever"]
 
 _log = logging.getLogger(__name__)
 
@@ -94,9 +96,6 @@ POLL_SECONDS = 0.5
 CLAIM_DELAY_SECONDS = 0.002
 """How long a worker waits, per run it is running, before it claims a queued run: every
 worker hears of a run at once, and so the least busy one gets it."""
-EVENT_BATCH_SECONDS = 1.0
-"""How long a run's events wait to be written with the next ones while no client in another
-process follows it (see ``_EventWriter``)."""
 FOLLOW_ASK_SECONDS = POLL_SECONDS * 20
 """How long a worker remembers a client's ask to follow a run it has not claimed (a follower
 asks again after each :data:`POLL_SECONDS` ``* 4`` without news)."""
@@ -133,7 +132,7 @@ class RemoteRun(ActiveRun):
             wake = self.runner.wake_for(self.record.run_id, events=False)
             if not await self._refresh() or self.finished:
                 return self.last_result
-            await _wait_at_most(wake, POLL_SECONDS * 4)
+            await wait_at_most(wake, POLL_SECONDS * 4)
 
     async def follow(self, after: int = -1) -> AsyncIterator[tuple[int, str, str]]:
         run_id, asked = self.record.run_id, False
@@ -150,82 +149,8 @@ class RemoteRun(ActiveRun):
                 after = item[0]
             if ended:
                 return
-            if not await _wait_at_most(wake, POLL_SECONDS * 4):
+            if not await wait_at_most(wake, POLL_SECONDS * 4):
                 asked = False  # it may have moved to another worker meanwhile: ask again
-
-
-class _EventWriter:
-    """A running run's event log (``ActiveRun.log``). Clients of this process read the events
-    from memory; the table is for clients elsewhere, who ask for them (:meth:`follow`), and
-    for those who come back later. So events are written in batches: every
-    :data:`EVENT_BATCH_SECONDS` while nobody elsewhere follows the run, at once (one statement
-    in flight at a time) once someone does; what is left when the run ends goes with its end
-    (see :meth:`drain`). A quick run nobody follows elsewhere writes its events in the
-    statement that ends it."""
-
-    def __init__(self, records: PostgresRecords, run_id: str, claim: Claim) -> None:
-        self.records = records
-        self.run_id = run_id
-        self.claim = claim
-        self.pending: list[tuple[int, str, str]] = []
-        self.writing: asyncio.Task[None] | None = None
-        self.waiting: asyncio.TimerHandle | None = None  # until the next batch is written
-        self.followed = False
-        self.stopped = False
-
-    def __call__(self, run_id: str, seq: int, event: str, data: str) -> None:
-        if self.stopped:
-            return
-        self.pending.append((seq, event, data))
-        if self.writing is None and self.waiting is None:
-            if self.followed:
-                self._write_now()
-            else:
-                loop = asyncio.get_running_loop()
-                self.waiting = loop.call_later(EVENT_BATCH_SECONDS, self._write_now)
-
-    def follow(self) -> None:
-        """A client in another process follows the run: write its events as they come."""
-        self.followed = True
-        self._write_now()
-
-    def stop(self) -> None:
-        """The run's claim was taken over: write nothing more (the records would refuse it)."""
-        self.stopped = True
-        self.pending.clear()
-        if self.waiting is not None:
-            self.waiting.cancel()
-            self.waiting = None
-
-    def _write_now(self) -> None:
-        if self.waiting is not None:
-            self.waiting.cancel()
-            self.waiting = None
-        if self.writing is None and self.pending:
-            self.writing = asyncio.get_running_loop().create_task(self._write())
-
-    async def _write(self) -> None:
-        try:
-            while self.pending:
-                batch, self.pending = self.pending, []
-                try:
-                    await self.records.aadd_events(self.run_id, batch, self.claim)
-                except Exception as exc:  # kept: the run's end writes them (or tries again)
-                    _log.warning("graph-agent serve: could not store events (%s)", exc)
-                    self.pending[:0] = batch
-                    return
-        finally:
-            self.writing = None
-
-    async def drain(self) -> list[tuple[int, str, str]]:
-        """The events not written yet, taken out (after the batch being written, if any)."""
-        if self.waiting is not None:
-            self.waiting.cancel()
-            self.waiting = None
-        while self.writing is not None:
-            await asyncio.wait([self.writing])
-        rest, self.pending = self.pending, []
-        return rest
 
 
 @dataclass(kw_only=True)
@@ -233,7 +158,8 @@ class _LocalRun(ActiveRun):
     """A run this process claimed, followed here from memory. Should another worker take it
     over (this one was silent too long), those waiting here get that worker's result, and
     those following here go on with its events from the table: every event of its attempt,
-    numbered above any this one told (see :func:`first_event_id`)."""
+    numbered above any this one told (see
+    :func:`~graph_agent.serve.queue_events.first_event_id`)."""
 
     runner: QueueRunner
     lost: bool = False
@@ -261,7 +187,7 @@ class _LocalRun(ActiveRun):
 class _Claimed:
     run: _LocalRun
     claim: Claim
-    writer: _EventWriter
+    writer: EventWriter
     since: float = field(default_factory=time.monotonic)
     cancel_action: list[str] = field(default_factory=list)
     ending: bool = False  # its end is being written: its claim is no longer renewed
@@ -320,7 +246,7 @@ class QueueRunner(Runner):
         listening = asyncio.Event()
         notifier, channel = self.records.notifier, self.records.channel
         self._tasks.append(asyncio.create_task(notifier.listen(channel, self._dispatch, listening)))
-        await _wait_at_most(listening, 10)
+        await wait_at_most(listening, 10)
         if self.work:
             self._guard_leases()
             self._tasks.append(asyncio.create_task(self._work()))
@@ -518,7 +444,7 @@ class QueueRunner(Runner):
                         run.cancel.set()
             except Exception:  # the database went away a moment: try again at the next poll
                 _log.exception("graph-agent serve: claiming runs failed")
-            await _wait_at_most(self._queue_wake, upkeep_every)
+            await wait_at_most(self._queue_wake, upkeep_every)
 
     async def _upkeep(self, beat: bool) -> None:
         """Renew this worker's claims (with ``beat``), stop the runs whose claims were taken
@@ -601,7 +527,7 @@ class QueueRunner(Runner):
     ) -> ActiveRun:
         """Run a run this process claimed, as a task; its clients here follow it in memory."""
         claim = Claim(worker=self.worker_key, attempt=attempt)
-        writer = _EventWriter(self.records, record.run_id, claim)
+        writer = EventWriter(self.records, record.run_id, claim)
         writer.followed = self._follow_asks.pop(record.run_id, None) is not None
         run = _LocalRun(record=record, request=request, log=writer, runner=self)
         run.earlier = list(events or ())
@@ -631,82 +557,99 @@ class QueueRunner(Runner):
             run.end()
 
     async def _execute_claimed(self, claimed: _Claimed) -> None:
-        run, attempt = claimed.run, claimed.claim.attempt
-        thread_id, run_id = run.record.thread_id, run.record.run_id
-        run.emit("metadata", {"run_id": run_id, "attempt": attempt})
-        run_status: RunStatus = "success"
-        thread_status: ThreadStatus = "idle"
-        result: Any
+        run = claimed.run
+        run.emit("metadata", {"run_id": run.record.run_id, "attempt": claimed.claim.attempt})
         runnable = self.assistants.get(run.request.assistant_id)
+        outcome: _Outcome | None
         try:
             if runnable is None:
                 raise LookupError(
                     f"this worker does not serve assistant {run.request.assistant_id}"
                 )
-            if attempt > 1:
-                timeout = max(LEASE_WAIT_SECONDS, 2 * self.records.worker_timeout)
-                await asyncio.to_thread(_await_lease, runnable, thread_id, timeout)
-                run.request = await asyncio.to_thread(_resumed, runnable, run.record, run.request)
-            if run.cancel.is_set():
-                raise _Cancelled
-            seen = None
-            if run.request is not _NOTHING_LEFT:
-                seen = await self._stream(run, runnable)
-            if _ended_on(seen, runnable) and not run.cancel.is_set():
-                assert seen is not None and seen.state is not None
-                result = to_json(seen.state.data())  # what get_state() would read back
-            else:
-                values, snapshot = await asyncio.to_thread(thread_values, runnable, thread_id)
-                result = to_json(values)
-                if snapshot is not None and snapshot.interrupts:
-                    thread_status = "interrupted"
-                    result["__interrupt__"] = to_json(list(snapshot.interrupts))
-                if run.cancel.is_set() and snapshot is not None and snapshot.next:
-                    raise _Cancelled
+            outcome = await self._run_through(claimed, runnable)
         except (_Cancelled, GraphCancelledError):
             assert runnable is not None
-            if claimed.run.lost:
-                return
-            if "rollback" in claimed.cancel_action:
-                if not await self._holds(claimed):  # the thread is the new claimer's now
-                    self._lose(run_id, claimed)
-                    return
-                await asyncio.to_thread(rollback_thread, runnable, thread_id, {run_id})
-                await claimed.writer.drain()
-                if not await self.records.arolled_back(run_id, thread_id, claimed.claim):
-                    # taken over meanwhile: the run is the new claimer's to roll back (its
-                    # cancel is on the row), and those waiting here get what it does
-                    self._lose(run_id, claimed)
-                    return
-                run.rolled_back = True
-                return
-            run_status = "interrupted"
-            result = to_json((await asyncio.to_thread(thread_values, runnable, thread_id))[0])
+            try:  # stopping reads and writes too; should that fail, the run ends all the same
+                outcome = await self._stop(claimed, runnable)
+            except Exception as exc:
+                outcome = await self._failed(claimed, exc)
         except Exception as exc:
-            # e.g. the saver refused a checkpoint because the thread's lease was taken: the
-            # run was taken over, and its error here is no error of the run's
-            if claimed.run.lost or not await self._holds(claimed):
-                self._lose(run_id, claimed)
-                return
-            run_status, thread_status = "error", "error"
-            error = error_json(exc)
-            result = {"__error__": error}
-            run.emit("error", error)
-        if claimed.run.lost:
-            return
+            outcome = await self._failed(claimed, exc)
+        if outcome is not None and not claimed.run.lost:
+            await self._end(claimed, outcome)
+
+    async def _run_through(self, claimed: _Claimed, runnable: Runnable) -> _Outcome:
+        """Run the claimed run (resumed from its thread's last checkpoint when taken over)
+        until it ends, and read its result. Raises :class:`_Cancelled` (or the graph's
+        :class:`GraphCancelledError`) when it was cancelled before its end."""
+        run, attempt = claimed.run, claimed.claim.attempt
+        thread_id = run.record.thread_id
+        if attempt > 1:
+            timeout = max(LEASE_WAIT_SECONDS, 2 * self.records.worker_timeout)
+            await asyncio.to_thread(_await_lease, runnable, thread_id, timeout)
+            run.request = await asyncio.to_thread(_resumed, runnable, run.record, run.request)
+        if run.cancel.is_set():
+            raise _Cancelled
+        seen = None
+        if run.request is not _NOTHING_LEFT:
+            seen = await self._stream(run, runnable)
+        if _ended_on(seen, runnable) and not run.cancel.is_set():
+            assert seen is not None and seen.state is not None
+            return _Outcome("success", "idle", to_json(seen.state.data()))  # as get_state()
+        values, snapshot = await asyncio.to_thread(thread_values, runnable, thread_id)
+        result = to_json(values)
+        thread_status: ThreadStatus = "idle"
+        if snapshot is not None and snapshot.interrupts:
+            thread_status = "interrupted"
+            result["__interrupt__"] = to_json(list(snapshot.interrupts))
+        if run.cancel.is_set() and snapshot is not None and snapshot.next:
+            raise _Cancelled
+        return _Outcome("success", thread_status, result)
+
+    async def _stop(self, claimed: _Claimed, runnable: Runnable) -> _Outcome | None:
+        """End a cancelled run: ``interrupted``, or rolled back (deleted, its thread taken
+        back) when asked so. None: nothing left to record (rolled back, or taken over)."""
+        run = claimed.run
+        thread_id, run_id = run.record.thread_id, run.record.run_id
+        if run.lost:
+            return None
+        if "rollback" not in claimed.cancel_action:
+            values = (await asyncio.to_thread(thread_values, runnable, thread_id))[0]
+            return _Outcome("interrupted", "idle", to_json(values))
+        if not await self._holds(claimed):  # the thread is the new claimer's now
+            self._lose(run_id, claimed)
+            return None
+        await asyncio.to_thread(rollback_thread, runnable, thread_id, {run_id})
+        await claimed.writer.drain()
+        if not await self.records.arolled_back(run_id, thread_id, claimed.claim):
+            # taken over meanwhile: the run is the new claimer's to roll back (its cancel is
+            # on the row), and those waiting here get what it does
+            self._lose(run_id, claimed)
+            return None
+        run.rolled_back = True
+        return None
+
+    async def _failed(self, claimed: _Claimed, exc: Exception) -> _Outcome | None:
+        """End a run that raised ``exc`` as ``error`` (its clients get the error event).
+        None when the run was taken over: e.g. the saver refused a checkpoint because the
+        thread's lease was taken, and the error here is no error of the run's."""
+        if claimed.run.lost or not await self._holds(claimed):
+            self._lose(claimed.run.record.run_id, claimed)
+            return None
+        error = error_json(exc)
+        claimed.run.emit("error", error)
+        return _Outcome("error", "error", {"__error__": error})
+
+    async def _end(self, claimed: _Claimed, outcome: _Outcome) -> None:
+        """Record how the run ended, with its events not written yet."""
+        run, run_id = claimed.run, claimed.run.record.run_id
         claimed.ending = True
         events = await claimed.writer.drain()
         try:
-            ended = await self._write_end(claimed, run_status, result, thread_status, events)
-        except Exception as exc:  # refused, not only away a moment: the run ends as an error
+            ended = await self._write_end(claimed, outcome, events)
+        except Exception:  # refused, not only away a moment: the run ends as an error
             _log.exception("graph-agent serve: could not record the end of run %s", run_id)
-            message = f"the server could not record how this run ended ({exc})"
-            error = {"error": type(exc).__name__, "message": message}
-            result, number = {"__error__": error}, run.first_id + len(run.events)
-            run.log = None  # its clients here get it now; the records with the end
-            run.emit("error", error)
-            last = [(number, "error", run.events[-1][1])]
-            ended = await self._write_end(claimed, "error", result, "error", last)
+            outcome, ended = await self._end_as_error(claimed, events)
         if ended == "deleted":
             _log.info(
                 "graph-agent serve: run %s was deleted (with its thread) while it ran here; its "
@@ -721,23 +664,39 @@ class QueueRunner(Runner):
             )
             run.lost = True  # those waiting here get the other worker's result
             return
-        run.result = result
+        run.result = outcome.result
+
+    async def _end_as_error(
+        self, claimed: _Claimed, events: list[tuple[int, str, str]]
+    ) -> tuple[_Outcome, Ending]:
+        """Record a run whose end the records refused as ``error``: with its unwritten
+        ``events`` and the error event after them, or, should that be refused too (an event
+        the records cannot take), with the error event alone."""
+        run = claimed.run
+        failed = _Outcome("error", "error", {"__error__": end_not_recorded_error()})
+        number = run.first_id + len(run.events)
+        run.log = None  # its clients here get it now; the records with the end
+        run.emit("error", failed.result["__error__"])
+        last = [(number, "error", run.events[-1][1])]
+        try:
+            return failed, await self._write_end(claimed, failed, events + last)
+        except Exception:
+            if not events:
+                raise
+            _log.exception("graph-agent serve: run %s's last events refused too", run.record.run_id)
+        return failed, await self._write_end(claimed, failed, last)
 
     async def _write_end(
-        self,
-        claimed: _Claimed,
-        status: RunStatus,
-        result: Any,
-        thread_status: ThreadStatus,
-        events: list[tuple[int, str, str]],
+        self, claimed: _Claimed, outcome: _Outcome, events: list[tuple[int, str, str]]
     ) -> Ending:
         """:meth:`PostgresRecords.afinish_run`, tried again while the database may be away a
         moment (a connection lost, a pool exhausted); its last failure is raised, and at once
         one that trying again cannot mend (the statement refused)."""
         import psycopg
 
-        record = claimed.run.record
-        end = (record.run_id, record.thread_id, status, result, claimed.claim, thread_status)
+        record, claim = claimed.run.record, claimed.claim
+        status, result, thread_status = outcome.status, outcome.result, outcome.thread_status
+        end = (record.run_id, record.thread_id, status, result, claim, thread_status)
         for delay in (0.1, 0.5, 2.0):
             try:
                 return await self.records.afinish_run(*end, events)
@@ -745,36 +704,6 @@ class QueueRunner(Runner):
                 _log.warning("graph-agent serve: could not record the end of a run (%s)", exc)
                 await asyncio.sleep(delay)
         return await self.records.afinish_run(*end, events)
-
-
-ATTEMPT_EVENT_IDS = 1 << 32
-"""How many event ids each attempt of a run has (far more than a run emits)."""
-
-
-def first_event_id(attempt: int) -> int:
-    """The id of the first event of a run's ``attempt`` (1 for its first claim).
-
-    A worker that loses its claim may have told its own clients events it never stored, under
-    ids the new claimer cannot know; numbered on from the stored ones, the new attempt's
-    events would take those ids again, and a client that saw them would skip (filter out, or
-    resume past with ``Last-Event-ID``) as many of the new attempt's. So each attempt numbers
-    its events in a range of its own, above every id an earlier attempt could have used."""
-    return (attempt - 1) * ATTEMPT_EVENT_IDS
-
-
-NARROW_ATTEMPT_GAP = 1 << 16
-"""On a 32-bit events table, the ids a later attempt leaves unused after the stored ones."""
-
-
-def narrow_first_event_id(attempt: int, stored: Collection[tuple[int, str, str]]) -> int:
-    """:func:`first_event_id` on an events table still holding 32-bit ids (too busy to widen
-    at start: see :attr:`PostgresRecords.wide_event_ids`), where an attempt's range of its own
-    would overflow: a later attempt numbers its events after the stored ones, leaving
-    :data:`NARROW_ATTEMPT_GAP` ids for those an earlier attempt told without storing (a
-    client that saw more than that many unstored ones would skip some of the new attempt's)."""
-    if attempt <= 1:
-        return 0
-    return max((seq for seq, _, _ in stored), default=-1) + 1 + NARROW_ATTEMPT_GAP
 
 
 def _ended_on(seen: Any, runnable: Runnable) -> bool:
@@ -788,17 +717,6 @@ def _ended_on(seen: Any, runnable: Runnable) -> bool:
     )
 
 
-async def _wait_at_most(event: asyncio.Event, seconds: float) -> bool:
-    """Whether ``event`` was set within ``seconds``. Not ``asyncio.wait_for``: on Python 3.11
-    it returns normally when it is cancelled just as what it awaits completes, and the cancel
-    is lost (see :func:`cancel_and_await`); ``asyncio.timeout`` waits in the caller's task, whose
-    cancel is never lost so."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await event.wait()
-    return event.is_set()
-
-
 def _set(wake: asyncio.Event | None) -> None:
     if wake is not None:
         wake.set()
@@ -806,6 +724,15 @@ def _set(wake: asyncio.Event | None) -> None:
 
 class _Cancelled(Exception):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """How a claimed run ended, to be recorded: its status, its thread's, its result."""
+
+    status: RunStatus
+    thread_status: ThreadStatus
+    result: Any
 
 
 _NOTHING_LEFT = RunRequest(assistant_id="")

@@ -79,6 +79,7 @@ __all__ = [
     "RunRequest",
     "Runner",
     "ThreadBusy",
+    "end_not_recorded_error",
     "rollback_thread",
     "sse_text",
     "thread_values",
@@ -101,8 +102,20 @@ STREAM_MODES: tuple[str, ...] = get_args(StreamMode)
 MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
 MULTITASK_STRATEGIES: tuple[str, ...] = ("reject", "enqueue", "interrupt", "rollback")
 CancelAction = Literal["interrupt", "rollback"]
+END_NOT_RECORDED = (
+    "the server could not record how this run ended, so it ended as an error; the server's "
+    "log says why"
+)
+"""The message of :func:`end_not_recorded_error`."""
 EventLog = Callable[[str, int, str, str], None]
 """Stores one event of a run: ``(run_id, seq, event, data as JSON text)``."""
+
+
+def end_not_recorded_error() -> dict[str, Any]:
+    """The error a run ends with when the records refused to write how it ended (its
+    ``error`` event and ``__error__``). Fixed: what the database said may quote values the
+    server holds (see :mod:`graph_agent.serve.errors`), so it goes to the server's log only."""
+    return {"error": "RunEndNotRecorded", "message": END_NOT_RECORDED}
 
 
 def sse_text(data: Any) -> str:
@@ -142,7 +155,7 @@ class ActiveRun:
     """A run the server started: its record, its events so far, and how to stop it.
 
     Events are numbered in the order emitted, from ``first_id`` (0 but for a run taken over
-    from another worker: see :func:`graph_agent.serve.queue.first_event_id`), after the
+    from another worker: see :func:`graph_agent.serve.queue_events.first_event_id`), after the
     ``earlier`` ones; the number is the SSE event id a client sends back as ``Last-Event-ID``
     to get what it missed.
     """
@@ -472,12 +485,11 @@ class Runner:
             self._set_status(run, run_status)
             if latest:
                 self.records.set_thread_status(thread_id, thread_status)
-        except Exception as exc:
+        except Exception:
             _log.exception(
                 "graph-agent serve: could not record the end of run %s", run.record.run_id
             )
-            message = f"the server could not record how this run ended ({exc})"
-            error = {"error": type(exc).__name__, "message": message}
+            error = end_not_recorded_error()
             run.result = {"__error__": error}
             run.record.status = "error"
             run.log = None  # the records refused the end: this event is told from memory only

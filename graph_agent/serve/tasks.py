@@ -1,14 +1,16 @@
-"""Stopping the server's background tasks, for the in-process runner
-(:mod:`graph_agent.serve.runs`), the queue's workers (:mod:`graph_agent.serve.queue`) and the
-app alike: a module of its own, as ``runs`` cannot import ``queue`` (which imports it)."""
+"""Stopping the server's background tasks, and waiting in them, without losing a cancel: for
+the in-process runner (:mod:`graph_agent.serve.runs`), the queue's workers
+(:mod:`graph_agent.serve.queue`) and the app alike; a module of its own, as ``runs`` cannot
+import ``queue`` (which imports it)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Collection
 
-__all__ = ["CANCEL_AGAIN_SECONDS", "cancel_and_await"]
+__all__ = ["CANCEL_AGAIN_SECONDS", "cancel_and_await", "wait_at_most"]
 
 _log = logging.getLogger(__name__)
 
@@ -41,3 +43,14 @@ async def cancel_and_await(tasks: Collection[asyncio.Task[None]]) -> None:
                 task.get_name(),
                 exc_info=error,
             )
+
+
+async def wait_at_most(event: asyncio.Event, seconds: float) -> bool:
+    """Whether ``event`` was set within ``seconds``. Not ``asyncio.wait_for``: on Python 3.11
+    it returns normally when it is cancelled just as what it awaits completes, and the cancel
+    is lost (see :func:`cancel_and_await`); ``asyncio.timeout`` waits in the caller's task, whose
+    cancel is never lost so."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    return event.is_set()

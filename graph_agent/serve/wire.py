@@ -5,8 +5,11 @@ LangGraph's clients and UIs read; requests may send either that shape or ours (`
 What a node writes to an append key travels as LangGraph sends its own: :class:`RemoveMessage`
 as LangChain's ``{"type": "remove", "id": ...}``, and :class:`ReplaceAll` of messages as
 ``[{"type": "remove", "id": "__remove_all__"}, *messages]`` (what ``add_messages`` reads), of
-other items as LangGraph's ``{"__overwrite__": [...]}``; both are read back. A failed run's
-error names the exception a node raised, as LangGraph does, with our node and step beside it.
+other items as LangGraph's ``{"__overwrite__": [...]}``. Both are read back under ``messages``
+only (:func:`input_from_json`): reading a request, the server does not know which other keys
+append, and on a key that does not, a replace-all would be stored as the value itself. A failed
+run's error names the exception a node raised, as LangGraph does, with our node and step beside
+it.
 """
 
 from __future__ import annotations

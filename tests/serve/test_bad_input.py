@@ -98,3 +98,21 @@ def test_every_error_is_json_with_a_code(
     assert response.status_code == status
     assert response.json()["code"] == code
     assert isinstance(response.json()["detail"], str)
+
+
+@pytest.mark.parametrize("limit", [True, False, 0, -1, 2.0, "10"])
+def test_a_recursion_limit_that_is_no_positive_integer_is_a_422(
+    strict: Server, limit: object
+) -> None:
+    body = {"assistant_id": "chain", "input": {"x": 1}, "config": {"recursion_limit": limit}}
+    response = httpx.post(f"{strict.url}/runs/wait", json=body)
+    assert response.status_code == 422
+    assert "config.recursion_limit must be a positive integer" in response.json()["detail"]
+
+
+def test_an_unknown_if_exists_is_a_422_naming_the_choices(strict: Server) -> None:
+    body = {"thread_id": "if-exists-nope", "if_exists": "nope"}
+    response = httpx.post(f"{strict.url}/threads", json=body)
+    assert response.status_code == 422
+    assert "if_exists must be raise or do_nothing, not 'nope'" in response.json()["detail"]
+    assert httpx.get(f"{strict.url}/threads/if-exists-nope").status_code == 404  # not made

@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from graph_agent.serve.bodies import MAX_DEPTH, json_text
+from graph_agent.serve.bodies import MAX_DEPTH, JSONResponse, json_bytes, json_text
+from graph_agent.serve.errors import error_body, error_bytes
 from graph_agent.serve.records import ThreadRecord, now
 from tests.serve.servers import KINDS, Served, serving
 
@@ -164,3 +165,15 @@ def test_a_stream_event_holding_a_nan_a_node_wrote_carries_null_as_langgraph_doe
     assert _strict(json_text(data)) == {
         "values": {"score": None, "ratio": [None, 0.5], "note": LONE}
     }
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"text": "ünï 用户"}, {"text": f"a{LONE}b"}, {"n": float("nan")}, [1, {"a": None}]],
+    ids=["non-ascii", "lone-surrogate", "nan", "nested"],
+)
+def test_responses_events_and_error_bodies_are_written_by_one_encoder(value: Any) -> None:
+    text = json_text(value)
+    assert JSONResponse(value).body == json_bytes(value) == text.encode("utf-8")
+    detail = json.dumps(value, ensure_ascii=False)  # any text a refusal may quote
+    assert error_bytes(403, detail, "x") == json_bytes(error_body(403, detail, "x"))

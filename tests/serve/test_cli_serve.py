@@ -161,3 +161,39 @@ def test_a_cors_origin_that_is_not_one_is_a_usage_error(
     command = ["serve", "tests/serve/graphs.py:chain", "--db", str(tmp_path / "serve.db")]
     assert main([*command, "--cors-origin", "localhost:3000/app"]) == 2
     assert "--cors-origin 'localhost:3000/app' is not an origin" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("option", "config"),
+    [
+        (["--cors-origin", "*"], None),
+        (["--allow-host", "*"], None),
+        ([], {"http": {"cors": {"allow_origins": ["*"]}}}),
+        ([], {"allow_hosts": ["*"]}),
+    ],
+)
+def test_star_without_keys_is_a_usage_error_unless_insecure_no_auth(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    option: list[str],
+    config: dict[str, object] | None,
+) -> None:
+    """Such a server never listens: the command stops before (here, listening fails)."""
+
+    def no_port(*args: object, **kwargs: object) -> object:
+        raise OSError("no port in this test")
+
+    monkeypatch.setattr("graph_agent.cli.serve._listen", no_port)
+    targets = ["tests/serve/graphs.py:chain"]
+    if config is not None:
+        file = tmp_path / "langgraph.json"
+        graphs = {"chain": f"{ROOT}/tests/serve/graphs.py:chain"}
+        file.write_text(json.dumps({"graphs": graphs, **config}))
+        targets = [str(file)]
+    command = ["serve", *targets, *option, "--db", str(tmp_path / "serve.db")]
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert "on a server without API keys" in err and "--insecure-no-auth" in err
+    assert main([*command, "--insecure-no-auth"]) == 1  # past the app: only the port is missing
+    assert "cannot listen" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""How a run executing in PostgreSQL mode writes its events (``_EventWriter``): the statement
+"""How a run executing in PostgreSQL mode writes its events (``EventWriter``): the statement
 that ends a quick run nobody follows from elsewhere carries them all; once a client in another
 process follows the run, they are written as they come; nothing is lost or written twice."""
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from graph_agent.serve.pg_records import Claim
-from graph_agent.serve.queue import _EventWriter
+from graph_agent.serve.queue_events import EventWriter
 
 
 class Rows:
@@ -26,9 +26,9 @@ class Rows:
         self.batches.append(list(events))
 
 
-def writer_on(rows: Rows) -> _EventWriter:
+def writer_on(rows: Rows) -> EventWriter:
     records: Any = rows
-    return _EventWriter(records, "run-1", Claim(worker=1, attempt=1))
+    return EventWriter(records, "run-1", Claim(worker=1, attempt=1))
 
 
 def test_a_quick_run_nobody_follows_elsewhere_leaves_its_events_to_its_end() -> None:

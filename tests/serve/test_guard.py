@@ -12,6 +12,8 @@ import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 from starlette.applications import Starlette
+from starlette.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
 
 from graph_agent.serve import create_app
 from tests.serve.conftest import Server
@@ -210,8 +212,85 @@ def test_an_app_made_without_a_bound_host_answers_only_to_loopback_names() -> No
     assert _status_through(app, "testserver") == 403
 
 
-def test_allow_host_star_answers_any_host() -> None:
-    assert _status_through(_app(allow_hosts=["*"]), "anything.example") == 200
+def test_allow_host_star_answers_any_host_when_told_the_server_is_insecure() -> None:
+    app = _app(allow_hosts=["*"], insecure_no_auth=True)
+    assert _status_through(app, "anything.example") == 200
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"allow_hosts": ["*"]}, "--allow-host *"),
+        ({"cors_origins": ["*"]}, "--cors-origin *"),
+        ({"allow_hosts": ["a.example", " * "], "cors_origins": [LISTED]}, "--allow-host *"),
+    ],
+)
+def test_star_without_keys_is_refused_saying_why_and_what_to_do(
+    options: dict[str, list[str]], named: str
+) -> None:
+    """A rebinding page's Origin is its own Host, and a page anywhere may call a server of
+    this machine: ``*`` would let both in."""
+    with pytest.raises(ValueError, match="on a server without API keys") as refused:
+        _app(**options)
+    message = str(refused.value)
+    assert named in message
+    assert "--api-key" in message and "--insecure-no-auth" in message
+    assert "insecure_no_auth=True" in message
+
+
+def test_star_with_keys_needs_no_insecure_flag() -> None:
+    app = _app(api_keys=[KEY], cors_origins=["*"], allow_hosts=["*"])
+    answer = _through(app, {"origin": EVIL, "x-api-key": KEY})
+    assert answer.status_code == 200
+
+
+def test_a_host_with_more_than_a_port_after_its_brackets_names_no_host() -> None:
+    app = _app()
+    assert _status_through(app, "[::1]:8123") == 200
+    assert _status_through(app, "[::1]") == 200
+    assert _status_through(app, "[::1]evil.example") == 403
+    assert _status_through(app, "[::1]:80evil") == 403
+    assert _status_through(app, "localhost:evil") == 403
+
+
+def test_an_allowed_host_with_more_than_a_port_after_its_brackets_is_refused() -> None:
+    with pytest.raises(ValueError, match="is not a host name"):
+        _app(allow_hosts=["[::1]evil"])
+
+
+def test_two_host_headers_are_a_400_whichever_comes_first() -> None:
+    app = _app(bound_host="0.0.0.0")
+    transport = httpx.ASGITransport(app=app)
+
+    async def call(hosts: list[str]) -> httpx.Response:
+        headers = [("host", host) for host in hosts]
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+            request = client.build_request("GET", "/assistants/chain")
+            request.headers = httpx.Headers(headers)
+            return await client.send(request)
+
+    for hosts in (["localhost", "evil.example"], ["evil.example", "localhost"]):
+        answer = asyncio.run(call(hosts))
+        assert answer.status_code == 400
+        assert "more than one Host header" in answer.json()["detail"]
+    assert asyncio.run(call(["localhost"])).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("headers", "code"),
+    [
+        ({"host": "evil.example"}, "host_not_allowed"),
+        ({"host": "localhost", "origin": EVIL}, "origin_not_allowed"),
+    ],
+)
+def test_a_websocket_handshake_is_guarded_too(headers: dict[str, str], code: str) -> None:
+    client = TestClient(_app(), base_url="http://localhost")
+    with (
+        pytest.raises(WebSocketDisconnect) as refused,
+        client.websocket_connect("/ws", headers=headers),
+    ):
+        pass  # pragma: no cover - refused before it is accepted
+    assert (refused.value.code, refused.value.reason) == (1008, code)
 
 
 @pytest.mark.parametrize(
@@ -324,10 +403,38 @@ def test_with_keys_a_listed_origins_preflight_needs_no_key(keyed: Server) -> Non
     assert answer.headers["access-control-allow-origin"] == LISTED
 
 
-def test_cors_origin_star_lets_every_page_in() -> None:
-    answer = _through(_app(cors_origins=["*"]), {"origin": EVIL})
+def test_cors_origin_star_lets_every_page_in_when_told_the_server_is_insecure() -> None:
+    answer = _through(_app(cors_origins=["*"], insecure_no_auth=True), {"origin": EVIL})
     assert answer.status_code == 200
     assert answer.headers["access-control-allow-origin"] == "*"
+
+
+@pytest.mark.parametrize("options", [{}, {"api_keys": [KEY]}])
+def test_a_same_origin_fetch_is_the_servers_own_behind_a_proxy_that_rewrites_host(
+    options: dict[str, list[str]],
+) -> None:
+    """nginx's default ``Host $proxy_host``: the app sees its upstream's name, the browser's
+    Origin is the public one; the browser's Sec-Fetch-Site says it is the page's own."""
+    app = _app(allow_hosts=["upstream"], **options)
+    proxied = {"host": "upstream:8123", "origin": "https://agents.example", "x-api-key": KEY}
+    assert _through(app, {**proxied, "sec-fetch-site": "same-origin"}).status_code == 200
+    for other in ("cross-site", "same-site", "none"):
+        refused = _through(app, {**proxied, "sec-fetch-site": other})
+        assert refused.status_code == 403
+        assert refused.json()["code"] == "origin_not_allowed"
+    assert _through(app, proxied).status_code == 403
+
+
+def test_a_same_origin_fetch_still_needs_a_host_of_the_keyless_servers() -> None:
+    """A DNS-rebinding page is same-origin to itself: its Host stops it."""
+    rebound = {
+        "host": "evil.example",
+        "origin": "http://evil.example",
+        "sec-fetch-site": "same-origin",
+    }
+    answer = _through(_app(), rebound)
+    assert answer.status_code == 403
+    assert answer.json()["code"] == "host_not_allowed"
 
 
 def test_requests_without_an_origin_are_not_affected(keyed: Server, keyless: Server) -> None:

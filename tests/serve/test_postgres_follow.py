@@ -18,7 +18,7 @@ import pytest
 
 from graph_agent import END, START, CompileConfig, StateGraph
 from graph_agent.checkpoint.postgres import AsyncPostgresSaver
-from graph_agent.serve import queue
+from graph_agent.serve import queue, queue_events
 from graph_agent.serve.notify import Notifier, RedisNotifier
 from graph_agent.serve.pg_records import PostgresRecords
 from graph_agent.serve.queue import QueueRunner, RemoteRun
@@ -57,7 +57,7 @@ def notifier(kind: str) -> Notifier | None:
 def test_a_follower_that_came_before_the_claim_gets_the_events_live(
     dsn: str, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(queue, "EVENT_BATCH_SECONDS", 3600.0)
+    monkeypatch.setattr(queue_events, "EVENT_BATCH_SECONDS", 3600.0)
     monkeypatch.setattr(queue, "POLL_SECONDS", 3600.0)
 
     async def scenario() -> tuple[str, list[tuple[int, str, str]], list[tuple[int, str, str]]]:

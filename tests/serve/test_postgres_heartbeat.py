@@ -34,15 +34,10 @@ from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.postgres import AsyncPostgresSaver
 from graph_agent.cli.main import main
 from graph_agent.graph.errors import GraphSetupError
-from graph_agent.serve import pg_records, queue
+from graph_agent.serve import pg_records, queue, queue_events
 from graph_agent.serve.pg_records import Claim, PostgresRecords
-from graph_agent.serve.queue import (
-    ATTEMPT_EVENT_IDS,
-    QueueRunner,
-    RemoteRun,
-    _LocalRun,
-    first_event_id,
-)
+from graph_agent.serve.queue import QueueRunner, RemoteRun, _LocalRun
+from graph_agent.serve.queue_events import ATTEMPT_EVENT_IDS, first_event_id
 from graph_agent.serve.records import ThreadRecord, now
 from graph_agent.serve.runs import ActiveRun, RunRequest, new_run_record
 from tests.checkpoint.postgres_db import admin, fresh_schema
@@ -537,8 +532,12 @@ def test_a_busy_32_bit_events_table_is_left_as_it_is_and_later_attempts_fit_in_i
         "AND column_name = 'seq'",
     ) == [("integer",)]
     stored = [(0, "metadata", "{}"), (7, "values", "{}")]
-    assert queue.narrow_first_event_id(1, stored) == 0
-    assert queue.narrow_first_event_id(3, stored) == 8 + queue.NARROW_ATTEMPT_GAP < 1 << 31
+    assert queue_events.narrow_first_event_id(1, stored) == 0
+    assert (
+        queue_events.narrow_first_event_id(3, stored)
+        == 8 + queue_events.NARROW_ATTEMPT_GAP
+        < 1 << 31
+    )
 
 
 def test_widening_the_events_ids_does_not_deadlock_with_a_run_deleted_meanwhile(

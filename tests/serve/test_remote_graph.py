@@ -32,8 +32,10 @@ def test_invoke_on_a_thread_returns_the_final_state_and_keeps_it(server: Server)
 
 
 def test_a_thread_id_holding_url_characters_is_addressed_as_itself(server: Server) -> None:
+    """Characters a path takes, but that mean something there (``+&=;:@``) or must be
+    percent-encoded (any script): sent encoded, read back as they are."""
     remote = RemoteGraph(server.url, "chain")
-    config = RunnableConfig(thread_id=f"user 7?tab=1#top%20 {uuid.uuid4().hex}")
+    config = RunnableConfig(thread_id=f"用户+7&tab=1;top:ü@{uuid.uuid4().hex}")
     assert remote.invoke({"x": 1}, config)["x"] == 12
     assert remote.get_state(config).config.thread_id == config.thread_id
     assert next(iter(remote.get_state_history(config))).values["x"] == 12
