@@ -19,7 +19,6 @@ last message).
 from __future__ import annotations
 
 import json
-import urllib.parse
 from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import datetime
 from typing import Any
@@ -163,7 +162,7 @@ class RemoteGraph:
             body["as_node"] = as_node
         thread = _thread(config, "update_state")
         reply = self._send("POST", f"/threads/{thread}/state", body)
-        return _config(reply.get("checkpoint")) or RunnableConfig(thread_id=config.thread_id)
+        return _config(reply.get("checkpoint")) or RunnableConfig(thread_id=thread)
 
     # as a node, as a tool
     def __call__(self, state: Mapping[str, Any]) -> dict[str, Any]:
@@ -211,11 +210,11 @@ class RemoteGraph:
         if config.thread_id is None:
             return tail, body
         body["if_not_exists"] = "create"
-        return f"/threads/{_segment(config.thread_id)}{tail}", body
+        return f"/threads/{config.thread_id}{tail}", body
 
     def _state_path(self, config: RunnableConfig) -> str:
         thread = _thread(config, "get_state")
-        at = f"/{_segment(config.checkpoint_id)}" if config.checkpoint_id else ""
+        at = f"/{config.checkpoint_id}" if config.checkpoint_id else ""
         return f"/threads/{thread}/state{at}"
 
     def _http(self) -> httpx.Client:
@@ -236,15 +235,9 @@ class RemoteGraph:
 
 
 def _thread(config: RunnableConfig, what: str) -> str:
-    """The config's thread id as a path segment (percent-encoded: an id may hold ``?``, ``#``,
-    ``%`` or spaces)."""
     if config.thread_id is None:
         raise ValueError(f"{what} needs RunnableConfig(thread_id=...)")
-    return _segment(config.thread_id)
-
-
-def _segment(text: str) -> str:
-    return urllib.parse.quote(text, safe="")
+    return config.thread_id
 
 
 def _check(response: httpx.Response, *, read: bool = False) -> None:
