@@ -85,7 +85,7 @@ class NodeSettings:
     model_interceptors: tuple[ModelInterceptor, ...] = ()
     tool_interceptors: tuple[ToolInterceptor, ...] = ()
     output_mode: Literal["response_format", "tool"] = "response_format"
-    tool_timeout: float = 60.0
+    tool_timeout: float | None = 60.0
     max_parallel_tools: int = 8
     max_tool_calls_per_step: int = 32
     max_tool_output_chars: int = 20_000
