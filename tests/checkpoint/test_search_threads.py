@@ -7,11 +7,15 @@ import asyncio
 import re
 from collections.abc import Callable
 
+import psycopg
 import pytest
 
 from graph_agent import END, START, CompileConfig, RunnableConfig, StateGraph
 from graph_agent.checkpoint import ThreadInfo
+from graph_agent.checkpoint.postgres import PostgresSaver
+from graph_agent.checkpoint.postgres_plans import thread_heads_plan
 from graph_agent.checkpoint.sqlite import SqliteSaver
+from tests.checkpoint.postgres_db import fresh_schema
 
 
 def counter(saver):
@@ -258,3 +262,27 @@ def test_a_sqlite_search_finds_threads_and_checkpoints_by_the_primary_key_alone(
     assert any("USING PRIMARY KEY" in detail for detail in plans)
     # no full scan of the checkpoints table (named as itself, or as c, n or o)
     assert not [d for d in plans if re.match(r"SCAN (checkpoints|[cno])\b", d)], plans
+
+
+def _nodes(plan: dict) -> list[tuple[str, str | None]]:
+    """Every node of a PostgreSQL JSON plan: its type and the table it reads."""
+    nodes = [(plan["Node Type"], plan.get("Relation Name"))]
+    for child in plan.get("Plans", ()):
+        nodes.extend(_nodes(child))
+    return nodes
+
+
+def test_a_postgres_page_of_threads_reads_only_its_threads_checkpoints_by_index():
+    with fresh_schema() as dsn, PostgresSaver(dsn, pool_size=2) as saver:
+        app = counter(saver)
+        for _ in range(10):
+            run(app, "seed", user="ada")
+        for number in range(40):
+            saver.copy_thread("seed", f"t{number:02d}")
+        query = next(thread_heads_plan(10, 0))
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+            [explained] = conn.execute(f"EXPLAIN (FORMAT JSON) {query.sql}", query.params)
+        plan = explained[0][0]["Plan"]
+        reads = [node for node in _nodes(plan) if node[1] == "graph_agent_checkpoints"]
+        assert reads and all(kind == "Index Scan" for kind, _ in reads), reads
