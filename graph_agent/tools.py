@@ -51,8 +51,13 @@ from graph_agent.graph._concurrency import (
     run_coroutine,
     to_thread,
 )
-from graph_agent.graph._off_loop import run_off_loop
-from graph_agent.graph.errors import GraphAgentError, GraphSetupError, ParentCommand
+from graph_agent.graph._off_loop import bound_to_another_loop, run_off_loop
+from graph_agent.graph.errors import (
+    GraphAgentError,
+    GraphSetupError,
+    ParentCommand,
+    exception_text,
+)
 from graph_agent.graph.task import current_task
 from graph_agent.graph.types import Command
 from graph_agent.messages import AudioPart, FilePart, ImagePart, MessageContent, TextPart
@@ -424,6 +429,8 @@ class Tool:
         return_direct: Whether the tool's result is the agent's answer: when every call of a
             step is to such a tool and none failed, the run ends with the result, without
             another model call.
+        on_caller_loop: Whether an async function runs on the caller's event loop under
+            ``ainvoke``/``astream`` (see :func:`tool`), not on graph_agent's own.
         function: The wrapped function.
         is_async: Whether the function is a coroutine function.
         arguments_model: The pydantic model that validates arguments.
@@ -444,6 +451,7 @@ class Tool:
         "function",
         "is_async",
         "name",
+        "on_caller_loop",
         "parameters",
         "return_direct",
         "timeout",
@@ -457,6 +465,7 @@ class Tool:
         description: str | None = None,
         timeout: float | None = None,
         return_direct: bool = False,
+        on_caller_loop: bool = False,
     ) -> None:
         tool_name = name if name is not None else _default_name(function)
         if not _TOOL_NAME.match(tool_name):
@@ -472,6 +481,7 @@ class Tool:
         self.description = doc_description if description is None else description
         self.timeout = timeout
         self.return_direct = return_direct
+        self.on_caller_loop = on_caller_loop
         self.is_async = inspect.iscoroutinefunction(_defining_function(function))
         self.arguments_model, self._parameters = _signature_model(
             function, tool_name, argument_docs
@@ -487,6 +497,7 @@ class Tool:
         description: str | None = None,
         timeout: float | None = None,
         return_direct: bool = False,
+        on_caller_loop: bool = False,
     ) -> Tool:
         """Make a tool of ``function``; ``name``/``description`` default to its name and doc.
 
@@ -500,6 +511,7 @@ class Tool:
             description=description,
             timeout=timeout,
             return_direct=return_direct,
+            on_caller_loop=on_caller_loop,
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -507,8 +519,9 @@ class Tool:
 
     def __repr__(self) -> str:
         names = [p.name for p in self._parameters if not p.is_context]
-        direct = ", return_direct=True" if self.return_direct else ""
-        return f"Tool(name={self.name!r}, parameters={names}, timeout={self.timeout}{direct})"
+        flags = ", return_direct=True" if self.return_direct else ""
+        flags += ", on_caller_loop=True" if self.on_caller_loop else ""
+        return f"Tool(name={self.name!r}, parameters={names}, timeout={self.timeout}{flags})"
 
     @property
     def wants_context(self) -> bool:
@@ -654,8 +667,14 @@ class Tool:
         this context), so that one blocking its loop (``time.sleep`` inside ``async def``)
         neither stalls this loop (a server's other runs) nor escapes its timeout: like a sync
         call, it is abandoned past it (see :mod:`graph_agent.graph._off_loop`). Without a
-        timeout an async function is awaited on this loop. Past ``timeout`` the call is
+        timeout, or made with ``on_caller_loop=True``, an async function is awaited on this
+        loop (its timeout then cuts it only where it awaits). Past ``timeout`` the call is
         cancelled and ``context.cancelled`` set.
+
+        Raises:
+            RuntimeError: Run off this loop, the tool used something bound to it (an
+                ``asyncio.Event`` it waits on, a client or pool made on it); the message
+                names the fix, ``on_caller_loop=True``.
 
         Example:
             >>> import asyncio
@@ -671,11 +690,30 @@ class Tool:
             return await self._on_loop(call)
         cancelled = context.cancelled if context is not None else None
         try:
-            if self.is_async:
-                return await run_off_loop(lambda: self._on_loop(call), timeout, cancelled=cancelled)
+            if self.is_async and not self.on_caller_loop:
+                return await self._off_loop(call, timeout, cancelled)
             return await at_most(self._on_loop(call), timeout, cancelled=cancelled)
         except TimedOut as out:
             raise self._timeout_error(out) from None
+
+    async def _off_loop(
+        self, call: Callable[[], Any], timeout: float, cancelled: threading.Event | None
+    ) -> Any:
+        """The async call's value, run off this loop; a failure to use an object of this loop
+        there is raised as a ``RuntimeError`` that names the fix."""
+        try:
+            return await run_off_loop(lambda: self._on_loop(call), timeout, cancelled=cancelled)
+        except Exception as exc:
+            if not bound_to_another_loop(exc):
+                raise
+            raise RuntimeError(
+                f"{exception_text(exc)}. Tool '{self.name}' ran on graph_agent's own event "
+                "loop, off the caller's (so that its timeout cuts it even if it blocks its "
+                "loop), and used something bound to the caller's loop (an asyncio Event, Lock "
+                "or Queue, an async client or pool made there): make it with "
+                "@tool(on_caller_loop=True) or Tool(..., on_caller_loop=True) to run it on the "
+                "caller's loop."
+            ) from exc
 
     async def _on_loop(self, call: Callable[[], Any]) -> Any:
         """The call's value: awaited on this loop, or (a sync function) from the shared pool."""
@@ -690,11 +728,12 @@ class Tool:
         timeout: float | None = None,
     ) -> str:
         """Async :meth:`invoke`: sync functions run on a daemon thread, so a timeout can abandon
-        them without blocking the event loop; async ones run on the caller's loop (they may use
-        what lives on it, such as a shared HTTP client), so one that blocks that loop (a
+        them without blocking the event loop; async ones always run on the caller's loop (they
+        may use what lives on it, such as a shared HTTP client), so one that blocks that loop (a
         ``time.sleep`` inside ``async def``) holds the caller up until it returns. The agent's
-        tool node calls :meth:`run` or :meth:`arun` instead, which cut such a tool at its
-        timeout.
+        tool node calls :meth:`run` or :meth:`arun` instead: under ``ainvoke`` an async tool
+        with a timeout runs off the caller's loop, where its timeout cuts it even if it blocks
+        its loop, unless it was made with ``on_caller_loop=True`` (then it runs as here).
 
         Example:
             >>> import asyncio
@@ -748,6 +787,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     return_direct: bool = False,
+    on_caller_loop: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 @overload
 def tool(
@@ -756,6 +796,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     return_direct: bool = False,
+    on_caller_loop: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -767,6 +808,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     return_direct: bool = False,
+    on_caller_loop: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a function into a :class:`Tool`: ``@tool``, ``@tool("name")`` or ``@tool(name=...)``.
 
@@ -778,6 +820,17 @@ def tool(
         return_direct: End the agent's run with this tool's result as the answer, without
             another model call, when every call of the step is to such a tool and none failed
             (a failed call's error goes back to the model as usual).
+        on_caller_loop: Run an async function on the caller's event loop under the agent's
+            ``ainvoke``/``astream``, for a tool that uses what is bound to that loop (an
+            ``asyncio.Event`` or ``Lock`` the caller shares, an ``httpx.AsyncClient`` or a
+            database pool made there). By default an async tool with a timeout runs on
+            graph_agent's own loop, on another thread, so that its timeout cuts it even if it
+            blocks its loop (``time.sleep`` or sync I/O inside ``async def``) and it cannot
+            stall the caller's other work (a server's other runs); such a tool touching the
+            caller's loop fails with an error naming this option. On the caller's loop the
+            timeout cuts the tool only where it awaits: one that blocks the loop is not cut and
+            holds up everything on that loop until it returns. Under ``invoke`` an async tool
+            runs on a loop of its own either way.
 
     Example:
         >>> @tool(name="lookup", timeout=5)
@@ -792,6 +845,7 @@ def tool(
         "description": description,
         "timeout": timeout,
         "return_direct": return_direct,
+        "on_caller_loop": on_caller_loop,
     }
     if callable(function_or_name):
         return Tool(function_or_name, **options)

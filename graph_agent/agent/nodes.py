@@ -7,6 +7,7 @@ reset by new input, kept across resumes) and ``_agent_thread`` (the same, for th
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import copy
@@ -53,6 +54,7 @@ from graph_agent.agent.watched import (
 )
 from graph_agent.graph._concurrency import shared_pool, to_thread, wait_delivering
 from graph_agent.graph._engine import DualNode
+from graph_agent.graph._off_loop import run_on_caller_loop
 from graph_agent.graph._writes import Updates
 from graph_agent.graph.errors import (
     GraphCancelledError,
@@ -579,8 +581,9 @@ class ToolNode(DualNode):
     async def acall(
         self, state: OverAllState, config: RunnableConfig
     ) -> dict[str, Any] | Updates | None:
-        """:meth:`__call__` on the caller's event loop: async tools are awaited on it, sync
-        ones run on the shared worker pool."""
+        """:meth:`__call__` on the caller's event loop: async tools through :meth:`Tool.arun`
+        (off this loop with a timeout, unless made with ``on_caller_loop=True``), sync ones on
+        the shared worker pool."""
         step = self._plan(state)
         if step is None:
             return None
@@ -668,7 +671,12 @@ class ToolNode(DualNode):
         return {call.id: error_response(call, text) for call in to_run[limit:]}
 
     def _run_one(
-        self, call: ToolCall, step: _ToolStep, state: OverAllState, config: RunnableConfig
+        self,
+        call: ToolCall,
+        step: _ToolStep,
+        state: OverAllState,
+        config: RunnableConfig,
+        caller_loop: asyncio.AbstractEventLoop | None = None,
     ) -> ToolResponseMessage:
         known = self._known(call, step, config)
         if known is not None:
@@ -678,7 +686,7 @@ class ToolNode(DualNode):
             response = watched_tool_call(
                 task,
                 call,
-                lambda: self._execute(call, step.message, state, config, step.updates),
+                lambda: self._execute(call, step.message, state, config, step.updates, caller_loop),
             )
         self._settle(call, response, step.updates)
         if task is not None:
@@ -690,9 +698,11 @@ class ToolNode(DualNode):
         self, call: ToolCall, step: _ToolStep, state: OverAllState, config: RunnableConfig
     ) -> ToolResponseMessage:
         """:meth:`_run_one` on the event loop. Tool interceptors are sync: with them, the call
-        runs as under ``invoke``, on the shared worker pool."""
+        runs as under ``invoke``, on the shared worker pool, except an async tool, which comes
+        back to this loop to run as without them (:meth:`Tool.arun`)."""
         if self.agent.tool_interceptors:
-            return await to_thread(self._run_one, call, step, state, config)
+            loop = asyncio.get_running_loop()
+            return await to_thread(self._run_one, call, step, state, config, loop)
         known = self._known(call, step, config)
         if known is not None:
             return known
@@ -755,11 +765,12 @@ class ToolNode(DualNode):
         state: OverAllState,
         config: RunnableConfig,
         updates: dict[str, ToolUpdate],
+        caller_loop: asyncio.AbstractEventLoop | None,
     ) -> ToolResponseMessage:
         request = self._request(call, message, state, config)
 
         def innermost(final: ToolCallRequest) -> ToolResponseMessage:
-            return self._invoke(final, updates)
+            return self._invoke(final, updates, caller_loop)
 
         try:
             response = chain_tool(self.agent.tool_interceptors, innermost)(request)
@@ -823,12 +834,21 @@ class ToolNode(DualNode):
         return self._fit(response, call)
 
     def _invoke(
-        self, request: ToolCallRequest, updates: dict[str, ToolUpdate]
+        self,
+        request: ToolCallRequest,
+        updates: dict[str, ToolUpdate],
+        caller_loop: asyncio.AbstractEventLoop | None,
     ) -> ToolResponseMessage:
+        """The innermost call. ``caller_loop`` (under ``ainvoke`` with interceptors, which run
+        on a worker thread the caller awaits, its loop free meanwhile): an async tool runs
+        there as it would without interceptors (:meth:`Tool.arun`)."""
         tool = self._tool(request)
-        value = tool.run(
-            self._arguments(request.call), request.context, timeout=self._timeout(tool)
-        )
+        arguments, timeout = self._arguments(request.call), self._timeout(tool)
+        if caller_loop is not None and tool.is_async:
+            awaited = tool.arun(arguments, request.context, timeout=timeout)
+            value = run_on_caller_loop(caller_loop, awaited)
+        else:
+            value = tool.run(arguments, request.context, timeout=timeout)
         return self._response(request.call, value, updates)
 
     def _tool(self, request: ToolCallRequest) -> Tool:

@@ -96,7 +96,8 @@ class ReactAgent:
             server's structured output) or ``"tool"`` (a ``final_answer`` tool whose
             parameters are the schema, for servers without ``response_format``; the call is
             stored as an answer holding the validated JSON, not as a tool call).
-        tool_timeout: Seconds a tool may run (a tool's own ``timeout`` wins).
+        tool_timeout: Seconds a tool may run (a tool's own ``timeout`` wins); ``None``: no
+            limit, and an async tool then runs on the caller's loop under ``ainvoke``.
         max_parallel_tools: Tool calls of one answer that run at once.
         max_tool_calls_per_step: Tool calls of one answer that run at all; the rest are
             answered with an error telling the model to call fewer at once.
@@ -147,7 +148,7 @@ class ReactAgent:
         output_schema: type[BaseModel] | None = None,
         output_key: str = "output",
         *,
-        tool_timeout: float = 60.0,
+        tool_timeout: float | None = 60.0,
         max_parallel_tools: int = 8,
         max_tool_calls_per_step: int = 32,
         max_tool_output_chars: int = 20_000,

@@ -85,7 +85,7 @@ class NodeSettings:
     model_interceptors: tuple[ModelInterceptor, ...]
     tool_interceptors: tuple[ToolInterceptor, ...]
     output_mode: Literal["response_format", "tool"]
-    tool_timeout: float
+    tool_timeout: float | None
     max_parallel_tools: int
     max_tool_calls_per_step: int
     max_tool_output_chars: int

@@ -164,12 +164,20 @@ class CheckpointSaver:
         from graph_agent.checkpoint.thread_search import check_search, search_page
 
         limit, offset = check_search(metadata, limit, offset)
-        return search_page(self._thread_heads, metadata, limit, offset)
+        return search_page(self._thread_heads, self._scan_thread_heads, metadata, limit, offset)
 
     def _thread_heads(self, limit: int, offset: int) -> Sequence[ThreadHeads]:
         """What :meth:`search_threads` reads: threads with a top-level checkpoint, newest
         checkpoint first (ties by thread id), from ``offset`` on, at most ``limit``."""
         raise NotImplementedError
+
+    def _scan_thread_heads(self, batch: int) -> Iterator[ThreadHeads]:
+        """What :meth:`search_threads` reads for a filter: every thread :meth:`_thread_heads`
+        gives, in its order, read as consumed, ``batch`` or more at a time (by default with
+        a growing :meth:`_thread_heads` page at a time)."""
+        from graph_agent.checkpoint.thread_search import read_in_batches
+
+        return read_in_batches(self._thread_heads, batch)
 
     def stored_bytes(self, thread_id: str) -> int:
         """Bytes of checkpoint data stored for a thread (headers, blobs, pending writes)."""

@@ -243,20 +243,48 @@ class MemorySaver(CheckpointSaver):
 
     def _thread_heads(self, limit: int, offset: int) -> builtins.list[ThreadHeads]:
         with self._lock:
-            found = [
-                (thread, space.head, space)
-                for thread, by_ns in self._threads.items()
-                if (space := by_ns.get("")) is not None and space.head is not None
-            ]
-            found.sort(key=lambda each: each[0])
-            found.sort(key=lambda each: each[1], reverse=True)  # (stable: ties by thread id)
-            heads = []
-            for thread, head, space in found[offset : offset + limit]:
-                newest = _checkpoint(space.headers[head], thread)
-                oldest = min(space.headers)
-                first = newest if oldest == head else _checkpoint(space.headers[oldest], thread)
-                heads.append(ThreadHeads(thread, newest, first))
-            return heads
+            return [self._heads(*each) for each in self._thread_order()[offset : offset + limit]]
+
+    def _scan_thread_heads(self, batch: int) -> Iterator[ThreadHeads]:
+        """The threads ordered once, then their heads a growing batch at a time, each batch
+        under the lock (the filter runs between them)."""
+        with self._lock:
+            order = self._thread_order()
+        start = 0
+        while start < len(order):
+            chunk, start, batch = order[start : start + batch], start + batch, 2 * batch
+            with self._lock:
+                heads = [
+                    self._heads(thread, space)
+                    for thread, space in chunk
+                    if space.head is not None and self._threads.get(thread, {}).get("") is space
+                ]
+            yield from heads
+
+    def _thread_order(self) -> builtins.list[tuple[str, _Space]]:
+        """Threads with a top-level checkpoint and their top-level spaces, newest head first
+        (ties by thread id); under the lock."""
+        found = [
+            (thread, space)
+            for thread, by_ns in self._threads.items()
+            if (space := by_ns.get("")) is not None and space.head is not None
+        ]
+        found.sort(key=lambda each: each[0])
+        found.sort(key=lambda each: each[1].head or "", reverse=True)  # (stable: ties by id)
+        return found
+
+    def _heads(self, thread: str, space: _Space) -> ThreadHeads:
+        """A thread's newest header, and its oldest when asked for; under the lock."""
+        assert space.head is not None
+        newest = _checkpoint(space.headers[space.head], thread)
+        return ThreadHeads(thread, newest, functools.partial(self._oldest, space, newest))
+
+    def _oldest(self, space: _Space, newest: Checkpoint) -> Checkpoint:
+        with self._lock:
+            oldest = min(space.headers, default=newest.id)
+            if oldest == newest.id:
+                return newest
+            return _checkpoint(space.headers[oldest], newest.thread_id)
 
     def stored_bytes(self, thread_id: str) -> int:
         total = 0

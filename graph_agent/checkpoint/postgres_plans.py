@@ -291,16 +291,20 @@ blobs AS (DELETE FROM graph_agent_blobs WHERE thread_key = %(thread)s),
 writes AS (DELETE FROM graph_agent_writes WHERE thread_key = %(thread)s)
 DELETE FROM graph_agent_leases WHERE thread_key = %(thread)s"""
 
-# search_threads: each thread's head (its newest top-level checkpoint), newest first, with the
-# header of its oldest checkpoint
+# search_threads: a page of the threads' heads (their newest top-level checkpoints), newest
+# first, then for those only the headers of the head and of the oldest checkpoint, each by
+# the primary key (a join of the heads with the checkpoints, planned as a hash join, read
+# every checkpoint of every thread)
 _THREAD_HEADS = """
-SELECT h.thread_id, c.header, (
-    SELECT o.header FROM graph_agent_checkpoints AS o WHERE o.thread_key = h.thread_key
-    AND o.checkpoint_ns = h.checkpoint_ns ORDER BY o.checkpoint_id LIMIT 1)
-FROM graph_agent_heads AS h JOIN graph_agent_checkpoints AS c ON c.thread_key = h.thread_key
-    AND c.checkpoint_ns = h.checkpoint_ns AND c.checkpoint_id = h.checkpoint_id
-WHERE h.checkpoint_ns = %(ns)s
-ORDER BY h.checkpoint_id DESC, h.thread_id LIMIT %(limit)s OFFSET %(offset)s"""
+SELECT p.thread_id, (
+    SELECT c.header FROM graph_agent_checkpoints AS c WHERE c.thread_key = p.thread_key
+    AND c.checkpoint_ns = p.checkpoint_ns AND c.checkpoint_id = p.checkpoint_id), (
+    SELECT o.header FROM graph_agent_checkpoints AS o WHERE o.thread_key = p.thread_key
+    AND o.checkpoint_ns = p.checkpoint_ns ORDER BY o.checkpoint_id LIMIT 1)
+FROM (SELECT thread_key, checkpoint_ns, checkpoint_id, thread_id FROM graph_agent_heads
+      WHERE checkpoint_ns = %(ns)s
+      ORDER BY checkpoint_id DESC, thread_id LIMIT %(limit)s OFFSET %(offset)s) AS p
+ORDER BY p.checkpoint_id DESC, p.thread_id"""
 
 _STORED_BYTES = """SELECT
     (SELECT coalesce(sum(octet_length(header)), 0) FROM graph_agent_checkpoints
@@ -742,7 +746,11 @@ def threads_plan() -> Plan[builtins.list[str]]:
 def thread_heads_plan(limit: int, offset: int) -> Plan[builtins.list[ThreadHeads]]:
     """search_threads' read: see :meth:`CheckpointSaver._thread_heads`."""
     rows = yield Query(_THREAD_HEADS, {"ns": _name(""), "limit": limit, "offset": offset})
-    return [decode_thread_heads(_text(thread), *headers) for thread, *headers in rows]
+    return [
+        decode_thread_heads(_text(thread), newest, oldest)
+        for thread, newest, oldest in rows
+        if newest is not None  # (a head is stored with its checkpoint: never, in one snapshot)
+    ]
 
 
 def stored_bytes_plan(thread_id: str) -> Plan[int]:

@@ -150,16 +150,41 @@ _NAME_IDS_THREAD = (
     "WHERE thread_id = ?"
 )
 
-# search_threads: each thread's newest top-level checkpoint (SQLite takes a bare column from
-# the row holding the MAX), newest first, with the header of its oldest one
-_THREAD_HEADS = """
-SELECT n.thread_id, n.header, (
-    SELECT o.header FROM checkpoints AS o WHERE o.thread_id = n.thread_id
+# search_threads. Each thread's newest top-level checkpoint id, found by index seeks alone (the
+# primary key starts with thread_id, checkpoint_ns): the threads one after another (each the
+# least id past the last: a seek, not a scan of their checkpoints), then each one's newest.
+# A thread with only subgraph checkpoints has none (NULL: last, newest first, and joined to no
+# row). Never a GROUP BY over the checkpoints: that reads every one of them.
+_HEADS = """
+WITH RECURSIVE threads(thread_id) AS (
+    SELECT MIN(thread_id) FROM checkpoints
+    UNION ALL
+    SELECT (SELECT MIN(c.thread_id) FROM checkpoints AS c WHERE c.thread_id > threads.thread_id)
+    FROM threads WHERE threads.thread_id IS NOT NULL
+), heads(thread_id, newest) AS (
+    SELECT thread_id, (
+        SELECT c.checkpoint_id FROM checkpoints AS c WHERE c.thread_id = threads.thread_id
+        AND c.checkpoint_ns = '' ORDER BY c.checkpoint_id DESC LIMIT 1)
+    FROM threads WHERE thread_id IS NOT NULL
+)"""
+# a page of threads, newest first: headers are read for the page's threads only, the newest
+# and the oldest one, both by the primary key
+_THREAD_HEADS = f"""{_HEADS}, page(thread_id, newest) AS (
+    SELECT thread_id, newest FROM heads ORDER BY newest DESC, thread_id LIMIT ? OFFSET ?)
+SELECT p.thread_id, n.header, (
+    SELECT o.header FROM checkpoints AS o WHERE o.thread_id = p.thread_id
     AND o.checkpoint_ns = '' ORDER BY o.checkpoint_id LIMIT 1)
-FROM (SELECT thread_id, MAX(checkpoint_id) AS newest, header FROM checkpoints
-      WHERE checkpoint_ns = '' GROUP BY thread_id) AS n
-ORDER BY n.newest DESC, n.thread_id LIMIT ? OFFSET ?
-"""
+FROM page AS p JOIN checkpoints AS n ON n.thread_id = p.thread_id AND n.checkpoint_ns = ''
+    AND n.checkpoint_id = p.newest
+ORDER BY p.newest DESC, p.thread_id"""
+# a filter's one pass: every thread, newest first (ids only), then the header of its newest
+# or oldest top-level checkpoint as it is needed
+_THREAD_ORDER = f"""{_HEADS}
+SELECT thread_id FROM heads WHERE newest IS NOT NULL ORDER BY newest DESC, thread_id"""
+_NEWEST_HEADER = """SELECT header FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''
+ORDER BY checkpoint_id DESC LIMIT 1"""
+_OLDEST_HEADER = """SELECT header FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''
+ORDER BY checkpoint_id LIMIT 1"""
 
 
 class SqliteSaver(CheckpointSaver):
@@ -633,6 +658,29 @@ class SqliteSaver(CheckpointSaver):
         with self._reading("searching threads"):
             rows = self._conn.execute(_THREAD_HEADS, (limit, offset)).fetchall()
         return [decode_thread_heads(_name_of(thread), *headers) for thread, *headers in rows]
+
+    def _scan_thread_heads(self, batch: int) -> Iterator[ThreadHeads]:
+        """The threads' order read once (ids only), then their newest headers a growing batch
+        at a time, each batch under the lock for its own short while (the filter runs between
+        them); a thread's oldest header is read if it makes the page."""
+        with self._reading("searching threads"):
+            order = [thread for (thread,) in self._conn.execute(_THREAD_ORDER)]
+        start = 0
+        while start < len(order):
+            chunk, start, batch = order[start : start + batch], start + batch, 2 * batch
+            with self._reading("searching threads"):
+                found = [(t, self._conn.execute(_NEWEST_HEADER, (t,)).fetchone()) for t in chunk]
+            for thread, row in found:
+                if row is not None:  # (deleted since the order was read)
+                    name = _name_of(thread)
+                    newest = decode_header(row[0], name)
+                    yield ThreadHeads(name, newest, functools.partial(self._oldest, thread, newest))
+
+    def _oldest(self, thread: str | bytes, newest: Checkpoint) -> Checkpoint:
+        """A thread's oldest top-level checkpoint header (``newest``: if it was deleted)."""
+        with self._reading("searching threads"):
+            row = self._conn.execute(_OLDEST_HEADER, (thread,)).fetchone()
+        return newest if row is None else decode_header(row[0], newest.thread_id)
 
     def stored_bytes(self, thread_id: str) -> int:
         """Bytes of checkpoint data stored for a thread (headers, blobs and pending writes)."""

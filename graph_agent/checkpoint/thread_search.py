@@ -9,26 +9,36 @@ metadata holds what the run's ``RunnableConfig.metadata`` gave, plus the engine'
 The savers store metadata inside the serialized checkpoint header, so the filter is applied
 here, in Python, to decoded metadata: no filter key or value ever becomes SQL text (LangGraph's
 SQLite saver put filter keys into its SQL: CVE-2025-67644). Each saver only reads its threads'
-newest checkpoints in order, a page at a time (:func:`search_page`).
+newest checkpoints in order: a page at a time (:data:`ReadHeads`), or for a filter, all of
+them in one pass as the filter consumes them (:data:`ScanHeads`), never every checkpoint.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from graph_agent.graph.saver import Checkpoint
 
-__all__ = ["MOST_ROWS", "ThreadHeads", "ThreadInfo", "check_search", "matches", "search_page"]
+__all__ = [
+    "MOST_ROWS",
+    "ThreadHeads",
+    "ThreadInfo",
+    "check_search",
+    "matches",
+    "read_in_batches",
+    "search_page",
+]
 
 MOST_ROWS: Final = 2**63 - 1
 """The largest ``LIMIT``/``OFFSET`` SQLite and PostgreSQL take; a larger ``limit`` or
 ``offset`` means the same page (no saver holds that many threads)."""
 
 _FIRST_READ: Final = 64
-"""Threads read at once while a filter looks for its page (doubling from there)."""
+"""Threads read at once while a filter looks for its page (doubling from there; at least
+twice the threads the page reaches)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -51,18 +61,36 @@ class ThreadInfo:
     updated_at: datetime
 
 
-class ThreadHeads(NamedTuple):
+class ThreadHeads:
     """A thread as a saver reads it for a search: its id and the headers (no values) of its
-    newest and oldest top-level checkpoints."""
+    newest and oldest top-level checkpoints. The oldest may be given as a function that reads
+    it, called at most once, when first asked for: a filter needs only the newest, and the
+    oldest only of the threads on its page."""
 
-    thread_id: str
-    newest: Checkpoint
-    oldest: Checkpoint
+    __slots__ = ("_oldest", "newest", "thread_id")
+
+    def __init__(
+        self, thread_id: str, newest: Checkpoint, oldest: Checkpoint | Callable[[], Checkpoint]
+    ) -> None:
+        self.thread_id = thread_id
+        self.newest = newest
+        self._oldest = oldest
+
+    @property
+    def oldest(self) -> Checkpoint:
+        if not isinstance(self._oldest, Checkpoint):
+            self._oldest = self._oldest()
+        return self._oldest
 
 
 ReadHeads = Callable[[int, int], Sequence[ThreadHeads]]
 """``read(limit, offset)``: threads with a top-level checkpoint, newest checkpoint first (ties
 by thread id), from ``offset`` on, at most ``limit``."""
+
+ScanHeads = Callable[[int], Iterator[ThreadHeads]]
+"""``scan(batch)``: every thread :data:`ReadHeads` gives, in its order, read as it is consumed,
+``batch`` or more at a time (a thread changed meanwhile may come with its new head, at the
+place of its old one)."""
 
 
 def check_search(metadata: Any, limit: Any, offset: Any) -> tuple[int, int]:
@@ -94,31 +122,42 @@ def check_search(metadata: Any, limit: Any, offset: Any) -> tuple[int, int]:
 
 
 def search_page(
-    read: ReadHeads, metadata: Mapping[str, Any] | None, limit: int, offset: int
+    read: ReadHeads,
+    scan: ScanHeads,
+    metadata: Mapping[str, Any] | None,
+    limit: int,
+    offset: int,
 ) -> list[ThreadInfo]:
-    """The page (``offset``, ``limit``) of the threads ``read`` gives whose newest metadata
-    :func:`matches` ``metadata``. Without a filter the saver pages; with one, threads are read
-    a growing batch at a time until the page is full. (A thread updated meanwhile may move
-    across a batch boundary: a search is not a snapshot.)"""
+    """The page (``offset``, ``limit``) of the threads whose newest metadata :func:`matches`
+    ``metadata``. Without a filter the saver pages (``read``); with one, the threads are
+    ``scan``-ned, newest first, until the page is full. (A search is not a snapshot: a thread
+    updated meanwhile may be seen at its old place with its new head.)"""
     if not limit:
         return []
     if not metadata:
         return [_info(heads) for heads in read(limit, offset)]
     found: list[ThreadInfo] = []
     seen = 0
-    start, size = 0, min(max(_FIRST_READ, 2 * (offset + limit)), MOST_ROWS)
+    for heads in scan(min(max(_FIRST_READ, 2 * (offset + limit)), MOST_ROWS)):
+        if not matches(heads.newest.metadata, metadata):
+            continue
+        if seen >= offset:
+            found.append(_info(heads))
+            if len(found) == limit:
+                break
+        seen += 1
+    return found
+
+
+def read_in_batches(read: ReadHeads, batch: int) -> Iterator[ThreadHeads]:
+    """:data:`ScanHeads` made of ``read``: a query per batch, each twice as large as the last
+    (for a saver that cannot do better: each query orders every thread again)."""
+    start, size = 0, batch
     while True:
-        batch = read(size, start)
-        for heads in batch:
-            if not matches(heads.newest.metadata, metadata):
-                continue
-            if seen >= offset:
-                found.append(_info(heads))
-                if len(found) == limit:
-                    return found
-            seen += 1
-        if len(batch) < size:
-            return found
+        heads = read(size, start)
+        yield from heads
+        if len(heads) < size:
+            return
         start, size = start + size, min(2 * size, MOST_ROWS)
 
 

@@ -11,12 +11,19 @@ coroutine is cancelled at its timeout; if its loop is blocked, the caller stops 
 every :data:`BEAT` seconds; a loop that missed its beats for :data:`STALLED` seconds is
 blocked, and is retired: later calls go to a new loop (one thread in all while no call blocks),
 and the retired loop's thread ends once its calls have. Cancelling the caller's wait cancels
-the coroutine. asyncio is imported by the first call, not with the package."""
+the coroutine. asyncio is imported by the first call, not with the package.
+
+What such a coroutine cannot do is use an object bound to the caller's loop (an
+``asyncio.Event`` the caller waits on, a client or pool made there):
+:func:`bound_to_another_loop` recognises asyncio's refusal, so that the caller can name its
+fix (for a tool, ``on_caller_loop=True``). :func:`run_on_caller_loop` is the way back to that
+loop from a worker thread the caller awaits."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -25,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from graph_agent.graph._concurrency import BLOCKED_GRACE, TimedOut, _set
 from graph_agent.graph._pool import _Settle, _settler
+from graph_agent.graph.errors import exception_text
 
 if TYPE_CHECKING:
     import asyncio
@@ -36,6 +44,11 @@ BEAT: Final = 0.05
 
 STALLED: Final = 0.25
 """Seconds without a beat after which a shared loop running calls is taken to be blocked."""
+
+_OTHER_LOOP = re.compile(r"(bound|attached) to a different (event )?loop")
+"""asyncio's refusal (which anyio's primitives raise too) of an object used on a loop other
+than its own: ``<Event ...> is bound to a different event loop`` (Event, Lock, Queue, ...),
+``Task ... got Future ... attached to a different loop`` (awaiting another loop's future)."""
 
 
 class _Call:
@@ -226,3 +239,29 @@ async def run_off_loop(
         raise
     finally:
         watchdog.cancel()
+
+
+def bound_to_another_loop(error: BaseException) -> bool:
+    """Whether ``error``, or an exception it was raised from or groups, is asyncio's
+    ``RuntimeError`` for an object used off the event loop it is bound to."""
+    seen: set[int] = set()
+    pending = [error]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, RuntimeError) and _OTHER_LOOP.search(exception_text(current)):
+            return True
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+    return False
+
+
+def run_on_caller_loop(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, _T]) -> _T:
+    """From a worker thread whose caller awaits it on ``loop`` (so the loop is free), run
+    ``coroutine`` there, in a copy of this thread's context, and wait for its result."""
+    import asyncio
+
+    return asyncio.run_coroutine_threadsafe(coroutine, loop).result()

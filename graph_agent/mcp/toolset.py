@@ -101,12 +101,15 @@ class MCPTool(Tool):
         timeout: float | None = None,
     ) -> None:
         # Tool's own setup (name check, timeout check, every attribute a tool has) on a
-        # stand-in with no parameters; then the parts that come from the server
+        # stand-in with no parameters; then the parts that come from the server. On the
+        # caller's loop: the call only awaits the toolset's loop, so it never blocks the
+        # caller's, and its timeout cuts it there; graph_agent's own loop would be a second hop
         super().__init__(
             _no_arguments,
             name=name,
             description=remote.description or remote.title or "",
             timeout=timeout,
+            on_caller_loop=True,
         )
         self.function = call
         self.is_async = True

@@ -1,13 +1,16 @@
 """Under ainvoke/astream the agent's model call runs on the caller's loop, in its thread; async
 tools with a timeout (the default ``tool_timeout``) on a shared loop of their own, so that one
-blocking its loop stalls neither the caller nor escapes its timeout; without a timeout on the
-caller's loop; sync tools on the shared pool; invoke is unchanged."""
+blocking its loop stalls neither the caller nor escapes its timeout; without a timeout, or made
+with ``on_caller_loop=True``, on the caller's loop; sync tools on the shared pool; invoke is
+unchanged."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import threading
+
+import pytest
 
 from graph_agent import (
     ReactAgent,
@@ -17,6 +20,7 @@ from graph_agent import (
     emit_chunk,
     tool,
 )
+from graph_agent.agent import ToolInterceptor
 from graph_agent.messages import AssistantMessage, ToolCall
 from graph_agent.models import ScriptedChatModel
 from graph_agent.models.base import message_to_chunks
@@ -168,5 +172,77 @@ def test_an_async_tool_past_its_timeout_under_ainvoke_is_an_error_result() -> No
     model = ScriptedChatModel([AssistantMessage(content="", tool_calls=[call]), "ok"])
     agent = ReactAgent("timeouts", model=model, tools=[slow])
     state = asyncio.run(agent.ainvoke("go"))
+    result = state["messages"][-2]
+    assert result.is_error and "did not finish within 0.05 s" in result.content
+
+
+class PassThrough(ToolInterceptor):
+    """A tool interceptor that changes nothing (the agent then runs tools on worker threads)."""
+
+
+def _wait_for_callers_event(*, on_caller_loop: bool, interceptors: bool = False) -> str:
+    """The result of a tool awaiting an ``asyncio.Event`` that the caller's loop waits on too,
+    set by the caller once the tool has started, through ``ainvoke`` of an agent."""
+    entered = threading.Event()
+
+    async def main() -> str:
+        ready = asyncio.Event()
+        watcher = asyncio.create_task(ready.wait())
+        await asyncio.sleep(0)  # the watcher waits: the event is bound to this loop
+
+        @tool(on_caller_loop=on_caller_loop)
+        async def wait_until_ready() -> str:
+            """Wait until the caller is ready."""
+            entered.set()
+            await ready.wait()
+            return "ready"
+
+        call = ToolCall(id="a", name="wait_until_ready", arguments={})
+        model = ScriptedChatModel([AssistantMessage(content="", tool_calls=[call]), "ok"])
+        agent = ReactAgent(
+            "shared_event",
+            model=model,
+            tools=[wait_until_ready],
+            tool_interceptors=[PassThrough()] if interceptors else (),
+        )
+        run = asyncio.create_task(agent.ainvoke("go"))
+        assert await asyncio.to_thread(entered.wait, 30)
+        ready.set()
+        state = await run
+        await watcher
+        result = state["messages"][-2]
+        return f"error: {result.content}" if result.is_error else result.content
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("interceptors", [False, True], ids=["plain", "intercepted"])
+def test_an_async_tool_using_the_callers_loop_off_it_fails_naming_on_caller_loop(
+    interceptors: bool,
+) -> None:
+    result = _wait_for_callers_event(on_caller_loop=False, interceptors=interceptors)
+    assert result.startswith("error: ")
+    assert "bound to a different event loop" in result
+    assert "make it with @tool(on_caller_loop=True)" in result
+
+
+@pytest.mark.parametrize("interceptors", [False, True], ids=["plain", "intercepted"])
+def test_an_async_tool_made_on_caller_loop_shares_the_callers_event_under_ainvoke(
+    interceptors: bool,
+) -> None:
+    assert _wait_for_callers_event(on_caller_loop=True, interceptors=interceptors) == "ready"
+
+
+def test_an_async_tool_on_the_callers_loop_is_still_cut_at_its_timeout() -> None:
+    @tool(timeout=0.05, on_caller_loop=True)
+    async def slow() -> str:
+        """Take a long time."""
+        await asyncio.sleep(30)
+        return "late"
+
+    call = ToolCall(id="a", name="slow", arguments={})
+    model = ScriptedChatModel([AssistantMessage(content="", tool_calls=[call]), "ok"])
+    agent = ReactAgent("timeouts", model=model, tools=[slow])
+    state = asyncio.run(asyncio.wait_for(agent.ainvoke("go"), 10))
     result = state["messages"][-2]
     assert result.is_error and "did not finish within 0.05 s" in result.content

@@ -4,11 +4,18 @@ saver (the ``saver`` fixture runs each test on memory, SQLite and PostgreSQL).""
 from __future__ import annotations
 
 import asyncio
+import re
+from collections.abc import Callable
 
+import psycopg
 import pytest
 
 from graph_agent import END, START, CompileConfig, RunnableConfig, StateGraph
 from graph_agent.checkpoint import ThreadInfo
+from graph_agent.checkpoint.postgres import PostgresSaver
+from graph_agent.checkpoint.postgres_plans import thread_heads_plan
+from graph_agent.checkpoint.sqlite import SqliteSaver
+from tests.checkpoint.postgres_db import fresh_schema
 
 
 def counter(saver):
@@ -181,3 +188,101 @@ def test_the_async_twin_finds_what_the_sync_call_finds(saver):
 def test_bad_arguments_are_refused_saying_what_to_give(saver, arguments, message):
     with pytest.raises(ValueError, match=message):
         saver.search_threads(**arguments)
+
+
+def test_a_filter_pages_through_many_threads_read_in_several_batches(saver):
+    app = counter(saver)
+    run(app, "seed-ada", user="ada")
+    run(app, "seed-bob", user="bob")
+    for number in range(150):  # copies share their seed's checkpoint ids: ties go by thread id
+        saver.copy_thread("seed-bob" if number % 7 == 0 else "seed-ada", f"t{number:03d}")
+    saver.copy_thread("seed-bob", "t\udcff-bob")  # a name UTF-8 cannot encode
+    bobs = sorted(["seed-bob", "t\udcff-bob"] + [f"t{n:03d}" for n in range(0, 150, 7)])
+    assert ids(saver.search_threads({"user": "bob"}, limit=100)) == bobs
+    assert ids(saver.search_threads({"user": "bob"}, limit=5, offset=20)) == bobs[20:25]
+    adas = ids(saver.search_threads({"user": "ada"}, limit=200))
+    assert len(adas) == 129 and adas[0] == "seed-ada" and adas[-1] == "t149"
+    [found] = saver.search_threads({"user": "bob"}, limit=1, offset=len(bobs) - 1)
+    assert found.thread_id == "t\udcff-bob"
+    assert found.created_at == list(saver.list(found.thread_id))[-1].created_at
+    assert found.updated_at == saver.get(found.thread_id).created_at
+
+
+def _sqlite_with(tmp_path, name: str, checkpoints_each: int) -> SqliteSaver:
+    """A SQLite saver holding 40 threads of ``checkpoints_each`` checkpoints each."""
+    saver = SqliteSaver(tmp_path / f"{name}.db")
+    app = counter(saver)
+    for _ in range(checkpoints_each // 2):  # a run writes two checkpoints
+        run(app, "seed", user="ada")
+    for number in range(39):
+        saver.copy_thread("seed", f"t{number:02d}")
+    return saver
+
+
+def _vm_steps(saver: SqliteSaver, search: Callable[[], object]) -> int:
+    """The SQLite virtual machine instructions ``search`` runs (what it reads, by the row)."""
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    saver._conn.set_progress_handler(count, 1)
+    try:
+        search()
+    finally:
+        saver._conn.set_progress_handler(None, 0)
+    return steps
+
+
+@pytest.mark.parametrize("metadata", [None, {"user": "eve"}], ids=["page", "filter"])
+def test_a_sqlite_search_reads_each_threads_newest_checkpoint_not_every_checkpoint(
+    tmp_path, metadata
+):
+    few, many = _sqlite_with(tmp_path, "few", 2), _sqlite_with(tmp_path, "many", 40)
+    reading_few = _vm_steps(few, lambda: few.search_threads(metadata))
+    reading_many = _vm_steps(many, lambda: many.search_threads(metadata))
+    assert reading_many < 1.5 * reading_few  # twenty times the checkpoints, the same reads
+
+
+def test_a_sqlite_search_finds_threads_and_checkpoints_by_the_primary_key_alone(tmp_path):
+    saver = _sqlite_with(tmp_path, "few", 4)
+    statements: list[str] = []
+    saver._conn.set_trace_callback(statements.append)
+    saver.search_threads(limit=10)
+    saver.search_threads({"user": "eve"})
+    saver._conn.set_trace_callback(None)
+    plans = [
+        detail
+        for sql in statements
+        if "checkpoints" in sql
+        for *_, detail in saver._conn.execute(f"EXPLAIN QUERY PLAN {sql}").fetchall()
+    ]
+    assert any("USING PRIMARY KEY" in detail for detail in plans)
+    # no full scan of the checkpoints table (named as itself, or as c, n or o)
+    assert not [d for d in plans if re.match(r"SCAN (checkpoints|[cno])\b", d)], plans
+
+
+def _nodes(plan: dict) -> list[tuple[str, str | None]]:
+    """Every node of a PostgreSQL JSON plan: its type and the table it reads."""
+    nodes = [(plan["Node Type"], plan.get("Relation Name"))]
+    for child in plan.get("Plans", ()):
+        nodes.extend(_nodes(child))
+    return nodes
+
+
+def test_a_postgres_page_of_threads_reads_only_its_threads_checkpoints_by_index():
+    with fresh_schema() as dsn, PostgresSaver(dsn, pool_size=2) as saver:
+        app = counter(saver)
+        for _ in range(10):
+            run(app, "seed", user="ada")
+        for number in range(40):
+            saver.copy_thread("seed", f"t{number:02d}")
+        query = next(thread_heads_plan(10, 0))
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+            [explained] = conn.execute(f"EXPLAIN (FORMAT JSON) {query.sql}", query.params)
+        plan = explained[0][0]["Plan"]
+        reads = [node for node in _nodes(plan) if node[1] == "graph_agent_checkpoints"]
+        assert reads and all(kind == "Index Scan" for kind, _ in reads), reads

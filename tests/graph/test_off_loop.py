@@ -11,7 +11,7 @@ import time
 import pytest
 
 from graph_agent.graph._concurrency import TimedOut
-from graph_agent.graph._off_loop import run_off_loop
+from graph_agent.graph._off_loop import bound_to_another_loop, run_off_loop
 
 WHO = contextvars.ContextVar("who", default="nobody")
 
@@ -133,6 +133,34 @@ def test_what_the_coroutine_raises_is_raised_to_the_caller_and_its_own_timeout_s
     with pytest.raises(TimeoutError, match="socket timed out") as caught:
         asyncio.run(run_off_loop(fails, 5))
     assert not isinstance(caught.value, TimedOut)
+
+
+def test_an_object_of_the_callers_loop_used_off_it_is_recognised_through_chains_and_groups():
+    async def main() -> BaseException:
+        event = asyncio.Event()
+        waiter = asyncio.create_task(event.wait())
+        await asyncio.sleep(0)  # the waiter waits: the event is bound to this loop
+
+        async def waits() -> None:
+            await event.wait()
+
+        try:
+            await run_off_loop(waits, 5)
+        except RuntimeError as exc:
+            event.set()
+            await waiter
+            return exc
+        raise AssertionError("the event worked on another loop")
+
+    error = asyncio.run(main())
+    assert bound_to_another_loop(error)
+    try:
+        raise ValueError("wrapped") from error
+    except ValueError as wrapped:
+        assert bound_to_another_loop(wrapped)
+        assert bound_to_another_loop(ExceptionGroup("group", [wrapped]))
+    assert not bound_to_another_loop(RuntimeError("Event loop is closed"))
+    assert not bound_to_another_loop(ValueError("bound to a different event loop"))
 
 
 def test_a_forked_child_runs_coroutines_on_a_shared_loop_of_its_own():

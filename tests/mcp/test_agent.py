@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from graph_agent.agent import HumanInTheLoopHook, ReactAgent, ToolInterceptor
 from graph_agent.cli.errors import CliError
 from graph_agent.cli.mcp import add_mcp_tools
 from graph_agent.mcp import MCPServerError
+from graph_agent.mcp.toolset import _Connection
 from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage
 from graph_agent.models import ScriptedChatModel
 from graph_agent.models.base import ModelRequest
@@ -102,6 +104,37 @@ def test_a_tool_interceptor_wraps_mcp_calls(calc):
 
     assert recorder.seen == [("add", {"a": 1, "b": 1})]
     assert state.value("messages")[-1].content == "The tool said: <2>"
+
+
+def test_an_mcp_tool_under_ainvoke_hops_from_the_callers_loop_straight_to_the_toolsets(
+    calc, monkeypatch
+):
+    hops: list[tuple[str, str]] = []
+    hop = calc._arun
+    connection_call = _Connection.call
+
+    async def recorded_hop(coroutine):
+        hops.append(("from", threading.current_thread().name))
+        return await hop(coroutine)
+
+    async def recorded_call(self, tool_name, arguments):
+        hops.append(("on", threading.current_thread().name))
+        return await connection_call(self, tool_name, arguments)
+
+    monkeypatch.setattr(calc, "_arun", recorded_hop)
+    monkeypatch.setattr(_Connection, "call", recorded_call)
+    model = ScriptedChatModel([calling("add", {"a": 2, "b": 3}), answer_from_last_result])
+    agent = ReactAgent("mathy", model, tools=[*calc])  # the default tool_timeout: 60 s
+
+    async def main():
+        state = await agent.ainvoke("2 + 3?", RunnableConfig(thread_id="t"))
+        return state, threading.current_thread().name
+
+    state, caller_thread = asyncio.run(main())
+
+    assert state.value("messages")[-1].content == "The tool said: 5"
+    assert hops[0] == ("from", caller_thread)  # not graph_agent's own loop: one hop
+    assert hops[1][0] == "on" and hops[1][1].startswith("mcp:")  # the toolset's loop thread
 
 
 def test_parallel_mcp_calls_in_one_answer_each_get_their_own_result(calc):

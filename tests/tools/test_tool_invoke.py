@@ -254,6 +254,37 @@ def test_ainvoke_runs_an_async_tool_on_the_callers_loop_so_it_can_use_what_lives
     assert asyncio.run(main()) == "from the loop"
 
 
+def _arun_awaiting_a_future_of_the_callers_loop(*, on_caller_loop: bool) -> str:
+    entered = threading.Event()
+
+    async def main() -> str:
+        loop_future = asyncio.get_running_loop().create_future()
+
+        @tool(on_caller_loop=on_caller_loop)
+        async def wait_for_the_loop() -> str:
+            """Awaits a future of the caller's loop."""
+            entered.set()
+            return await loop_future
+
+        call = asyncio.create_task(wait_for_the_loop.arun({}, timeout=30))
+        assert await asyncio.to_thread(entered.wait, 30)
+        loop_future.set_result("from the loop")
+        return await call
+
+    return asyncio.run(main())
+
+
+def test_arun_with_a_timeout_runs_an_async_tool_off_the_loop_and_names_the_fix_for_its_objects():
+    with pytest.raises(RuntimeError, match="attached to a different loop") as caught:
+        _arun_awaiting_a_future_of_the_callers_loop(on_caller_loop=False)
+    assert "make it with @tool(on_caller_loop=True)" in str(caught.value)
+    assert isinstance(caught.value.__cause__, RuntimeError)  # asyncio's own error, chained
+
+
+def test_arun_runs_an_async_tool_made_on_caller_loop_on_the_callers_loop_despite_a_timeout():
+    assert _arun_awaiting_a_future_of_the_callers_loop(on_caller_loop=True) == "from the loop"
+
+
 def test_an_async_tool_over_its_timeout_that_awaits_is_cut_without_the_blocked_note() -> None:
     @tool(timeout=0.05)
     async def slow() -> str:
@@ -463,6 +494,8 @@ def test_tool_decorator_forms_all_make_tools() -> None:
     assert tool("renamed")(f).name == "renamed"
     assert tool(name="named", timeout=2)(f).timeout == 2
     assert tool()(f).name == "f"
+    assert tool(on_caller_loop=True)(f).on_caller_loop and not tool(f).on_caller_loop
+    assert Tool.from_function(f, on_caller_loop=True).on_caller_loop
 
 
 def test_a_non_positive_timeout_is_refused() -> None:
@@ -472,3 +505,8 @@ def test_a_non_positive_timeout_is_refused() -> None:
 
 def test_the_repr_names_the_tool_and_its_parameters() -> None:
     assert repr(add) == "Tool(name='add', parameters=['a', 'b'], timeout=None)"
+    on_loop = Tool(add.function, on_caller_loop=True)
+    assert (
+        repr(on_loop)
+        == "Tool(name='add', parameters=['a', 'b'], timeout=None, on_caller_loop=True)"
+    )
