@@ -63,11 +63,24 @@ def cleaned_as_it_raised(
     return asyncio.run(call())
 
 
-def cancel_in(seconds: float, cancel: threading.Event) -> threading.Timer:
-    """Set ``cancel`` from another thread in ``seconds``."""
-    timer = threading.Timer(seconds, cancel.set)
-    timer.start()
-    return timer
+def cancel_once(*started: threading.Event, cancel: threading.Event) -> threading.Thread:
+    """Set ``cancel`` from another thread once every event of ``started`` is (the node to be
+    stopped sets one as it starts to await)."""
+
+    def wait_then_cancel() -> None:
+        if all(event.wait(30) for event in started):
+            cancel.set()
+
+    thread = threading.Thread(target=wait_then_cancel, daemon=True)
+    thread.start()
+    return thread
+
+
+LONG = 30.0
+"""How long a node to be stopped awaits: a call stopped at once ends long before."""
+
+AT_ONCE = 10.0
+"""The seconds a stopped call may take, however loaded the machine."""
 
 
 def test_a_set_cancel_stops_the_run_before_the_next_step_and_the_thread_carries_on_later():
@@ -161,14 +174,15 @@ def test_a_sync_node_running_when_the_call_is_cancelled_ends_but_its_writes_are_
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["invoke", "stream"])
 def test_a_cancel_stops_an_awaiting_async_node_at_once_and_drops_its_writes(driver, streamed):
-    cancel = threading.Event()
+    cancel, awaiting = threading.Event(), threading.Event()
     cleaned: list[str] = []
     g = StateGraph("g", key_strategies={"log": AppendStrategy()})
     g.add_node("first", lambda state: {"log": "first"})
 
     async def wait(state: Any) -> dict[str, Any]:
+        awaiting.set()
         try:
-            await asyncio.sleep(2 if not cleaned else 0)  # long the first time only
+            await asyncio.sleep(LONG if not cleaned else 0)  # long the first time only
         finally:
             cleaned.append("wait")
         return {"log": "wait"}
@@ -177,57 +191,61 @@ def test_a_cancel_stops_an_awaiting_async_node_at_once_and_drops_its_writes(driv
     g.add_edge(START, "first").add_edge("first", "wait").add_edge("wait", END)
     app = g.compile(CompileConfig(saver=MemorySaver()))
     call = driver.stream if streamed else driver.invoke
-    timer = cancel_in(0.2, cancel)
+    canceller = cancel_once(awaiting, cancel=cancel)
     started = time.monotonic()
 
     with pytest.raises(GraphCancelledError, match="during step 1, which runs wait"):
         call(app, {"log": []}, RunnableConfig(thread_id="t1", cancel=cancel))
 
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < AT_ONCE
     assert cleaned == ["wait"]  # cancelled, its finally ran, before the call returned
     snapshot = app.get_state(RunnableConfig(thread_id="t1"))
     assert list(snapshot.values["log"]) == ["first"] and snapshot.next == ("wait",)
     final = driver.invoke(app, None, RunnableConfig(thread_id="t1"))
     assert list(final["log"]) == ["first", "wait"]
-    timer.join()
+    canceller.join()
 
 
 def test_a_cancel_stops_an_async_node_waited_for_under_a_timeout_policy(driver):
-    cancel = threading.Event()
+    cancel, awaiting = threading.Event(), threading.Event()
     cleaned: list[str] = []
 
     async def wait(state: Any) -> dict[str, Any]:
+        awaiting.set()
         try:
-            await asyncio.sleep(2)
+            await asyncio.sleep(LONG)
         finally:
             cleaned.append("wait")
         return {"log": "wait"}
 
     g = StateGraph("g", key_strategies={"log": AppendStrategy()})
-    g.add_node("wait", wait, timeout=30).add_edge(START, "wait").add_edge("wait", END)
+    g.add_node("wait", wait, timeout=2 * LONG).add_edge(START, "wait").add_edge("wait", END)
     app = g.compile(CompileConfig(saver=MemorySaver()))
-    timer = cancel_in(0.2, cancel)
-
+    canceller = cancel_once(awaiting, cancel=cancel)
     config = RunnableConfig(thread_id="t1", cancel=cancel)
+    started = time.monotonic()
 
     during = "during step 0, which runs wait"
     # cancelled with the call, not left running to its end
     assert cleaned_as_it_raised(driver, app, config, cleaned, during) == ["wait"]
-    timer.join()
+    assert time.monotonic() - started < AT_ONCE
+    canceller.join()
 
 
 class Waiting(DualNode):
-    """A node with two faces (as the agent's model node): the async one awaits 2 s."""
+    """A node with two faces (as the agent's model node): the async one awaits 30 s."""
 
     def __init__(self) -> None:
         self.cleaned: list[str] = []
+        self.awaiting = threading.Event()
 
     def __call__(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         return {"log": "sync face"}
 
     async def acall(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        self.awaiting.set()
         try:
-            await asyncio.sleep(2)
+            await asyncio.sleep(LONG)
         finally:
             self.cleaned.append("async face")
         return {"log": "async face"}
@@ -251,16 +269,28 @@ def test_a_cancel_stops_the_async_face_of_a_dual_node_at_once(streamed):
                 await app.ainvoke({"log": []}, config)
         return list(node.cleaned)
 
-    timer = cancel_in(0.2, cancel)
+    canceller = cancel_once(node.awaiting, cancel=cancel)
     started = time.monotonic()
     assert asyncio.run(call()) == ["async face"]
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < AT_ONCE
     assert list(app.get_state(RunnableConfig(thread_id="t1")).values["log"]) == []
-    timer.join()
+    canceller.join()
+
+
+class WritesSeen(MemorySaver):
+    """A MemorySaver that says when it has stored a task's pending writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stored = threading.Event()
+
+    def put_writes(self, *args: Any, **kwargs: Any) -> None:
+        super().put_writes(*args, **kwargs)
+        self.stored.set()
 
 
 def test_a_sibling_that_ended_before_the_cancel_keeps_its_write_and_is_not_run_again(driver):
-    cancel = threading.Event()
+    cancel, awaiting = threading.Event(), threading.Event()
     runs: list[str] = []
     g = StateGraph("fan", key_strategies={"log": AppendStrategy()})
 
@@ -270,35 +300,38 @@ def test_a_sibling_that_ended_before_the_cancel_keeps_its_write_and_is_not_run_a
 
     async def slow(state: Any) -> dict[str, Any]:
         runs.append("slow")
-        await asyncio.sleep(2 if runs.count("slow") == 1 else 0)
+        awaiting.set()
+        await asyncio.sleep(LONG if runs.count("slow") == 1 else 0)
         return {"log": "slow"}
 
     g.add_node("fast", fast).add_node("slow", slow)
     g.add_edge(START, "fast").add_edge(START, "slow")
     g.add_edge("fast", END).add_edge("slow", END)
-    app = g.compile(CompileConfig(saver=MemorySaver()))
-    timer = cancel_in(0.3, cancel)
+    saver = WritesSeen()
+    app = g.compile(CompileConfig(saver=saver))
+    canceller = cancel_once(awaiting, saver.stored, cancel=cancel)  # fast's write is stored
     started = time.monotonic()
 
     with pytest.raises(GraphCancelledError, match="during step 0, which runs fast, slow"):
         driver.invoke(app, {"log": []}, RunnableConfig(thread_id="t1", cancel=cancel))
 
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < AT_ONCE
     assert sorted(runs) == ["fast", "slow"]
     final = driver.invoke(app, None, RunnableConfig(thread_id="t1"))
     assert sorted(runs) == ["fast", "slow", "slow"]  # fast's pending write was kept
     assert list(final["log"]) == ["fast", "slow"]
-    timer.join()
+    canceller.join()
 
 
 def test_a_cancel_stops_a_subgraph_node_whose_node_awaits(driver):
-    cancel = threading.Event()
+    cancel, awaiting = threading.Event(), threading.Event()
     cleaned: list[str] = []
     child = StateGraph("child", key_strategies={"log": AppendStrategy()})
 
     async def wait(state: Any) -> dict[str, Any]:
+        awaiting.set()
         try:
-            await asyncio.sleep(2 if not cleaned else 0)
+            await asyncio.sleep(LONG if not cleaned else 0)
         finally:
             cleaned.append("wait")
         return {"log": "wait"}
@@ -309,16 +342,16 @@ def test_a_cancel_stops_a_subgraph_node_whose_node_awaits(driver):
     parent.add_edge(START, "inner").add_edge("inner", END)
     app = parent.compile(CompileConfig(saver=MemorySaver()))
     config = RunnableConfig(thread_id="t1", cancel=cancel)
-    timer = cancel_in(0.2, cancel)
+    canceller = cancel_once(awaiting, cancel=cancel)
     started = time.monotonic()
 
     during = "during step 0, which runs inner"
     assert cleaned_as_it_raised(driver, app, config, cleaned, during) == ["wait"]
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < AT_ONCE
     assert list(app.get_state(RunnableConfig(thread_id="t1")).values["log"]) == []
     final = driver.invoke(app, None, RunnableConfig(thread_id="t1"))
     assert list(final["log"]) == ["wait"]
-    timer.join()
+    canceller.join()
 
 
 def test_stream_yields_the_finished_steps_then_raises():
