@@ -480,3 +480,56 @@ def test_an_event_that_cancels_no_call_is_left_holding_no_watch(driver):
         driver.invoke(app, {}, RunnableConfig(cancel=cancel))
 
     assert len(cancel._cond._waiters) == 0  # each call's watch left the event with the call
+
+
+def test_under_ainvoke_a_lone_awaited_node_runs_on_the_callers_task_with_a_cancel_signal_too():
+    """No task of its own per step (several times the step's cost, on every served run):
+    a cancel stops it through the caller's task."""
+    ran_on: list[Any] = []
+
+    async def node(state: Any) -> dict[str, Any]:
+        ran_on.append(asyncio.current_task())
+        return {"x": 1}
+
+    g = StateGraph("g")
+    g.add_node("only", node).add_edge(START, "only").add_edge("only", END)
+    app = g.compile()
+
+    async def call() -> Any:
+        await app.ainvoke({}, RunnableConfig(cancel=threading.Event()))
+        return asyncio.current_task()
+
+    assert ran_on == [asyncio.run(call())]
+
+
+def awaiting_graph(awaiting: threading.Event, cleaned: list[str]) -> Any:
+    """``wait`` awaits 30 s the first time it runs (saying when it starts), at once later."""
+
+    async def wait(state: Any) -> dict[str, Any]:
+        awaiting.set()
+        try:
+            await asyncio.sleep(LONG if not cleaned else 0)
+        finally:
+            cleaned.append("wait")
+        return {"log": "wait"}
+
+    g = StateGraph("g", key_strategies={"log": AppendStrategy()})
+    g.add_node("wait", wait).add_edge(START, "wait").add_edge("wait", END)
+    return g
+
+
+def test_cancelling_the_ainvoke_task_while_a_watched_lone_node_awaits_is_a_cancellation():
+    awaiting, cleaned = threading.Event(), []
+    app = awaiting_graph(awaiting, cleaned).compile(CompileConfig(saver=MemorySaver()))
+    config = RunnableConfig(thread_id="t1", cancel=threading.Event())  # never set
+
+    async def main() -> Any:
+        call = asyncio.create_task(app.ainvoke({"log": []}, config))
+        assert await asyncio.to_thread(awaiting.wait, LONG)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):  # the caller's own: not a GraphCancelledError
+            await call
+        assert cleaned == ["wait"]
+        return await app.ainvoke(None, config)  # the thread's lease was given back
+
+    assert list(asyncio.run(main())["log"]) == ["wait"]
