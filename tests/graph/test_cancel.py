@@ -533,3 +533,21 @@ def test_cancelling_the_ainvoke_task_while_a_watched_lone_node_awaits_is_a_cance
         return await app.ainvoke(None, config)  # the thread's lease was given back
 
     assert list(asyncio.run(main())["log"]) == ["wait"]
+
+
+def test_a_subgraph_stopped_with_its_parent_under_ainvoke_is_the_cause_of_the_parents_cancel():
+    cancel, awaiting, cleaned = threading.Event(), threading.Event(), []
+    parent = StateGraph("parent", key_strategies={"log": AppendStrategy()})
+    parent.add_node("inner", awaiting_graph(awaiting, cleaned).compile())
+    parent.add_edge(START, "inner").add_edge("inner", END)
+    app = parent.compile(CompileConfig(saver=MemorySaver()))
+    canceller = cancel_once(awaiting, cancel=cancel)
+    started = time.monotonic()
+
+    with pytest.raises(GraphCancelledError, match="during step 0, which runs inner") as caught:
+        asyncio.run(app.ainvoke({"log": []}, RunnableConfig(thread_id="t1", cancel=cancel)))
+
+    assert time.monotonic() - started < AT_ONCE and cleaned == ["wait"]
+    assert isinstance(caught.value.__cause__, GraphCancelledError)  # the child's own
+    assert "graph 'g'" in str(caught.value.__cause__)
+    canceller.join()
