@@ -1,5 +1,5 @@
 """Cancelling a run stops the agents running inside it at once: a team's agent awaiting its
-model."""
+model, an agent called as a tool awaiting a node."""
 
 from __future__ import annotations
 
@@ -12,16 +12,21 @@ from typing import Any
 import pytest
 
 from graph_agent import (
+    END,
+    START,
     AssistantMessage,
     AssistantMessageChunk,
     GraphCancelledError,
     ReactAgent,
     RunnableConfig,
     SequentialAgent,
+    StateGraph,
 )
+from graph_agent.agent.compose import agent_tool
 from graph_agent.messages import BaseMessage
 from graph_agent.models import ScriptedChatModel
 from graph_agent.models.base import message_to_chunks
+from tests.compose.agents import calls, scripted
 
 LONG = 30.0
 """How long what is to be stopped waits: a run stopped at once ends long before."""
@@ -120,3 +125,66 @@ def test_cancelling_a_team_stops_its_agent_awaiting_its_model_at_once(streamed: 
     assert model.stopped.is_set()  # the model call itself was cancelled
     messages = team.get_state(RunnableConfig(thread_id="t1")).values["messages"]
     assert [m.text for m in messages] == ["Write about graphs."]  # no partial write
+
+
+class GraphAgent:
+    """A plain graph as an agent (what ``agent_tool`` takes): its one node awaits 30 s."""
+
+    description = "Waits."
+    instruction_keys: tuple[str, ...] = ()
+    output_keys: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        self.started, self.stopped = threading.Event(), threading.Event()
+        graph = StateGraph("waiter")
+
+        async def wait(state: Any) -> dict[str, Any]:
+            self.started.set()
+            try:
+                await asyncio.sleep(LONG)
+            except asyncio.CancelledError:
+                self.stopped.set()
+                raise
+            return {}
+
+        graph.add_node("wait", wait).add_edge(START, "wait").add_edge("wait", END)
+        self.name = "waiter"
+        self.graph = graph.compile()
+
+    def _max_steps(self) -> int:
+        return 10
+
+
+def test_cancelling_the_caller_stops_the_node_an_agent_tool_awaits_at_once(caller: Any) -> None:
+    waiter = GraphAgent()
+    boss = scripted(
+        "boss", calls(("c1", "waiter", {"request": "wait"})), "done", tools=[agent_tool(waiter)]
+    )
+    cancel = threading.Event()
+    canceller = cancel_once(waiter.started, cancel)
+    started = time.monotonic()
+
+    with pytest.raises(GraphCancelledError, match="which runs __tool__"):
+        caller.invoke(boss, "go", RunnableConfig(thread_id="t1", cancel=cancel))
+
+    assert waiter.stopped.wait(AT_ONCE)  # the agent's node, not only its caller, stopped
+    assert time.monotonic() - started < AT_ONCE
+    canceller.join()
+
+
+def test_an_agent_tool_that_times_out_stops_the_node_it_awaits_at_once(caller: Any) -> None:
+    waiter = GraphAgent()
+    boss = scripted(
+        "boss",
+        calls(("c1", "waiter", {"request": "wait"})),
+        lambda request: request.messages[-1].text,
+        tools=[agent_tool(waiter)],
+        tool_timeout=0.5,  # the call gives up long before the node would end
+    )
+    started = time.monotonic()
+
+    final = caller.invoke(boss, "go", RunnableConfig(thread_id="t1"))
+
+    assert "did not finish within 0.5 s" in final["messages"][-1].text
+    assert waiter.stopped.wait(AT_ONCE)  # stopped with its call, not left to run 30 s
+    assert time.monotonic() - started < AT_ONCE

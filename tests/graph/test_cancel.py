@@ -551,3 +551,20 @@ def test_a_subgraph_stopped_with_its_parent_under_ainvoke_is_the_cause_of_the_pa
     assert isinstance(caught.value.__cause__, GraphCancelledError)  # the child's own
     assert "graph 'g'" in str(caught.value.__cause__)
     canceller.join()
+
+
+def test_a_signal_set_when_any_of_its_events_is_stops_an_awaiting_node_at_once(driver):
+    from graph_agent.graph._cancel import AnySignal
+
+    caller, call, awaiting, cleaned = threading.Event(), threading.Event(), threading.Event(), []
+    app = awaiting_graph(awaiting, cleaned).compile()
+    signal = AnySignal(caller, AnySignal(Flag(), call))  # (an agent tool's, nested in another's)
+    canceller = cancel_once(awaiting, cancel=call)
+    started = time.monotonic()
+
+    with pytest.raises(GraphCancelledError, match="during step 0, which runs wait"):
+        driver.invoke(app, {"log": []}, RunnableConfig(cancel=signal))
+
+    assert time.monotonic() - started < AT_ONCE and cleaned == ["wait"]
+    assert len(caller._cond._waiters) == 0  # the watch left every event with the call
+    canceller.join()
