@@ -12,11 +12,12 @@ from typing import Any, Protocol
 
 from graph_agent.agent.keys import RUN_KEY
 from graph_agent.agent.nodes import last_assistant
+from graph_agent.graph._cancel import AnySignal
 from graph_agent.graph._subgraph import SubgraphNode, run_nested
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.task import derive_id
-from graph_agent.graph.types import CancelSignal, RunnableConfig
+from graph_agent.graph.types import RunnableConfig
 from graph_agent.messages import AssistantMessage, BaseMessage, SystemMessage, UserMessage
 from graph_agent.tools import Tool, ToolContext
 
@@ -112,8 +113,9 @@ def agent_tool(agent: AgentLike, name: str | None = None, description: str | Non
 
     The agent runs in the caller's thread, under a namespace of its own per tool call (see
     :func:`agent_tool_namespace`); its final answer is the tool's result. When the call times
-    out (``tool_timeout``), the agent stops before its next step instead of running on unseen;
-    so it does when the caller's run is cancelled.
+    out (``tool_timeout``) or the caller's run is cancelled, the agent stops instead of running
+    on unseen: a node it awaits is cancelled at once; a sync one (its model's sync call, say)
+    ends first, and the agent stops before its next step.
     """
     tool_name = name or agent.name
     text = description or agent.description or f"Ask the {agent.name} agent to do a task."
@@ -126,7 +128,7 @@ def agent_tool(agent: AgentLike, name: str | None = None, description: str | Non
             config,
             agent_tool_namespace(tool_name, ctx),
             max_steps=agent._max_steps(),
-            cancel=_Either(config.cancel, ctx.cancelled),
+            cancel=AnySignal(config.cancel, ctx.cancelled),
         )
         messages = list(final.value("messages", ()))
         request_at = next((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), -1)
@@ -154,18 +156,6 @@ def agent_tool_namespace(tool_name: str, context: ToolContext) -> str:
     digest = derive_id("agent_tool", context.idempotency_key)[:8]
     namespace = f"{tool_name}:{context.call_id}:{digest}"
     return f"{namespace}:retry{context.attempt}" if context.attempt else namespace
-
-
-class _Either:
-    """Set when the caller's run is cancelled or the tool call was given up."""
-
-    __slots__ = ("call", "caller")
-
-    def __init__(self, caller: CancelSignal | None, call: CancelSignal) -> None:
-        self.caller, self.call = caller, call
-
-    def is_set(self) -> bool:
-        return self.call.is_set() or (self.caller is not None and self.caller.is_set())
 
 
 def _query_for(name: str, state: OverAllState, query_key: str | None) -> str | None:

@@ -5,7 +5,8 @@ async nodes on threads; under the async driver, async nodes and DualNodes on the
 and sync nodes on the pool). The sync driver calls, the async one awaits; both hold the thread's
 lease for the whole call. A call with a cancel signal has it watched (``_cancel.py``): set
 while a step's tasks run on threads or the loop, they are stopped at once (:class:`StepCancelled`
-is thrown into the flow, which raises ``GraphCancelledError``).
+is thrown into the flow, which raises ``GraphCancelledError``); a lone awaited node, awaited on
+the caller's own task as without a signal, is stopped by cancelling that task (``LoneAwait``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from graph_agent.graph._flow import call_flow
 from graph_agent.graph._run_tasks import (
     AsyncConcurrent,
     Concurrent,
+    LoneAwait,
     NodeGreenlet,
     arun_lone,
     awaits,
@@ -160,9 +162,11 @@ async def drive_async(
         _async_holders[key] = holder
     running: AsyncConcurrent | None = None  # the step's tasks
     watch: CancelWatch | None = None
+    lone: LoneAwait | None = None  # awaits a lone node where a cancel can stop it
     try:
         if config.cancel is not None:
             watch = watch_cancel(config.cancel)
+            lone = LoneAwait(watch) if watch is not None else None
         flow = call_flow(
             run, input, config, streaming=streaming, subgraphs=subgraphs, task_events=task_events
         )
@@ -177,8 +181,14 @@ async def drive_async(
             reply = failed = None
             if type(effect) is RunTasks:
                 tasks = effect.tasks
-                if len(tasks) == 1 and not streaming and watch is None and awaits(tasks[0]):
-                    reply = await arun_lone(tasks[0])
+                if len(tasks) == 1 and not streaming and awaits(tasks[0]):
+                    if lone is None:
+                        reply = await arun_lone(tasks[0])
+                    else:
+                        try:
+                            reply = await lone.run(tasks[0])
+                        except StepCancelled as cancelled:
+                            failed = cancelled
                     continue
                 running = AsyncConcurrent(effect, streaming, watch)
                 effect = NEXT_OUTCOME

@@ -10,8 +10,9 @@ coroutine is cancelled at its timeout; if its loop is blocked, the caller stops 
 :data:`BLOCKED_GRACE` seconds later all the same. While the shared loop runs calls it beats
 every :data:`BEAT` seconds; a loop that missed its beats for :data:`STALLED` seconds is
 blocked, and is retired: later calls go to a new loop (one thread in all while no call blocks),
-and the retired loop's thread ends once its calls have. Cancelling the caller's wait cancels
-the coroutine. asyncio is imported by the first call, not with the package.
+and the retired loop's thread ends once its calls have, closing what they left open.
+Cancelling the caller's wait cancels the coroutine. asyncio is imported by the first call, not
+with the package.
 
 What such a coroutine cannot do is use an object bound to the caller's loop (an
 ``asyncio.Event`` the caller waits on, a client or pool made there):
@@ -30,7 +31,7 @@ from collections.abc import Callable, Coroutine
 from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from graph_agent.graph._concurrency import BLOCKED_GRACE, TimedOut, _set
+from graph_agent.graph._concurrency import BLOCKED_GRACE, CLOSE_GRACE_SECONDS, TimedOut, _set
 from graph_agent.graph._pool import _Settle, _settler
 from graph_agent.graph.errors import exception_text
 
@@ -55,7 +56,17 @@ class _Call:
     """One coroutine handed to a shared loop: what it needs there, and its task once started.
     Its fields are used on the shared loop's thread only."""
 
-    __slots__ = ("cancelled", "context", "cut", "expired", "make", "settle", "task", "timeout")
+    __slots__ = (
+        "cancelled",
+        "context",
+        "cut",
+        "expired",
+        "home",
+        "make",
+        "settle",
+        "task",
+        "timeout",
+    )
 
     def __init__(
         self,
@@ -73,6 +84,7 @@ class _Call:
         self.task: asyncio.Task[Any] | None = None
         self.cut: asyncio.TimerHandle | None = None
         self.expired = False  # cut at its timeout (else a cancel came from its caller)
+        self.home: _SharedLoop | None = None  # the loop it was last handed to
 
     def cancel(self) -> None:
         """Cancel the task (started already: a loop runs its callbacks in order)."""
@@ -99,16 +111,21 @@ class _SharedLoop:
         self.last_beat = time.monotonic()
         self.beating = False
         self.retired = False
+        self.stopping = False  # (set on its own thread: stopped once, however retire races)
         self._thread = threading.Thread(
             target=self._serve, name=f"graph-agent-off-loop-{number}", daemon=True
         )
         self._thread.start()
 
     def _serve(self) -> None:
+        loop = self.loop
         try:
-            self.loop.run_forever()
+            loop.run_forever()
         finally:
-            self.loop.close()
+            try:
+                loop.run_until_complete(_wind_down())
+            finally:
+                loop.close()
 
     def stalled(self) -> bool:
         """Whether it runs calls and missed its beats (read from any thread)."""
@@ -116,6 +133,7 @@ class _SharedLoop:
 
     def start(self, call: _Call) -> None:
         """Hand ``call`` to the loop; what it returns or raises goes to its ``settle``."""
+        call.home = self
         self.loop.call_soon_threadsafe(self._begin, call)
 
     def cancel(self, call: _Call) -> None:
@@ -124,6 +142,9 @@ class _SharedLoop:
             self.loop.call_soon_threadsafe(call.cancel)
 
     def _begin(self, call: _Call) -> None:
+        if self.stopping:  # handed to it as it stopped: the loop calls go to now takes it
+            _shared_loops.pick().start(call)
+            return
         try:
             coroutine = call.context.run(call.make)
         except BaseException as exc:
@@ -153,10 +174,12 @@ class _SharedLoop:
         error = None if task.cancelled() else task.exception()  # (read, also when unused)
         if call.expired:  # whatever it did once cancelled
             call.settle(None, TimedOut(call.timeout))
-        elif not task.cancelled():
+        elif task.cancelled():  # (a caller that cancelled its wait takes nothing)
+            call.settle(None, _ended_cancelled())
+        else:
             call.settle(None if error is not None else task.result(), error)
-        if self.retired and not self.running:
-            self.loop.stop()  # its last call ended: the thread ends
+        if self.retired:
+            self._stop_if_idle()  # its last call ended: the thread ends
 
     def retire(self) -> None:
         """Take no more calls; stop once the calls it runs have ended."""
@@ -165,8 +188,33 @@ class _SharedLoop:
             self.loop.call_soon_threadsafe(self._stop_if_idle)
 
     def _stop_if_idle(self) -> None:
-        if not self.running:
+        if not self.running and not self.stopping:
+            self.stopping = True
             self.loop.stop()
+
+
+def _ended_cancelled() -> RuntimeError:
+    """What the caller of a coroutine that ended cancelled on its own gets."""
+    return RuntimeError(
+        "the coroutine run off the event loop ended cancelled, though neither its caller nor "
+        "its timeout cancelled it: a CancelledError from something it awaited (a task "
+        "cancelled elsewhere) escaped it; catch that CancelledError inside the coroutine"
+    )
+
+
+async def _wind_down() -> None:
+    """What a shared loop does as it stops: the tasks its calls left running are cancelled
+    (and waited for, a while), and the async generators they left open are closed (the HTTP
+    clients models keep per loop are closed so)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    left = [task for task in asyncio.all_tasks(loop) if task is not asyncio.current_task()]
+    for task in left:
+        task.cancel()
+    if left:
+        await asyncio.wait(left, timeout=CLOSE_GRACE_SECONDS)
+    await loop.shutdown_asyncgens()
 
 
 class _SharedLoops:
@@ -220,14 +268,15 @@ async def run_off_loop(
 
     caller = asyncio.get_running_loop()
     outcome: asyncio.Future[_T] = caller.create_future()
-    home = _shared_loops.pick()
     call = _Call(make_coroutine, timeout, cancelled, copy_context(), _settler(caller, outcome))
-    home.start(call)
+    _shared_loops.pick().start(call)
 
     def give_up() -> None:  # its loop did not cut it: blocked
         if not outcome.done():
             outcome.set_exception(TimedOut(timeout, loop_blocked=True))
             _set(cancelled)
+            home = call.home
+            assert home is not None
             home.retire()
             home.cancel(call)  # (runs once the loop is free again)
 
@@ -235,7 +284,8 @@ async def run_off_loop(
     try:
         return await outcome
     except asyncio.CancelledError:
-        home.cancel(call)  # this await was cancelled: the coroutine goes too
+        assert call.home is not None
+        call.home.cancel(call)  # this await was cancelled: the coroutine goes too
         raise
     finally:
         watchdog.cancel()

@@ -294,6 +294,70 @@ async def arun_lone(task: Task) -> Outcome:
         return task, None, exc
 
 
+_cancelled_by_watch: dict[Any, int] = {}
+"""The tasks a :class:`LoneAwait` cancelled and that have not taken that cancel back yet, each
+with its count of cancel requests before it (``Task.cancelling()``). One cancel per task,
+however many calls nested in it watch one signal (a subgraph's under its parent's): whichever
+of them the CancelledError reaches first takes it back."""
+
+
+class LoneAwait:
+    """Awaits the lone awaited node of a step (:func:`arun_lone`) of a call whose cancel signal
+    is watched, on the caller's own task, as a call without one does (a task per node, as
+    :class:`AsyncConcurrent` makes, costs several times the step), and stops it the moment the
+    signal is set: the watch has the caller's task cancelled, and that CancelledError becomes
+    :class:`StepCancelled`. A cancellation of the caller's task from elsewhere still propagates
+    as one."""
+
+    __slots__ = ("_current_task", "_loop", "_task", "_watch")
+
+    def __init__(self, watch: CancelWatch) -> None:
+        import asyncio
+
+        self._watch = watch
+        self._loop = asyncio.get_running_loop()
+        self._current_task = asyncio.current_task
+        self._task: Any = None  # the caller's task while it awaits a node
+
+    async def run(self, task: Task) -> Outcome:
+        """How ``task`` ended, as :func:`arun_lone` tells.
+
+        Raises:
+            StepCancelled: The cancel signal was set while it ran (it was cancelled).
+        """
+        current = self._task = self._current_task()
+        self._watch.listen(self._heard)
+        try:
+            outcome = await arun_lone(task)
+        except BaseException as exc:
+            import asyncio
+
+            if self._took_back(current) and isinstance(exc, asyncio.CancelledError):
+                raise StepCancelled from None
+            raise
+        self._took_back(current)  # the node caught the cancel and ended: the flow drops its write
+        return outcome
+
+    def _heard(self) -> None:
+        """The signal was set (on the setting thread, with the event's lock held)."""
+        self._loop.call_soon_threadsafe(self._cancel)
+
+    def _cancel(self) -> None:
+        task = self._task
+        if task is not None and task not in _cancelled_by_watch:
+            _cancelled_by_watch[task] = task.cancelling()
+            task.cancel()
+
+    def _took_back(self, current: Any) -> bool:
+        """Stop cancelling; whether a watch had ``current`` cancelled and nothing else did (that
+        cancel taken back, so that the task's later awaits are not cut)."""
+        self._task = None
+        if not _cancelled_by_watch:  # (the common step: nothing was cancelled)
+            return False
+        before = _cancelled_by_watch.pop(current, None)
+        return before is not None and current.uncancel() <= before
+
+
 class AsyncConcurrent:
     """A step's tasks running on the caller's event loop (sync ones on the shared pool), at
     most ``max_concurrency`` at once; :meth:`next` waits for the next to end."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from graph_agent.graph._drive import inside_subgraph
@@ -69,20 +70,95 @@ def run_nested(
         GraphInterrupted: the child paused; its interrupts pause the caller too.
         ParentCommand: the child handed off (``Command.PARENT``).
     """
+    nested = _Nested.prepare(child, fresh_input, config, place, max_steps, cancel)
+    token = inside_subgraph.set(True)
+    try:
+        final = _run(nested.app, nested.input, nested.config, nested.task)
+    except Exception:
+        nested.note_consumed()
+        raise
+    finally:
+        inside_subgraph.reset(token)
+    if final.interrupts:
+        nested.raise_paused(final)
+    return final
+
+
+async def arun_nested(
+    child: CompiledGraph,
+    fresh_input: Callable[[], Any],
+    config: RunnableConfig,
+    place: str,
+    *,
+    max_steps: int | None = None,
+) -> OverAllState:
+    """:func:`run_nested` awaited: the child runs on the caller's event loop (``ainvoke`` or
+    ``astream``), so a cancel of the caller's run (its signal is the child's) stops the node
+    the child awaits at once, and cancelling this await stops the child. Reading where the
+    child stands in the saver (before it runs, and when it pauses or fails) is done on a
+    worker thread.
+
+    Raises:
+        GraphInterrupted: the child paused; its interrupts pause the caller too.
+        ParentCommand: the child handed off (``Command.PARENT``).
+    """
     task = config.task
-    steps = max(config.max_steps, max_steps or 0)
-    cancel = cancel if cancel is not None else config.cancel
-    saver = task.saver if task is not None else None
-    if task is None or saver is None:
-        child_config = RunnableConfig(
-            max_steps=steps,
-            max_concurrency=config.max_concurrency,
-            context=config.context,
-            cancel=cancel,
-            store=config.store,
+    if task is not None and task.saver is not None:
+        nested = await to_thread(
+            _Nested.prepare, child, fresh_input, config, place, max_steps, None
         )
-        app, child_input = child.with_saver(None), fresh_input()
     else:
+        nested = _Nested.prepare(child, fresh_input, config, place, max_steps, None)
+    token = inside_subgraph.set(True)
+    try:
+        final = await _arun(nested.app, nested.input, nested.config, nested.task)
+    except Exception:
+        if nested.resumed:
+            await to_thread(nested.note_consumed)
+        raise
+    finally:
+        inside_subgraph.reset(token)
+    if final.interrupts:
+        await to_thread(nested.raise_paused, final)
+    return final
+
+
+@dataclass(slots=True)
+class _Nested:
+    """A child's run for the task running now: the child on the task's saver (or on none),
+    its input and its config."""
+
+    app: CompiledGraph
+    input: Any
+    config: RunnableConfig
+    task: TaskContext | None
+    saver: Any
+
+    @classmethod
+    def prepare(
+        cls,
+        child: CompiledGraph,
+        fresh_input: Callable[[], Any],
+        config: RunnableConfig,
+        place: str,
+        max_steps: int | None,
+        cancel: CancelSignal | None,
+    ) -> _Nested:
+        """The child's run (see :func:`run_nested`): with a saver, where it starts is read
+        from the saver."""
+        task = config.task
+        steps = max(config.max_steps, max_steps or 0)
+        cancel = cancel if cancel is not None else config.cancel
+        saver = task.saver if task is not None else None
+        if task is None or saver is None:
+            child_config = RunnableConfig(
+                max_steps=steps,
+                max_concurrency=config.max_concurrency,
+                context=config.context,
+                cancel=cancel,
+                store=config.store,
+            )
+            return cls(child.with_saver(None), fresh_input(), child_config, task, saver)
         child_config = RunnableConfig(
             thread_id=config.thread_id,
             checkpoint_ns=_namespace(task, place),
@@ -94,23 +170,28 @@ def run_nested(
             store=config.store,
         )
         app = child.with_saver(saver)
-        child_input = _where_to_start(app, child_config, task, fresh_input)
-    token = inside_subgraph.set(True)
-    try:
-        final = _run(app, child_input, child_config, task)
-    except Exception:
-        if isinstance(child_input, Command) and task is not None:
-            _note_consumed(app, child_config, task, child_input.resume)
-        raise
-    finally:
-        inside_subgraph.reset(token)
-    if final.interrupts:
+        return cls(
+            app, _where_to_start(app, child_config, task, fresh_input), child_config, task, saver
+        )
+
+    @property
+    def resumed(self) -> bool:
+        """Whether the child was given answers to its interrupts."""
+        return isinstance(self.input, Command) and self.task is not None
+
+    def note_consumed(self) -> None:
+        """The child failed: see :func:`_note_consumed` (reads the saver)."""
+        if self.resumed:
+            assert self.task is not None
+            _note_consumed(self.app, self.config, self.task, self.input.resume)
+
+    def raise_paused(self, final: OverAllState) -> None:
+        """The child paused (``final`` has interrupts): pause the caller with them."""
         raise GraphInterrupted(
             final.interrupts,
             nested=[i.id for i in final.interrupts],
-            breakpoints=_breakpoints(saver, child_config, final.interrupts),
+            breakpoints=_breakpoints(self.saver, self.config, final.interrupts),
         )
-    return final
 
 
 def _namespace(task: TaskContext, place: str) -> str:
@@ -195,9 +276,25 @@ def _run(
             emit_chunk(output)  # forwarded to the caller's stream with this node in its path
 
 
+async def _arun(
+    app: CompiledGraph, child_input: Any, config: RunnableConfig, task: TaskContext | None
+) -> OverAllState:
+    """:func:`_run` on the caller's event loop."""
+    if isinstance(child_input, _Finished):
+        return OverAllState(child_input.values)
+    if task is None or not task.streaming:
+        return await app.ainvoke(child_input, config)
+    result: list[OverAllState] = []
+    async for output in app._astream(child_input, config, task.stream_subgraphs, False, result):
+        if isinstance(output, StreamingOutput) or task.stream_subgraphs:
+            emit_chunk(output)  # forwarded to the caller's stream with this node in its path
+    return result[0]
+
+
 class SubgraphNode(DualNode):
-    """The node function that runs ``child`` (see the module docstring). Under ``ainvoke`` it
-    runs the child as ``invoke`` does, on a worker thread (:meth:`acall`).
+    """The node function that runs ``child`` (see the module docstring): with ``invoke`` under
+    ``invoke``/``stream``, with ``ainvoke`` (or ``astream``) under their async twins
+    (:meth:`acall`).
 
     Args:
         child: The compiled graph to run.
@@ -228,6 +325,32 @@ class SubgraphNode(DualNode):
         return self.child.name
 
     def __call__(self, state: OverAllState, config: RunnableConfig) -> Any:
+        place, given, fresh_input = self._inputs(state, config)
+        try:
+            final = run_nested(self.child, fresh_input, config, place, max_steps=self.max_steps)
+        except ParentCommand as handoff:
+            return _handed_off(handoff)
+        return self._update(state, config, place, given, final)
+
+    async def acall(self, state: OverAllState, config: RunnableConfig) -> Any:
+        """:meth:`__call__` awaited on the caller's event loop (:func:`arun_nested`): a cancel
+        of the run stops the node the child awaits at once, as it stops the caller's own."""
+        place, given, fresh_input = self._inputs(state, config)
+        try:
+            final = await arun_nested(
+                self.child, fresh_input, config, place, max_steps=self.max_steps
+            )
+        except ParentCommand as handoff:
+            return _handed_off(handoff)
+        if given or self.make_output is not None or config.task is None:
+            return self._update(state, config, place, given, final)
+        return await to_thread(self._update, state, config, place, given, final)  # reads the saver
+
+    def _inputs(
+        self, state: OverAllState, config: RunnableConfig
+    ) -> tuple[str, list[dict[str, Any]], Callable[[], dict[str, Any]]]:
+        """Where the child keeps its checkpoints, the inputs it was given (none when it
+        resumes), and what gives it one."""
         task = config.task
         # after update_state on a paused parent, the task keeps the namespace of the one it
         # took over, where the child waits
@@ -238,42 +361,28 @@ class SubgraphNode(DualNode):
             given.append(self.make_input(state))
             return given[-1]
 
-        try:
-            final = run_nested(self.child, fresh_input, config, place, max_steps=self.max_steps)
-        except ParentCommand as handoff:
-            command = handoff.command
-            return Command(goto=command.goto, update=command.update)
+        return place, given, fresh_input
+
+    def _update(
+        self,
+        state: OverAllState,
+        config: RunnableConfig,
+        place: str,
+        given: list[dict[str, Any]],
+        final: OverAllState,
+    ) -> Any:
+        """The parent's update from the child's final state."""
         if self.make_output is not None:
             return self.make_output(state, final.data())
         if given:  # the child ran from its input in this call: the common case
             return self._changed_keys(given[-1], final.data())
         # resumed (or found finished): its input is its first checkpoint, not the parent's
         # state now, which update_state may have changed while the child waited
+        task = config.task
         started = None
         if task is not None and task.saver is not None:
             started = _first_values(task.saver, task.thread_id, _namespace(task, place))
         return self._changed_keys(started if started is not None else state, final.data())
-
-    async def acall(self, state: OverAllState, config: RunnableConfig) -> Any:
-        """The child run on a worker thread, awaited. Cancelled because the run was (its
-        cancel signal is set), it waits for the child, which shares the signal and stops with
-        it, so that the run ends once its child has (the child's namespace lease given back, its
-        running node stopped); cancelled otherwise (its caller went away), it leaves the child
-        to run on, as it leaves a sync node."""
-        import asyncio
-
-        running = asyncio.ensure_future(to_thread(self, state, config))
-        try:
-            return await asyncio.shield(running)
-        except asyncio.CancelledError:
-            cancel = config.cancel
-            if cancel is None or not cancel.is_set():
-                running.cancel()
-            else:
-                await asyncio.wait([running])
-                if not running.cancelled():
-                    running.exception()  # the child's GraphCancelledError: retrieved, not logged
-            raise
 
     def _changed_keys(self, before: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
         """The child's final values as a parent update: the keys it changed from its input
@@ -293,6 +402,12 @@ class SubgraphNode(DualNode):
             elif key not in before or old != value:
                 update[key] = value
         return update
+
+
+def _handed_off(handoff: ParentCommand) -> Command:
+    """The parent's own Command for a child's ``Command(graph=Command.PARENT, ...)``."""
+    command = handoff.command
+    return Command(goto=command.goto, update=command.update)
 
 
 class _Finished:

@@ -275,9 +275,16 @@ class CompiledGraph:
         return ModeItems(modes, tuples=not isinstance(stream_mode, str)).astream(items)
 
     async def _astream(
-        self, input: Any, config: RunnableConfig, subgraphs: bool, task_events: bool
+        self,
+        input: Any,
+        config: RunnableConfig,
+        subgraphs: bool,
+        task_events: bool,
+        result: list[OverAllState] | None = None,
     ) -> AsyncGenerator[NodeOutput, None]:
-        result: list[OverAllState] = []
+        """The stream; ``result`` gets the final state once it ends (a subgraph node's)."""
+        if result is None:
+            result = []
         agen = drive_async(self._run, input, config, True, result, subgraphs, task_events)
         try:
             async for item in agen:

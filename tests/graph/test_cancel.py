@@ -63,11 +63,24 @@ def cleaned_as_it_raised(
     return asyncio.run(call())
 
 
-def cancel_in(seconds: float, cancel: threading.Event) -> threading.Timer:
-    """Set ``cancel`` from another thread in ``seconds``."""
-    timer = threading.Timer(seconds, cancel.set)
-    timer.start()
-    return timer
+def cancel_once(*started: threading.Event, cancel: threading.Event) -> threading.Thread:
+    """Set ``cancel`` from another thread once every event of ``started`` is (the node to be
+    stopped sets one as it starts to await)."""
+
+    def wait_then_cancel() -> None:
+        if all(event.wait(30) for event in started):
+            cancel.set()
+
+    thread = threading.Thread(target=wait_then_cancel, daemon=True)
+    thread.start()
+    return thread
+
+
+LONG = 30.0
+"""How long a node to be stopped awaits: a call stopped at once ends long before."""
+
+AT_ONCE = 10.0
+"""The seconds a stopped call may take, however loaded the machine."""
 
 
 def test_a_set_cancel_stops_the_run_before_the_next_step_and_the_thread_carries_on_later():
@@ -161,14 +174,15 @@ def test_a_sync_node_running_when_the_call_is_cancelled_ends_but_its_writes_are_
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["invoke", "stream"])
 def test_a_cancel_stops_an_awaiting_async_node_at_once_and_drops_its_writes(driver, streamed):
-    cancel = threading.Event()
+    cancel, awaiting = threading.Event(), threading.Event()
     cleaned: list[str] = []
     g = StateGraph("g", key_strategies={"log": AppendStrategy()})
     g.add_node("first", lambda state: {"log": "first"})
 
     async def wait(state: Any) -> dict[str, Any]:
+        awaiting.set()
         try:
-            await asyncio.sleep(2 if not cleaned else 0)  # long the first time only
+            await asyncio.sleep(LONG if not cleaned else 0)  # long the first time only
         finally:
             cleaned.append("wait")
         return {"log": "wait"}
@@ -177,57 +191,61 @@ def test_a_cancel_stops_an_awaiting_async_node_at_once_and_drops_its_writes(driv
     g.add_edge(START, "first").add_edge("first", "wait").add_edge("wait", END)
     app = g.compile(CompileConfig(saver=MemorySaver()))
     call = driver.stream if streamed else driver.invoke
-    timer = cancel_in(0.2, cancel)
+    canceller = cancel_once(awaiting, cancel=cancel)
     started = time.monotonic()
 
     with pytest.raises(GraphCancelledError, match="during step 1, which runs wait"):
         call(app, {"log": []}, RunnableConfig(thread_id="t1", cancel=cancel))
 
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < AT_ONCE
     assert cleaned == ["wait"]  # cancelled, its finally ran, before the call returned
     snapshot = app.get_state(RunnableConfig(thread_id="t1"))
     assert list(snapshot.values["log"]) == ["first"] and snapshot.next == ("wait",)
     final = driver.invoke(app, None, RunnableConfig(thread_id="t1"))
     assert list(final["log"]) == ["first", "wait"]
-    timer.join()
+    canceller.join()
 
 
 def test_a_cancel_stops_an_async_node_waited_for_under_a_timeout_policy(driver):
-    cancel = threading.Event()
+    cancel, awaiting = threading.Event(), threading.Event()
     cleaned: list[str] = []
 
     async def wait(state: Any) -> dict[str, Any]:
+        awaiting.set()
         try:
-            await asyncio.sleep(2)
+            await asyncio.sleep(LONG)
         finally:
             cleaned.append("wait")
         return {"log": "wait"}
 
     g = StateGraph("g", key_strategies={"log": AppendStrategy()})
-    g.add_node("wait", wait, timeout=30).add_edge(START, "wait").add_edge("wait", END)
+    g.add_node("wait", wait, timeout=2 * LONG).add_edge(START, "wait").add_edge("wait", END)
     app = g.compile(CompileConfig(saver=MemorySaver()))
-    timer = cancel_in(0.2, cancel)
-
+    canceller = cancel_once(awaiting, cancel=cancel)
     config = RunnableConfig(thread_id="t1", cancel=cancel)
+    started = time.monotonic()
 
     during = "during step 0, which runs wait"
     # cancelled with the call, not left running to its end
     assert cleaned_as_it_raised(driver, app, config, cleaned, during) == ["wait"]
-    timer.join()
+    assert time.monotonic() - started < AT_ONCE
+    canceller.join()
 
 
 class Waiting(DualNode):
-    """A node with two faces (as the agent's model node): the async one awaits 2 s."""
+    """A node with two faces (as the agent's model node): the async one awaits 30 s."""
 
     def __init__(self) -> None:
         self.cleaned: list[str] = []
+        self.awaiting = threading.Event()
 
     def __call__(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         return {"log": "sync face"}
 
     async def acall(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        self.awaiting.set()
         try:
-            await asyncio.sleep(2)
+            await asyncio.sleep(LONG)
         finally:
             self.cleaned.append("async face")
         return {"log": "async face"}
@@ -251,16 +269,28 @@ def test_a_cancel_stops_the_async_face_of_a_dual_node_at_once(streamed):
                 await app.ainvoke({"log": []}, config)
         return list(node.cleaned)
 
-    timer = cancel_in(0.2, cancel)
+    canceller = cancel_once(node.awaiting, cancel=cancel)
     started = time.monotonic()
     assert asyncio.run(call()) == ["async face"]
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < AT_ONCE
     assert list(app.get_state(RunnableConfig(thread_id="t1")).values["log"]) == []
-    timer.join()
+    canceller.join()
+
+
+class WritesSeen(MemorySaver):
+    """A MemorySaver that says when it has stored a task's pending writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stored = threading.Event()
+
+    def put_writes(self, *args: Any, **kwargs: Any) -> None:
+        super().put_writes(*args, **kwargs)
+        self.stored.set()
 
 
 def test_a_sibling_that_ended_before_the_cancel_keeps_its_write_and_is_not_run_again(driver):
-    cancel = threading.Event()
+    cancel, awaiting = threading.Event(), threading.Event()
     runs: list[str] = []
     g = StateGraph("fan", key_strategies={"log": AppendStrategy()})
 
@@ -270,35 +300,38 @@ def test_a_sibling_that_ended_before_the_cancel_keeps_its_write_and_is_not_run_a
 
     async def slow(state: Any) -> dict[str, Any]:
         runs.append("slow")
-        await asyncio.sleep(2 if runs.count("slow") == 1 else 0)
+        awaiting.set()
+        await asyncio.sleep(LONG if runs.count("slow") == 1 else 0)
         return {"log": "slow"}
 
     g.add_node("fast", fast).add_node("slow", slow)
     g.add_edge(START, "fast").add_edge(START, "slow")
     g.add_edge("fast", END).add_edge("slow", END)
-    app = g.compile(CompileConfig(saver=MemorySaver()))
-    timer = cancel_in(0.3, cancel)
+    saver = WritesSeen()
+    app = g.compile(CompileConfig(saver=saver))
+    canceller = cancel_once(awaiting, saver.stored, cancel=cancel)  # fast's write is stored
     started = time.monotonic()
 
     with pytest.raises(GraphCancelledError, match="during step 0, which runs fast, slow"):
         driver.invoke(app, {"log": []}, RunnableConfig(thread_id="t1", cancel=cancel))
 
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < AT_ONCE
     assert sorted(runs) == ["fast", "slow"]
     final = driver.invoke(app, None, RunnableConfig(thread_id="t1"))
     assert sorted(runs) == ["fast", "slow", "slow"]  # fast's pending write was kept
     assert list(final["log"]) == ["fast", "slow"]
-    timer.join()
+    canceller.join()
 
 
 def test_a_cancel_stops_a_subgraph_node_whose_node_awaits(driver):
-    cancel = threading.Event()
+    cancel, awaiting = threading.Event(), threading.Event()
     cleaned: list[str] = []
     child = StateGraph("child", key_strategies={"log": AppendStrategy()})
 
     async def wait(state: Any) -> dict[str, Any]:
+        awaiting.set()
         try:
-            await asyncio.sleep(2 if not cleaned else 0)
+            await asyncio.sleep(LONG if not cleaned else 0)
         finally:
             cleaned.append("wait")
         return {"log": "wait"}
@@ -309,16 +342,16 @@ def test_a_cancel_stops_a_subgraph_node_whose_node_awaits(driver):
     parent.add_edge(START, "inner").add_edge("inner", END)
     app = parent.compile(CompileConfig(saver=MemorySaver()))
     config = RunnableConfig(thread_id="t1", cancel=cancel)
-    timer = cancel_in(0.2, cancel)
+    canceller = cancel_once(awaiting, cancel=cancel)
     started = time.monotonic()
 
     during = "during step 0, which runs inner"
     assert cleaned_as_it_raised(driver, app, config, cleaned, during) == ["wait"]
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < AT_ONCE
     assert list(app.get_state(RunnableConfig(thread_id="t1")).values["log"]) == []
     final = driver.invoke(app, None, RunnableConfig(thread_id="t1"))
     assert list(final["log"]) == ["wait"]
-    timer.join()
+    canceller.join()
 
 
 def test_stream_yields_the_finished_steps_then_raises():
@@ -447,3 +480,91 @@ def test_an_event_that_cancels_no_call_is_left_holding_no_watch(driver):
         driver.invoke(app, {}, RunnableConfig(cancel=cancel))
 
     assert len(cancel._cond._waiters) == 0  # each call's watch left the event with the call
+
+
+def test_under_ainvoke_a_lone_awaited_node_runs_on_the_callers_task_with_a_cancel_signal_too():
+    """No task of its own per step (several times the step's cost, on every served run):
+    a cancel stops it through the caller's task."""
+    ran_on: list[Any] = []
+
+    async def node(state: Any) -> dict[str, Any]:
+        ran_on.append(asyncio.current_task())
+        return {"x": 1}
+
+    g = StateGraph("g")
+    g.add_node("only", node).add_edge(START, "only").add_edge("only", END)
+    app = g.compile()
+
+    async def call() -> Any:
+        await app.ainvoke({}, RunnableConfig(cancel=threading.Event()))
+        return asyncio.current_task()
+
+    assert ran_on == [asyncio.run(call())]
+
+
+def awaiting_graph(awaiting: threading.Event, cleaned: list[str]) -> Any:
+    """``wait`` awaits 30 s the first time it runs (saying when it starts), at once later."""
+
+    async def wait(state: Any) -> dict[str, Any]:
+        awaiting.set()
+        try:
+            await asyncio.sleep(LONG if not cleaned else 0)
+        finally:
+            cleaned.append("wait")
+        return {"log": "wait"}
+
+    g = StateGraph("g", key_strategies={"log": AppendStrategy()})
+    g.add_node("wait", wait).add_edge(START, "wait").add_edge("wait", END)
+    return g
+
+
+def test_cancelling_the_ainvoke_task_while_a_watched_lone_node_awaits_is_a_cancellation():
+    awaiting, cleaned = threading.Event(), []
+    app = awaiting_graph(awaiting, cleaned).compile(CompileConfig(saver=MemorySaver()))
+    config = RunnableConfig(thread_id="t1", cancel=threading.Event())  # never set
+
+    async def main() -> Any:
+        call = asyncio.create_task(app.ainvoke({"log": []}, config))
+        assert await asyncio.to_thread(awaiting.wait, LONG)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):  # the caller's own: not a GraphCancelledError
+            await call
+        assert cleaned == ["wait"]
+        return await app.ainvoke(None, config)  # the thread's lease was given back
+
+    assert list(asyncio.run(main())["log"]) == ["wait"]
+
+
+def test_a_subgraph_stopped_with_its_parent_under_ainvoke_is_the_cause_of_the_parents_cancel():
+    cancel, awaiting, cleaned = threading.Event(), threading.Event(), []
+    parent = StateGraph("parent", key_strategies={"log": AppendStrategy()})
+    parent.add_node("inner", awaiting_graph(awaiting, cleaned).compile())
+    parent.add_edge(START, "inner").add_edge("inner", END)
+    app = parent.compile(CompileConfig(saver=MemorySaver()))
+    canceller = cancel_once(awaiting, cancel=cancel)
+    started = time.monotonic()
+
+    with pytest.raises(GraphCancelledError, match="during step 0, which runs inner") as caught:
+        asyncio.run(app.ainvoke({"log": []}, RunnableConfig(thread_id="t1", cancel=cancel)))
+
+    assert time.monotonic() - started < AT_ONCE and cleaned == ["wait"]
+    assert isinstance(caught.value.__cause__, GraphCancelledError)  # the child's own
+    assert "graph 'g'" in str(caught.value.__cause__)
+    canceller.join()
+
+
+def test_a_signal_set_when_any_of_its_events_is_stops_an_awaiting_node_at_once(driver):
+    from graph_agent.graph._cancel import AnySignal
+
+    caller, call, awaiting, cleaned = threading.Event(), threading.Event(), threading.Event(), []
+    app = awaiting_graph(awaiting, cleaned).compile()
+    signal = AnySignal(caller, AnySignal(Flag(), call))  # (an agent tool's, nested in another's)
+    canceller = cancel_once(awaiting, cancel=call)
+    started = time.monotonic()
+
+    with pytest.raises(GraphCancelledError, match="during step 0, which runs wait"):
+        driver.invoke(app, {"log": []}, RunnableConfig(cancel=signal))
+
+    assert time.monotonic() - started < AT_ONCE and cleaned == ["wait"]
+    assert len(caller._cond._waiters) == 0  # the watch left every event with the call
+    canceller.join()

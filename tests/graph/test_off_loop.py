@@ -7,11 +7,14 @@ import contextvars
 import os
 import threading
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 
+from graph_agent.graph import _off_loop
 from graph_agent.graph._concurrency import TimedOut
 from graph_agent.graph._off_loop import bound_to_another_loop, run_off_loop
+from graph_agent.graph._pool import _settler
 
 WHO = contextvars.ContextVar("who", default="nobody")
 
@@ -161,6 +164,78 @@ def test_an_object_of_the_callers_loop_used_off_it_is_recognised_through_chains_
         assert bound_to_another_loop(ExceptionGroup("group", [wrapped]))
     assert not bound_to_another_loop(RuntimeError("Event loop is closed"))
     assert not bound_to_another_loop(ValueError("bound to a different event loop"))
+
+
+def test_a_coroutine_that_ends_cancelled_on_its_own_fails_its_caller_at_once_on_a_loop_kept():
+    ran_on: list[asyncio.AbstractEventLoop] = []
+
+    async def awaits_a_cancelled_task() -> None:
+        ran_on.append(asyncio.get_running_loop())
+        inner = asyncio.ensure_future(asyncio.sleep(30))
+        ran_on[0].call_soon(inner.cancel)
+        await inner  # its CancelledError escapes: the coroutine ends cancelled
+
+    async def main() -> float:
+        started = time.monotonic()
+        with pytest.raises(RuntimeError, match="ended cancelled, though neither its caller"):
+            await run_off_loop(awaits_a_cancelled_task, 30)
+        return time.monotonic() - started
+
+    assert asyncio.run(main()) < 10  # not after its timeout, taken for a blocked loop
+    home = _off_loop._shared_loops.pick()
+    assert home.loop is ran_on[0] and not home.retired  # a healthy loop is kept
+
+
+def test_a_retired_loop_closes_the_async_generators_its_calls_left_open():
+    closed = threading.Event()
+    kept: list[object] = []  # referenced: only the loop's shutdown closes it
+
+    async def numbers() -> AsyncIterator[int]:
+        try:
+            yield 1
+            yield 2
+        finally:
+            closed.set()
+
+    async def starts_one() -> None:
+        opened = numbers()
+        kept.append(opened)
+        await opened.__anext__()
+
+    asyncio.run(run_off_loop(starts_one, 5))
+    home = _off_loop._shared_loops.pick()
+    home.retire()  # as a blocked loop is, once its calls ended
+
+    assert closed.wait(10)
+    home._thread.join(10)
+    assert home.loop.is_closed()
+
+
+def test_a_call_handed_to_a_loop_as_it_stops_runs_on_the_next_one():
+    home = _off_loop._shared_loops.pick()
+
+    async def answer() -> int:
+        await asyncio.sleep(0)
+        return 42
+
+    async def main() -> int:
+        caller = asyncio.get_running_loop()
+        outcome: asyncio.Future[int] = caller.create_future()
+        call = _off_loop._Call(
+            answer, 5, None, contextvars.copy_context(), _settler(caller, outcome)
+        )
+
+        def stop_then_hand_over() -> None:  # on its loop: retired, idle, stopping, then a call
+            home.retired = True
+            home._stop_if_idle()
+            home.start(call)
+
+        home.loop.call_soon_threadsafe(stop_then_hand_over)
+        return await asyncio.wait_for(outcome, 10)
+
+    assert asyncio.run(main()) == 42
+    home._thread.join(10)
+    assert home.loop.is_closed() and _off_loop._shared_loops.pick() is not home
 
 
 def test_a_forked_child_runs_coroutines_on_a_shared_loop_of_its_own():

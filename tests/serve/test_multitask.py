@@ -14,7 +14,7 @@ import pytest
 import uvicorn
 from langgraph_sdk import get_sync_client
 
-from graph_agent import END, START, StateGraph
+from graph_agent import END, START, RunnableConfig, StateGraph
 from graph_agent.checkpoint.postgres import AsyncPostgresSaver
 from graph_agent.serve import create_app
 from graph_agent.serve.pg_records import PostgresRecords
@@ -98,12 +98,30 @@ def test_an_unknown_cancel_action_is_a_422(server: Server) -> None:
     assert httpx.post(url).status_code == 422
 
 
+LONG = 30
+"""The seconds a run's ``wait`` node awaits when it is to be stopped: one stopped at once ends
+long before."""
+
+AT_ONCE = 10.0
+"""The seconds stopping it may take, however loaded the machine."""
+
+started_waiting: dict[str, threading.Event] = {}
+"""Set when a ``wait`` node on the thread (by id) starts to await (the server runs in this
+process)."""
+
+
+def _started(thread_id: str) -> threading.Event:
+    return started_waiting.setdefault(thread_id, threading.Event())
+
+
 def waiting() -> StateGraph:
     """``first`` marks the state, then ``wait`` awaits ``seconds`` (a model call, say) and
     writes how long it waited."""
     graph = StateGraph("waiting")
 
-    async def wait(state: Any) -> dict[str, Any]:
+    async def wait(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        assert config.thread_id is not None
+        _started(config.thread_id).set()
         await asyncio.sleep(state["seconds"])
         return {"waited": state["seconds"]}
 
@@ -150,16 +168,13 @@ def waiting_server(
             yield server
 
 
-def _waiting_run(server: Any, seconds: float) -> tuple[str, str]:
-    """A thread whose run of ``waiting`` is in its ``wait`` node (``first`` committed)."""
+def _waiting_run(server: Any) -> tuple[str, str]:
+    """A thread whose run of ``waiting`` awaits in its ``wait`` node for :data:`LONG`
+    seconds (``first`` committed)."""
     client = get_sync_client(url=server.url)
     thread_id = client.threads.create()["thread_id"]
-    run = client.runs.create(thread_id, "waiting", input={"seconds": seconds})
-    deadline = time.monotonic() + 10
-    while client.threads.get_state(thread_id)["next"] != ["wait"]:
-        assert time.monotonic() < deadline, "the run never reached its wait node"
-        time.sleep(0.02)
-    time.sleep(0.1)  # into the node's sleep
+    run = client.runs.create(thread_id, "waiting", input={"seconds": LONG})
+    assert _started(thread_id).wait(LONG), "the run never reached its wait node"
     return thread_id, run["run_id"]
 
 
@@ -184,41 +199,41 @@ def test_cancel_stops_the_running_node_at_once_and_drops_its_writes(
     waiting_server: Any, wait: bool
 ) -> None:
     client = get_sync_client(url=waiting_server.url)
-    thread_id, run_id = _waiting_run(waiting_server, 2)
+    thread_id, run_id = _waiting_run(waiting_server)
     started = time.monotonic()
     client.runs.cancel(thread_id, run_id, wait=wait)
 
     assert _ended(waiting_server, thread_id, run_id) == "interrupted"
-    assert time.monotonic() - started < 1.5  # not after the node's 2 s
+    assert time.monotonic() - started < AT_ONCE  # not after the node's 30 s
     state = client.threads.get_state(thread_id)
-    assert state["values"] == {"seconds": 2, "first": True} and state["next"] == ["wait"]
+    assert state["values"] == {"seconds": LONG, "first": True} and state["next"] == ["wait"]
     assert all("waited" not in values for values in _written_by(waiting_server, thread_id, run_id))
     assert client.threads.get(thread_id)["status"] == "idle"
 
 
 def test_a_run_with_multitask_interrupt_stops_the_running_node_at_once(waiting_server: Any) -> None:
     client = get_sync_client(url=waiting_server.url)
-    thread_id, old = _waiting_run(waiting_server, 2)
+    thread_id, old = _waiting_run(waiting_server)
     started = time.monotonic()
     new = client.runs.create(
         thread_id, "waiting", input={"seconds": 0}, multitask_strategy="interrupt"
     )
     assert client.runs.join(thread_id, new["run_id"])["waited"] == 0
 
-    assert time.monotonic() - started < 1.5  # it did not wait for the old run's 2 s node
+    assert time.monotonic() - started < AT_ONCE  # not after the old run's 30 s node
     assert client.runs.get(thread_id, old)["status"] == "interrupted"
     kept = _written_by(waiting_server, thread_id, old)
-    assert {"seconds": 2, "first": True} in kept  # the old run's steps before the node stay
+    assert {"seconds": LONG, "first": True} in kept  # the old run's steps before the node stay
     assert all("waited" not in values for values in kept)  # the node's write never landed
 
 
 def test_cancel_with_rollback_stops_the_running_node_at_once(waiting_server: Any) -> None:
     client = get_sync_client(url=waiting_server.url)
-    thread_id, run_id = _waiting_run(waiting_server, 2)
+    thread_id, run_id = _waiting_run(waiting_server)
     started = time.monotonic()
     client.runs.cancel(thread_id, run_id, wait=True, action="rollback")
 
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < AT_ONCE
     assert client.threads.get_state(thread_id)["values"] == {}  # back to before the run
     with pytest.raises(httpx.HTTPStatusError):
         client.runs.get(thread_id, run_id)
@@ -226,12 +241,12 @@ def test_cancel_with_rollback_stops_the_running_node_at_once(waiting_server: Any
 
 def test_a_run_with_multitask_rollback_stops_the_running_node_at_once(waiting_server: Any) -> None:
     client = get_sync_client(url=waiting_server.url)
-    thread_id, _ = _waiting_run(waiting_server, 2)
+    thread_id, _ = _waiting_run(waiting_server)
     started = time.monotonic()
     new = client.runs.create(
         thread_id, "waiting", input={"seconds": 0}, multitask_strategy="rollback"
     )
 
     assert client.runs.join(thread_id, new["run_id"]) == {"seconds": 0, "first": True, "waited": 0}
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < AT_ONCE
     assert [run["run_id"] for run in client.runs.list(thread_id)] == [new["run_id"]]
