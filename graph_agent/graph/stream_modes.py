@@ -307,56 +307,64 @@ class ModeItems:
 
     def __call__(self, item: NodeOutput) -> list[Any]:
         """The items of the asked modes that ``item`` makes (often none)."""
-        parts: list[tuple[StreamMode, Any]] = []
-        if type(item) is TaskEvent:
+        if type(item) is StreamingOutput:  # the most frequent (a token each): checked first
+            parts = self._chunk(item) if not item.path else []
+        elif type(item) is TaskEvent:
+            parts = []
             if item.mode in self.modes:
                 parts.append((item.mode, item.payload))
             if self.debug:
                 parts.append(("debug", item.debug()))
         elif item.path:  # a nested graph's (only its chunks reach a stream without subgraphs)
-            return parts
+            return []
         elif isinstance(item, StreamingOutput):
-            self._chunk(item, parts)
+            parts = self._chunk(item)
         elif item.interrupts:
-            self._pause(item, parts)
+            parts = self._pause(item)
         else:
-            self._finished(item, parts)
+            parts = self._finished(item)
         if self.tuples:
             return parts
         return [payload for _, payload in parts]
 
-    def _chunk(self, item: StreamingOutput, parts: list[tuple[StreamMode, Any]]) -> None:
+    def _chunk(self, item: StreamingOutput) -> list[tuple[StreamMode, Any]]:
         message = item.message
-        if message is not None and _is_message_chunk(message):
+        chunk = _chunk_types.get(type(message))  # per streamed token: no call to find out
+        if chunk is None:
+            chunk = _is_message_chunk(message)
+        if chunk:
             if self.messages:
                 metadata = {"langgraph_node": item.node, "langgraph_step": item.step}
-                parts.append(("messages", (message, metadata)))
+                return [("messages", (message, metadata))]
         elif self.custom:
-            parts.append(("custom", message if message is not None else item.chunk))
+            return [("custom", message if message is not None else item.chunk)]
+        return []
 
-    def _pause(self, item: NodeOutput, parts: list[tuple[StreamMode, Any]]) -> None:
+    def _pause(self, item: NodeOutput) -> list[tuple[StreamMode, Any]]:
+        parts: list[tuple[StreamMode, Any]] = []
         if self.updates:
             parts.append(("updates", {"__interrupt__": item.interrupts}))
         if self.values and item.state is not None:
             parts.append(("values", {**item.state.data(), "__interrupt__": item.interrupts}))
+        return parts
 
-    def _finished(self, item: NodeOutput, parts: list[tuple[StreamMode, Any]]) -> None:
+    def _finished(self, item: NodeOutput) -> list[tuple[StreamMode, Any]]:
+        parts: list[tuple[StreamMode, Any]] = []
         if self.updates and item.node != START:
             parts.append(("updates", {item.node: item.update}))
         state = item.state
         if self.values and state is not None and state is not self._last_state:
             self._last_state = state  # the outputs of one step share their state
             parts.append(("values", state.data()))
+        return parts
 
 
-_chunk_types: dict[type, bool] = {}
+_chunk_types: dict[type, bool] = {type(None): False}
 """Whether each type emitted is a :class:`MessageChunk` (a protocol's isinstance is slow: one
 per streamed token would cost more than the rest of the token's way)."""
 
 
 def _is_message_chunk(message: Any) -> bool:
-    kind = type(message)
-    known = _chunk_types.get(kind)
-    if known is None:
-        known = _chunk_types[kind] = isinstance(message, MessageChunk)
+    """Whether ``message`` is a :class:`MessageChunk`, found out once per type."""
+    known = _chunk_types[type(message)] = isinstance(message, MessageChunk)
     return known

@@ -31,10 +31,11 @@ from graph_agent.graph.state import OverAllState
 from graph_agent.graph.stream_modes import (
     ModeItems,
     StreamMode,
+    TaskEvent,
     TaskEventTypes,
     task_events_for,
 )
-from graph_agent.graph.types import NodeOutput, RunnableConfig
+from graph_agent.graph.types import NodeOutput, RunnableConfig, StreamingOutput
 from graph_agent.messages import AssistantMessageChunk
 from graph_agent.serve.wire import checkpoint_json, chunk_json, error_json, to_json
 
@@ -99,22 +100,24 @@ class RunEvents:
         self._payload_json: Any = None
 
     def __call__(self, output: NodeOutput) -> None:
-        if type(output) is NodeOutput and not output.path:  # a node finished, or a pause
+        kind = type(output)
+        if kind is NodeOutput and not output.path:  # a node finished, or a pause
             if output.interrupts:
                 self.interrupted = True
             elif self.partials:  # its messages are whole now
                 self.partials.clear()
             if output.state is not None:
                 self.state = output.state
-        elif output.interrupts:
-            self.interrupted = True
+        elif kind is not StreamingOutput and kind is not TaskEvent and output.interrupts:
+            self.interrupted = True  # a nested graph's pause
         for mode, payload in self.items(output):
-            if mode == "values" or mode == "custom":
+            if mode == "messages":  # the most frequent: one per token
+                chunk, metadata = payload
+                self._message(chunk, metadata)
+            elif mode == "values" or mode == "custom":
                 self.emit(mode, to_json(payload))
             elif mode == "updates":
                 self._updates(output, payload)
-            elif mode == "messages":
-                self._message(*payload)
             elif mode == "debug":
                 self.emit(mode, self._debug(payload))
             else:  # tasks, checkpoints
@@ -128,7 +131,8 @@ class RunEvents:
 
     def _message(self, chunk: Any, metadata: dict[str, Any]) -> None:
         if not isinstance(chunk, AssistantMessageChunk):  # another MessageChunk: as it is
-            self.emit("messages", to_json([chunk, metadata]))
+            if self.tuples:
+                self.emit("messages", to_json([chunk, metadata]))
             return
         if self.tuples:
             self.emit("messages", [chunk_json(chunk), metadata])
@@ -139,7 +143,8 @@ class RunEvents:
             partials[chunk.id] = ""
             self.emit("messages/metadata", {chunk.id: {"metadata": metadata}})
         partials[chunk.id] += chunk.content
-        whole = {**chunk_json(chunk), "type": "ai", "content": partials[chunk.id]}
+        whole = chunk_json(chunk)  # a dict of its own: the message so far
+        whole["type"], whole["content"] = "ai", partials[chunk.id]
         self.emit("messages/partial", [whole])
 
     def _debug(self, item: Any) -> dict[str, Any]:
@@ -151,12 +156,7 @@ class RunEvents:
                 "checkpoint": checkpoint_json(given["config"]),
                 "parent_checkpoint": checkpoint_json(given["parent_config"]),
             }
-        return {
-            "type": item["type"],
-            "timestamp": item["timestamp"],
-            "step": item["step"],
-            "payload": payload,
-        }
+        return {**item, "payload": payload}  # the library's wrapping, its payload as JSON
 
     def _task_json(self, payload: Any) -> Any:
         """A ``tasks`` or ``checkpoints`` payload as JSON (made once: ``debug`` wraps the same
