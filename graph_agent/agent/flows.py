@@ -42,7 +42,7 @@ from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.compiled import CompiledGraph, check_config
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, GraphSetupError
 from graph_agent.graph.state import AppendStrategy, KeyStrategy, MergeStrategy, OverAllState
-from graph_agent.graph.stream_modes import StreamModes
+from graph_agent.graph.stream_modes import StreamModes, TaskEvents
 from graph_agent.graph.types import (
     END,
     START,
@@ -185,7 +185,7 @@ class FlowAgent:
         *,
         subgraphs: bool = False,
         stream_mode: None = None,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> Iterator[NodeOutput]: ...
 
     @overload
@@ -196,7 +196,7 @@ class FlowAgent:
         *,
         subgraphs: bool = False,
         stream_mode: StreamModes,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> Iterator[Any]: ...
 
     def stream(
@@ -206,7 +206,7 @@ class FlowAgent:
         *,
         subgraphs: bool = False,
         stream_mode: StreamModes | None = None,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> Iterator[Any]:
         """Run, streaming as :meth:`CompiledGraph.stream` does (``stream_mode``: LangGraph's
         payloads of those modes)."""
@@ -234,7 +234,7 @@ class FlowAgent:
         *,
         subgraphs: bool = False,
         stream_mode: None = None,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> AsyncIterator[NodeOutput]: ...
 
     @overload
@@ -245,7 +245,7 @@ class FlowAgent:
         *,
         subgraphs: bool = False,
         stream_mode: StreamModes,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> AsyncIterator[Any]: ...
 
     async def astream(
@@ -255,7 +255,7 @@ class FlowAgent:
         *,
         subgraphs: bool = False,
         stream_mode: StreamModes | None = None,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> AsyncIterator[Any]:
         """Async :meth:`stream`."""
         config = self._config(config, "astream")

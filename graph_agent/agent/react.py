@@ -37,7 +37,7 @@ from graph_agent.graph.compiled import CompiledGraph, check_config
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, GraphSetupError
 from graph_agent.graph.policies import RetryPolicy
 from graph_agent.graph.state import OverAllState
-from graph_agent.graph.stream_modes import StreamModes
+from graph_agent.graph.stream_modes import StreamModes, TaskEvents
 from graph_agent.graph.types import (
     Command,
     CompileConfig,
@@ -455,7 +455,7 @@ class ReactAgent:
         *,
         subgraphs: bool = False,
         stream_mode: None = None,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> Iterator[NodeOutput]: ...
 
     @typing.overload
@@ -466,7 +466,7 @@ class ReactAgent:
         *,
         subgraphs: bool = False,
         stream_mode: StreamModes,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> Iterator[Any]: ...
 
     def stream(
@@ -476,7 +476,7 @@ class ReactAgent:
         *,
         subgraphs: bool = False,
         stream_mode: StreamModes | None = None,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> Iterator[Any]:
         """Run, yielding each finished node's output and, while the model answers, its tokens
         as :class:`~graph_agent.graph.types.StreamingOutput`; with ``subgraphs``, also the node
@@ -523,7 +523,7 @@ class ReactAgent:
         *,
         subgraphs: bool = False,
         stream_mode: None = None,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> AsyncIterator[NodeOutput]: ...
 
     @typing.overload
@@ -534,7 +534,7 @@ class ReactAgent:
         *,
         subgraphs: bool = False,
         stream_mode: StreamModes,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> AsyncIterator[Any]: ...
 
     async def astream(
@@ -544,7 +544,7 @@ class ReactAgent:
         *,
         subgraphs: bool = False,
         stream_mode: StreamModes | None = None,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> AsyncIterator[Any]:
         """Async :meth:`stream`."""
         prepared, run_config = self._prepare(input, config, "astream")

@@ -40,6 +40,7 @@ from graph_agent.graph._run_tasks import (
 from graph_agent.graph.errors import InvalidUpdateError, ParentCommand, ThreadBusyError
 from graph_agent.graph.saver import takes_lease_inline
 from graph_agent.graph.state import OverAllState
+from graph_agent.graph.stream_modes import NO_TASK_EVENTS, TaskEventTypes
 from graph_agent.graph.types import NodeOutput, RunnableConfig
 
 inside_subgraph: ContextVar[bool] = ContextVar("graph_agent_inside_subgraph", default=False)
@@ -64,7 +65,7 @@ def drive_sync(
     streaming: bool,
     origin_thread: int | None = None,
     subgraphs: bool = False,
-    task_events: bool = False,
+    task_events: TaskEventTypes = NO_TASK_EVENTS,
 ) -> Generator[NodeOutput, None, OverAllState]:
     """Run a call. ``origin_thread``: the thread that created the stream; lone sync nodes run in
     a greenlet while the stream is read on that thread, else on a worker thread (a stream read
@@ -151,7 +152,7 @@ async def drive_async(
     streaming: bool,
     result: list[OverAllState],
     subgraphs: bool = False,
-    task_events: bool = False,
+    task_events: TaskEventTypes = NO_TASK_EVENTS,
 ) -> AsyncGenerator[NodeOutput, None]:
     saver = run.saver
     lease = None

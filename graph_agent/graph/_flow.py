@@ -72,7 +72,7 @@ def call_flow(
     *,
     streaming: bool,
     subgraphs: bool = False,
-    task_events: bool = False,
+    task_events: frozenset[str] = frozenset(),
 ) -> Generator[Effect, Any, OverAllState]:
     """One call of a compiled graph: load, treat the input, run supersteps, store, pause;
     streaming, graphs in nodes (``subgraphs``) and tasks (``task_events``) stream too."""

@@ -51,7 +51,7 @@ _run_ids = itertools.count()
 
 
 def flow_call(
-    flow: _Flow, input: Any, task_events: bool = False
+    flow: _Flow, input: Any, task_events: frozenset[str] = frozenset()
 ) -> Generator[Any, Any, OverAllState]:
     """``flow.call(input)``, told to the call's listeners when it has any: those of the graph,
     the global ones, and those of the graph it runs inside (the task running it); with
@@ -59,7 +59,7 @@ def flow_call(
     caller = _current_task.get()
     dispatch = dispatch_for(flow.run.listeners, caller._call.listeners if caller else None)
     call = flow.call(input) if dispatch is None else _watched_call(flow, input, dispatch, caller)
-    return told_call(flow, call) if task_events else call
+    return told_call(flow, call, task_events) if task_events else call
 
 
 class Watch:

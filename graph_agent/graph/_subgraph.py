@@ -36,6 +36,7 @@ from graph_agent.graph._pool import to_thread
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphInterrupted, ParentCommand
 from graph_agent.graph.state import OverAllState, ReplaceAll, SeqView
+from graph_agent.graph.stream_modes import NO_TASK_EVENTS
 from graph_agent.graph.task import TaskContext, emit_chunk
 from graph_agent.graph.types import (
     CancelSignal,
@@ -285,7 +286,9 @@ async def _arun(
     if task is None or not task.streaming:
         return await app.ainvoke(child_input, config)
     result: list[OverAllState] = []
-    async for output in app._astream(child_input, config, task.stream_subgraphs, False, result):
+    async for output in app._astream(
+        child_input, config, task.stream_subgraphs, NO_TASK_EVENTS, result
+    ):
         if isinstance(output, StreamingOutput) or task.stream_subgraphs:
             emit_chunk(output)  # forwarded to the caller's stream with this node in its path
     return result[0]

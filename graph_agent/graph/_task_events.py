@@ -6,8 +6,12 @@ stream modes of ``stream_modes.py``).
 passing every effect and reply through, and adds :class:`~graph_agent.graph._effects.Emit`
 effects of :class:`~graph_agent.graph.stream_modes.TaskEvent` items: a step's task starts
 before its ``RunTasks`` (so they reach the caller before any of its nodes runs, all together),
-a task's result once the flow took in its outcome, a checkpoint once the saver stored it.
-Nothing of this runs for a call that did not ask.
+a task's result once the flow took in its outcome, a checkpoint once the saver stored it. A
+call that resumes a thread (it stores no input checkpoint) first tells the checkpoint it
+resumes from, with what its tasks did so far (their results, errors and interrupts), as
+LangGraph does. Nothing of this runs for a call that did not ask, and only the types of events
+asked for are made: a checkpoint's payload (its values, its next tasks) only for the
+``checkpoints`` and ``debug`` modes, a task's input only for ``tasks`` and ``debug``.
 """
 
 from __future__ import annotations
@@ -18,13 +22,16 @@ from typing import Any, Protocol
 from graph_agent.graph._effects import (
     Effect,
     Emit,
+    GetCheckpoint,
     NextOutcome,
     PutCheckpoint,
     RunSettings,
     RunTasks,
+    SaverCall,
     Task,
 )
 from graph_agent.graph._engine import RunState
+from graph_agent.graph._pending import Pending
 from graph_agent.graph._sends import plain_next, send_indexes
 from graph_agent.graph.errors import GraphInterrupted
 from graph_agent.graph.saver import Checkpoint
@@ -53,13 +60,16 @@ class _Flow(Protocol):
 
 
 def told_call(
-    flow: _Flow, call: Generator[Effect, Any, OverAllState]
+    flow: _Flow, call: Generator[Effect, Any, OverAllState], types: frozenset[str]
 ) -> Generator[Effect, Any, OverAllState]:
     """``call`` (the flow of one call), its task starts, task results and saved checkpoints
-    told as TaskEvents (see the module docstring)."""
+    told as TaskEvents, those of ``types`` (see the module docstring)."""
+    starts, results, checkpoints = "task" in types, "task_result" in types, "checkpoint" in types
     reply: Any = None
     thrown: BaseException | None = None
-    ended: Task | None = None  # the task whose outcome the flow was just sent
+    ended: Task | None = None  # the task whose outcome the flow was just sent (results told)
+    loading = checkpoints  # until the call loaded the checkpoint it starts from
+    resumed: Checkpoint | None = None  # that checkpoint, until the call stores one or goes on
     while True:
         try:
             effect = call.send(reply) if thrown is None else call.throw(thrown)
@@ -75,7 +85,10 @@ def told_call(
         if ended is not None:
             yield Emit([task_result(flow, ended)])
             ended = None
-        if type(effect) is RunTasks:
+        if resumed is not None and not isinstance(effect, SaverCall):  # it resumes from it
+            yield Emit([checkpoint_resumed(flow, resumed)])
+            resumed = None
+        if starts and type(effect) is RunTasks:
             yield Emit([task_start(flow, task) for task in effect.tasks])
         try:
             reply = yield effect
@@ -87,9 +100,13 @@ def told_call(
             continue
         thrown = None
         if type(effect) is RunTasks or type(effect) is NextOutcome:
-            ended = reply[0]  # an Outcome: (task, returned, raised)
-        elif type(effect) is PutCheckpoint:
+            if results:
+                ended = reply[0]  # an Outcome: (task, returned, raised)
+        elif checkpoints and type(effect) is PutCheckpoint:
+            resumed, loading = None, False
             yield Emit([checkpoint_saved(flow, effect.checkpoint)])
+        elif loading and type(effect) is GetCheckpoint:
+            resumed, loading = reply, False
 
 
 def task_start(flow: _Flow, task: Task) -> TaskEvent:
@@ -126,6 +143,16 @@ def task_result(flow: _Flow, task: Task) -> TaskEvent:
 def checkpoint_saved(flow: _Flow, checkpoint: Checkpoint) -> TaskEvent:
     """The event of ``checkpoint`` saved: what ``get_state`` shows of it, read from the run
     (it stands on that checkpoint), its next tasks as they will run."""
+    return _checkpoint_event(flow, checkpoint, None)
+
+
+def checkpoint_resumed(flow: _Flow, checkpoint: Checkpoint) -> TaskEvent:
+    """The event of the checkpoint a call resumes from (as loaded: the run stands on it), its
+    tasks with what they did so far."""
+    return _checkpoint_event(flow, checkpoint, Pending(checkpoint.pending_writes))
+
+
+def _checkpoint_event(flow: _Flow, checkpoint: Checkpoint, pending: Pending | None) -> TaskEvent:
     thread_id, ns, parent = checkpoint.thread_id, checkpoint.checkpoint_ns, checkpoint.parent_id
     state = flow.run_state.state()
     payload: CheckpointPayload = {
@@ -140,7 +167,7 @@ def checkpoint_saved(flow: _Flow, checkpoint: Checkpoint) -> TaskEvent:
         "values": state.data(),
         "metadata": dict(checkpoint.metadata),
         "next": list(checkpoint.next),
-        "tasks": _next_tasks(flow.run_state, checkpoint),
+        "tasks": _next_tasks(flow, checkpoint, pending),
     }
     return TaskEvent(
         node="",
@@ -155,24 +182,45 @@ def checkpoint_saved(flow: _Flow, checkpoint: Checkpoint) -> TaskEvent:
     )
 
 
-def _next_tasks(run_state: RunState, checkpoint: Checkpoint) -> list[CheckpointTask]:
-    """The tasks of the step after ``checkpoint``, with the ids they will run under."""
-    thread_id, checkpoint_id = checkpoint.thread_id, checkpoint.id
-    sends = run_state.sends
-    tasks: list[CheckpointTask] = [
-        {
-            "id": task_id_for(thread_id, checkpoint_id, node),
-            "name": node,
-            "interrupts": (),
-            "state": None,
-        }
+def _next_tasks(
+    flow: _Flow, checkpoint: Checkpoint, pending: Pending | None
+) -> list[CheckpointTask]:
+    """The tasks of the step after ``checkpoint``, with the ids they run under and, from its
+    ``pending`` writes, what they did so far."""
+    checkpoint_id, sends = checkpoint.id, flow.run_state.sends
+    ids_thread = (pending.ids_thread if pending is not None else None) or checkpoint.thread_id
+    named = [
+        (node, task_id_for(ids_thread, checkpoint_id, node))
         for node in plain_next(checkpoint.next, sends)
     ]
     for send, index in send_indexes(sends):
         key = send_key(send.input)
-        task_id = task_id_for(thread_id, checkpoint_id, send.node, index + 1, key)
-        tasks.append({"id": task_id, "name": send.node, "interrupts": (), "state": None})
-    return tasks
+        named.append((send.node, task_id_for(ids_thread, checkpoint_id, send.node, index + 1, key)))
+    return [_checkpoint_task(flow, task_id, node, pending) for node, task_id in named]
+
+
+def _checkpoint_task(
+    flow: _Flow, task_id: str, node: str, pending: Pending | None
+) -> CheckpointTask:
+    """A checkpoint's task as LangGraph tells it: with its ``error`` (and no interrupts) when
+    its last attempt failed, with its ``result`` when it finished with one, else pending."""
+    if pending is None:
+        return {"id": task_id, "name": node, "interrupts": (), "state": None}
+    interrupts = tuple(pending.interrupts.get(task_id, ()))  # those it raised, answered or not
+    done = pending.done.get(task_id)
+    error = pending.errors.get(task_id)
+    if error is not None and done is None and not interrupts:
+        return {"id": task_id, "name": node, "error": error, "state": None}
+    result = _shown(flow, done.update) if done is not None else None
+    if result:
+        return {
+            "id": task_id,
+            "name": node,
+            "result": result,
+            "interrupts": interrupts,
+            "state": None,
+        }
+    return {"id": task_id, "name": node, "interrupts": interrupts, "state": None}
 
 
 def _event(

@@ -25,8 +25,11 @@ from graph_agent.graph.state import KeyStrategy, OverAllState
 from graph_agent.graph.stream_modes import (
     ModeItems,
     StreamModes,
+    TaskEvents,
+    TaskEventTypes,
     check_stream_mode,
-    wants_task_events,
+    check_task_events,
+    task_events_for,
 )
 from graph_agent.graph.types import NodeOutput, RunnableConfig, StateSnapshot, TaskSnapshot
 
@@ -184,7 +187,7 @@ class CompiledGraph:
         *,
         subgraphs: bool = False,
         stream_mode: None = None,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> Iterator[NodeOutput]: ...
 
     @overload
@@ -195,7 +198,7 @@ class CompiledGraph:
         *,
         subgraphs: bool = False,
         stream_mode: StreamModes,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> Iterator[Any]: ...
 
     def stream(
@@ -205,7 +208,7 @@ class CompiledGraph:
         *,
         subgraphs: bool = False,
         stream_mode: StreamModes | None = None,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> Iterator[Any]:
         """Run, yielding a :class:`NodeOutput` per finished node and a
         :class:`StreamingOutput` per emitted chunk. With ``subgraphs``, graphs that run inside
@@ -215,15 +218,16 @@ class CompiledGraph:
         ``"tasks"``, ``"checkpoints"``, ``"debug"``, or a list of them) yields LangGraph's
         payloads of those modes instead (``(mode, payload)`` tuples for a list): see
         :mod:`graph_agent.graph.stream_modes`. ``task_events`` adds a :class:`TaskEvent` when
-        each task starts and ends and each checkpoint is saved, among the NodeOutputs.
+        each task starts and ends and each checkpoint is saved, among the NodeOutputs (or, given
+        a set of types, ``"task"``, ``"task_result"``, ``"checkpoint"``, only those).
         """
         config = check_config(config, "stream")
         if stream_mode is None:
-            origin = threading.get_ident()
-            return drive_sync(self._run, input, config, True, origin, subgraphs, task_events)
+            origin, told = threading.get_ident(), check_task_events(task_events)
+            return drive_sync(self._run, input, config, True, origin, subgraphs, told)
         modes = check_stream_mode(stream_mode, subgraphs=subgraphs)
         items = drive_sync(
-            self._run, input, config, True, threading.get_ident(), False, wants_task_events(modes)
+            self._run, input, config, True, threading.get_ident(), False, task_events_for(modes)
         )
         return ModeItems(modes, tuples=not isinstance(stream_mode, str)).stream(items)
 
@@ -243,7 +247,7 @@ class CompiledGraph:
         *,
         subgraphs: bool = False,
         stream_mode: None = None,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> AsyncIterator[NodeOutput]: ...
 
     @overload
@@ -254,7 +258,7 @@ class CompiledGraph:
         *,
         subgraphs: bool = False,
         stream_mode: StreamModes,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> AsyncIterator[Any]: ...
 
     def astream(
@@ -264,14 +268,15 @@ class CompiledGraph:
         *,
         subgraphs: bool = False,
         stream_mode: StreamModes | None = None,
-        task_events: bool = False,
+        task_events: TaskEvents = False,
     ) -> AsyncIterator[Any]:
         """Async twin of :meth:`stream`."""
         run_config = check_config(config, "astream")
         if stream_mode is None:
-            return self._astream(input, run_config, subgraphs, task_events)
+            told = check_task_events(task_events)
+            return self._astream(input, run_config, subgraphs, told)
         modes = check_stream_mode(stream_mode, subgraphs=subgraphs)
-        items = self._astream(input, run_config, False, wants_task_events(modes))
+        items = self._astream(input, run_config, False, task_events_for(modes))
         return ModeItems(modes, tuples=not isinstance(stream_mode, str)).astream(items)
 
     async def _astream(
@@ -279,7 +284,7 @@ class CompiledGraph:
         input: Any,
         config: RunnableConfig,
         subgraphs: bool,
-        task_events: bool,
+        task_events: TaskEventTypes,
         result: list[OverAllState] | None = None,
     ) -> AsyncGenerator[NodeOutput, None]:
         """The stream; ``result`` gets the final state once it ends (a subgraph node's)."""

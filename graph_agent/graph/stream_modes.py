@@ -15,7 +15,8 @@ of LangGraph's ``stream`` yields; with a list of them, ``(mode, payload)`` tuple
   its interrupts), told when it ends; the tasks of one step start together.
 - ``"checkpoints"``: each checkpoint as it is saved (:class:`CheckpointPayload`, what
   ``get_state`` gives for it: its config, values, metadata and next tasks); none without a
-  saver.
+  saver. A call that resumes a thread first yields the checkpoint it resumes from, its tasks
+  with what they did so far (a result, an error, interrupts), as LangGraph does.
 - ``"debug"``: both of these, each wrapped in a :class:`DebugPayload` typed ``"task"``,
   ``"task_result"`` or ``"checkpoint"`` with its step and a timestamp.
 
@@ -25,8 +26,9 @@ LangGraph's JSON. Graphs running inside nodes stream nothing of their own in a m
 LangGraph's ``subgraphs=False``).
 
 The engine tells the task starts, results and checkpoints as :class:`TaskEvent` items among
-its NodeOutputs when a stream asks for them (``stream(..., task_events=True)``, the stream
-``graph-agent serve`` reads); the modes are made from that stream.
+its NodeOutputs when a stream asks for them (``stream(..., task_events=True)``, or only some
+types of them: ``task_events={"checkpoint"}``); the modes are made from that stream by
+:class:`ModeItems`, which ``graph-agent serve`` runs too (it only turns the items into JSON).
 
 Example:
     >>> from graph_agent import StateGraph, START, END
@@ -43,12 +45,22 @@ Example:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Collection,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import (
     Any,
     Literal,
+    NotRequired,
     Protocol,
     TypeAlias,
     TypedDict,
@@ -70,6 +82,18 @@ STREAM_MODES: tuple[StreamMode, ...] = get_args(StreamMode)
 StreamModes: TypeAlias = StreamMode | Sequence[StreamMode]
 """What ``stream_mode`` takes: a mode, or a list of them."""
 TaskEventType = Literal["task", "task_result", "checkpoint"]
+TASK_EVENT_TYPES: tuple[TaskEventType, ...] = get_args(TaskEventType)
+TaskEvents: TypeAlias = bool | Collection[TaskEventType]
+"""What ``task_events`` takes: all of them (``True``), none, or those of the types given."""
+TaskEventTypes: TypeAlias = frozenset[TaskEventType]
+NO_TASK_EVENTS: TaskEventTypes = frozenset()
+TASK_EVENTS_OF_MODE: Mapping[StreamMode, TaskEventTypes] = {
+    "tasks": frozenset({"task", "task_result"}),
+    "checkpoints": frozenset({"checkpoint"}),
+    "debug": frozenset(TASK_EVENT_TYPES),
+}
+"""The stream modes made of task events, each with the types of those it needs (the only
+place that says so: the library's stream and the server's both ask :func:`task_events_for`)."""
 
 
 @runtime_checkable
@@ -104,11 +128,17 @@ class TaskResultPayload(TypedDict):
 
 
 class CheckpointTask(TypedDict):
-    """A task of the step after a checkpoint, as the checkpoint was saved (pending)."""
+    """A task of the step after a checkpoint, in LangGraph's three shapes: pending (``id``,
+    ``name``, ``interrupts``, ``state``, as every task of a checkpoint just saved); failed
+    (``error``, ``"<type>: <message>"`` of its last attempt, and no ``interrupts``); finished
+    (``result``, its update, beside ``interrupts``). The last two only in the checkpoint a
+    resumed call starts from. ``interrupts`` are those the task raised, answered or not."""
 
     id: str
     name: str
-    interrupts: tuple[Interrupt, ...]
+    error: NotRequired[str]
+    result: NotRequired[dict[str, Any]]
+    interrupts: NotRequired[tuple[Interrupt, ...]]
     state: None
 
 
@@ -195,20 +225,65 @@ def _is_mode(mode: Any) -> TypeGuard[StreamMode]:
     return isinstance(mode, str) and mode in STREAM_MODES
 
 
-def wants_task_events(modes: Iterable[StreamMode]) -> bool:
-    """Whether the engine must tell task starts, results and checkpoints for ``modes``."""
-    return not {"tasks", "checkpoints", "debug"}.isdisjoint(modes)
+def task_events_for(modes: Iterable[StreamMode]) -> TaskEventTypes:
+    """The task events the engine must tell for ``modes`` (none for most streams): a
+    checkpoint's payload is built only for ``"checkpoints"`` and ``"debug"``.
+
+    Example:
+        >>> sorted(task_events_for(["tasks", "values"]))
+        ['task', 'task_result']
+    """
+    types = NO_TASK_EVENTS
+    for mode in modes:
+        types = types | TASK_EVENTS_OF_MODE.get(mode, NO_TASK_EVENTS)
+    return types
+
+
+def check_task_events(task_events: TaskEvents) -> TaskEventTypes:
+    """The types of task events ``task_events`` (``stream``'s argument) asks for, checked; a
+    ValueError names what was wrong and the valid types."""
+    if task_events is False:
+        return NO_TASK_EVENTS
+    if task_events is True:
+        return frozenset(TASK_EVENT_TYPES)
+    given: Any = [task_events] if isinstance(task_events, str) else task_events
+    if isinstance(given, Collection) and all(map(_is_task_event_type, given)):
+        return frozenset(given)
+    raise ValueError(
+        f"task_events must be True, False or a set of task event types, got "
+        f"{task_events!r:.60}; the types: {', '.join(map(repr, TASK_EVENT_TYPES))}"
+    )
+
+
+def _is_task_event_type(kind: Any) -> TypeGuard[TaskEventType]:
+    return isinstance(kind, str) and kind in TASK_EVENT_TYPES
 
 
 class ModeItems:
     """Turns a stream of NodeOutputs and TaskEvents into the items of ``modes``: payloads, or
     ``(mode, payload)`` tuples when ``tuples`` (a list of modes was asked for)."""
 
-    __slots__ = ("_last_state", "modes", "tuples")
+    __slots__ = (
+        "_last_state",
+        "custom",
+        "debug",
+        "messages",
+        "modes",
+        "tuples",
+        "updates",
+        "values",
+    )
 
     def __init__(self, modes: tuple[StreamMode, ...], *, tuples: bool) -> None:
         self.modes = frozenset(modes)
         self.tuples = tuples
+        # each mode's flag: read for every item, faster than a look-up in modes
+        self.values, self.updates = "values" in modes, "updates" in modes
+        self.messages, self.custom, self.debug = (
+            "messages" in modes,
+            "custom" in modes,
+            "debug" in modes,
+        )
         self._last_state: Any = None  # the state "values" last yielded (one per step)
 
     def stream(self, items: Generator[NodeOutput, None, Any]) -> Iterator[Any]:
@@ -232,43 +307,64 @@ class ModeItems:
 
     def __call__(self, item: NodeOutput) -> list[Any]:
         """The items of the asked modes that ``item`` makes (often none)."""
-        parts: list[tuple[StreamMode, Any]] = []
-        if type(item) is TaskEvent:
+        if type(item) is StreamingOutput:  # the most frequent (a token each): checked first
+            parts = self._chunk(item) if not item.path else []
+        elif type(item) is TaskEvent:
+            parts = []
             if item.mode in self.modes:
                 parts.append((item.mode, item.payload))
-            if "debug" in self.modes:
+            if self.debug:
                 parts.append(("debug", item.debug()))
         elif item.path:  # a nested graph's (only its chunks reach a stream without subgraphs)
             return []
         elif isinstance(item, StreamingOutput):
-            self._chunk(item, parts)
+            parts = self._chunk(item)
         elif item.interrupts:
-            self._pause(item, parts)
+            parts = self._pause(item)
         else:
-            self._finished(item, parts)
+            parts = self._finished(item)
         if self.tuples:
             return parts
         return [payload for _, payload in parts]
 
-    def _chunk(self, item: StreamingOutput, parts: list[tuple[StreamMode, Any]]) -> None:
+    def _chunk(self, item: StreamingOutput) -> list[tuple[StreamMode, Any]]:
         message = item.message
-        if isinstance(message, MessageChunk):
-            if "messages" in self.modes:
+        chunk = _chunk_types.get(type(message))  # per streamed token: no call to find out
+        if chunk is None:
+            chunk = _is_message_chunk(message)
+        if chunk:
+            if self.messages:
                 metadata = {"langgraph_node": item.node, "langgraph_step": item.step}
-                parts.append(("messages", (message, metadata)))
-        elif "custom" in self.modes:
-            parts.append(("custom", message if message is not None else item.chunk))
+                return [("messages", (message, metadata))]
+        elif self.custom:
+            return [("custom", message if message is not None else item.chunk)]
+        return []
 
-    def _pause(self, item: NodeOutput, parts: list[tuple[StreamMode, Any]]) -> None:
-        if "updates" in self.modes:
+    def _pause(self, item: NodeOutput) -> list[tuple[StreamMode, Any]]:
+        parts: list[tuple[StreamMode, Any]] = []
+        if self.updates:
             parts.append(("updates", {"__interrupt__": item.interrupts}))
-        if "values" in self.modes and item.state is not None:
+        if self.values and item.state is not None:
             parts.append(("values", {**item.state.data(), "__interrupt__": item.interrupts}))
+        return parts
 
-    def _finished(self, item: NodeOutput, parts: list[tuple[StreamMode, Any]]) -> None:
-        if "updates" in self.modes and item.node != START:
+    def _finished(self, item: NodeOutput) -> list[tuple[StreamMode, Any]]:
+        parts: list[tuple[StreamMode, Any]] = []
+        if self.updates and item.node != START:
             parts.append(("updates", {item.node: item.update}))
         state = item.state
-        if "values" in self.modes and state is not None and state is not self._last_state:
+        if self.values and state is not None and state is not self._last_state:
             self._last_state = state  # the outputs of one step share their state
             parts.append(("values", state.data()))
+        return parts
+
+
+_chunk_types: dict[type, bool] = {type(None): False}
+"""Whether each type emitted is a :class:`MessageChunk` (a protocol's isinstance is slow: one
+per streamed token would cost more than the rest of the token's way)."""
+
+
+def _is_message_chunk(message: Any) -> bool:
+    """Whether ``message`` is a :class:`MessageChunk`, found out once per type."""
+    known = _chunk_types[type(message)] = isinstance(message, MessageChunk)
+    return known

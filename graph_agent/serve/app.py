@@ -538,7 +538,16 @@ class _Api:
             )
         return runnable
 
-    def _state(self, thread_id: str, checkpoint_id: str | None, subgraphs: bool) -> Response:
+    async def _off_loop(self, thread_id: str, read: Callable[[], Any]) -> Any:
+        """``read()`` (a thread's state or history read from its saver, as the response's JSON
+        text) in a worker thread, as every saver call: a long history read on the event loop
+        would stall every other request and run meanwhile. A temporary thread's, in memory, at
+        once."""
+        if self.local.holds(thread_id):
+            return read()
+        return await asyncio.to_thread(read)
+
+    async def _state(self, thread_id: str, checkpoint_id: str | None, subgraphs: bool) -> Response:
         record = self._thread(thread_id)
         runnable = self._thread_runnable(record)
         config = RunnableConfig(thread_id=thread_id, checkpoint_id=checkpoint_id)
@@ -557,24 +566,31 @@ class _Api:
                     "interrupts": [],
                 }
             )
-        snapshot = runnable.get_state(config, subgraphs=subgraphs)
-        if checkpoint_id is not None and snapshot.created_at is None:
+
+        def read() -> Response | None:
+            snapshot = runnable.get_state(config, subgraphs=subgraphs)
+            if checkpoint_id is not None and snapshot.created_at is None:
+                return None  # no such checkpoint
+            return JSONResponse(snapshot_json(snapshot))
+
+        response: Response | None = await self._off_loop(thread_id, read)
+        if response is None:
             raise ApiError(404, f"thread {thread_id} has no checkpoint {checkpoint_id}")
-        return JSONResponse(snapshot_json(snapshot))
+        return response
 
     async def get_state(self, request: Request) -> Response:
         subgraphs = request.query_params.get("subgraphs", "false").lower() in ("true", "1")
-        return self._state(request.path_params["thread_id"], None, subgraphs)
+        return await self._state(request.path_params["thread_id"], None, subgraphs)
 
     async def get_state_at(self, request: Request) -> Response:
         subgraphs = request.query_params.get("subgraphs", "false").lower() in ("true", "1")
         params = request.path_params
-        return self._state(params["thread_id"], params["checkpoint_id"], subgraphs)
+        return await self._state(params["thread_id"], params["checkpoint_id"], subgraphs)
 
     async def get_state_at_body(self, request: Request) -> Response:
         body = await _body(request)
         checkpoint_id = _checkpoint_id(body)
-        return self._state(request.path_params["thread_id"], checkpoint_id, False)
+        return await self._state(request.path_params["thread_id"], checkpoint_id, False)
 
     async def update_state(self, request: Request) -> Response:
         record = self._thread(request.path_params["thread_id"])
@@ -606,8 +622,13 @@ class _Api:
         if runnable is None:
             return JSONResponse([])
         config = RunnableConfig(thread_id=record.thread_id)
-        snapshots = runnable.get_state_history(config, limit=limit, before=before)
-        return JSONResponse([snapshot_json(snapshot) for snapshot in snapshots])
+
+        def read() -> Response:
+            snapshots = runnable.get_state_history(config, limit=limit, before=before)
+            return JSONResponse([snapshot_json(snapshot) for snapshot in snapshots])
+
+        response: Response = await self._off_loop(record.thread_id, read)
+        return response
 
     # runs
     def _run_request(self, body: dict[str, Any]) -> RunRequest:

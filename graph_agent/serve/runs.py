@@ -48,10 +48,7 @@ from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphCancelledError
-from graph_agent.graph.state import OverAllState
-from graph_agent.graph.stream_modes import TaskEvent
-from graph_agent.graph.types import NodeOutput, RunnableConfig, StreamingOutput
-from graph_agent.messages import AssistantMessageChunk
+from graph_agent.graph.types import RunnableConfig
 from graph_agent.serve.bodies import json_text
 from graph_agent.serve.records import (
     Records,
@@ -63,13 +60,12 @@ from graph_agent.serve.records import (
 )
 from graph_agent.serve.tasks import cancel_and_await
 from graph_agent.serve.wire import (
-    chunk_json,
     command_from_json,
     error_json,
     input_from_json,
     to_json,
 )
-from graph_agent.serve.wire_tasks import TASK_MODES, task_event_parts
+from graph_agent.serve.wire_modes import RunEvents
 
 __all__ = [
     "MULTITASK_STRATEGIES",
@@ -526,7 +522,7 @@ class Runner:
         run.record.updated_at = now()
         self.records.set_run_status(run.record.run_id, status)
 
-    async def _stream(self, run: ActiveRun, runnable: Runnable) -> _Translator:
+    async def _stream(self, run: ActiveRun, runnable: Runnable) -> RunEvents:
         """Stream the run, emitting its events; what it saw (its last state) is returned."""
         request = run.request
         config = RunnableConfig(
@@ -538,77 +534,9 @@ class Runner:
         )
         if request.max_steps is not None:
             config = dataclasses.replace(config, max_steps=request.max_steps)
-        translate = _Translator(request.stream_modes, run.emit)
-        task_events = not TASK_MODES.isdisjoint(request.stream_modes)
+        events = RunEvents(request.stream_modes, run.emit)
         async for output in runnable.astream(
-            request.graph_input(), config, task_events=task_events
+            request.graph_input(), config, task_events=events.task_events
         ):
-            translate(output)
-        return translate
-
-
-class _Translator:
-    """Turns a run's outputs into LangGraph's stream events for the modes asked."""
-
-    def __init__(self, modes: Sequence[str], emit: Any) -> None:
-        self.modes = set(modes)
-        self.emit = emit
-        self.values_at: str | None = None
-        self.partial: dict[str, str] = {}
-        self.state: OverAllState | None = None
-        """The state after the last step streamed (a graph's values, once it ended)."""
-        self.interrupted = False
-        """Whether an output (a nested graph's included) carried interrupts."""
-
-    def __call__(self, output: NodeOutput) -> None:
-        if type(output) is TaskEvent:
-            for event, data in task_event_parts(output, self.modes):
-                self.emit(event, data)
-            return
-        if output.interrupts:
-            self.interrupted = True
-        if output.path:
-            return
-        if isinstance(output, StreamingOutput):
-            self._chunk(output)
-            return
-        if output.state is not None:
-            self.state = output.state
-        interrupts = [to_json(item) for item in output.interrupts]
-        if interrupts:
-            for mode in ("values", "updates"):
-                if mode in self.modes:
-                    self.emit(mode, {"__interrupt__": interrupts})
-            return
-        if "updates" in self.modes and output.node != "__start__":
-            self.emit("updates", {output.node: to_json(output.update)})
-        if "updates" in self.modes and output.usage is not None:  # the node's model calls
-            usage = {"node": output.node, "step": output.step, "usage": to_json(output.usage)}
-            self.emit("usage", usage)
-        if (
-            "values" in self.modes
-            and output.state is not None
-            and output.checkpoint_id != self.values_at
-        ):
-            self.values_at = output.checkpoint_id
-            self.emit("values", to_json(output.state.data()))
-        if "messages" in self.modes:
-            for message_id in list(self.partial):
-                del self.partial[message_id]
-
-    def _chunk(self, output: StreamingOutput) -> None:
-        message = output.message
-        if not isinstance(message, AssistantMessageChunk):
-            if "custom" in self.modes:
-                self.emit("custom", to_json(message if message is not None else output.chunk))
-            return
-        metadata = {"langgraph_node": output.node, "langgraph_step": output.step}
-        if "messages-tuple" in self.modes:
-            self.emit("messages", [chunk_json(message), metadata])
-        if "messages" in self.modes:
-            if message.id not in self.partial:
-                self.partial[message.id] = ""
-                self.emit("messages/metadata", {message.id: {"metadata": metadata}})
-            self.partial[message.id] += message.content
-            whole = {**chunk_json(message), "type": "ai", "content": self.partial[message.id]}
-            self.emit("messages/partial", [whole])
+            events(output)
+        return events

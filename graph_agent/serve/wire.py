@@ -70,6 +70,9 @@ REMOVE_ALL_MESSAGES = "__remove_all__"
 
 _OVERWRITE = "__overwrite__"
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+"""The types :func:`to_json` returns as they are (their subclasses too, found more slowly)."""
+
 
 class WireError(ValueError):
     """A request body that cannot be turned into a graph's input: the client's mistake (422)."""
@@ -78,6 +81,13 @@ class WireError(ValueError):
 def to_json(value: Any) -> Any:
     """``value`` as plain JSON data: messages LangChain-style, models and dataclasses as
     dicts, datetimes as ISO text, anything else unknown as its ``repr``."""
+    kind = type(value)  # the usual types first, by type: every streamed value comes here
+    if kind in _PLAIN:
+        return value
+    if kind is dict:
+        return {key if type(key) is str else str(key): to_json(item) for key, item in value.items()}
+    if kind is list:
+        return [to_json(item) for item in value]
     if value is None or isinstance(value, str | int | float | bool):
         return value
     if isinstance(value, Mapping):

@@ -4,6 +4,7 @@ driver, and the task events the engine tells for them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import operator
 import threading
 from typing import Annotated, Any, TypedDict
@@ -26,6 +27,7 @@ from graph_agent import (
     emit_chunk,
     interrupt,
 )
+from graph_agent.graph import _task_events
 from graph_agent.graph.stream_modes import STREAM_MODES, TaskEvent, check_stream_mode
 from graph_agent.messages import AssistantMessageChunk
 
@@ -373,6 +375,161 @@ def test_task_events_come_among_the_node_outputs_when_asked(driver):
     assert all(isinstance(item, NodeOutput) for item in items)
     result = items[3]
     assert result.node == "node" and result.step == 0 and result.update == {"x": 2}
+
+
+def test_task_events_of_some_types_are_the_only_ones_told(driver):
+    items = collect(
+        driver,
+        one_node(lambda s: {"x": 2}, MemorySaver()),
+        {"x": 1},
+        RunnableConfig(thread_id="t"),
+        task_events={"checkpoint"},
+    )
+    assert [item.type for item in items if type(item) is TaskEvent] == ["checkpoint"] * 2
+
+
+@pytest.mark.parametrize("task_events", [{"task", "tasks"}, 3, "checkpoints"])
+def test_an_unknown_task_event_type_is_a_value_error_naming_the_valid_ones(task_events):
+    with pytest.raises(ValueError, match="task_events must be") as raised:
+        fork_join().stream({"x": 1}, task_events=task_events)
+    assert all(repr(kind) in str(raised.value) for kind in ("task", "task_result", "checkpoint"))
+
+
+def test_the_tasks_mode_builds_no_checkpoint_payload(driver, monkeypatch):
+    built: list[str] = []
+    told = _task_events.checkpoint_saved
+
+    def counted(flow: Any, checkpoint: Any) -> Any:
+        built.append(checkpoint.id)
+        return told(flow, checkpoint)
+
+    monkeypatch.setattr(_task_events, "checkpoint_saved", counted)
+    app, config = fork_join(MemorySaver()), RunnableConfig(thread_id="t")
+    assert len(collect(driver, app, {"x": 1, "log": []}, config, stream_mode="tasks")) == 8
+    assert built == []  # nothing asked for a checkpoint: none was made (its values copied)
+    collect(driver, app, {"x": 1, "log": []}, config, stream_mode=["tasks", "checkpoints"])
+    assert len(built) == 4
+
+
+def siblings(saver: Any, failing: set[str]) -> Any:
+    """``a`` and ``b`` in parallel, ``b`` raising while ``failing`` holds ``"b"``."""
+    g = StateGraph("siblings", key_strategies={"log": AppendStrategy()})
+
+    def b(state: Any) -> dict:
+        if "b" in failing:
+            raise ValueError("boom")
+        return {"log": ["b"]}
+
+    g.add_node("a", lambda s: {"log": ["a"]})
+    g.add_node("b", b)
+    g.add_edge(START, "a").add_edge(START, "b").add_edge("a", END).add_edge("b", END)
+    return g.compile(CompileConfig(saver=saver))
+
+
+def test_a_resumed_call_first_tells_the_checkpoint_it_resumes_from_with_what_its_tasks_did(
+    driver,
+):
+    failing = {"b"}
+    app, config = siblings(MemorySaver(), failing), RunnableConfig(thread_id="t")
+    with pytest.raises(NodeError):
+        collect(driver, app, {"log": []}, config, stream_mode="checkpoints")
+    failing.clear()
+    [resumed, *_, last] = collect(driver, app, None, config, stream_mode="checkpoints")
+    snapshot = app.get_state_history(config)
+    assert resumed["config"] == list(snapshot)[1].config  # the one it resumed from
+    a, b = resumed["tasks"]
+    assert a == {
+        "id": a["id"],
+        "name": "a",
+        "result": {"log": ["a"]},
+        "interrupts": (),
+        "state": None,
+    }
+    assert b == {"id": b["id"], "name": "b", "error": "ValueError: boom", "state": None}
+    assert last["values"] == {"log": ["a", "b"]} and last["tasks"] == []
+
+
+def test_a_new_input_on_a_thread_tells_no_checkpoint_but_those_it_saves(driver):
+    app, config = siblings(MemorySaver(), set()), RunnableConfig(thread_id="t")
+    first = collect(driver, app, {"log": []}, config, stream_mode="checkpoints")
+    again = collect(driver, app, {"log": []}, config, stream_mode="checkpoints")
+    assert len(first) == len(again) == 2
+    assert (
+        again[0]["metadata"]["source"] == "input"
+        and again[0]["parent_config"] == first[-1]["config"]
+    )
+
+
+def test_a_resumed_checkpoints_tasks_have_the_shapes_of_langgraphs_own(driver):
+    """LangGraph leaves ``interrupts`` out of a failed task and adds a finished one's
+    ``result``: the checkpoint a resume starts from, compared with a real LangGraph graph."""
+    lg_graph = pytest.importorskip("langgraph.graph")
+    lg_memory = pytest.importorskip("langgraph.checkpoint.memory")
+    lg_types = pytest.importorskip("langgraph.types")
+
+    class State(TypedDict):
+        log: Annotated[list, operator.add]
+
+    failing = {"b"}
+
+    def b(state: Any) -> dict:
+        if "b" in failing:
+            raise ValueError("boom")
+        return {"log": ["b"]}
+
+    def ask(state: Any) -> dict:
+        return {"log": [lg_types.interrupt("ok?")]}
+
+    def lg_app(second: Any) -> Any:
+        lg = lg_graph.StateGraph(State)
+        lg.add_node("a", lambda s: {"log": ["a"]})
+        lg.add_node("b", second)
+        lg.add_edge(lg_graph.START, "a")
+        lg.add_edge(lg_graph.START, "b")
+        lg.add_edge("a", lg_graph.END)
+        lg.add_edge("b", lg_graph.END)
+        return lg.compile(checkpointer=lg_memory.InMemorySaver())
+
+    def our_app(second: Any) -> Any:
+        g = StateGraph("siblings", key_strategies={"log": AppendStrategy()})
+        g.add_node("a", lambda s: {"log": ["a"]}).add_node("b", second)
+        g.add_edge(START, "a").add_edge(START, "b").add_edge("a", END).add_edge("b", END)
+        return g.compile(CompileConfig(saver=MemorySaver()))
+
+    def ours_asking(state: Any) -> dict:
+        return {"log": [interrupt("ok?")]}
+
+    lg_config = {"configurable": {"thread_id": "t"}}
+    config = RunnableConfig(thread_id="t")
+    for theirs_second, ours_second, resume in ((b, b, None), (ask, ours_asking, "yes")):
+        failing.add("b")
+        theirs_app, ours = lg_app(theirs_second), our_app(ours_second)
+        with contextlib.suppress(ValueError):
+            list(theirs_app.stream({"log": []}, lg_config))
+        with contextlib.suppress(NodeError):
+            collect(driver, ours, {"log": []}, config)
+        failing.clear()
+        lg_resume = None if resume is None else lg_types.Command(resume=resume)
+        [theirs] = [
+            p
+            for p in theirs_app.stream(lg_resume, lg_config, stream_mode="checkpoints")
+            if p["tasks"]
+        ][:1]
+        first = collect(
+            driver,
+            ours,
+            None if resume is None else Command(resume=resume),
+            config,
+            stream_mode="checkpoints",
+        )[0]
+        assert task_shapes(first) == task_shapes(theirs)
+
+
+def task_shapes(payload: dict) -> list:
+    """Each task of a checkpoint payload: its name, its fields, how many interrupts."""
+    return sorted(
+        (task["name"], sorted(task), len(task.get("interrupts", ()))) for task in payload["tasks"]
+    )
 
 
 def test_a_stream_without_task_events_has_none(driver):

@@ -176,6 +176,21 @@ def test_an_interrupt_shows_in_the_stream_as_langgraph_sends_it(server: Server) 
     assert parts[-1].event == "updates" and "__interrupt__" in parts[-1].data
 
 
+def test_values_at_a_pause_are_the_state_with_its_interrupts_as_langgraph_sends_them(
+    server: Server,
+) -> None:
+    client = get_sync_client(url=server.url)
+    thread_id = client.threads.create()["thread_id"]
+    parts = client.runs.stream(
+        thread_id, "approval", input={"question": "q"}, stream_mode=["updates", "values"]
+    )
+    *_, (paused, update), (last, values) = [(p.event, p.data) for p in parts]
+    assert (paused, last) == ("updates", "values")  # in LangGraph's order
+    [pending] = client.threads.get_state(thread_id)["interrupts"]
+    assert update == {"__interrupt__": [pending]}
+    assert values == {"question": "q", "draft": "reply to q", "__interrupt__": [pending]}
+
+
 def test_state_is_updated_and_its_history_listed(server: Server) -> None:
     client = get_sync_client(url=server.url)
     thread_id = client.threads.create()["thread_id"]

@@ -300,6 +300,28 @@ def test_the_thread_list_and_the_timeline_follow_a_run_while_it_runs(studio: Stu
     expect(page.locator("#threads .thread.selected .chip")).to_have_text("idle")
 
 
+def test_the_timeline_follows_a_run_from_its_stream_without_reading_the_history_again(
+    studio: Studio,
+) -> None:
+    from playwright.sync_api import expect
+
+    page = studio.open("slow", key=KEY)
+    before = len(studio.api_requests)
+    page.click("#start-run")
+    expect(page.locator("#timeline .cp").nth(7)).to_be_attached()  # 8 checkpoints told...
+    during = [url for url, _ in studio.api_requests[before:] if url.endswith("/history")]
+    assert during == []  # ... and not one read of the whole history for them
+    steps = page.locator("#timeline .cp").evaluate_all("rows => rows.map((r) => r.dataset.step)")
+    assert steps[:8] == [str(step) for step in range(-1, 7)]
+    expect(page.locator("#timeline .cp.head.selected .cp-step")).not_to_have_text("step -1")
+    page.click("#cancel-run")
+    expect(page.locator("#run-status")).to_have_text("cancelled")
+    after = [url for url, _ in studio.api_requests[before:] if url.endswith("/history")]
+    assert len(after) == 1  # read once the run ended: what the stream told, as saved
+    count = page.locator("#timeline .cp").count()
+    expect(page.locator("#timeline-count")).to_have_text(f"{count} checkpoints")
+
+
 def test_a_graph_with_messages_gets_a_chat_box_and_no_field_for_its_private_keys(
     studio: Studio,
 ) -> None:

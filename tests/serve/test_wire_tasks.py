@@ -61,7 +61,25 @@ def failing() -> StateGraph:
     return g
 
 
-TARGETS = [fork, failing, approval]
+FAILING: set[str] = set()
+"""The tokens for which ``siblings``' node ``b`` raises (its state's ``fail``)."""
+
+
+def siblings() -> StateGraph:
+    """``a`` and ``b`` in parallel; ``b`` raises while its state's ``fail`` is in FAILING."""
+    g = StateGraph("siblings", key_strategies={"log": AppendStrategy()})
+
+    def b(state: Any) -> dict[str, Any]:
+        if state.get("fail") in FAILING:
+            raise ValueError("boom")
+        return {"log": ["b"]}
+
+    g.add_node("a", lambda s: {"log": ["a"]}).add_node("b", b)
+    g.add_edge(START, "a").add_edge(START, "b").add_edge("a", END).add_edge("b", END)
+    return g
+
+
+TARGETS = [fork, failing, approval, siblings]
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -185,6 +203,31 @@ def test_checkpoints_mode_streams_each_checkpoint_as_the_threads_history_has_it(
             assert set(task) <= fields(CheckpointTaskPayload)
             assert task["interrupts"] == [] and task["state"] is None
     assert payloads[0]["parent_config"] is None
+
+
+def test_a_resumed_runs_first_checkpoint_tells_its_tasks_in_langgraphs_shapes(
+    served: str,
+) -> None:
+    token = uuid.uuid4().hex
+    FAILING.add(token)
+    client = get_sync_client(url=served)
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.stream(thread_id, "siblings", input={"log": [], "fail": token})
+    assert [part.event for part in first][-1] == "error"
+    FAILING.discard(token)
+    parts = client.runs.stream(thread_id, "siblings", input=None, stream_mode="checkpoints")
+    resumed, *_ = [part.data for part in parts if part.event == "checkpoints"]
+    a, b = resumed["tasks"]
+    assert a == {
+        "id": a["id"],
+        "name": "a",
+        "result": {"log": ["a"]},
+        "interrupts": [],
+        "state": None,
+    }
+    assert b == {"id": b["id"], "name": "b", "error": "ValueError: boom", "state": None}
+    assert set(a) | set(b) <= fields(CheckpointTaskPayload)
+    assert client.threads.get_state(thread_id)["values"]["log"] == ["a", "b"]
 
 
 def test_debug_mode_streams_each_event_typed_with_its_step_and_time(served: str) -> None:

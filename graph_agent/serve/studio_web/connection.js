@@ -2,7 +2,7 @@
 // page then asks the server again, waiting longer each time, until it answers: the notice
 // goes, and what waited for the server (a message being sent, the panels) carries on.
 
-import { dismiss, notify } from "./state.js";
+import { dismiss, notify, showing } from "./state.js";
 
 /** Where the API lives: the page is served at <root>/studio/, the API at <root>/. */
 export const root = location.pathname.slice(0, location.pathname.lastIndexOf("/studio/"));
@@ -45,11 +45,14 @@ export function lost() {
     resolve = done;
   });
   outage = { promise, resolve };
-  probe(FIRST_WAIT_MS);
+  probe(FIRST_WAIT_MS, true);
 }
 
-async function probe(wait) {
-  notify(`Cannot reach the server at ${serverName}: trying again in ${seconds(wait)}.`, "error", "offline");
+/** Ask the server again after `wait` ms, until it answers. The outage's notice is shown when
+ * it begins, and its countdown updated while it is still the notice shown: another problem
+ * told meanwhile stays in view. */
+async function probe(wait, first = false) {
+  if (first || showing("offline")) notify(`Cannot reach the server at ${serverName}: trying again in ${seconds(wait)}.`, "error", "offline");
   await new Promise((done) => setTimeout(done, wait));
   if (!(await answers())) {
     probe(Math.min(wait * 2, LONGEST_WAIT_MS));
@@ -57,10 +60,18 @@ async function probe(wait) {
   }
   const { resolve } = outage;
   outage = null;
-  dismiss("offline");
-  notify(`The server at ${serverName} answers again.`, "info");
+  if (dismiss("offline")) notify(`The server at ${serverName} answers again.`, "info");
   resolve();
-  for (const handler of comebacks) await handler();
+  for (const handler of comebacks) await comeback(handler);
+}
+
+/** One handler of the server's return: its failure is told, and the others run all the same. */
+async function comeback(handler) {
+  try {
+    await handler();
+  } catch (error) {
+    if (error?.name !== "Unreachable") notify(`After the server came back: ${error?.message ?? String(error)}`);
+  }
 }
 
 async function answers() {

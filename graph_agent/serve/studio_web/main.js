@@ -9,7 +9,7 @@ import * as graph from "./graph.js";
 import { cancelRun } from "./run.js";
 import { app, closeNotice, guarded, notify, on } from "./state.js";
 import { newThread, refreshThreads, selectThread } from "./threads.js";
-import { followNewest, followRun, onTimelineKey } from "./timeline.js";
+import { addCheckpoint, followNewest, onTimelineKey } from "./timeline.js";
 
 const $ = (id) => document.getElementById(id);
 let config = { keys_required: false };
@@ -80,7 +80,7 @@ on("run-started", async (threadId) => {
   followNewest();
   await guarded(refreshThreads); // the thread is busy now
 });
-on("run-progress", (threadId) => followRun(threadId));
+on("run-checkpoint", (threadId, checkpoint) => guarded(() => addCheckpoint(threadId, checkpoint)));
 on("run-finished", async (threadId) => {
   await guarded(refreshThreads);
   if (app.threadId === threadId) await guarded(() => selectThread(threadId, { keepRun: true }));

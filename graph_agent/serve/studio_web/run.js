@@ -9,8 +9,9 @@ import { app, emit, guarded, notify } from "./state.js";
 
 const $ = (id) => document.getElementById(id);
 // tasks: each node's task as it starts and ends (the graph lights what runs now); values: the
-// state after each step, saved as a checkpoint (the timeline follows)
-const STREAM_MODES = ["updates", "messages", "values", "tasks"];
+// state after each step; checkpoints: each checkpoint as it is saved (the timeline adds it,
+// without reading the thread's history again)
+const STREAM_MODES = ["updates", "messages", "values", "tasks", "checkpoints"];
 
 // ---------------------------------------------------------------- time travel banner
 
@@ -48,6 +49,7 @@ class LiveRun {
     else if (name === "tasks") this.task(data);
     else if (name === "updates") this.updates(data);
     else if (name === "values") this.values(data);
+    else if (name === "checkpoints") emit("run-checkpoint", this.threadId, data);
     else if (name === "messages/partial") this.partial(data);
     else if (name === "usage") this.usage(data);
     else if (name === "error") this.error(data);
@@ -72,10 +74,12 @@ class LiveRun {
     else graph.taskEnded(data.id, data.name, Boolean(data.error));
   }
 
+  /** The state after a step (at a pause, with what waits under `__interrupt__`). */
   values(data) {
-    if (!data || typeof data !== "object" || "__interrupt__" in data) return;
-    showValues(data);
-    emit("run-progress", this.threadId); // a step was saved: the timeline follows
+    if (!data || typeof data !== "object") return;
+    const values = { ...data };
+    delete values.__interrupt__;
+    showValues(values);
   }
 
   partial(data) {

@@ -41,9 +41,17 @@ export function notify(text, kind = "error", key = null) {
   if (kind !== "error") noticeTimer = setTimeout(closeNotice, 6000);
 }
 
-/** The problem `key` named is gone: its notice goes too (another one stays). */
+/** Whether the notice shown is the one of the problem `key` names. */
+export function showing(key) {
+  return noticeKey === key && !document.getElementById("notice").hidden;
+}
+
+/** The problem `key` named is gone: its notice goes too (another one stays); true when it
+ * was shown. */
 export function dismiss(key) {
-  if (noticeKey === key) closeNotice();
+  if (!showing(key)) return false;
+  closeNotice();
+  return true;
 }
 
 export function closeNotice() {

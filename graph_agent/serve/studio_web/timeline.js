@@ -1,7 +1,7 @@
 // A thread's checkpoints: the timeline (every checkpoint, branches drawn as lanes, following a
-// run as it saves them; the arrow keys move between them), the state at a checkpoint with what
-// changed from the one before, and time travel: fork from a checkpoint, or edit its state and
-// carry on.
+// run as it saves them, from the run's own stream; the arrow keys move between them), the state
+// at a checkpoint with what changed from the one before, and time travel: fork from a
+// checkpoint, or edit its state and carry on.
 
 import { call, p } from "./api.js";
 import { clear, conversation, diff, h, jsonTree, shortId, time } from "./dom.js";
@@ -14,8 +14,6 @@ const HISTORY_LIMIT = 200;
 let checkpoints = []; // the shown thread's history, oldest first
 let picked = null; // the checkpoint a person picked; null: the newest, as it changes
 let shown = null; // the checkpoint shown in detail (and its row selected)
-let reading = null; // the timeline being read now, if it is (see followRun)
-let readAgain = false;
 
 /** Forget the shown thread's checkpoints (another thread, or a new one, is shown). */
 export function clearTimeline() {
@@ -79,8 +77,49 @@ export async function loadTimeline(select = null) {
   if (!threadId) return;
   const newest = await call("POST", p`/threads/${threadId}/history`, { limit: HISTORY_LIMIT });
   if (threadId !== app.threadId) return; // another thread was picked meanwhile
-  checkpoints = [...newest].reverse();
-  const head = newest[0]?.checkpoint?.checkpoint_id;
+  const read = [...newest].reverse();
+  // a run streaming meanwhile may have told newer ones than the history had: they stay
+  const last = read.at(-1)?.checkpoint?.checkpoint_id ?? "";
+  const told = checkpoints.filter((item) => item.checkpoint.checkpoint_id > last);
+  checkpoints = [...read, ...told];
+  await draw(select);
+}
+
+/**
+ * A run of this page saved a checkpoint (its `checkpoints` stream mode): add it to the
+ * timeline, or, told again (a run resuming from it), show what its tasks did. The history is
+ * not read again: a long run would read it all at every step.
+ */
+export async function addCheckpoint(threadId, payload) {
+  if (threadId !== app.threadId || !payload?.config) return;
+  const entry = fromPayload(payload);
+  const id = entry.checkpoint.checkpoint_id;
+  const at = checkpoints.findIndex((item) => item.checkpoint.checkpoint_id === id);
+  if (at >= 0) checkpoints[at] = { ...entry, created_at: checkpoints[at].created_at };
+  else checkpoints.push(entry);
+  if (checkpoints.length > HISTORY_LIMIT) checkpoints = checkpoints.slice(-HISTORY_LIMIT);
+  await draw();
+}
+
+/** A `checkpoints` event as the history lists a checkpoint (the state API's shape). */
+function fromPayload(payload) {
+  const place = (config) => (config ? { ...config.configurable, checkpoint_map: null } : null);
+  return {
+    values: payload.values ?? {},
+    next: payload.next ?? [],
+    checkpoint: place(payload.config),
+    metadata: payload.metadata ?? {},
+    created_at: new Date().toISOString(), // told as it was saved; the history has the exact time
+    parent_checkpoint: place(payload.parent_config),
+    tasks: payload.tasks ?? [],
+    interrupts: (payload.tasks ?? []).flatMap((task) => task.interrupts ?? []),
+  };
+}
+
+/** Draw the timeline's rows from `checkpoints`; show `select` (else the one picked, else the
+ * newest). */
+async function draw(select = null) {
+  const head = checkpoints.at(-1)?.checkpoint?.checkpoint_id;
   const rows = lanes(checkpoints);
   const steps = new Map(checkpoints.map((item) => [item.checkpoint.checkpoint_id, item.metadata?.step]));
   const focused = $("timeline").contains(document.activeElement);
@@ -94,25 +133,6 @@ export async function loadTimeline(select = null) {
   if (wanted) await showCheckpoint(wanted, { redraw: !again });
   else clear($("checkpoint"));
   if (focused) selectedRow()?.focus();
-}
-
-/**
- * Read the timeline again while a run saves checkpoints: one read at a time, and one more
- * after it when a checkpoint came meanwhile, so a fast run costs no pile of requests.
- */
-export async function followRun(threadId) {
-  if (threadId !== app.threadId) return;
-  if (reading) {
-    readAgain = true;
-    return;
-  }
-  reading = guarded(() => loadTimeline());
-  await reading;
-  reading = null;
-  if (readAgain) {
-    readAgain = false;
-    await followRun(threadId);
-  }
 }
 
 /** Show the newest checkpoint again as runs add them (a run was started from this page). */
