@@ -62,6 +62,7 @@ from graph_agent.messages import (
     Usage,
     UserMessage,
 )
+from graph_agent.runnable import Runnable
 from graph_agent.tools import Tool, ToolContext, Toolkit, tool
 
 if TYPE_CHECKING:
@@ -153,6 +154,7 @@ __all__ = [
     "ReplaceAll",
     "ReplaceStrategy",
     "RetryPolicy",
+    "Runnable",
     "RunnableConfig",
     "Send",
     "SequentialAgent",
