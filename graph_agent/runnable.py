@@ -60,9 +60,7 @@ class Runnable(Protocol):
         """The thread's state at its newest checkpoint (or at ``config.checkpoint_id``)."""
         ...
 
-    async def aget_state(
-        self, config: RunnableConfig, *, subgraphs: bool = False
-    ) -> StateSnapshot:
+    async def aget_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
         """Async twin of :meth:`get_state`."""
         ...
 
