@@ -1,6 +1,6 @@
 """Agents inside other graphs: as a node (:func:`agent_node`) and as a tool (:func:`agent_tool`).
 
-Either way the agent runs as a subgraph (see :mod:`graph_agent.graph._subgraph`): in the
+Either way the agent runs as a subgraph (see :mod:`graph_agent.node`): in the
 caller's thread under its own namespace, with the caller's saver, so its interrupts pause the
 caller once and resume inside the agent, and a crash inside it resumes inside it.
 """
@@ -12,13 +12,12 @@ from typing import Any, Protocol
 
 from graph_agent.agent.keys import RUN_KEY
 from graph_agent.agent.nodes import last_assistant
-from graph_agent.graph._cancel import AnySignal
-from graph_agent.graph._subgraph import SubgraphNode, run_nested
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.task import derive_id
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.messages import AssistantMessage, BaseMessage, SystemMessage, UserMessage
+from graph_agent.node import AnySignal, SubgraphNode, run_nested
 from graph_agent.tools import Tool, ToolContext
 
 

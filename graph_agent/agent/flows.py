@@ -37,7 +37,6 @@ from graph_agent.agent.nodes import run_answer, run_start
 from graph_agent.agent.react import ReactAgent, coerce_state
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
-from graph_agent.graph._subgraph import SubgraphNode
 from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.compiled import CompiledGraph, check_config
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, GraphSetupError
@@ -54,6 +53,7 @@ from graph_agent.graph.types import (
 )
 from graph_agent.messages import AssistantMessage, BaseMessage, SystemMessage, UserMessage
 from graph_agent.models.base import ChatModel
+from graph_agent.node import SubgraphNode
 from graph_agent.store.base import BaseStore
 from graph_agent.tools import Tool
 

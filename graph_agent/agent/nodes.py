@@ -53,9 +53,7 @@ from graph_agent.agent.watched import (
     watched_tool_call,
 )
 from graph_agent.graph._concurrency import shared_pool, to_thread, wait_delivering
-from graph_agent.graph._engine import DualNode
 from graph_agent.graph._off_loop import run_on_caller_loop
-from graph_agent.graph._writes import Updates
 from graph_agent.graph.errors import (
     GraphCancelledError,
     GraphInterrupted,
@@ -74,6 +72,7 @@ from graph_agent.messages import (
     UserMessage,
 )
 from graph_agent.models.base import ModelRequest, ToolDefinition
+from graph_agent.node import DualNode, Updates
 from graph_agent.tools import Tool, ToolContext, result_to_content
 
 if TYPE_CHECKING:

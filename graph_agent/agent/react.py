@@ -32,7 +32,6 @@ from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.serde import register
 from graph_agent.graph._concurrency import shared_pool
-from graph_agent.graph._subgraph import SubgraphNode
 from graph_agent.graph.compiled import CompiledGraph, check_config
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, GraphSetupError
 from graph_agent.graph.policies import RetryPolicy
@@ -47,6 +46,7 @@ from graph_agent.graph.types import (
 )
 from graph_agent.messages import AssistantMessage, BaseMessage, UserMessage
 from graph_agent.models.base import ChatModel
+from graph_agent.node import SubgraphNode
 from graph_agent.store.base import BaseStore
 from graph_agent.tools import Tool, Toolkit
 

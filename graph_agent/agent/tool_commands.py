@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from graph_agent.agent.keys import AGENT_KEYS, JUMP_KEY
-from graph_agent.graph._writes import Updates
 from graph_agent.graph.types import END, Command
 from graph_agent.messages import BaseMessage, ToolCall, ToolResponseMessage
+from graph_agent.node import Updates
 from graph_agent.tools import result_to_text
 
 

@@ -18,11 +18,11 @@ from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.cli.errors import EXIT_ERROR, EXIT_USAGE, CliError, RunStopped
 from graph_agent.cli.output import Reporter, RunSummary, format_call, shown_text
 from graph_agent.cli.targets import Target
-from graph_agent.graph._pending import pending_interrupts
 from graph_agent.graph.errors import GraphAgentError
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import Command, Interrupt, NodeOutput, RunnableConfig, StreamingOutput
 from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage, Usage
+from graph_agent.node import pending_interrupts
 
 __all__ = [
     "answer_of",

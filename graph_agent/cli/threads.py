@@ -31,8 +31,8 @@ from graph_agent.cli.errors import CliError
 from graph_agent.cli.output import make_console, printable, to_json
 from graph_agent.cli.serve import records_path
 from graph_agent.cli.targets import db_option, open_existing_saver
-from graph_agent.graph._pending import pending_interrupts
 from graph_agent.graph.errors import SerializationError, ThreadBusyError
+from graph_agent.node import pending_interrupts
 from graph_agent.serve.records import Records
 
 __all__ = ["checkpoint_bytes", "threads_command"]
