@@ -29,7 +29,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,7 +47,6 @@ from graph_agent.checkpoint.base import (
 )
 from graph_agent.checkpoint.codec import (
     DecodedBlobs,
-    Link,
     LoadedLists,
     blobs_to_store,
     decode_header,
@@ -57,76 +56,31 @@ from graph_agent.checkpoint.codec import (
     encode_header,
     encode_write,
     load_values,
-    needed_versions,
-    rebuild_value,
+)
+from graph_agent.checkpoint.sqlite_blobs import _chain, _data_of, prune_namespace
+from graph_agent.checkpoint.sqlite_schema import (
+    SCHEMA_VERSION,
+    _check_sqlite_header,
+    check_schema,
+    migrate,
+)
+from graph_agent.checkpoint.sqlite_sql import (
+    _Doing,
+    _name_of,
+    _roll_back,
+    _sql_name,
+    _store_error,
+    _Transaction,
 )
 from graph_agent.checkpoint.thread_search import ThreadHeads
 from graph_agent.graph.errors import (
-    CheckpointStoreError,
     GraphRuntimeError,
     SerializationError,
     ThreadBusyError,
 )
-from graph_agent.graph.saver import COPY_TASK, IDS_THREAD, Blob
+from graph_agent.graph.saver import COPY_TASK, IDS_THREAD
 
-SCHEMA_VERSION = 4
-
-_SQLITE_HEADER = b"SQLite format 3\x00"
-
-_SCHEMA_VERSION_TABLE = (
-    "CREATE TABLE IF NOT EXISTS schema_version "
-    "(version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)",
-)
-
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (
-        """CREATE TABLE IF NOT EXISTS checkpoints (
-            thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
-            parent_id TEXT, step INTEGER NOT NULL, header BLOB NOT NULL,
-            PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)) WITHOUT ROWID""",
-        """CREATE TABLE IF NOT EXISTS blobs (
-            thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, key TEXT NOT NULL,
-            version TEXT NOT NULL, kind TEXT NOT NULL, base TEXT, data BLOB NOT NULL,
-            PRIMARY KEY (thread_id, checkpoint_ns, key, version)) WITHOUT ROWID""",
-        """CREATE TABLE IF NOT EXISTS writes (
-            thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
-            task_id TEXT NOT NULL, channel TEXT NOT NULL, data BLOB NOT NULL,
-            PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, channel))
-            WITHOUT ROWID""",
-        """CREATE TABLE IF NOT EXISTS leases (
-            thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, owner TEXT NOT NULL,
-            pid INTEGER NOT NULL, expires_at REAL NOT NULL,
-            PRIMARY KEY (thread_id, checkpoint_ns)) WITHOUT ROWID""",
-    ),
-    2: ("ALTER TABLE leases ADD COLUMN host TEXT NOT NULL DEFAULT ''",),
-    # who holds the lease, beyond its pid: see graph_agent.checkpoint.liveness
-    3: ("ALTER TABLE leases ADD COLUMN process TEXT NOT NULL DEFAULT ''",),
-    # the node cache (add_node(..., cache=CachePolicy(...))): results kept beside the threads
-    4: (
-        """CREATE TABLE IF NOT EXISTS node_cache (
-            namespace TEXT NOT NULL, key TEXT NOT NULL, data BLOB NOT NULL, expires_at REAL,
-            PRIMARY KEY (namespace, key)) WITHOUT ROWID""",
-    ),
-}
-
-# A key's blobs from one version back to its full copy, newest first. A delta's base is
-# followed only when it sorts before the delta's own version (a base is an older checkpoint's
-# id), so a chain that loops stops at once; the code reading it says why it stopped.
-_CHAIN_SQL = """
-WITH RECURSIVE chain(version, kind, base, n) AS (
-    SELECT version, kind, base, 0 FROM blobs
-    WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND key = ?3 AND version = ?4
-    UNION ALL
-    SELECT b.version, b.kind, b.base, chain.n + 1 FROM blobs AS b JOIN chain
-    ON b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.key = ?3 AND b.version = chain.base
-    WHERE chain.kind != 'full' AND chain.base < chain.version
-)
-SELECT version, kind, base FROM chain ORDER BY n
-"""
-"""A key's blobs from a version back to its full copy, newest first, without their data:
-:func:`_data_of` reads it for those a load decodes (a load that goes on from a list it kept
-decodes only the newest few)."""
-
+__all__ = ["SCHEMA_VERSION", "SqliteSaver"]
 
 _ANY_CHECKPOINT = "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1"
 
@@ -259,7 +213,7 @@ class SqliteSaver(CheckpointSaver):
         if self.path != ":memory:":
             _check_sqlite_header(self.path)
         with self._reading():  # one consistent view of the tables, and no write
-            self._check_schema(self._conn, for_reading=self.read_only)
+            check_schema(self._conn, self.path, for_reading=self.read_only)
         if self.read_only:
             return
         # Only now: switching to WAL already writes to the file's header.
@@ -290,74 +244,9 @@ class SqliteSaver(CheckpointSaver):
             if self._let_go is not None:
                 self._let_go()
 
-    def _check_schema(self, conn: sqlite3.Connection, *, for_reading: bool = False) -> int:
-        """The file's schema version, after making sure its tables are graph_agent's.
-
-        A file with no tables is new (version 0). Anything else must have the ``schema_version``
-        table, and each table its version should have, with the columns it should have: a file
-        another program made (LangGraph's ``checkpoints`` table, an application's own tables)
-        is refused before anything is written to it.
-
-        Raises:
-            SerializationError: the tables are someone else's, or from a newer graph_agent; or,
-                ``for_reading``, the file holds no checkpoint tables at all.
-        """
-        found = _table_columns(conn)
-        if not found:
-            if for_reading:
-                raise _not_ours(self.path, "it is empty (no tables)")
-            return 0
-        expected_version_columns = _expected_tables(0)["schema_version"]
-        if found.get("schema_version") != expected_version_columns:
-            tables = ", ".join(sorted(found))
-            raise _not_ours(
-                self.path,
-                f"it holds another program's tables ({tables}) and no graph_agent "
-                "schema_version table",
-            )
-        row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-        current = int(row[0] or 0)
-        if current > SCHEMA_VERSION:
-            raise SerializationError(
-                f"{self.path} has schema version {current}, newer than this "
-                f"graph_agent understands ({SCHEMA_VERSION}); upgrade graph_agent"
-            )
-        for table, columns in _expected_tables(current).items():
-            if table not in found:
-                raise _not_ours(
-                    self.path, f"it is at schema version {current} but has no {table} table"
-                )
-            if found[table] != columns:
-                raise _not_ours(
-                    self.path,
-                    f"its {table} table has the columns ({', '.join(found[table])}), not "
-                    f"graph_agent's ({', '.join(columns)})",
-                )
-        if for_reading and current == 0:
-            raise _not_ours(self.path, "it holds no checkpoint tables yet")
-        return current
-
     def _migrate(self) -> None:
         with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                # Checked again inside the write lock: another process may have created the
-                # tables since the first look.
-                current = self._check_schema(conn)
-                for statement in _SCHEMA_VERSION_TABLE:
-                    conn.execute(statement)
-                for version in range(current + 1, SCHEMA_VERSION + 1):
-                    for statement in _MIGRATIONS[version]:
-                        conn.execute(statement)
-                    conn.execute(
-                        "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
-                        (version, time.time()),
-                    )
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+            migrate(self._conn, self.path)
 
     def schema_version(self) -> int:
         with self._lock:
@@ -581,71 +470,8 @@ class SqliteSaver(CheckpointSaver):
                 )
             ]
             for ns in namespaces:
-                removed += self._prune_namespace(conn, thread_id, ns, keep_last)
+                removed += prune_namespace(conn, thread_id, ns, keep_last)
         return removed
-
-    def _prune_namespace(
-        self, conn: sqlite3.Connection, thread: str, ns: str, keep_last: int
-    ) -> int:
-        where = (_sql_name(thread), _sql_name(ns))
-        rows = conn.execute(
-            "SELECT checkpoint_id, header FROM checkpoints WHERE thread_id = ? AND "
-            "checkpoint_ns = ? ORDER BY checkpoint_id DESC",
-            where,
-        ).fetchall()
-        kept, dropped = rows[:keep_last], rows[keep_last:]
-        if not dropped:
-            return 0
-        if kept:
-            self._materialize(conn, thread, ns, kept[-1][1])
-        bases = {
-            (_name_of(key), version): (kind, base)
-            for key, version, kind, base in conn.execute(
-                "SELECT key, version, kind, base FROM blobs WHERE thread_id = ? AND "
-                "checkpoint_ns = ?",
-                where,
-            )
-        }
-        wanted = [pair for _, header in kept for pair in decode_header(header).versions.items()]
-        needed = needed_versions(wanted, lambda key, version: bases.get((key, version)))
-        conn.executemany(
-            "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND "
-            "checkpoint_id = ?",
-            [(*where, checkpoint_id) for checkpoint_id, _ in dropped],
-        )
-        conn.executemany(
-            "DELETE FROM writes WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-            [(*where, checkpoint_id) for checkpoint_id, _ in dropped],
-        )
-        conn.executemany(
-            "DELETE FROM blobs WHERE thread_id = ? AND checkpoint_ns = ? AND key = ? AND "
-            "version = ?",
-            [
-                (*where, _sql_name(key), version)
-                for key, version in bases
-                if (key, version) not in needed
-            ],
-        )
-        return len(dropped)
-
-    def _materialize(self, conn: sqlite3.Connection, thread: str, ns: str, header: bytes) -> None:
-        """Store every key of this checkpoint whole, so the deltas behind it can go."""
-        for key, version in decode_header(header, thread, ns).versions.items():
-            chain = _chain(conn, thread, ns, key, version)
-            if len(chain) == 1 and chain[0][1] == "full":
-                continue
-            data = _data_of(conn, thread, ns, key, [link[0] for link in chain])
-            chain = [(v, kind, base, data.get(v, b"")) for v, kind, base, _ in chain]
-            value = rebuild_value(key, version, chain, thread, ns)
-            conn.execute(
-                "UPDATE blobs SET kind = 'full', base = NULL, data = ? WHERE thread_id = ? AND "
-                "checkpoint_ns = ? AND key = ? AND version = ?",
-                (
-                    encode_blob(key, Blob("full", value)),
-                    *(_sql_name(name) for name in (thread, ns, key)),
-                    version,
-                ),
-            )
 
     def threads(self) -> builtins.list[str]:
         with self._lock:
@@ -809,83 +635,6 @@ class SqliteSaver(CheckpointSaver):
         self._lease_refreshed[key] = time.monotonic()
 
 
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) under the saver's lock.
-
-    A failure of SQLite itself (a full disk, a file locked too long, a read-only file) leaves
-    nothing half-written and is raised as a :class:`CheckpointStoreError` saying what was
-    being ``doing``.
-    """
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        lock: threading.RLock,
-        path: str,
-        doing: _Doing,
-        about: Any,
-    ) -> None:
-        self.conn = conn
-        self.lock = lock
-        self.path = path
-        self.doing = doing
-        self.about = about
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.lock.acquire()
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            self.lock.release()
-            raise _store_error(exc, self.path, self.doing, self.about) from exc
-        except BaseException:
-            self.lock.release()
-            raise
-        return self.conn
-
-    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        try:
-            if exc is None:
-                try:
-                    self.conn.execute("COMMIT")
-                    return
-                except sqlite3.Error as failed:
-                    exc = failed
-            _roll_back(self.conn)
-            if isinstance(exc, sqlite3.Error):
-                raise _store_error(exc, self.path, self.doing, self.about) from exc
-        finally:
-            self.lock.release()
-
-
-def _chain(
-    conn: sqlite3.Connection, thread: str, ns: str, key: str, version: str
-) -> builtins.list[Link]:
-    """The blobs that rebuild ``key`` at ``version``, newest first (see :func:`load_values`)."""
-    where = (_sql_name(thread), _sql_name(ns), _sql_name(key))
-    rows = conn.execute(_CHAIN_SQL, (*where, version)).fetchall()
-    return [(at, kind, base, b"") for at, kind, base in rows]
-
-
-def _data_of(
-    conn: sqlite3.Connection, thread: str, ns: str, key: str, versions: builtins.list[str]
-) -> dict[str, bytes]:
-    """The data of ``key``'s blobs at ``versions`` (read 500 at a time: a chain stored before
-    parts were merged may be thousands long, more than a statement takes parameters)."""
-    where = (_sql_name(thread), _sql_name(ns), _sql_name(key))
-    data: dict[str, bytes] = {}
-    for first in range(0, len(versions), 500):
-        batch = versions[first : first + 500]
-        marks = ", ".join("?" * len(batch))
-        rows = conn.execute(
-            "SELECT version, data FROM blobs WHERE thread_id = ? AND checkpoint_ns = ? AND "
-            f"key = ? AND version IN ({marks})",
-            (*where, *batch),
-        ).fetchall()
-        data.update((version, bytes(blob)) for version, blob in rows)
-    return data
-
-
 def _saving(checkpoint: Checkpoint) -> str:
     return f"saving checkpoint {checkpoint.id} of thread {_show(checkpoint.thread_id)}"
 
@@ -896,50 +645,6 @@ def _loading(thread_id: str) -> str:
 
 def _saving_writes(thread_id: str) -> str:
     return f"saving pending writes of thread {_show(thread_id)}"
-
-
-_Doing = str | Callable[[Any], str]
-"""What a saver call is doing, for the message of its error: text, or a function making it
-from what the call is ``about`` (a checkpoint, a thread id) only on failure; text made for
-every checkpoint would cost a step more than all the rest of the error handling."""
-
-
-def _store_error(
-    exc: sqlite3.Error, path: str, doing: _Doing, about: Any = None
-) -> CheckpointStoreError:
-    """A failure of SQLite itself, as the typed error a caller can handle."""
-    what = doing if isinstance(doing, str) else doing(about)
-    return CheckpointStoreError(
-        f"SQLite failed while {what} ({path}): {exc}. Nothing was half-written: the thread "
-        "stays at its last stored checkpoint; free disk space (or fix the file's permissions) "
-        "and call again to resume from it"
-    )
-
-
-def _roll_back(conn: sqlite3.Connection) -> None:
-    """End a failed transaction, if SQLite has not already (it does on a full disk)."""
-    if conn.in_transaction:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-
-
-def _sql_name(name: str) -> str | bytes:
-    """A name (thread id, namespace, key, channel) as a SQL parameter: the text itself, or,
-    when UTF-8 cannot encode it (a lone surrogate, as in an ``os.listdir()`` name), a blob of
-    its UTF-8 with ``surrogatepass``. SQLite text must be valid UTF-8; a blob never equals a
-    text, so the two forms cannot collide, and names stored before stay as they were."""
-    if name.isascii():
-        return name
-    try:
-        name.encode()
-    except UnicodeEncodeError:
-        return name.encode("utf-8", "surrogatepass")
-    return name
-
-
-def _name_of(stored: str | bytes) -> str:
-    """A name read back from a column :func:`_sql_name` wrote."""
-    return stored if isinstance(stored, str) else bytes(stored).decode("utf-8", "surrogatepass")
 
 
 def _lease_binds(
@@ -956,58 +661,6 @@ def _lease_binds(
         if alive != "unknown":
             return alive == "alive"
     return expires_at >= time.time()
-
-
-def _check_sqlite_header(path: str) -> None:
-    """Refuse a file that is neither empty nor a SQLite database, as SQLite itself does.
-
-    SQLite says "file is not a database" for a longer file, but takes one shorter than a page
-    (a stray byte, a line of text) for an empty database and overwrites it.
-    """
-    try:
-        with open(path, "rb") as file:
-            start = file.read(len(_SQLITE_HEADER))
-    except FileNotFoundError:
-        return
-    if start and start != _SQLITE_HEADER:
-        raise sqlite3.DatabaseError("file is not a database")
-
-
-def _not_ours(path: str, reason: str) -> SerializationError:
-    return SerializationError(
-        f"{path} is not a graph_agent checkpoint database: {reason}; use a new file or one "
-        "graph_agent made (this one was left untouched)"
-    )
-
-
-def _table_columns(conn: sqlite3.Connection) -> dict[str, tuple[str, ...]]:
-    """Each table of the database and its column names, in order."""
-    names = [
-        row[0]
-        for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        )
-    ]
-    return {
-        name: tuple(row[1] for row in conn.execute("SELECT * FROM pragma_table_info(?)", (name,)))
-        for name in names
-    }
-
-
-@functools.cache
-def _expected_tables(version: int) -> dict[str, tuple[str, ...]]:
-    """The tables and columns a graph_agent database at ``version`` has: the migrations up to
-    it, applied to an empty database in memory."""
-    conn = sqlite3.connect(":memory:")
-    try:
-        for statement in _SCHEMA_VERSION_TABLE:
-            conn.execute(statement)
-        for step in range(1, version + 1):
-            for statement in _MIGRATIONS[step]:
-                conn.execute(statement)
-        return _table_columns(conn)
-    finally:
-        conn.close()
 
 
 _HOST = socket.gethostname()

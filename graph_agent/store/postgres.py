@@ -21,7 +21,7 @@ import contextlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from graph_agent.checkpoint.postgres import _first_line, _hung_up, _import_psycopg, _where
+from graph_agent.checkpoint.postgres_driver import _first_line, _hung_up, _import_psycopg, _where
 from graph_agent.checkpoint.postgres_plans import _LOCK_SPACE
 from graph_agent.store.base import (
     BaseStore,

@@ -19,14 +19,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from graph_agent.checkpoint.sqlite import (
+from graph_agent.checkpoint.sqlite_schema import (
     _SCHEMA_VERSION_TABLE,
     _check_sqlite_header,
-    _name_of,
-    _roll_back,
-    _sql_name,
     _table_columns,
 )
+from graph_agent.checkpoint.sqlite_sql import _name_of, _roll_back, _sql_name
 from graph_agent.graph.errors import SerializationError
 from graph_agent.store.base import BaseStore, Row, StoreError, Write, prefix_end
 

@@ -148,7 +148,7 @@ def test_a_lease_from_another_host_binds_until_it_expires(tmp_path):
 def test_a_version_one_file_is_migrated(tmp_path):
     import sqlite3
 
-    from graph_agent.checkpoint.sqlite import _MIGRATIONS
+    from graph_agent.checkpoint.sqlite_schema import _MIGRATIONS
 
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path)
