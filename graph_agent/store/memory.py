@@ -7,7 +7,9 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from graph_agent.store.base import BaseStore, Op, Row, Write, prefix_end
+from graph_agent.store.base import BaseStore
+from graph_agent.store.items import Op, Row, Write
+from graph_agent.store.values import prefix_end
 
 __all__ = ["InMemoryStore"]
 

@@ -23,15 +23,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from graph_agent.checkpoint.postgres_driver import _first_line, _hung_up, _import_psycopg, _where
 from graph_agent.checkpoint.postgres_plans import _LOCK_SPACE
-from graph_agent.store.base import (
-    BaseStore,
-    Row,
-    StoreError,
-    StoreInputError,
-    Write,
-    other_lengths,
-    prefix_end,
-)
+from graph_agent.store.base import BaseStore, StoreError, StoreInputError
+from graph_agent.store.items import Row, Write
+from graph_agent.store.values import other_lengths, prefix_end
 
 if TYPE_CHECKING:
     import psycopg

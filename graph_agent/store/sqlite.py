@@ -26,7 +26,9 @@ from graph_agent.checkpoint.sqlite_schema import (
 )
 from graph_agent.checkpoint.sqlite_sql import _name_of, _roll_back, _sql_name
 from graph_agent.graph.errors import SerializationError
-from graph_agent.store.base import BaseStore, Row, StoreError, Write, prefix_end
+from graph_agent.store.base import BaseStore, StoreError
+from graph_agent.store.items import Row, Write
+from graph_agent.store.values import prefix_end
 
 __all__ = ["SqliteStore"]
 
