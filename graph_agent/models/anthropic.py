@@ -24,7 +24,8 @@ from graph_agent.models.anthropic_structured import (
     structured_output,
 )
 from graph_agent.models.base import ModelRequest
-from graph_agent.models.http_chat import HTTPChatModel, StreamDecoding, resolve_endpoint
+from graph_agent.models.endpoint import resolve_endpoint
+from graph_agent.models.http_chat import HTTPChatModel, StreamDecoding
 from graph_agent.models.retry import RetryPolicy
 
 __all__ = ["AnthropicChatModel"]

@@ -17,21 +17,18 @@ import contextlib
 import dataclasses
 import functools
 import logging
-import os
-import ssl
 import threading
 import weakref
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
-    Callable,
     Generator,
     Iterator,
     Mapping,
     Sequence,
 )
 from types import TracebackType
-from typing import Any, ClassVar, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Protocol, Self
 
 import httpx
 from httpx_sse import EventSource, SSEError
@@ -44,17 +41,22 @@ from graph_agent.messages import (
     new_message_id,
 )
 from graph_agent.models.base import ModelRequest, ToolLike, message_to_chunks
+from graph_agent.models.endpoint import Endpoint, _parse_base_url, resolve_endpoint
 from graph_agent.models.errors import (
-    ModelConnectionError,
-    ModelError,
     ModelRateLimitError,
     ModelResponseError,
     ModelServerError,
     ModelStreamCutError,
-    ModelTimeoutError,
 )
-from graph_agent.models.openai_format import status_error
-from graph_agent.models.retry import RetryPolicy, is_retryable_status, retry_after_seconds
+from graph_agent.models.http_errors import HTTPFailures
+from graph_agent.models.http_transport import (
+    _ASYNC_LIMITS,
+    MAX_REQUESTS_IN_FLIGHT,
+    _close_at_loop_shutdown,
+    _OneConnectionPools,
+    _shared_ssl_context,
+)
+from graph_agent.models.retry import RetryPolicy
 
 __all__ = [
     "MAX_REQUESTS_IN_FLIGHT",
@@ -65,20 +67,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger("graph_agent.models")
-
 _USER_AGENT = "graph-agent/0.1"
-# Keys shorter than this are placeholders (local servers take any key, e.g. "x"), not secrets;
-# masking them would garble every message that happens to contain those letters.
-_MIN_SECRET_LENGTH = 8
-
-_Failure = tuple[ModelError, float | None]
-_E = TypeVar("_E", bound=ModelError)
-
-
-@functools.cache
-def _shared_ssl_context() -> ssl.SSLContext:
-    # Loading the CA bundle costs ~0.1 s; every client (one per model and event loop) shares it.
-    return httpx.create_ssl_context()
 
 
 class StreamDecoding(Protocol):
@@ -105,7 +94,7 @@ class StreamDecoding(Protocol):
         ...
 
 
-class HTTPChatModel:
+class HTTPChatModel(HTTPFailures):
     """The base of the chat models served over HTTP: a subclass defines the wire format.
 
     Args:
@@ -534,62 +523,6 @@ class HTTPChatModel:
                         except _IO_ERRORS as exc:
                             reply, error = None, exc
 
-    def _redact(self, text: str) -> str:
-        secret = self._api_key.get_secret_value()
-        if len(secret) < _MIN_SECRET_LENGTH:
-            return text
-        return text.replace(secret, "***")
-
-    def _log_attempt(self, body: dict[str, Any], attempt: int) -> None:
-        self._logger.debug(
-            "POST %s model=%s messages=%d tools=%d stream=%s attempt=%d",
-            self._display_endpoint,
-            body.get("model"),
-            len(body.get("messages", ())),
-            len(body.get("tools", ())),
-            bool(body.get("stream")),
-            attempt,
-        )
-
-    def _json(self, response: httpx.Response) -> Any:
-        try:
-            return response.json()
-        except RecursionError:
-            raise ModelResponseError(
-                f"the body of its HTTP {response.status_code} answer is JSON nested too deeply "
-                f"to read ({len(response.content)} bytes)",
-                status_code=response.status_code,
-            ) from None
-        except ValueError:
-            kind = response.headers.get("content-type", "no content-type")
-            raise ModelResponseError(
-                f"the body of its HTTP {response.status_code} answer is not JSON ({kind}): "
-                f"{response.text[:200]!r}",
-                status_code=response.status_code,
-            ) from None
-
-    def _unusable(self, error: _E) -> _E:
-        """``error``, raised while reading an answer, naming this model and without the key.
-
-        The wire format's errors quote what the server sent, and a server (or a proxy) may echo
-        the key back in an error object, an error event or a body that is not JSON.
-        """
-        return type(error)(self._redact(f"{self._where}: {error}"), status_code=error.status_code)
-
-    def _not_a_stream(self, exc: SSEError) -> ModelResponseError:
-        return ModelResponseError(
-            self._redact(f"{self._where} did not answer with an event stream: {exc}")
-        )
-
-    def _undecodable(self, exc: httpx.DecodingError) -> ModelResponseError:
-        return ModelResponseError(
-            self._redact(
-                f"{self._where} sent a body that does not match its Content-Encoding ({exc}): "
-                "the server, or a proxy in between, compressed it wrongly; passing "
-                "headers={'Accept-Encoding': 'identity'} asks for an uncompressed body"
-            )
-        )
-
     def _check_complete(self, decoder: StreamDecoding) -> None:
         """Raise :class:`ModelStreamCutError` unless the stream made a whole answer.
 
@@ -603,199 +536,21 @@ class HTTPChatModel:
             f"{self._where}: the stream ended before the answer was finished ({how})"
         )
 
-    def _failure(
-        self,
-        attempt: int,
-        *,
-        exc: httpx.TransportError | None = None,
-        response: httpx.Response | None = None,
-        error: ModelError | None = None,
-        started: bool = False,
-        cut: bool = False,
-        answered: httpx.Response | None = None,
-    ) -> _Failure:
-        """The error of a failed attempt, and the wait before the next one (``None``: give up).
-
-        ``started``: a stream had already yielded part of the answer, so there is no retry
-        (decided here, before any delay is computed or a retry is announced). ``cut``: ``exc``
-        broke an event stream the server had begun. ``answered``: the last error response an
-        earlier attempt of this call got; when the last attempt then cannot connect, the call
-        fails with that answer (the server was reached, and its message says what is wrong),
-        noting the failed connection, rather than as a server that cannot be reached.
-        """
-        if response is not None:
-            retry_after = retry_after_seconds(response.headers)
-            too_long = retry_after is not None and retry_after > self.retry.max_retry_after
-            retryable = is_retryable_status(response.status_code)
-            delay = (
-                self.retry.delay_before_retry(attempt, retry_after)
-                if retryable and not too_long
-                else None
-            )
-            error = self._status_error(
-                response,
-                attempts=attempt if retryable and not too_long else 1,
-                note=(
-                    f"; the server asked to retry after {retry_after:g} s, longer than the "
-                    f"{self.retry.max_retry_after:g} s this client waits"
-                    if too_long
-                    else ""
-                ),
-            )
-        elif exc is not None:
-            delay = None if started else self.retry.delay_before_retry(attempt, None)
-            error = self._transport_error(exc, attempt, started=started, cut=cut)
-            if delay is None and answered is not None and type(error) is ModelConnectionError:
-                error = self._status_error(
-                    answered,
-                    attempts=attempt,
-                    note=f"; the last attempt's connection then failed: {_detail(exc)}",
-                )
-                error.__cause__ = exc
-        else:
-            assert error is not None
-            delay = None if started else self.retry.delay_before_retry(attempt, None)
-            if started or (delay is None and attempt > 1):
-                note = _STARTED_NOTE if started else f" (gave up after {attempt} attempts)"
-                error = type(error)(f"{error}{note}", status_code=error.status_code)
-        if started:
-            self._logger.debug(
-                "%s: attempt %d failed (%s) after part of the answer was streamed; not retried",
-                self._where,
-                attempt,
-                _short_reason(error),
-            )
-        elif delay is not None:
-            self._logger.warning(
-                "%s: attempt %d of %d failed (%s); retrying in %.2f s",
-                self._where,
-                attempt,
-                self.retry.max_retries + 1,
-                _short_reason(error),
-                delay,
-            )
-        return error, delay
-
-    def _status_error(self, response: httpx.Response, *, attempts: int, note: str) -> ModelError:
-        """The error of an HTTP error ``response``, with the server's own message."""
-        return status_error(
-            response.status_code,
-            response.reason_phrase,
-            response.text,
-            where=self._where,
-            key_configured=bool(self._api_key.get_secret_value()),
-            attempts=attempts,
-            retry_after=retry_after_seconds(response.headers),
-            redact=self._redact,
-            note=note,
-            not_found_hint=self._not_found_hint,
+    def _log_attempt(self, body: dict[str, Any], attempt: int) -> None:
+        self._logger.debug(
+            "POST %s model=%s messages=%d tools=%d stream=%s attempt=%d",
+            self._display_endpoint,
+            body.get("model"),
+            len(body.get("messages", ())),
+            len(body.get("tools", ())),
+            bool(body.get("stream")),
+            attempt,
         )
-
-    def _transport_error(
-        self, exc: httpx.TransportError, attempt: int, *, started: bool = False, cut: bool = False
-    ) -> ModelConnectionError:
-        if started:
-            tries = _STARTED_NOTE
-        else:
-            tries = f" (gave up after {attempt} attempts)" if attempt > 1 else ""
-        if isinstance(exc, httpx.TimeoutException):
-            kind = type(exc).__name__
-            error: ModelConnectionError = ModelTimeoutError(
-                self._redact(
-                    f"{self._where} did not answer in time ({kind}, timeout {self.timeout}){tries}"
-                )
-            )
-        elif cut:
-            error = ModelStreamCutError(
-                self._redact(
-                    f"{self._where}: the connection broke mid-stream: {_detail(exc)}{tries}"
-                )
-            )
-        else:
-            error = ModelConnectionError(
-                self._redact(f"{self._where}: connection failed: {_detail(exc)}{tries}")
-            )
-        error.__cause__ = exc
-        return error
 
 
 _SSE_HEADERS = {"Accept": "text/event-stream"}
 # What a driver throws into the flow: a failed connection, or a body it could not decompress.
 _IO_ERRORS = (httpx.TransportError, httpx.DecodingError)
-
-MAX_REQUESTS_IN_FLIGHT = 256
-"""Requests a model sends at once on one event loop (each on a connection of its own); more
-wait their turn. Requests through a proxy taken from the environment bypass this count: httpx
-gives them a pool of their own, limited to as many connections."""
-_ASYNC_LIMITS = httpx.Limits(
-    max_connections=MAX_REQUESTS_IN_FLIGHT, max_keepalive_connections=MAX_REQUESTS_IN_FLIGHT
-)
-
-
-class _OneConnectionPools(httpx.AsyncBaseTransport):
-    """An async transport of up to ``size`` one-connection pools, each lent to one request
-    until its response is closed; more requests wait on a semaphore.
-
-    httpcore's pool spends time in its connections times its queued requests at every request
-    and response (it probes each idle connection's socket), so 1,000 concurrent runs through one
-    pool of 64 connections spent most of their time there. A pool of one connection does that
-    work once. The most recently returned pool is lent first, so its connection is still warm.
-    """
-
-    def __init__(self, size: int) -> None:
-        self._free = asyncio.Semaphore(size)
-        self._idle: list[httpx.AsyncHTTPTransport] = []
-        self._all: list[httpx.AsyncHTTPTransport] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        await self._free.acquire()
-        if self._idle:
-            pool = self._idle.pop()
-        else:
-            pool = httpx.AsyncHTTPTransport(verify=_shared_ssl_context(), limits=_ONE_CONNECTION)
-            self._all.append(pool)
-        try:
-            response = await pool.handle_async_request(request)
-        except BaseException:
-            self._give_back(pool)
-            raise
-        assert isinstance(response.stream, httpx.AsyncByteStream)
-        response.stream = _GivenBackOnClose(
-            response.stream, functools.partial(self._give_back, pool)
-        )
-        return response
-
-    def _give_back(self, pool: httpx.AsyncHTTPTransport) -> None:
-        self._idle.append(pool)
-        self._free.release()
-
-    async def aclose(self) -> None:
-        pools, self._all, self._idle = self._all, [], []
-        for pool in pools:
-            await pool.aclose()
-
-
-_ONE_CONNECTION = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-
-
-class _GivenBackOnClose(httpx.AsyncByteStream):
-    """A response body that calls ``give_back`` once it is closed."""
-
-    def __init__(self, stream: httpx.AsyncByteStream, give_back: Callable[[], None]) -> None:
-        self._stream = stream
-        self._give_back: Callable[[], None] | None = give_back
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for part in self._stream:
-            yield part
-
-    async def aclose(self) -> None:
-        try:
-            await self._stream.aclose()
-        finally:
-            if self._give_back is not None:
-                give_back, self._give_back = self._give_back, None
-                give_back()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -828,19 +583,6 @@ async def _no_events() -> AsyncIterator[Any]:
     yield  # an async generator that yields nothing
 
 
-_STARTED_NOTE = " (not retried: part of the answer had already been streamed)"
-
-
-async def _close_at_loop_shutdown(
-    client: httpx.AsyncClient, forget: Callable[[], None]
-) -> AsyncGenerator[None, None]:
-    try:
-        yield
-    finally:
-        forget()
-        await client.aclose()
-
-
 def _forget_async_client(
     model_ref: weakref.ref[HTTPChatModel],
     loop: asyncio.AbstractEventLoop,
@@ -852,66 +594,5 @@ def _forget_async_client(
         model._forget_async_client(loop, client)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Endpoint:
-    """Where a client sends its requests, and with which key (see :func:`resolve_endpoint`)."""
-
-    base_url: str
-    api_key: str | None
-    source: str
-    """What named ``base_url``: ``"base_url"``, or the environment variable it came from."""
-
-
-def resolve_endpoint(
-    base_url: str | None,
-    api_key: str | None,
-    *,
-    default_url: str,
-    url_variable: str,
-    key_variable: str,
-) -> Endpoint:
-    """The URL and key of a provider's client: ``base_url``, else ``$url_variable``, else
-    ``default_url``; ``api_key``, else ``$key_variable`` but only when the URL is that default
-    (``$url_variable`` or ``default_url``), so a provider's key never goes to another server.
-
-    Example:
-        >>> resolve_endpoint("http://127.0.0.1:8080/", None, default_url="https://api.x.com",
-        ...                  url_variable="X_BASE_URL", key_variable="X_API_KEY")
-        Endpoint(base_url='http://127.0.0.1:8080', api_key=None, source='base_url')
-    """
-    default = os.environ.get(url_variable) or default_url
-    resolved = (base_url or default).rstrip("/")
-    if api_key is None and resolved == default.rstrip("/"):
-        api_key = os.environ.get(key_variable) or None
-    return Endpoint(resolved, api_key, "base_url" if base_url else url_variable)
-
-
-def _parse_base_url(base_url: str, *, source: str, example: str) -> httpx.URL:
-    """``base_url`` as a URL, or a ``ValueError`` naming ``source`` and what is wrong.
-
-    The URL itself is not repeated: it may carry credentials (user:pass@, ?key=).
-    """
-    fix = f"set {source} to the API root, e.g. {example!r}"
-    try:
-        url = httpx.URL(base_url)
-    except httpx.InvalidURL as exc:
-        raise ValueError(f"{source} is not a valid URL ({exc}); {fix}") from None
-    if url.scheme not in ("http", "https"):
-        raise ValueError(f"{source} must start with http:// or https://; {fix}")
-    if not url.host:
-        raise ValueError(f"{source} names no host; {fix}")
-    return url
-
-
 def _is_json(response: httpx.Response) -> bool:
     return "json" in response.headers.get("content-type", "")
-
-
-def _detail(exc: httpx.TransportError) -> str:
-    return str(exc) or type(exc).__name__
-
-
-def _short_reason(error: ModelError) -> str:
-    if error.status_code is not None:
-        return f"HTTP {error.status_code}"
-    return type(error).__name__

@@ -17,7 +17,8 @@ import httpx
 
 from graph_agent.messages import AssistantMessage
 from graph_agent.models.base import ModelRequest
-from graph_agent.models.http_chat import HTTPChatModel, StreamDecoding, resolve_endpoint
+from graph_agent.models.endpoint import resolve_endpoint
+from graph_agent.models.http_chat import HTTPChatModel, StreamDecoding
 from graph_agent.models.openai_format import (
     StreamDecoder,
     build_request_body,
