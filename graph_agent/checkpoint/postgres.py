@@ -62,7 +62,9 @@ Every operation is written once, as a *plan*: a generator that yields queries an
 their rows. :class:`PostgresSaver` runs plans on a ``psycopg_pool.ConnectionPool`` (its async
 twins run in a worker thread, so they work from any event loop); :class:`AsyncPostgresSaver`
 also runs them natively on an ``AsyncConnectionPool`` bound to the event loop that first uses
-it.
+it. The plans are in :mod:`~graph_agent.checkpoint.postgres_plans`, the drivers that run them
+in :mod:`~graph_agent.checkpoint.postgres_driver`, the lease session in
+:mod:`~graph_agent.checkpoint.postgres_leases`.
 
 Needs the ``postgres`` extra: ``pip install 'graph-agent[postgres]'``.
 """

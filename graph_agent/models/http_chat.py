@@ -8,6 +8,10 @@ engine's flow and drivers do). A subclass names the endpoint, the authentication
 how a request body is built and an answer or a stream is read: :class:`OpenAIChatModel
 <graph_agent.models.openai.OpenAIChatModel>` for ``/chat/completions``, :class:`AnthropicChatModel
 <graph_agent.models.anthropic.AnthropicChatModel>` for Anthropic's ``/v1/messages``.
+
+The async connection pools are in :mod:`~graph_agent.models.http_transport`, the errors of a
+failed attempt (and the wait before the next) in :mod:`~graph_agent.models.http_errors`, the
+resolution of a base URL and key in :mod:`~graph_agent.models.endpoint`.
 """
 
 from __future__ import annotations

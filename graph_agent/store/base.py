@@ -10,6 +10,10 @@ Namespaces are stored as text no label can fool: each label percent-encoded (so 
 ``/``), each followed by ``/``. The items under the prefix ``("a", "b")`` are exactly the rows
 whose text starts with ``a/b/``, found by a range comparison (never ``LIKE``): a label holding
 ``%``, ``_``, ``.``, ``/`` or any other character matches only itself.
+
+The pieces this class puts together: :mod:`~graph_agent.store.items` (the item, the
+operations, a backend's rows), :mod:`~graph_agent.store.values` (namespaces as text, stored
+values), :mod:`~graph_agent.store.filters` and :mod:`~graph_agent.store.checks` (input).
 """
 
 from __future__ import annotations
