@@ -106,9 +106,26 @@ class RemoteGraph:
         path, body = self._run(input, config, wait=True)
         return _final_state(await self._asend("POST", path, body))
 
-    def stream(self, input: Any, config: RunnableConfig | None = None) -> Iterator[NodeOutput]:
+    def stream(
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: Any = None,
+        task_events: Any = False,
+    ) -> Iterator[NodeOutput]:
         """Each node's output (with the state after its step), and the chunks nodes emit
-        (:class:`StreamingOutput`), as the server streams them."""
+        (:class:`StreamingOutput`), as the server streams them.
+
+        Raises:
+            ValueError: ``subgraphs``, ``stream_mode`` or ``task_events`` was given: a remote
+                stream carries NodeOutputs only.
+        """
+        _local_only("stream", subgraphs, stream_mode, task_events)
+        return self._stream(input, config)
+
+    def _stream(self, input: Any, config: RunnableConfig | None) -> Iterator[NodeOutput]:
         path, body = self._run(input, config, wait=False)
         outputs = _Outputs(self.assistant)
         with (
@@ -120,8 +137,21 @@ class RemoteGraph:
                 yield from outputs.take(event.event, event.data)
         yield from outputs.finish()
 
-    async def astream(
-        self, input: Any, config: RunnableConfig | None = None
+    def astream(
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: Any = None,
+        task_events: Any = False,
+    ) -> AsyncIterator[NodeOutput]:
+        """Async twin of :meth:`stream`."""
+        _local_only("astream", subgraphs, stream_mode, task_events)
+        return self._astream(input, config)
+
+    async def _astream(
+        self, input: Any, config: RunnableConfig | None
     ) -> AsyncIterator[NodeOutput]:
         path, body = self._run(input, config, wait=False)
         outputs = _Outputs(self.assistant)
@@ -284,6 +314,25 @@ def _thread(config: RunnableConfig, what: str) -> str:
     if config.thread_id is None:
         raise ValueError(f"{what} needs RunnableConfig(thread_id=...)")
     return config.thread_id
+
+
+def _local_only(what: str, subgraphs: bool, stream_mode: Any, task_events: Any) -> None:
+    """Refuse the stream options a remote stream cannot honour, naming them."""
+    given = [
+        name
+        for name, value, default in (
+            ("subgraphs", subgraphs, False),
+            ("stream_mode", stream_mode, None),
+            ("task_events", task_events, False),
+        )
+        if value != default
+    ]
+    if given:
+        raise ValueError(
+            f"RemoteGraph.{what}() yields the NodeOutputs the server streams; "
+            f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} not carried over HTTP: "
+            "call it without, or stream from the server with a LangGraph SDK client"
+        )
 
 
 def _history_request(
