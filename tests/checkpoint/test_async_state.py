@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -15,6 +15,7 @@ from graph_agent import (
     END,
     START,
     AppendStrategy,
+    CachePolicy,
     Command,
     CompileConfig,
     MemorySaver,
@@ -24,14 +25,51 @@ from graph_agent import (
     interrupt,
 )
 from graph_agent.checkpoint.base import CheckpointSaver
+from graph_agent.checkpoint.postgres import AsyncPostgresSaver, PostgresSaver
+from graph_agent.checkpoint.sqlite import SqliteSaver
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import ThreadBusyError
+from tests.checkpoint.postgres_db import fresh_schema
 
 _T = TypeVar("_T")
+Run = Callable[[Coroutine[Any, Any, _T]], _T]
 
 
-def run(coroutine: Coroutine[Any, Any, _T]) -> _T:
-    return asyncio.run(coroutine)
+@pytest.fixture(
+    params=[
+        "memory",
+        "sqlite",
+        "postgres",
+        pytest.param("async-postgres", marks=pytest.mark.postgres),
+    ]
+)
+def saver(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[CheckpointSaver]:
+    """Every saver; ``postgres``'s async twins run its sync calls in worker threads,
+    ``async-postgres``'s are natively async (on the event loop that first calls one)."""
+    if request.param == "memory":
+        yield MemorySaver()
+    elif request.param == "sqlite":
+        sqlite = SqliteSaver(tmp_path / "checkpoints.db")
+        yield sqlite
+        sqlite.close()
+    else:
+        kind = PostgresSaver if request.param == "postgres" else AsyncPostgresSaver
+        with fresh_schema() as dsn:
+            postgres = kind(dsn, pool_size=4)
+            yield postgres
+            postgres.close()
+
+
+@pytest.fixture
+def run(saver: CheckpointSaver) -> Iterator[Run[Any]]:
+    """Runs coroutines on one event loop for the whole test (an AsyncPostgresSaver is bound to
+    the loop that first used it), closing an async pool on it at the end."""
+    loop = asyncio.new_event_loop()
+    yield loop.run_until_complete
+    if isinstance(saver, AsyncPostgresSaver):
+        loop.run_until_complete(saver.aclose())
+    loop.run_until_complete(loop.shutdown_default_executor())
+    loop.close()
 
 
 async def collect(items: AsyncIterator[StateSnapshot]) -> list[StateSnapshot]:
@@ -77,7 +115,7 @@ def same_shape(snapshot: StateSnapshot) -> tuple[Any, ...]:
     return (snapshot.values, snapshot.next, metadata, tasks, place)
 
 
-def test_aget_state_is_get_state(saver: CheckpointSaver) -> None:
+def test_aget_state_is_get_state(saver: CheckpointSaver, run: Run[Any]) -> None:
     app = parent_graph(saver)
     config = RunnableConfig(thread_id="t1")
     app.invoke({}, config)
@@ -107,7 +145,7 @@ def test_aget_state_is_get_state(saver: CheckpointSaver) -> None:
     assert in_child == app.get_state(child_config) and in_child.next == ("review",)
 
 
-def test_aget_state_history_is_get_state_history(saver: CheckpointSaver) -> None:
+def test_aget_state_history_is_get_state_history(saver: CheckpointSaver, run: Run[Any]) -> None:
     app = parent_graph(saver)
     config = RunnableConfig(thread_id="t1")
     app.invoke({}, config)
@@ -142,7 +180,7 @@ def test_aget_state_history_is_get_state_history(saver: CheckpointSaver) -> None
     assert child_history[0].next == ("review",)
 
 
-def test_aupdate_state_is_update_state(saver: CheckpointSaver) -> None:
+def test_aupdate_state_is_update_state(saver: CheckpointSaver, run: Run[Any]) -> None:
     """The same calls on two threads, one sync and one async, leave the same threads."""
     app = breakpoint_graph(saver)
     sync_config, async_config = RunnableConfig(thread_id="sync"), RunnableConfig(thread_id="async")
@@ -185,7 +223,7 @@ def _where(config: RunnableConfig) -> dict[str, Any]:
 
 
 def test_aupdate_state_answers_a_paused_subgraph_as_update_state_does(
-    saver: CheckpointSaver,
+    saver: CheckpointSaver, run: Run[Any]
 ) -> None:
     app = parent_graph(saver)
     sync_config, async_config = RunnableConfig(thread_id="sync"), RunnableConfig(thread_id="async")
@@ -205,7 +243,9 @@ def test_aupdate_state_answers_a_paused_subgraph_as_update_state_does(
     assert done_async["log"][-2:] == ["review:yes", "finish"]
 
 
-def test_aupdate_state_refuses_what_update_state_refuses(saver: CheckpointSaver) -> None:
+def test_aupdate_state_refuses_what_update_state_refuses(
+    saver: CheckpointSaver, run: Run[Any]
+) -> None:
     app = breakpoint_graph(saver)
     config = RunnableConfig(thread_id="t1")
     app.invoke({}, config)
@@ -221,7 +261,7 @@ def test_aupdate_state_refuses_what_update_state_refuses(saver: CheckpointSaver)
     assert app.get_state(config).values["log"][-1] == "fine"
 
 
-def test_aupdate_state_takes_the_threads_lease(saver: CheckpointSaver) -> None:
+def test_aupdate_state_takes_the_threads_lease(saver: CheckpointSaver, run: Run[Any]) -> None:
     app = breakpoint_graph(saver)
     config = RunnableConfig(thread_id="t1")
     app.invoke({}, config)
@@ -237,6 +277,7 @@ def test_aupdate_state_takes_the_threads_lease(saver: CheckpointSaver) -> None:
 
 
 def test_the_async_state_api_names_what_is_missing() -> None:
+    run = asyncio.run
     bare = breakpoint_graph(MemorySaver()).with_saver(None)
     config = RunnableConfig(thread_id="t1")
     for call in (
@@ -294,3 +335,76 @@ def test_memory_saver_async_state_api_starts_no_thread(monkeypatch: pytest.Monke
     asyncio.run(main())
     assert saver.threads == {threading.get_ident()}  # every storage call ran on the loop's thread
     assert app.get_state(config).next == ("finish",)
+
+
+@pytest.mark.postgres
+def test_async_postgres_saver_async_state_api_starts_no_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once its async pool is open and its lease session up, every saver call of the async
+    state API is awaited on the loop."""
+    with fresh_schema() as dsn:
+        saver = AsyncPostgresSaver(dsn, pool_size=2)
+        app = parent_graph(saver)
+        config = RunnableConfig(thread_id="t1")
+        app.invoke({}, config)  # the sync pool; takes and gives back the lease session
+
+        def no_thread(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("the async state API started a thread")
+
+        async def main() -> StateSnapshot:
+            await app.aget_state(config)  # opens the async pool (its workers are tasks)
+            loop = asyncio.get_running_loop()
+            monkeypatch.setattr(loop, "run_in_executor", no_thread)
+            monkeypatch.setattr(threading.Thread, "start", no_thread)
+            try:
+                state = await app.aget_state(config, subgraphs=True)
+                assert state.tasks[0].state is not None
+                assert len(await collect(app.aget_state_history(config))) == 2
+                await app.aupdate_state(config, {"log": "note"})
+                await app.aupdate_state(config, {"log": "as-child"}, as_node="child")
+                return await app.aget_state(config)
+            finally:
+                monkeypatch.undo()
+                await saver.aclose()
+
+        state = asyncio.run(main())
+    assert state.next == ("finish",) and state.values["log"] == ["prepare", "note", "as-child"]
+
+
+def test_memory_saver_node_cache_is_read_and_written_on_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An async node with ``cache=`` on a MemorySaver: the cache's async twins run inline."""
+    calls: list[int] = []
+
+    async def square(state: Any) -> dict[str, Any]:
+        calls.append(state["n"])
+        return {"square": state["n"] ** 2}
+
+    graph = StateGraph("cached")
+    graph.add_node("square", square, cache=CachePolicy())
+    graph.add_edge(START, "square").add_edge("square", END)
+    saver = MemorySaver()
+    app = graph.compile(CompileConfig(saver=saver))
+
+    def no_thread(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a thread was started")
+
+    async def main() -> list[int]:
+        monkeypatch.setattr(asyncio.get_running_loop(), "run_in_executor", no_thread)
+        monkeypatch.setattr(threading.Thread, "start", no_thread)
+        try:
+            results = []
+            for thread_id in ("a", "b"):
+                done = await app.ainvoke({"n": 6}, RunnableConfig(thread_id=thread_id))
+                results.append(done["square"])
+            await saver.acache_put("ns", "k", {"v": 1}, None)
+            hit = await saver.acache_get("ns", "k", 0.0)
+            assert hit is not None and hit.value == {"v": 1}
+            return results
+        finally:
+            monkeypatch.undo()
+
+    assert asyncio.run(main()) == [36, 36]
+    assert calls == [6]  # the second thread's run was served from the cache
