@@ -11,13 +11,11 @@ from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, 
 from typing import Any, overload
 
 from graph_agent.graph import render as render_module
-from graph_agent.graph._drive import drive_async, drive_sync
-from graph_agent.graph._effects import (
-    RunSettings,
-    SaverCall,
-)
+from graph_agent.graph._drive import _aacquire, drive_async, drive_sync
+from graph_agent.graph._effects import GetCheckpoint, RunSettings, SaverCall
 from graph_agent.graph._flow import update_flow
 from graph_agent.graph._pending import Pending, nested_namespace, subgraph_place
+from graph_agent.graph._saver_calls import arun_saver_calls, run_saver_calls
 from graph_agent.graph._sends import next_task_ids
 from graph_agent.graph.render import GraphView
 from graph_agent.graph.saver import SENDS_KEY, Saver
@@ -71,9 +69,6 @@ def check_config(config: Any, method: str) -> RunnableConfig:
         f"{method}() takes a RunnableConfig as its config, not a {shown}: "
         f"pass {fix} (from graph_agent import RunnableConfig)"
     )
-
-
-_call_config = check_config  # the name it had before agents used it
 
 
 _FIELDS_BY_ID = ("thread_id", "checkpoint_id", "checkpoint_ns")
@@ -307,17 +302,12 @@ class CompiledGraph:
         as they go: what a paused or failed child holds, and where its history is.
         """
         saver, thread_id = self._thread(config, "get_state")
-        checkpoint = saver.get(thread_id, config.checkpoint_id, config.checkpoint_ns)
-        if checkpoint is None:
-            return StateSnapshot(
-                values={},
-                next=(),
-                config=config,
-                metadata={},
-                created_at=None,
-                parent_config=None,
-            )
-        return self._graph_in(config.checkpoint_ns)._snapshot(checkpoint, subgraphs=subgraphs)
+        return run_saver_calls(self._state_plan(config, thread_id, subgraphs), saver)
+
+    async def aget_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
+        """Async twin of :meth:`get_state`: the saver's async API, on the caller's loop."""
+        saver, thread_id = self._thread(config, "aget_state")
+        return await arun_saver_calls(self._state_plan(config, thread_id, subgraphs), saver)
 
     def get_state_history(
         self,
@@ -327,11 +317,22 @@ class CompiledGraph:
     ) -> Iterator[StateSnapshot]:
         """The thread's checkpoints, newest first (``before``: a checkpoint id or config)."""
         saver, thread_id = self._thread(config, "get_state_history")
-        if isinstance(before, RunnableConfig):
-            before = before.checkpoint_id
-        ns = config.checkpoint_ns
-        graph = self._graph_in(ns)
+        ns, graph = config.checkpoint_ns, self._graph_in(config.checkpoint_ns)
+        before = before.checkpoint_id if isinstance(before, RunnableConfig) else before
         for checkpoint in saver.list(thread_id, limit=limit, before=before, checkpoint_ns=ns):
+            yield graph._snapshot(checkpoint)
+
+    async def aget_state_history(
+        self,
+        config: RunnableConfig,
+        limit: int | None = None,
+        before: str | RunnableConfig | None = None,
+    ) -> AsyncIterator[StateSnapshot]:
+        """Async twin of :meth:`get_state_history` (``saver.alist``, on the caller's loop)."""
+        saver, thread_id = self._thread(config, "aget_state_history")
+        ns, graph = config.checkpoint_ns, self._graph_in(config.checkpoint_ns)
+        before = before.checkpoint_id if isinstance(before, RunnableConfig) else before
+        for checkpoint in await saver.alist(thread_id, limit, before, ns):
             yield graph._snapshot(checkpoint)
 
     def update_state(
@@ -346,18 +347,21 @@ class CompiledGraph:
         saver, thread_id = self._thread(config, "update_state")
         lease = saver.acquire(thread_id, config.checkpoint_ns)
         try:
-            flow = update_flow(self._run, config, values, as_node)
-            reply: Any = None
-            while True:
-                try:
-                    effect = flow.send(reply)
-                except StopIteration as stop:
-                    new_config: RunnableConfig = stop.value
-                    return new_config
-                assert isinstance(effect, SaverCall)
-                reply = effect.run(saver)
+            return run_saver_calls(update_flow(self._run, config, values, as_node), saver)
         finally:
             saver.release(lease)
+
+    async def aupdate_state(
+        self, config: RunnableConfig, values: Any, as_node: str | None = None
+    ) -> RunnableConfig:
+        """Async twin of :meth:`update_state`: the same plan, run through the saver's async
+        API on the caller's loop, holding the thread's lease as an async run does."""
+        saver, thread_id = self._thread(config, "aupdate_state")
+        lease = await _aacquire(saver, thread_id, config.checkpoint_ns)
+        try:
+            return await arun_saver_calls(update_flow(self._run, config, values, as_node), saver)
+        finally:
+            await saver.arelease(lease)
 
     def _thread(self, config: RunnableConfig, what: str) -> tuple[Saver, str]:
         """The saver and the thread a call of ``what`` reads, or a ValueError saying what is
@@ -373,11 +377,35 @@ class CompiledGraph:
             raise ValueError(f"{what} needs RunnableConfig(thread_id=...)")
         return saver, config.thread_id
 
-    def _snapshot(self, checkpoint: Any, *, subgraphs: bool = False) -> StateSnapshot:
+    def _state_plan(
+        self, config: RunnableConfig, thread_id: str, subgraphs: bool
+    ) -> Generator[SaverCall, Any, StateSnapshot]:
+        """``get_state``'s saver calls and decisions, for either runner (``_saver_calls.py``)."""
+        ns = config.checkpoint_ns
+        checkpoint = yield GetCheckpoint(thread_id, config.checkpoint_id, ns)
+        if checkpoint is None:
+            return StateSnapshot(
+                values={},
+                next=(),
+                config=config,
+                metadata={},
+                created_at=None,
+                parent_config=None,
+            )
+        return (yield from self._graph_in(ns)._snapshot_plan(checkpoint, subgraphs))
+
+    def _snapshot(self, checkpoint: Any) -> StateSnapshot:
+        """A checkpoint as a snapshot shows it, without its subgraphs' states (no saver call)."""
+        return run_saver_calls(self._snapshot_plan(checkpoint, False), None)
+
+    def _snapshot_plan(
+        self, checkpoint: Any, subgraphs: bool
+    ) -> Generator[SaverCall, Any, StateSnapshot]:
         hidden = self._run.spec.hidden_keys
         thread_id, ns = checkpoint.thread_id, checkpoint.checkpoint_ns
         parent = checkpoint.parent_id
         pending = Pending(checkpoint.pending_writes, self._run.spec.rank)
+        tasks = yield from self._tasks(checkpoint, pending, subgraphs)
         return StateSnapshot(
             values={
                 k: v for k, v in checkpoint.values.items() if k not in hidden and k != SENDS_KEY
@@ -394,34 +422,41 @@ class CompiledGraph:
                 else None
             ),
             interrupts=tuple(item for _, item in pending.unanswered()),
-            tasks=tuple(self._tasks(checkpoint, pending, subgraphs)),
+            tasks=tuple(tasks),
         )
 
-    def _tasks(self, checkpoint: Any, pending: Pending, subgraphs: bool) -> Iterator[TaskSnapshot]:
-        """The next step's tasks as a snapshot shows them (a Send's task among them)."""
+    def _tasks(
+        self, checkpoint: Any, pending: Pending, subgraphs: bool
+    ) -> Generator[SaverCall, Any, list[TaskSnapshot]]:
+        """The next step's tasks as a snapshot shows them (a Send's task among them); with
+        ``subgraphs``, each child graph's state is loaded (one saver call per child)."""
         thread_id, nodes = checkpoint.thread_id, self._run.spec.nodes
         ids_thread = pending.ids_thread or thread_id
         next_nodes, values = checkpoint.next, checkpoint.values
+        tasks: list[TaskSnapshot] = []
         for name, task_id in next_task_ids(ids_thread, checkpoint.id, next_nodes, values):
             node = nodes.get(name)
             child = getattr(node.fn, "child", None) if node is not None else None
             state = None
             if subgraphs and isinstance(child, CompiledGraph):
-                records = pending.records.get(task_id, {})
-                place = subgraph_place(name, task_id, records)
-                state = child.with_saver(self._run.saver)._child_state(
-                    thread_id, nested_namespace(checkpoint.checkpoint_ns, place)
-                )
+                place = subgraph_place(name, task_id, pending.records.get(task_id, {}))
+                namespace = nested_namespace(checkpoint.checkpoint_ns, place)
+                saved = yield GetCheckpoint(thread_id, None, namespace)
+                if saved is not None:  # None: the child stored no checkpoint yet
+                    state = yield from child._snapshot_plan(saved, True)
             interrupts = pending.unanswered_of(task_id)
             # an error outlived by a later attempt that finished or paused is not shown
             failed = not interrupts and task_id not in pending.done
-            yield TaskSnapshot(
-                id=task_id,
-                name=name,
-                interrupts=interrupts,
-                error=pending.errors.get(task_id) if failed else None,
-                state=state,
+            tasks.append(
+                TaskSnapshot(
+                    id=task_id,
+                    name=name,
+                    interrupts=interrupts,
+                    error=pending.errors.get(task_id) if failed else None,
+                    state=state,
+                )
             )
+        return tasks
 
     def _graph_in(self, namespace: str) -> CompiledGraph:
         """The graph whose checkpoints ``namespace`` holds: this one's, or a subgraph's found
@@ -433,15 +468,8 @@ class CompiledGraph:
             child = getattr(node.fn, "child", None) if node is not None else None
             if not isinstance(child, CompiledGraph):
                 break
-            graph = child.with_saver(self._run.saver)
+            graph = child
         return graph
-
-    def _child_state(self, thread_id: str, namespace: str) -> StateSnapshot | None:
-        """The state a child graph keeps in ``namespace``, or ``None`` before it stored any."""
-        saver = self._run.saver
-        assert saver is not None  # a parent's snapshot: it has a saver
-        checkpoint = saver.get(thread_id, None, namespace)
-        return None if checkpoint is None else self._snapshot(checkpoint, subgraphs=True)
 
     def get_graph(self, fmt: str = "mermaid", *, xray: bool = False) -> str:
         """The graph as ``"mermaid"``, ``"plantuml"``, ``"dot"`` or ``"ascii"`` text; with
