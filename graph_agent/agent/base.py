@@ -91,6 +91,23 @@ class AgentBase:
         """Give ``twin`` (a shallow copy made by :meth:`with_saver`) what must not be shared
         with this agent besides its graph (the caller holds this agent's lock)."""
 
+    def _shapes_graph(self, name: str) -> bool:
+        """Whether the graph is built from the attribute ``name`` (setting one builds the
+        graph again on next use): every public one, unless a subclass says otherwise."""
+        return not name.startswith("_")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Set an attribute; one the graph is built from (:meth:`_shapes_graph`) is set under
+        the lock and makes the agent build its graph again on next use, so no graph is built
+        from a half-made change, and a run already going keeps the graph it started with."""
+        lock = self.__dict__.get("_lock")
+        if lock is None or not self._shapes_graph(name):
+            object.__setattr__(self, name, value)
+            return
+        with lock:
+            object.__setattr__(self, name, value)
+            self._forget_graph()
+
     # the saver and the graph
     @property
     def saver(self) -> CheckpointSaver | None:

@@ -22,8 +22,9 @@ Example:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, ValidationError
 
@@ -106,12 +107,25 @@ class FlowAgent(AgentBase):
         raise NotImplementedError
 
     def _build_graph(self) -> CompiledGraph:
-        """The team's graph: its agents as subgraph nodes, wired by :meth:`_build`."""
+        """The team's graph: its agents as subgraph nodes, wired by :meth:`_build` of a frozen
+        copy of the team, so that the nodes it holds (a router, a loop's counter) read the team
+        as it was when the graph was built: setting ``team.model`` or ``team.agents`` builds a
+        new graph, and a run already going keeps the one it started with."""
+        frozen = self._frozen()
         strategies: dict[str, Any] = {"messages": AppendStrategy(), OUTPUTS_KEY: MergeStrategy()}
-        strategies.update(self.key_strategies)
-        graph = StateGraph(self.name, key_strategies=strategies, private_keys=self.PRIVATE_KEYS)
-        self._build(graph)
-        return graph.compile(CompileConfig(saver=self.saver, store=self.store))
+        strategies.update(frozen.key_strategies)
+        graph = StateGraph(frozen.name, key_strategies=strategies, private_keys=self.PRIVATE_KEYS)
+        frozen._build(graph)
+        return graph.compile(CompileConfig(saver=frozen.saver, store=frozen.store))
+
+    def _frozen(self) -> Self:
+        """A shallow copy of the team whose lists and dicts are copies too (the caller holds
+        the lock): what a graph built from it reads does not change with the team."""
+        frozen = copy.copy(self)
+        for key, value in vars(self).items():
+            if isinstance(value, list | dict):
+                vars(frozen)[key] = copy.copy(value)
+        return frozen
 
     def _max_steps(self) -> int:
         return 100 + sum(agent._max_steps() for agent in self._agents())

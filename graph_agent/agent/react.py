@@ -323,6 +323,9 @@ class ReactAgent(AgentBase):
             steering=self.steering,
         )
 
+    def _shapes_graph(self, name: str) -> bool:
+        return name in REBUILT_ON_CHANGE
+
     def __setattr__(self, name: str, value: Any) -> None:
         """Set an attribute; one the graph is built from (:data:`REBUILT_ON_CHANGE`) makes the
         agent build its graph again on next use, so its hooks and nodes see the change alike
@@ -330,10 +333,7 @@ class ReactAgent(AgentBase):
         read-only: a change in place would reach no graph, so it fails; assign new options."""
         if name == "model_options":
             value = MappingProxyType(dict(value))
-        object.__setattr__(self, name, value)
-        if name in REBUILT_ON_CHANGE and "_lock" in self.__dict__:
-            with self._lock:
-                self._forget_graph()
+        super().__setattr__(name, value)
 
     @property
     def effective_hooks(self) -> tuple[Hook, ...]:

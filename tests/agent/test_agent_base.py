@@ -193,3 +193,31 @@ def test_a_model_changed_by_a_tool_mid_run_reaches_only_the_next_run() -> None:
     assert agent.call("again").text == "done by the second"
     assert hook.models == [first, first, second]
     assert len(first.requests) == 2 and len(second.requests) == 1
+
+
+def test_a_team_changed_mid_run_keeps_its_settings_until_the_next_run() -> None:
+    loop: LoopAgent
+
+    def first_answer(request: Any) -> AssistantMessage:
+        loop.times = 3  # while the loop runs
+        return AssistantMessage(content="one")
+
+    model = ScriptedChatModel([first_answer, "two", "three", "four", "five"])
+    loop = LoopAgent("loop", ReactAgent("step", model), times=2)
+    config = RunnableConfig(thread_id="t")
+    graph = loop.graph
+    assert loop.call("go", config).text == "two"  # the run kept times=2
+    assert loop.graph is not graph
+    assert loop.call("again", config).text == "five"  # the next run loops 3 times
+    assert len(model.requests) == 5
+
+
+def test_a_routing_team_routes_with_the_model_it_was_given_last() -> None:
+    first = ScriptedChatModel(['{"agents": ["a"]}'])
+    second = ScriptedChatModel(['{"agents": ["b"]}'])
+    team = LlmRoutingAgent("route", first, [_agent("a", "from a"), _agent("b", "from b")])
+    assert team.call("hello").text == "from a"
+    team.model = second
+    assert team.call("hello").text == "from b"
+    assert len(first.requests) == 1 and len(second.requests) == 1
+
