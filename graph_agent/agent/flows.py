@@ -31,8 +31,8 @@ from pydantic import BaseModel, ValidationError
 from graph_agent.agent.base import AgentBase, coerce_state
 from graph_agent.agent.compose import AgentLike, agent_node
 from graph_agent.agent.keys import RUN_INPUT_KEY, RUN_KEY
-from graph_agent.agent.nodes import run_start
 from graph_agent.agent.react import ReactAgent
+from graph_agent.agent.turns import run_start
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.graph.builder import StateGraph

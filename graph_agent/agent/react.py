@@ -18,12 +18,12 @@ from graph_agent.agent.contributions import add_contributed_tools, by_priority
 from graph_agent.agent.hooks import Hook
 from graph_agent.agent.interceptors import ModelInterceptor, ToolInterceptor
 from graph_agent.agent.keys import AGENT_KEYS, STEERED_KEY
-from graph_agent.agent.nodes import FINAL_ANSWER_TOOL, messages_of
 from graph_agent.agent.recovery import recovering
 from graph_agent.agent.shape import build_graph
 from graph_agent.agent.spec import AgentSpec, NodeSettings
 from graph_agent.agent.steering import SteeringQueue, steering_thread
 from graph_agent.agent.templates import placeholders
+from graph_agent.agent.turns import FINAL_ANSWER_TOOL, messages_of
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.serde import register
