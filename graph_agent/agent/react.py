@@ -124,6 +124,8 @@ class ReactAgent(AgentBase):
         '2 + 3 = 5'
     """
 
+    NO_ANSWER = "the run ended without an answer from the model"
+
     def __init__(
         self,
         name: str,
@@ -412,8 +414,6 @@ class ReactAgent(AgentBase):
             len({"before_model", "after_model"} & set(h.active_positions())) for h in hooks
         )
         return 20 + len(hooks) * 2 + (self.max_iterations + 2) * per_loop * 2
-
-    NO_ANSWER = "the run ended without an answer from the model"
 
     def __repr__(self) -> str:
         return f"ReactAgent({self.name!r}, tools={list(self.toolkit.names)})"

@@ -221,3 +221,33 @@ def test_a_routing_team_routes_with_the_model_it_was_given_last() -> None:
     assert team.call("hello").text == "from b"
     assert len(first.requests) == 1 and len(second.requests) == 1
 
+
+@pytest.mark.parametrize("saver_kind", ["memory", "postgres"])
+@pytest.mark.parametrize("kind", ["react", "sequential", "loop"])
+async def test_an_agent_served_on_a_saver_keeps_its_state_there_async(
+    kind: str, saver_kind: str
+) -> None:
+    if saver_kind == "memory":
+        await _state_round_trip(_everything()[kind], MemorySaver())
+        return
+    from graph_agent.checkpoint.postgres import AsyncPostgresSaver
+    from tests.checkpoint.postgres_db import fresh_schema
+
+    with fresh_schema() as dsn:
+        async with AsyncPostgresSaver(dsn) as saver:
+            await _state_round_trip(_everything()[kind], saver)
+
+
+async def _state_round_trip(agent: AgentBase, saver: Any) -> None:
+    served = agent.with_saver(saver)
+    config = RunnableConfig(thread_id="t")
+    await served.acall("hello", config)
+    snapshot = await served.aget_state(config)
+    written = await served.aupdate_state(config, {"messages": "A note."})
+    history = [s async for s in served.aget_state_history(config)]
+
+    assert history[0].config.checkpoint_id == written.checkpoint_id
+    assert history[1].config.checkpoint_id == snapshot.config.checkpoint_id
+    assert history[0].values["messages"][-1].text == "A note."
+    assert (await served.aget_state(config)).values == history[0].values
+    assert agent.saver is not saver and agent.saver.get("t") is None
