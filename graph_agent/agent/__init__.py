@@ -1,5 +1,6 @@
 """ReactAgent: the ReAct loop on the graph runtime, with hooks, interceptors and HITL."""
 
+from graph_agent.agent.base import AgentBase
 from graph_agent.agent.builtin_hooks import (
     AgentLimitError,
     HumanInTheLoopHook,
@@ -42,6 +43,7 @@ from graph_agent.agent.spec import AgentSpec
 from graph_agent.agent.templates import InstructionKeyError
 
 __all__ = [
+    "AgentBase",
     "AgentCommand",
     "AgentHook",
     "AgentLimitError",

@@ -23,45 +23,40 @@ Example:
 from __future__ import annotations
 
 import copy
-import dataclasses
-import threading
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any, overload
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Self
 
 from pydantic import BaseModel, ValidationError
 
-from graph_agent.agent.compose import AgentLike, agent_node, agent_tool
+from graph_agent.agent.base import AgentBase, coerce_state
+from graph_agent.agent.compose import AgentLike, agent_node
 from graph_agent.agent.keys import RUN_INPUT_KEY, RUN_KEY
-from graph_agent.agent.nodes import run_answer, run_start
-from graph_agent.agent.react import ReactAgent, coerce_state
+from graph_agent.agent.react import ReactAgent
+from graph_agent.agent.turns import run_start
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.graph.builder import StateGraph
-from graph_agent.graph.compiled import CompiledGraph, check_config
-from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, GraphSetupError
+from graph_agent.graph.compiled import CompiledGraph
+from graph_agent.graph.errors import GraphRuntimeError, GraphSetupError
 from graph_agent.graph.state import AppendStrategy, KeyStrategy, MergeStrategy, OverAllState
-from graph_agent.graph.stream_modes import StreamModes, TaskEvents
 from graph_agent.graph.types import (
     END,
     START,
     Command,
     CompileConfig,
-    NodeOutput,
     RunnableConfig,
     StateSnapshot,
 )
-from graph_agent.messages import AssistantMessage, BaseMessage, SystemMessage, UserMessage
+from graph_agent.messages import BaseMessage, SystemMessage, UserMessage
 from graph_agent.models.base import ChatModel
 from graph_agent.node import SubgraphNode
 from graph_agent.store.base import BaseStore
-from graph_agent.tools import Tool
 
 OUTPUTS_KEY = "outputs"
 """Where :class:`ParallelAgent` and :class:`LlmRoutingAgent` collect each agent's answer."""
 
 
-class FlowAgent:
+class FlowAgent(AgentBase):
     """The agent API over a graph of sub-agents; subclasses say how they are wired.
 
     The graph is built on first use (thread-safe). Calls take a string, a message, a list of
@@ -80,6 +75,7 @@ class FlowAgent:
         max_concurrency: At most this many sub-agents run at once.
     """
 
+    NO_ANSWER = "the team ended without an answer"
     PRIVATE_KEYS: frozenset[str] = frozenset({RUN_KEY, RUN_INPUT_KEY})
     """Bookkeeping keys: stored, but left out of ``data()`` and snapshot values."""
 
@@ -99,12 +95,10 @@ class FlowAgent:
     ) -> None:
         self.name = name
         self.description = description
-        self.saver: CheckpointSaver = saver if saver is not None else MemorySaver()
         self.store = store
         self.key_strategies = dict(key_strategies or {})
         self.max_concurrency = max_concurrency
-        self._compiled: CompiledGraph | None = None
-        self._lock = threading.Lock()
+        self._init_graph(saver if saver is not None else MemorySaver())
 
     def _build(self, graph: StateGraph) -> None:
         raise NotImplementedError
@@ -112,25 +106,26 @@ class FlowAgent:
     def _agents(self) -> Sequence[AgentLike]:
         raise NotImplementedError
 
-    @property
-    def graph(self) -> CompiledGraph:
-        """The compiled team graph, built once on first use."""
-        if self._compiled is None:
-            with self._lock:
-                if self._compiled is None:
-                    strategies: dict[str, Any] = {
-                        "messages": AppendStrategy(),
-                        OUTPUTS_KEY: MergeStrategy(),
-                    }
-                    strategies.update(self.key_strategies)
-                    graph = StateGraph(
-                        self.name, key_strategies=strategies, private_keys=self.PRIVATE_KEYS
-                    )
-                    self._build(graph)
-                    self._compiled = graph.compile(
-                        CompileConfig(saver=self.saver, store=self.store)
-                    )
-        return self._compiled
+    def _build_graph(self) -> CompiledGraph:
+        """The team's graph: its agents as subgraph nodes, wired by :meth:`_build` of a frozen
+        copy of the team, so that the nodes it holds (a router, a loop's counter) read the team
+        as it was when the graph was built: setting ``team.model`` or ``team.agents`` builds a
+        new graph, and a run already going keeps the one it started with."""
+        frozen = self._frozen()
+        strategies: dict[str, Any] = {"messages": AppendStrategy(), OUTPUTS_KEY: MergeStrategy()}
+        strategies.update(frozen.key_strategies)
+        graph = StateGraph(frozen.name, key_strategies=strategies, private_keys=self.PRIVATE_KEYS)
+        frozen._build(graph)
+        return graph.compile(CompileConfig(saver=frozen.saver, store=frozen.store))
+
+    def _frozen(self) -> Self:
+        """A shallow copy of the team whose lists and dicts are copies too (the caller holds
+        the lock): what a graph built from it reads does not change with the team."""
+        frozen = copy.copy(self)
+        for key, value in vars(self).items():
+            if isinstance(value, list | dict):
+                vars(frozen)[key] = copy.copy(value)
+        return frozen
 
     def _max_steps(self) -> int:
         return 100 + sum(agent._max_steps() for agent in self._agents())
@@ -146,170 +141,33 @@ class FlowAgent:
         keys = (key for agent in self._agents() for key in agent.instruction_keys)
         return tuple(dict.fromkeys(keys))
 
-    def _config(self, config: RunnableConfig | None, method: str) -> RunnableConfig:
-        """The config one call of ``method`` runs with (a TypeError for one that is not a
-        RunnableConfig)."""
-        config = check_config(config, method)
-        changes: dict[str, Any] = {"max_steps": max(config.max_steps, self._max_steps())}
-        if config.thread_id is None:
-            changes["thread_id"] = f"thread-{uuid.uuid4().hex}"
-        if self.max_concurrency is not None:
-            changes["max_concurrency"] = self.max_concurrency
-        return dataclasses.replace(config, **changes)
-
-    # calls
-    def call(self, input: Any, config: RunnableConfig | None = None) -> AssistantMessage:
-        """Run and return the team's final answer (``GraphInterrupted`` when it paused)."""
-        return _answer(self.invoke(input, check_config(config, "call")))
+    def _config_changes(self) -> dict[str, Any]:
+        if self.max_concurrency is None:
+            return {}
+        return {"max_concurrency": self.max_concurrency}
 
     def _input(self, input: Any, config: RunnableConfig) -> Any:
-        """The graph input for one call (every call path goes through here)."""
+        """The graph input for one call (every sync call path goes through here)."""
+        return self._with_run_start(input, lambda: self.graph.get_state(config))
+
+    async def _ainput(self, input: Any, config: RunnableConfig) -> Any:
+        """:meth:`_input` for the async calls, reading the thread on the caller's loop."""
         state = _as_input(input)
-        if isinstance(state, dict):  # new input: a new run, whose answer follows its input
-            given = state.get("messages")
-            items = given if isinstance(given, list | tuple) else [given]
-            messages = [m for m in items if isinstance(m, BaseMessage)]
-            earlier = [] if messages else self.graph.get_state(config).values.get("messages", [])
+        if isinstance(state, dict) and not _input_messages(state):
+            graph = await self._agraph()
+            snapshot = await graph.aget_state(config)
+            return self._with_run_start(state, lambda: snapshot)
+        return self._with_run_start(state, _no_snapshot)
+
+    def _with_run_start(self, input: Any, snapshot: Callable[[], StateSnapshot]) -> Any:
+        """``input`` as graph input; new input (a new run, whose answer follows its input)
+        gets the run's start, the thread's last message when the input adds none."""
+        state = _as_input(input)
+        if isinstance(state, dict):
+            messages = _input_messages(state)
+            earlier = [] if messages else snapshot().values.get("messages", [])
             state[RUN_INPUT_KEY] = run_start(messages, earlier)
         return state
-
-    def invoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
-        config = self._config(config, "invoke")
-        return self.graph.invoke(self._input(input, config), config)
-
-    @overload
-    def stream(
-        self,
-        input: Any,
-        config: RunnableConfig | None = None,
-        *,
-        subgraphs: bool = False,
-        stream_mode: None = None,
-        task_events: TaskEvents = False,
-    ) -> Iterator[NodeOutput]: ...
-
-    @overload
-    def stream(
-        self,
-        input: Any,
-        config: RunnableConfig | None = None,
-        *,
-        subgraphs: bool = False,
-        stream_mode: StreamModes,
-        task_events: TaskEvents = False,
-    ) -> Iterator[Any]: ...
-
-    def stream(
-        self,
-        input: Any,
-        config: RunnableConfig | None = None,
-        *,
-        subgraphs: bool = False,
-        stream_mode: StreamModes | None = None,
-        task_events: TaskEvents = False,
-    ) -> Iterator[Any]:
-        """Run, streaming as :meth:`CompiledGraph.stream` does (``stream_mode``: LangGraph's
-        payloads of those modes)."""
-        config = self._config(config, "stream")
-        return self.graph.stream(
-            self._input(input, config),
-            config,
-            subgraphs=subgraphs,
-            stream_mode=stream_mode,
-            task_events=task_events,
-        )
-
-    async def acall(self, input: Any, config: RunnableConfig | None = None) -> AssistantMessage:
-        return _answer(await self.ainvoke(input, check_config(config, "acall")))
-
-    async def ainvoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
-        config = self._config(config, "ainvoke")
-        return await self.graph.ainvoke(self._input(input, config), config)
-
-    @overload
-    def astream(
-        self,
-        input: Any,
-        config: RunnableConfig | None = None,
-        *,
-        subgraphs: bool = False,
-        stream_mode: None = None,
-        task_events: TaskEvents = False,
-    ) -> AsyncIterator[NodeOutput]: ...
-
-    @overload
-    def astream(
-        self,
-        input: Any,
-        config: RunnableConfig | None = None,
-        *,
-        subgraphs: bool = False,
-        stream_mode: StreamModes,
-        task_events: TaskEvents = False,
-    ) -> AsyncIterator[Any]: ...
-
-    async def astream(
-        self,
-        input: Any,
-        config: RunnableConfig | None = None,
-        *,
-        subgraphs: bool = False,
-        stream_mode: StreamModes | None = None,
-        task_events: TaskEvents = False,
-    ) -> AsyncIterator[Any]:
-        """Async :meth:`stream`."""
-        config = self._config(config, "astream")
-        async for output in self.graph.astream(
-            self._input(input, config),
-            config,
-            subgraphs=subgraphs,
-            stream_mode=stream_mode,
-            task_events=task_events,
-        ):
-            yield output
-
-    def get_graph(self, fmt: str = "mermaid", *, xray: bool = False) -> str:
-        """The team's graph; with ``xray`` every agent is drawn open."""
-        return self.graph.get_graph(fmt, xray=xray)
-
-    def get_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
-        """The team's state; with ``subgraphs``, each running agent's too (see
-        :meth:`CompiledGraph.get_state`)."""
-        return self.graph.get_state(config, subgraphs=subgraphs)
-
-    def get_state_history(
-        self,
-        config: RunnableConfig,
-        limit: int | None = None,
-        before: str | RunnableConfig | None = None,
-    ) -> Iterator[StateSnapshot]:
-        """The team's snapshots, newest first (an agent's, with a config naming its
-        namespace, as ``TaskSnapshot.state.config`` does)."""
-        return self.graph.get_state_history(config, limit=limit, before=before)
-
-    def update_state(
-        self, config: RunnableConfig, values: Mapping[str, Any], as_node: str | None = None
-    ) -> RunnableConfig:
-        """Write ``values`` into the team's thread as if ``as_node`` had returned them (see
-        :meth:`CompiledGraph.update_state`); messages may be given as for a call."""
-        return self.graph.update_state(config, coerce_state(values), as_node)
-
-    def with_saver(self, saver: CheckpointSaver) -> FlowAgent:
-        """The same team keeping its threads in ``saver`` (its agents' checkpoints go there
-        too, under their namespaces): a new object; this one is left as it was."""
-        twin = copy.copy(self)
-        twin.saver = saver
-        twin._compiled = None
-        twin._lock = threading.Lock()
-        return twin
-
-    def as_node(self, **options: Any) -> SubgraphNode:
-        """This team as a node of another graph (see ``ReactAgent.as_node``)."""
-        return agent_node(self, **options)
-
-    def as_tool(self, name: str | None = None, description: str | None = None) -> Tool:
-        """This team as a tool (see ``ReactAgent.as_tool``)."""
-        return agent_tool(self, name, description)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, agents={[a.name for a in self._agents()]})"
@@ -562,9 +420,9 @@ class LoopAgent(FlowAgent):
         assert self.until is not None
         return "done" if self.until(state) else "again"
 
-    def _input(self, input: Any, config: RunnableConfig) -> Any:
+    def _with_run_start(self, input: Any, snapshot: Callable[[], StateSnapshot]) -> Any:
         """New input starts the count again (sync and async calls alike)."""
-        state = super()._input(input, config)
+        state = super()._with_run_start(input, snapshot)
         if isinstance(state, dict):
             state.setdefault("_loop", 0)
         return state
@@ -589,13 +447,15 @@ def _as_input(input: Any) -> Any:
     return coerce_state(input)
 
 
-def _answer(state: OverAllState) -> AssistantMessage:
-    if state.interrupts:
-        raise GraphInterrupted(state.interrupts)
-    message = run_answer(state)  # never an earlier turn's answer
-    if message is None:
-        raise GraphRuntimeError("the team ended without an answer")
-    return message
+def _input_messages(state: Mapping[str, Any]) -> list[BaseMessage]:
+    """The messages a call's input adds."""
+    given = state.get("messages")
+    items = given if isinstance(given, list | tuple) else [given]
+    return [m for m in items if isinstance(m, BaseMessage)]
+
+
+def _no_snapshot() -> StateSnapshot:
+    raise AssertionError("input with messages does not read the thread")
 
 
 def _strip_fence(text: str) -> str:

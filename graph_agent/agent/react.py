@@ -3,50 +3,40 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import enum
-import threading
 import typing
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future
 from types import MappingProxyType
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from graph_agent.agent.base import AgentBase, coerce_state
 from graph_agent.agent.builtin_hooks import InstructionAgentHook
-from graph_agent.agent.compose import agent_node, agent_tool
 from graph_agent.agent.contributions import add_contributed_tools, by_priority
 from graph_agent.agent.hooks import Hook
 from graph_agent.agent.interceptors import ModelInterceptor, ToolInterceptor
 from graph_agent.agent.keys import AGENT_KEYS, STEERED_KEY
-from graph_agent.agent.nodes import FINAL_ANSWER_TOOL, messages_of, run_answer
 from graph_agent.agent.recovery import recovering
 from graph_agent.agent.shape import build_graph
 from graph_agent.agent.spec import AgentSpec, NodeSettings
 from graph_agent.agent.steering import SteeringQueue, steering_thread
 from graph_agent.agent.templates import placeholders
+from graph_agent.agent.turns import FINAL_ANSWER_TOOL, messages_of
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.serde import register
-from graph_agent.graph._concurrency import shared_pool
 from graph_agent.graph.compiled import CompiledGraph, check_config
-from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, GraphSetupError
+from graph_agent.graph.errors import GraphSetupError
 from graph_agent.graph.policies import RetryPolicy
-from graph_agent.graph.state import OverAllState
-from graph_agent.graph.stream_modes import StreamModes, TaskEvents
 from graph_agent.graph.types import (
     Command,
     CompileConfig,
-    NodeOutput,
     RunnableConfig,
-    StateSnapshot,
 )
-from graph_agent.messages import AssistantMessage, BaseMessage, UserMessage
+from graph_agent.messages import BaseMessage, UserMessage
 from graph_agent.models.base import ChatModel
-from graph_agent.node import SubgraphNode
 from graph_agent.store.base import BaseStore
 from graph_agent.tools import Tool, Toolkit
 
@@ -62,7 +52,7 @@ AgentInput = str | BaseMessage | Sequence[BaseMessage] | Mapping[str, Any] | Com
 ToolLike = Tool | Callable[..., Any]
 
 
-class ReactAgent:
+class ReactAgent(AgentBase):
     """An agent that reasons with a chat model and acts with tools, on the graph runtime.
 
     The graph (see :mod:`graph_agent.agent.shape`) is built on first use. Every call runs on a
@@ -134,6 +124,8 @@ class ReactAgent:
         '2 + 3 = 5'
     """
 
+    NO_ANSWER = "the run ended without an answer from the model"
+
     def __init__(
         self,
         name: str,
@@ -185,7 +177,6 @@ class ReactAgent:
         self.toolkit = add_contributed_tools(Toolkit(tools).copy(), name, contributors)
         self.steering = SteeringQueue(held=self._held_message_ids)
         """Messages :meth:`steer` queued, by thread, until the next model call takes them."""
-        self._saver: CheckpointSaver = saver if saver is not None else MemorySaver()
         self.max_iterations = max_iterations
         self.output_schema = output_schema
         self.output_key = output_key
@@ -207,11 +198,8 @@ class ReactAgent:
         self.tool_retry = tool_retry
         self.listeners = tuple(listeners)  # told of its runs, nodes, model and tool calls
         self.store = store
-        self._compiled: CompiledGraph | None = None
-        self._lock = (
-            threading.RLock()
-        )  # a setting changed under it (see __setattr__) takes it again
-        self._building: Future[CompiledGraph] | None = None
+        # last: from here on a setting changed (see __setattr__) takes the lock and drops the graph
+        self._init_graph(saver if saver is not None else MemorySaver())
 
     @property
     def output_keys(self) -> tuple[str, ...]:
@@ -223,30 +211,6 @@ class ReactAgent:
         """The state keys the instruction's ``{key}`` placeholders read (a team passes them
         to this agent from its own state)."""
         return placeholders(self.instruction) if self.instruction else ()
-
-    @property
-    def saver(self) -> CheckpointSaver:
-        """Where the agent's threads are kept; setting it rebuilds the graph on next use."""
-        return self._saver
-
-    @saver.setter
-    def saver(self, saver: CheckpointSaver) -> None:
-        with self._lock:
-            self._saver = saver
-            self._compiled = None
-            self._building = None
-
-    def with_saver(self, saver: CheckpointSaver) -> ReactAgent:
-        """The same agent keeping its threads in ``saver``: a new object, sharing the model,
-        tools and hooks; this one is left as it was (its saver, its graph, its steering)."""
-        twin = copy.copy(self)
-        with self._lock:
-            object.__setattr__(twin, "_lock", threading.RLock())
-            object.__setattr__(twin, "_saver", saver)
-            object.__setattr__(twin, "_compiled", None)
-            object.__setattr__(twin, "_building", None)
-            object.__setattr__(twin, "steering", SteeringQueue(held=twin._held_message_ids))
-        return twin
 
     # tools
     def add_tools(self, *tools: ToolLike | Iterable[ToolLike]) -> tuple[Tool, ...]:
@@ -312,8 +276,8 @@ class ReactAgent:
     def _set_toolkit(self, toolkit: Toolkit, compiled: CompiledGraph) -> None:
         """Use ``toolkit`` and its graph from now on (the caller holds the lock)."""
         self.toolkit = toolkit
-        self._compiled = compiled
-        self._building = None
+        object.__setattr__(self, "_compiled", compiled)
+        object.__setattr__(self, "_building", None)
 
     def _compile(self, toolkit: Toolkit) -> CompiledGraph:
         """The agent's graph with ``toolkit``, compiled (the caller holds the lock)."""
@@ -361,6 +325,9 @@ class ReactAgent:
             steering=self.steering,
         )
 
+    def _shapes_graph(self, name: str) -> bool:
+        return name in REBUILT_ON_CHANGE
+
     def __setattr__(self, name: str, value: Any) -> None:
         """Set an attribute; one the graph is built from (:data:`REBUILT_ON_CHANGE`) makes the
         agent build its graph again on next use, so its hooks and nodes see the change alike
@@ -368,11 +335,7 @@ class ReactAgent:
         read-only: a change in place would reach no graph, so it fails; assign new options."""
         if name == "model_options":
             value = MappingProxyType(dict(value))
-        object.__setattr__(self, name, value)
-        if name in REBUILT_ON_CHANGE and "_lock" in self.__dict__:
-            with self._lock:
-                self._compiled = None
-                self._building = None
+        super().__setattr__(name, value)
 
     @property
     def effective_hooks(self) -> tuple[Hook, ...]:
@@ -380,119 +343,7 @@ class ReactAgent:
         first = (InstructionAgentHook(self.instruction),) if self.instruction else ()
         return (*first, *self.hooks)
 
-    @property
-    def graph(self) -> CompiledGraph:
-        """The compiled graph, built once on first use (thread-safe)."""
-        # read once: a concurrent add_tools/remove_tools/saver change may replace it meanwhile
-        compiled = self._compiled
-        if compiled is None:
-            with self._lock:
-                compiled = self._compiled
-                if compiled is None:
-                    compiled = self._compiled = self._compile(self.toolkit)
-        return compiled
-
-    async def _agraph(self) -> CompiledGraph:
-        """:attr:`graph` for the async calls: built (once) on a worker thread, not the loop."""
-        compiled = self._compiled  # read once, as in graph
-        if compiled is not None:
-            return compiled
-        import asyncio
-
-        with self._lock:  # concurrent first calls share one build (and one worker thread)
-            building = self._building
-            if building is None or (building.done() and building.exception() is not None):
-                building = self._building = shared_pool().submit(lambda: self.graph)
-        return await asyncio.wrap_future(building)
-
-    def get_graph(self, fmt: str = "mermaid", *, xray: bool = False) -> str:
-        """The agent's graph as Mermaid, PlantUML, DOT or ASCII text (``xray``: agents and
-        graphs it runs inside are drawn open)."""
-        return self.graph.get_graph(fmt, xray=xray)
-
-    # inside other graphs
-    def as_node(
-        self,
-        *,
-        include_contents: bool = True,
-        return_reasoning_contents: bool = False,
-        output_key: str | None = None,
-    ) -> SubgraphNode:
-        """This agent as a node of another graph (``graph.add_node(name, agent)`` uses the
-        defaults). See :func:`graph_agent.agent.compose.agent_node`."""
-        return agent_node(
-            self,
-            include_contents=include_contents,
-            return_reasoning_contents=return_reasoning_contents,
-            output_key=output_key,
-        )
-
-    def as_tool(self, name: str | None = None, description: str | None = None) -> Tool:
-        """This agent as a tool another agent's model can call with a request in plain words.
-        See :func:`graph_agent.agent.compose.agent_tool`."""
-        return agent_tool(self, name, description)
-
     # calls
-    def call(self, input: AgentInput, config: RunnableConfig | None = None) -> AssistantMessage:
-        """Run and return the final answer.
-
-        Raises:
-            GraphInterrupted: the run paused (e.g. for a human approval); its ``interrupts``
-                say why. Resume with ``invoke(Command(resume=...), config)``.
-        """
-        return self._answer(self.invoke(input, check_config(config, "call")))
-
-    def invoke(self, input: AgentInput, config: RunnableConfig | None = None) -> OverAllState:
-        """Run to the end or to a pause; the state's ``interrupts`` say whether it paused."""
-        prepared, run_config = self._prepare(input, config, "invoke")
-        return self.graph.invoke(prepared, run_config)
-
-    @typing.overload
-    def stream(
-        self,
-        input: AgentInput,
-        config: RunnableConfig | None = None,
-        *,
-        subgraphs: bool = False,
-        stream_mode: None = None,
-        task_events: TaskEvents = False,
-    ) -> Iterator[NodeOutput]: ...
-
-    @typing.overload
-    def stream(
-        self,
-        input: AgentInput,
-        config: RunnableConfig | None = None,
-        *,
-        subgraphs: bool = False,
-        stream_mode: StreamModes,
-        task_events: TaskEvents = False,
-    ) -> Iterator[Any]: ...
-
-    def stream(
-        self,
-        input: AgentInput,
-        config: RunnableConfig | None = None,
-        *,
-        subgraphs: bool = False,
-        stream_mode: StreamModes | None = None,
-        task_events: TaskEvents = False,
-    ) -> Iterator[Any]:
-        """Run, yielding each finished node's output and, while the model answers, its tokens
-        as :class:`~graph_agent.graph.types.StreamingOutput`; with ``subgraphs``, also the node
-        outputs of agents and graphs running inside (their ``path`` says where). With
-        ``stream_mode``, LangGraph's payloads of those modes instead, and with ``task_events``
-        task starts, results and checkpoints among the outputs (see
-        :meth:`CompiledGraph.stream`)."""
-        prepared, run_config = self._prepare(input, config, "stream")
-        return self.graph.stream(
-            prepared,
-            run_config,
-            subgraphs=subgraphs,
-            stream_mode=stream_mode,
-            task_events=task_events,
-        )
-
     def stream_messages(
         self, input: AgentInput, config: RunnableConfig | None = None
     ) -> Iterator[BaseMessage]:
@@ -500,63 +351,6 @@ class ReactAgent:
         for output in self.stream(input, check_config(config, "stream_messages")):
             if output.state is not None:
                 yield from messages_of(output.update)
-
-    async def acall(
-        self, input: AgentInput, config: RunnableConfig | None = None
-    ) -> AssistantMessage:
-        """Async :meth:`call`."""
-        return self._answer(await self.ainvoke(input, check_config(config, "acall")))
-
-    async def ainvoke(
-        self, input: AgentInput, config: RunnableConfig | None = None
-    ) -> OverAllState:
-        """Async :meth:`invoke`."""
-        prepared, run_config = self._prepare(input, config, "ainvoke")
-        graph = await self._agraph()
-        return await graph.ainvoke(prepared, run_config)
-
-    @typing.overload
-    def astream(
-        self,
-        input: AgentInput,
-        config: RunnableConfig | None = None,
-        *,
-        subgraphs: bool = False,
-        stream_mode: None = None,
-        task_events: TaskEvents = False,
-    ) -> AsyncIterator[NodeOutput]: ...
-
-    @typing.overload
-    def astream(
-        self,
-        input: AgentInput,
-        config: RunnableConfig | None = None,
-        *,
-        subgraphs: bool = False,
-        stream_mode: StreamModes,
-        task_events: TaskEvents = False,
-    ) -> AsyncIterator[Any]: ...
-
-    async def astream(
-        self,
-        input: AgentInput,
-        config: RunnableConfig | None = None,
-        *,
-        subgraphs: bool = False,
-        stream_mode: StreamModes | None = None,
-        task_events: TaskEvents = False,
-    ) -> AsyncIterator[Any]:
-        """Async :meth:`stream`."""
-        prepared, run_config = self._prepare(input, config, "astream")
-        graph = await self._agraph()
-        async for output in graph.astream(
-            prepared,
-            run_config,
-            subgraphs=subgraphs,
-            stream_mode=stream_mode,
-            task_events=task_events,
-        ):
-            yield output
 
     async def astream_messages(
         self, input: AgentInput, config: RunnableConfig | None = None
@@ -588,7 +382,8 @@ class ReactAgent:
         the private record of steered ones (a hook may have removed one): a full steering
         queue drops the messages delivered already. Reads the saver, not the graph, which
         hides private keys."""
-        checkpoint = self._saver.get(thread_id)
+        saver = self._saver
+        checkpoint = saver.get(thread_id) if saver is not None else None
         if checkpoint is None:
             return set()
         values = checkpoint.values
@@ -596,40 +391,21 @@ class ReactAgent:
         held.update(values.get(STEERED_KEY) or ())
         return held
 
-    # thread state
-    def get_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
-        """The thread's state (see :meth:`CompiledGraph.get_state`)."""
-        return self.graph.get_state(config, subgraphs=subgraphs)
-
-    def get_state_history(
-        self,
-        config: RunnableConfig,
-        limit: int | None = None,
-        before: str | RunnableConfig | None = None,
-    ) -> Iterator[StateSnapshot]:
-        """The thread's snapshots, newest first; ``before`` (a checkpoint id or a config)
-        starts below that checkpoint."""
-        return self.graph.get_state_history(config, limit=limit, before=before)
-
-    def update_state(
-        self, config: RunnableConfig, values: Mapping[str, Any], as_node: str | None = None
-    ) -> RunnableConfig:
-        return self.graph.update_state(config, coerce_state(values), as_node)
-
-    # input handling
-    def _prepare(
-        self, input: AgentInput, config: RunnableConfig | None, method: str
-    ) -> tuple[Any, RunnableConfig]:
-        """The graph input and config for one call of ``method``: the input as a state update,
-        which the run applies with pending tool recovery (DESIGN §5; see
-        :mod:`graph_agent.agent.recovery`) to the thread as it loads it."""
-        config = check_config(config, method)
-        if config.thread_id is None:
-            config = dataclasses.replace(config, thread_id=f"thread-{uuid.uuid4().hex}")
-        config = dataclasses.replace(config, max_steps=max(config.max_steps, self._max_steps()))
+    # what AgentBase asks of an agent
+    def _input(self, input: AgentInput, config: RunnableConfig) -> Any:
+        """The graph input for one call: the input as a state update, which the run applies
+        with pending tool recovery (DESIGN §5; see :mod:`graph_agent.agent.recovery`) to the
+        thread as it loads it."""
         if isinstance(input, Command):
-            return input, config
-        return recovering(None if input is None else coerce_state(input)), config
+            return input
+        return recovering(None if input is None else coerce_state(input))
+
+    def _build_graph(self) -> CompiledGraph:
+        return self._compile(self.toolkit)
+
+    def _detach(self, twin: ReactAgent) -> None:
+        """A copy steers its own threads."""
+        object.__setattr__(twin, "steering", SteeringQueue(held=twin._held_message_ids))
 
     def _max_steps(self) -> int:
         """A step budget that ``max_iterations`` always exhausts first."""
@@ -638,15 +414,6 @@ class ReactAgent:
             len({"before_model", "after_model"} & set(h.active_positions())) for h in hooks
         )
         return 20 + len(hooks) * 2 + (self.max_iterations + 2) * per_loop * 2
-
-    @staticmethod
-    def _answer(state: OverAllState) -> AssistantMessage:
-        if state.interrupts:
-            raise GraphInterrupted(state.interrupts)
-        message = run_answer(state)  # never an earlier turn's answer
-        if message is None:
-            raise GraphRuntimeError("the run ended without an answer from the model")
-        return message
 
     def __repr__(self) -> str:
         return f"ReactAgent({self.name!r}, tools={list(self.toolkit.names)})"
@@ -712,28 +479,3 @@ def _types_held_by(schema: type[BaseModel]) -> list[type]:
         elif issubclass(hint, enum.Enum):
             found.append(hint)
     return found
-
-
-def coerce_state(input: Any) -> dict[str, Any]:
-    """A state update from a string, a message, a list of messages or a dict."""
-    if isinstance(input, str):
-        return {"messages": [UserMessage(input)]}
-    if isinstance(input, BaseMessage):
-        return {"messages": [input]}
-    if isinstance(input, Mapping):
-        state = dict(input)
-        if isinstance(state.get("messages"), str | BaseMessage | list | tuple):
-            state["messages"] = coerce_state(state["messages"])["messages"]
-        return state
-    if isinstance(input, Sequence):
-        messages = [UserMessage(m) if isinstance(m, str) else m for m in input]
-        for message in messages:
-            if not isinstance(message, BaseMessage):
-                raise TypeError(
-                    f"agent input lists must hold messages or strings, got {type(message).__name__}"
-                )
-        return {"messages": messages}
-    raise TypeError(
-        f"agent input must be a string, a message, a list of messages, a dict of state, a "
-        f"Command or None; got {type(input).__name__}"
-    )
