@@ -18,7 +18,6 @@ from graph_agent.graph.errors import (
     GraphSetupError,
     InvalidResumeError,
     InvalidUpdateError,
-    ModelError,
     NodeError,
     NodeTimeoutError,
     SerializationError,
@@ -93,6 +92,7 @@ if TYPE_CHECKING:
     )
     from graph_agent.checkpoint.postgres import AsyncPostgresSaver, PostgresSaver
     from graph_agent.checkpoint.sqlite import SqliteSaver
+    from graph_agent.models.errors import ModelError
     from graph_agent.store import InMemoryStore, Item, PostgresStore, SqliteStore
 
 __all__ = [
@@ -218,8 +218,9 @@ _AGENT_NAMES = frozenset(
 
 
 def __getattr__(name: str) -> Any:
-    """What loads on first use: the agent layer (:mod:`graph_agent.agent`) and the SQLite and
-    PostgreSQL savers (:mod:`graph_agent.checkpoint`), so ``import graph_agent`` stays light."""
+    """What loads on first use: the agent layer (:mod:`graph_agent.agent`), the SQLite and
+    PostgreSQL savers (:mod:`graph_agent.checkpoint`), the stores and the chat models' errors
+    (:mod:`graph_agent.models.errors`), so ``import graph_agent`` stays light."""
     if name in _AGENT_NAMES:
         from graph_agent import agent
 
@@ -228,6 +229,10 @@ def __getattr__(name: str) -> Any:
         from graph_agent import checkpoint
 
         return getattr(checkpoint, name)
+    if name == "ModelError":  # the chat models' errors: graph_agent.models.errors
+        from graph_agent.models.errors import ModelError
+
+        return ModelError
     if name in ("InMemoryStore", "Item", "PostgresStore", "SqliteStore"):
         from graph_agent import store
 

@@ -24,7 +24,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any
 
-from graph_agent.graph.errors import GraphCancelledError, ModelError
+from graph_agent.graph.errors import GraphCancelledError
 from graph_agent.graph.task import emit_chunk
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.messages import (
@@ -37,6 +37,7 @@ from graph_agent.models.base import ChatModel, ModelRequest, fold_chunks
 from graph_agent.models.errors import (
     ModelAuthenticationError,
     ModelBadRequestError,
+    ModelError,
     ModelNotFoundError,
     ModelRateLimitError,
     UnrecordedRequestError,

@@ -1,6 +1,6 @@
-"""An agent's model and tool calls as its run's listeners see them
-(``graph/listeners.py``): ``before_model_call``/``on_model_call`` around each request to the
-model (each attempt of an interceptor's retry or fallback is one), and
+"""An agent's model and tool calls as its run's listeners see them (``graph/listeners.py``;
+the events are those of ``models/events.py``): ``before_model_call``/``on_model_call`` around
+each request to the model (each attempt of an interceptor's retry or fallback is one), and
 ``before_tool_call``/``on_tool_call`` around each tool call that runs.
 
 When nobody listens, each helper just makes the call.
@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from graph_agent.graph.listeners import Dispatch, ListenerEvent, ModelCallEvent, ToolCallEvent
+from graph_agent.graph.listeners import Dispatch, ListenerEvent
 from graph_agent.graph.task import TaskContext
 from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage
 from graph_agent.models.base import ModelRequest
+from graph_agent.models.events import ModelCallEvent, ToolCallEvent
 
 _T = TypeVar("_T")
 _MAX_WRAPPERS = 8

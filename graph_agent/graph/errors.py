@@ -13,16 +13,21 @@
     │   └── CheckpointStoreError              the checkpoint store failed (connection lost...)
     ├── InvalidResumeError (ValueError)       a resume that answers nothing, or unknown ids
     ├── SerializationError (ValueError)       a value cannot be stored, or stored data is bad
-    └── ModelError (RuntimeError)             a chat model call failed (.status_code)
+    └── ModelError (RuntimeError)             a chat model call failed (.status_code):
+                                              graph_agent.models.errors, with its subclasses
 
     GraphInterrupted (BaseException)          a run paused for a human: not an error
     ParentCommand (BaseException)             a node handed off to the parent graph
 
-Every message says what was wrong, where (node, key, step) and how to fix it.
+Every message says what was wrong, where (node, key, step) and how to fix it. This module
+holds what the engine raises; the chat models' errors live with the models
+(:mod:`graph_agent.models.errors`), and ``graph_agent.graph.errors.ModelError`` still names
+theirs.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -122,19 +127,6 @@ class SerializationError(GraphAgentError, ValueError):
     """A value cannot be serialized, or stored bytes cannot be loaded safely."""
 
 
-class ModelError(GraphAgentError, RuntimeError):
-    """A chat model call failed. ``status_code`` is the HTTP status when there was one.
-
-    ``transient``: another attempt later may well succeed (a lost connection, a 5xx, a rate
-    limit); what a node's default ``RetryPolicy.retry_on`` retries."""
-
-    transient: bool = False
-
-    def __init__(self, message: str, *, status_code: int | None = None) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-
-
 class GraphInterrupted(BaseException):
     """A run paused and waits for input (a human decision, an edit, an answer).
 
@@ -178,3 +170,16 @@ class ParentCommand(BaseException):
         self.node = node
         self.step = step
         super().__init__(f"handoff to the parent graph: goto={command.goto!r}")
+
+
+_MOVED = {"ModelError": "graph_agent.models.errors"}
+"""Names that lived here and moved out of the engine (issue 34), by the module they live in:
+the old import path still gives them, loading that module on first use (the engine itself
+never does)."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,9 +1,11 @@
 """Lifecycle listeners: what a run, its nodes, and an agent's model and tool calls tell the
 code watching them (tracing, metrics, logs, a UI).
 
-A :class:`Listener` overrides the methods it wants; each gets one event object (a
-:class:`RunEvent`, :class:`NodeEvent`, :class:`ModelCallEvent` or :class:`ToolCallEvent`)
-carrying the thread id, run id, checkpoint namespace (``ns``), node and step. The object a
+A :class:`Listener` overrides the methods it wants; each gets one event object carrying the
+thread id, run id, checkpoint namespace (``ns``), node and step: a :class:`RunEvent` or a
+:class:`NodeEvent`, or, from an agent, a :class:`~graph_agent.models.events.ModelCallEvent`
+or :class:`~graph_agent.models.events.ToolCallEvent` (those live with the models: the engine
+dispatches every event alike and knows nothing of models or tools). The object a
 ``before_*``/``on_run_start`` method got is the one the matching end method gets, filled in
 (``duration``, the result or the error), so a listener can keep what it started by the
 event's identity. Both are called in the thread (and context) that runs the node or the call,
@@ -34,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 import time
@@ -137,55 +140,6 @@ class NodeEvent(ListenerEvent):
         return str(self.task.id)
 
 
-@dataclass(slots=True, kw_only=True, eq=False)
-class ModelCallEvent(ListenerEvent):
-    """One request to an agent's model: ``before_model_call``, then ``on_model_call``.
-
-    Attributes:
-        model: The model's name (its ``model`` attribute, else its class name).
-        provider: Who serves it (``"openai"``, ...), when the model says (its ``provider``).
-        request: The ``ModelRequest`` sent (messages, tools, options).
-        streaming: The caller streams the answer.
-        reply: The ``AssistantMessage`` that came back.
-        usage: Its token usage, when the model reported it.
-        error: What the call raised.
-    """
-
-    model: str
-    provider: str | None = None
-    request: Any = None
-    streaming: bool = False
-    reply: Any = None
-    usage: Any = None
-    error: BaseException | None = None
-
-    @property
-    def latency(self) -> float | None:
-        """Seconds the call took (:attr:`duration`)."""
-        return self.duration
-
-
-@dataclass(slots=True, kw_only=True, eq=False)
-class ToolCallEvent(ListenerEvent):
-    """One tool call of an agent: ``before_tool_call``, then ``on_tool_call``.
-
-    Attributes:
-        call: The ``ToolCall`` (id, name, arguments).
-        result: The ``ToolResponseMessage`` it ended with (``is_error`` when it failed: a
-            tool's error becomes its result).
-        error: What the call raised past the tool node (a pause, a cancellation).
-    """
-
-    call: Any
-    result: Any = None
-    error: BaseException | None = None
-
-    @property
-    def latency(self) -> float | None:
-        """Seconds the call took (:attr:`duration`)."""
-        return self.duration
-
-
 class Listener:
     """Watches runs: override the methods you need (each is optional). See the module
     docstring for when each is called."""
@@ -208,16 +162,18 @@ class Listener:
     def on_interrupt(self, event: NodeEvent) -> None:
         """A node paused on ``event.interrupts``."""
 
-    def before_model_call(self, event: ModelCallEvent) -> None:
-        """An agent sends a request to its model."""
+    def before_model_call(self, event: Any) -> None:
+        """An agent sends a request to its model (``event``: a ``ModelCallEvent`` of
+        :mod:`graph_agent.models.events`)."""
 
-    def on_model_call(self, event: ModelCallEvent) -> None:
+    def on_model_call(self, event: Any) -> None:
         """The model answered (``event.reply``, ``event.usage``) or failed (``event.error``)."""
 
-    def before_tool_call(self, event: ToolCallEvent) -> None:
-        """An agent calls a tool."""
+    def before_tool_call(self, event: Any) -> None:
+        """An agent calls a tool (``event``: a ``ToolCallEvent`` of
+        :mod:`graph_agent.models.events`)."""
 
-    def on_tool_call(self, event: ToolCallEvent) -> None:
+    def on_tool_call(self, event: Any) -> None:
         """The tool call ended (``event.result``, or ``event.error``)."""
 
 
@@ -345,3 +301,19 @@ def dispatch_for(own: tuple[Any, ...], inherited: Dispatch | None) -> Dispatch |
             _dispatches.clear()
         dispatch = _dispatches.setdefault(key, Dispatch(tuple(unique.values())))
     return dispatch
+
+
+_MOVED = {
+    "ModelCallEvent": "graph_agent.models.events",
+    "ToolCallEvent": "graph_agent.models.events",
+}
+"""Events that lived here and moved out of the engine (issue 34), by the module they live in:
+the old import path still gives them, loading that module on first use (the engine itself
+never does)."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

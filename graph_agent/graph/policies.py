@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_agent.graph.errors import GraphSetupError, ModelError, NodeError, NodeTimeoutError
+from graph_agent.graph.errors import GraphSetupError, NodeError, NodeTimeoutError
 
 __all__ = ["CachePolicy", "RetryPolicy", "default_retry_on"]
 
@@ -38,8 +38,9 @@ def default_retry_on(error: BaseException) -> bool:
         return True
     if isinstance(error, NodeError) and isinstance(error.__cause__, Exception):
         return default_retry_on(error.__cause__)  # a subgraph's (or an agent's) node failed
-    if isinstance(error, ModelError):
-        return error.transient or (error.status_code or 0) >= 500
+    models = sys.modules.get("graph_agent.models.errors")  # loaded if a chat model raised:
+    if models is not None and isinstance(error, models.ModelError):  # the engine never loads it
+        return bool(error.transient or (error.status_code or 0) >= 500)
     httpx = sys.modules.get("httpx")  # never imported here: only an error it raised matters
     if httpx is not None:
         if isinstance(error, httpx.TransportError):

@@ -116,7 +116,7 @@ class ChatModel(Protocol):
     """A chat model: one answer per call, whole or streamed, sync or async.
 
     ``stream`` yields chunks whose :func:`fold_chunks` equals what ``generate`` would return for
-    the same answer. Errors are :class:`~graph_agent.graph.errors.ModelError` subclasses.
+    the same answer. Errors are :class:`~graph_agent.models.errors.ModelError` subclasses.
 
     Example:
         >>> from graph_agent.messages import UserMessage

@@ -1,29 +1,30 @@
-"""Errors of chat model calls, all below :class:`graph_agent.graph.errors.ModelError`.
+"""Errors of chat model calls: :class:`ModelError` and the subclasses saying what failed.
 
 ::
 
-    ModelError (RuntimeError)                  .status_code: the HTTP status, when there was one
-    ├── ModelAuthenticationError               401/403: a missing, wrong or unauthorised API key
-    ├── ModelNotFoundError                     404: unknown model name or wrong base_url
-    ├── ModelBadRequestError                   400, 422, other 4xx: the server refused the request
-    │   └── ModelContextLengthError            the conversation is longer than the model's context
-    ├── ModelRateLimitError                    429 still after the retries, or Retry-After too long
-    ├── ModelServerError                       408/409/5xx still after the retries
-    ├── ModelConnectionError                   no connection, or it broke (also mid-stream)
-    │   ├── ModelTimeoutError                  connect/read/write timeout
-    │   └── ModelStreamCutError                the server began a streamed answer and it was
-    │                                          cut: the connection dropped, or the stream
-    │                                          ended without a finish reason
-    ├── ModelResponseError                     HTTP 200 with something that is not a completion,
-    │                                          or a body that cannot be decompressed
-    └── UnrecordedRequestError                 a replayed model got a request it never recorded
+    GraphAgentError                        the root (graph_agent.graph.errors)
+    └── ModelError (RuntimeError)          .status_code: the HTTP status, when there was one
+        ├── ModelAuthenticationError       401/403: a missing, wrong or unauthorised API key
+        ├── ModelNotFoundError             404: unknown model name or wrong base_url
+        ├── ModelBadRequestError           400, 422, other 4xx: the server refused the request
+        │   └── ModelContextLengthError    the conversation is longer than the model's context
+        ├── ModelRateLimitError            429 still after the retries, or Retry-After too long
+        ├── ModelServerError               408/409/5xx still after the retries
+        ├── ModelConnectionError           no connection, or it broke (also mid-stream)
+        │   ├── ModelTimeoutError          connect/read/write timeout
+        │   └── ModelStreamCutError        the server began a streamed answer and it was
+        │                                  cut: the connection dropped, or the stream
+        │                                  ended without a finish reason
+        ├── ModelResponseError             HTTP 200 with something that is not a completion,
+        │                                  or a body that cannot be decompressed
+        └── UnrecordedRequestError         a replayed model got a request it never recorded
 
 Messages carry the server's own message and never the API key.
 """
 
 from __future__ import annotations
 
-from graph_agent.graph.errors import ModelError
+from graph_agent.graph.errors import GraphAgentError
 
 __all__ = [
     "ModelAuthenticationError",
@@ -39,6 +40,19 @@ __all__ = [
     "ModelTimeoutError",
     "UnrecordedRequestError",
 ]
+
+
+class ModelError(GraphAgentError, RuntimeError):
+    """A chat model call failed. ``status_code`` is the HTTP status when there was one.
+
+    ``transient``: another attempt later may well succeed (a lost connection, a 5xx, a rate
+    limit); what a node's default ``RetryPolicy.retry_on`` retries."""
+
+    transient: bool = False
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
 
 
 class ModelAuthenticationError(ModelError):

@@ -16,14 +16,13 @@ from typing import TYPE_CHECKING, Any
 from graph_agent.graph.listeners import (
     Listener,
     ListenerEvent,
-    ModelCallEvent,
     NodeEvent,
     RunEvent,
-    ToolCallEvent,
     add_listener,
     remove_listener,
 )
 from graph_agent.graph.log_context import RunContextFilter
+from graph_agent.models.events import ModelCallEvent, ToolCallEvent
 from graph_agent.observability.tree import TraceRecorder
 
 if TYPE_CHECKING:

@@ -18,11 +18,10 @@ from typing import Any, Generic, Literal, TypeVar
 from graph_agent.graph.listeners import (
     Listener,
     ListenerEvent,
-    ModelCallEvent,
     NodeEvent,
     RunEvent,
-    ToolCallEvent,
 )
+from graph_agent.models.events import ModelCallEvent, ToolCallEvent
 
 SpanT = TypeVar("SpanT")
 NodeStatus = Literal["ok", "error", "interrupted"]

@@ -41,13 +41,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from graph_agent.graph.listeners import (
-    ModelCallEvent,
     NodeEvent,
     RunEvent,
-    ToolCallEvent,
     add_listener,
     remove_listener,
 )
+from graph_agent.models.events import ModelCallEvent, ToolCallEvent
 from graph_agent.observability._spans import NodeStatus, SpanListener
 
 try:

@@ -15,11 +15,10 @@ from rich.tree import Tree
 
 from graph_agent.graph.listeners import (
     ListenerEvent,
-    ModelCallEvent,
     NodeEvent,
     RunEvent,
-    ToolCallEvent,
 )
+from graph_agent.models.events import ModelCallEvent, ToolCallEvent
 from graph_agent.observability._spans import NodeStatus, SpanListener
 
 

@@ -435,22 +435,13 @@ class PostgresRecords:
         started = StartedRun()
         stamp = now()
         strategy = run.multitask_strategy
-        if thread is not None and new_thread:
-            thread.status = "busy"
-            claimed = worker is not None
-            if claimed:
-                run.status = "running"
-            attempt, holder = (1, worker) if claimed else (0, None)
-            alive = self.worker_timeout if claimed else None
-            notify = not claimed and self._in_band
-            args = (*thread.row(), *run.row(), request, attempt, holder, alive)
-            args += (notify, self.channel)
-            rows = await self._arun(_START_ON_NEW_THREAD, args)
-            if rows and rows[0][0]:
-                started.started, started.claimed = True, claimed
-                await self._publish([] if claimed else ["q"])
-                return started
-            run.status = "pending"
+        if (
+            thread is not None
+            and new_thread
+            and await self._astart_on_new_thread(run, thread, request, worker)
+        ):
+            started.started, started.claimed = True, worker is not None
+            return started
         payloads: list[str] = []
         async with self._apool.connection() as conn, conn.pipeline(), conn.transaction():
             await conn.execute(
@@ -488,6 +479,29 @@ class PostgresRecords:
         started.started = True
         await self._publish(payloads)
         return started
+
+    async def _astart_on_new_thread(
+        self, run: RunRecord, thread: ThreadRecord, request: str, worker: int | None
+    ) -> bool:
+        """:meth:`astart_run` on a ``new_thread``, in one statement and without the thread's
+        lock: True when the run started (claimed by ``worker`` when given, else announced);
+        False when someone wrote the thread meanwhile (the run is left ``pending``, to be
+        started as on any other thread)."""
+        thread.status = "busy"
+        claimed = worker is not None
+        if claimed:
+            run.status = "running"
+        attempt, holder = (1, worker) if claimed else (0, None)
+        alive = self.worker_timeout if claimed else None
+        notify = not claimed and self._in_band
+        args = (*thread.row(), *run.row(), request, attempt, holder, alive)
+        args += (notify, self.channel)
+        rows = await self._arun(_START_ON_NEW_THREAD, args)
+        if rows and rows[0][0]:
+            await self._publish([] if claimed else ["q"])
+            return True
+        run.status = "pending"
+        return False
 
     def run(self, thread_id: str, run_id: str) -> RunRecord | None:
         if _unstorable(thread_id, run_id):
