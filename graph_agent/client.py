@@ -18,6 +18,7 @@ last message).
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import datetime
@@ -35,6 +36,7 @@ from graph_agent.graph.types import (
     RunnableConfig,
     StateSnapshot,
     StreamingOutput,
+    TaskSnapshot,
 )
 from graph_agent.messages import BaseMessage, UserMessage
 from graph_agent.serve.wire import messages_from_json, to_json
@@ -104,9 +106,26 @@ class RemoteGraph:
         path, body = self._run(input, config, wait=True)
         return _final_state(await self._asend("POST", path, body))
 
-    def stream(self, input: Any, config: RunnableConfig | None = None) -> Iterator[NodeOutput]:
+    def stream(
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: Any = None,
+        task_events: Any = False,
+    ) -> Iterator[NodeOutput]:
         """Each node's output (with the state after its step), and the chunks nodes emit
-        (:class:`StreamingOutput`), as the server streams them."""
+        (:class:`StreamingOutput`), as the server streams them.
+
+        Raises:
+            ValueError: ``subgraphs``, ``stream_mode`` or ``task_events`` was given: a remote
+                stream carries NodeOutputs only.
+        """
+        _local_only("stream", subgraphs, stream_mode, task_events)
+        return self._stream(input, config)
+
+    def _stream(self, input: Any, config: RunnableConfig | None) -> Iterator[NodeOutput]:
         path, body = self._run(input, config, wait=False)
         outputs = _Outputs(self.assistant)
         with (
@@ -118,8 +137,21 @@ class RemoteGraph:
                 yield from outputs.take(event.event, event.data)
         yield from outputs.finish()
 
-    async def astream(
-        self, input: Any, config: RunnableConfig | None = None
+    def astream(
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: Any = None,
+        task_events: Any = False,
+    ) -> AsyncIterator[NodeOutput]:
+        """Async twin of :meth:`stream`."""
+        _local_only("astream", subgraphs, stream_mode, task_events)
+        return self._astream(input, config)
+
+    async def _astream(
+        self, input: Any, config: RunnableConfig | None
     ) -> AsyncIterator[NodeOutput]:
         path, body = self._run(input, config, wait=False)
         outputs = _Outputs(self.assistant)
@@ -137,32 +169,76 @@ class RemoteGraph:
             yield output
 
     # the thread
-    def get_state(self, config: RunnableConfig) -> StateSnapshot:
-        """The thread's state (at ``config.checkpoint_id`` when given)."""
-        return _snapshot(self._send("GET", self._state_path(config)))
+    def get_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
+        """The thread's state (at ``config.checkpoint_id`` when given); with ``subgraphs``,
+        each next task running a graph of its own carries that graph's state."""
+        return _snapshot(self._send("GET", self._state_path(config, subgraphs)))
 
-    async def aget_state(self, config: RunnableConfig) -> StateSnapshot:
-        return _snapshot(await self._asend("GET", self._state_path(config)))
+    async def aget_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
+        """Async twin of :meth:`get_state`."""
+        return _snapshot(await self._asend("GET", self._state_path(config, subgraphs)))
 
     def get_state_history(
-        self, config: RunnableConfig, limit: int | None = None, before: str | None = None
+        self,
+        config: RunnableConfig,
+        limit: int | None = None,
+        before: str | RunnableConfig | None = None,
     ) -> Iterator[StateSnapshot]:
-        """The thread's checkpoints, newest first."""
-        body = {"limit": limit or 1000, **({"before": before} if before else {})}
-        thread = _thread(config, "get_state_history")
-        yield from map(_snapshot, self._send("POST", f"/threads/{thread}/history", body))
+        """The thread's checkpoints, newest first (``before``: a checkpoint id or config)."""
+        path, body = _history_request(config, limit, before, "get_state_history")
+        yield from map(_snapshot, self._send("POST", path, body))
+
+    async def aget_state_history(
+        self,
+        config: RunnableConfig,
+        limit: int | None = None,
+        before: str | RunnableConfig | None = None,
+    ) -> AsyncIterator[StateSnapshot]:
+        """Async twin of :meth:`get_state_history`."""
+        path, body = _history_request(config, limit, before, "aget_state_history")
+        for snapshot in map(_snapshot, await self._asend("POST", path, body)):
+            yield snapshot
 
     def update_state(
         self, config: RunnableConfig, values: Mapping[str, Any], as_node: str | None = None
     ) -> RunnableConfig:
         """Write ``values`` into the thread (as ``as_node``); returns the new checkpoint's
         config."""
-        body: dict[str, Any] = {"values": to_json(dict(values))}
-        if as_node is not None:
-            body["as_node"] = as_node
-        thread = _thread(config, "update_state")
-        reply = self._send("POST", f"/threads/{thread}/state", body)
-        return _config(reply.get("checkpoint")) or RunnableConfig(thread_id=thread)
+        path, body = _update_request(config, values, as_node, "update_state")
+        return _updated(self._send("POST", path, body), config)
+
+    async def aupdate_state(
+        self, config: RunnableConfig, values: Mapping[str, Any], as_node: str | None = None
+    ) -> RunnableConfig:
+        """Async twin of :meth:`update_state`."""
+        path, body = _update_request(config, values, as_node, "aupdate_state")
+        return _updated(await self._asend("POST", path, body), config)
+
+    # the graph
+    def get_graph(self, fmt: str = "mermaid", *, xray: bool = False) -> str:
+        """The served graph drawn as ``mermaid``, ``plantuml``, ``dot`` or ``ascii`` text (the
+        server draws it); with ``xray``, nodes that run a graph of their own drawn open."""
+        params = {"format": fmt, **({"xray": "true"} if xray else {})}
+        with self._http() as client:
+            response = client.get(f"{self.url}/assistants/{self.assistant}/graph", params=params)
+        _check(response)
+        return response.text
+
+    def with_saver(self, saver: Any) -> RemoteGraph:
+        """A copy of this remote graph (``saver`` must be ``None``): its threads live on the
+        server, in the saver ``graph-agent serve`` was started with, so no local saver can
+        hold them.
+
+        Raises:
+            ValueError: ``saver`` is not ``None``.
+        """
+        if saver is not None:
+            raise ValueError(
+                f"RemoteGraph {self.assistant!r} keeps its threads on the server at {self.url}, "
+                f"in the saver the server runs with; it cannot use a local {type(saver).__name__}"
+                ": pass with_saver(None), or choose the saver when starting the server"
+            )
+        return copy.copy(self)
 
     # as a node, as a tool
     def __call__(self, state: Mapping[str, Any]) -> dict[str, Any]:
@@ -212,10 +288,10 @@ class RemoteGraph:
         body["if_not_exists"] = "create"
         return f"/threads/{config.thread_id}{tail}", body
 
-    def _state_path(self, config: RunnableConfig) -> str:
+    def _state_path(self, config: RunnableConfig, subgraphs: bool = False) -> str:
         thread = _thread(config, "get_state")
         at = f"/{config.checkpoint_id}" if config.checkpoint_id else ""
-        return f"/threads/{thread}/state{at}"
+        return f"/threads/{thread}/state{at}" + ("?subgraphs=true" if subgraphs else "")
 
     def _http(self) -> httpx.Client:
         return httpx.Client(headers=self._headers, timeout=self._timeout)
@@ -238,6 +314,48 @@ def _thread(config: RunnableConfig, what: str) -> str:
     if config.thread_id is None:
         raise ValueError(f"{what} needs RunnableConfig(thread_id=...)")
     return config.thread_id
+
+
+def _local_only(what: str, subgraphs: bool, stream_mode: Any, task_events: Any) -> None:
+    """Refuse the stream options a remote stream cannot honour, naming them."""
+    given = [
+        name
+        for name, value, default in (
+            ("subgraphs", subgraphs, False),
+            ("stream_mode", stream_mode, None),
+            ("task_events", task_events, False),
+        )
+        if value != default
+    ]
+    if given:
+        raise ValueError(
+            f"RemoteGraph.{what}() yields the NodeOutputs the server streams; "
+            f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} not carried over HTTP: "
+            "call it without, or stream from the server with a LangGraph SDK client"
+        )
+
+
+def _history_request(
+    config: RunnableConfig, limit: int | None, before: str | RunnableConfig | None, what: str
+) -> tuple[str, dict[str, Any]]:
+    if isinstance(before, RunnableConfig):
+        before = before.checkpoint_id
+    body = {"limit": limit or 1000, **({"before": before} if before else {})}
+    return f"/threads/{_thread(config, what)}/history", body
+
+
+def _update_request(
+    config: RunnableConfig, values: Mapping[str, Any], as_node: str | None, what: str
+) -> tuple[str, dict[str, Any]]:
+    body: dict[str, Any] = {"values": to_json(dict(values))}
+    if as_node is not None:
+        body["as_node"] = as_node
+    return f"/threads/{_thread(config, what)}/state", body
+
+
+def _updated(reply: Any, config: RunnableConfig) -> RunnableConfig:
+    """The config of the checkpoint an update made, from the server's reply."""
+    return _config(reply.get("checkpoint")) or RunnableConfig(thread_id=config.thread_id)
 
 
 def _check(response: httpx.Response, *, read: bool = False) -> None:
@@ -321,6 +439,19 @@ def _snapshot(body: Any) -> StateSnapshot:
         created_at=datetime.fromisoformat(created) if created else None,
         parent_config=_config(body.get("parent_checkpoint")),
         interrupts=_interrupts(body.get("interrupts")),
+        tasks=tuple(_task(task) for task in body.get("tasks") or () if isinstance(task, Mapping)),
+    )
+
+
+def _task(body: Mapping[str, Any]) -> TaskSnapshot:
+    """A next task of a snapshot, with its graph's state when the server sent it."""
+    state, error = body.get("state"), body.get("error")
+    return TaskSnapshot(
+        id=str(body.get("id", "")),
+        name=str(body.get("name", "")),
+        interrupts=_interrupts(body.get("interrupts")),
+        error=str(error) if error is not None else None,
+        state=_snapshot(state) if isinstance(state, Mapping) else None,
     )
 
 

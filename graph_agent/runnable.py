@@ -15,7 +15,7 @@ whether ``x`` has every method (not their signatures).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from graph_agent.graph.types import RunnableConfig, StateSnapshot
 
@@ -45,13 +45,25 @@ class Runnable(Protocol):
         ...
 
     def stream(
-        self, input: Any, config: RunnableConfig | None = None, **options: Any
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: Any = None,
+        task_events: Any = False,
     ) -> Iterator[Any]:
         """Run, yielding what happens (``NodeOutput`` items, or a ``stream_mode``'s)."""
         ...
 
     def astream(
-        self, input: Any, config: RunnableConfig | None = None, **options: Any
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        subgraphs: bool = False,
+        stream_mode: Any = None,
+        task_events: Any = False,
     ) -> AsyncIterator[Any]:
         """Async twin of :meth:`stream`."""
         ...
@@ -101,3 +113,11 @@ class Runnable(Protocol):
     def with_saver(self, saver: Any) -> Runnable:
         """A copy keeping its threads in ``saver``; this object is left unchanged."""
         ...
+
+
+if TYPE_CHECKING:  # mypy checks that each implementation has every method, signatures included
+    from graph_agent.client import RemoteGraph
+    from graph_agent.graph.compiled import CompiledGraph
+
+    def _implementations(graph: CompiledGraph, remote: RemoteGraph) -> tuple[Runnable, ...]:
+        return graph, remote

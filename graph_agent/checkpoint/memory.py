@@ -50,6 +50,7 @@ from graph_agent.checkpoint.codec import (
 )
 from graph_agent.checkpoint.serde import dumps, loads
 from graph_agent.checkpoint.thread_search import ThreadHeads, ThreadInfo
+from graph_agent.graph.cache import CachedValue
 from graph_agent.graph.saver import COPY_TASK, IDS_THREAD, Blob
 
 _StoredBlob = tuple[str, str | None, bytes]  # (kind, base, data): a plain tuple, see above
@@ -338,6 +339,14 @@ class MemorySaver(CheckpointSaver):
         checkpoint_ns: str = "",
     ) -> builtins.list[Checkpoint]:
         return list(self.list(thread_id, limit, before, checkpoint_ns))
+
+    async def acache_get(self, namespace: str, key: str, now: float) -> CachedValue | None:
+        return self.cache_get(namespace, key, now)
+
+    async def acache_put(
+        self, namespace: str, key: str, value: Any, expires_at: float | None
+    ) -> None:
+        self.cache_put(namespace, key, value, expires_at)
 
     # storage and loading
     def _space(self, thread: str, ns: str) -> _Space:

@@ -316,10 +316,9 @@ class CompiledGraph:
         before: str | RunnableConfig | None = None,
     ) -> Iterator[StateSnapshot]:
         """The thread's checkpoints, newest first (``before``: a checkpoint id or config)."""
-        saver, thread_id = self._thread(config, "get_state_history")
-        ns, graph = config.checkpoint_ns, self._graph_in(config.checkpoint_ns)
-        before = before.checkpoint_id if isinstance(before, RunnableConfig) else before
-        for checkpoint in saver.list(thread_id, limit=limit, before=before, checkpoint_ns=ns):
+        saver, thread_id, before_id, graph = self._history(config, before, "get_state_history")
+        ns = config.checkpoint_ns
+        for checkpoint in saver.list(thread_id, limit=limit, before=before_id, checkpoint_ns=ns):
             yield graph._snapshot(checkpoint)
 
     async def aget_state_history(
@@ -329,11 +328,18 @@ class CompiledGraph:
         before: str | RunnableConfig | None = None,
     ) -> AsyncIterator[StateSnapshot]:
         """Async twin of :meth:`get_state_history` (``saver.alist``, on the caller's loop)."""
-        saver, thread_id = self._thread(config, "aget_state_history")
-        ns, graph = config.checkpoint_ns, self._graph_in(config.checkpoint_ns)
-        before = before.checkpoint_id if isinstance(before, RunnableConfig) else before
-        for checkpoint in await saver.alist(thread_id, limit, before, ns):
+        saver, thread_id, before_id, graph = self._history(config, before, "aget_state_history")
+        for checkpoint in await saver.alist(thread_id, limit, before_id, config.checkpoint_ns):
             yield graph._snapshot(checkpoint)
+
+    def _history(
+        self, config: RunnableConfig, before: str | RunnableConfig | None, what: str
+    ) -> tuple[Saver, str, str | None, CompiledGraph]:
+        """What a history read needs: the saver, the thread, the id it ends before, and the
+        graph whose checkpoints the namespace holds."""
+        saver, thread_id = self._thread(config, what)
+        before_id = before.checkpoint_id if isinstance(before, RunnableConfig) else before
+        return saver, thread_id, before_id, self._graph_in(config.checkpoint_ns)
 
     def update_state(
         self, config: RunnableConfig, values: Any, as_node: str | None = None
