@@ -30,7 +30,6 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
-from graph_agent.agent.flows import Agent
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.graph.errors import GraphAgentError
@@ -71,7 +70,13 @@ from graph_agent.serve.schemas import (
     xray_depth,
 )
 from graph_agent.serve.studio import studio_routes
-from graph_agent.serve.targets import Servable, assistants_on, served_targets
+from graph_agent.serve.targets import (
+    Servable,
+    assistant_kind,
+    assistants_on,
+    graph_of,
+    served_targets,
+)
 from graph_agent.serve.tasks import cancel_and_await
 from graph_agent.serve.wire import WireError, checkpoint_json, input_from_json, snapshot_json
 from graph_agent.serve.wire import to_json as wire_json
@@ -114,8 +119,10 @@ def create_app(
     """A LangGraph-Server-compatible app serving ``targets``.
 
     Args:
-        targets: The graphs and agents to serve, by assistant id (a sequence: by their names).
-            A StateGraph is compiled on ``saver``; a compiled graph and an agent run on it.
+        targets: What to serve, by assistant id (a sequence: by their names): anything
+            runnable (a compiled graph, an agent, a team of agents) runs as a copy on
+            ``saver`` (``with_saver``: the object given keeps its own); a StateGraph is
+            compiled on it.
         saver: Where threads' checkpoints live (default: a MemorySaver).
         records: Where thread and run records live (default: in memory). With
             :class:`PostgresRecords` runs are durable jobs in PostgreSQL that every process on
@@ -303,7 +310,7 @@ class _Api:
     def _kind(self, assistant_id: str) -> str:
         """``agent`` (an agent or a team: takes a question) or ``graph``, for clients like
         ``graph-agent run --url``."""
-        return "agent" if isinstance(self.assistants[assistant_id], Agent) else "graph"
+        return assistant_kind(self.assistants[assistant_id])
 
     def _runnable(self, assistant_id: Any) -> Runnable:
         if not isinstance(assistant_id, str):
@@ -338,7 +345,7 @@ class _Api:
         """The graph as LangGraph's JSON, or as ``?format=mermaid|dot|plantuml|ascii`` text;
         ``?xray=`` opens subgraph nodes (``true``, or how many levels)."""
         runnable = self._runnable(request.path_params["assistant_id"])
-        view = runnable.graph.view if isinstance(runnable, Agent) else runnable.view
+        view = graph_of(runnable).view
         fmt = request.query_params.get("format", "json")
         if fmt not in DIAGRAM_FORMATS:
             formats = ", ".join(DIAGRAM_FORMATS)
@@ -364,7 +371,7 @@ class _Api:
         ``node|child``); ``?recurse=true`` goes all the way down."""
         assistant_id = request.path_params["assistant_id"]
         runnable = self._runnable(assistant_id)
-        graph = runnable.graph if isinstance(runnable, Agent) else runnable
+        graph = graph_of(runnable)
         recurse = request.query_params.get("recurse", "false").lower()
         if recurse not in ("true", "false", "1", "0"):
             raise ApiError(422, f"recurse must be true or false, got {recurse!r}")
