@@ -9,10 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from graph_agent.agent.flows import Agent
 from graph_agent.cli.errors import EXIT_USAGE, CliError, cannot_write
 from graph_agent.cli.targets import load_target
-from graph_agent.graph.compiled import CompiledGraph
+from graph_agent.runnable import Runnable
 
 __all__ = ["FORMATS", "TEXT_FORMATS", "draw_command", "render_diagram"]
 
@@ -32,7 +31,7 @@ SUFFIXES = {
 }
 
 
-def render_diagram(runnable: Agent | CompiledGraph, fmt: str, *, xray: bool = False) -> bytes:
+def render_diagram(runnable: Runnable, fmt: str, *, xray: bool = False) -> bytes:
     """The diagram in ``fmt``: text formats from the graph, images through ``dot``. With
     ``xray``, agents and subgraphs that run as nodes are drawn open, as clusters."""
     if fmt in TEXT_FORMATS:

@@ -9,10 +9,10 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from graph_agent.agent.react import ReactAgent
 from graph_agent.cli.errors import EXIT_USAGE, CliError
 from graph_agent.cli.output import printable
 from graph_agent.graph.errors import GraphSetupError
+from graph_agent.runnable_traits import takes_question
 
 if TYPE_CHECKING:
     from graph_agent.mcp import MCPToolset
@@ -38,10 +38,9 @@ def add_mcp_tools(runnable: Any, spec: str, config: str) -> Callable[[], None]:
         CliError: ``runnable`` is not a local agent, the extra is missing, the file is wrong,
             a server does not start, or a tool's name is taken.
     """
-    if not isinstance(runnable, ReactAgent):
+    if not callable(getattr(runnable, "add_tools", None)):  # an agent takes more tools
         raise CliError(
-            f"--mcp gives tools to an agent, and {spec} is "
-            f"{'a served assistant' if _is_remote(runnable) else 'a graph'}, whose nodes call "
+            f"--mcp gives tools to an agent, and {spec} is {_what(runnable)}, whose nodes call "
             "what they call themselves",
             "point at a local ReactAgent, or drop --mcp",
             EXIT_USAGE,
@@ -106,7 +105,7 @@ def open_toolset(config: str) -> MCPToolset:
     return toolset
 
 
-def _remove(agent: ReactAgent, names: list[str], toolset: MCPToolset) -> None:
+def _remove(agent: Any, names: list[str], toolset: MCPToolset) -> None:
     """Take the tools away, and stop the servers whatever that raised."""
     try:
         agent.remove_tools(*names)
@@ -114,10 +113,12 @@ def _remove(agent: ReactAgent, names: list[str], toolset: MCPToolset) -> None:
         toolset.close()
 
 
-def _is_remote(runnable: Any) -> bool:
-    from graph_agent.client import RemoteGraph
-
-    return isinstance(runnable, RemoteGraph)
+def _what(runnable: Any) -> str:
+    """What ``runnable``, which takes no tools, is: a served assistant (it has a ``url``), a
+    team of agents, or a graph."""
+    if isinstance(getattr(runnable, "url", None), str):
+        return "a served assistant"
+    return "a team of agents" if takes_question(runnable) else "a graph"
 
 
 def add_mcp_parser(commands: Any, add_common: Callable[..., None]) -> None:

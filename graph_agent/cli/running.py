@@ -13,7 +13,6 @@ from typing import Any
 import httpx
 
 from graph_agent.agent.nodes import pending_tool_calls, run_answer
-from graph_agent.agent.react import ReactAgent
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.cli.errors import EXIT_ERROR, EXIT_USAGE, CliError, RunStopped
 from graph_agent.cli.output import Reporter, RunSummary, format_call, shown_text
@@ -23,6 +22,7 @@ from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import Command, Interrupt, NodeOutput, RunnableConfig, StreamingOutput
 from graph_agent.messages import AssistantMessage, ToolCall, ToolResponseMessage, Usage
 from graph_agent.node import pending_interrupts
+from graph_agent.runnable_traits import local_graph
 
 __all__ = [
     "answer_of",
@@ -131,8 +131,7 @@ def execute(target: Target, input: Any, config: RunnableConfig, reporter: Report
     The reporter's ``finish``/``paused`` are left to the caller, which knows what to suggest.
     """
     summary = RunSummary(thread_id=config.thread_id)
-    if isinstance(target.runnable, ReactAgent):
-        _ = target.runnable.graph  # built (once) outside the timing: the time shown is the run's
+    local_graph(target.runnable)  # an agent's built (once) outside the timing: the run's time
     started = time.perf_counter()
     last_state: Any = None
     interrupts: dict[str, Interrupt] = {}
@@ -191,7 +190,8 @@ def unanswered_error(target: Target, summary: RunSummary) -> CliError | None:
         return None
     shown = ", ".join(format_call(call) for call in calls)
     runnable = target.runnable
-    if isinstance(runnable, ReactAgent) and not runnable.toolkit.names:
+    toolkit = getattr(runnable, "toolkit", None)  # an agent's own tools (a team has none)
+    if toolkit is not None and not toolkit.names:
         return CliError(
             f"the model called {shown}, but agent {runnable.name!r} has no tools: nothing ran "
             "the call, so the run ended without an answer",

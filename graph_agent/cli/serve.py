@@ -12,12 +12,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from graph_agent.cli.errors import EXIT_USAGE, CliError
 from graph_agent.cli.serve_config import is_config, read_config
 from graph_agent.cli.targets import load_target, open_saver
+from graph_agent.runnable import Runnable
 
 __all__ = ["SERVE_DB", "records_path", "serve_command", "serve_targets"]
 
@@ -43,22 +45,58 @@ def serve_command(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace, cleanups: list[Callable[[], None]]) -> int:
-    try:
-        import uvicorn
+    _need_serve_extra()
+    targets = serve_targets(args)
+    keys = _keys(args)
+    if args.max_body_bytes < 1:
+        raise CliError("--max-body-bytes must be at least 1", "", EXIT_USAGE)
+    runnables = _load_runnables(args, targets, cleanups)
+    input_keys = _input_keys_by_id(args.input_key_table, list(runnables))
+    stores = _open_stores(args)
+    if args.no_http:
+        return _work_only(runnables, stores.saver, stores.records)
+    if args.workers < 0:
+        raise CliError(f"--workers {args.workers}: give 0 or more", "e.g. --workers 2")
+    app = _app(args, runnables, stores, keys, input_keys)
+    return _run_http(args, app, stores, ", ".join(runnables), keys)
 
-        from graph_agent.serve import Records, create_app
-        from graph_agent.serve.auth import API_KEYS_ENV, binding_problem, keys_from_env
+
+def _need_serve_extra() -> None:
+    """Raises a usage error naming the extra when the serve extra is not installed."""
+    try:
+        import uvicorn  # noqa: F401
+
+        import graph_agent.serve.app  # noqa: F401
     except ImportError as exc:
         raise CliError(
             f"graph-agent serve needs the serve extra ({exc.name or 'a module'} is missing)",
             "pip install 'graph-agent[serve]'",
             EXIT_USAGE,
         ) from exc
-    targets = serve_targets(args)
-    api_keys = [*args.api_key, *keys_from_env(os.environ.get(API_KEYS_ENV))]
-    key_groups = _key_groups(args.key_group)
-    all_keys = {*api_keys, *(key for keys in key_groups.values() for key in keys)}
-    problem = binding_problem(args.host, bool(all_keys))
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Keys:
+    """The API keys a request may carry: given alone, and by group."""
+
+    api_keys: list[str]
+    groups: dict[str, list[str]]
+
+    @property
+    def all(self) -> set[str]:
+        return {*self.api_keys, *(key for keys in self.groups.values() for key in keys)}
+
+
+def _keys(args: argparse.Namespace) -> _Keys:
+    """The keys of ``--api-key``, ``--key-group`` and the environment; without any, the
+    server must listen on loopback only (or be told ``--insecure-no-auth``)."""
+    from graph_agent.serve.auth import API_KEYS_ENV, binding_problem, keys_from_env
+
+    keys = _Keys(
+        api_keys=[*args.api_key, *keys_from_env(os.environ.get(API_KEYS_ENV))],
+        groups=_key_groups(args.key_group),
+    )
+    problem = binding_problem(args.host, bool(keys.all))
     if problem is not None and not args.insecure_no_auth:
         raise CliError(
             problem,
@@ -66,9 +104,17 @@ def _serve(args: argparse.Namespace, cleanups: list[Callable[[], None]]) -> int:
             "proxy that checks keys itself, pass --insecure-no-auth",
             EXIT_USAGE,
         )
-    if args.max_body_bytes < 1:
-        raise CliError("--max-body-bytes must be at least 1", "", EXIT_USAGE)
-    runnables: dict[str, Any] = {}
+    return keys
+
+
+def _load_runnables(
+    args: argparse.Namespace,
+    targets: list[tuple[str | None, str]],
+    cleanups: list[Callable[[], None]],
+) -> dict[str, Runnable]:
+    """Each target loaded (any runnable, or a StateGraph compiled), by assistant id; with
+    ``--mcp``, an agent gets those servers' tools (``cleanups`` takes them away)."""
+    runnables: dict[str, Runnable] = {}
     for assistant_id, spec in targets:
         runnable = load_target(spec, default_saver=False).local
         name = assistant_id or runnable.name
@@ -83,34 +129,62 @@ def _serve(args: argparse.Namespace, cleanups: list[Callable[[], None]]) -> int:
             from graph_agent.cli.mcp import add_mcp_tools
 
             cleanups.append(add_mcp_tools(runnable, spec, args.mcp))
-    names = list(runnables)
-    input_keys = _input_keys_by_id(args.input_key_table, names)
+    return runnables
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Stores:
+    """Where the server keeps threads (``saver``) and runs (``records``), said as ``where``."""
+
+    saver: Any
+    records: Any
+    where: str
+
+    def close(self) -> None:
+        self.records.close()
+        self.saver.close()
+
+
+def _open_stores(args: argparse.Namespace) -> _Stores:
+    """The saver and the records the server keeps threads and runs in, and where they are:
+    the SQLite file ``--db``, or PostgreSQL (``--postgres``, notified over ``--redis``)."""
     if args.postgres is None:
         if args.workers != 1 or args.no_http:
             raise CliError("--workers needs --postgres", "add --postgres DSN, or drop --workers")
         if args.redis is not None:
             raise CliError("--redis needs --postgres", "add --postgres DSN, or drop --redis")
-        saver: Any = open_saver(args.db)
-        records: Any = Records(records_path(args.db))
-        where = args.db
-    else:
-        timeout = getattr(args, "worker_timeout", None)
-        saver, records = _open_postgres(args.postgres, args.redis, timeout)
-        where = "PostgreSQL" if args.redis is None else "PostgreSQL, notified over Redis"
-    if args.no_http:
-        return _work_only(runnables, saver, records)
-    if args.workers < 0:
-        raise CliError(f"--workers {args.workers}: give 0 or more", "e.g. --workers 2")
+        from graph_agent.serve.records import Records
+
+        return _Stores(
+            saver=open_saver(args.db), records=Records(records_path(args.db)), where=args.db
+        )
+    timeout = getattr(args, "worker_timeout", None)
+    saver, records = _open_postgres(args.postgres, args.redis, timeout)
+    where = "PostgreSQL" if args.redis is None else "PostgreSQL, notified over Redis"
+    return _Stores(saver=saver, records=records, where=where)
+
+
+def _app(
+    args: argparse.Namespace,
+    runnables: dict[str, Runnable],
+    stores: _Stores,
+    keys: _Keys,
+    input_keys: dict[str, list[str]],
+) -> Any:
+    """The app serving ``runnables``; a usage error (the stores closed) when it refuses the
+    options."""
+    from graph_agent.serve.app import create_app
+
     try:
-        app = create_app(
+        return create_app(
             runnables,
-            saver=saver,
-            records=records,
+            saver=stores.saver,
+            records=stores.records,
             work=args.workers > 0,
-            api_keys=api_keys,
+            api_keys=keys.api_keys,
             max_body_bytes=args.max_body_bytes,
             input_keys=input_keys,
-            key_groups=key_groups,
+            key_groups=keys.groups,
             shared_threads=args.shared_threads,
             bound_host=args.host,
             allow_hosts=args.allow_host,
@@ -118,15 +192,20 @@ def _serve(args: argparse.Namespace, cleanups: list[Callable[[], None]]) -> int:
             insecure_no_auth=args.insecure_no_auth,
         )
     except ValueError as exc:
-        records.close()
-        saver.close()
+        stores.close()
         raise CliError(str(exc), "see graph-agent serve --help", EXIT_USAGE) from exc
+
+
+def _run_http(args: argparse.Namespace, app: Any, stores: _Stores, names: str, keys: _Keys) -> int:
+    """Serve ``app`` on ``--host``/``--port`` until Ctrl-C or SIGTERM (with ``--workers N``,
+    beside N-1 more processes), then close the stores."""
+    import uvicorn
+
     siblings = args.workers > 1 and hasattr(socket, "SO_REUSEPORT")
     try:
         listening = _listen(args.host, args.port, siblings=siblings, sibling=args.sibling_of)
     except OSError as exc:
-        records.close()
-        saver.close()
+        stores.close()
         raise CliError(
             f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})",
             "is another server there? pick another --port",
@@ -135,18 +214,9 @@ def _serve(args: argparse.Namespace, cleanups: list[Callable[[], None]]) -> int:
     # --workers N: N processes serving HTTP on the port they share (the kernel spreads the
     # connections) and running runs; without SO_REUSEPORT, N-1 of them without HTTP
     helpers = [_spawn_worker(port if siblings else None) for _ in range(args.workers - 1)]
-    url = f"http://{args.host}:{port}"
-    keys = f", {len(all_keys)} API key{'s' * (len(all_keys) != 1)}" if all_keys else ""
-    if all_keys and args.shared_threads:
-        keys += " sharing every thread"
-    if args.sibling_of is None:
-        processes = f", {args.workers} processes" if siblings else ""
-        print(
-            f"graph-agent serve: {', '.join(names)} at {url} (threads in {where}{keys}{processes})",
-            flush=True,
-        )
-    else:
-        _stop_with_parent(args.sibling_of)
+    _announce(
+        args, f"{names} at http://{args.host}:{port} (threads in {stores.where}", keys, siblings
+    )
     # uvicorn shuts down on SIGTERM, then raises the signal again with the handler found at
     # start: with the default one the process would die here, before the worker processes it
     # started are stopped and the stores closed; this handler ends it as Ctrl-C does
@@ -168,10 +238,23 @@ def _serve(args: argparse.Namespace, cleanups: list[Callable[[], None]]) -> int:
             helper.terminate()
         for helper in helpers:
             helper.wait(15)
-        records.close()
-        saver.close()
+        stores.close()
     print("graph-agent serve: stopped", file=sys.stderr)
     return 0
+
+
+def _announce(args: argparse.Namespace, serving: str, keys: _Keys, siblings: bool) -> None:
+    """Say what is served where, ``serving`` ending in an open parenthesis the keys and the
+    processes close (the first process); a sibling process stops with it instead."""
+    if args.sibling_of is not None:
+        _stop_with_parent(args.sibling_of)
+        return
+    every = keys.all
+    said = f", {len(every)} API key{'s' * (len(every) != 1)}" if every else ""
+    if every and args.shared_threads:
+        said += " sharing every thread"
+    processes = f", {args.workers} processes" if siblings else ""
+    print(f"graph-agent serve: {serving}{said}{processes})", flush=True)
 
 
 _DEFAULTS: dict[str, Any] = {
@@ -371,7 +454,7 @@ def _stop_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="graph-agent-serve-parent", daemon=True).start()
 
 
-def _work_only(runnables: dict[str, Any], saver: Any, records: Any) -> int:
+def _work_only(runnables: dict[str, Runnable], saver: Any, records: Any) -> int:
     from graph_agent.serve.app import assistants_on
     from graph_agent.serve.queue import work_forever
 

@@ -1,10 +1,10 @@
 """Finding the agent or graph a command works on: ``MODULE:OBJECT``, and its checkpoint file.
 
 ``MODULE`` is a dotted module name importable from the current folder (``mypkg.agents``) or a
-path to a Python file (``examples/quickstart.py``). ``OBJECT`` names a :class:`ReactAgent`, a
-team of agents (a :class:`FlowAgent` such as ``SequentialAgent``), a :class:`CompiledGraph` or a
-:class:`StateGraph` (compiled for you) in it, possibly dotted (``agents.support``), or a function
-taking no arguments that returns one of them.
+path to a Python file (``examples/quickstart.py``). ``OBJECT`` names anything runnable in it (a
+:class:`~graph_agent.runnable.Runnable`: a :class:`ReactAgent`, a team of agents such as
+``SequentialAgent``, a :class:`CompiledGraph`) or a :class:`StateGraph` (compiled for you),
+possibly dotted (``agents.support``), or a function taking no arguments that returns one.
 """
 
 from __future__ import annotations
@@ -20,12 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
-from graph_agent.agent.flows import Agent, FlowAgent
-from graph_agent.agent.react import ReactAgent
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.sqlite import SqliteSaver
@@ -33,10 +31,11 @@ from graph_agent.cli.errors import EXIT_ERROR, EXIT_USAGE, CliError, cannot_writ
 from graph_agent.cli.unstreamed import UnstreamedModel
 from graph_agent.client import RemoteGraph, RemoteGraphError
 from graph_agent.graph.builder import StateGraph
-from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphRuntimeError, GraphSetupError, SerializationError
 from graph_agent.graph.types import CompileConfig
 from graph_agent.models.base import ChatModel
+from graph_agent.runnable import Runnable
+from graph_agent.runnable_traits import RUN_METHODS, is_runnable, saver_of, takes_question
 
 __all__ = [
     "DEMO_DB",
@@ -50,35 +49,25 @@ __all__ = [
 ]
 
 
-def _subclasses(cls: type) -> list[type]:
-    """Every subclass of ``cls``, at any depth."""
-    found: list[type] = []
-    direct: type
-    for direct in cls.__subclasses__():
-        found += [direct, *_subclasses(direct)]
-    return found
-
-
 DEMO_DB = os.path.join(".graph_agent", "demo.db")
 """Where ``demo`` keeps its threads and ``threads`` looks by default."""
-_KINDS = (ReactAgent, FlowAgent, CompiledGraph, StateGraph)
-_KIND_NAMES = frozenset(kind.__name__ for kind in (*_KINDS, *_subclasses(FlowAgent)))
-"""The names a ``-> SequentialAgent``-style annotation may give them: the teams too."""
 _EXAMPLE = "e.g. examples/quickstart.py:agent or mypackage.agents:agent"
 
 
 @dataclass(kw_only=True)
 class Target:
-    """What a command runs or draws: an agent or a compiled graph, and where it came from.
+    """What a command runs or draws: anything runnable, and where it came from.
 
     Used as a context manager, it closes the database it opened on leaving, and gives an agent
-    whose saver it replaced its own saver back, so the user's objects are left as they were.
+    whose model it replaced its own model back, so the user's objects are left as they were
+    (a ``--db`` target runs a copy on that database: ``with_saver``).
     """
 
     spec: str
-    runnable: Agent | CompiledGraph | RemoteGraph
+    runnable: Runnable
+    remote: RemoteGraph | None = None
+    """The served graph or agent (``--url``), or None for a local one."""
     opened: SqliteSaver | None = None
-    previous_saver: CheckpointSaver | None = None
     previous_model: ChatModel | None = None
     cleanups: list[Callable[[], None]] = field(default_factory=list)
     """Run first by :meth:`close`, last added first (``--mcp``: take the tools away)."""
@@ -90,18 +79,16 @@ class Target:
         self.close()
 
     def close(self) -> None:
-        """Close the database this target opened; restore an agent's own saver and model."""
+        """Close the database this target opened; restore an agent's own model."""
         while self.cleanups:
             self.cleanups.pop()()
-        if isinstance(self.runnable, ReactAgent) and self.previous_model is not None:
-            self.runnable.model = self.previous_model
+        if self.previous_model is not None:
+            agent: Any = self.runnable  # it has a model: ask_model_unstreamed replaced it
+            agent.model = self.previous_model
             self.previous_model = None
-        if self.opened is None:
-            return
-        if isinstance(self.runnable, ReactAgent) and self.previous_saver is not None:
-            _use_saver(self.runnable, self.previous_saver)
-        self.opened.close()
-        self.opened = None
+        if self.opened is not None:
+            self.opened.close()
+            self.opened = None
 
     def ask_model_unstreamed(self) -> None:
         """Have an agent ask its model for whole answers (see :class:`UnstreamedModel`) until
@@ -110,9 +97,13 @@ class Target:
         Raises:
             CliError: the target is a graph: its nodes call their models themselves.
         """
-        if isinstance(self.runnable, RemoteGraph | FlowAgent):
-            return  # the server's agent, a team's agents, ask their models as they were built to
-        if not isinstance(self.runnable, ReactAgent):
+        if self.remote is not None:
+            return  # the server's agent asks its model as it was built to
+        agent: Any = self.runnable
+        model = getattr(agent, "model", None)
+        if model is None:
+            if takes_question(agent):
+                return  # a team: its agents ask their models as they were built to
             raise CliError(
                 f"--no-stream-model works on an agent, and {self.spec} is a graph, whose nodes "
                 "call their models themselves",
@@ -120,26 +111,19 @@ class Target:
                 EXIT_USAGE,
             )
         if self.previous_model is None:
-            self.previous_model = self.runnable.model
-            self.runnable.model = UnstreamedModel(self.runnable.model)
+            self.previous_model = model
+            agent.model = UnstreamedModel(model)
 
     @property
     def is_agent(self) -> bool:
-        if isinstance(self.runnable, RemoteGraph):
-            return self.runnable.is_agent
-        return isinstance(self.runnable, Agent)
+        """Whether it takes a question (an agent, a team; a served one as its server says)."""
+        return takes_question(self.runnable)
 
     @property
-    def remote(self) -> RemoteGraph | None:
-        """The served graph or agent (``--url``), or None for a local one."""
-        return self.runnable if isinstance(self.runnable, RemoteGraph) else None
-
-    @property
-    def local(self) -> Agent | CompiledGraph:
+    def local(self) -> Runnable:
         """The local agent or graph (``load_target``'s, never a served one)."""
-        runnable = self.runnable
-        assert not isinstance(runnable, RemoteGraph), "a served target has no local object"
-        return runnable
+        assert self.remote is None, "a served target has no local object"
+        return self.runnable
 
     @property
     def keeps_threads(self) -> bool:
@@ -160,13 +144,10 @@ class Target:
     @property
     def saver(self) -> CheckpointSaver | None:
         """The local saver (None for a served target: its server keeps the threads)."""
-        if isinstance(self.runnable, RemoteGraph):
-            return None
-        saver: CheckpointSaver | None = self.runnable.saver
-        return saver
+        return None if self.remote is not None else saver_of(self.runnable)
 
     def get_graph(self, fmt: str) -> str:
-        if isinstance(self.runnable, RemoteGraph):
+        if self.remote is not None:
             raise CliError("draw works on a local MODULE:OBJECT", "point at the module", EXIT_USAGE)
         return self.runnable.get_graph(fmt)
 
@@ -222,7 +203,7 @@ def load_remote_target(url: str, assistant: str, *, api_key: str | None = None) 
             "start it with: graph-agent serve MODULE:OBJECT, or check --url",
             EXIT_ERROR,
         ) from exc
-    return Target(spec=assistant, runnable=remote)
+    return Target(spec=assistant, runnable=cast(Runnable, remote), remote=remote)
 
 
 def load_target(spec: str, *, db: str | None = None, default_saver: bool = True) -> Target:
@@ -230,10 +211,11 @@ def load_target(spec: str, *, db: str | None = None, default_saver: bool = True)
 
     Args:
         spec: ``MODULE:OBJECT``.
-        db: A SQLite file to keep threads in: an agent's saver is replaced until the target
-            is closed; a StateGraph is compiled with it; a compiled graph without a saver, or
-            with a MemorySaver, runs on it (as LangGraph's server runs a compiled graph on its
-            own checkpointer); a compiled graph on another database must already use that file.
+        db: A SQLite file to keep threads in: an agent or a team runs on it (a copy, made
+            with ``with_saver``: the object in the module keeps its saver); a StateGraph is
+            compiled with it; a compiled graph without a saver, or with a MemorySaver, runs on
+            it (as LangGraph's server runs a compiled graph on its own checkpointer); a
+            compiled graph on another database must already use that file.
         default_saver: Compile a StateGraph with a MemorySaver when there is no ``db``, so its
             interrupts can be resumed within the process.
 
@@ -243,45 +225,33 @@ def load_target(spec: str, *, db: str | None = None, default_saver: bool = True)
     module_part, object_part = _split(spec)
     module = _import(module_part)
     found = _resolve(module, module_part, object_part)
-    if isinstance(found, ReactAgent):
-        if db is None:
-            return Target(spec=spec, runnable=found)
-        previous, agent_saver = found.saver, open_saver(db)
-        _use_saver(found, agent_saver)
-        return Target(spec=spec, runnable=found, opened=agent_saver, previous_saver=previous)
-    if isinstance(found, FlowAgent):
-        if db is None:
-            return Target(spec=spec, runnable=found)
-        team_saver = open_saver(db)
-        return Target(spec=spec, runnable=found.with_saver(team_saver), opened=team_saver)
-    if isinstance(found, StateGraph):
-        graph_saver = open_saver(db) if db is not None else None
-        saver: CheckpointSaver | None = graph_saver
-        if saver is None and default_saver:
-            saver = MemorySaver()
-        try:
-            compiled = found.compile(CompileConfig(saver=saver))
-        except GraphSetupError as exc:
-            raise CliError(f"{spec} does not compile: {exc}", "fix the graph", EXIT_USAGE) from exc
-        return Target(spec=spec, runnable=compiled, opened=graph_saver)
-    assert isinstance(found, CompiledGraph)
+    if isinstance(found, StateGraph):  # the one kind that is not runnable yet
+        return _compiled_target(spec, found, db, default_saver)
     if db is None:
         return Target(spec=spec, runnable=found)
-    if found.saver is None or isinstance(found.saver, MemorySaver):
-        compiled_saver = open_saver(db)
-        return Target(spec=spec, runnable=found.with_saver(compiled_saver), opened=compiled_saver)
-    _check_compiled_saver(spec, found, db)
+    own = saver_of(found)
+    if takes_question(found) or own is None or isinstance(own, MemorySaver):
+        opened = open_saver(db)
+        return Target(spec=spec, runnable=found.with_saver(opened), opened=opened)
+    _check_compiled_saver(spec, own, db)
     return Target(spec=spec, runnable=found)
 
 
-def _use_saver(agent: ReactAgent, saver: CheckpointSaver) -> None:
-    """Put ``saver`` under ``agent``; a graph it already built is rebuilt on the new saver."""
-    agent.saver = saver
+def _compiled_target(spec: str, graph: StateGraph, db: str | None, default_saver: bool) -> Target:
+    """A StateGraph compiled on ``db`` (else, with ``default_saver``, on a MemorySaver)."""
+    graph_saver = open_saver(db) if db is not None else None
+    saver: CheckpointSaver | None = graph_saver
+    if saver is None and default_saver:
+        saver = MemorySaver()
+    try:
+        compiled = graph.compile(CompileConfig(saver=saver))
+    except GraphSetupError as exc:
+        raise CliError(f"{spec} does not compile: {exc}", "fix the graph", EXIT_USAGE) from exc
+    return Target(spec=spec, runnable=cast(Runnable, compiled), opened=graph_saver)
 
 
-def _check_compiled_saver(spec: str, graph: CompiledGraph, db: str) -> None:
+def _check_compiled_saver(spec: str, saver: CheckpointSaver, db: str) -> None:
     """A graph compiled on a database of its own runs there: ``--db`` must name that file."""
-    saver = graph.saver
     if isinstance(saver, SqliteSaver) and _same_file(saver.path, db):
         return
     raise CliError(
@@ -447,9 +417,9 @@ def _resolve(module: ModuleType, module_part: str, object_part: str) -> Any:
             )
             raise CliError(f"{module_part} has no {object_part!r}", hint, EXIT_USAGE)
         found = getattr(found, attribute)
-    if inspect.isfunction(found) and not isinstance(found, _KINDS):
+    if inspect.isfunction(found):
         found = _call_factory(found, f"{module_part}:{object_part}")
-    if not isinstance(found, _KINDS):
+    if not _loadable(found):
         raise CliError(
             f"{module_part}:{object_part} is a {type(found).__name__}, not an agent (a "
             "ReactAgent or a team such as SequentialAgent), a CompiledGraph or a StateGraph",
@@ -492,7 +462,7 @@ def _candidates(module: ModuleType) -> list[str]:
     return sorted(
         name
         for name, value in vars(module).items()
-        if not name.startswith("_") and (isinstance(value, _KINDS) or _is_builder(value, module))
+        if not name.startswith("_") and (_loadable(value) or _is_builder(value, module))
     )
 
 
@@ -504,6 +474,25 @@ def _is_builder(value: Any, module: ModuleType) -> bool:
     if value.__name__.startswith("build"):
         return True
     returns = inspect.signature(value).return_annotation
-    if isinstance(returns, str):  # postponed annotations: the name as written
-        return returns.rpartition(".")[2] in _KIND_NAMES
-    return isinstance(returns, type) and issubclass(returns, _KINDS)
+    if isinstance(returns, str):  # postponed annotations: the name as written, looked up
+        returns = _looked_up(returns, value.__globals__)
+    if not isinstance(returns, type):
+        return False
+    return issubclass(returns, StateGraph) or all(
+        callable(getattr(returns, method, None)) for method in RUN_METHODS
+    )
+
+
+def _loadable(value: Any) -> bool:
+    """Whether a command can run ``value``: it is runnable, or a StateGraph to compile."""
+    return isinstance(value, StateGraph) or is_runnable(value)
+
+
+def _looked_up(dotted: str, namespace: dict[str, Any]) -> Any:
+    """What the annotation ``dotted`` (``ReactAgent``, ``ga.ReactAgent``) names in
+    ``namespace``, or None when it names nothing there (imported only for type checkers)."""
+    head, *rest = dotted.split(".")
+    found = namespace.get(head)
+    for attribute in rest:
+        found = getattr(found, attribute, None)
+    return found

@@ -24,22 +24,21 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from graph_agent.agent.flows import Agent
 from graph_agent.agent.nodes import run_answer
-from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphAgentError, exception_text
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import RunnableConfig, StreamingOutput
 from graph_agent.mcp.errors import MCPConfigError
 from graph_agent.mcp.toolset import _valid_name
+from graph_agent.runnable import Runnable
+from graph_agent.runnable_traits import takes_question
 
 __all__ = ["mcp_server"]
 
-Runnable = Agent | CompiledGraph
-
 
 def mcp_server(runnables: Iterable[Runnable], *, name: str = "graph-agent") -> MCPServer:
-    """An MCP server with one tool per agent or graph (see the module's docstring).
+    """An MCP server with one tool per runnable (see the module's docstring): an agent's or a
+    team's (one that takes a question) answers a message, any other's runs on a JSON object.
 
     Run it with ``server.run("stdio")`` or ``server.run("streamable-http", host=..., port=...)``.
 
@@ -56,11 +55,12 @@ def mcp_server(runnables: Iterable[Runnable], *, name: str = "graph-agent") -> M
                 "each its own name"
             )
         seen.add(tool_name)
-        if isinstance(runnable, Agent):
+        if takes_question(runnable):
+            description = getattr(runnable, "description", None)
             server.add_tool(
                 _agent_tool(runnable),
                 name=tool_name,
-                description=runnable.description or f"Ask the agent {runnable.name!r}.",
+                description=description or f"Ask the agent {runnable.name!r}.",
                 structured_output=False,
             )
         else:
@@ -74,7 +74,7 @@ def mcp_server(runnables: Iterable[Runnable], *, name: str = "graph-agent") -> M
     return server
 
 
-def _agent_tool(agent: Agent) -> Any:
+def _agent_tool(agent: Runnable) -> Any:
     async def ask(message: str, ctx: Context) -> str:
         """Ask the agent.
 
@@ -90,7 +90,7 @@ def _agent_tool(agent: Agent) -> Any:
     return ask
 
 
-def _graph_tool(graph: CompiledGraph) -> Any:
+def _graph_tool(graph: Runnable) -> Any:
     async def run(input: dict[str, Any], ctx: Context) -> str:
         """Run the graph.
 

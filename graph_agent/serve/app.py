@@ -30,13 +30,10 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
-from graph_agent.agent.flows import Agent
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
-from graph_agent.graph.builder import StateGraph
-from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphAgentError
-from graph_agent.graph.types import CompileConfig, RunnableConfig
+from graph_agent.graph.types import RunnableConfig
 from graph_agent.observability.propagation import with_trace_context
 from graph_agent.serve.auth import ApiKeyMiddleware, callers, owns, stamp_owner
 from graph_agent.serve.bodies import BodyError, JSONResponse, read_json
@@ -67,13 +64,19 @@ from graph_agent.serve.runs import (
 )
 from graph_agent.serve.schemas import (
     DIAGRAM_FORMATS,
-    assistant_schemas,
     graph_json,
     graph_text,
     subgraph_schemas,
     xray_depth,
 )
 from graph_agent.serve.studio import studio_routes
+from graph_agent.serve.targets import (
+    Servable,
+    assistant_kind,
+    assistants_on,
+    graph_of,
+    served_targets,
+)
 from graph_agent.serve.tasks import cancel_and_await
 from graph_agent.serve.wire import WireError, checkpoint_json, input_from_json, snapshot_json
 from graph_agent.serve.wire import to_json as wire_json
@@ -82,7 +85,6 @@ __all__ = ["ApiError", "assistants_on", "create_app"]
 
 log = logging.getLogger(__name__)
 
-Servable = Agent | CompiledGraph | StateGraph
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -117,8 +119,10 @@ def create_app(
     """A LangGraph-Server-compatible app serving ``targets``.
 
     Args:
-        targets: The graphs and agents to serve, by assistant id (a sequence: by their names).
-            A StateGraph is compiled on ``saver``; a compiled graph and an agent run on it.
+        targets: What to serve, by assistant id (a sequence: by their names): anything
+            runnable (a compiled graph, an agent, a team of agents) runs as a copy on
+            ``saver`` (``with_saver``: the object given keeps its own); a StateGraph is
+            compiled on it.
         saver: Where threads' checkpoints live (default: a MemorySaver).
         records: Where thread and run records live (default: in memory). With
             :class:`PostgresRecords` runs are durable jobs in PostgreSQL that every process on
@@ -159,25 +163,14 @@ def create_app(
         ['/assistants/search', '/assistants/{assistant_id}']
     """
     store = saver if saver is not None else MemorySaver()
-    pairs = list(
-        targets.items() if isinstance(targets, Mapping) else ((t.name, t) for t in targets)
-    )
-    assistants = {name: _on_saver(target, store) for name, target in pairs}
-    api = _Api(assistants, store, records if records is not None else Records())
+    served = served_targets(targets, store, input_keys)
+    api = _Api(served.runnables, store, records if records is not None else Records())
     if isinstance(records, PostgresRecords):
         api.runner = QueueRunner(api.assistants, records, work=work)
         # a working process runs stateless runs here, in memory (see Runner.start_temporary)
         api.local = Runner(api.assistants, Records()) if work else api.runner
-    declared = dict(input_keys or {})
-    unknown = sorted(set(declared) - set(assistants))
-    if unknown:
-        raise ValueError(
-            f"input_keys names {', '.join(map(repr, unknown))}, which is not served; the "
-            f"assistants are: {', '.join(sorted(assistants))}"
-        )
-    api.input_keys = {
-        name: InputKeys.of(target, declared.get(name), assistant_id=name) for name, target in pairs
-    }
+    api.input_keys = served.input_keys
+    api.schemas = served.schemas
     access = callers(api_keys, key_groups, shared=shared_threads)
     guards = guard_middleware(
         keyed=bool(access),
@@ -186,9 +179,6 @@ def create_app(
         cors_origins=cors_origins,
         insecure_no_auth=insecure_no_auth,
     )
-    api.schemas = {
-        name: assistant_schemas(name, target, api.input_keys[name]) for name, target in pairs
-    }
     return Starlette(
         routes=api.routes() + (studio_routes(keys_required=bool(access)) if studio else []),
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, 500: _crash},
@@ -199,44 +189,6 @@ def create_app(
             Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes),
         ],
     )
-
-
-def assistants_on(
-    targets: Mapping[str, Servable] | Sequence[Servable], saver: CheckpointSaver
-) -> dict[str, Runnable]:
-    """Each target by its assistant id, running on ``saver``."""
-    pairs = targets.items() if isinstance(targets, Mapping) else ((t.name, t) for t in targets)
-    return {name: _on_saver(target, saver) for name, target in pairs}
-
-
-def _on_saver(target: Servable, saver: CheckpointSaver) -> Runnable:
-    """``target`` keeping its threads in the server's ``saver``: a graph compiled on it, or a
-    copy of the agent, team or compiled graph (the object given is left as it was). A saver of
-    its own that the server does not use is named in a warning (the server keeps every
-    assistant's threads in one place: its threads there are not served)."""
-    if isinstance(target, StateGraph):
-        return target.compile(CompileConfig(saver=saver))
-    if isinstance(target, Agent | CompiledGraph):
-        own = target.saver
-        if own is not None and own is not saver and not isinstance(own, MemorySaver):
-            log.warning(
-                "%s %r keeps its threads in its own %s, which the server does not use: it "
-                "serves the threads of its own saver, %s, instead (serve on that database to "
-                "serve them)",
-                "graph" if isinstance(target, CompiledGraph) else "agent",
-                target.name,
-                _saver_name(own),
-                _saver_name(saver),
-            )
-        return target.with_saver(saver)
-    raise TypeError(
-        f"cannot serve a {type(target).__name__}: give an agent, a team of agents or a graph"
-    )
-
-
-def _saver_name(saver: CheckpointSaver) -> str:
-    path = getattr(saver, "path", None)
-    return f"{type(saver).__name__}({path!r})" if isinstance(path, str) else type(saver).__name__
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
@@ -358,7 +310,7 @@ class _Api:
     def _kind(self, assistant_id: str) -> str:
         """``agent`` (an agent or a team: takes a question) or ``graph``, for clients like
         ``graph-agent run --url``."""
-        return "agent" if isinstance(self.assistants[assistant_id], Agent) else "graph"
+        return assistant_kind(self.assistants[assistant_id])
 
     def _runnable(self, assistant_id: Any) -> Runnable:
         if not isinstance(assistant_id, str):
@@ -393,7 +345,7 @@ class _Api:
         """The graph as LangGraph's JSON, or as ``?format=mermaid|dot|plantuml|ascii`` text;
         ``?xray=`` opens subgraph nodes (``true``, or how many levels)."""
         runnable = self._runnable(request.path_params["assistant_id"])
-        view = runnable.graph.view if isinstance(runnable, Agent) else runnable.view
+        view = graph_of(runnable).view
         fmt = request.query_params.get("format", "json")
         if fmt not in DIAGRAM_FORMATS:
             formats = ", ".join(DIAGRAM_FORMATS)
@@ -419,7 +371,7 @@ class _Api:
         ``node|child``); ``?recurse=true`` goes all the way down."""
         assistant_id = request.path_params["assistant_id"]
         runnable = self._runnable(assistant_id)
-        graph = runnable.graph if isinstance(runnable, Agent) else runnable
+        graph = graph_of(runnable)
         recurse = request.query_params.get("recurse", "false").lower()
         if recurse not in ("true", "false", "1", "0"):
             raise ApiError(422, f"recurse must be true or false, got {recurse!r}")

@@ -15,11 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from graph_agent.agent.flows import FlowAgent
-from graph_agent.agent.keys import AGENT_KEYS
-from graph_agent.agent.react import ReactAgent
-from graph_agent.graph.builder import StateGraph
-from graph_agent.graph.compiled import CompiledGraph
+from graph_agent.runnable_traits import private_keys
 
 __all__ = ["InputKeys"]
 
@@ -40,19 +36,14 @@ class InputKeys:
     def of(
         cls, target: Any, declared: Iterable[str] | None = None, *, assistant_id: str = ""
     ) -> InputKeys:
-        """What ``target`` (a graph, compiled or not, or an agent) takes from clients: only
-        ``declared`` if given, else any key but its private ones.
+        """What ``target`` (a runnable: a graph, an agent, a team; or a graph not compiled
+        yet) takes from clients: only ``declared`` if given, else any key but its private
+        ones (its graph's ``private_keys``).
 
         Raises:
             ValueError: ``declared`` names a private key (a client could never send it).
         """
-        private: frozenset[str] = frozenset()
-        if isinstance(target, StateGraph | CompiledGraph):
-            private = target.private_keys
-        elif isinstance(target, ReactAgent):
-            private = AGENT_KEYS
-        elif isinstance(target, FlowAgent):
-            private = target.PRIVATE_KEYS
+        private = private_keys(target)
         if declared is None:
             return cls(allowed=None, private=private)
         if isinstance(declared, str):

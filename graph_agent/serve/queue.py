@@ -66,16 +66,16 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphCancelledError, ThreadBusyError
 from graph_agent.graph.types import RunnableConfig
+from graph_agent.runnable import Runnable
+from graph_agent.runnable_traits import local_graph, saver_of
 from graph_agent.serve.pg_records import UNFINISHED, Claim, Ending, PostgresRecords
 from graph_agent.serve.queue_events import EventWriter, first_event_id, narrow_first_event_id
 from graph_agent.serve.records import RunRecord, RunStatus, ThreadRecord, ThreadStatus
 from graph_agent.serve.runs import (
     ActiveRun,
     CancelAction,
-    Runnable,
     Runner,
     RunRequest,
     end_not_recorded_error,
@@ -273,7 +273,7 @@ class QueueRunner(Runner):
 
         self._tick()
         for runnable in self.assistants.values():
-            saver = runnable.saver
+            saver = saver_of(runnable)
             if isinstance(saver, PostgresSaver) and saver.lease_holder_answers is None:
                 saver.lease_holder_answers = self._loop_answers
                 self._guarded.append(saver)
@@ -708,13 +708,11 @@ class QueueRunner(Runner):
 
 def _ended_on(seen: Any, runnable: Runnable) -> bool:
     """Whether a graph's run streamed through to its end with nothing interrupting it: its
-    last streamed state is then the thread's values, and reading them back is not needed."""
-    return (
-        isinstance(runnable, CompiledGraph)
-        and seen is not None
-        and seen.state is not None
-        and not seen.interrupted
-    )
+    last streamed state is then the thread's values, and reading them back is not needed (a
+    compiled graph's own: an agent or a team runs a graph of its own, whose state it shows
+    its own way)."""
+    own: object = local_graph(runnable)
+    return own is runnable and seen is not None and seen.state is not None and not seen.interrupted
 
 
 def _set(wake: asyncio.Event | None) -> None:
@@ -746,7 +744,7 @@ def _await_lease(runnable: Runnable, thread_id: str, timeout: float = 30.0) -> N
     extending it while its event loop does not answer: ``QueueRunner._guard_leases``). Past
     ``timeout``, the previous worker still renews the lease (its loop answers, yet its claim
     heartbeats do not reach the database): the run fails with the saver's ThreadBusyError."""
-    saver = runnable.saver
+    saver = saver_of(runnable)
     deadline = time.monotonic() + timeout
     while saver is not None:
         try:

@@ -43,12 +43,12 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from graph_agent.agent.flows import Agent
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
-from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.errors import GraphCancelledError
 from graph_agent.graph.types import RunnableConfig
+from graph_agent.runnable import Runnable as Runnable  # the served assistants' type
+from graph_agent.runnable_traits import saver_of
 from graph_agent.serve.bodies import json_text
 from graph_agent.serve.records import (
     Records,
@@ -83,7 +83,6 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-Runnable = Agent | CompiledGraph
 StreamMode = Literal[
     "values",
     "updates",
@@ -279,7 +278,7 @@ def rollback_thread(runnable: Runnable, thread_id: str, run_ids: set[str]) -> No
                 target = dataclasses.replace(config, checkpoint_id=snapshot.config.checkpoint_id)
                 runnable.update_state(target, {})
             return
-    saver = runnable.saver
+    saver = saver_of(runnable)
     if saver is not None:
         saver.delete_thread(thread_id)
 

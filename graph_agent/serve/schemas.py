@@ -14,15 +14,15 @@ the graphs its nodes run, by namespace (``node``, ``node|child``), as LangGraph'
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
-from graph_agent.agent.flows import Agent
 from graph_agent.graph import render
-from graph_agent.graph.builder import StateGraph
 from graph_agent.graph.compiled import CompiledGraph
 from graph_agent.graph.render import GraphView
 from graph_agent.graph.state import AppendStrategy, KeyStrategy, MergeStrategy
 from graph_agent.graph.values import END, START
+from graph_agent.runnable_traits import local_graph, private_keys, takes_question
 from graph_agent.serve.diagram import graph_svg
 from graph_agent.serve.inputs import InputKeys
 
@@ -168,22 +168,23 @@ def _object(properties: dict[str, Any], *, closed: bool = False) -> dict[str, An
 
 
 def assistant_schemas(assistant_id: str, target: Any, keys: InputKeys) -> dict[str, Any]:
-    """The body of ``GET /assistants/{assistant_id}/schemas`` for ``target`` (as given to
-    ``create_app``, before it is compiled) whose clients may send ``keys``."""
-    if isinstance(target, Agent):
+    """The body of ``GET /assistants/{assistant_id}/schemas`` for ``target`` (a served
+    runnable, or a graph not compiled yet) whose clients may send ``keys``."""
+    strategies = getattr(local_graph(target) or target, "strategies", None)
+    if takes_question(target):
         state = _object({"messages": _MESSAGES})
         input_schema = _object({"messages": _MESSAGES})
         output_schema = state
-    elif isinstance(target, StateGraph | CompiledGraph):
+    elif isinstance(strategies, Mapping):
         known = {
             key: _key_schema(strategy)
-            for key, strategy in target.strategies.items()
-            if key not in target.private_keys
+            for key, strategy in strategies.items()
+            if key not in private_keys(target)
         }
         state = _object(known)
         output_schema = state
         input_schema = state
-    else:  # nothing else is served, but its shape would be unknown
+    else:  # a graph that does not say what it keeps: its shape is unknown
         state = input_schema = output_schema = {"type": "object"}
     if keys.allowed is not None:
         known_input = input_schema.get("properties", {})

@@ -283,17 +283,15 @@ def test_the_hint_names_each_agent_graph_and_builder_the_module_defines(cli):
     )
 
 
-def test_a_team_subclass_at_any_depth_counts_as_a_target_kind():
-    from graph_agent.agent.flows import SequentialAgent
-    from graph_agent.cli.targets import _KIND_NAMES
+def test_a_team_subclass_at_any_depth_counts_as_a_target_kind(cli, tmp_path):
+    (tmp_path / "deep.py").write_text(
+        "from __future__ import annotations\n"
+        "from graph_agent.agent.flows import SequentialAgent\n"
+        "class Pipeline(SequentialAgent):\n    pass\n"
+        "class Deeper(Pipeline):\n    pass\n"
+        "def make() -> Deeper:\n    return Deeper('deep', [])\n"
+    )
 
-    class Pipeline(SequentialAgent):
-        pass
+    result = cli("draw", str(tmp_path / "deep.py"))
 
-    class Deeper(Pipeline):
-        pass
-
-    from graph_agent.cli.targets import _subclasses
-
-    assert {"SequentialAgent", "ParallelAgent", "LoopAgent"} <= _KIND_NAMES
-    assert Deeper in _subclasses(SequentialAgent.__mro__[1])
+    assert result.error_lines[-1] == f"hint: name what to run in it: {tmp_path / 'deep.py'}:make"
