@@ -52,8 +52,12 @@ from graph_agent.agent.watched import (
     watched_model_call,
     watched_tool_call,
 )
-from graph_agent.graph._concurrency import shared_pool, to_thread, wait_delivering
-from graph_agent.graph._off_loop import run_on_caller_loop
+from graph_agent.graph.concurrency import (
+    run_on_caller_loop,
+    shared_pool,
+    to_thread,
+    wait_delivering,
+)
 from graph_agent.graph.errors import (
     GraphCancelledError,
     GraphInterrupted,

@@ -31,8 +31,8 @@ from graph_agent.agent.templates import placeholders
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.checkpoint.serde import register
-from graph_agent.graph._concurrency import shared_pool
 from graph_agent.graph.compiled import CompiledGraph, check_config
+from graph_agent.graph.concurrency import shared_pool
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, GraphSetupError
 from graph_agent.graph.policies import RetryPolicy
 from graph_agent.graph.state import OverAllState
