@@ -55,7 +55,7 @@ class WorkerPool(Executor):
     Args:
         max_threads: The most threads; past it, jobs wait for a free thread (it matters only
             for deep nesting: a node waiting for a subgraph holds its thread).
-        name: Thread names are ``f"{name}-{n}"``.
+        name: Thread names are ``f"{name}-{n}"``, ``n`` counting from 1.
 
     Example:
         >>> import queue
@@ -79,6 +79,7 @@ class WorkerPool(Executor):
         self._idle = 0  # threads waiting for a job no one has claimed
         self._backlog = 0  # jobs queued when every thread was busy and none could be made
         self._abandoned = 0  # threads still running a job its caller abandoned
+        self._made = 0  # threads started (their names count up: ``f"{name}-{n}"``)
         self._closed = False
 
     def start(self, fn: Callable[..., Any], /, *args: Any) -> Job:
@@ -92,7 +93,8 @@ class WorkerPool(Executor):
             if self._idle:
                 self._idle -= 1  # that thread is spoken for, even before it wakes up
             elif self._threads < self.max_threads:
-                number = self._threads = self._threads + 1
+                self._threads += 1
+                number = self._made = self._made + 1
             else:
                 self._backlog += 1  # the next thread to finish takes it
         if number:  # the thread first: if none can be had, nothing was queued
@@ -123,7 +125,8 @@ class WorkerPool(Executor):
             self._abandoned += 1
             if self._backlog and not self._closed:  # a queued job was waiting for this thread
                 self._backlog -= 1
-                replace = self._threads = self._threads + 1
+                self._threads += 1
+                replace = self._made = self._made + 1
         if replace:
             self._start_thread(replace)
 

@@ -55,7 +55,7 @@ from mcp.types import CONNECTION_CLOSED, CallToolResult
 from mcp.types import Tool as RemoteTool
 from pydantic import BaseModel, ConfigDict
 
-from graph_agent.graph.concurrency import LoopThread
+from graph_agent.graph.concurrency import LoopThread, to_thread
 from graph_agent.mcp.config import ServerSpec, StdioServer, check_cap, parse_servers
 from graph_agent.mcp.errors import MCPConfigError, MCPServerError, MCPToolError
 from graph_agent.mcp.framing import DEFAULT_MAX_RESULT_BYTES
@@ -277,7 +277,7 @@ class MCPToolset:
         loop = self._closing()
         if loop is not None:
             await loop.arun(self._close_all())
-            await asyncio.to_thread(loop.close)
+            await to_thread(loop.close)
 
     def _closing(self) -> LoopThread | None:
         with self._lock:
