@@ -218,7 +218,7 @@ def test_hung_sync_tools_do_not_use_up_the_pool() -> None:
     _pool._shared = pool
     try:
         for _ in range(4):  # more hung calls than the pool has threads
-            with pytest.raises(TimeoutError, match="did not finish within 0.05 s"):
+            with pytest.raises(TimeoutError, match=r"did not finish within 0\.05 s"):
                 hangs.invoke({}, timeout=0.05)
         assert pool.submit(lambda: "free").result(timeout=WAIT) == "free"
         assert pool.threads <= 2
