@@ -1,7 +1,9 @@
 """The one owner of the threads graph_agent starts: every module of the package starts its
 threads with :func:`start_thread` (worker pools, event loops of its own, a store's sweeper, a
 server's watchers), which names them and keeps them in a registry, so that
-:func:`package_threads` lists what the package runs and a test can count it.
+:func:`package_threads` lists what the package runs and a test can count it. (The savers in
+``checkpoint/`` still hop with ``asyncio.to_thread``, and PostgreSQL's lease watcher starts its
+own thread: the next to move here.)
 
 The registry holds weak references: a thread that ended is dropped with its object. A forked
 child starts with an empty registry (its parent's threads are not in it)."""
