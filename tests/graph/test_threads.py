@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import re
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+import graph_agent
 from graph_agent import ReactAgent
 from graph_agent.graph import _pool
 from graph_agent.graph.concurrency import (
@@ -242,3 +245,42 @@ def test_a_timed_out_wait_is_a_timed_out_error_and_its_thread_comes_back_named()
     while not names and time.monotonic() < deadline:
         time.sleep(0.01)
     assert names == ["tool:slow"]
+
+
+PACKAGE = Path(graph_agent.__file__).parent
+
+STARTS_THREADS = re.compile(
+    r"threading\.Thread\(|ThreadPoolExecutor\(|asyncio\.to_thread\(|new_event_loop\(|"
+    r"run_in_executor\(None"
+)
+OWNERS = {"graph/_threads.py", "graph/_loops.py", "graph/_off_loop.py"}
+NOT_YET = {"checkpoint/base.py", "checkpoint/sqlite.py", "checkpoint/postgres.py"}
+"""The savers still hop with asyncio.to_thread (and PostgreSQL's watcher starts a thread)."""
+
+
+def _sources() -> dict[str, str]:
+    return {
+        path.relative_to(PACKAGE).as_posix(): path.read_text(encoding="utf-8")
+        for path in PACKAGE.rglob("*.py")
+    }
+
+
+def test_only_the_owner_starts_threads_and_event_loops() -> None:
+    starting = {
+        name
+        for name, text in _sources().items()
+        if any(STARTS_THREADS.search(line) and ">>>" not in line for line in text.splitlines())
+    }
+    assert starting - NOT_YET == OWNERS
+
+
+def test_nothing_outside_the_engine_imports_its_private_concurrency_modules() -> None:
+    private = re.compile(
+        r"graph_agent\.graph\._(concurrency|off_loop|pool|loops|inline|timeouts|threads)\b"
+    )
+    outside = sorted(
+        name
+        for name, text in _sources().items()
+        if not name.startswith("graph/") and private.search(text)
+    )
+    assert outside == []
