@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 from graph_agent.agent.compose import agent_node, agent_tool
 from graph_agent.agent.turns import run_answer
 from graph_agent.checkpoint.base import CheckpointSaver
-from graph_agent.graph._concurrency import shared_pool
 from graph_agent.graph.compiled import CompiledGraph, check_config
+from graph_agent.graph.concurrency import shared_pool
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.stream_modes import StreamModes, TaskEvents

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from graph_agent.graph._concurrency import shared_pool, wait_delivering
+from graph_agent.graph.concurrency import shared_pool, wait_delivering
 from graph_agent.graph.errors import GraphInterrupted, ParentCommand
 
 

@@ -29,7 +29,7 @@ from graph_agent.agent.turns import (
     unique_call_ids,
 )
 from graph_agent.agent.watched import awatched_model_call, watched_model_call
-from graph_agent.graph._concurrency import to_thread
+from graph_agent.graph.concurrency import to_thread
 from graph_agent.graph.errors import GraphRuntimeError
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.task import TaskContext

@@ -35,8 +35,7 @@ from graph_agent.agent.turns import (
     rejection_response,
 )
 from graph_agent.agent.watched import awatched_tool_call, watched_tool_call
-from graph_agent.graph._concurrency import to_thread
-from graph_agent.graph._off_loop import run_on_caller_loop
+from graph_agent.graph.concurrency import run_on_caller_loop, to_thread
 from graph_agent.graph.errors import GraphCancelledError, exception_text
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.task import InterruptScope, TaskContext

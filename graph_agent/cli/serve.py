@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 from graph_agent.cli.errors import EXIT_USAGE, CliError
 from graph_agent.cli.serve_config import is_config, read_config
 from graph_agent.cli.targets import load_target, open_saver
+from graph_agent.graph.concurrency import start_thread
 from graph_agent.runnable import Runnable
 
 __all__ = ["SERVE_DB", "records_path", "serve_command", "serve_targets"]
@@ -451,7 +451,7 @@ def _stop_with_parent(parent: int) -> None:
             time.sleep(1.0)
         os.kill(os.getpid(), signal.SIGTERM)
 
-    threading.Thread(target=watch, name="graph-agent-serve-parent", daemon=True).start()
+    start_thread(watch, name="graph-agent-serve-parent")
 
 
 def _work_only(runnables: dict[str, Runnable], saver: Any, records: Any) -> int:

@@ -4,7 +4,6 @@ a browser once the server answers."""
 from __future__ import annotations
 
 import argparse
-import threading
 import time
 import webbrowser
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from collections.abc import Callable
 import httpx
 
 from graph_agent.cli.serve import serve_command
+from graph_agent.graph.concurrency import start_thread
 
 __all__ = ["studio_command", "studio_url"]
 
@@ -31,13 +31,11 @@ def studio_url(host: str, port: int) -> str:
 def studio_command(args: argparse.Namespace) -> int:
     """Serve every TARGET (as ``serve`` does) and open the Studio when the server is up."""
     if not args.no_http and args.sibling_of is None:  # one process of --workers opens it
-        announce = threading.Thread(
-            target=open_when_ready,
+        start_thread(
+            open_when_ready,
             args=(args, None if args.no_browser else webbrowser.open),
             name="graph-agent-studio-opener",
-            daemon=True,
         )
-        announce.start()
     return serve_command(args)
 
 

@@ -11,6 +11,7 @@ the caller's own task as without a signal, is stopped by cancelling that task (`
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import AsyncGenerator, Generator
 from contextvars import ContextVar
@@ -134,15 +135,26 @@ def drive_sync(
             raise _no_parent(run, handoff) from None
         raise
     finally:
-        if watch is not None:
-            watch.close()
-        if running is not None:
-            running.cancel()
-        if node_greenlet is not None:
-            node_greenlet.close()
-        if lease is not None:
-            assert saver is not None
-            saver.release(lease)
+        _end_sync(saver, lease, watch, running, node_greenlet)
+
+
+def _end_sync(
+    saver: Any,
+    lease: Any,
+    watch: CancelWatch | None,
+    running: Concurrent | None,
+    node_greenlet: NodeGreenlet | None,
+) -> None:
+    """What a sync call leaves behind: its cancel watch, the tasks still running (cancelled),
+    its greenlet, and the thread's lease (released)."""
+    if watch is not None:
+        watch.close()
+    if running is not None:
+        running.cancel()
+    if node_greenlet is not None:
+        node_greenlet.close()
+    if lease is not None:
+        saver.release(lease)
 
 
 async def drive_async(
@@ -154,13 +166,10 @@ async def drive_async(
     subgraphs: bool = False,
     task_events: TaskEventTypes = NO_TASK_EVENTS,
 ) -> AsyncGenerator[NodeOutput, None]:
+    """:func:`drive_sync` for async callers; ``result`` receives the final state."""
     saver = run.saver
-    lease = None
     holder = _Holder()
-    if saver is not None and config.thread_id is not None:
-        lease = await _aacquire(saver, config.thread_id, config.checkpoint_ns)
-        key = (id(saver), config.thread_id, config.checkpoint_ns)
-        _async_holders[key] = holder
+    lease = await _ahold(saver, config, holder) if saver is not None else None
     running: AsyncConcurrent | None = None  # the step's tasks
     watch: CancelWatch | None = None
     lone: LoneAwait | None = None  # awaits a lone node where a cancel can stop it
@@ -225,50 +234,108 @@ async def drive_async(
             raise _no_parent(run, handoff) from None
         raise
     finally:
-        try:
-            if watch is not None:
-                watch.close()
-            if running is not None:
-                await running.stop()  # nodes still running: cancelled and waited for
-        finally:
-            if lease is not None:
-                assert saver is not None
-                if _async_holders.get(key) is holder:
-                    del _async_holders[key]
-                await saver.arelease(lease)
+        held = None if lease is None else (saver, config, holder, lease)
+        await _end_async(watch, running, held)
+
+
+async def _end_async(
+    watch: CancelWatch | None,
+    running: AsyncConcurrent | None,
+    held: tuple[Any, RunnableConfig, _Holder, Any] | None,
+) -> None:
+    """What an async call leaves behind: its cancel watch, the nodes still running (cancelled
+    and waited for), and the lease it ``held`` (released, see :func:`_aletgo`)."""
+    try:
+        if watch is not None:
+            watch.close()
+        if running is not None:
+            await running.stop()
+    finally:
+        if held is not None:
+            await _aletgo(*held)
 
 
 class _Holder:
     """An async run holding a thread's lease; ``waiting``: stopped at a yield, waiting for
-    its consumer to ask for more (or to drop the stream)."""
+    its consumer to ask for more (or to drop the stream). A run refused the lease waits for
+    :meth:`released` (:meth:`wait_released`) instead of polling."""
 
-    __slots__ = ("waiting",)
+    __slots__ = ("_waiters", "done", "waiting")
 
     def __init__(self) -> None:
         self.waiting = False
+        self.done = False  # the lease was released
+        self._waiters: list[tuple[Any, Any]] | None = None  # (loop, future) of waiting runs
+
+    async def wait_released(self, timeout: float) -> None:
+        """Return once the lease is released, or after ``timeout`` seconds."""
+        import asyncio
+
+        if self.done:
+            return
+        loop = asyncio.get_running_loop()
+        released = loop.create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append((loop, released))
+        await asyncio.wait([released], timeout=timeout)
+
+    def released(self) -> None:
+        """The lease was released: wake the runs waiting for it (on their own loops)."""
+        self.done = True
+        waiters, self._waiters = self._waiters, None
+        for loop, released in waiters or ():
+            with contextlib.suppress(RuntimeError):  # that loop closed meanwhile
+                loop.call_soon_threadsafe(_wake, released)
+
+
+def _wake(released: Any) -> None:
+    if not released.done():
+        released.set_result(None)
 
 
 _async_holders: dict[tuple[int, str, str], _Holder] = {}
 """The async runs holding a lease in this process, by (saver, thread, namespace)."""
+
+RELEASE_WAIT = 0.05
+"""Seconds a run refused a thread's lease waits for a holder stopped at a yield to let go."""
+
+
+async def _ahold(saver: Any, config: RunnableConfig, holder: _Holder) -> Any:
+    """The thread's lease for an async run (``None`` without a thread), ``holder`` registered
+    as holding it."""
+    if config.thread_id is None:
+        return None
+    lease = await _aacquire(saver, config.thread_id, config.checkpoint_ns)
+    _async_holders[(id(saver), config.thread_id, config.checkpoint_ns)] = holder
+    return lease
+
+
+async def _aletgo(saver: Any, config: RunnableConfig, holder: _Holder, lease: Any) -> None:
+    """Release the lease :func:`_ahold` took, and wake the runs waiting for it."""
+    assert config.thread_id is not None
+    key = (id(saver), config.thread_id, config.checkpoint_ns)
+    if _async_holders.get(key) is holder:
+        del _async_holders[key]
+    try:
+        await saver.arelease(lease)
+    finally:
+        holder.released()
 
 
 async def _aacquire(saver: Any, thread_id: str, checkpoint_ns: str) -> Any:
     """Take the thread's lease, or raise :class:`ThreadBusyError` at once, as a sync call
     does. One wait: a stream the caller broke out of releases its lease when the event loop
     finalizes it, a few turns later; while the holder is such a stream (stopped at a yield),
-    give the loop those turns."""
-    import asyncio
-
-    key = (id(saver), thread_id, checkpoint_ns)
-    for turn in range(20):
-        try:
-            return await _aacquire_once(saver, thread_id, checkpoint_ns)
-        except ThreadBusyError:
-            holder = _async_holders.get(key)
-            if turn == 19 or holder is None or not holder.waiting:
-                raise
-            await asyncio.sleep(0 if turn < 10 else 0.005)
-    raise AssertionError("unreachable")
+    wait (at most :data:`RELEASE_WAIT` seconds) for it to let go, then try once more."""
+    try:
+        return await _aacquire_once(saver, thread_id, checkpoint_ns)
+    except ThreadBusyError:
+        holder = _async_holders.get((id(saver), thread_id, checkpoint_ns))
+        if holder is None or not holder.waiting:
+            raise
+    await holder.wait_released(RELEASE_WAIT)
+    return await _aacquire_once(saver, thread_id, checkpoint_ns)
 
 
 async def _aacquire_once(saver: Any, thread_id: str, checkpoint_ns: str) -> Any:

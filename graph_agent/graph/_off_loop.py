@@ -2,7 +2,8 @@
 ``async def`` tool may block its loop (``time.sleep`` or sync I/O where it should await), and
 on the caller's loop (a server's) it would stall every other run there and could not be cut.
 One of the ways :mod:`~graph_agent.graph._concurrency` lists of running code off the caller's
-stack (it builds on that module's timeouts).
+stack (it builds on ``_timeouts.py``); :func:`call_off_loop` is the same for sync callers (an
+async tool with a timeout under ``invoke``).
 
 :func:`run_off_loop` runs the coroutine on a shared event loop of its own, on a daemon thread,
 in a copy of the caller's context, and waits on the caller's loop, which stays free. The
@@ -28,11 +29,15 @@ import re
 import threading
 import time
 from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
 from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from graph_agent.graph._concurrency import BLOCKED_GRACE, CLOSE_GRACE_SECONDS, TimedOut, _set
-from graph_agent.graph._pool import _Settle, _settler
+from graph_agent.graph._inline import wait_delivering
+from graph_agent.graph._loops import CLOSE_GRACE_SECONDS
+from graph_agent.graph._pool import _Settle, _settle, _settler
+from graph_agent.graph._threads import start_thread
+from graph_agent.graph._timeouts import BLOCKED_GRACE, TimedOut, _set
 from graph_agent.graph.errors import exception_text
 
 if TYPE_CHECKING:
@@ -112,10 +117,7 @@ class _SharedLoop:
         self.beating = False
         self.retired = False
         self.stopping = False  # (set on its own thread: stopped once, however retire races)
-        self._thread = threading.Thread(
-            target=self._serve, name=f"graph-agent-off-loop-{number}", daemon=True
-        )
-        self._thread.start()
+        self._thread = start_thread(self._serve, name=f"graph-agent-off-loop-{number}")
 
     def _serve(self) -> None:
         loop = self.loop
@@ -289,6 +291,42 @@ async def run_off_loop(
         raise
     finally:
         watchdog.cancel()
+
+
+def call_off_loop(
+    make_coroutine: Callable[[], Coroutine[Any, Any, _T]],
+    timeout: float,
+    *,
+    cancelled: threading.Event | None = None,
+) -> _T:
+    """:func:`run_off_loop` for sync code (an async tool with a timeout under ``invoke``): the
+    coroutine runs on the same shared loop, and this thread waits, handing what the coroutine
+    emits meanwhile to a ``stream()`` caller (:func:`wait_delivering`).
+
+    Raises:
+        TimedOut: As :func:`run_off_loop`.
+    """
+    future: Future[_T] = Future()
+    call = _Call(
+        make_coroutine,
+        timeout,
+        cancelled,
+        copy_context(),
+        lambda result, error: _settle(future, result, error),
+    )
+    home = _shared_loops.pick()
+    if home._thread is threading.current_thread():
+        # a coroutine on the shared loop waits (blocking) for this call: that blocks the loop
+        home.retire()
+        home = _shared_loops.pick()
+    home.start(call)
+    if not wait_delivering([future], timeout + BLOCKED_GRACE)[0]:  # its loop did not cut it
+        _set(cancelled)
+        home = call.home or home
+        home.retire()
+        home.cancel(call)  # (runs once the loop is free again)
+        raise TimedOut(timeout, loop_blocked=True)
+    return future.result()  # raises the TimedOut of a coroutine cut in time
 
 
 def bound_to_another_loop(error: BaseException) -> bool:

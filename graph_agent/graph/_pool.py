@@ -14,6 +14,8 @@ from concurrent.futures import Executor, Future
 from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from graph_agent.graph._threads import start_thread
+
 if TYPE_CHECKING:
     import asyncio
 
@@ -21,15 +23,21 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
+_QUEUED, _RUNNING, _OVER, _DETACHED = 0, 1, 2, 3
+"""A job's phases: waiting for a thread; taken by one; over (its thread went on); abandoned by
+its caller while it ran (:meth:`WorkerPool.abandon`: its thread leaves the pool after it)."""
+
+
 class Job:
     """A task handed to the pool; :meth:`cancel` keeps it from starting if it has not yet."""
 
-    __slots__ = ("args", "cancelled", "fn")
+    __slots__ = ("args", "cancelled", "fn", "phase")
 
     def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         self.fn = fn
         self.args = args
         self.cancelled = False
+        self.phase = _QUEUED
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -47,7 +55,7 @@ class WorkerPool(Executor):
     Args:
         max_threads: The most threads; past it, jobs wait for a free thread (it matters only
             for deep nesting: a node waiting for a subgraph holds its thread).
-        name: Thread names are ``f"{name}-{n}"``.
+        name: Thread names are ``f"{name}-{n}"``, ``n`` counting from 1.
 
     Example:
         >>> import queue
@@ -70,6 +78,8 @@ class WorkerPool(Executor):
         self._threads = 0
         self._idle = 0  # threads waiting for a job no one has claimed
         self._backlog = 0  # jobs queued when every thread was busy and none could be made
+        self._abandoned = 0  # threads still running a job its caller abandoned
+        self._made = 0  # threads started (their names count up: ``f"{name}-{n}"``)
         self._closed = False
 
     def start(self, fn: Callable[..., Any], /, *args: Any) -> Job:
@@ -83,19 +93,47 @@ class WorkerPool(Executor):
             if self._idle:
                 self._idle -= 1  # that thread is spoken for, even before it wakes up
             elif self._threads < self.max_threads:
-                number = self._threads = self._threads + 1
+                self._threads += 1
+                number = self._made = self._made + 1
             else:
                 self._backlog += 1  # the next thread to finish takes it
         if number:  # the thread first: if none can be had, nothing was queued
-            thread = threading.Thread(target=self._work, name=f"{self.name}-{number}", daemon=True)
-            try:
-                thread.start()
-            except BaseException:  # e.g. "can't start new thread"
-                with self._lock:
-                    self._threads -= 1
-                raise
+            self._start_thread(number)
         self._jobs.put(job)
         return job
+
+    def _start_thread(self, number: int) -> None:
+        try:
+            start_thread(self._work, name=f"{self.name}-{number}")
+        except BaseException:  # e.g. "can't start new thread"
+            with self._lock:
+                self._threads -= 1
+            raise
+
+    def abandon(self, job: Job) -> None:
+        """The caller of ``job`` stops waiting for it (its timeout ran out, its await was
+        cancelled): a job no thread took yet never runs; one running keeps its thread, which
+        leaves the pool once the job returns, and a new thread takes its place, so that calls
+        that never return (a hung tool) do not use up the pool."""
+        job.cancelled = True
+        replace = 0
+        with self._lock:
+            if job.phase != _RUNNING:
+                return  # not started (it will not) or over
+            job.phase = _DETACHED
+            self._threads -= 1
+            self._abandoned += 1
+            if self._backlog and not self._closed:  # a queued job was waiting for this thread
+                self._backlog -= 1
+                self._threads += 1
+                replace = self._made = self._made + 1
+        if replace:
+            self._start_thread(replace)
+
+    @property
+    def threads(self) -> int:
+        """The pool's threads (not counting those running an abandoned job)."""
+        return self._threads
 
     def submit(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> Future[_T]:
         """The ``Executor`` interface (for ``loop.run_in_executor``): a ``Future`` of the call."""
@@ -129,11 +167,16 @@ class WorkerPool(Executor):
             job = jobs.get()
             if job is None:
                 return
+            job.phase = _RUNNING  # (before reading `cancelled`: see abandon)
             if not job.cancelled:
                 with contextlib.suppress(BaseException):  # the job reported it (see start)
                     job.fn(*job.args)
-                job = None  # drop the task and its state while idle
             with lock:
+                if job.phase == _DETACHED:  # abandoned: the pool counted this thread out
+                    self._abandoned -= 1
+                    return
+                job.phase = _OVER
+                job = None  # drop the task and its state while idle
                 if self._backlog:
                     self._backlog -= 1
                 else:
@@ -174,11 +217,12 @@ async def to_thread(fn: Callable[..., _T], /, *args: Any) -> _T:
 
     loop = asyncio.get_running_loop()
     future: asyncio.Future[_T] = loop.create_future()
-    job = shared_pool().start(call_reporting, copy_context(), _settler(loop, future), fn, *args)
+    pool = shared_pool()
+    job = pool.start(call_reporting, copy_context(), _settler(loop, future), fn, *args)
     try:
         return await future
     except asyncio.CancelledError:
-        job.cancel()
+        pool.abandon(job)  # not started: it never runs; running: its thread is replaced
         raise
 
 

@@ -1,7 +1,7 @@
 """MCPToolset: the tools of one or more MCP servers, as graph_agent tools an agent can call.
 
 The official ``mcp`` SDK speaks the protocol. Its sessions live on an event loop of the
-toolset's own (:class:`~graph_agent.graph._concurrency.LoopThread`), whatever calls the tools:
+toolset's own (:class:`~graph_agent.graph.concurrency.LoopThread`), whatever calls the tools:
 a sync ``invoke`` (each tool call runs on a loop of its own), an ``ainvoke`` on the caller's
 loop, or parallel tool calls on worker threads all reach the same open sessions.
 
@@ -55,7 +55,7 @@ from mcp.types import CONNECTION_CLOSED, CallToolResult
 from mcp.types import Tool as RemoteTool
 from pydantic import BaseModel, ConfigDict
 
-from graph_agent.graph._concurrency import LoopThread
+from graph_agent.graph.concurrency import LoopThread, to_thread
 from graph_agent.mcp.config import ServerSpec, StdioServer, check_cap, parse_servers
 from graph_agent.mcp.errors import MCPConfigError, MCPServerError, MCPToolError
 from graph_agent.mcp.framing import DEFAULT_MAX_RESULT_BYTES
@@ -277,7 +277,7 @@ class MCPToolset:
         loop = self._closing()
         if loop is not None:
             await loop.arun(self._close_all())
-            await asyncio.to_thread(loop.close)
+            await to_thread(loop.close)
 
     def _closing(self) -> LoopThread | None:
         with self._lock:

@@ -32,6 +32,7 @@ from starlette.routing import Route
 
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
+from graph_agent.graph.concurrency import to_thread
 from graph_agent.graph.errors import GraphAgentError
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.observability.propagation import with_trace_context
@@ -357,7 +358,7 @@ class _Api:
         if fmt == "json":
             return JSONResponse(graph_json(view, depth))
         if fmt == "svg":  # Graphviz runs as a subprocess: not on the event loop
-            svg = await asyncio.to_thread(graph_text, view, fmt, depth)
+            svg = await to_thread(graph_text, view, fmt, depth)
             return Response(svg, media_type="image/svg+xml")
         return PlainTextResponse(graph_text(view, fmt, depth))
 
@@ -463,7 +464,7 @@ class _Api:
         active = runner.active(record.thread_id)
         if active is not None:
             await runner.cancel(active, wait=True)
-        await asyncio.to_thread(self.saver.delete_thread, record.thread_id)
+        await to_thread(self.saver.delete_thread, record.thread_id)
         self._records_of(record.thread_id).delete_thread(record.thread_id)
         return Response(status_code=204)
 
@@ -475,7 +476,7 @@ class _Api:
             if self.saver.get(source.thread_id) is not None:  # one that never ran has none
                 self.saver.copy_thread(source.thread_id, copy.thread_id)
 
-        await asyncio.to_thread(copy_checkpoints)
+        await to_thread(copy_checkpoints)
         copy.assistant_id = source.assistant_id
         copy.status = "interrupted" if source.status == "interrupted" else "idle"
         self.records.put_thread(copy)
@@ -497,7 +498,7 @@ class _Api:
         once."""
         if self.local.holds(thread_id):
             return read()
-        return await asyncio.to_thread(read)
+        return await to_thread(read)
 
     async def _state(self, thread_id: str, checkpoint_id: str | None, subgraphs: bool) -> Response:
         record = self._thread(thread_id)
@@ -707,7 +708,7 @@ class _Api:
             self.saver.delete_thread(thread_id)
             self.records.delete_thread(thread_id)
 
-        await asyncio.to_thread(forget)
+        await to_thread(forget)
 
     async def create_run(self, request: Request) -> Response:
         run = await self._start(request, request.path_params["thread_id"])

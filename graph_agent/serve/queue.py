@@ -66,6 +66,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from graph_agent.graph.concurrency import to_thread
 from graph_agent.graph.errors import GraphCancelledError, ThreadBusyError
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.runnable import Runnable
@@ -586,8 +587,8 @@ class QueueRunner(Runner):
         thread_id = run.record.thread_id
         if attempt > 1:
             timeout = max(LEASE_WAIT_SECONDS, 2 * self.records.worker_timeout)
-            await asyncio.to_thread(_await_lease, runnable, thread_id, timeout)
-            run.request = await asyncio.to_thread(_resumed, runnable, run.record, run.request)
+            await to_thread(_await_lease, runnable, thread_id, timeout)
+            run.request = await to_thread(_resumed, runnable, run.record, run.request)
         if run.cancel.is_set():
             raise _Cancelled
         seen = None
@@ -596,7 +597,7 @@ class QueueRunner(Runner):
         if _ended_on(seen, runnable) and not run.cancel.is_set():
             assert seen is not None and seen.state is not None
             return _Outcome("success", "idle", to_json(seen.state.data()))  # as get_state()
-        values, snapshot = await asyncio.to_thread(thread_values, runnable, thread_id)
+        values, snapshot = await to_thread(thread_values, runnable, thread_id)
         result = to_json(values)
         thread_status: ThreadStatus = "idle"
         if snapshot is not None and snapshot.interrupts:
@@ -614,12 +615,12 @@ class QueueRunner(Runner):
         if run.lost:
             return None
         if "rollback" not in claimed.cancel_action:
-            values = (await asyncio.to_thread(thread_values, runnable, thread_id))[0]
+            values = (await to_thread(thread_values, runnable, thread_id))[0]
             return _Outcome("interrupted", "idle", to_json(values))
         if not await self._holds(claimed):  # the thread is the new claimer's now
             self._lose(run_id, claimed)
             return None
-        await asyncio.to_thread(rollback_thread, runnable, thread_id, {run_id})
+        await to_thread(rollback_thread, runnable, thread_id, {run_id})
         await claimed.writer.drain()
         if not await self.records.arolled_back(run_id, thread_id, claimed.claim):
             # taken over meanwhile: the run is the new claimer's to roll back (its cancel is

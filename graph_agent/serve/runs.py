@@ -45,6 +45,7 @@ from typing import Any, Literal, get_args
 
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
+from graph_agent.graph.concurrency import to_thread
 from graph_agent.graph.errors import GraphCancelledError
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.runnable import Runnable as Runnable  # the served assistants' type
@@ -415,7 +416,7 @@ class Runner:
         thread_id = runs[0].record.thread_id
         runnable = self.runnable_of(thread_id, runs[0].request.assistant_id)
         run_ids = {run.record.run_id for run in runs}
-        await asyncio.to_thread(rollback_thread, runnable, thread_id, run_ids)
+        await to_thread(rollback_thread, runnable, thread_id, run_ids)
         for run in runs:
             run.rolled_back = True
             self.records.delete_run(run.record.run_id)

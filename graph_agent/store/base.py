@@ -18,7 +18,6 @@ values), :mod:`~graph_agent.store.filters` and :mod:`~graph_agent.store.checks` 
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
 import time
@@ -26,6 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, Literal, Self
 
 from graph_agent.checkpoint.serde import dumps
+from graph_agent.graph.concurrency import start_thread, to_thread
 from graph_agent.graph.errors import GraphAgentError
 from graph_agent.store.checks import _check_place, _check_search, _checked
 from graph_agent.store.embeddings import IndexConfig, check_dims, index_config, texts_at
@@ -124,10 +124,7 @@ class BaseStore:
                 except GraphAgentError:
                     continue  # the next sweep tries again; reads never return expired items
 
-        self._sweeper = threading.Thread(
-            target=sweep_until_stopped, name="graph_agent-store-sweep", daemon=True
-        )
-        self._sweeper.start()
+        self._sweeper = start_thread(sweep_until_stopped, name="graph_agent-store-sweep")
 
     def close(self) -> None:
         """Stop the background sweep (subclasses also close their connections)."""
@@ -253,7 +250,7 @@ class BaseStore:
     # async twins: the same calls on a worker thread (the in-memory store answers inline)
     async def abatch(self, ops: Iterable[Op]) -> list[Any]:
         ops = list(ops)
-        return await asyncio.to_thread(self.batch, ops)
+        return await to_thread(self.batch, ops)
 
     async def aget(
         self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool = True
@@ -312,7 +309,7 @@ class BaseStore:
         return result
 
     async def asweep(self) -> int:
-        return await asyncio.to_thread(self.sweep)
+        return await to_thread(self.sweep)
 
     # the shared logic
     def _to_writes(self, ops: Sequence[PutOp], at: float) -> list[Write]:
