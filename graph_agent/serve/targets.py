@@ -31,7 +31,8 @@ __all__ = [
     "served_targets",
 ]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("graph_agent.serve.app")
+"""The server's logger: the warnings about a target's own saver came from the app first."""
 
 Servable = Runnable | StateGraph
 """What a server serves: anything runnable (a compiled graph, an agent, a team of agents), or a
