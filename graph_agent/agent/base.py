@@ -23,7 +23,7 @@ import typing
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import Any, ClassVar, Self
 
 from graph_agent.agent.compose import agent_node, agent_tool
 from graph_agent.agent.turns import run_answer
@@ -373,22 +373,6 @@ class AgentBase:
         """This agent as a tool another agent's model can call with a request in plain words.
         See :func:`graph_agent.agent.compose.agent_tool`."""
         return agent_tool(self, name, description)  # type: ignore[arg-type]
-
-
-if TYPE_CHECKING:  # mypy checks that an agent and every team is a Runnable, signatures included
-    from graph_agent.agent.flows import LlmRoutingAgent, LoopAgent, ParallelAgent, SequentialAgent
-    from graph_agent.agent.react import ReactAgent
-    from graph_agent.runnable import Runnable
-
-    def _implementations(
-        base: AgentBase,
-        react: ReactAgent,
-        sequential: SequentialAgent,
-        parallel: ParallelAgent,
-        loop: LoopAgent,
-        routing: LlmRoutingAgent,
-    ) -> tuple[Runnable, ...]:
-        return base, react, sequential, parallel, loop, routing
 
 
 def coerce_state(input: Any) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import BaseModel, ValidationError
 
@@ -469,6 +469,20 @@ def _strip_fence(text: str) -> str:
 Agent = ReactAgent | FlowAgent
 """An agent or a team of agents: what takes a conversation (a question in, an answer out).
 ``graph-agent serve``, ``mcp serve`` and the CLI run both kinds alike."""
+
+if TYPE_CHECKING:  # mypy checks that an agent and every team is a Runnable, signatures included
+    from graph_agent.runnable import Runnable
+
+    def _implementations(
+        base: AgentBase,
+        react: ReactAgent,
+        sequential: SequentialAgent,
+        parallel: ParallelAgent,
+        loop: LoopAgent,
+        routing: LlmRoutingAgent,
+    ) -> tuple[Runnable, ...]:
+        return base, react, sequential, parallel, loop, routing
+
 
 __all__ = [
     "Agent",
