@@ -46,10 +46,11 @@ _T = TypeVar("_T")
 
 
 async def _to_thread(fn: Callable[..., _T], /, *args: Any) -> _T:
-    """``asyncio.to_thread``; asyncio is imported by the first async call, not with the package."""
-    import asyncio
+    """``fn(*args)`` on the package's worker pool (``graph.concurrency.to_thread``), which is
+    imported by the first async call, not with the package."""
+    from graph_agent.graph.concurrency import to_thread
 
-    return await asyncio.to_thread(fn, *args)
+    return await to_thread(fn, *args)
 
 
 class CheckpointSaver:

@@ -96,6 +96,7 @@ from graph_agent.checkpoint.postgres_driver import (
 from graph_agent.checkpoint.postgres_leases import _LeaseSession, _reclaim_unclosed
 from graph_agent.checkpoint.postgres_plans import SCHEMA_VERSION, Plan, T
 from graph_agent.checkpoint.thread_search import ThreadHeads
+from graph_agent.graph.concurrency import to_thread
 from graph_agent.graph.errors import CheckpointStoreError
 
 if TYPE_CHECKING:
@@ -374,10 +375,10 @@ class PostgresSaver(CheckpointSaver):
             CheckpointSaver.release(self, lease)
 
     async def aacquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
-        return await asyncio.to_thread(self.acquire, thread_id, checkpoint_ns)
+        return await to_thread(self.acquire, thread_id, checkpoint_ns)
 
     async def arelease(self, lease: Lease) -> None:
-        await asyncio.to_thread(self.release, lease)
+        await to_thread(self.release, lease)
 
     def check_lease(self, thread_id: str, checkpoint_ns: str = "") -> None:
         """Raise :class:`ThreadBusyError` if this saver's lease on the thread was lost.
@@ -448,7 +449,7 @@ class AsyncPostgresSaver(PostgresSaver):
         """Close the async pool, then the sync pool and the lease session."""
         if self._apool is not None and self._aloop is asyncio.get_running_loop():
             await self._apool.close()
-        await asyncio.to_thread(self.close)
+        await to_thread(self.close)
 
     async def _async_pool(self) -> psycopg_pool.AsyncConnectionPool[Any]:
         loop = asyncio.get_running_loop()
@@ -510,9 +511,7 @@ class AsyncPostgresSaver(PostgresSaver):
 
     async def aput(self, checkpoint: Checkpoint) -> None:
         if self._lease_in_doubt(checkpoint.thread_id, checkpoint.checkpoint_ns):
-            await asyncio.to_thread(
-                self.check_lease, checkpoint.thread_id, checkpoint.checkpoint_ns
-            )
+            await to_thread(self.check_lease, checkpoint.thread_id, checkpoint.checkpoint_ns)
         if plans.stored_as_it_is(checkpoint):
             await self._arun(plans.put_plan(checkpoint), doing=_saving(checkpoint))
         else:
@@ -528,7 +527,7 @@ class AsyncPostgresSaver(PostgresSaver):
         writes: Sequence[tuple[str, Any]],
     ) -> None:
         if self._lease_in_doubt(thread_id, checkpoint_ns):
-            await asyncio.to_thread(self.check_lease, thread_id, checkpoint_ns)
+            await to_thread(self.check_lease, thread_id, checkpoint_ns)
         plan = plans.put_writes_plan(thread_id, checkpoint_ns, checkpoint_id, task_id, writes)
         await self._arun(plan, doing=_saving_writes(thread_id, checkpoint_id))
 
@@ -556,14 +555,14 @@ class AsyncPostgresSaver(PostgresSaver):
         lease = CheckpointSaver.acquire(self, thread_id, checkpoint_ns)
         try:
             if not self._session.ready:
-                await asyncio.to_thread(self._session.ensure)
+                await to_thread(self._session.ensure)
             for _ in range(2):
                 plan = plans.acquire_plan(lease, self._session.key, self.lease_ttl)
                 started = time.monotonic()
                 if await self._arun(plan, doing=f"taking thread {_show(thread_id)}"):
                     self._session.took(lease.owner, started)
                     return lease
-                await asyncio.to_thread(self._session.reconnect)
+                await to_thread(self._session.reconnect)
             raise CheckpointStoreError(
                 f"could not keep a lease session open on {self.where}; check the server"
             )

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from graph_agent.checkpoint import postgres_plans as plans
 from graph_agent.checkpoint.postgres_driver import _hung_up, _import_psycopg, _store_error
+from graph_agent.graph.concurrency import start_thread
 from graph_agent.graph.errors import CheckpointStoreError
 
 if TYPE_CHECKING:
@@ -96,10 +97,7 @@ class _LeaseSession:
                 self._connect()
             if self._watcher is None:
                 self._wake = socket.socketpair()
-                self._watcher = threading.Thread(
-                    target=self._watch, name="graph_agent-postgres-leases", daemon=True
-                )
-                self._watcher.start()
+                self._watcher = start_thread(self._watch, name="graph_agent-postgres-leases")
 
     def reconnect(self) -> None:
         """Reconnect the session, which an acquire found without its lock, unless the watcher
@@ -315,5 +313,4 @@ def _reclaim_unclosed(session: _LeaseSession, pool: Any, where: str) -> None:
             pool.close()
 
     with contextlib.suppress(RuntimeError):  # at shutdown, the process's end closes them
-        closer = threading.Thread(target=close_both, name="graph_agent-reclaim", daemon=True)
-        closer.start()
+        start_thread(close_both, name="graph_agent-reclaim")

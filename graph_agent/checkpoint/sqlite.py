@@ -83,6 +83,7 @@ from graph_agent.checkpoint.sqlite_threads import (
     copy_thread_rows,
 )
 from graph_agent.checkpoint.thread_search import ThreadHeads
+from graph_agent.graph.concurrency import to_thread
 from graph_agent.graph.errors import (
     GraphRuntimeError,
     SerializationError,
@@ -547,14 +548,12 @@ class SqliteSaver(CheckpointSaver):
             super().release(lease)
 
     async def aacquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
-        import asyncio
 
-        return await asyncio.to_thread(self.acquire, thread_id, checkpoint_ns)
+        return await to_thread(self.acquire, thread_id, checkpoint_ns)
 
     async def arelease(self, lease: Lease) -> None:
-        import asyncio
 
-        await asyncio.to_thread(self.release, lease)
+        await to_thread(self.release, lease)
 
     def _expiry(self) -> float:
         return time.time() + self.lease_ttl
