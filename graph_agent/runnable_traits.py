@@ -36,14 +36,16 @@ RUN_METHODS = (
     "stream",
     "astream",
     "get_state",
+    "aget_state",
     "get_state_history",
+    "aget_state_history",
     "update_state",
+    "aupdate_state",
     "get_graph",
     "with_saver",
 )
-"""The methods :func:`is_runnable` asks for: the protocol's, but for the async state methods
-(``aget_state``, ``aget_state_history``, ``aupdate_state``), which some runnables gain only with
-issue 34's agent base class; ``name`` is asked of instances, as teams set it in ``__init__``."""
+"""The methods :func:`is_runnable` asks for: every method of the protocol (``name`` is asked
+of instances, as teams set it in ``__init__``)."""
 
 
 def takes_question(runnable: object) -> bool:

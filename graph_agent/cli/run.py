@@ -9,7 +9,7 @@ import os
 import shlex
 import sys
 from collections.abc import Iterator, Mapping
-from typing import Any, cast
+from typing import Any
 
 from graph_agent.agent.react import ReactAgent
 from graph_agent.checkpoint.memory import MemorySaver
@@ -40,7 +40,6 @@ from graph_agent.graph.errors import InvalidResumeError
 from graph_agent.graph.types import Interrupt, RunnableConfig
 from graph_agent.messages import UserMessage
 from graph_agent.models.base import ChatModel
-from graph_agent.runnable import Runnable
 from graph_agent.store.sqlite import SqliteStore
 
 __all__ = ["DEMO_DB", "demo_command", "resume_hint", "run_command"]
@@ -135,7 +134,7 @@ def _demo(
         reporter.question(shown_text(input))
     elif question is not None:
         reporter.question(question)
-    target = Target(spec="graph_agent.demo:agent", runnable=cast(Runnable, agent))
+    target = Target(spec="graph_agent.demo:agent", runnable=agent)
     again = f"graph-agent demo --thread {shown}{db_flag}{_model_flags(args)}"
     with continuable(target, thread, again):
         config = RunnableConfig(thread_id=thread, context={"user_id": args.user})

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, cast
+from typing import Any
 
 import httpx
 
@@ -203,7 +203,7 @@ def load_remote_target(url: str, assistant: str, *, api_key: str | None = None) 
             "start it with: graph-agent serve MODULE:OBJECT, or check --url",
             EXIT_ERROR,
         ) from exc
-    return Target(spec=assistant, runnable=cast(Runnable, remote), remote=remote)
+    return Target(spec=assistant, runnable=remote, remote=remote)
 
 
 def load_target(spec: str, *, db: str | None = None, default_saver: bool = True) -> Target:
@@ -247,7 +247,7 @@ def _compiled_target(spec: str, graph: StateGraph, db: str | None, default_saver
         compiled = graph.compile(CompileConfig(saver=saver))
     except GraphSetupError as exc:
         raise CliError(f"{spec} does not compile: {exc}", "fix the graph", EXIT_USAGE) from exc
-    return Target(spec=spec, runnable=cast(Runnable, compiled), opened=graph_saver)
+    return Target(spec=spec, runnable=compiled, opened=graph_saver)
 
 
 def _check_compiled_saver(spec: str, saver: CheckpointSaver, db: str) -> None:

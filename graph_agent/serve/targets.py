@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
@@ -90,7 +90,7 @@ def _on_saver(target: Servable, saver: CheckpointSaver) -> Runnable:
     own that the server does not use is named in a warning (the server keeps every
     assistant's threads in one place: its threads there are not served)."""
     if isinstance(target, StateGraph):  # not runnable yet: compiled here, once
-        return cast(Runnable, target.compile(CompileConfig(saver=saver)))
+        return target.compile(CompileConfig(saver=saver))
     if not is_runnable(target) or local_graph(target) is None:
         raise TypeError(
             f"cannot serve a {type(target).__name__}: give an agent, a team of agents or a graph "
