@@ -1,0 +1,54 @@
+"""``/ok``, ``/openapi.json`` and ``/docs``: whether the server is up, and what it serves."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+
+from graph_agent.serve.api import Api, Operation
+from graph_agent.serve.bodies import JSONResponse, json_bytes
+from graph_agent.serve.docs import docs_html
+from graph_agent.serve.models import Ok
+from graph_agent.serve.queue import QueueRunner
+
+__all__ = ["OPERATIONS"]
+
+
+async def ok(api: Api, request: Request) -> Response:
+    if isinstance(api.runner, QueueRunner) and api.runner.work:
+        return JSONResponse({"ok": True, "worker": api.runner.worker_key})
+    return JSONResponse({"ok": True})
+
+
+def _document(api: Api) -> bytes:
+    """The server's OpenAPI document as JSON, made once."""
+    if api.document is None:
+        from graph_agent.serve.openapi import openapi_document  # which lists these routes
+
+        api.document = json_bytes(openapi_document(sorted(api.assistants)))
+    return api.document
+
+
+async def openapi(api: Api, request: Request) -> Response:
+    return Response(_document(api), media_type="application/json")
+
+
+async def docs(api: Api, request: Request) -> Response:
+    from graph_agent.serve.openapi import openapi_document
+
+    return HTMLResponse(docs_html(openapi_document(sorted(api.assistants))))
+
+
+OPERATIONS = [
+    Operation("GET", "/ok", ok, "Whether the server is ready", Ok, public=True),
+    Operation("GET", "/openapi.json", openapi, "This document", {"type": "object"}, public=True),
+    Operation(
+        "GET",
+        "/docs",
+        docs,
+        "This document as a page",
+        {"type": "string"},
+        media="text/html",
+        public=True,
+    ),
+]
