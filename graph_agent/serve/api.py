@@ -103,6 +103,8 @@ class Api:
         self.schemas: dict[str, dict[str, Any]] = {}
         self.forgetting: set[asyncio.Task[None]] = set()
         """The stateless runs' threads to delete once their runs end."""
+        self.keys_required = False
+        """Whether requests must carry an API key (the /docs console asks for one)."""
         self.document: bytes | None = None
         """The OpenAPI document as sent, once made (see ``routes.system``)."""
 

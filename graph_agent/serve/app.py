@@ -164,6 +164,7 @@ def _starlette(
 ) -> Starlette:
     """The app: ``api``'s routes (and the Studio's), behind the guards, key check and body
     limit (see :func:`create_app` for ``guard``'s options)."""
+    api.keys_required = bool(access)
     return Starlette(
         routes=api.routes() + (studio_routes(keys_required=bool(access)) if studio else []),
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, 500: _crash},

@@ -5,9 +5,9 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from graph_agent.serve.api import Api, Operation
+from graph_agent.serve.api import Api, ApiError, Operation
 from graph_agent.serve.bodies import JSONResponse, json_bytes
-from graph_agent.serve.docs import docs_html
+from graph_agent.serve.docs import CONSOLE_HEADERS, PAGE_HEADERS, console_file, docs_html
 from graph_agent.serve.models import Ok
 from graph_agent.serve.queue import QueueRunner
 
@@ -36,7 +36,17 @@ async def openapi(api: Api, request: Request) -> Response:
 async def docs(api: Api, request: Request) -> Response:
     from graph_agent.serve.openapi import openapi_document
 
-    return HTMLResponse(docs_html(openapi_document(sorted(api.assistants))))
+    page = docs_html(openapi_document(sorted(api.assistants)))
+    return HTMLResponse(page, headers=PAGE_HEADERS)
+
+
+async def docs_file(api: Api, request: Request) -> Response:
+    name = request.path_params["name"]
+    found = console_file(name, keys_required=api.keys_required)
+    if found is None:
+        raise ApiError(404, f"no /docs file {name!r}; the page is /docs")
+    body, media_type = found
+    return Response(body, media_type=media_type, headers=CONSOLE_HEADERS)
 
 
 OPERATIONS = [
@@ -46,9 +56,20 @@ OPERATIONS = [
         "GET",
         "/docs",
         docs,
-        "This document as a page",
+        "This document as a page, with a console to try a request",
         {"type": "string"},
         media="text/html",
+        public=True,
+    ),
+    Operation(
+        "GET",
+        "/docs/{name}",
+        docs_file,
+        "The /docs console's files: try.html, try.js, try.css",
+        {"type": "string"},
+        media="text/html",
+        also=("text/javascript", "text/css"),
+        errors=(404,),
         public=True,
     ),
 ]
