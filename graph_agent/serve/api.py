@@ -130,6 +130,10 @@ class Api:
                 self.local.records.close()
             await self.runner.close()
 
+    def forget_later(self, run: ActiveRun) -> None:
+        """Delete the thread of the stateless ``run`` once it ended (``app._Api`` does)."""
+        raise NotImplementedError
+
     def runnable(self, assistant_id: Any) -> Runnable:
         """The served assistant ``assistant_id`` (a 404 naming those there are)."""
         if not isinstance(assistant_id, str):

@@ -5,11 +5,14 @@ error is a JSON body ``{"detail": ..., "code": ...}`` with a 4xx status saying w
 (:mod:`graph_agent.serve.errors`); API keys and thread ownership are in
 :mod:`graph_agent.serve.auth`, the body size limit in :mod:`graph_agent.serve.limits`, the
 ``Host``/``Origin``/``Content-Type`` checks that keep web pages off it in
-:mod:`graph_agent.serve.guard`.
+:mod:`graph_agent.serve.guard`. The routes are in :mod:`graph_agent.serve.routes` (one module
+per resource), their bodies in :mod:`graph_agent.serve.models`, which also write the OpenAPI
+document (:mod:`graph_agent.serve.openapi`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -36,7 +39,7 @@ from graph_agent.serve.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
 from graph_agent.serve.pg_records import PostgresRecords
 from graph_agent.serve.records import Records
 from graph_agent.serve.routes import starlette_routes
-from graph_agent.serve.runs import Runnable
+from graph_agent.serve.runs import ActiveRun, Runnable
 from graph_agent.serve.schemas import assistant_schemas
 from graph_agent.serve.studio import studio_routes
 
@@ -230,7 +233,24 @@ async def _crash(request: Request, exc: Exception) -> Response:
 
 
 class _Api(Api):
-    """The API's state, and its routes (:mod:`graph_agent.serve.routes`)."""
+    """The API's state, its routes (:mod:`graph_agent.serve.routes`), and the deletion of
+    stateless runs' threads."""
 
     def routes(self) -> list[Route]:
         return starlette_routes(self)
+
+    def forget_later(self, run: ActiveRun) -> None:
+        # in a task the shutdown cancels and awaits (see Api.lifespan)
+        task = asyncio.get_running_loop().create_task(self._forget(run))
+        self.forgetting.add(task)
+        task.add_done_callback(self.forgetting.discard)
+
+    async def _forget(self, run: ActiveRun) -> None:
+        await run.wait()
+        thread_id = run.record.thread_id
+
+        def forget() -> None:
+            self.saver.delete_thread(thread_id)
+            self.records.delete_thread(thread_id)
+
+        await asyncio.to_thread(forget)

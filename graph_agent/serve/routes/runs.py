@@ -3,7 +3,6 @@ thread of their own)."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import get_args
@@ -71,9 +70,7 @@ async def _start(api: Api, request: Request, thread_id: str | None) -> ActiveRun
         record = thread_record(str(uuid.uuid4()), {})
         run = await _start_on(api, record.thread_id, run_request, record)
         if delete:
-            task = asyncio.get_running_loop().create_task(_forget(api, run))
-            api.forgetting.add(task)
-            task.add_done_callback(api.forgetting.discard)
+            api.forget_later(run)
         return run
     found = api.records_of(thread_id).thread(thread_id)
     if found is None:
@@ -123,17 +120,6 @@ async def _start_on(
         return await runner.astart(thread_id, run_request, changed, new_thread=new is not None)
     except ThreadBusy as exc:
         raise ApiError(409, str(exc)) from exc
-
-
-async def _forget(api: Api, run: ActiveRun) -> None:
-    await run.wait()
-    thread_id = run.record.thread_id
-
-    def forget() -> None:
-        api.saver.delete_thread(thread_id)
-        api.records.delete_thread(thread_id)
-
-    await asyncio.to_thread(forget)
 
 
 async def create_run(api: Api, request: Request) -> Response:
