@@ -130,6 +130,11 @@ class Api:
                 self.local.records.close()
             await self.runner.close()
 
+    def describe(self) -> dict[str, Any]:
+        """The server's OpenAPI document (``app._Api`` writes it: the routes serve it, and
+        :mod:`graph_agent.serve.openapi` reads the routes)."""
+        raise NotImplementedError
+
     def forget_later(self, run: ActiveRun) -> None:
         """Delete the thread of the stateless ``run`` once it ended (``app._Api`` does)."""
         raise NotImplementedError

@@ -36,6 +36,7 @@ from graph_agent.serve.errors import error_response
 from graph_agent.serve.guard import guard_middleware
 from graph_agent.serve.inputs import InputKeys
 from graph_agent.serve.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
+from graph_agent.serve.openapi import openapi_document
 from graph_agent.serve.pg_records import PostgresRecords
 from graph_agent.serve.records import Records
 from graph_agent.serve.routes import starlette_routes
@@ -238,6 +239,9 @@ class _Api(Api):
 
     def routes(self) -> list[Route]:
         return starlette_routes(self)
+
+    def describe(self) -> dict[str, Any]:
+        return openapi_document(sorted(self.assistants))
 
     def forget_later(self, run: ActiveRun) -> None:
         # in a task the shutdown cancels and awaits (see Api.lifespan)

@@ -23,6 +23,7 @@ from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 from graph_agent.serve.api import Operation, Query
 from graph_agent.serve.docs import docs_html
 from graph_agent.serve.models import REQUEST_MODELS, RESPONSE_MODELS, Error
+from graph_agent.serve.routes import OPERATIONS
 
 __all__ = ["docs_html", "openapi_document", "operation_json"]
 
@@ -115,8 +116,6 @@ def operation_json(operation: Operation) -> dict[str, Any]:
 
 def openapi_document(assistant_ids: Sequence[str] = ()) -> dict[str, Any]:
     """The OpenAPI 3.1 document of the server serving ``assistant_ids``."""
-    from graph_agent.serve.routes import OPERATIONS  # the routes serve this document
-
     paths: dict[str, dict[str, Any]] = {}
     for operation in OPERATIONS:
         paths.setdefault(operation.path, {})[operation.method.lower()] = operation_json(operation)

@@ -23,9 +23,7 @@ async def ok(api: Api, request: Request) -> Response:
 def _document(api: Api) -> bytes:
     """The server's OpenAPI document as JSON, made once."""
     if api.document is None:
-        from graph_agent.serve.openapi import openapi_document  # which lists these routes
-
-        api.document = json_bytes(openapi_document(sorted(api.assistants)))
+        api.document = json_bytes(api.describe())
     return api.document
 
 
@@ -34,9 +32,7 @@ async def openapi(api: Api, request: Request) -> Response:
 
 
 async def docs(api: Api, request: Request) -> Response:
-    from graph_agent.serve.openapi import openapi_document
-
-    page = docs_html(openapi_document(sorted(api.assistants)))
+    page = docs_html(api.describe())
     return HTMLResponse(page, headers=PAGE_HEADERS)
 
 
