@@ -245,4 +245,9 @@ async def _refuse(send: Send) -> None:
 
 
 def _public(path: str) -> bool:
-    return path in PUBLIC_PATHS or path == STUDIO_PREFIX or path.startswith(STUDIO_PREFIX + "/")
+    return (
+        path in PUBLIC_PATHS
+        or path.startswith("/docs/")  # the /docs page's console files (serve/docs.py)
+        or path == STUDIO_PREFIX
+        or path.startswith(STUDIO_PREFIX + "/")
+    )

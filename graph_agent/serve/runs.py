@@ -96,7 +96,7 @@ StreamMode = Literal[
 ]
 STREAM_MODES: tuple[str, ...] = get_args(StreamMode)
 MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
-MULTITASK_STRATEGIES: tuple[str, ...] = ("reject", "enqueue", "interrupt", "rollback")
+MULTITASK_STRATEGIES: tuple[str, ...] = get_args(MultitaskStrategy)
 CancelAction = Literal["interrupt", "rollback"]
 END_NOT_RECORDED = (
     "the server could not record how this run ended, so it ended as an error; the server's "

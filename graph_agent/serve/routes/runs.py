@@ -1,0 +1,312 @@
+"""``/threads/{thread_id}/runs`` and ``/runs``: runs on a thread, and stateless ones (on a
+thread of their own)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import get_args
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from graph_agent.observability.propagation import with_trace_context
+from graph_agent.serve.api import (
+    Api,
+    ApiError,
+    Operation,
+    Query,
+    creatable,
+    flag,
+    int_param,
+    json_body,
+    last_event,
+    owned,
+    parse,
+    run_location,
+    sse,
+    thread_record,
+    wire,
+)
+from graph_agent.serve.bodies import JSONResponse
+from graph_agent.serve.models import Run, RunCreate, RunResult, StreamEvent
+from graph_agent.serve.queue import QueueRunner
+from graph_agent.serve.records import Records, RunRecord, RunStatus, ThreadRecord
+from graph_agent.serve.runs import ActiveRun, CancelAction, RunRequest, ThreadBusy, thread_values
+from graph_agent.serve.wire import to_json as wire_json
+
+__all__ = ["OPERATIONS"]
+
+
+def _run_request(api: Api, body: RunCreate) -> RunRequest:
+    api.runnable(body.assistant_id)
+    command = body.command.model_dump(exclude_unset=True) if body.command else None
+    request = RunRequest(
+        assistant_id=body.assistant_id,
+        input=body.input,
+        command=command,
+        stream_modes=body.modes(),
+        checkpoint_id=body.target(),
+        metadata=body.metadata,
+        context=body.context,
+        max_steps=body.config.recursion_limit,
+        multitask_strategy=body.multitask_strategy,
+        stream_resumable=body.stream_resumable,
+    )
+    wire(lambda r: r.graph_input(), request)  # a malformed input fails here, as a 422
+    api.check_keys(request.assistant_id, request.input, "input")
+    api.check_keys(request.assistant_id, (command or {}).get("update"), "command.update")
+    return request
+
+
+async def _start(api: Api, request: Request, thread_id: str | None) -> ActiveRun:
+    body = parse(RunCreate, with_trace_context(await json_body(request), request.headers))
+    run_request = _run_request(api, body)
+    delete = body.on_completion == "delete"
+    here = isinstance(api.records, Records) or api.local is not api.runner
+    if thread_id is None and delete and here:
+        return api.local.start_temporary(_temporary_thread(run_request), run_request)
+    if thread_id is None:  # stateless: a thread of its own, gone when the run ends
+        record = thread_record(str(uuid.uuid4()), {})
+        run = await _start_on(api, record.thread_id, run_request, record)
+        if delete:
+            api.forget_later(run)
+        return run
+    found = api.records_of(thread_id).thread(thread_id)
+    if found is None:
+        if body.if_not_exists != "create":
+            raise ApiError(
+                404, f"thread {thread_id} not found; create it, or send if_not_exists='create'"
+            )
+        record = thread_record(creatable(thread_id), {})
+        return await _start_on(api, thread_id, run_request, record)
+    return await _start_on(api, thread_id, run_request, existing=owned(found, thread_id))
+
+
+def _temporary_thread(run_request: RunRequest) -> ThreadRecord:
+    """The record of a stateless run's thread, as :func:`_start_on` would leave it."""
+    assistant_id = run_request.assistant_id
+    metadata = {"graph_id": assistant_id, "assistant_id": assistant_id}
+    record = thread_record(str(uuid.uuid4()), metadata)
+    record.assistant_id = assistant_id
+    return record
+
+
+async def _start_on(
+    api: Api,
+    thread_id: str,
+    run_request: RunRequest,
+    new: ThreadRecord | None = None,
+    *,
+    existing: ThreadRecord | None = None,
+) -> ActiveRun:
+    """Start the run on the thread: an existing one (its record, if read already), or
+    ``new`` (not written yet: the runner writes it with the run)."""
+    record = new or existing or api.thread(thread_id)
+    runner = api.runner_of(thread_id)
+    changed = None
+    # the thread's record takes the run's assistant unless another run holds it; the queue
+    # sees that as it starts the run, under the thread's lock (it is not asked twice)
+    if new is not None or isinstance(runner, QueueRunner) or runner.active(thread_id) is None:
+        # written before the run may end elsewhere
+        record.metadata = {
+            **record.metadata,
+            "graph_id": run_request.assistant_id,
+            "assistant_id": run_request.assistant_id,
+        }
+        record.assistant_id = run_request.assistant_id
+        changed = record
+    try:
+        return await runner.astart(thread_id, run_request, changed, new_thread=new is not None)
+    except ThreadBusy as exc:
+        raise ApiError(409, str(exc)) from exc
+
+
+async def create_run(api: Api, request: Request) -> Response:
+    run = await _start(api, request, request.path_params["thread_id"])
+    return JSONResponse(run.record.json(), headers=run_location(run))
+
+
+async def wait_run(api: Api, request: Request) -> Response:
+    run = await _start(api, request, request.path_params["thread_id"])
+    return JSONResponse(await run.wait(), headers=run_location(run))
+
+
+async def wait_stateless(api: Api, request: Request) -> Response:
+    run = await _start(api, request, None)
+    return JSONResponse(await run.wait(), headers=run_location(run))
+
+
+async def stream_run(api: Api, request: Request) -> Response:
+    run = await _start(api, request, request.path_params["thread_id"])
+    return sse(run.follow(), run, resumable=run.request.stream_resumable)
+
+
+async def stream_stateless(api: Api, request: Request) -> Response:
+    run = await _start(api, request, None)
+    return sse(run.follow(), run, resumable=False)
+
+
+def _active_run(api: Api, request: Request) -> ActiveRun | None:
+    thread_id, run_id = request.path_params["thread_id"], request.path_params["run_id"]
+    if api.records_of(thread_id).run(api.thread(thread_id).thread_id, run_id) is None:
+        raise ApiError(404, f"run {run_id} not found on thread {thread_id}")
+    return api.runner_of(thread_id).find(run_id)
+
+
+async def get_run(api: Api, request: Request) -> Response:
+    params = request.path_params
+    thread_id = api.thread(params["thread_id"]).thread_id
+    record = api.records_of(thread_id).run(thread_id, params["run_id"])
+    if record is None:
+        raise ApiError(404, f"run {params['run_id']} not found on thread {params['thread_id']}")
+    return JSONResponse(record.json())
+
+
+async def list_runs(api: Api, request: Request) -> Response:
+    thread_id = api.thread(request.path_params["thread_id"]).thread_id
+    limit = int_param(request, "limit", 10)
+    offset = int_param(request, "offset", 0)
+    status = request.query_params.get("status")
+    runs = api.records_of(thread_id).runs(thread_id, limit=limit, offset=offset)
+    return JSONResponse([r.json() for r in runs if status in (None, r.status)])
+
+
+async def delete_run(api: Api, request: Request) -> Response:
+    run = _active_run(api, request)
+    if run is not None and not run.finished:
+        raise ApiError(409, f"run {run.record.run_id} is still running: cancel it first")
+    api.records_of(request.path_params["thread_id"]).delete_run(request.path_params["run_id"])
+    return Response(status_code=204)
+
+
+async def join_run(api: Api, request: Request) -> Response:
+    run = _active_run(api, request)
+    if run is None:  # finished before this server started: the thread holds its result
+        record = api.thread(request.path_params["thread_id"])
+        values, _ = thread_values(api.thread_runnable(record), record.thread_id)
+        return JSONResponse(wire_json(values))
+    return JSONResponse(await run.wait())
+
+
+async def join_stream(api: Api, request: Request) -> Response:
+    """A run's events, from the one after ``Last-Event-ID`` (from the first without it),
+    live while it runs; replayed from the records once it ended."""
+    after = last_event(request)
+    run = _active_run(api, request)
+    if run is not None:
+        return sse(run.follow(after), run, resumable=True)
+    params = request.path_params
+    records = api.records_of(params["thread_id"])
+    record: RunRecord | None = records.run(params["thread_id"], params["run_id"])
+    assert record is not None  # _active_run checked it
+
+    async def stored() -> AsyncIterator[tuple[int, str, str]]:
+        for item in records.events(record.run_id, after):
+            yield item
+
+    return sse(stored(), record, resumable=True)
+
+
+async def cancel_run(api: Api, request: Request) -> Response:
+    run = _active_run(api, request)
+    action = request.query_params.get("action", "interrupt")
+    if action not in ("interrupt", "rollback"):
+        raise ApiError(422, f"cancel action {action!r} is not supported; use interrupt or rollback")
+    if run is not None and not run.finished:
+        how: CancelAction = "rollback" if action == "rollback" else "interrupt"
+        runner = api.runner_of(run.record.thread_id)
+        await runner.cancel(run, wait=flag(request, "wait"), action=how)
+    return Response(status_code=204)
+
+
+_T, _R = "/threads/{thread_id}", "/threads/{thread_id}/runs/{run_id}"
+_SSE = "text/event-stream"
+OPERATIONS = [
+    Operation(
+        "POST",
+        f"{_T}/runs",
+        create_run,
+        "Start a background run",
+        Run,
+        body=RunCreate,
+        errors=(404, 409, 422),
+    ),
+    Operation(
+        "GET",
+        f"{_T}/runs",
+        list_runs,
+        "The thread's runs, newest first",
+        list[Run],
+        errors=(404, 422),
+        query=(
+            Query("limit", {"type": "integer", "minimum": 0}, "at most this many (default 10)"),
+            Query("offset", {"type": "integer", "minimum": 0}, "skip this many (default 0)"),
+            Query("status", {"enum": list(get_args(RunStatus))}, "only runs in this status"),
+        ),
+    ),
+    Operation(
+        "POST",
+        f"{_T}/runs/wait",
+        wait_run,
+        "Run and answer the final values",
+        RunResult,
+        body=RunCreate,
+        errors=(404, 409, 422),
+    ),
+    Operation(
+        "POST",
+        f"{_T}/runs/stream",
+        stream_run,
+        "Run and stream its events",
+        StreamEvent,
+        media=_SSE,
+        body=RunCreate,
+        errors=(404, 409, 422),
+    ),
+    Operation("GET", _R, get_run, "A run", Run, errors=(404,)),
+    Operation("DELETE", _R, delete_run, "Forget a finished run", None, errors=(404, 409)),
+    Operation(
+        "GET", f"{_R}/join", join_run, "Wait for a run; its final values", RunResult, errors=(404,)
+    ),
+    Operation(
+        "GET",
+        f"{_R}/stream",
+        join_stream,
+        "A run's events, from the first",
+        StreamEvent,
+        media=_SSE,
+        errors=(404,),
+    ),
+    Operation(
+        "POST",
+        f"{_R}/cancel",
+        cancel_run,
+        "Cancel a run (the node it is running is stopped)",
+        None,
+        errors=(404, 422),
+        query=(
+            Query("wait", {"type": "boolean"}, "answer once the run has stopped"),
+            Query("action", {"enum": ["interrupt", "rollback"]}, "how to cancel"),
+        ),
+    ),
+    Operation(
+        "POST",
+        "/runs/wait",
+        wait_stateless,
+        "Run on a thread of its own and answer the final values",
+        RunResult,
+        body=RunCreate,
+        errors=(404, 422),
+    ),
+    Operation(
+        "POST",
+        "/runs/stream",
+        stream_stateless,
+        "Run on a thread of its own and stream its events",
+        StreamEvent,
+        media=_SSE,
+        body=RunCreate,
+        errors=(404, 422),
+    ),
+]
