@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeGuard
 from zoneinfo import ZoneInfo
 
 import msgpack
@@ -177,7 +177,7 @@ def _model_codec(cls: type[BaseModel], code: int) -> _Codec:
     return _Codec(cls, code, encode, decode, "fields")
 
 
-def _is_model(cls: type) -> bool:
+def _is_model(cls: type) -> TypeGuard[type[BaseModel]]:
     """True for a pydantic model class; pydantic is not imported for this (none exists before
     it is, and importing it costs megabytes)."""
     pydantic = sys.modules.get("pydantic")
