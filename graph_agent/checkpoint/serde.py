@@ -64,6 +64,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import sys
 import threading
 from collections.abc import Callable
@@ -170,7 +171,8 @@ def _message_codec(by_code: dict[int, _Codec], code: int) -> _Codec | None:
     data stored by another process loads without the caller importing it first."""
     if not _FIRST_MESSAGE_CODE <= code < FIRST_USER_CODE or "graph_agent.messages" in sys.modules:
         return None
-    import graph_agent.messages  # noqa: F401  (registers the message classes)
+    importlib.import_module("graph_agent.messages")  # registers the message classes (by name:
+    # the messages import this module, and the package's import graph has no cycle)
 
     return by_code.get(code)
 
