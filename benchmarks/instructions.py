@@ -8,7 +8,8 @@ Measure the work of the runs alone by subtracting a run of 0 from a run of N, ea
         python -m benchmarks.instructions w1 200
 
 (the total is printed as "Collected : <n>"). Workloads: ``w1`` (the 100-node chain), ``w2``
-(the ReAct loop without a saver), ``w2-memory`` (with an in-memory saver), ``w2-listener``,
+(the ReAct loop without a saver), ``w2-memory`` (with an in-memory saver), ``w5`` (W2
+streamed), ``w2-plain`` and ``w5-plain`` (the plain loops they are compared with), ``w2-listener``,
 ``w2-otel-noop``, ``w2-otel-sdk`` (W2 observed, see ``OBSERVED``), ``w3`` (50 branches and a
 join), ``w3-send`` (50 items through Send); served runs of the serve benchmark's 3-node chain,
 each a ``POST`` through the server's ASGI app in this process (no socket, no uvicorn): ``serve``
@@ -47,6 +48,8 @@ def workload(name: str) -> Callable[[], Any]:
         invoke = react.graph_agent_invoke(app, react.ITERATIONS)
         messages = react.history(0)
         return lambda: invoke(messages)
+    if name in ("w5", "w2-plain", "w5-plain"):
+        return _react(name)
     if name in OBSERVED:
         from benchmarks import observability
 
@@ -66,9 +69,23 @@ def workload(name: str) -> Callable[[], Any]:
     if name in ("serve", "serve-pg", "serve-pg-thread"):
         return _served(name)
     raise SystemExit(
-        f"unknown workload {name!r}: w1, w2, w2-memory, {', '.join(OBSERVED)}, w3, w3-send, "
+        f"unknown workload {name!r}: w1, w2, w2-memory, w2-plain, w5, w5-plain, "
+        f"{', '.join(OBSERVED)}, w3, w3-send, "
         "serve, serve-pg or serve-pg-thread"
     )
+
+
+def _react(name: str) -> Callable[[], Any]:
+    """W5 (W2 streamed), and the plain loop of W2 and of W5: the floors of the ratios."""
+    from benchmarks import react
+
+    messages, iterations = react.history(0), react.ITERATIONS
+    if name == "w2-plain":
+        return lambda: react.plain_react(messages, iterations)
+    if name == "w5-plain":
+        return lambda: sum(1 for _ in react.plain_react_stream(messages, iterations))
+    stream = react.graph_agent_stream(react.graph_agent_react(iterations), iterations)
+    return lambda: stream(messages)
 
 
 def _served(name: str) -> Callable[[], Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
@@ -85,7 +86,11 @@ def as_json(rows: list[Row], settings: Settings) -> dict[str, Any]:
         if row.extra:
             entry["extra"] = row.extra
         results[row.key] = entry
-    return {"environment": environment(settings), "results": results}
+    return {
+        "environment": environment(settings),
+        "results": results,
+        "targets": [target.as_json() for target in engine_targets(rows)],
+    }
 
 
 def as_text(rows: list[Row], settings: Settings) -> str:
@@ -124,7 +129,55 @@ def as_text(rows: list[Row], settings: Settings) -> str:
             lines.append(f"  note: {row.note}")
         for label, value in row.extra.items():
             lines.append(f"  {label}: {_extra_text(value)}")
+    targets = engine_targets(rows)
+    if targets:
+        lines += ["", "Engine targets (issue 34), measured in this run:"]
+        lines += [f"  {target.as_text()}" for target in targets]
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One of the engine's targets: what it compares, the figure measured and the bound."""
+
+    name: str
+    measured: float
+    bound: float
+    text: str
+
+    @property
+    def met(self) -> bool:
+        return self.measured <= self.bound
+
+    def as_text(self) -> str:
+        return f"{self.name:<44} {self.text:>10}  {'met' if self.met else 'NOT met'}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "measured": self.measured, "bound": self.bound, "met": self.met}
+
+
+ENGINE_TARGETS = (
+    ("W2 react, no saver", PLAIN, "W2 iteration, no saver / plain loop (≤ ×10)", 10.0),
+    ("W5 stream", LANGGRAPH, "W5 streamed event / LangGraph (≤ 1/15)", 1 / 15),
+)
+
+
+def engine_targets(rows: list[Row]) -> list[Target]:
+    """The engine's three targets, side by side, from the rows of one run: a ReAct iteration
+    against the plain loop, a streamed event against LangGraph, and the import's memory."""
+    by_key = {row.key: row for row in rows}
+    targets = []
+    for key, other, name, bound in ENGINE_TARGETS:
+        row = by_key.get(key)
+        value = ratio(row, other) if row is not None else None
+        if value is not None:
+            targets.append(Target(name, value, bound, _ratio_text(value)))
+    imported = by_key.get("Import RSS")
+    if imported is not None and GRAPH_AGENT in imported.samples:
+        megabytes = statistics.median(imported.samples[GRAPH_AGENT])
+        name = "import graph_agent, RSS over the interpreter (≤ +20 MB)"
+        targets.append(Target(name, megabytes, 20.0, f"+{megabytes:.1f} MB"))
+    return targets
 
 
 def _number(value: float) -> str:

@@ -48,21 +48,7 @@ from graph_agent.graph.types import (
     StreamingOutput,
     TaskSnapshot,
 )
-from graph_agent.messages import (
-    AssistantMessage,
-    AssistantMessageChunk,
-    AudioPart,
-    FilePart,
-    ImagePart,
-    SystemMessage,
-    TextPart,
-    ToolCall,
-    ToolResponseMessage,
-    Usage,
-    UserMessage,
-)
 from graph_agent.runnable import Runnable
-from graph_agent.tools import Tool, ToolContext, Toolkit, tool
 
 if TYPE_CHECKING:
     from graph_agent.agent import (
@@ -92,8 +78,22 @@ if TYPE_CHECKING:
     )
     from graph_agent.checkpoint.postgres import AsyncPostgresSaver, PostgresSaver
     from graph_agent.checkpoint.sqlite import SqliteSaver
+    from graph_agent.messages import (
+        AssistantMessage,
+        AssistantMessageChunk,
+        AudioPart,
+        FilePart,
+        ImagePart,
+        SystemMessage,
+        TextPart,
+        ToolCall,
+        ToolResponseMessage,
+        Usage,
+        UserMessage,
+    )
     from graph_agent.models.errors import ModelError
     from graph_agent.store import InMemoryStore, Item, PostgresStore, SqliteStore
+    from graph_agent.tools import Tool, ToolContext, Toolkit, tool
 
 __all__ = [
     "END",
@@ -188,53 +188,70 @@ __all__ = [
 ]
 
 
-_AGENT_NAMES = frozenset(
-    {
-        "AgentCommand",
-        "AgentHook",
-        "AgentSpec",
-        "HumanInTheLoopHook",
-        "JumpTo",
-        "LlmRoutingAgent",
-        "LoopAgent",
-        "MessagesAgentHook",
-        "MessagesModelHook",
-        "ModelCallLimitHook",
-        "ModelFallbackInterceptor",
-        "ModelHook",
-        "ModelInterceptor",
-        "ModelRetryInterceptor",
-        "ParallelAgent",
-        "ReactAgent",
-        "SequentialAgent",
-        "SummarizationHook",
-        "ToolCallLimitHook",
-        "ToolCallRequest",
-        "ToolEmulatorInterceptor",
-        "ToolInterceptor",
-        "ToolRetryInterceptor",
-    }
+_MESSAGE_NAMES = (
+    "AssistantMessage",
+    "AssistantMessageChunk",
+    "AudioPart",
+    "FilePart",
+    "ImagePart",
+    "SystemMessage",
+    "TextPart",
+    "ToolCall",
+    "ToolResponseMessage",
+    "Usage",
+    "UserMessage",
 )
+_AGENT_NAMES = (
+    "AgentCommand",
+    "AgentHook",
+    "AgentSpec",
+    "HumanInTheLoopHook",
+    "JumpTo",
+    "LlmRoutingAgent",
+    "LoopAgent",
+    "MessagesAgentHook",
+    "MessagesModelHook",
+    "ModelCallLimitHook",
+    "ModelFallbackInterceptor",
+    "ModelHook",
+    "ModelInterceptor",
+    "ModelRetryInterceptor",
+    "ParallelAgent",
+    "ReactAgent",
+    "SequentialAgent",
+    "SummarizationHook",
+    "ToolCallLimitHook",
+    "ToolCallRequest",
+    "ToolEmulatorInterceptor",
+    "ToolInterceptor",
+    "ToolRetryInterceptor",
+)
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(_MESSAGE_NAMES, "graph_agent.messages"),
+    **dict.fromkeys(_AGENT_NAMES, "graph_agent.agent"),
+    **dict.fromkeys(
+        ("AsyncPostgresSaver", "PostgresSaver", "SqliteSaver"), "graph_agent.checkpoint"
+    ),
+    **dict.fromkeys(("InMemoryStore", "Item", "PostgresStore", "SqliteStore"), "graph_agent.store"),
+    **dict.fromkeys(("Tool", "ToolContext", "Toolkit", "tool"), "graph_agent.tools"),
+    "ModelError": "graph_agent.models.errors",
+}
+"""Public names that load on first use, and the module each comes from: the messages and tools
+(pydantic: its first model costs about 19 MB), the agent layer, the SQLite and PostgreSQL
+savers and the stores. So ``import graph_agent`` stays light (``benchmarks/footprint.py``)."""
 
 
 def __getattr__(name: str) -> Any:
-    """What loads on first use: the agent layer (:mod:`graph_agent.agent`), the SQLite and
-    PostgreSQL savers (:mod:`graph_agent.checkpoint`), the stores and the chat models' errors
-    (:mod:`graph_agent.models.errors`), so ``import graph_agent`` stays light."""
-    if name in _AGENT_NAMES:
-        from graph_agent import agent
+    """A lazy public name (:data:`_LAZY`), imported on first use and kept as an attribute."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-        return getattr(agent, name)
-    if name in ("AsyncPostgresSaver", "PostgresSaver", "SqliteSaver"):
-        from graph_agent import checkpoint
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return getattr(checkpoint, name)
-    if name == "ModelError":  # the chat models' errors: graph_agent.models.errors
-        from graph_agent.models.errors import ModelError
 
-        return ModelError
-    if name in ("InMemoryStore", "Item", "PostgresStore", "SqliteStore"):
-        from graph_agent import store
-
-        return getattr(store, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

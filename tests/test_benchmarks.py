@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -35,6 +36,15 @@ def test_the_benchmarks_run_in_quick_mode_and_write_json(tmp_path, capsys):
     assert {GRAPH_AGENT, PLAIN} <= set(results["W1 chain"])
     printed = capsys.readouterr().out
     assert "µs per node step" in printed
+    # the engine's three targets, side by side from this one run
+    targets = {target["name"]: target for target in json.loads(output.read_text())["targets"]}
+    assert "W2 iteration, no saver / plain loop (≤ ×10)" in targets
+    assert "Engine targets (issue 34), measured in this run:" in printed
+    assert "W2 iteration, no saver / plain loop" in printed
+    if sys.platform.startswith("linux"):
+        assert "import graph_agent, RSS over the interpreter (≤ +20 MB)" in targets
+    if langgraph_available():
+        assert "W5 streamed event / LangGraph (≤ 1/15)" in targets
     if langgraph_available():
         assert "langgraph" in results["W1 chain"]
         assert results["W1 chain"]["ratio_to_langgraph"] > 0
@@ -105,3 +115,21 @@ def test_without_batch_seconds_a_sample_is_one_call():
     calls: list[str] = []
     timed_together({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeat=3)
     assert calls == ["a", "b"] + ["a", "b"] * 3  # a warm-up call each, then one call per turn
+
+
+def test_the_engine_targets_read_ratios_and_the_import_from_the_rows():
+    from benchmarks.harness import LANGGRAPH, Row
+    from benchmarks.report import engine_targets
+
+    rows = [
+        Row(key="W2 react, no saver", unit="µs", samples={GRAPH_AGENT: [30.0], PLAIN: [10.0]}),
+        Row(key="W5 stream", unit="µs", samples={GRAPH_AGENT: [20.0], LANGGRAPH: [200.0]}),
+        Row(key="Import RSS", unit="MB", samples={GRAPH_AGENT: [8.0, 9.0, 30.0]}),
+    ]
+    targets = engine_targets(rows)
+    assert [(t.text, t.met) for t in targets] == [
+        ("×3.00", True),
+        ("1/10.0", False),
+        ("+9.0 MB", True),
+    ]
+    assert engine_targets([]) == []

@@ -64,6 +64,8 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import sys
 import threading
 from collections.abc import Callable
 from types import MappingProxyType
@@ -163,6 +165,18 @@ def _same_definition(old: type, new: type) -> bool:
     return (old.__module__, old.__qualname__) == (new.__module__, new.__qualname__)
 
 
+def _message_codec(by_code: dict[int, _Codec], code: int) -> _Codec | None:
+    """The codec of a message class (codes 16-31) once :mod:`graph_agent.messages`, which
+    registers them and loads on first use (``import graph_agent`` leaves it out), is imported:
+    data stored by another process loads without the caller importing it first."""
+    if not _FIRST_MESSAGE_CODE <= code < FIRST_USER_CODE or "graph_agent.messages" in sys.modules:
+        return None
+    importlib.import_module("graph_agent.messages")  # registers the message classes (by name:
+    # the messages import this module, and the package's import graph has no cycle)
+
+    return by_code.get(code)
+
+
 class _Decoder:
     """The msgpack hooks of one :meth:`Serializer.loads` call."""
 
@@ -173,7 +187,7 @@ class _Decoder:
         self.open_tags = 0  # type tags seen minus tags consumed at the head of an array
 
     def ext_hook(self, code: int, data: bytes) -> Any:
-        codec = self.by_code.get(code)
+        codec = self.by_code.get(code) or _message_codec(self.by_code, code)
         if codec is None:
             raise SerializationError(
                 f"stored data uses ext code {code}, which no type is registered under in this "

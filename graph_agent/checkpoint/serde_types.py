@@ -12,18 +12,21 @@ import dataclasses
 import enum
 import reprlib
 import struct
+import sys
 import uuid
 from collections.abc import Callable
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeGuard
 from zoneinfo import ZoneInfo
 
 import msgpack
-from pydantic import BaseModel
 
 from graph_agent.graph.errors import SerializationError
 from graph_agent.graph.state import RemoveMessage, ReplaceAll
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 _NAMED_CODE: Final = 13
 _SURROGATES_CODE: Final = 14
@@ -174,6 +177,13 @@ def _model_codec(cls: type[BaseModel], code: int) -> _Codec:
     return _Codec(cls, code, encode, decode, "fields")
 
 
+def _is_model(cls: type) -> TypeGuard[type[BaseModel]]:
+    """True for a pydantic model class; pydantic is not imported for this (none exists before
+    it is, and importing it costs megabytes)."""
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and issubclass(cls, pydantic.BaseModel)
+
+
 def _has_aliases(cls: type[BaseModel]) -> bool:
     return any(f.alias or f.validation_alias for f in cls.model_fields.values())
 
@@ -200,7 +210,7 @@ def _codec_for(cls: type, code: int) -> _Codec:
             return target.__graph_agent_load__(_one(payload))
 
         return _container(cls, code, load, "dump", lambda v: [v.__graph_agent_dump__()])
-    if issubclass(cls, BaseModel):
+    if _is_model(cls):
         return _model_codec(cls, code)
     if dataclasses.is_dataclass(cls):
         return _dataclass_codec(cls, code)

@@ -12,12 +12,16 @@ agree); :func:`now` is the clock, a seam tests pin.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
+
+try:  # hashlib would also load OpenSSL (3 MB) for this built-in hash
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - another Python implementation
+    from hashlib import blake2b
 
 from graph_agent.graph.task import _plain
 
@@ -113,4 +117,4 @@ def input_key(state: Any) -> str:
         text = json.dumps(data, sort_keys=True, default=_plain, separators=(",", ":"))
     except (TypeError, ValueError):  # keys of several types, or a cycle
         text = repr(sorted(map(repr, data.items())))
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    return blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()

@@ -7,12 +7,16 @@ worker thread) and from async nodes alike.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
+
+try:  # hashlib would also load OpenSSL (3 MB) for this built-in hash
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - another Python implementation
+    from hashlib import blake2b
 
 from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError
 from graph_agent.graph.values import Interrupt
@@ -31,7 +35,7 @@ def derive_id(*parts: object) -> str:
     """A short stable id from its parts (task ids, interrupt ids); any string may be a part
     (a thread id holding a lone surrogate too: ``surrogatepass`` leaves other text as UTF-8)."""
     text = "\x1f".join(str(part) for part in parts)
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+    return blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
 def task_id_for(
@@ -60,7 +64,7 @@ def send_key(value: Any) -> str:
         text = json.dumps(value, sort_keys=True, default=_plain, separators=(",", ":"))
     except (TypeError, ValueError):  # keys of several types, or a cycle: by position alone
         text = ""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 def _plain(value: Any) -> Any:
