@@ -40,6 +40,8 @@ from graph_agent.tools import Tool
 
 __all__ = ["AgentBase", "coerce_state"]
 
+_A = typing.TypeVar("_A", bound="AgentBase")
+
 
 class AgentBase:
     """The agent API over one compiled graph: calls, streams, thread state, drawing.
@@ -131,8 +133,8 @@ class AgentBase:
         """The same agent keeping its threads in ``saver`` (``None``: in none): a new object,
         sharing the model, tools, hooks and sub-agents, with a graph of its own; this one is
         left as it was (its saver, its graph, its threads)."""
-        twin = copy.copy(self)
-        with self._lock:
+        with self._lock:  # no copy of a half-made change
+            twin = _own_copy(self)
             twin._init_graph(saver)
             self._detach(twin)
         return twin
@@ -373,6 +375,16 @@ class AgentBase:
         """This agent as a tool another agent's model can call with a request in plain words.
         See :func:`graph_agent.agent.compose.agent_tool`."""
         return agent_tool(self, name, description)  # type: ignore[arg-type]
+
+
+def _own_copy(agent: _A) -> _A:
+    """A shallow copy of ``agent`` whose lists, dicts and sets are copies too: changing one
+    of them in place on the copy (``team.agents.append(...)``) leaves ``agent`` as it was."""
+    twin = copy.copy(agent)
+    for key, value in vars(agent).items():
+        if isinstance(value, list | dict | set):
+            vars(twin)[key] = copy.copy(value)
+    return twin
 
 
 def coerce_state(input: Any) -> dict[str, Any]:

@@ -22,13 +22,12 @@ Example:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import BaseModel, ValidationError
 
-from graph_agent.agent.base import AgentBase, coerce_state
+from graph_agent.agent.base import AgentBase, _own_copy, coerce_state
 from graph_agent.agent.compose import AgentLike, agent_node
 from graph_agent.agent.keys import RUN_INPUT_KEY, RUN_KEY
 from graph_agent.agent.react import ReactAgent
@@ -121,11 +120,7 @@ class FlowAgent(AgentBase):
     def _frozen(self) -> Self:
         """A shallow copy of the team whose lists and dicts are copies too (the caller holds
         the lock): what a graph built from it reads does not change with the team."""
-        frozen = copy.copy(self)
-        for key, value in vars(self).items():
-            if isinstance(value, list | dict):
-                vars(frozen)[key] = copy.copy(value)
-        return frozen
+        return _own_copy(self)
 
     def _max_steps(self) -> int:
         return 100 + sum(agent._max_steps() for agent in self._agents())

@@ -404,8 +404,9 @@ class ReactAgent(AgentBase):
         return self._compile(self.toolkit)
 
     def _detach(self, twin: ReactAgent) -> None:
-        """A copy steers its own threads."""
+        """A copy steers its own threads, and has a toolkit of its own."""
         object.__setattr__(twin, "steering", SteeringQueue(held=twin._held_message_ids))
+        object.__setattr__(twin, "toolkit", self.toolkit.copy())
 
     def _max_steps(self) -> int:
         """A step budget that ``max_iterations`` always exhausts first."""

@@ -251,3 +251,26 @@ async def _state_round_trip(agent: AgentBase, saver: Any) -> None:
     assert history[0].values["messages"][-1].text == "A note."
     assert (await served.aget_state(config)).values == history[0].values
     assert agent.saver is not saver and agent.saver.get("t") is None
+
+
+@pytest.mark.parametrize("kind", sorted(_teams()))
+def test_a_copy_has_lists_and_dicts_of_its_own(kind: str) -> None:
+    team = _teams()[kind]
+    agents, strategies = list(team._agents()), dict(team.key_strategies)
+    twin = team.with_saver(MemorySaver())
+    if isinstance(getattr(twin, "agents", None), list):
+        twin.agents.append(_agent("late"))
+    twin.key_strategies["late"] = lambda old, new: new
+    assert list(team._agents()) == agents and team.key_strategies == strategies
+
+
+def test_a_copy_has_a_toolkit_of_its_own() -> None:
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    agent = _agent("helper")
+    twin = agent.with_saver(MemorySaver())
+    twin.toolkit.add(ping)
+    assert "ping" in twin.toolkit and "ping" not in agent.toolkit
