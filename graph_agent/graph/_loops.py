@@ -11,6 +11,7 @@ asyncio is imported by the first call that needs it, not with the package."""
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Coroutine
 from concurrent.futures import Future
@@ -64,6 +65,15 @@ class _LoopThreads:
 
 
 _loop_threads = _LoopThreads()
+
+
+def _forget_loop_threads() -> None:
+    """In a forked child the parent's loop threads are gone, but their loops still look
+    running (``close()`` refuses them): start from none, in place (modules hold the object)."""
+    _loop_threads.__init__()  # type: ignore[misc]
+
+
+os.register_at_fork(after_in_child=_forget_loop_threads)
 
 
 def _loop_on_daemon_thread(name: str) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
