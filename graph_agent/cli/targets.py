@@ -66,7 +66,10 @@ class Target:
     spec: str
     runnable: Runnable
     remote: RemoteGraph | None = None
-    """The served graph or agent (``--url``), or None for a local one."""
+    """The served graph or agent (``--url``, or a RemoteGraph a module defines), or None for
+    a local one."""
+    by_url: bool = False
+    """Whether ``--url`` named the server (a command run again needs it too)."""
     opened: SqliteSaver | None = None
     previous_model: ChatModel | None = None
     cleanups: list[Callable[[], None]] = field(default_factory=list)
@@ -143,8 +146,8 @@ class Target:
     def where(self, db: str | None) -> str:
         """The options that find this target's threads again (``--url``, or ``--db``)."""
         remote = self.remote
-        if remote is not None:
-            return f" --url {shlex.quote(remote.url)}"
+        if remote is not None:  # a module's RemoteGraph names its server itself
+            return f" --url {shlex.quote(remote.url)}" if self.by_url else ""
         return db_option(db, default=None)
 
     @property
@@ -199,7 +202,9 @@ def load_remote_target(url: str, assistant: str, *, api_key: str | None = None) 
         CliError: the server cannot be reached, refuses the key, or has no such assistant.
     """
     remote = RemoteGraph(url, assistant, api_key=api_key or os.environ.get("GRAPH_AGENT_API_KEY"))
-    return _served(assistant, remote)
+    target = _served(assistant, remote)
+    target.by_url = True
+    return target
 
 
 def _served(spec: str, remote: RemoteGraph) -> Target:

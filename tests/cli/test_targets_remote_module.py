@@ -111,3 +111,15 @@ def test_a_with_saver_that_fails_leaves_no_database_open(tmp_path, monkeypatch):
     assert len(savers) == 1
     with pytest.raises(sqlite3.ProgrammingError):  # closed: its connection refuses work
         savers[0].schema_version()
+
+
+def test_a_module_remote_graph_is_found_again_without_url(remote_file):
+    from graph_agent.cli.targets import Target
+    from graph_agent.client import RemoteGraph
+
+    remote = RemoteGraph("http://127.0.0.1:9", "agent")
+    from_module = Target(spec=f"{remote_file}:remote", runnable=remote, remote=remote)
+    from_url = Target(spec="agent", runnable=remote, remote=remote, by_url=True)
+
+    assert from_module.where(None) == ""
+    assert from_url.where(None) == " --url http://127.0.0.1:9"
