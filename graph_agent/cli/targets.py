@@ -66,7 +66,10 @@ class Target:
     spec: str
     runnable: Runnable
     remote: RemoteGraph | None = None
-    """The served graph or agent (``--url``), or None for a local one."""
+    """The served graph or agent (``--url``, or a RemoteGraph a module defines), or None for
+    a local one."""
+    by_url: bool = False
+    """Whether ``--url`` named the server (a command run again needs it too)."""
     opened: SqliteSaver | None = None
     previous_model: ChatModel | None = None
     cleanups: list[Callable[[], None]] = field(default_factory=list)
@@ -121,8 +124,18 @@ class Target:
 
     @property
     def local(self) -> Runnable:
-        """The local agent or graph (``load_target``'s, never a served one)."""
-        assert self.remote is None, "a served target has no local object"
+        """The local agent or graph (``load_target``'s, never a served one).
+
+        Raises:
+            CliError: it is a served assistant (a RemoteGraph the module defines).
+        """
+        if self.remote is not None:
+            raise CliError(
+                f"{self.spec} is served at {self.remote.url}: this command works on an agent "
+                "or a graph running here",
+                "point at the module that defines the agent or graph",
+                EXIT_USAGE,
+            )
         return self.runnable
 
     @property
@@ -133,8 +146,8 @@ class Target:
     def where(self, db: str | None) -> str:
         """The options that find this target's threads again (``--url``, or ``--db``)."""
         remote = self.remote
-        if remote is not None:
-            return f" --url {shlex.quote(remote.url)}"
+        if remote is not None:  # a module's RemoteGraph names its server itself
+            return f" --url {shlex.quote(remote.url)}" if self.by_url else ""
         return db_option(db, default=None)
 
     @property
@@ -189,6 +202,18 @@ def load_remote_target(url: str, assistant: str, *, api_key: str | None = None) 
         CliError: the server cannot be reached, refuses the key, or has no such assistant.
     """
     remote = RemoteGraph(url, assistant, api_key=api_key or os.environ.get("GRAPH_AGENT_API_KEY"))
+    target = _served(assistant, remote)
+    target.by_url = True
+    return target
+
+
+def _served(spec: str, remote: RemoteGraph) -> Target:
+    """The target of a served assistant, once its server answered for it.
+
+    Raises:
+        CliError: the server cannot be reached, refuses the key, or has no such assistant.
+    """
+    url, assistant = remote.url, remote.assistant
     try:
         _ = remote.is_agent  # asks the server: what it is, and that it is there
     except RemoteGraphError as exc:
@@ -203,7 +228,7 @@ def load_remote_target(url: str, assistant: str, *, api_key: str | None = None) 
             "start it with: graph-agent serve MODULE:OBJECT, or check --url",
             EXIT_ERROR,
         ) from exc
-    return Target(spec=assistant, runnable=remote, remote=remote)
+    return Target(spec=spec, runnable=remote, remote=remote)
 
 
 def load_target(spec: str, *, db: str | None = None, default_saver: bool = True) -> Target:
@@ -227,14 +252,39 @@ def load_target(spec: str, *, db: str | None = None, default_saver: bool = True)
     found = _resolve(module, module_part, object_part)
     if isinstance(found, StateGraph):  # the one kind that is not runnable yet
         return _compiled_target(spec, found, db, default_saver)
+    if isinstance(found, RemoteGraph):  # a served assistant, as with --url
+        if db is not None:
+            raise CliError(
+                f"--db and {spec} do not go together: it is served at {found.url}, and a "
+                "server keeps its threads itself",
+                "drop --db",
+                EXIT_USAGE,
+            )
+        return _served(spec, found)
     if db is None:
         return Target(spec=spec, runnable=found)
     own = saver_of(found)
-    if takes_question(found) or own is None or isinstance(own, MemorySaver):
-        opened = open_saver(db)
-        return Target(spec=spec, runnable=found.with_saver(opened), opened=opened)
+    if own is None or isinstance(own, MemorySaver) or takes_question(found):
+        return _copy_on(spec, found, db)
     _check_compiled_saver(spec, own, db)
     return Target(spec=spec, runnable=found)
+
+
+def _copy_on(spec: str, found: Runnable, db: str) -> Target:
+    """``found`` running on the SQLite file ``db`` (a ``with_saver`` copy); the file is closed
+    again when the copy cannot be made."""
+    opened = open_saver(db)
+    try:
+        runnable = found.with_saver(opened)
+    except (ValueError, TypeError) as exc:
+        opened.close()
+        raise CliError(
+            f"{spec} cannot run on {db}: {exc}", "drop --db, or give it a saver", EXIT_USAGE
+        ) from exc
+    except BaseException:
+        opened.close()
+        raise
+    return Target(spec=spec, runnable=runnable, opened=opened)
 
 
 def _compiled_target(spec: str, graph: StateGraph, db: str | None, default_saver: bool) -> Target:

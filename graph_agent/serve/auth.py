@@ -205,7 +205,7 @@ class ApiKeyMiddleware:
             await self.app(scope, receive, send)
             return
         caller = self._caller_of(scope)
-        if caller is None and not _public(scope["path"]):
+        if caller is None and not _public(_route_path(scope)):
             await _refuse(send)
             return
         token = _caller.set(caller)
@@ -242,6 +242,16 @@ async def _refuse(send: Send) -> None:
         "(langgraph-sdk: get_client(url, api_key=...)) or as Authorization: Bearer KEY",
         [(b"www-authenticate", b'Bearer realm="graph-agent"')],
     )
+
+
+def _route_path(scope: Scope) -> str:
+    """The path the app routes: the request's, less the ``root_path`` it is mounted at (under
+    ``Mount("/docs", app)`` the full path of its ``/threads`` begins with ``/docs/`` too)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] in ("", "/"):
+        return path[len(root) :] or "/"
+    return path
 
 
 def _public(path: str) -> bool:

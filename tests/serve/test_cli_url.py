@@ -59,3 +59,16 @@ def test_bad_url_use_says_what_to_fix(server: Server, capsys: pytest.CaptureFixt
     assert "--db and --url" in capsys.readouterr().err
     assert main(["run", "--url", "http://127.0.0.1:9", "assistant", "Hi"]) == 1
     assert "cannot reach" in capsys.readouterr().err
+
+
+def test_run_runs_a_remote_graph_a_module_defines_as_a_served_one(
+    server: Server, tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = tmp_path / "remote_chain.py"
+    module.write_text(
+        f"from graph_agent.client import RemoteGraph\nchain = RemoteGraph({server.url!r}, 'chain')\n"
+    )
+    assert main(["run", f"{module}:chain", '{"x": 1}', "--plain", "--thread", "mod-1"]) == 0
+    shown = capsys.readouterr()
+    assert json.loads(shown.out) == {"x": 12}
+    assert "--url" not in shown.err  # the module names the server itself
