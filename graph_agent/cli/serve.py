@@ -27,11 +27,11 @@ SERVE_DB = os.path.join(".graph_agent", "serve.db")
 """Where ``serve`` keeps its threads by default."""
 
 
-def records_path(db: str) -> str:
-    """The file of the server's thread and run records, next to the checkpoint file ``db``:
-    ``serve.db`` → ``serve.records.db``."""
+def records_path(db: str, kind: str = "records") -> str:
+    """The file of the server's thread and run records (or its ``kind="store"``), next to the
+    checkpoint file ``db``: ``serve.db`` → ``serve.records.db``, ``serve.store.db``."""
     path = Path(db)
-    return str(path.with_name(f"{path.stem}.records{path.suffix or '.db'}"))
+    return str(path.with_name(f"{path.stem}.{kind}{path.suffix or '.db'}"))
 
 
 def serve_command(args: argparse.Namespace) -> int:
@@ -134,13 +134,17 @@ def _load_runnables(
 
 @dataclass(frozen=True, kw_only=True)
 class _Stores:
-    """Where the server keeps threads (``saver``) and runs (``records``), said as ``where``."""
+    """Where the server keeps threads (``saver``), runs (``records``) and long-term memory
+    (``store``, opened for the HTTP API only), said as ``where``."""
 
     saver: Any
     records: Any
     where: str
+    store: Any = None
 
     def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
         self.records.close()
         self.saver.close()
 
@@ -154,14 +158,34 @@ def _open_stores(args: argparse.Namespace) -> _Stores:
         if args.redis is not None:
             raise CliError("--redis needs --postgres", "add --postgres DSN, or drop --redis")
         from graph_agent.serve.records import Records
+        from graph_agent.store import SqliteStore
 
         return _Stores(
-            saver=open_saver(args.db), records=Records(records_path(args.db)), where=args.db
+            saver=open_saver(args.db),
+            records=Records(records_path(args.db)),
+            store=None if args.no_http else SqliteStore(records_path(args.db, "store")),
+            where=args.db,
         )
     timeout = getattr(args, "worker_timeout", None)
     saver, records = _open_postgres(args.postgres, args.redis, timeout)
     where = "PostgreSQL" if args.redis is None else "PostgreSQL, notified over Redis"
-    return _Stores(saver=saver, records=records, where=where)
+    store = None if args.no_http else _postgres_store(args.postgres, saver, records)
+    return _Stores(saver=saver, records=records, store=store, where=where)
+
+
+def _postgres_store(dsn: str, saver: Any, records: Any) -> Any:
+    """The server's store in PostgreSQL (the saver and records closed if it cannot open)."""
+    from graph_agent.store.postgres import PostgresStore
+
+    try:
+        return PostgresStore(dsn, pool_size=4)
+    except Exception as exc:
+        records.close()
+        saver.close()
+        raise CliError(
+            f"cannot open the store in PostgreSQL (--postgres): {type(exc).__name__}",
+            "check the DSN, and that the server is up",
+        ) from exc
 
 
 def _app(
@@ -180,6 +204,7 @@ def _app(
             runnables,
             saver=stores.saver,
             records=stores.records,
+            store=stores.store,
             work=args.workers > 0,
             api_keys=keys.api_keys,
             max_body_bytes=args.max_body_bytes,

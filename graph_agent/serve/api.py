@@ -32,6 +32,7 @@ from graph_agent.serve.records import Records, RunRecord, ThreadRecord, now
 from graph_agent.serve.runs import ActiveRun, Runnable, Runner
 from graph_agent.serve.tasks import cancel_and_await
 from graph_agent.serve.wire import WireError
+from graph_agent.store import BaseStore, InMemoryStore
 
 __all__ = ["Api", "ApiError", "Operation", "Query"]
 
@@ -83,15 +84,18 @@ class Operation:
 
 
 class Api:
-    """The state the handlers share: assistants, saver, records and runners."""
+    """The state the handlers share: assistants, saver, records, runners and store."""
 
     def __init__(
         self,
         assistants: dict[str, Runnable],
         saver: CheckpointSaver,
         records: Records | PostgresRecords,
+        store: BaseStore | None = None,
     ) -> None:
         self.assistants = assistants
+        self.store: BaseStore = store if store is not None else InMemoryStore()
+        """The long-term memory ``/store`` serves (:mod:`graph_agent.serve.routes.store`)."""
         self.saver = saver
         self.records = records
         self.runner: Runner = Runner(assistants, records)  # type: ignore[arg-type]

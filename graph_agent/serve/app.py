@@ -39,6 +39,7 @@ from graph_agent.serve.routes import starlette_routes
 from graph_agent.serve.runs import ActiveRun
 from graph_agent.serve.studio import studio_routes
 from graph_agent.serve.targets import Servable, assistants_on, served_targets
+from graph_agent.store import BaseStore
 
 __all__ = ["ApiError", "assistants_on", "create_app"]
 
@@ -50,6 +51,7 @@ def create_app(
     *,
     saver: CheckpointSaver | None = None,
     records: Records | PostgresRecords | None = None,
+    store: BaseStore | None = None,
     work: bool = True,
     api_keys: Iterable[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
@@ -71,6 +73,8 @@ def create_app(
         records: Where thread and run records live (default: in memory). With
             :class:`PostgresRecords` runs are durable jobs in PostgreSQL that every process on
             the database may claim (see :mod:`graph_agent.serve.queue`).
+        store: The long-term memory served at ``/store`` (default: an InMemoryStore). The
+            caller opens and closes it.
         work: In PostgreSQL mode, whether this process also runs runs (not only serves).
         api_keys: The keys a request must carry (``x-api-key`` or ``Authorization: Bearer``);
             each sees only the threads it created. None: no check (for loopback only).
@@ -106,9 +110,9 @@ def create_app(
         >>> sorted(route.path for route in app.routes)[:2]
         ['/assistants/search', '/assistants/{assistant_id}']
     """
-    store = saver if saver is not None else MemorySaver()
-    served = served_targets(targets, store, input_keys)
-    api = _Api(served.runnables, store, records if records is not None else Records())
+    checkpoints = saver if saver is not None else MemorySaver()
+    served = served_targets(targets, checkpoints, input_keys)
+    api = _Api(served.runnables, checkpoints, records if records is not None else Records(), store)
     if isinstance(records, PostgresRecords):
         api.use_queue(records, work=work)
     api.input_keys = served.input_keys

@@ -45,6 +45,10 @@ __all__ = [
     "HistoryRequest",
     "RunCreate",
     "Says",
+    "StoreDelete",
+    "StoreNamespaces",
+    "StorePut",
+    "StoreSearch",
     "ThreadCreate",
     "ThreadSearch",
     "ThreadStateUpdate",
@@ -149,6 +153,17 @@ def _model_in(annotation: Any) -> Any:
 
 _NOT_NEGATIVE = Says("limit and offset must not be negative", only=("greater_than_equal",))
 Count = Annotated[int, Field(ge=0), _NOT_NEGATIVE]
+
+
+def _labels(field: str) -> Any:
+    """A namespace as sent: a list of labels, non-empty and without periods (a GET names the
+    namespace with its labels joined by periods)."""
+    return Annotated[
+        list[Annotated[str, Field(min_length=1, pattern=r"^[^.]*$")]],
+        Says(
+            f"{field} must be a JSON array of non-empty labels without periods, not {{value!r:.60}}"
+        ),
+    ]
 
 
 # requests
@@ -301,6 +316,47 @@ class RunCreate(Body):
         return self.checkpoint_id or self.checkpoint.checkpoint_id
 
 
+class StorePut(Body):
+    namespace: _labels("namespace") = Field(
+        description="the item's namespace: labels without periods"
+    )
+    key: Annotated[str, Says("key must be a non-empty string")] = Field(min_length=1)
+    value: Annotated[Object, Says("value must be a JSON object")]
+    index: Annotated[
+        Literal[False] | list[str] | None,
+        Says("index must be false or a JSON array of field paths"),
+    ] = Field(None, description="the fields to embed (default: the store's; false: none)")
+    ttl: Annotated[float | None, Field(gt=0), Says("ttl must be a positive number of minutes")] = (
+        Field(None, description="minutes the item lives after it was last written or read")
+    )
+
+
+class StoreDelete(Body):
+    namespace: _labels("namespace")
+    key: Annotated[str, Says("key must be a non-empty string")] = Field(min_length=1)
+
+
+class StoreSearch(Body):
+    namespace_prefix: _labels("namespace_prefix") = Field(default_factory=list)
+    filter: Object | None = Field(
+        None, description='keep items whose value matches: {"field": value} or {"$gt": 3}...'
+    )
+    limit: Count = 10
+    offset: Count = 0
+    query: str | None = Field(None, description="rank by meaning (the store needs an index)")
+    refresh_ttl: bool | None = None
+
+
+class StoreNamespaces(Body):
+    prefix: _labels("prefix") = Field(default_factory=list)
+    suffix: _labels("suffix") = Field(default_factory=list)
+    max_depth: Annotated[int | None, Field(ge=1), Says("max_depth must be a positive integer")] = (
+        None
+    )
+    limit: Count = 100
+    offset: Count = 0
+
+
 # responses
 
 
@@ -435,6 +491,26 @@ class StreamEvent(BaseModel):
     id: str = Field("", description="its number: send as Last-Event-ID")
 
 
+class StoreItem(BaseModel):
+    namespace: list[str]
+    key: str
+    value: Object
+    created_at: str
+    updated_at: str
+
+
+class SearchItem(StoreItem):
+    score: float | None = Field(None, description="the similarity to the query, if any")
+
+
+class StoreItems(BaseModel):
+    items: list[SearchItem]
+
+
+class Namespaces(BaseModel):
+    namespaces: list[list[str]]
+
+
 REQUEST_MODELS: tuple[type[Body], ...] = (
     AssistantSearch,
     ThreadCreate,
@@ -443,6 +519,10 @@ REQUEST_MODELS: tuple[type[Body], ...] = (
     ThreadStateUpdate,
     HistoryRequest,
     RunCreate,
+    StorePut,
+    StoreDelete,
+    StoreSearch,
+    StoreNamespaces,
 )
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     Error,
@@ -457,4 +537,7 @@ RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     Run,
     RunResult,
     StreamEvent,
+    StoreItem,
+    StoreItems,
+    Namespaces,
 )

@@ -41,6 +41,7 @@ _ERRORS = {
     413: "the body is over the size limit",
     415: "the body is not sent as Content-Type: application/json",
     422: "a field is of the wrong type or value, or an input key is unknown",
+    503: "the store's database or embedder failed",
 }
 
 
