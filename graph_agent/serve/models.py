@@ -155,15 +155,15 @@ _NOT_NEGATIVE = Says("limit and offset must not be negative", only=("greater_tha
 Count = Annotated[int, Field(ge=0), _NOT_NEGATIVE]
 
 
-def _labels(field: str) -> Any:
-    """A namespace as sent: a list of labels, non-empty and without periods (a GET names the
-    namespace with its labels joined by periods)."""
-    return Annotated[
-        list[Annotated[str, Field(min_length=1, pattern=r"^[^.]*$")]],
-        Says(
-            f"{field} must be a JSON array of non-empty labels without periods, not {{value!r:.60}}"
-        ),
-    ]
+_Label = Annotated[str, Field(min_length=1, pattern=r"^[^.]*$")]
+
+
+def _labels(field: str) -> Says:
+    """The 422 of a namespace as sent: a list of labels, non-empty and without periods (a GET
+    names the namespace with its labels joined by periods)."""
+    return Says(
+        f"{field} must be a JSON array of non-empty labels without periods, not {{value!r:.60}}"
+    )
 
 
 # requests
@@ -317,7 +317,7 @@ class RunCreate(Body):
 
 
 class StorePut(Body):
-    namespace: _labels("namespace") = Field(
+    namespace: Annotated[list[_Label], _labels("namespace")] = Field(
         description="the item's namespace: labels without periods"
     )
     key: Annotated[str, Says("key must be a non-empty string")] = Field(min_length=1)
@@ -332,12 +332,14 @@ class StorePut(Body):
 
 
 class StoreDelete(Body):
-    namespace: _labels("namespace")
+    namespace: Annotated[list[_Label], _labels("namespace")]
     key: Annotated[str, Says("key must be a non-empty string")] = Field(min_length=1)
 
 
 class StoreSearch(Body):
-    namespace_prefix: _labels("namespace_prefix") = Field(default_factory=list)
+    namespace_prefix: Annotated[list[_Label], _labels("namespace_prefix")] = Field(
+        default_factory=list
+    )
     filter: Object | None = Field(
         None, description='keep items whose value matches: {"field": value} or {"$gt": 3}...'
     )
@@ -348,8 +350,8 @@ class StoreSearch(Body):
 
 
 class StoreNamespaces(Body):
-    prefix: _labels("prefix") = Field(default_factory=list)
-    suffix: _labels("suffix") = Field(default_factory=list)
+    prefix: Annotated[list[_Label], _labels("prefix")] = Field(default_factory=list)
+    suffix: Annotated[list[_Label], _labels("suffix")] = Field(default_factory=list)
     max_depth: Annotated[int | None, Field(ge=1), Says("max_depth must be a positive integer")] = (
         None
     )

@@ -34,7 +34,7 @@ T = TypeVar("T")
 
 def item_json(item: Item, *, scored: bool = False) -> dict[str, Any]:
     """``item`` as LangGraph Server sends it (a search's items also carry their ``score``)."""
-    found = {
+    found: dict[str, Any] = {
         "namespace": list(item.namespace),
         "key": item.key,
         "value": item.value,
