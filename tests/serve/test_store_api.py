@@ -5,6 +5,9 @@ the local HashEmbeddings, so a query ranks by meaning)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -18,9 +21,10 @@ from langgraph_sdk import get_client, get_sync_client
 from graph_agent.store import BaseStore, HashEmbeddings, InMemoryStore, SqliteStore
 from graph_agent.store.postgres import PostgresStore
 from tests.checkpoint.postgres_db import fresh_schema
-from tests.serve.conftest import Server
+from tests.serve.conftest import Server, free_port, wait_until_up
 from tests.serve.graphs import chain
 
+ROOT = Path(__file__).resolve().parents[2]
 INDEX = {"embed": HashEmbeddings(64), "fields": ["text"]}
 
 
@@ -183,3 +187,49 @@ def test_the_sdk_sees_a_422_and_a_query_without_an_index_is_one(tmp_path: Path) 
             client.store.search_items(["n"], query="tea")
         assert raised.value.response.status_code == 422
         assert "no index" in raised.value.response.json()["detail"]
+
+
+def _serve(where: list[str]) -> tuple[subprocess.Popen[str], str]:
+    port = free_port()
+    command = [sys.executable, "-m", "graph_agent", "serve", "tests/serve/graphs.py:chain"]
+    server = subprocess.Popen(
+        [*command, "--port", str(port), *where],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(url)
+    except RuntimeError:
+        server.kill()
+        raise
+    return server, url
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_graph_agent_serve_keeps_the_store_across_restarts(kind: str, tmp_path: Path) -> None:
+    """``serve`` keeps its store next to the threads: a SQLite file beside ``--db``
+    (``serve.store.db``), or the ``--postgres`` database."""
+    with ExitStack() as stack:
+        if kind == "sqlite":
+            where = ["--db", str(tmp_path / "serve.db")]
+        else:
+            where = ["--postgres", stack.enter_context(fresh_schema())]
+        for attempt in range(2):
+            server, url = _serve(where)
+            try:
+                client = get_sync_client(url=url)
+                if attempt == 0:
+                    client.store.put_item(["users", "u1"], key="k", value={"text": "kept"})
+                else:
+                    assert client.store.get_item(["users", "u1"], key="k")["value"] == {
+                        "text": "kept"
+                    }
+            finally:
+                server.terminate()
+                server.wait(15)
+        if kind == "sqlite":
+            assert (tmp_path / "serve.store.db").exists()
