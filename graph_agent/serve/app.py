@@ -73,8 +73,7 @@ def create_app(
         records: Where thread and run records live (default: in memory). With
             :class:`PostgresRecords` runs are durable jobs in PostgreSQL that every process on
             the database may claim (see :mod:`graph_agent.serve.queue`).
-        store: The long-term memory served at ``/store`` (default: an InMemoryStore). The
-            caller opens and closes it.
+        store: The long-term memory served at ``/store`` (default: an InMemoryStore).
         work: In PostgreSQL mode, whether this process also runs runs (not only serves).
         api_keys: The keys a request must carry (``x-api-key`` or ``Authorization: Bearer``);
             each sees only the threads it created. None: no check (for loopback only).
