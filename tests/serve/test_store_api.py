@@ -233,3 +233,16 @@ def test_graph_agent_serve_keeps_the_store_across_restarts(kind: str, tmp_path: 
                 server.wait(15)
         if kind == "sqlite":
             assert (tmp_path / "serve.store.db").exists()
+
+
+def test_with_api_keys_any_valid_key_uses_the_store_and_no_key_none(tmp_path: Path) -> None:
+    with Server(tmp_path / "serve.db", [chain()], api_keys=["key-a", "key-b"]) as keyed:
+        get_sync_client(url=keyed.url, api_key="key-a").store.put_item(
+            ["team"], key="k", value={"by": "a"}
+        )
+        other = get_sync_client(url=keyed.url, api_key="key-b")
+        assert other.store.get_item(["team"], key="k")["value"] == {"by": "a"}
+        anonymous = httpx.get(f"{keyed.url}/store/items", params={"namespace": "team", "key": "k"})
+        assert anonymous.status_code == 401
+        searched = httpx.post(f"{keyed.url}/store/items/search", json={})
+        assert searched.status_code == 401
