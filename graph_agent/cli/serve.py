@@ -25,6 +25,9 @@ __all__ = ["SERVE_DB", "records_path", "serve_command", "serve_targets"]
 
 SERVE_DB = os.path.join(".graph_agent", "serve.db")
 """Where ``serve`` keeps its threads by default."""
+STORE_SWEEP = 600.0
+"""Seconds between the sweeps of the server's store's expired items (they are never returned
+either way; the sweep frees their space)."""
 
 
 def records_path(db: str, kind: str = "records") -> str:
@@ -163,7 +166,9 @@ def _open_stores(args: argparse.Namespace) -> _Stores:
         return _Stores(
             saver=open_saver(args.db),
             records=Records(records_path(args.db)),
-            store=None if args.no_http else SqliteStore(records_path(args.db, "store")),
+            store=None
+            if args.no_http
+            else SqliteStore(records_path(args.db, "store"), sweep_interval=STORE_SWEEP),
             where=args.db,
         )
     timeout = getattr(args, "worker_timeout", None)
@@ -178,7 +183,7 @@ def _postgres_store(dsn: str, saver: Any, records: Any) -> Any:
     from graph_agent.store.postgres import PostgresStore
 
     try:
-        return PostgresStore(dsn, pool_size=4)
+        return PostgresStore(dsn, pool_size=4, sweep_interval=STORE_SWEEP)
     except Exception as exc:
         records.close()
         saver.close()
