@@ -314,6 +314,31 @@ class Ok(BaseModel):
     worker: str = Field("", description="PostgreSQL mode: this process's worker key")
 
 
+class InfoFlags(BaseModel):
+    assistants: bool = Field(description="the served graphs and agents are assistants")
+    crons: bool = Field(description="false: this server runs no cron jobs")
+    langsmith: bool = Field(description="false: no traces are sent to LangSmith")
+    langsmith_tracing_replicas: bool = False
+
+
+class InfoHost(BaseModel):
+    kind: str = "self-hosted"
+    project_id: str | None = None
+    host_revision_id: str | None = None
+    revision_id: str | None = None
+    tenant_id: str | None = None
+
+
+class Info(BaseModel):
+    """What LangGraph Server's ``/info`` answers, for this server."""
+
+    version: str = Field(description="graph-agent's version")
+    langgraph_py_version: str | None = Field(None, description="null: no langgraph inside")
+    flags: InfoFlags
+    host: InfoHost
+    server: str = Field("graph-agent", description="which server this is")
+
+
 class Assistant(BaseModel):
     assistant_id: str
     graph_id: str
@@ -447,6 +472,7 @@ REQUEST_MODELS: tuple[type[Body], ...] = (
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     Error,
     Ok,
+    Info,
     Assistant,
     Graph,
     GraphSchema,
