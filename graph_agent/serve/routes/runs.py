@@ -20,6 +20,7 @@ from graph_agent.serve.api import (
     flag,
     int_param,
     json_body,
+    json_objects,
     last_event,
     owned,
     parse,
@@ -172,6 +173,26 @@ async def stream_stateless(api: Api, request: Request) -> Response:
     return sse(run.follow(), run, resumable=False)
 
 
+MAX_BATCH = 100
+"""The most runs one ``POST /runs/batch`` starts."""
+
+
+async def create_batch(api: Api, request: Request) -> Response:
+    """Start stateless background runs; every body is checked before any run starts."""
+    items = await json_objects(request)
+    if len(items) > MAX_BATCH:
+        raise ApiError(422, f"a batch holds at most {MAX_BATCH} runs, got {len(items)}")
+    checked = []
+    for index, item in enumerate(items):
+        try:
+            body = parse(RunCreate, with_trace_context(item, request.headers))
+            checked.append((body, _run_request(api, body)))
+        except ApiError as exc:
+            raise ApiError(exc.status, f"run {index} of the batch: {exc.detail}", exc.code) from exc
+    runs = [await _start_body(api, body, run_request, None) for body, run_request in checked]
+    return JSONResponse([run.record.json() for run in runs])
+
+
 def _active_run(api: Api, request: Request) -> ActiveRun | None:
     thread_id, run_id = request.path_params["thread_id"], request.path_params["run_id"]
     if api.records_of(thread_id).run(api.thread(thread_id).thread_id, run_id) is None:
@@ -314,6 +335,16 @@ OPERATIONS = [
             Query("wait", {"type": "boolean"}, "answer once the run has stopped"),
             Query("action", {"enum": ["interrupt", "rollback"]}, "how to cancel"),
         ),
+    ),
+    Operation(
+        "POST",
+        "/runs/batch",
+        create_batch,
+        f"Start background runs, each on a thread of its own (at most {MAX_BATCH})",
+        list[Run],
+        body=RunCreate,
+        many=True,
+        errors=(404, 422),
     ),
     Operation(
         "POST",
