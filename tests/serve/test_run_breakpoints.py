@@ -106,3 +106,12 @@ def test_the_async_client_pauses_and_resumes(served: Served) -> None:
         return paused, done["x"]
 
     assert asyncio.run(go()) == (["first"], 11)
+
+
+def test_a_command_resume_goes_on_past_the_pause(served: Served) -> None:
+    client = get_sync_client(url=served.url, api_key=None)
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "chain", input={"x": 1}, interrupt_before=["second"])
+    assert client.threads.get_state(thread)["next"] == ["second"]
+    assert client.runs.wait(thread, "chain", command={"resume": "go"})["x"] == 12
+    assert client.threads.get(thread)["status"] == "idle"

@@ -338,16 +338,6 @@ OPERATIONS = [
     ),
     Operation(
         "POST",
-        "/runs/batch",
-        create_batch,
-        f"Start background runs, each on a thread of its own (at most {MAX_BATCH})",
-        list[Run],
-        body=RunCreate,
-        many=True,
-        errors=(404, 422),
-    ),
-    Operation(
-        "POST",
         "/runs/wait",
         wait_stateless,
         "Run on a thread of its own and answer the final values",
@@ -363,6 +353,16 @@ OPERATIONS = [
         StreamEvent,
         media=_SSE,
         body=RunCreate,
+        errors=(404, 422),
+    ),
+    Operation(
+        "POST",
+        "/runs/batch",
+        create_batch,
+        f"Start background runs, each on a thread of its own (at most {MAX_BATCH})",
+        list[Run],
+        body=RunCreate,
+        many=True,
         errors=(404, 422),
     ),
 ]
