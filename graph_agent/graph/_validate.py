@@ -36,7 +36,7 @@ def validate(
             f"graph {name!r} has no entry edge: add g.add_edge(START, {first!r}) (or "
             "add_conditional_edges(START, ...)) so the run knows where to begin"
         )
-    _check_breakpoints(known, has_saver, interrupt_before, interrupt_after)
+    check_breakpoints(known, has_saver, interrupt_before, interrupt_after)
     _check_reachability(name, nodes, edges)
 
 
@@ -66,17 +66,23 @@ def _check_unknown_names(known: set[str], declared: Sequence[tuple[str, str, str
             )
 
 
-def _check_breakpoints(
-    known: set[str], has_saver: bool, before: Sequence[str], after: Sequence[str]
+def check_breakpoints(
+    known: set[str],
+    has_saver: bool,
+    before: Sequence[str],
+    after: Sequence[str],
+    owner: str = "CompileConfig.",
 ) -> None:
+    """Raise :class:`GraphSetupError` for a breakpoint on no node (its message starts with
+    ``owner`` and the field's name), or for breakpoints without a saver."""
     for what, names in (("interrupt_before", before), ("interrupt_after", after)):
         unknown = [n for n in names if n not in known]
         if unknown:
             listed = ", ".join(f"{n!r}{_suggest(n, known)}" for n in unknown)
-            raise GraphSetupError(f"CompileConfig.{what} names unknown node(s): {listed}")
+            raise GraphSetupError(f"{owner}{what} names unknown node(s): {listed}")
         if names and not has_saver:
             raise GraphSetupError(
-                f"CompileConfig.{what} needs a checkpoint saver to pause and resume: "
+                f"{owner}{what} needs a checkpoint saver to pause and resume: "
                 f"CompileConfig(saver=MemorySaver(), {what}=[...])"
             )
 

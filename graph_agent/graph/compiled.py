@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from graph_agent.graph import render as render_module
@@ -17,6 +17,7 @@ from graph_agent.graph._flow import update_flow
 from graph_agent.graph._pending import Pending, nested_namespace, subgraph_place
 from graph_agent.graph._saver_calls import arun_saver_calls, run_saver_calls
 from graph_agent.graph._sends import next_task_ids
+from graph_agent.graph._validate import check_breakpoints
 from graph_agent.graph.render import GraphView
 from graph_agent.graph.saver import SENDS_KEY, Saver
 from graph_agent.graph.state import KeyStrategy, OverAllState
@@ -169,6 +170,36 @@ class CompiledGraph:
     def with_saver(self, saver: Any) -> CompiledGraph:
         """The same graph on another saver (or none): nothing is compiled again."""
         return CompiledGraph(dataclasses.replace(self._run, saver=saver), self._view)
+
+    def with_breakpoints(
+        self, before: Sequence[str] | None = None, after: Sequence[str] | None = None
+    ) -> CompiledGraph:
+        """The same graph pausing before the nodes ``before`` and after the nodes ``after``
+        (``"*"``: every node) instead of its compiled ``interrupt_before`` /
+        ``interrupt_after`` (``None`` keeps those); nothing is compiled again.
+
+        Raises:
+            GraphSetupError: a name is no node of the graph, or the graph has no saver.
+        """
+        nodes = list(self._run.spec.nodes)
+        chosen = {
+            "interrupt_before": self._run.interrupt_before if before is None else before,
+            "interrupt_after": self._run.interrupt_after if after is None else after,
+        }
+        names = {what: nodes if "*" in picked else list(picked) for what, picked in chosen.items()}
+        check_breakpoints(
+            set(nodes),
+            self._run.saver is not None,
+            names["interrupt_before"],
+            names["interrupt_after"],
+            owner="",
+        )
+        run = dataclasses.replace(
+            self._run,
+            interrupt_before=frozenset(names["interrupt_before"]),
+            interrupt_after=frozenset(names["interrupt_after"]),
+        )
+        return CompiledGraph(run, self._view)
 
     def invoke(self, input: Any, config: RunnableConfig | None = None) -> OverAllState:
         """Run to the end (or to a pause) and return the state."""

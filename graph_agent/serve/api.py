@@ -81,6 +81,8 @@ class Operation:
     media: str = "application/json"
     also: tuple[str, ...] = ()
     public: bool = False
+    many: bool = False
+    """The body is a JSON array of ``body`` objects (``POST /runs/batch``)."""
 
 
 class Api:
@@ -184,9 +186,31 @@ class Api:
 
 async def json_body(request: Request) -> dict[str, Any]:
     """The request's JSON object (``{}`` for no body)."""
+    body = await _json_value(request, {})
+    if not isinstance(body, dict):
+        raise ApiError(422, f"the request body must be a JSON object, got {type(body).__name__}")
+    return body
+
+
+async def json_objects(request: Request) -> list[dict[str, Any]]:
+    """The request's JSON array of objects (``[]`` for no body)."""
+    body = await _json_value(request, [])
+    if not isinstance(body, list):
+        raise ApiError(422, f"the request body must be a JSON array, got {type(body).__name__}")
+    for index, item in enumerate(body):
+        if not isinstance(item, dict):
+            kind = type(item).__name__
+            raise ApiError(
+                422, f"item {index} of the request body must be a JSON object, not {kind}"
+            )
+    return body
+
+
+async def _json_value(request: Request, empty: Any) -> Any:
+    """The request's JSON value (``empty`` for no body)."""
     raw = await request.body()
     if not raw.strip():
-        return {}
+        return empty
     content_type = request.headers.get("content-type")
     if not is_json_type(content_type):  # a cross-site page can send text/plain, not JSON
         raise ApiError(415, json_type_problem(content_type))
@@ -194,8 +218,6 @@ async def json_body(request: Request) -> dict[str, Any]:
         body = read_json(raw)
     except BodyError as exc:
         raise ApiError(exc.status, str(exc)) from exc
-    if not isinstance(body, dict):
-        raise ApiError(422, f"the request body must be a JSON object, got {type(body).__name__}")
     return body
 
 

@@ -56,7 +56,7 @@ KEY_GROUPS_ENV = "GRAPH_AGENT_KEY_GROUPS"
 ``TEAM=KEY,KEY;OTHER=KEY`` (groups separated by ``;``)."""
 OWNER_KEY = "owner"
 """The thread metadata key holding its creator's key fingerprint (LangGraph's convention)."""
-PUBLIC_PATHS = frozenset({"/ok", "/docs", "/openapi.json"})
+PUBLIC_PATHS = frozenset({"/ok", "/info", "/docs", "/openapi.json"})
 STUDIO_PREFIX = "/studio"
 """The Studio page's files (``graph_agent.serve.studio``): open, as the page holds no data."""
 

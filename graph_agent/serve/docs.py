@@ -64,12 +64,19 @@ def _shipped() -> dict[str, tuple[bytes, str]]:
     }
 
 
+def _body_name(schema: dict[str, Any]) -> str:
+    """The body's model, ``[Model]`` for an array of them."""
+    if schema.get("type") == "array":
+        return f"[{_body_name(schema['items'])}]"
+    return str(schema["$ref"]).rsplit("/", 1)[-1]
+
+
 def _rows(document: dict[str, Any]) -> str:
     rows = []
     for path, operations in document["paths"].items():
         for method, operation in operations.items():
             body = operation.get("requestBody", {}).get("content", {}).get("application/json")
-            body_name = body["schema"]["$ref"].rsplit("/", 1)[-1] if body else ""
+            body_name = _body_name(body["schema"]) if body else ""
             answers = ", ".join(operation["responses"])
             rows.append(
                 f"<tr><td><code>{method.upper()}</code></td><td><code>{html.escape(path)}</code>"

@@ -27,7 +27,6 @@ from pydantic import (
     RootModel,
     ValidationError,
     WithJsonSchema,
-    field_validator,
     model_validator,
 )
 
@@ -266,9 +265,15 @@ def _stream_mode_problem(value: Any) -> str:
     return f"stream_mode {bad!r} is not supported; use {', '.join(STREAM_MODES)}"
 
 
-_NOT_PER_RUN = WithJsonSchema(
-    {"type": "array", "maxItems": 0, "description": "not supported per run: compile it in"}
-)
+def _breakpoint_problem(value: Any) -> str:
+    return "interrupt_before and interrupt_after must be '*' or a list of node names"
+
+
+Breakpoints = Annotated[
+    Literal["*"] | list[str] | None,
+    Says(_breakpoint_problem),
+    Field(description="pause before (after) these nodes of the graph; '*': every node"),
+]
 
 
 class RunCreate(Body):
@@ -283,8 +288,8 @@ class RunCreate(Body):
         StreamMode | Annotated[list[StreamMode], Field(min_length=1)],
         Says(_stream_mode_problem),
     ] = "values"
-    interrupt_before: Annotated[Any, _NOT_PER_RUN] = None
-    interrupt_after: Annotated[Any, _NOT_PER_RUN] = None
+    interrupt_before: Breakpoints = None
+    interrupt_after: Breakpoints = None
     multitask_strategy: Annotated[
         MultitaskStrategy,
         Says(
@@ -300,12 +305,14 @@ class RunCreate(Body):
     on_completion: Literal["delete", "keep"] = "delete"
     stream_resumable: bool = False
 
-    @field_validator("interrupt_before", "interrupt_after", mode="before")
-    @classmethod
-    def _not_per_run(cls, value: Any, info: Any) -> Any:
-        if value:
-            raise ValueError(f"{info.field_name} per run is not supported: compile it in")
-        return None
+    def breakpoints(self) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+        """``interrupt_before`` and ``interrupt_after`` as the runner takes them (None: the
+        graph's own)."""
+        before, after = self.interrupt_before, self.interrupt_after
+        return (
+            None if before is None else tuple([before] if isinstance(before, str) else before),
+            None if after is None else tuple([after] if isinstance(after, str) else after),
+        )
 
     def modes(self) -> tuple[StreamMode, ...]:
         mode = self.stream_mode
@@ -370,6 +377,31 @@ class Error(BaseModel):
 class Ok(BaseModel):
     ok: bool
     worker: str = Field("", description="PostgreSQL mode: this process's worker key")
+
+
+class InfoFlags(BaseModel):
+    assistants: bool = Field(description="the served graphs and agents are assistants")
+    crons: bool = Field(description="false: this server runs no cron jobs")
+    langsmith: bool = Field(description="false: no traces are sent to LangSmith")
+    langsmith_tracing_replicas: bool = False
+
+
+class InfoHost(BaseModel):
+    kind: str = "self-hosted"
+    project_id: str | None = None
+    host_revision_id: str | None = None
+    revision_id: str | None = None
+    tenant_id: str | None = None
+
+
+class Info(BaseModel):
+    """What LangGraph Server's ``/info`` answers, for this server."""
+
+    version: str = Field(description="graph-agent's version")
+    langgraph_py_version: str | None = Field(None, description="null: no langgraph inside")
+    flags: InfoFlags
+    host: InfoHost
+    server: str = Field("graph-agent", description="which server this is")
 
 
 class Assistant(BaseModel):
@@ -529,6 +561,7 @@ REQUEST_MODELS: tuple[type[Body], ...] = (
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     Error,
     Ok,
+    Info,
     Assistant,
     Graph,
     GraphSchema,

@@ -106,7 +106,10 @@ def operation_json(operation: Operation) -> dict[str, Any]:
         responses[str(code)] = {"description": _ERRORS[code], **_json(_ref(Error))}
     found: dict[str, Any] = {"summary": operation.summary, "responses": responses}
     if operation.body is not None:
-        found["requestBody"] = {"required": False, **_json(_ref(operation.body))}
+        schema = _ref(operation.body)
+        if operation.many:
+            schema = {"type": "array", "items": schema}
+        found["requestBody"] = {"required": False, **_json(schema)}
     parameters = _parameters(operation.path, operation.query)
     if parameters:
         found["parameters"] = parameters

@@ -41,7 +41,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
@@ -138,6 +138,8 @@ class RunRequest:
     max_steps: int | None = None
     multitask_strategy: MultitaskStrategy = "reject"
     stream_resumable: bool = False
+    interrupt_before: tuple[str, ...] | None = None
+    interrupt_after: tuple[str, ...] | None = None
 
     def graph_input(self) -> Any:
         """The input the graph is called with: a Command to resume, or the state update."""
@@ -252,6 +254,7 @@ def new_run_record(
             "command": to_json(request.command),
             "stream_mode": list(request.stream_modes),
             "checkpoint_id": request.checkpoint_id,
+            **_breakpoints_json(request),
             **(kept or {}),
         },
     )
@@ -282,6 +285,35 @@ def rollback_thread(runnable: Runnable, thread_id: str, run_ids: set[str]) -> No
     saver = saver_of(runnable)
     if saver is not None:
         saver.delete_thread(thread_id)
+
+
+def _breakpoints_json(request: RunRequest) -> dict[str, Any]:
+    """The breakpoints a run asked for, as its record's kwargs show them (none: nothing)."""
+    asked = {
+        "interrupt_before": request.interrupt_before,
+        "interrupt_after": request.interrupt_after,
+    }
+    return {key: list(names) for key, names in asked.items() if names is not None}
+
+
+def with_breakpoints(runnable: Runnable, request: RunRequest) -> Runnable:
+    """``runnable`` pausing where the run asks (``interrupt_before`` / ``interrupt_after``);
+    itself when the run asks nothing.
+
+    Raises:
+        GraphSetupError: a name is no node of the graph.
+        ValueError: the assistant is no graph (an agent takes no breakpoints per run).
+    """
+    before, after = request.interrupt_before, request.interrupt_after
+    if before is None and after is None:
+        return runnable
+    paused = getattr(runnable, "with_breakpoints", None)
+    if paused is None:
+        raise ValueError(
+            f"assistant {request.assistant_id!r} takes no interrupt_before/interrupt_after per "
+            "run: only a graph does"
+        )
+    return cast("Runnable", paused(before, after))
 
 
 def on_saver(runnable: Runnable, saver: CheckpointSaver) -> Runnable:
@@ -535,6 +567,7 @@ class Runner:
         if request.max_steps is not None:
             config = dataclasses.replace(config, max_steps=request.max_steps)
         events = RunEvents(request.stream_modes, run.emit)
+        runnable = with_breakpoints(runnable, request)
         async for output in runnable.astream(
             request.graph_input(), config, task_events=events.task_events
         ):

@@ -94,7 +94,12 @@ def test_every_request_body_in_the_document_is_its_models_schema() -> None:
         (
             "/runs/wait",
             {"assistant_id": "chain", "interrupt_before": ["a"]},
-            "interrupt_before per run is not supported: compile it in",
+            "interrupt_before names unknown node(s): 'a'",
+        ),
+        (
+            "/runs/wait",
+            {"assistant_id": "chain", "interrupt_after": "first"},
+            "interrupt_before and interrupt_after must be '*' or a list of node names",
         ),
         ("/runs/wait", {"assistant_id": "chain", "stream_resumable": 1}, "must be a boolean"),
     ],

@@ -34,6 +34,7 @@ function resolve(document, schema) {
 
 /** A body to start from: the schema's required fields, each with its first allowed value. */
 export function example(document, schema) {
+  if (schema?.type === "array") return [example(document, resolve(document, schema.items))];
   const body = {};
   for (const name of schema?.required ?? []) {
     const field = resolve(document, schema.properties[name]);

@@ -20,6 +20,7 @@ from graph_agent.serve.api import (
     flag,
     int_param,
     json_body,
+    json_objects,
     last_event,
     owned,
     parse,
@@ -32,7 +33,14 @@ from graph_agent.serve.bodies import JSONResponse
 from graph_agent.serve.models import Run, RunCreate, RunResult, StreamEvent
 from graph_agent.serve.queue import QueueRunner
 from graph_agent.serve.records import Records, RunRecord, RunStatus, ThreadRecord
-from graph_agent.serve.runs import ActiveRun, CancelAction, RunRequest, ThreadBusy, thread_values
+from graph_agent.serve.runs import (
+    ActiveRun,
+    CancelAction,
+    RunRequest,
+    ThreadBusy,
+    thread_values,
+    with_breakpoints,
+)
 from graph_agent.serve.wire import to_json as wire_json
 
 __all__ = ["OPERATIONS"]
@@ -41,6 +49,7 @@ __all__ = ["OPERATIONS"]
 def _run_request(api: Api, body: RunCreate) -> RunRequest:
     api.runnable(body.assistant_id)
     command = body.command.model_dump(exclude_unset=True) if body.command else None
+    before, after = body.breakpoints()
     request = RunRequest(
         assistant_id=body.assistant_id,
         input=body.input,
@@ -52,16 +61,33 @@ def _run_request(api: Api, body: RunCreate) -> RunRequest:
         max_steps=body.config.recursion_limit,
         multitask_strategy=body.multitask_strategy,
         stream_resumable=body.stream_resumable,
+        interrupt_before=before,
+        interrupt_after=after,
     )
+    _check_breakpoints(api, request)
     wire(lambda r: r.graph_input(), request)  # a malformed input fails here, as a 422
     api.check_keys(request.assistant_id, request.input, "input")
     api.check_keys(request.assistant_id, (command or {}).get("update"), "command.update")
     return request
 
 
+def _check_breakpoints(api: Api, request: RunRequest) -> None:
+    """A 422 naming the nodes the run's breakpoints name that its graph has not."""
+    try:
+        with_breakpoints(api.runnable(request.assistant_id), request)
+    except ValueError as exc:  # GraphSetupError is one
+        raise ApiError(422, f"{exc}") from exc
+
+
 async def _start(api: Api, request: Request, thread_id: str | None) -> ActiveRun:
     body = parse(RunCreate, with_trace_context(await json_body(request), request.headers))
-    run_request = _run_request(api, body)
+    return await _start_body(api, body, _run_request(api, body), thread_id)
+
+
+async def _start_body(
+    api: Api, body: RunCreate, run_request: RunRequest, thread_id: str | None
+) -> ActiveRun:
+    """Start the run ``body`` asks (``run_request``, checked) on the thread, or stateless."""
     delete = body.on_completion == "delete"
     here = isinstance(api.records, Records) or api.local is not api.runner
     if thread_id is None and delete and here:
@@ -145,6 +171,26 @@ async def stream_run(api: Api, request: Request) -> Response:
 async def stream_stateless(api: Api, request: Request) -> Response:
     run = await _start(api, request, None)
     return sse(run.follow(), run, resumable=False)
+
+
+MAX_BATCH = 100
+"""The most runs one ``POST /runs/batch`` starts."""
+
+
+async def create_batch(api: Api, request: Request) -> Response:
+    """Start stateless background runs; every body is checked before any run starts."""
+    items = await json_objects(request)
+    if len(items) > MAX_BATCH:
+        raise ApiError(422, f"a batch holds at most {MAX_BATCH} runs, got {len(items)}")
+    checked = []
+    for index, item in enumerate(items):
+        try:
+            body = parse(RunCreate, with_trace_context(item, request.headers))
+            checked.append((body, _run_request(api, body)))
+        except ApiError as exc:
+            raise ApiError(exc.status, f"run {index} of the batch: {exc.detail}", exc.code) from exc
+    runs = [await _start_body(api, body, run_request, None) for body, run_request in checked]
+    return JSONResponse([run.record.json() for run in runs])
 
 
 def _active_run(api: Api, request: Request) -> ActiveRun | None:
@@ -307,6 +353,16 @@ OPERATIONS = [
         StreamEvent,
         media=_SSE,
         body=RunCreate,
+        errors=(404, 422),
+    ),
+    Operation(
+        "POST",
+        "/runs/batch",
+        create_batch,
+        f"Start background runs, each on a thread of its own (at most {MAX_BATCH})",
+        list[Run],
+        body=RunCreate,
+        many=True,
         errors=(404, 422),
     ),
 ]

@@ -1,6 +1,9 @@
-"""``/ok``, ``/openapi.json`` and ``/docs``: whether the server is up, and what it serves."""
+"""``/ok``, ``/info``, ``/openapi.json`` and ``/docs``: whether the server is up, and what it
+serves."""
 
 from __future__ import annotations
+
+from importlib import metadata
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -8,7 +11,7 @@ from starlette.responses import HTMLResponse, Response
 from graph_agent.serve.api import Api, ApiError, Operation
 from graph_agent.serve.bodies import JSONResponse, json_bytes
 from graph_agent.serve.docs import CONSOLE_HEADERS, PAGE_HEADERS, console_file, docs_html
-from graph_agent.serve.models import Ok
+from graph_agent.serve.models import Info, Ok
 from graph_agent.serve.queue import QueueRunner
 
 __all__ = ["OPERATIONS"]
@@ -18,6 +21,39 @@ async def ok(api: Api, request: Request) -> Response:
     if isinstance(api.runner, QueueRunner) and api.runner.work:
         return JSONResponse({"ok": True, "worker": api.runner.worker_key})
     return JSONResponse({"ok": True})
+
+
+def _version() -> str:
+    try:
+        return metadata.version("graph-agent")
+    except metadata.PackageNotFoundError:  # run from a checkout, not installed
+        return "unknown"
+
+
+_INFO = {
+    "version": _version(),
+    "langgraph_py_version": None,
+    # what LangGraph Server's clients look for: this server has its served graphs as
+    # assistants; it runs no crons and sends no traces to LangSmith
+    "flags": {
+        "assistants": True,
+        "crons": False,
+        "langsmith": False,
+        "langsmith_tracing_replicas": False,
+    },
+    "host": {
+        "kind": "self-hosted",
+        "project_id": None,
+        "host_revision_id": None,
+        "revision_id": None,
+        "tenant_id": None,
+    },
+    "server": "graph-agent",
+}
+
+
+async def info(api: Api, request: Request) -> Response:
+    return JSONResponse(_INFO)
 
 
 def _document(api: Api) -> bytes:
@@ -47,6 +83,9 @@ async def docs_file(api: Api, request: Request) -> Response:
 
 OPERATIONS = [
     Operation("GET", "/ok", ok, "Whether the server is ready", Ok, public=True),
+    Operation(
+        "GET", "/info", info, "The server's version and which features it has", Info, public=True
+    ),
     Operation("GET", "/openapi.json", openapi, "This document", {"type": "object"}, public=True),
     Operation(
         "GET",
