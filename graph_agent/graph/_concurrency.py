@@ -11,7 +11,7 @@ and registers it; :func:`package_threads` lists them); this module gathers the r
   loop for its whole life (an MCP client session), reached from any thread or loop.
 - **A greenlet per stream** (:class:`InlineStream`, :func:`wait_delivering`, ``_inline.py``):
   a stream's lone sync node runs on the caller's thread, its chunks reach the caller at once.
-- **Calls cut at a timeout** (:func:`call_with_timeout`, :func:`call_on_daemon_thread`,
+- **Calls cut at a timeout** (:func:`call_with_timeout`, :func:`call_on_pool`,
   :func:`run_coroutine`, :func:`at_most`, :class:`TimedOut`): tools and nodes. A sync call
   cannot be stopped: past its timeout it is abandoned on its pool thread (which leaves the pool
   once the call returns, :meth:`WorkerPool.abandon`), and the ``cancelled`` event it may watch
@@ -86,7 +86,7 @@ def call_with_timeout(
     return future.result()
 
 
-async def call_on_daemon_thread(fn: Callable[[], _T], *, thread_name: str) -> _T:
+async def call_on_pool(fn: Callable[[], _T], *, thread_name: str) -> _T:
     """Await ``fn()`` run on a thread of the shared pool (called ``thread_name`` while it runs),
     in a copy of this context; cancelling the await abandons the call (it runs to completion;
     not started yet, it never runs)."""
@@ -103,10 +103,6 @@ async def call_on_daemon_thread(fn: Callable[[], _T], *, thread_name: str) -> _T
     except asyncio.CancelledError:
         pool.abandon(job)
         raise
-
-
-call_on_pool = call_on_daemon_thread
-"""What :func:`call_on_daemon_thread` does (the name it had when each call had a thread)."""
 
 
 def _named(fn: Callable[[], _T], name: str) -> Callable[[], _T]:

@@ -20,7 +20,7 @@ from graph_agent.graph._concurrency import (
     TimedOut,
     WorkerPool,
     at_most,
-    call_on_daemon_thread,
+    call_on_pool,
     call_with_timeout,
     run_coroutine,
     run_on_loop,
@@ -374,7 +374,7 @@ def test_at_most_returns_what_finishes_in_time() -> None:
     assert asyncio.run(main()) == 2
 
 
-def test_an_awaited_call_on_a_daemon_thread_is_abandoned_when_the_await_is_cancelled() -> None:
+def test_an_awaited_call_on_the_pool_is_abandoned_when_the_await_is_cancelled() -> None:
     release, done = threading.Event(), threading.Event()
 
     def blocks() -> None:
@@ -383,8 +383,8 @@ def test_an_awaited_call_on_a_daemon_thread_is_abandoned_when_the_await_is_cance
 
     async def main() -> str:
         with pytest.raises(TimedOut):
-            await at_most(call_on_daemon_thread(blocks, thread_name="blocks"), 0.05)
-        return await call_on_daemon_thread(lambda: threading.current_thread().name, thread_name="t")
+            await at_most(call_on_pool(blocks, thread_name="blocks"), 0.05)
+        return await call_on_pool(lambda: threading.current_thread().name, thread_name="t")
 
     assert asyncio.run(main()) == "t"  # the loop closed while `blocks` still ran
     release.set()
