@@ -123,14 +123,13 @@ def run_coroutine(
     make_coroutine: Callable[[], Awaitable[_T]],
     timeout: float | None = None,
     *,
-    thread_name: str = "graph-agent-coroutine",
     cancelled: threading.Event | None = None,
 ) -> _T:
     """Run a coroutine to completion from sync code: without a ``timeout`` on the private event
     loop of this nesting depth (:func:`start_on_loop`), with one on graph_agent's shared loop
     (:func:`~graph_agent.graph._off_loop.call_off_loop`), so that a coroutine blocking its loop
     (``time.sleep`` in an ``async def``) is still cut. What it emits meanwhile reaches a
-    ``stream()`` caller live. (``thread_name``: kept for callers; no thread is started.)
+    ``stream()`` caller live. No thread is started for it.
 
     Raises:
         TimedOut: Past ``timeout`` (``cancelled`` is set): the coroutine was cancelled, or

@@ -89,10 +89,7 @@ class ToolCalls:
                     # on the shared loop, whose watchdog cuts a coroutine blocking it
                     # (time.sleep in an async def) at the timeout, as a sync tool would be
                     result = run_coroutine(
-                        lambda: self._result_of(call),
-                        timeout,
-                        thread_name=f"tool:{self.name}",
-                        cancelled=cancelled,
+                        lambda: self._result_of(call), timeout, cancelled=cancelled
                     )
                 else:
                     result = call_with_timeout(
