@@ -548,11 +548,9 @@ class SqliteSaver(CheckpointSaver):
             super().release(lease)
 
     async def aacquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
-
         return await to_thread(self.acquire, thread_id, checkpoint_ns)
 
     async def arelease(self, lease: Lease) -> None:
-
         await to_thread(self.release, lease)
 
     def _expiry(self) -> float:
