@@ -191,3 +191,36 @@ def test_the_console_builds_each_operations_request_from_the_document(
         assert tab.errors == []
     finally:
         tab.close()
+
+
+def _open_console(browser: Any, url: str) -> tuple[Any, Any, list[str]]:
+    """The console's own page at ``url`` (a new context), once ready, and its page errors."""
+    context = browser.new_context()
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url)
+    page.locator("body[data-ready=yes]").wait_for(timeout=10_000)
+    return context, page, errors
+
+
+@pytest.mark.browser
+def test_a_malformed_hash_leaves_the_console_on_its_first_operation(
+    browser: Any, keyed: Server
+) -> None:
+    context, page, errors = _open_console(browser, f"{keyed.url}/docs/try.html#%")
+    try:
+        first = page.locator("#operation option").first.get_attribute("value")
+        assert page.locator("#operation").input_value() == first
+        assert errors == []
+    finally:
+        context.close()
+    named = "GET /threads/{thread_id}"
+    link = f"{keyed.url}/docs/try.html#GET%20%2Fthreads%2F%7Bthread_id%7D"
+    context, page, errors = _open_console(browser, link)  # a well-formed hash still picks
+    try:
+        assert page.locator("#operation").input_value() == named
+        assert page.locator("#operation option").first.get_attribute("value") != named
+        assert errors == []
+    finally:
+        context.close()

@@ -150,6 +150,15 @@ async function send(event) {
   document.body.dataset.answered = String(Number(document.body.dataset.answered ?? 0) + 1);
 }
 
+// The operation a link's #hash names: "" (none) when its %-escapes are malformed ("#%").
+export function wantedOperation(hash) {
+  try {
+    return decodeURIComponent(hash.slice(1));
+  } catch {
+    return "";
+  }
+}
+
 async function start() {
   const response = await fetch("/openapi.json");
   document_ = await response.json();
@@ -163,7 +172,7 @@ async function start() {
   }
   select.addEventListener("change", () => show(found.find((op) => op.key === select.value)));
   $("form").addEventListener("submit", send);
-  const wanted = decodeURIComponent(location.hash.slice(1));
+  const wanted = wantedOperation(location.hash);
   const first = found.find((op) => op.key === wanted) ?? found[0];
   select.value = first.key;
   show(first);
