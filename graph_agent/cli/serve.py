@@ -53,13 +53,13 @@ def _serve(args: argparse.Namespace, cleanups: list[Callable[[], None]]) -> int:
     keys = _keys(args)
     if args.max_body_bytes < 1:
         raise CliError("--max-body-bytes must be at least 1", "", EXIT_USAGE)
+    if args.workers < 0:  # before anything is loaded or opened
+        raise CliError(f"--workers {args.workers}: give 0 or more", "e.g. --workers 2", EXIT_USAGE)
     runnables = _load_runnables(args, targets, cleanups)
     input_keys = _input_keys_by_id(args.input_key_table, list(runnables))
     stores = _open_stores(args)
     if args.no_http:
         return _work_only(runnables, stores.saver, stores.records)
-    if args.workers < 0:
-        raise CliError(f"--workers {args.workers}: give 0 or more", "e.g. --workers 2")
     app = _app(args, runnables, stores, keys, input_keys)
     return _run_http(args, app, stores, ", ".join(runnables), keys)
 

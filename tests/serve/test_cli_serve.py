@@ -97,6 +97,22 @@ def test_workers_without_postgres_says_what_to_add(capsys: pytest.CaptureFixture
     assert "--workers needs --postgres" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("store", [["--db", "serve.db"], ["--postgres", "dbname=nowhere"]])
+def test_negative_workers_is_a_usage_error_before_any_store_opens(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    store: list[str],
+) -> None:
+    opened: list[object] = []
+    monkeypatch.setattr("graph_agent.cli.serve._open_stores", opened.append)
+    monkeypatch.chdir(tmp_path)
+    command = ["serve", f"{ROOT}/tests/serve/graphs.py:chain", *store, "--workers", "-1"]
+    assert main(command) == 2
+    assert "--workers -1: give 0 or more" in capsys.readouterr().err
+    assert opened == [] and list(tmp_path.iterdir()) == []
+
+
 def test_sigterm_stops_the_server_cleanly(tmp_path: Path) -> None:
     """uvicorn raises SIGTERM again after its shutdown: serve still runs its own cleanup (stops
     its worker processes, closes its stores) and exits 0."""
