@@ -3,7 +3,7 @@
 The public API is re-exported here; everything else is internal.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from graph_agent.checkpoint import Checkpoint, CheckpointSaver, MemorySaver
 from graph_agent.graph.builder import StateGraph
@@ -23,6 +23,7 @@ from graph_agent.graph.errors import (
     SerializationError,
     ThreadBusyError,
 )
+from graph_agent.graph.lazy import lazy_names
 from graph_agent.graph.listeners import Listener
 from graph_agent.graph.policies import CachePolicy, RetryPolicy
 from graph_agent.graph.state import (
@@ -241,16 +242,8 @@ _LAZY: dict[str, str] = {
 savers and the stores. So ``import graph_agent`` stays light (``benchmarks/footprint.py``)."""
 
 
-def __getattr__(name: str) -> Any:
-    """A lazy public name (:data:`_LAZY`), imported on first use and kept as an attribute."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY, keep=globals())
+"""A lazy public name (:data:`_LAZY`), imported on first use and kept as an attribute."""
 
 
 def __dir__() -> list[str]:

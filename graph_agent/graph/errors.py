@@ -27,9 +27,10 @@ theirs.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from graph_agent.graph.lazy import lazy_names
 
 if TYPE_CHECKING:
     from graph_agent.graph.values import Interrupt
@@ -178,8 +179,4 @@ the old import path still gives them, loading that module on first use (the engi
 never does)."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _MOVED.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _MOVED)

@@ -36,7 +36,6 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
@@ -46,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from graph_agent.graph import log_context
+from graph_agent.graph.lazy import lazy_names
 
 logger = logging.getLogger("graph_agent")
 log_context.install()  # the library's records carry the run's ids (idempotent)
@@ -312,8 +312,4 @@ the old import path still gives them, loading that module on first use (the engi
 never does)."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _MOVED.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _MOVED)
