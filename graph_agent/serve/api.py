@@ -30,7 +30,7 @@ from graph_agent.serve.pg_records import PostgresRecords
 from graph_agent.serve.queue import QueueRunner
 from graph_agent.serve.records import Records, RunRecord, ThreadRecord, now
 from graph_agent.serve.runs import ActiveRun, Runnable, Runner
-from graph_agent.serve.tasks import cancel_and_await
+from graph_agent.serve.tasks import Periodic, cancel_and_await, run_periodically
 from graph_agent.serve.wire import WireError
 from graph_agent.store import BaseStore, InMemoryStore
 
@@ -113,6 +113,9 @@ class Api:
         """Whether requests must carry an API key (the /docs console asks for one)."""
         self.document: bytes | None = None
         """The OpenAPI document as sent, once made (see ``routes.system``)."""
+        self.periodic: list[Periodic] = []
+        """The background jobs the server runs while it serves (:meth:`add_periodic`)."""
+        self._periodic_tasks: list[asyncio.Task[None]] = []
 
     def use_queue(self, records: PostgresRecords, *, work: bool) -> None:
         """Run runs as durable jobs in PostgreSQL (:mod:`graph_agent.serve.queue`)."""
@@ -120,13 +123,24 @@ class Api:
         # a working process runs stateless runs here, in memory (see Runner.start_temporary)
         self.local = Runner(self.assistants, Records()) if work else self.runner
 
+    def add_periodic(self, periodic: Periodic) -> None:
+        """Run ``periodic`` in the background while the server serves (from its start; add it
+        before the app starts)."""
+        self.periodic.append(periodic)
+
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[None]:
         if isinstance(self.runner, QueueRunner):
             await self.runner.open()
+        loop = asyncio.get_running_loop()
+        self._periodic_tasks = [
+            loop.create_task(run_periodically(periodic), name=f"periodic:{periodic.name}")
+            for periodic in self.periodic
+        ]
         try:
             yield
         finally:
+            await cancel_and_await(self._periodic_tasks)
             # the runs still running stop now, while the records and savers they write to
             # are open (the caller closes those once the server returned); so does the wait
             # to delete a stateless run's thread, which reads the records

@@ -139,7 +139,7 @@ def _starlette(
     """The app: ``api``'s routes (and the Studio's), behind the guards, key check and body
     limit (see :func:`create_app` for ``guard``'s options)."""
     api.keys_required = bool(access)
-    return Starlette(
+    app = Starlette(
         routes=api.routes() + (studio_routes(keys_required=bool(access)) if studio else []),
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, 500: _crash},
         lifespan=api.lifespan,
@@ -149,6 +149,8 @@ def _starlette(
             Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes),
         ],
     )
+    app.state.api = api  # the API's state, for the command and tests (``app.state.api``)
+    return app
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:

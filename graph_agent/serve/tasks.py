@@ -8,9 +8,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
 
-__all__ = ["CANCEL_AGAIN_SECONDS", "cancel_and_await", "wait_at_most"]
+__all__ = [
+    "CANCEL_AGAIN_SECONDS",
+    "Periodic",
+    "cancel_and_await",
+    "run_periodically",
+    "wait_at_most",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -54,3 +61,38 @@ async def wait_at_most(event: asyncio.Event, seconds: float) -> bool:
         async with asyncio.timeout(seconds):
             await event.wait()
     return event.is_set()
+
+
+@dataclass(frozen=True)
+class Periodic:
+    """A job the server runs in the background every ``every`` seconds while it serves (the
+    crons' scheduler, retention's sweeper, webhook deliveries...): ``Api.add_periodic``.
+
+    ``job`` is awaited on the server's loop; a job that raises has its error logged, naming
+    ``name``, and runs again at its next turn (a bad round never stops the server's upkeep).
+    A job that blocks should hand its blocking work to a thread (``concurrency.to_thread``)."""
+
+    name: str
+    every: float
+    job: Callable[[], Awaitable[None]]
+
+
+async def run_periodically(periodic: Periodic, wake: asyncio.Event | None = None) -> None:
+    """Run ``periodic.job`` now and then every ``periodic.every`` seconds, until cancelled;
+    setting ``wake`` runs it at once (then clears it)."""
+    while True:
+        try:
+            await periodic.job()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            _log.exception(
+                "graph-agent serve: background job %s failed; it runs again in %.0f s",
+                periodic.name,
+                periodic.every,
+            )
+        if wake is None:
+            await asyncio.sleep(periodic.every)
+        else:
+            await wait_at_most(wake, periodic.every)
+            wake.clear()
