@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -36,9 +36,12 @@ from graph_agent.runnable_traits import takes_question
 __all__ = ["mcp_server"]
 
 
-def mcp_server(runnables: Iterable[Runnable], *, name: str = "graph-agent") -> MCPServer:
+def mcp_server(
+    runnables: Iterable[Runnable] | Mapping[str, Runnable], *, name: str = "graph-agent"
+) -> MCPServer:
     """An MCP server with one tool per runnable (see the module's docstring): an agent's or a
     team's (one that takes a question) answers a message, any other's runs on a JSON object.
+    A mapping names each tool by its key (a served assistant's id), else by the runnable's name.
 
     Run it with ``server.run("stdio")`` or ``server.run("streamable-http", host=..., port=...)``.
 
@@ -47,8 +50,11 @@ def mcp_server(runnables: Iterable[Runnable], *, name: str = "graph-agent") -> M
     """
     server = MCPServer(name, log_level="WARNING")
     seen: set[str] = set()
-    for runnable in runnables:
-        tool_name = _valid_name(runnable.name)
+    named = (
+        runnables.items() if isinstance(runnables, Mapping) else ((r.name, r) for r in runnables)
+    )
+    for given, runnable in named:
+        tool_name = _valid_name(given)
         if tool_name in seen:
             raise MCPConfigError(
                 f"two agents or graphs would be served as the MCP tool {tool_name!r}: give "

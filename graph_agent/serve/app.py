@@ -34,6 +34,7 @@ from graph_agent.serve.guard import guard_middleware
 from graph_agent.serve.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
 from graph_agent.serve.openapi import openapi_document
 from graph_agent.serve.pg_records import PostgresRecords
+from graph_agent.serve.protocols import Protocols
 from graph_agent.serve.records import Records
 from graph_agent.serve.routes import starlette_routes
 from graph_agent.serve.runs import ActiveRun
@@ -139,10 +140,13 @@ def _starlette(
     """The app: ``api``'s routes (and the Studio's), behind the guards, key check and body
     limit (see :func:`create_app` for ``guard``'s options)."""
     api.keys_required = bool(access)
+    protocols = Protocols(api)  # /mcp and A2A: beside the API's operations, not among them
     app = Starlette(
-        routes=api.routes() + (studio_routes(keys_required=bool(access)) if studio else []),
+        routes=api.routes()
+        + (studio_routes(keys_required=bool(access)) if studio else [])
+        + protocols.routes(),
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, 500: _crash},
-        lifespan=api.lifespan,
+        lifespan=protocols.lifespan(api.lifespan),
         middleware=[
             *guard_middleware(keyed=bool(access), **guard),
             Middleware(ApiKeyMiddleware, keys=access),

@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 from graph_agent.serve import create_app
 from graph_agent.serve.models import REQUEST_MODELS, RunCreate, ThreadSearch, read_body
 from graph_agent.serve.openapi import openapi_document
+from graph_agent.serve.protocols import is_protocol_path
 from graph_agent.serve.routes import OPERATIONS
 from graph_agent.serve.runs import MULTITASK_STRATEGIES, STREAM_MODES
 from tests.serve.graphs import approval, chain
@@ -168,7 +169,8 @@ def test_every_served_route_is_documented_and_every_documented_one_served(studio
     served = {
         (method, path)
         for method, path in _served(list(app.routes))
-        if not path.startswith("/studio")  # the Studio's page and files: not API routes
+        # the Studio's page and files, /mcp and A2A: not API routes
+        if not path.startswith("/studio") and not is_protocol_path(path)
     }
     assert served - _documented() == set(), "served but not documented"
     assert _documented() - served == set(), "documented but not served"

@@ -19,6 +19,7 @@ from schemathesis.specs.openapi.checks import (
 
 from graph_agent.serve import create_app
 from graph_agent.serve.openapi import openapi_document
+from graph_agent.serve.protocols import is_protocol_path
 from tests.serve.conftest import Server
 from tests.serve.graphs import approval, chain
 
@@ -40,8 +41,10 @@ def test_the_document_describes_every_route_and_no_other() -> None:
         (method.lower(), route.path)  # type: ignore[attr-defined]
         for route in app.routes
         for method in route.methods or ()  # type: ignore[attr-defined]
-        if method != "HEAD" and not route.path.startswith("/studio")  # type: ignore[attr-defined]
-    }  # the Studio's page and files are not API routes
+        if method != "HEAD"
+        and not route.path.startswith("/studio")  # type: ignore[attr-defined]
+        and not is_protocol_path(route.path)  # type: ignore[attr-defined]
+    }  # the Studio's page and files, /mcp and A2A are not API routes
     described = {
         (method, path)
         for path, operations in openapi_document(ASSISTANTS)["paths"].items()

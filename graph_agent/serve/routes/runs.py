@@ -4,8 +4,8 @@ thread of their own)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from typing import get_args
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, get_args
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -43,7 +43,7 @@ from graph_agent.serve.runs import (
 )
 from graph_agent.serve.wire import to_json as wire_json
 
-__all__ = ["OPERATIONS"]
+__all__ = ["OPERATIONS", "start_run"]
 
 
 def _run_request(api: Api, body: RunCreate) -> RunRequest:
@@ -82,6 +82,13 @@ def _check_breakpoints(api: Api, request: RunRequest) -> None:
 async def _start(api: Api, request: Request, thread_id: str | None) -> ActiveRun:
     body = parse(RunCreate, with_trace_context(await json_body(request), request.headers))
     return await _start_body(api, body, _run_request(api, body), thread_id)
+
+
+async def start_run(api: Api, body: Mapping[str, Any], thread_id: str | None) -> ActiveRun:
+    """Start the run a ``RunCreate`` body asks, on the thread (``None``: stateless), checked
+    as the runs routes check theirs: for runs other routes start (A2A's)."""
+    parsed = parse(RunCreate, body)
+    return await _start_body(api, parsed, _run_request(api, parsed), thread_id)
 
 
 async def _start_body(
