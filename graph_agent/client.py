@@ -14,6 +14,9 @@ A RemoteGraph is also a node of a local graph (``add_node("weather", remote)``: 
 the state as input and returns the remote run's final values as its update) and a tool
 (:meth:`RemoteGraph.as_tool`: the model asks it a question, it answers with the remote agent's
 last message).
+
+:class:`A2AAgent` (:mod:`graph_agent.a2a_agent`) is the same for an agent that speaks the
+Agent2Agent protocol: a node and a tool.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 import httpx
 import httpx_sse
 
+from graph_agent.a2a_agent import A2AAgent, A2AAgentError  # a remote A2A agent, likewise
 from graph_agent.graph.errors import GraphRuntimeError
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import (
@@ -42,7 +46,7 @@ from graph_agent.messages import BaseMessage, UserMessage
 from graph_agent.serve.wire import messages_from_json, to_json
 from graph_agent.tools import Tool
 
-__all__ = ["RemoteGraph", "RemoteGraphError"]
+__all__ = ["A2AAgent", "A2AAgentError", "RemoteGraph", "RemoteGraphError"]
 
 _STREAM_MODES = ["updates", "values", "custom", "messages-tuple"]
 

@@ -65,7 +65,8 @@ def create_app(
     cors_origins: Iterable[str] = (),
     insecure_no_auth: bool = False,
 ) -> Starlette:
-    """A LangGraph-Server-compatible app serving ``targets``.
+    """A LangGraph-Server-compatible app serving ``targets``, also as MCP tools at ``/mcp`` and
+    A2A agents at ``/a2a/{assistant_id}`` (:mod:`graph_agent.serve.protocols`).
 
     Args:
         targets: The graphs and agents to serve, by assistant id (a sequence: by their names).
@@ -107,8 +108,11 @@ def create_app(
         >>> _ = graph.add_node("inc", lambda state: {"x": state["x"] + 1})
         >>> _ = graph.add_edge(START, "inc").add_edge("inc", END)
         >>> app = create_app([graph])
-        >>> sorted(route.path for route in app.routes)[:2]
+        >>> paths = sorted(route.path for route in app.routes)
+        >>> [path for path in paths if path.startswith("/assistants")][:2]
         ['/assistants/search', '/assistants/{assistant_id}']
+        >>> "/mcp" in paths, "/a2a/{assistant_id}" in paths
+        (True, True)
     """
     checkpoints = saver if saver is not None else MemorySaver()
     served = served_targets(targets, checkpoints, input_keys)
