@@ -32,56 +32,59 @@ from a2a.types import (
 )
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from graph_agent.runnable_traits import takes_question
 from graph_agent.serve.a2a import RunsRequestHandler, takes_messages
 from graph_agent.serve.api import Api, ApiError
 from graph_agent.serve.bodies import JSONResponse
 from graph_agent.serve.guard import is_json_type, json_type_problem
+from graph_agent.serve.protocols import CARD_PATH
 
-__all__ = ["CARD_PATH", "a2a_routes", "agent_card"]
+__all__ = ["A2AEndpoints", "agent_card"]
 
-CARD_PATH = "/.well-known/agent-card.json"
 _VERSIONS = ("1.0", "0.3")
 """The protocol versions the endpoint speaks (the SDK's dispatcher takes both)."""
 
 
-def a2a_routes(api: Api) -> list[Route]:
-    """The A2A routes of ``api``'s assistants (see the module's docstring)."""
-    dispatcher = JsonRpcDispatcher(
-        RunsRequestHandler(api), context_builder=_ContextBuilder(), enable_v0_3_compat=True
-    )
+class A2AEndpoints:
+    """The A2A endpoints of ``api``'s assistants (see the module's docstring; the routes are
+    :class:`graph_agent.serve.protocols.Protocols`')."""
 
-    async def rpc(request: Request) -> Response:
-        api.runnable(request.path_params["assistant_id"])  # a 404 naming those served
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self._dispatcher = JsonRpcDispatcher(
+            RunsRequestHandler(api), context_builder=_ContextBuilder(), enable_v0_3_compat=True
+        )
+
+    async def rpc(self, request: Request) -> Response:
+        self.api.runnable(request.path_params["assistant_id"])  # a 404 naming those served
         content_type = request.headers.get("content-type")
         if not is_json_type(content_type):  # a cross-site page can send text/plain, not JSON
             raise ApiError(415, json_type_problem(content_type))
-        return await dispatcher.handle_requests(request)
+        return await self._dispatcher.handle_requests(request)
 
-    async def card(request: Request) -> Response:
-        return _card_response(api, request, request.path_params["assistant_id"])
+    def card(self, request: Request) -> Response:
+        return self._card(request, request.path_params["assistant_id"])
 
-    async def root_card(request: Request) -> Response:
+    def root_card(self, request: Request) -> Response:
+        assistants = self.api.assistants
         assistant_id = request.query_params.get("assistant_id")
-        if assistant_id is None and len(api.assistants) == 1:
-            assistant_id = next(iter(api.assistants))
+        if assistant_id is None and len(assistants) == 1:
+            assistant_id = next(iter(assistants))
         if assistant_id is None:
             base = _base_url(request)
-            cards = ", ".join(f"{base}/a2a/{name}{CARD_PATH}" for name in sorted(api.assistants))
+            cards = ", ".join(f"{base}/a2a/{name}{CARD_PATH}" for name in sorted(assistants))
             raise ApiError(
                 400,
                 "this server serves several assistants, each an A2A agent of its own: name one "
                 f"with ?assistant_id=..., or read its card: {cards}",
             )
-        return _card_response(api, request, assistant_id)
+        return self._card(request, assistant_id)
 
-    return [
-        Route("/a2a/{assistant_id}", rpc, methods=["POST"]),
-        Route("/a2a/{assistant_id}" + CARD_PATH, card, methods=["GET"]),
-        Route(CARD_PATH, root_card, methods=["GET"]),
-    ]
+    def _card(self, request: Request, assistant_id: str) -> Response:
+        self.api.runnable(assistant_id)  # a 404 naming those served
+        card = agent_card(self.api, assistant_id, _base_url(request))
+        return JSONResponse(agent_card_to_dict(card))
 
 
 class _ContextBuilder(DefaultServerCallContextBuilder):
@@ -91,12 +94,6 @@ class _ContextBuilder(DefaultServerCallContextBuilder):
         context = super().build(request)
         context.state["assistant_id"] = request.path_params["assistant_id"]
         return context
-
-
-def _card_response(api: Api, request: Request, assistant_id: str) -> Response:
-    api.runnable(assistant_id)  # a 404 naming those served
-    card = agent_card(api, assistant_id, _base_url(request))
-    return JSONResponse(agent_card_to_dict(card))
 
 
 def _base_url(request: Request) -> str:

@@ -83,16 +83,31 @@ def test_a_web_page_cannot_call_mcp_on_a_keyless_server(server: Served) -> None:
     assert rebound.status_code == 403
 
 
-def test_without_the_mcp_package_mcp_answers_what_to_install(
+def test_without_the_extras_mcp_and_a2a_answer_what_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from starlette.testclient import TestClient
 
     monkeypatch.setattr("graph_agent.serve.mcp_mount.mcp_available", lambda: False)
+    monkeypatch.setattr("graph_agent.serve.protocols.a2a_available", lambda: False)
     assert not McpMount({}).available
     with TestClient(create_app([chain()]), base_url="http://127.0.0.1") as client:
-        answer = client.post("/mcp", json={})
-    assert answer.status_code == 501 and "mcp extra" in answer.json()["detail"]
+        mcp = client.post("/mcp", json={})
+        a2a = client.post("/a2a/chain", json={})
+    assert mcp.status_code == 501 and "mcp extra" in mcp.json()["detail"]
+    assert a2a.status_code == 501 and "a2a extra" in a2a.json()["detail"]
+
+
+def test_a_server_that_never_serves_mcp_or_a2a_never_imports_their_sdks() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from graph_agent.serve import create_app; from tests.serve.graphs import "
+        "chain; create_app([chain()]); print(sorted(m for m in ('mcp', 'a2a') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"  # their imports take seconds: the first request pays
 
 
 def test_an_app_serves_mcp_again_after_its_lifespan_restarts() -> None:
