@@ -240,11 +240,35 @@ async def test_with_api_keys_a2a_needs_the_key_and_the_card_says_so(tmp_path: Pa
         assert _text(event.task) == "echo: keyed"
 
 
+async def test_a_key_never_sees_another_keys_tasks(tmp_path: Path) -> None:
+    other = "another-key"
+    with serving("sqlite", tmp_path, targets=[chat()], api_keys=[KEY, other]) as keyed:
+        [mine] = await _send(keyed.url, "chat", "mine", headers={"x-api-key": KEY})
+        async with httpx.AsyncClient(headers={"x-api-key": other}) as http:
+            config = ClientConfig(streaming=False, httpx_client=http)
+            client = await create_client(f"{keyed.url}/a2a/chat", client_config=config)
+            with pytest.raises(A2AError, match="not found"):
+                await client.get_task(GetTaskRequest(id=mine.task.id))
+            with pytest.raises(A2AError, match="not found"):
+                await client.cancel_task(CancelTaskRequest(id=mine.task.id))
+        with pytest.raises(A2AError, match="not found"):  # nor writes into the other's thread
+            await _send(
+                keyed.url,
+                "chat",
+                "theirs?",
+                context_id=mine.task.context_id,
+                headers={"x-api-key": other},
+            )
+
+
 @pytest.mark.parametrize("kind", ["postgres"])
-async def test_a_message_is_answered_on_postgresql(kind: str, tmp_path: Path) -> None:
+async def test_a_message_is_answered_and_streamed_on_postgresql(kind: str, tmp_path: Path) -> None:
     with serving(kind, tmp_path, targets=[chat()]) as running:
         [event] = await _send(running.url, "chat", "on postgres")
         assert event.task.status.state == TaskState.TASK_STATE_COMPLETED
         assert _text(event.task) == "echo: on postgres"
         runs = await get_client(url=running.url).runs.list(event.task.context_id)
         assert [f"{event.task.context_id}:{run['run_id']}" for run in runs] == [event.task.id]
+        streamed = await _send(running.url, "chat", "streamed", streaming=True)
+        assert streamed[-2].artifact_update.artifact.parts[0].text == "echo: streamed"
+        assert streamed[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
