@@ -43,3 +43,15 @@ def slow_chat() -> StateGraph:
     graph.add_edge(START, "step").add_edge("answer", END)
     graph.add_conditional_edges("step", lambda state: "answer" if state["n"] >= 30 else "step")
     return graph
+
+
+def broken() -> StateGraph:
+    """Fails on every message."""
+    graph = StateGraph("broken", key_strategies={"messages": AppendStrategy()})
+
+    def fail(state: dict[str, Any]) -> dict[str, Any]:
+        raise ValueError("the broken graph always fails")
+
+    graph.add_node("fail", fail)
+    graph.add_edge(START, "fail").add_edge("fail", END)
+    return graph

@@ -24,14 +24,14 @@ from a2a.types import (
 from a2a.utils.errors import A2AError
 from langgraph_sdk import get_client
 
-from tests.serve.a2a_graphs import asking, chat, slow_chat
+from tests.serve.a2a_graphs import asking, broken, chat, slow_chat
 from tests.serve.graphs import ANSWERS, agent, chain
 from tests.serve.servers import Served, serving
 
 KEY = "a2a-test-key"
 
 
-TARGETS = [agent(), chat(), asking(), slow_chat(), chain()]
+TARGETS = [agent(), chat(), asking(), slow_chat(), broken(), chain()]
 
 
 @pytest.fixture(scope="module")
@@ -176,6 +176,15 @@ async def test_a_paused_run_asks_for_input_and_the_next_message_resumes_it(
     [resumed] = await _send(server.url, "asking", "yes", context_id=paused.task.context_id)
     assert resumed.task.status.state == TaskState.TASK_STATE_COMPLETED
     assert _text(resumed.task) == "you said yes"
+
+
+async def test_a_failed_run_is_a_failed_task_saying_what_failed(server: Served) -> None:
+    [sent] = await _send(server.url, "broken", "try")
+    assert sent.task.status.state == TaskState.TASK_STATE_FAILED
+    assert "the broken graph always fails" in sent.task.status.message.parts[0].text
+    assert not sent.task.artifacts
+    streamed = await _send(server.url, "broken", "try", streaming=True)
+    assert streamed[-1].status_update.status.state == TaskState.TASK_STATE_FAILED
 
 
 async def test_a_graph_without_messages_is_a_clear_json_rpc_error(server: Served) -> None:

@@ -12,7 +12,7 @@ from graph_agent.client import A2AAgent, A2AAgentError
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.messages import AssistantMessage, ToolCall, UserMessage
 from graph_agent.models.scripted import ScriptedChatModel
-from tests.serve.a2a_graphs import asking, chat
+from tests.serve.a2a_graphs import asking, broken, chat
 from tests.serve.graphs import ANSWERS, agent, chain
 from tests.serve.servers import Served, serving
 
@@ -22,7 +22,9 @@ KEY = "a2a-agent-key"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("a2a-agent")
-    with serving("sqlite", folder, targets=[agent(), chat(), asking(), chain()]) as running:
+    with serving(
+        "sqlite", folder, targets=[agent(), chat(), asking(), broken(), chain()]
+    ) as running:
         yield running
 
 
@@ -75,6 +77,9 @@ async def test_it_streams_its_answer_and_runs_inside_an_event_loop(server: Serve
 def test_a_refusal_names_what_the_agent_said(server: Served) -> None:
     with pytest.raises(A2AAgentError, match="'messages' key"):
         A2AAgent(f"{server.url}/a2a/chain").invoke("hello")
+    with pytest.raises(A2AAgentError, match="always fails") as failed:
+        A2AAgent(f"{server.url}/a2a/broken").invoke("hello")
+    assert failed.value.state == "TASK_STATE_FAILED" and ":" in failed.value.task_id
     with pytest.raises(ValueError, match="takes a question"):
         A2AAgent(f"{server.url}/a2a/chat").invoke({"x": 1})
     with pytest.raises(ValueError, match="with_saver"):
