@@ -84,7 +84,10 @@ class McpMount:
             self._stop = self._lock = self._task = self._manager = None
             stop.set()
             if task is not None:
-                await task
+                try:
+                    await task
+                except Exception:  # the server stops all the same
+                    log.exception("graph-agent serve: the /mcp session manager failed")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._problem is not None:
