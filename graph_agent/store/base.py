@@ -41,7 +41,15 @@ from graph_agent.store.items import (
     SearchOp,
     Write,
 )
-from graph_agent.store.values import _item, decode_namespace, dot, encode_namespace, load_value
+from graph_agent.store.values import (
+    _item,
+    decode_namespace,
+    dot,
+    encode_namespace,
+    literal_head,
+    load_value,
+    namespace_matches,
+)
 
 __all__ = [
     "BaseStore",
@@ -196,15 +204,32 @@ class BaseStore:
 
     def list_namespaces(
         self,
-        prefix: tuple[str, ...] = (),
+        prefix: tuple[str, ...] | None = (),
         max_depth: int | None = None,
         *,
+        suffix: tuple[str, ...] | None = (),
         limit: int = 100,
         offset: int = 0,
     ) -> list[tuple[str, ...]]:
-        """The namespaces holding items under ``prefix``, sorted; with ``max_depth``, each cut
-        to its first ``max_depth`` labels (and listed once)."""
-        op = ListNamespacesOp(prefix=prefix, max_depth=max_depth, limit=limit, offset=offset)
+        """The namespaces holding items, sorted, as LangGraph's ``list_namespaces`` lists them.
+
+        Args:
+            prefix: Only namespaces starting with these labels (``"*"``: any label there).
+            max_depth: Each namespace found cut to its first ``max_depth`` labels (and listed
+                once): the prefix and suffix are matched on the whole namespace first.
+            suffix: Only namespaces ending with these labels (``"*"``: any label there).
+            limit: At most this many namespaces.
+            offset: Skip this many first.
+
+        Example:
+            >>> from graph_agent.store import InMemoryStore
+            >>> store = InMemoryStore()
+            >>> for user in ("u1", "u2"):
+            ...     store.put(("users", user, "prefs"), "k", {})
+            >>> store.list_namespaces(("users", "*", "prefs"), max_depth=2)
+            [('users', 'u1'), ('users', 'u2')]
+        """
+        op = _list_op(prefix, suffix, max_depth, limit, offset)
         result: list[tuple[str, ...]] = self.batch([op])[0]
         return result
 
@@ -298,13 +323,14 @@ class BaseStore:
 
     async def alist_namespaces(
         self,
-        prefix: tuple[str, ...] = (),
+        prefix: tuple[str, ...] | None = (),
         max_depth: int | None = None,
         *,
+        suffix: tuple[str, ...] | None = (),
         limit: int = 100,
         offset: int = 0,
     ) -> list[tuple[str, ...]]:
-        op = ListNamespacesOp(prefix=prefix, max_depth=max_depth, limit=limit, offset=offset)
+        op = _list_op(prefix, suffix, max_depth, limit, offset)
         result: list[tuple[str, ...]] = (await self.abatch([op]))[0]
         return result
 
@@ -447,10 +473,17 @@ class BaseStore:
                 yield row, score
 
     def _list(self, op: ListNamespacesOp, at: float) -> list[tuple[str, ...]]:
-        found = {decode_namespace(ns) for ns in self._namespaces(encode_namespace(op.prefix), at)}
+        """The namespaces under the prefix's labels before its first ``"*"`` (read by range),
+        matched on the rest of the prefix and on the suffix, then cut to ``max_depth``."""
+        literal = literal_head(op.prefix)
+        found: Iterable[tuple[str, ...]] = (
+            decode_namespace(ns) for ns in self._namespaces(encode_namespace(literal), at)
+        )
+        if op.suffix or len(literal) < len(op.prefix):
+            found = (ns for ns in found if namespace_matches(ns, op.prefix, op.suffix))
         if op.max_depth is not None:
-            found = {ns[: op.max_depth] for ns in found}
-        return sorted(found)[op.offset : op.offset + op.limit]
+            found = (ns[: op.max_depth] for ns in found)
+        return sorted(set(found))[op.offset : op.offset + op.limit]
 
     # what a backend implements
     def _read(self, ns: str, key: str, at: float) -> Row | None:
@@ -489,3 +522,21 @@ class BaseStore:
     def _sweep(self, at: float) -> int:
         """Delete the rows expired at ``at``; how many."""
         raise NotImplementedError
+
+
+def _list_op(
+    prefix: tuple[str, ...] | None,
+    suffix: tuple[str, ...] | None,
+    max_depth: int | None,
+    limit: int,
+    offset: int,
+) -> ListNamespacesOp:
+    """The op of a ``list_namespaces`` call (``None`` for a prefix or suffix: none, as
+    LangGraph takes it)."""
+    return ListNamespacesOp(
+        prefix=() if prefix is None else prefix,
+        suffix=() if suffix is None else suffix,
+        max_depth=max_depth,
+        limit=limit,
+        offset=offset,
+    )

@@ -34,6 +34,7 @@ def _checked(op: Op) -> Op:
         _check_search(op.namespace_prefix, op.filter, op.limit, op.offset)
     elif isinstance(op, ListNamespacesOp):
         _check_namespace(op.prefix, "prefix", empty_ok=True)
+        _check_namespace(op.suffix, "suffix", empty_ok=True)
         _check_page(op.limit, op.offset)
         if op.max_depth is not None and (type(op.max_depth) is not int or op.max_depth < 1):
             raise StoreInputError(

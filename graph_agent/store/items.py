@@ -67,10 +67,13 @@ class SearchOp:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ListNamespacesOp:
-    """The namespaces under ``prefix``, cut to ``max_depth`` labels (result: a sorted list)."""
+    """The namespaces starting with ``prefix`` and ending with ``suffix`` (a ``"*"`` label
+    in either matches any label), then cut to ``max_depth`` labels (result: a sorted list,
+    each namespace once), as LangGraph's ``list_namespaces`` does."""
 
     prefix: tuple[str, ...] = ()
     max_depth: int | None = None
+    suffix: tuple[str, ...] = ()
     limit: int = 100
     offset: int = 0
 

@@ -109,18 +109,18 @@ async def search_items(api: Api, request: Request) -> Response:
 
 
 async def list_namespaces(api: Api, request: Request) -> Response:
-    """The namespaces under ``prefix`` ending with ``suffix``, cut to ``max_depth`` labels
-    (the suffix is matched on the whole namespace, before the cut, as LangGraph does)."""
+    """The namespaces starting with ``prefix`` and ending with ``suffix`` (``"*"``: any
+    label), cut to ``max_depth`` labels after they matched, as LangGraph lists them."""
     body = await read(request, StoreNamespaces)
-    prefix, suffix = tuple(body.prefix), tuple(body.suffix)
-    if not suffix:
-        found = await _checked(
-            api.store.alist_namespaces(prefix, body.max_depth, limit=body.limit, offset=body.offset)
+    found = await _checked(
+        api.store.alist_namespaces(
+            tuple(body.prefix),
+            body.max_depth,
+            suffix=tuple(body.suffix),
+            limit=body.limit,
+            offset=body.offset,
         )
-    else:  # the store lists by prefix only: the rest here, over every namespace
-        every = await _checked(api.store.alist_namespaces(prefix, limit=2**62))
-        ending = {ns[: body.max_depth] for ns in every if ns[-len(suffix) :] == suffix}
-        found = sorted(ending)[body.offset : body.offset + body.limit]
+    )
     return JSONResponse({"namespaces": [list(ns) for ns in found]})
 
 
