@@ -6,6 +6,7 @@ options; a bad setting is a usage error naming its key; with an index, ``POST
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import subprocess
@@ -22,10 +23,18 @@ from langgraph_sdk import get_sync_client
 from graph_agent.cli.errors import CliError
 from graph_agent.cli.main import build_parser, main
 from graph_agent.cli.serve import serve_targets
-from graph_agent.cli.serve_store import STORE_SWEEP_MINUTES, store_settings
+from graph_agent.cli.serve_config import read_config
+from graph_agent.cli.serve_store import (
+    STORE_SWEEP_MINUTES,
+    StoreSettings,
+    add_store_sweep,
+    store_settings,
+)
+from graph_agent.serve import create_app
 from graph_agent.store import HashEmbeddings, InMemoryStore
 from tests.checkpoint.postgres_db import fresh_schema
-from tests.serve.conftest import free_port, wait_until_up
+from tests.serve.conftest import Server, free_port, wait_until_up
+from tests.serve.graphs import chain
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = f"{ROOT}/tests/serve/store_targets.py:notes"
@@ -173,8 +182,6 @@ def test_openai_without_a_key_says_which(monkeypatch: pytest.MonkeyPatch, tmp_pa
 def test_unknown_store_keys_are_named_as_ignored(tmp_path: Path) -> None:
     store = {"index": {"embed": "m:f", "ann": True}, "ttl": {"default_tll": 5}, "cache": {}}
     args = build_parser().parse_args(["serve", _config(tmp_path, store)])
-    from graph_agent.cli.serve_config import read_config
-
     assert read_config(args.target[0]).ignored == [
         "store.index.ann",
         "store.ttl.default_tll",
@@ -234,3 +241,38 @@ def test_a_configured_server_ranks_by_query_and_expires_by_default(configured: s
     # a run's node writes to the same store, under the same default TTL
     client.runs.wait(None, "notes", input={"user": "u", "text": "green tea notes"})
     assert client.store.search_items(["notes"], query="tea")["items"][0]["key"] == "last"
+
+
+def test_over_http_a_put_without_ttl_takes_the_default_and_a_get_the_refresh_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The routes leave ``ttl`` and ``refresh_ttl`` to the store when the client gives none
+    (the SDK sends neither unless asked); the store's clock is pinned to move time on."""
+
+    now = [1_800_000_000.0]
+    monkeypatch.setattr("graph_agent.store.base.now", lambda: now[0])
+    store = InMemoryStore(default_ttl=1, refresh_on_read=False)
+    with Server(tmp_path / "serve.db", [chain()], store=store) as served:
+        client = get_sync_client(url=served.url)
+        client.store.put_item(["n"], key="default", value={"v": 1})
+        client.store.put_item(["n"], key="long", value={"v": 2}, ttl=10)
+        now[0] += 50
+        assert client.store.get_item(["n"], key="default") is not None  # not refreshed
+        now[0] += 15
+        assert client.store.get_item(["n"], key="default") is None  # 65 s > 1 minute
+        assert client.store.get_item(["n"], key="long", refresh_ttl=True) is not None
+        now[0] += 9 * 60 + 30  # 10.5 minutes after the put, 9.5 after the refreshing read
+        assert client.store.get_item(["n"], key="long") is not None
+
+
+def test_the_sweep_runs_on_the_servers_upkeep(tmp_path: Path) -> None:
+
+    store = InMemoryStore()
+    app = create_app([chain()], store=store)
+    add_store_sweep(app.state.api, StoreSettings(sweep_minutes=2))
+    (periodic,) = [job for job in app.state.api.periodic if job.name == "store-sweep"]
+    assert periodic.every == 120
+    store.put(("n",), "k", {}, ttl=0.0001)
+    time.sleep(0.05)  # 0.006 s: expired by now
+    asyncio.run(periodic.job())
+    assert store._rows == {}  # swept: the row is gone, not only hidden
