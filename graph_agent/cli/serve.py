@@ -17,6 +17,7 @@ from typing import Any
 
 from graph_agent.cli.errors import EXIT_USAGE, CliError
 from graph_agent.cli.serve_config import is_config, read_config
+from graph_agent.cli.serve_store import add_store_sweep, store_settings
 from graph_agent.cli.targets import load_target, open_saver
 from graph_agent.graph.concurrency import start_thread
 from graph_agent.runnable import Runnable
@@ -25,9 +26,6 @@ __all__ = ["SERVE_DB", "records_path", "serve_command", "serve_targets"]
 
 SERVE_DB = os.path.join(".graph_agent", "serve.db")
 """Where ``serve`` keeps its threads by default."""
-STORE_SWEEP = 600.0
-"""Seconds between the sweeps of the server's store's expired items (they are never returned
-either way; the sweep frees their space)."""
 
 
 def records_path(db: str, kind: str = "records") -> str:
@@ -57,10 +55,12 @@ def _serve(args: argparse.Namespace, cleanups: list[Callable[[], None]]) -> int:
         raise CliError(f"--workers {args.workers}: give 0 or more", "e.g. --workers 2", EXIT_USAGE)
     runnables = _load_runnables(args, targets, cleanups)
     input_keys = _input_keys_by_id(args.input_key_table, list(runnables))
-    stores = _open_stores(args)
+    settings = store_settings(args)  # before anything opens: a bad index is a usage error
+    stores = _open_stores(args, settings.options())
     if args.no_http:
-        return _work_only(runnables, stores.saver, stores.records)
+        return _work_only(runnables, stores)
     app = _app(args, runnables, stores, keys, input_keys)
+    add_store_sweep(app.state.api, settings)
     return _run_http(args, app, stores, ", ".join(runnables), keys)
 
 
@@ -138,7 +138,7 @@ def _load_runnables(
 @dataclass(frozen=True, kw_only=True)
 class _Stores:
     """Where the server keeps threads (``saver``), runs (``records``) and long-term memory
-    (``store``, opened for the HTTP API only), said as ``where``."""
+    (``store``, which ``/store`` serves and every run gets), said as ``where``."""
 
     saver: Any
     records: Any
@@ -152,9 +152,10 @@ class _Stores:
         self.saver.close()
 
 
-def _open_stores(args: argparse.Namespace) -> _Stores:
-    """The saver and the records the server keeps threads and runs in, and where they are:
-    the SQLite file ``--db``, or PostgreSQL (``--postgres``, notified over ``--redis``)."""
+def _open_stores(args: argparse.Namespace, store_options: dict[str, Any]) -> _Stores:
+    """The saver, records and store the server keeps threads, runs and memory in, and where
+    they are: the SQLite file ``--db``, or PostgreSQL (``--postgres``, notified over
+    ``--redis``); the store opened with ``store_options`` (its index and TTLs)."""
     if args.postgres is None:
         if args.workers != 1 or args.no_http:
             raise CliError("--workers needs --postgres", "add --postgres DSN, or drop --workers")
@@ -166,24 +167,22 @@ def _open_stores(args: argparse.Namespace) -> _Stores:
         return _Stores(
             saver=open_saver(args.db),
             records=Records(records_path(args.db)),
-            store=None
-            if args.no_http
-            else SqliteStore(records_path(args.db, "store"), sweep_interval=STORE_SWEEP),
+            store=SqliteStore(records_path(args.db, "store"), **store_options),
             where=args.db,
         )
     timeout = getattr(args, "worker_timeout", None)
     saver, records = _open_postgres(args.postgres, args.redis, timeout)
     where = "PostgreSQL" if args.redis is None else "PostgreSQL, notified over Redis"
-    store = None if args.no_http else _postgres_store(args.postgres, saver, records)
+    store = _postgres_store(args.postgres, saver, records, store_options)
     return _Stores(saver=saver, records=records, store=store, where=where)
 
 
-def _postgres_store(dsn: str, saver: Any, records: Any) -> Any:
+def _postgres_store(dsn: str, saver: Any, records: Any, options: dict[str, Any]) -> Any:
     """The server's store in PostgreSQL (the saver and records closed if it cannot open)."""
     from graph_agent.store.postgres import PostgresStore
 
     try:
-        return PostgresStore(dsn, pool_size=4, sweep_interval=STORE_SWEEP)
+        return PostgresStore(dsn, pool_size=4, **options)
     except Exception as exc:
         records.close()
         saver.close()
@@ -336,6 +335,7 @@ def serve_targets(args: argparse.Namespace) -> list[tuple[str | None, str]]:
             name, keys = "", text
         table[name.strip() or None] = [key.strip() for key in keys.split(",") if key.strip()]
     args.input_key_table = table
+    args.store_config = options.get("store")  # the files' store table (the options win)
     return targets
 
 
@@ -484,7 +484,7 @@ def _stop_with_parent(parent: int) -> None:
     start_thread(watch, name="graph-agent-serve-parent")
 
 
-def _work_only(runnables: dict[str, Runnable], saver: Any, records: Any) -> int:
+def _work_only(runnables: dict[str, Runnable], stores: _Stores) -> int:
     from graph_agent.serve.app import assistants_on
     from graph_agent.serve.queue import work_forever
 
@@ -494,11 +494,11 @@ def _work_only(runnables: dict[str, Runnable], saver: Any, records: Any) -> int:
     stop = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, interrupt)
     try:
-        asyncio.run(work_forever(assistants_on(runnables, saver), records))
+        assistants = assistants_on(runnables, stores.saver)
+        asyncio.run(work_forever(assistants, stores.records, store=stores.store))
     except KeyboardInterrupt:
         pass
     finally:
         signal.signal(signal.SIGTERM, stop)
-        records.close()
-        saver.close()
+        stores.close()
     return 0

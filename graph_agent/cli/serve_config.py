@@ -13,6 +13,8 @@
   An option given on the command line wins;
 - optionally ``allow_hosts`` and ``cors_origins``, lists: what ``--allow-host`` and
   ``--cors-origin`` add (the command line's are added to the file's);
+- optionally ``store``, LangGraph's ``{"index": {...}, "ttl": {...}}``: the server's store's
+  index and TTLs (see :mod:`graph_agent.cli.serve_store`; the ``--store-*`` options win);
 - optionally ``input_keys``, a table ``{assistant id: [key, ...]}``: the only state keys
   clients may send to that assistant (``--input-keys``). A target given as a table
   ``{"path": ..., "input_keys": [...]}`` may say it there instead.
@@ -25,6 +27,7 @@ LangGraph reads ``langgraph.json``; a dotted module is imported from that folder
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import tomllib
@@ -33,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_agent.cli.errors import EXIT_USAGE, CliError
+from graph_agent.cli.serve_store import read_store_table
 
 __all__ = ["CONFIG_SUFFIXES", "ServeConfig", "is_config", "read_config"]
 
@@ -103,6 +107,9 @@ def read_config(path: str) -> ServeConfig:
                 input_keys[str(name)] = _key_list(path, f"input_keys.{name}", keys)
         elif key in _LISTS:
             _add_list(config, key, _string_list(path, key, value))
+        elif key == "store":
+            relative = functools.partial(_relative_to, folder)
+            config.options["store"] = read_store_table(path, value, relative, config.ignored)
         elif key == "http" and isinstance(value, dict):
             _read_http(path, value, config)
         elif key in _OPTIONS:

@@ -101,6 +101,7 @@ class Api:
         self.saver = saver
         self.records = records
         self.runner: Runner = Runner(assistants, records)  # type: ignore[arg-type]
+        self.runner.store = self.store  # every run's config.store: what /store serves
         self.local: Runner = self.runner
         """The runner of temporary threads (stateless runs that delete their thread): the
         same one on SQLite; in PostgreSQL mode, one of this process's, in memory."""
@@ -122,6 +123,7 @@ class Api:
         self.runner = QueueRunner(self.assistants, records, work=work)
         # a working process runs stateless runs here, in memory (see Runner.start_temporary)
         self.local = Runner(self.assistants, Records()) if work else self.runner
+        self.runner.store = self.local.store = self.store
 
     def add_periodic(self, periodic: Periodic) -> None:
         """Run ``periodic`` in the background while the server serves (from its start; add it

@@ -780,9 +780,13 @@ def _request_from_json(data: Mapping[str, Any], record: RunRecord) -> RunRequest
     return RunRequest(**{**data, "stream_modes": tuple(data.get("stream_modes", ("values",)))})
 
 
-async def work_forever(assistants: Mapping[str, Runnable], records: PostgresRecords) -> None:
-    """A worker process without HTTP: claim and run runs until cancelled."""
+async def work_forever(
+    assistants: Mapping[str, Runnable], records: PostgresRecords, *, store: Any = None
+) -> None:
+    """A worker process without HTTP: claim and run runs until cancelled (each run's
+    ``config.store`` is ``store``, the server's)."""
     runner = QueueRunner(assistants, records)
+    runner.store = store
     await runner.open()
     try:
         await asyncio.Event().wait()

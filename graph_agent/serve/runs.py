@@ -337,6 +337,9 @@ class Runner:
     def __init__(self, assistants: Mapping[str, Runnable], records: Records) -> None:
         self.assistants = assistants
         self.records = records
+        self.store: Any = None
+        """The server's store (``Api.store``): every run's ``config.store``, so its nodes,
+        hooks and tools use what ``/store`` serves (None: each graph's own)."""
         self._latest: dict[str, ActiveRun] = {}
         self._by_id: dict[str, ActiveRun] = {}
         self._finished: collections.deque[ActiveRun] = collections.deque()
@@ -563,6 +566,7 @@ class Runner:
             metadata={**request.metadata, "run_id": run.record.run_id},
             context=request.context,
             cancel=run.cancel,
+            store=self.store,
         )
         if request.max_steps is not None:
             config = dataclasses.replace(config, max_steps=request.max_steps)

@@ -4,8 +4,9 @@ runs in a browser.
 The page is plain HTML, CSS and JavaScript modules shipped inside the package
 (``graph_agent/serve/studio_web/``): no build step, no CDN, nothing fetched from any host but
 this server (its Content-Security-Policy says so to the browser too). It talks to the server
-only through the public HTTP API (``/assistants``, ``/threads``, ``/runs/stream``), with the
-API key a user types into it once. The files are public (``auth.STUDIO_PREFIX``); the data is
+only through the public HTTP API (``/assistants``, ``/threads``, ``/runs/stream``, and
+``/store`` for its memory browser, ``memory.js``), with the API key a user types into it
+once. The files are public (``auth.STUDIO_PREFIX``); the data is
 not.
 """
 

@@ -27,23 +27,39 @@ from typing import Any, Final, Literal, Self
 from graph_agent.checkpoint.serde import dumps
 from graph_agent.graph.concurrency import start_thread, to_thread
 from graph_agent.graph.errors import GraphAgentError
-from graph_agent.store.checks import _check_place, _check_search, _checked
+from graph_agent.store.checks import (
+    _check_place,
+    _check_search,
+    _check_ttl_settings,
+    _checked,
+)
 from graph_agent.store.embeddings import IndexConfig, check_dims, index_config, texts_at
 from graph_agent.store.errors import StoreError, StoreInputError
 from graph_agent.store.filters import _Hit, _matching, _needles
 from graph_agent.store.items import (
+    NOT_PROVIDED,
     GetOp,
     Item,
     ListNamespacesOp,
+    NotProvided,
     Op,
     PutOp,
     Row,
     SearchOp,
     Write,
 )
-from graph_agent.store.values import _item, decode_namespace, dot, encode_namespace, load_value
+from graph_agent.store.values import (
+    _item,
+    decode_namespace,
+    dot,
+    encode_namespace,
+    literal_head,
+    load_value,
+    namespace_matches,
+)
 
 __all__ = [
+    "NOT_PROVIDED",
     "BaseStore",
     "GetOp",
     "Item",
@@ -83,6 +99,10 @@ class BaseStore:
             :mod:`graph_agent.store.embeddings` for a local and an OpenAI-compatible embedder.
         sweep_interval: Seconds between background sweeps of expired items (``None``: none;
             expired items are never returned either way, and :meth:`sweep` removes them).
+        default_ttl: Minutes an item lives when its put gives no ``ttl`` (``None``: forever;
+            a put's ``ttl=None`` is forever whatever this says).
+        refresh_on_read: Whether a read (``get``, ``search``) restarts the TTL of the items
+            it returns when it does not say (``refresh_ttl=None``).
 
     Example:
         >>> from graph_agent.store import InMemoryStore
@@ -99,8 +119,15 @@ class BaseStore:
         *,
         index: Mapping[str, Any] | None = None,
         sweep_interval: float | None = None,
+        default_ttl: float | None = None,
+        refresh_on_read: bool = True,
     ) -> None:
+        _check_ttl_settings(default_ttl, refresh_on_read)
         self.index: IndexConfig | None = index_config(index) if index is not None else None
+        self.default_ttl = default_ttl
+        """Minutes an item lives when its put gives no ``ttl`` (``None``: forever)."""
+        self.refresh_on_read = refresh_on_read
+        """Whether a read that does not say restarts the TTL of the items it returns."""
         self._sweeper: threading.Thread | None = None
         self._stop_sweeping = threading.Event()
         self._sweep_interval = sweep_interval
@@ -139,8 +166,11 @@ class BaseStore:
         self.close()
 
     # the public API
-    def get(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool = True) -> Item | None:
-        """The item at ``namespace`` and ``key``, or None (also once it expired)."""
+    def get(
+        self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
+    ) -> Item | None:
+        """The item at ``namespace`` and ``key``, or None (also once it expired); with
+        ``refresh_ttl`` (None: the store's ``refresh_on_read``), its TTL restarts."""
         _check_place(namespace, key)
         return self._get(namespace, key, refresh_ttl, now())  # no GetOp: a get is that cheaper
 
@@ -149,14 +179,15 @@ class BaseStore:
         namespace: tuple[str, ...],
         key: str,
         value: dict[str, Any],
-        ttl: float | None = None,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
         *,
         index: Literal[False] | Sequence[str] | None = None,
     ) -> None:
         """Store ``value`` (a dict) at ``namespace`` and ``key``, replacing what was there.
 
         Args:
-            ttl: Minutes the item lives after it was last written or read; None: forever.
+            ttl: Minutes the item lives after it was last written or read; None: forever;
+                not given: the store's ``default_ttl``.
             index: The field paths to embed for this item (None: the store's; False: none).
         """
         self.batch([PutOp(namespace=namespace, key=key, value=value, ttl=ttl, index=index)])
@@ -174,7 +205,7 @@ class BaseStore:
         filter: Mapping[str, Any] | None = None,
         limit: int = 10,
         offset: int = 0,
-        refresh_ttl: bool = True,
+        refresh_ttl: bool | None = None,
     ) -> list[Item]:
         """Items whose namespace starts with ``namespace_prefix``.
 
@@ -189,6 +220,8 @@ class BaseStore:
             limit: At most this many items (an int >= 0, however large).
             offset: Skip this many matching items first (pagination; past the last item the
                 page is empty, as a list slice, on every backend).
+            refresh_ttl: Restart the TTL of the items found (None: the store's
+                ``refresh_on_read``).
         """
         # no SearchOp and no batch: a search is that cheaper (what batch adds is for puts)
         _check_search(namespace_prefix, filter, limit, offset)
@@ -196,15 +229,32 @@ class BaseStore:
 
     def list_namespaces(
         self,
-        prefix: tuple[str, ...] = (),
+        prefix: tuple[str, ...] | None = (),
         max_depth: int | None = None,
         *,
+        suffix: tuple[str, ...] | None = (),
         limit: int = 100,
         offset: int = 0,
     ) -> list[tuple[str, ...]]:
-        """The namespaces holding items under ``prefix``, sorted; with ``max_depth``, each cut
-        to its first ``max_depth`` labels (and listed once)."""
-        op = ListNamespacesOp(prefix=prefix, max_depth=max_depth, limit=limit, offset=offset)
+        """The namespaces holding items, sorted, as LangGraph's ``list_namespaces`` lists them.
+
+        Args:
+            prefix: Only namespaces starting with these labels (``"*"``: any label there).
+            max_depth: Each namespace found cut to its first ``max_depth`` labels (and listed
+                once): the prefix and suffix are matched on the whole namespace first.
+            suffix: Only namespaces ending with these labels (``"*"``: any label there).
+            limit: At most this many namespaces.
+            offset: Skip this many first.
+
+        Example:
+            >>> from graph_agent.store import InMemoryStore
+            >>> store = InMemoryStore()
+            >>> for user in ("u1", "u2"):
+            ...     store.put(("users", user, "prefs"), "k", {})
+            >>> store.list_namespaces(("users", "*", "prefs"), max_depth=2)
+            [('users', 'u1'), ('users', 'u2')]
+        """
+        op = _list_op(prefix, suffix, max_depth, limit, offset)
         result: list[tuple[str, ...]] = self.batch([op])[0]
         return result
 
@@ -253,7 +303,7 @@ class BaseStore:
         return await to_thread(self.batch, ops)
 
     async def aget(
-        self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool = True
+        self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
     ) -> Item | None:
         result: Item | None = (
             await self.abatch([GetOp(namespace=namespace, key=key, refresh_ttl=refresh_ttl)])
@@ -265,7 +315,7 @@ class BaseStore:
         namespace: tuple[str, ...],
         key: str,
         value: dict[str, Any],
-        ttl: float | None = None,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
         *,
         index: Literal[False] | Sequence[str] | None = None,
     ) -> None:
@@ -283,7 +333,7 @@ class BaseStore:
         filter: Mapping[str, Any] | None = None,
         limit: int = 10,
         offset: int = 0,
-        refresh_ttl: bool = True,
+        refresh_ttl: bool | None = None,
     ) -> list[Item]:
         op = SearchOp(
             namespace_prefix=namespace_prefix,
@@ -298,13 +348,14 @@ class BaseStore:
 
     async def alist_namespaces(
         self,
-        prefix: tuple[str, ...] = (),
+        prefix: tuple[str, ...] | None = (),
         max_depth: int | None = None,
         *,
+        suffix: tuple[str, ...] | None = (),
         limit: int = 100,
         offset: int = 0,
     ) -> list[tuple[str, ...]]:
-        op = ListNamespacesOp(prefix=prefix, max_depth=max_depth, limit=limit, offset=offset)
+        op = _list_op(prefix, suffix, max_depth, limit, offset)
         result: list[tuple[str, ...]] = (await self.abatch([op]))[0]
         return result
 
@@ -322,9 +373,10 @@ class BaseStore:
                 writes.append(Write(ns=ns, key=op.key, data=None, at=at, expires_at=None, ttl=None))
                 continue
             data = dumps(op.value, root=f"store value {op.key!r}")
-            expires_at = at + op.ttl * 60 if op.ttl is not None else None
+            ttl = self.default_ttl if op.ttl is NOT_PROVIDED else op.ttl
+            expires_at = at + ttl * 60 if ttl is not None else None
             writes.append(
-                Write(ns=ns, key=op.key, data=data, at=at, expires_at=expires_at, ttl=op.ttl)
+                Write(ns=ns, key=op.key, data=data, at=at, expires_at=expires_at, ttl=ttl)
             )
             if self.index is not None and op.index is not False:
                 fields = self.index.fields if op.index is None else tuple(op.index)
@@ -342,12 +394,12 @@ class BaseStore:
         return writes
 
     def _get(
-        self, namespace: tuple[str, ...], key: str, refresh_ttl: bool, at: float
+        self, namespace: tuple[str, ...], key: str, refresh_ttl: bool | None, at: float
     ) -> Item | None:
         row = self._read(encode_namespace(namespace), key, at)
         if row is None:
             return None
-        if refresh_ttl and row.ttl is not None:
+        if row.ttl is not None and (self.refresh_on_read if refresh_ttl is None else refresh_ttl):
             self._refresh([(row.ns, row.key, row.ttl)], at)
         return _item(row, load_value(row.data), None, namespace)
 
@@ -358,9 +410,11 @@ class BaseStore:
         filter: Mapping[str, Any] | None,
         limit: int,
         offset: int,
-        refresh_ttl: bool,
+        refresh_ttl: bool | None,
         at: float,
     ) -> list[Item]:
+        if refresh_ttl is None:
+            refresh_ttl = self.refresh_on_read
         prefix = encode_namespace(namespace_prefix)
         if offset + limit > MOST_ROWS:  # past what a database counts: the same page, in range
             offset = min(offset, MOST_ROWS)
@@ -447,10 +501,17 @@ class BaseStore:
                 yield row, score
 
     def _list(self, op: ListNamespacesOp, at: float) -> list[tuple[str, ...]]:
-        found = {decode_namespace(ns) for ns in self._namespaces(encode_namespace(op.prefix), at)}
+        """The namespaces under the prefix's labels before its first ``"*"`` (read by range),
+        matched on the rest of the prefix and on the suffix, then cut to ``max_depth``."""
+        literal = literal_head(op.prefix)
+        found: Iterable[tuple[str, ...]] = (
+            decode_namespace(ns) for ns in self._namespaces(encode_namespace(literal), at)
+        )
+        if op.suffix or len(literal) < len(op.prefix):
+            found = (ns for ns in found if namespace_matches(ns, op.prefix, op.suffix))
         if op.max_depth is not None:
-            found = {ns[: op.max_depth] for ns in found}
-        return sorted(found)[op.offset : op.offset + op.limit]
+            found = (ns[: op.max_depth] for ns in found)
+        return sorted(set(found))[op.offset : op.offset + op.limit]
 
     # what a backend implements
     def _read(self, ns: str, key: str, at: float) -> Row | None:
@@ -489,3 +550,21 @@ class BaseStore:
     def _sweep(self, at: float) -> int:
         """Delete the rows expired at ``at``; how many."""
         raise NotImplementedError
+
+
+def _list_op(
+    prefix: tuple[str, ...] | None,
+    suffix: tuple[str, ...] | None,
+    max_depth: int | None,
+    limit: int,
+    offset: int,
+) -> ListNamespacesOp:
+    """The op of a ``list_namespaces`` call (``None`` for a prefix or suffix: none, as
+    LangGraph takes it)."""
+    return ListNamespacesOp(
+        prefix=() if prefix is None else prefix,
+        suffix=() if suffix is None else suffix,
+        max_depth=max_depth,
+        limit=limit,
+        offset=offset,
+    )

@@ -9,7 +9,7 @@ from typing import Any
 
 from graph_agent.store.errors import StoreInputError
 from graph_agent.store.filters import _condition
-from graph_agent.store.items import GetOp, ListNamespacesOp, Op, PutOp, SearchOp
+from graph_agent.store.items import NOT_PROVIDED, GetOp, ListNamespacesOp, Op, PutOp, SearchOp
 
 
 def _checked(op: Op) -> Op:
@@ -22,7 +22,7 @@ def _checked(op: Op) -> Op:
                 f"put(..., key={op.key!r}, value={op.value!r:.60}): a value is a dict, e.g. "
                 "{'text': 'likes tea'}"
             )
-        if op.ttl is not None and (not isinstance(op.ttl, int | float) or not op.ttl > 0):
+        if op.ttl is not None and op.ttl is not NOT_PROVIDED and not _minutes(op.ttl):
             raise StoreInputError(f"ttl={op.ttl!r}: give minutes (> 0), or None to keep the item")
         if (
             op.index is not None
@@ -34,6 +34,7 @@ def _checked(op: Op) -> Op:
         _check_search(op.namespace_prefix, op.filter, op.limit, op.offset)
     elif isinstance(op, ListNamespacesOp):
         _check_namespace(op.prefix, "prefix", empty_ok=True)
+        _check_namespace(op.suffix, "suffix", empty_ok=True)
         _check_page(op.limit, op.offset)
         if op.max_depth is not None and (type(op.max_depth) is not int or op.max_depth < 1):
             raise StoreInputError(
@@ -89,3 +90,22 @@ def _check_page(limit: Any, offset: Any) -> None:
         raise StoreInputError(f"limit={limit!r}: give a number of items (>= 0)")
     if type(offset) is not int or offset < 0:
         raise StoreInputError(f"offset={offset!r}: give a number of items to skip (>= 0)")
+
+
+def _minutes(ttl: object) -> bool:
+    """Whether ``ttl`` is a TTL: a number of minutes above 0."""
+    return isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl > 0
+
+
+def _check_ttl_settings(default_ttl: object, refresh_on_read: object) -> None:
+    """A store's TTL settings, refused with what to give instead."""
+    if default_ttl is not None and not _minutes(default_ttl):
+        raise StoreInputError(
+            f"default_ttl={default_ttl!r}: give the minutes an item lives when its put gives no "
+            "ttl (> 0), or None for items that never expire"
+        )
+    if not isinstance(refresh_on_read, bool):
+        raise StoreInputError(
+            f"refresh_on_read={refresh_on_read!r}: give true (a read restarts an item's TTL) "
+            "or false"
+        )

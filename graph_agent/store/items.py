@@ -4,12 +4,37 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, TypeAlias
 
-__all__ = ["GetOp", "Item", "ListNamespacesOp", "Op", "PutOp", "Row", "SearchOp", "Write"]
+__all__ = [
+    "NOT_PROVIDED",
+    "GetOp",
+    "Item",
+    "ListNamespacesOp",
+    "NotProvided",
+    "Op",
+    "PutOp",
+    "Row",
+    "SearchOp",
+    "Write",
+]
+
+
+class NotProvided(enum.Enum):
+    """The type of :data:`NOT_PROVIDED`."""
+
+    NOT_PROVIDED = "NOT_PROVIDED"
+
+    def __repr__(self) -> str:
+        return "NOT_PROVIDED"
+
+
+NOT_PROVIDED = NotProvided.NOT_PROVIDED
+"""A put's ``ttl`` when none was given: the store's ``default_ttl`` (``None`` is no TTL)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -30,25 +55,27 @@ class Item:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GetOp:
-    """Read one item (result: ``Item | None``)."""
+    """Read one item (result: ``Item | None``); ``refresh_ttl`` None: the store's
+    ``refresh_on_read``."""
 
     namespace: tuple[str, ...]
     key: str
-    refresh_ttl: bool = True
+    refresh_ttl: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PutOp:
     """Store one item, or delete it with ``value=None`` (result: ``None``).
 
-    ``ttl`` is in minutes; ``index`` is ``None`` (the store's index fields), ``False`` (do
+    ``ttl`` is in minutes (``None``: the item never expires; :data:`NOT_PROVIDED`: the
+    store's ``default_ttl``); ``index`` is ``None`` (the store's index fields), ``False`` (do
     not embed this item) or the field paths to embed.
     """
 
     namespace: tuple[str, ...]
     key: str
     value: dict[str, Any] | None
-    ttl: float | None = None
+    ttl: float | NotProvided | None = NOT_PROVIDED
     index: Literal[False] | Sequence[str] | None = None
 
 
@@ -62,15 +89,18 @@ class SearchOp:
     filter: Mapping[str, Any] | None = None
     limit: int = 10
     offset: int = 0
-    refresh_ttl: bool = True
+    refresh_ttl: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ListNamespacesOp:
-    """The namespaces under ``prefix``, cut to ``max_depth`` labels (result: a sorted list)."""
+    """The namespaces starting with ``prefix`` and ending with ``suffix`` (a ``"*"`` label
+    in either matches any label), then cut to ``max_depth`` labels (result: a sorted list,
+    each namespace once), as LangGraph's ``list_namespaces`` does."""
 
     prefix: tuple[str, ...] = ()
     max_depth: int | None = None
+    suffix: tuple[str, ...] = ()
     limit: int = 100
     offset: int = 0
 

@@ -21,6 +21,8 @@ class InMemoryStore(BaseStore):
     Args:
         index: See :class:`~graph_agent.store.base.BaseStore`.
         sweep_interval: See :class:`~graph_agent.store.base.BaseStore`.
+        default_ttl: See :class:`~graph_agent.store.base.BaseStore`.
+        refresh_on_read: See :class:`~graph_agent.store.base.BaseStore`.
 
     Example:
         >>> store = InMemoryStore()
@@ -30,9 +32,19 @@ class InMemoryStore(BaseStore):
     """
 
     def __init__(
-        self, *, index: Mapping[str, Any] | None = None, sweep_interval: float | None = None
+        self,
+        *,
+        index: Mapping[str, Any] | None = None,
+        sweep_interval: float | None = None,
+        default_ttl: float | None = None,
+        refresh_on_read: bool = True,
     ) -> None:
-        super().__init__(index=index, sweep_interval=sweep_interval)
+        super().__init__(
+            index=index,
+            sweep_interval=sweep_interval,
+            default_ttl=default_ttl,
+            refresh_on_read=refresh_on_read,
+        )
         self._rows: dict[tuple[str, str], tuple[Row, float | None]] = {}
         self._vectors_of: dict[tuple[str, str], dict[str, list[float]]] = {}
         self._namespaces_sorted: list[str] = []

@@ -131,6 +131,8 @@ class PostgresStore(BaseStore):
         pool_size: Most connections open at once.
         pool_timeout: Seconds a call waits for a free connection.
         sweep_interval: See :class:`~graph_agent.store.base.BaseStore`.
+        default_ttl: See :class:`~graph_agent.store.base.BaseStore`.
+        refresh_on_read: See :class:`~graph_agent.store.base.BaseStore`.
 
     Example (needs a running server)::
 
@@ -148,8 +150,15 @@ class PostgresStore(BaseStore):
         pool_size: int = 10,
         pool_timeout: float = 30.0,
         sweep_interval: float | None = None,
+        default_ttl: float | None = None,
+        refresh_on_read: bool = True,
     ) -> None:
-        super().__init__(index=index, sweep_interval=sweep_interval)
+        super().__init__(
+            index=index,
+            sweep_interval=sweep_interval,
+            default_ttl=default_ttl,
+            refresh_on_read=refresh_on_read,
+        )
         if vectors not in ("auto", "pgvector", "array"):
             raise StoreInputError(f"vectors={vectors!r}: give 'auto', 'pgvector' or 'array'")
         if durability not in ("normal", "full"):

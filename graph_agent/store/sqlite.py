@@ -86,6 +86,8 @@ class SqliteStore(BaseStore):
         path: The database file (the checkpoint file is fine), or ``":memory:"``.
         index: See :class:`~graph_agent.store.base.BaseStore`.
         sweep_interval: See :class:`~graph_agent.store.base.BaseStore`.
+        default_ttl: See :class:`~graph_agent.store.base.BaseStore`.
+        refresh_on_read: See :class:`~graph_agent.store.base.BaseStore`.
 
     Raises:
         SerializationError: the file is not a SQLite database, or holds another program's
@@ -104,8 +106,15 @@ class SqliteStore(BaseStore):
         *,
         index: Mapping[str, Any] | None = None,
         sweep_interval: float | None = None,
+        default_ttl: float | None = None,
+        refresh_on_read: bool = True,
     ) -> None:
-        super().__init__(index=index, sweep_interval=sweep_interval)
+        super().__init__(
+            index=index,
+            sweep_interval=sweep_interval,
+            default_ttl=default_ttl,
+            refresh_on_read=refresh_on_read,
+        )
         self.path = str(path)
         self._lock = threading.RLock()
         try:

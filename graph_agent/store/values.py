@@ -9,6 +9,7 @@ found by a range comparison (:func:`prefix_end`), never ``LIKE``.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -39,6 +40,32 @@ def encode_namespace(namespace: tuple[str, ...]) -> str:
 @functools.lru_cache(maxsize=4096)
 def decode_namespace(stored: str) -> tuple[str, ...]:
     return tuple(unquote(label, errors="surrogatepass") for label in stored.split("/")[:-1])
+
+
+ANY_LABEL: Final = "*"
+"""In a prefix or suffix of ``list_namespaces``: any one label (as in LangGraph)."""
+
+
+def literal_head(prefix: tuple[str, ...]) -> tuple[str, ...]:
+    """The labels of ``prefix`` before its first :data:`ANY_LABEL`: what a range read finds."""
+    for index, label in enumerate(prefix):
+        if label == ANY_LABEL:
+            return prefix[:index]
+    return prefix
+
+
+def namespace_matches(
+    namespace: tuple[str, ...], prefix: tuple[str, ...], suffix: tuple[str, ...]
+) -> bool:
+    """Whether ``namespace`` starts with ``prefix`` and ends with ``suffix``, label by label
+    (:data:`ANY_LABEL` matches any label; a namespace shorter than either never matches)."""
+    if len(namespace) < len(prefix) or len(namespace) < len(suffix):
+        return False
+    start = len(namespace) - len(suffix)
+    pairs = itertools.chain(
+        zip(prefix, namespace, strict=False), zip(suffix, namespace[start:], strict=True)
+    )
+    return all(wanted in (ANY_LABEL, label) for wanted, label in pairs)
 
 
 class _Typed(Exception):

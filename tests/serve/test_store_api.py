@@ -120,6 +120,12 @@ def test_namespaces_by_prefix_suffix_and_depth(served: Server, ns: str) -> None:
     assert cut["namespaces"] == [[ns, "b"]]
     paged = client.store.list_namespaces(prefix=[ns], limit=2, offset=1)["namespaces"]
     assert paged == [[ns, "a", "y"], [ns, "b", "x"]]
+    starred = client.store.list_namespaces(prefix=[ns, "*", "x"], max_depth=2)["namespaces"]
+    assert starred == [[ns, "a"], [ns, "b"]]  # "*": any label, as in LangGraph
+    assert client.store.list_namespaces(suffix=["*", "x"], prefix=[ns])["namespaces"] == [
+        [ns, "a", "x"],
+        [ns, "b", "x"],
+    ]
 
 
 def test_the_async_client_drives_the_same_store(served: Server, ns: str) -> None:

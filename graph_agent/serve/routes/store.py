@@ -26,6 +26,7 @@ from graph_agent.serve.models import (
     StoreSearch,
 )
 from graph_agent.store import EmbeddingError, Item, StoreError, StoreInputError
+from graph_agent.store.items import NOT_PROVIDED
 
 __all__ = ["OPERATIONS", "item_json"]
 
@@ -59,14 +60,18 @@ async def _checked(call: Awaitable[T]) -> T:
 
 async def put_item(api: Api, request: Request) -> Response:
     body = await read(request, StorePut)
-    await _checked(
-        api.store.aput(tuple(body.namespace), body.key, body.value, body.ttl, index=body.index)
-    )
+    ttl = NOT_PROVIDED if body.ttl is None else body.ttl  # none given: the store's default
+    namespace = tuple(body.namespace)
+    await _checked(api.store.aput(namespace, body.key, body.value, ttl, index=body.index))
     return Response(status_code=204)
 
 
-def _refresh(request: Request) -> bool:
-    text = request.query_params.get("refresh_ttl", "true").lower()
+def _refresh(request: Request) -> bool | None:
+    """The query's ``refresh_ttl``; None when it has none (the store's ``refresh_on_read``)."""
+    text = request.query_params.get("refresh_ttl")
+    if text is None:
+        return None
+    text = text.lower()
     if text not in ("true", "false", "1", "0"):
         raise ApiError(422, f"refresh_ttl must be true or false, got {text!r:.40}")
     return text in ("true", "1")
@@ -102,25 +107,25 @@ async def search_items(api: Api, request: Request) -> Response:
             filter=body.filter,
             limit=body.limit,
             offset=body.offset,
-            refresh_ttl=body.refresh_ttl is not False,
+            refresh_ttl=body.refresh_ttl,
         )
     )
     return JSONResponse({"items": [item_json(item, scored=True) for item in items]})
 
 
 async def list_namespaces(api: Api, request: Request) -> Response:
-    """The namespaces under ``prefix`` ending with ``suffix``, cut to ``max_depth`` labels
-    (the suffix is matched on the whole namespace, before the cut, as LangGraph does)."""
+    """The namespaces starting with ``prefix`` and ending with ``suffix`` (``"*"``: any
+    label), cut to ``max_depth`` labels after they matched, as LangGraph lists them."""
     body = await read(request, StoreNamespaces)
-    prefix, suffix = tuple(body.prefix), tuple(body.suffix)
-    if not suffix:
-        found = await _checked(
-            api.store.alist_namespaces(prefix, body.max_depth, limit=body.limit, offset=body.offset)
+    found = await _checked(
+        api.store.alist_namespaces(
+            tuple(body.prefix),
+            body.max_depth,
+            suffix=tuple(body.suffix),
+            limit=body.limit,
+            offset=body.offset,
         )
-    else:  # the store lists by prefix only: the rest here, over every namespace
-        every = await _checked(api.store.alist_namespaces(prefix, limit=2**62))
-        ending = {ns[: body.max_depth] for ns in every if ns[-len(suffix) :] == suffix}
-        found = sorted(ending)[body.offset : body.offset + body.limit]
+    )
     return JSONResponse({"namespaces": [list(ns) for ns in found]})
 
 
@@ -148,7 +153,8 @@ OPERATIONS = [
             Query(
                 "refresh_ttl",
                 {"type": "boolean"},
-                "restart the item's TTL (default: true)",
+                "restart the item's TTL (default: the store's refresh_on_read, true unless "
+                "the server's config says)",
             ),
         ),
     ),
