@@ -13,6 +13,9 @@
   An option given on the command line wins;
 - optionally ``allow_hosts`` and ``cors_origins``, lists: what ``--allow-host`` and
   ``--cors-origin`` add (the command line's are added to the file's);
+- optionally ``checkpointer.ttl`` (LangGraph's: ``strategy``, ``default_ttl`` and
+  ``sweep_interval_minutes``, what ``--ttl-strategy``, ``--thread-ttl`` and
+  ``--sweep-interval`` set) and ``checkpoint_keep`` (``--checkpoint-keep``);
 - optionally ``input_keys``, a table ``{assistant id: [key, ...]}``: the only state keys
   clients may send to that assistant (``--input-keys``). A target given as a table
   ``{"path": ..., "input_keys": [...]}`` may say it there instead.
@@ -33,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_agent.cli.errors import EXIT_USAGE, CliError
+from graph_agent.cli.serve_retention import read_checkpointer
 
 __all__ = ["CONFIG_SUFFIXES", "ServeConfig", "is_config", "read_config"]
 
@@ -46,6 +50,7 @@ _OPTIONS: dict[str, type[Any]] = {
     "workers": int,
     "max_body_bytes": int,
     "shared_threads": bool,
+    "checkpoint_keep": int,
 }
 _LISTS = ("allow_hosts", "cors_origins")
 """Options that are lists of strings."""
@@ -105,6 +110,8 @@ def read_config(path: str) -> ServeConfig:
             _add_list(config, key, _string_list(path, key, value))
         elif key == "http" and isinstance(value, dict):
             _read_http(path, value, config)
+        elif key == "checkpointer":
+            config.options.update(read_checkpointer(path, value))
         elif key in _OPTIONS:
             wanted = _OPTIONS[key]
             if not isinstance(value, wanted) or isinstance(value, bool) is not (wanted is bool):
