@@ -39,7 +39,7 @@ from graph_agent.checkpoint.retention import (
 from graph_agent.graph.concurrency import to_thread
 from graph_agent.serve.api import Api
 from graph_agent.serve.models import ThreadTTL
-from graph_agent.serve.records import Records
+from graph_agent.serve.records import Records, ThreadRecord
 from graph_agent.serve.records import now as records_now
 from graph_agent.serve.retention_records import TTLs, ttls_of
 from graph_agent.serve.tasks import Periodic
@@ -205,12 +205,8 @@ def install(api: Api, retention: ServerRetention | None = None) -> Sweeper:
     return sweeper
 
 
-def set_ttl(api: Api, thread_id: str, ttl: ThreadTTL | None) -> None:
-    """Record a new thread's own TTL (None: the server's default applies to it)."""
+def set_ttl(api: Api, thread: ThreadRecord, ttl: ThreadTTL | None) -> None:
+    """Record a new thread's own TTL (None: nothing to write, the server's default applies)."""
     sweeper = _SWEEPERS.get(api)
-    if sweeper is None:
-        return
-    if ttl is None:
-        sweeper.ttls.clear(thread_id)
-    else:
-        sweeper.ttls.set(thread_id, ttl.strategy, ttl.ttl)
+    if sweeper is not None and ttl is not None:
+        sweeper.ttls.set(thread.thread_id, thread.created_at, ttl.strategy, ttl.ttl)

@@ -24,11 +24,25 @@ from graph_agent.serve.records import Records
 __all__ = ["PostgresTTLs", "SqliteTTLs", "TTLs", "ttls_of"]
 
 _SQLITE_SCHEMA = """CREATE TABLE IF NOT EXISTS thread_ttl (
-    thread_id TEXT PRIMARY KEY, strategy TEXT, ttl_minutes REAL, swept_at TEXT,
+    thread_id TEXT PRIMARY KEY, strategy TEXT, ttl_minutes REAL, created_at TEXT, swept_at TEXT,
     deleting INTEGER NOT NULL DEFAULT 0)"""
 _POSTGRES_SCHEMA = """CREATE TABLE IF NOT EXISTS graph_agent_serve_thread_ttl (
-    thread_id TEXT PRIMARY KEY, strategy TEXT, ttl_minutes DOUBLE PRECISION, swept_at TEXT,
+    thread_id TEXT PRIMARY KEY, strategy TEXT, ttl_minutes DOUBLE PRECISION, created_at TEXT,
+    swept_at TEXT,
     deleting BOOLEAN NOT NULL DEFAULT false)"""
+
+
+_OWN = (
+    "x.thread_id = t.thread_id AND NOT x.deleting "
+    "AND (x.created_at IS NULL OR x.created_at = t.created_at)"
+)
+"""The TTL row of a thread: a row for its id made for it (not for an earlier thread of that id,
+deleted otherwise; a ``keep_latest`` mark names no creation time)."""
+
+
+def _join(default: tuple[str, float | None]) -> str:
+    """Every thread has a TTL with a server default; without one, only those with a row."""
+    return "JOIN" if default[1] is None else "LEFT JOIN"
 
 
 class TTLs:
@@ -58,17 +72,17 @@ class TTLs:
             t=self.table, threads=self.threads, runs=self.runs, events=self.events
         ).replace("?", self.mark)
 
-    def set(self, thread_id: str, strategy: str, ttl_minutes: float) -> None:
-        """Give the thread its own TTL (a new thread's: what was there before goes)."""
+    def set(self, thread_id: str, created_at: str, strategy: str, ttl_minutes: float) -> None:
+        """Give the thread created at ``created_at`` its own TTL (a row left by an earlier
+        thread of that id goes; one left and not replaced names another ``created_at``, and
+        :data:`_OWN` ignores it)."""
         self._execute(self._sql("DELETE FROM {t} WHERE thread_id = ?"), (thread_id,))
         self._execute(
-            self._sql("INSERT INTO {t} (thread_id, strategy, ttl_minutes) VALUES (?, ?, ?)"),
-            (thread_id, strategy, float(ttl_minutes)),
+            self._sql(
+                "INSERT INTO {t} (thread_id, strategy, ttl_minutes, created_at) VALUES (?, ?, ?, ?)"
+            ),
+            (thread_id, strategy, float(ttl_minutes), created_at),
         )
-
-    def clear(self, thread_id: str) -> None:
-        """The thread has no TTL of its own (a new thread without one)."""
-        self._execute(self._sql("DELETE FROM {t} WHERE thread_id = ?"), (thread_id,))
 
     def get(self, thread_id: str) -> tuple[str, float] | None:
         rows = self._execute(
@@ -110,7 +124,7 @@ class TTLs:
             rows = tx(
                 self._sql(
                     "SELECT t.updated_at, t.status, x.ttl_minutes FROM {threads} AS t "
-                    "LEFT JOIN {t} AS x ON x.thread_id = t.thread_id WHERE t.thread_id = ?"
+                    f"LEFT JOIN {{t}} AS x ON {_OWN} WHERE t.thread_id = ?"
                 ),
                 (thread_id,),
             )
@@ -203,7 +217,7 @@ class SqliteTTLs(TTLs):
     ) -> list[tuple[str, str]]:
         rows = self._execute(
             "SELECT t.thread_id, COALESCE(x.strategy, ?) FROM threads AS t "
-            "LEFT JOIN thread_ttl AS x ON x.thread_id = t.thread_id "
+            f"{_join(default)} thread_ttl AS x ON {_OWN} "
             "WHERE t.status <> 'busy' AND t.thread_id > ? "
             "AND julianday(t.updated_at) + COALESCE(x.ttl_minutes, ?) / 1440.0 <= julianday(?) "
             "AND (x.swept_at IS NULL OR x.swept_at <> t.updated_at) "
@@ -253,7 +267,7 @@ class PostgresTTLs(TTLs):
     ) -> list[tuple[str, str]]:
         rows = self._execute(
             "SELECT t.thread_id, COALESCE(x.strategy, %s) FROM graph_agent_serve_threads AS t "
-            "LEFT JOIN graph_agent_serve_thread_ttl AS x ON x.thread_id = t.thread_id "
+            f"{_join(default)} graph_agent_serve_thread_ttl AS x ON {_OWN} "
             "WHERE t.status <> 'busy' AND t.thread_id > %s "
             "AND t.updated_at::timestamptz + COALESCE(x.ttl_minutes, %s) * interval '1 minute' "
             "<= %s::timestamptz AND (x.swept_at IS NULL OR x.swept_at <> t.updated_at) "

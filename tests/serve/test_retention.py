@@ -238,3 +238,13 @@ def test_two_processes_sweeping_at_once_delete_each_thread_once(tmp_path):
         assert all(gone(client, thread_id) for thread_id in threads)
         assert all(served.saver.get(thread_id) is None for thread_id in threads)
         assert sum(r.threads_deleted for r in results) + sweep(served, 0).threads_deleted == 12
+
+
+def test_a_thread_made_again_under_a_deleted_one_s_id_does_not_inherit_its_ttl(served):
+    client = get_sync_client(url=served.url)
+    thread_id = client.threads.create(ttl={"ttl": 60})["thread_id"]
+    client.threads.delete(thread_id)
+    client.threads.create(thread_id=thread_id)  # no TTL of its own, none by default
+
+    assert sweep(served, hours=2).threads_deleted == 0
+    assert not gone(client, thread_id)

@@ -77,7 +77,7 @@ async def create_thread(api: Api, request: Request) -> Response:
             return JSONResponse(thread_json(api, existing))
         raise ApiError(409, f"thread {thread_id} already exists; send if_exists='do_nothing'")
     record = _new_thread(api, thread_id, body.metadata)
-    set_ttl(api, thread_id, body.ttl)
+    set_ttl(api, record, body.ttl)
     return JSONResponse(thread_json(api, record))
 
 
