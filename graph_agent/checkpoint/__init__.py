@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from graph_agent.checkpoint.base import Checkpoint, CheckpointSaver, Lease, PendingWrite
 from graph_agent.checkpoint.memory import MemorySaver
+from graph_agent.checkpoint.retention import RetentionPolicy, SweepResult
 from graph_agent.checkpoint.thread_search import ThreadInfo
 from graph_agent.graph.errors import CheckpointStoreError
 
@@ -40,6 +41,8 @@ __all__ = [
     "MemorySaver",
     "PendingWrite",
     "PostgresSaver",
+    "RetentionPolicy",
     "SqliteSaver",
+    "SweepResult",
     "ThreadInfo",
 ]

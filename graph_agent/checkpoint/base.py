@@ -28,6 +28,9 @@ from graph_agent.graph.saver import (
 )
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from graph_agent.checkpoint.retention import Decide, Outcome, RetentionPolicy, SweepResult
     from graph_agent.checkpoint.thread_search import ThreadHeads, ThreadInfo
 
 __all__ = [
@@ -182,6 +185,43 @@ class CheckpointSaver:
 
     def stored_bytes(self, thread_id: str) -> int:
         """Bytes of checkpoint data stored for a thread (headers, blobs, pending writes)."""
+        raise NotImplementedError
+
+    # retention (graph_agent.checkpoint.retention)
+    def sweep(self, policy: RetentionPolicy, now: datetime | None = None) -> SweepResult:
+        """Delete or prune the threads ``policy`` says have had their time, as of ``now``
+        (default: the current time), a batch of threads at a time, each in one transaction,
+        skipping threads a run holds; returns what went.
+
+        Example:
+            >>> from graph_agent.checkpoint import RetentionPolicy
+            >>> policy = RetentionPolicy(thread_ttl=60 * 24, strategy="keep_latest")
+            >>> saver.sweep(policy).threads_pruned  # doctest: +SKIP
+            3
+
+        Raises:
+            ValueError: ``now`` is a naive datetime.
+        """
+        from graph_agent.checkpoint.retention import sweep
+        from graph_agent.graph import saver as clock  # its now(): a seam tests may pin
+
+        return sweep(self, policy, now if now is not None else clock.now())
+
+    async def asweep(self, policy: RetentionPolicy, now: datetime | None = None) -> SweepResult:
+        return await _to_thread(self.sweep, policy, now)
+
+    def _retention_page(
+        self, after: Any, limit: int
+    ) -> tuple[builtins.list[tuple[str, datetime | None]], Any]:
+        """Up to ``limit`` threads after the cursor ``after`` (None: from the first), in a
+        fixed order, each with its last activity (its newest top-level checkpoint's time, else
+        its newest one's), and the cursor of the next page (None: this was the last)."""
+        raise NotImplementedError
+
+    def _retain_thread(self, thread_id: str, decide: Decide) -> tuple[Outcome, int]:
+        """In one transaction: unless a run holds the thread (``"busy"``), read its last
+        activity, ask ``decide`` and delete the thread (0) or keep its N newest checkpoints
+        per namespace (N); returns the outcome and how many checkpoints went."""
         raise NotImplementedError
 
     # the node cache (graph_agent.graph.cache.NodeCache), beside the checkpoints

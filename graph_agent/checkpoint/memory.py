@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import builtins
 import functools
+import heapq
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from graph_agent.checkpoint.base import (
     Checkpoint,
@@ -52,6 +53,9 @@ from graph_agent.checkpoint.serde import dumps, loads
 from graph_agent.checkpoint.thread_search import ThreadHeads, ThreadInfo
 from graph_agent.graph.cache import CachedValue
 from graph_agent.graph.saver import COPY_TASK, IDS_THREAD, Blob
+
+if TYPE_CHECKING:
+    from graph_agent.checkpoint.retention import Decide, Outcome
 
 _StoredBlob = tuple[str, str | None, bytes]  # (kind, base, data): a plain tuple, see above
 _Barriers = tuple[tuple[str, tuple[str, ...]], ...]  # (key, sources), rare: may nest deeper
@@ -233,6 +237,39 @@ class MemorySaver(CheckpointSaver):
                     if not by_version:
                         del space.blobs[key]
         return removed
+
+    def _retention_page(
+        self, after: Any, limit: int
+    ) -> tuple[builtins.list[tuple[str, datetime | None]], Any]:
+        with self._lock:
+            ids = heapq.nsmallest(
+                limit + 1, (t for t in self._threads if after is None or t > after)
+            )
+            page = [(thread, self._last_activity(thread)) for thread in ids[:limit]]
+        return page, (ids[limit - 1] if len(ids) > limit else None)
+
+    def _last_activity(self, thread: str) -> datetime | None:
+        """When the thread's newest top-level checkpoint was made (else its newest one's);
+        under the lock."""
+        spaces = self._threads.get(thread, {})
+        top = spaces.get("")
+        if top is not None and top.head is not None:
+            return top.headers[top.head][8]
+        made = [s.headers[s.head][8] for s in spaces.values() if s.head is not None]
+        return max(made, default=None)
+
+    def _retain_thread(self, thread_id: str, decide: Decide) -> tuple[Outcome, int]:
+        with self._lease_lock, self._lock:  # (acquire takes the first, put the second)
+            if any(held == thread_id for held, _ in self._leases):
+                return "busy", 0
+            keep = decide(self._last_activity(thread_id))
+            if keep is None:
+                return "kept", 0
+            if keep == 0:
+                spaces = self._threads.pop(thread_id, {})
+                return "deleted", sum(len(space.headers) for space in spaces.values())
+            removed = self.prune(thread_id, keep)
+        return ("pruned" if removed else "kept"), removed
 
     def threads(self) -> builtins.list[str]:
         with self._lock:

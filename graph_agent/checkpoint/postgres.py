@@ -95,13 +95,18 @@ from graph_agent.checkpoint.postgres_driver import (
 )
 from graph_agent.checkpoint.postgres_leases import _LeaseSession, _reclaim_unclosed
 from graph_agent.checkpoint.postgres_plans import SCHEMA_VERSION, Plan, T
+from graph_agent.checkpoint.postgres_retention import retain_thread_plan, retention_page_plan
 from graph_agent.checkpoint.thread_search import ThreadHeads
 from graph_agent.graph.concurrency import to_thread
 from graph_agent.graph.errors import CheckpointStoreError
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     import psycopg
     import psycopg_pool
+
+    from graph_agent.checkpoint.retention import Decide, Outcome
 
 _log = logging.getLogger(__name__)
 
@@ -325,6 +330,15 @@ class PostgresSaver(CheckpointSaver):
 
     def threads(self) -> builtins.list[str]:
         return self._run(plans.threads_plan(), doing="listing threads")
+
+    def _retention_page(
+        self, after: Any, limit: int
+    ) -> tuple[builtins.list[tuple[str, datetime | None]], Any]:
+        return self._run(retention_page_plan(after, limit), doing="sweeping threads")
+
+    def _retain_thread(self, thread_id: str, decide: Decide) -> tuple[Outcome, int]:
+        plan = retain_thread_plan(thread_id, decide)
+        return self._run(plan, doing=f"sweeping thread {_show(thread_id)}", transaction=True)
 
     def _thread_heads(self, limit: int, offset: int) -> builtins.list[ThreadHeads]:
         return self._run(plans.thread_heads_plan(limit, offset), doing="searching threads")

@@ -35,8 +35,9 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from graph_agent.checkpoint import liveness
 from graph_agent.checkpoint.base import (
@@ -60,7 +61,8 @@ from graph_agent.checkpoint.codec import (
     encode_write,
     load_values,
 )
-from graph_agent.checkpoint.sqlite_blobs import _chain, _data_of, prune_namespace
+from graph_agent.checkpoint.sqlite_blobs import _chain, _data_of, prune_thread
+from graph_agent.checkpoint.sqlite_retention import retain_thread, retention_page
 from graph_agent.checkpoint.sqlite_schema import (
     SCHEMA_VERSION,
     _check_sqlite_header,
@@ -89,6 +91,9 @@ from graph_agent.graph.errors import (
     SerializationError,
     ThreadBusyError,
 )
+
+if TYPE_CHECKING:
+    from graph_agent.checkpoint.retention import Decide, Outcome
 
 __all__ = ["SCHEMA_VERSION", "SqliteSaver"]
 
@@ -404,18 +409,20 @@ class SqliteSaver(CheckpointSaver):
 
     def prune(self, thread_id: str, keep_last: int) -> int:
         check_keep_last(keep_last)
-        removed = 0
         with self._transaction(f"pruning thread {_show(thread_id)}") as conn:
-            namespaces = [
-                _name_of(row[0])
-                for row in conn.execute(
-                    "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?",
-                    (_sql_name(thread_id),),
-                )
-            ]
-            for ns in namespaces:
-                removed += prune_namespace(conn, thread_id, ns, keep_last)
+            removed = prune_thread(conn, thread_id, keep_last)
         return removed
+
+    def _retention_page(
+        self, after: Any, limit: int
+    ) -> tuple[builtins.list[tuple[str, datetime | None]], Any]:
+        with self._reading("sweeping threads"):
+            return retention_page(self._conn, after, limit)
+
+    def _retain_thread(self, thread_id: str, decide: Decide) -> tuple[Outcome, int]:
+        key, _ = self._identity()
+        with self._transaction(f"sweeping thread {_show(thread_id)}") as conn:
+            return retain_thread(conn, thread_id, decide, functools.partial(_lease_binds, key))
 
     def threads(self) -> builtins.list[str]:
         with self._lock:

@@ -64,6 +64,16 @@ def _data_of(
     return data
 
 
+def prune_thread(conn: sqlite3.Connection, thread: str, keep_last: int) -> int:
+    """Keep the newest ``keep_last`` checkpoints of each namespace of the thread, in the
+    caller's transaction; returns how many went."""
+    rows = conn.execute(
+        "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?", (_sql_name(thread),)
+    )
+    namespaces = [_name_of(row[0]) for row in rows]
+    return sum(prune_namespace(conn, thread, ns, keep_last) for ns in namespaces)
+
+
 def prune_namespace(conn: sqlite3.Connection, thread: str, ns: str, keep_last: int) -> int:
     where = (_sql_name(thread), _sql_name(ns))
     rows = conn.execute(

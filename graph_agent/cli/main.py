@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from graph_agent.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, CliError, RunStopped, explain
 from graph_agent.cli.mcp import add_mcp_option
 from graph_agent.cli.serve_store import add_store_options
+from graph_agent.cli.serve_retention import add_retention_options
 from graph_agent.cli.trace import add_trace_option, traced
 
 __all__ = ["build_parser", "main"]
@@ -209,6 +210,7 @@ def _add_serve_options(parser: argparse.ArgumentParser, serve_db: str) -> None:
     parser.add_argument("--sibling-of", type=int, metavar="PID", help=argparse.SUPPRESS)
     add_mcp_option(parser)
     add_store_options(parser)
+    add_retention_options(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,6 +17,8 @@ from typing import Any
 
 from graph_agent.cli.errors import EXIT_USAGE, CliError
 from graph_agent.cli.serve_config import is_config, read_config
+from graph_agent.cli.serve_retention import DEFAULTS as RETENTION_DEFAULTS
+from graph_agent.cli.serve_retention import retention_of
 from graph_agent.cli.serve_store import add_store_sweep, store_settings
 from graph_agent.cli.targets import load_target, open_saver
 from graph_agent.graph.concurrency import start_thread
@@ -49,6 +51,7 @@ def _serve(args: argparse.Namespace, cleanups: list[Callable[[], None]]) -> int:
     _need_serve_extra()
     targets = serve_targets(args)
     keys = _keys(args)
+    retention = retention_of(args)
     if args.max_body_bytes < 1:
         raise CliError("--max-body-bytes must be at least 1", "", EXIT_USAGE)
     if args.workers < 0:  # before anything is loaded or opened
@@ -59,7 +62,7 @@ def _serve(args: argparse.Namespace, cleanups: list[Callable[[], None]]) -> int:
     stores = _open_stores(args, settings.options())
     if args.no_http:
         return _work_only(runnables, stores)
-    app = _app(args, runnables, stores, keys, input_keys)
+    app = _app(args, runnables, stores, keys, input_keys, retention)
     add_store_sweep(app.state.api, settings)
     return _run_http(args, app, stores, ", ".join(runnables), keys)
 
@@ -198,6 +201,7 @@ def _app(
     stores: _Stores,
     keys: _Keys,
     input_keys: dict[str, list[str]],
+    retention: Any = None,
 ) -> Any:
     """The app serving ``runnables``; a usage error (the stores closed) when it refuses the
     options."""
@@ -219,6 +223,7 @@ def _app(
             allow_hosts=args.allow_host,
             cors_origins=args.cors_origin,
             insecure_no_auth=args.insecure_no_auth,
+            retention=retention,
         )
     except ValueError as exc:
         stores.close()
@@ -295,6 +300,7 @@ _DEFAULTS: dict[str, Any] = {
     "workers": 1,
     "max_body_bytes": 4 * 1024 * 1024,  # serve.limits.DEFAULT_MAX_BODY_BYTES (needs the extra)
     "shared_threads": False,
+    **RETENTION_DEFAULTS,
 }
 
 

@@ -15,6 +15,9 @@
   ``--cors-origin`` add (the command line's are added to the file's);
 - optionally ``store``, LangGraph's ``{"index": {...}, "ttl": {...}}``: the server's store's
   index and TTLs (see :mod:`graph_agent.cli.serve_store`; the ``--store-*`` options win);
+- optionally ``checkpointer.ttl`` (LangGraph's: ``strategy``, ``default_ttl`` and
+  ``sweep_interval_minutes``, what ``--ttl-strategy``, ``--thread-ttl`` and
+  ``--sweep-interval`` set) and ``checkpoint_keep`` (``--checkpoint-keep``);
 - optionally ``input_keys``, a table ``{assistant id: [key, ...]}``: the only state keys
   clients may send to that assistant (``--input-keys``). A target given as a table
   ``{"path": ..., "input_keys": [...]}`` may say it there instead.
@@ -37,6 +40,7 @@ from typing import Any
 
 from graph_agent.cli.errors import EXIT_USAGE, CliError
 from graph_agent.cli.serve_store import read_store_table
+from graph_agent.cli.serve_retention import read_checkpointer
 
 __all__ = ["CONFIG_SUFFIXES", "ServeConfig", "is_config", "read_config"]
 
@@ -50,6 +54,7 @@ _OPTIONS: dict[str, type[Any]] = {
     "workers": int,
     "max_body_bytes": int,
     "shared_threads": bool,
+    "checkpoint_keep": int,
 }
 _LISTS = ("allow_hosts", "cors_origins")
 """Options that are lists of strings."""
@@ -112,6 +117,8 @@ def read_config(path: str) -> ServeConfig:
             config.options["store"] = read_store_table(path, value, relative, config.ignored)
         elif key == "http" and isinstance(value, dict):
             _read_http(path, value, config)
+        elif key == "checkpointer":
+            config.options.update(read_checkpointer(path, value))
         elif key in _OPTIONS:
             wanted = _OPTIONS[key]
             if not isinstance(value, wanted) or isinstance(value, bool) is not (wanted is bool):

@@ -11,8 +11,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from graph_agent.serve.app import ApiError, create_app
     from graph_agent.serve.records import Records
+    from graph_agent.serve.retention import ServerRetention
 
-_LAZY = {"ApiError": "app", "create_app": "app", "Records": "records"}
+_LAZY = {
+    "ApiError": "app",
+    "create_app": "app",
+    "Records": "records",
+    "ServerRetention": "retention",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -24,4 +30,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ApiError", "Records", "create_app"]
+__all__ = ["ApiError", "Records", "ServerRetention", "create_app"]

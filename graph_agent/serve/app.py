@@ -36,6 +36,8 @@ from graph_agent.serve.openapi import openapi_document
 from graph_agent.serve.pg_records import PostgresRecords
 from graph_agent.serve.protocols import Protocols
 from graph_agent.serve.records import Records
+from graph_agent.serve.retention import ServerRetention
+from graph_agent.serve.retention import install as install_retention
 from graph_agent.serve.routes import starlette_routes
 from graph_agent.serve.runs import ActiveRun
 from graph_agent.serve.studio import studio_routes
@@ -64,6 +66,7 @@ def create_app(
     allow_hosts: Iterable[str] = (),
     cors_origins: Iterable[str] = (),
     insecure_no_auth: bool = False,
+    retention: ServerRetention | None = None,
 ) -> Starlette:
     """A LangGraph-Server-compatible app serving ``targets`` (also over /mcp and A2A).
 
@@ -95,6 +98,7 @@ def create_app(
             pages' requests are a 403.
         insecure_no_auth: Without keys, take ``*`` in ``allow_hosts`` and ``cors_origins``
             all the same (``--insecure-no-auth``: a proxy in front checks who calls).
+        retention: TTL defaults and the sweeper's pace (:mod:`graph_agent.serve.retention`).
 
     Raises:
         ValueError: ``input_keys`` names an assistant not served or a private key, a key is
@@ -110,13 +114,7 @@ def create_app(
         >>> sorted(r.path for r in app.routes if r.path.startswith("/assistants"))[:2]
         ['/assistants/search', '/assistants/{assistant_id}']
     """
-    checkpoints = saver if saver is not None else MemorySaver()
-    served = served_targets(targets, checkpoints, input_keys)
-    api = _Api(served.runnables, checkpoints, records if records is not None else Records(), store)
-    if isinstance(records, PostgresRecords):
-        api.use_queue(records, work=work)
-    api.input_keys = served.input_keys
-    api.schemas = served.schemas
+    api = _new_api(targets, saver, records, store, work=work, input_keys=input_keys)
     return _starlette(
         api,
         callers(api_keys, key_groups, shared=shared_threads),
@@ -126,7 +124,28 @@ def create_app(
         allow_hosts=allow_hosts,
         cors_origins=cors_origins,
         insecure_no_auth=insecure_no_auth,
+        retention=retention,
     )
+
+
+def _new_api(
+    targets: Mapping[str, Servable] | Sequence[Servable],
+    saver: CheckpointSaver | None,
+    records: Records | PostgresRecords | None,
+    store: BaseStore | None,
+    *,
+    work: bool,
+    input_keys: Mapping[str, Iterable[str]] | None,
+) -> _Api:
+    """The API's state on ``saver`` and ``records`` (see :func:`create_app`)."""
+    checkpoints = saver if saver is not None else MemorySaver()
+    served = served_targets(targets, checkpoints, input_keys)
+    api = _Api(served.runnables, checkpoints, records if records is not None else Records(), store)
+    if isinstance(records, PostgresRecords):
+        api.use_queue(records, work=work)
+    api.input_keys = served.input_keys
+    api.schemas = served.schemas
+    return api
 
 
 def _starlette(
@@ -135,6 +154,7 @@ def _starlette(
     *,
     studio: bool,
     max_body_bytes: int,
+    retention: ServerRetention | None = None,
     **guard: Any,
 ) -> Starlette:
     """The app: ``api``'s routes (and the Studio's), behind the guards, key check and body
@@ -154,6 +174,8 @@ def _starlette(
         ],
     )
     app.state.api = api  # the API's state, for the command and tests (``app.state.api``)
+    # threads' TTLs and the sweeper; its sweep(at=...) runs one round now (tests)
+    app.state.retention = install_retention(api, retention)
     return app
 
 

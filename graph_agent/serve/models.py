@@ -176,6 +176,18 @@ class AssistantSearch(Body):
     offset: Count = 0
 
 
+class ThreadTTL(Body):
+    """A thread's time to live (:mod:`graph_agent.serve.retention`), as langgraph-sdk sends it."""
+
+    ttl: Annotated[float, Field(gt=0), Says("ttl.ttl must be a positive number of minutes")] = (
+        Field(description="minutes the thread may stay idle")
+    )
+    strategy: Annotated[
+        Literal["delete", "keep_latest"],
+        Says("ttl.strategy must be 'delete' or 'keep_latest', not {value!r:.40}"),
+    ] = "delete"
+
+
 class ThreadCreate(Body):
     thread_id: str | None = None
     metadata: Object = Field(default_factory=dict)
@@ -183,6 +195,13 @@ class ThreadCreate(Body):
         Literal["raise", "do_nothing"],
         Says("if_exists must be raise or do_nothing, not {value!r:.40}"),
     ] = "raise"
+    ttl: Annotated[
+        ThreadTTL | None,
+        Says(
+            'ttl must be a JSON object {{"ttl": minutes, "strategy": "delete" or "keep_latest"}}',
+            only=("model_type", "model_attributes_type", "dict_type"),
+        ),
+    ] = None
 
 
 class ThreadSearch(Body):

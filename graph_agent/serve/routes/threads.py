@@ -36,6 +36,7 @@ from graph_agent.serve.models import (
     ThreadStateUpdated,
 )
 from graph_agent.serve.records import ThreadRecord, matches
+from graph_agent.serve.retention import set_ttl
 from graph_agent.serve.runs import Runnable, thread_values
 from graph_agent.serve.wire import checkpoint_json, input_from_json, snapshot_json
 from graph_agent.serve.wire import to_json as wire_json
@@ -75,7 +76,9 @@ async def create_thread(api: Api, request: Request) -> Response:
         if body.if_exists == "do_nothing" and owns(existing.metadata):
             return JSONResponse(thread_json(api, existing))
         raise ApiError(409, f"thread {thread_id} already exists; send if_exists='do_nothing'")
-    return JSONResponse(thread_json(api, _new_thread(api, thread_id, body.metadata)))
+    record = _new_thread(api, thread_id, body.metadata)
+    set_ttl(api, record, body.ttl)
+    return JSONResponse(thread_json(api, record))
 
 
 async def get_thread(api: Api, request: Request) -> Response:
