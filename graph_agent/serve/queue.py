@@ -206,6 +206,8 @@ class QueueRunner(Runner):
             them included); the rest wait in the queue for any worker.
     """
 
+    sync_in_thread = False  # its PostgreSQL saver is natively async: astream pays there
+
     def __init__(
         self,
         assistants: Mapping[str, Runnable],

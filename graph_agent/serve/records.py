@@ -233,19 +233,23 @@ class Records:
             return
         self._run(_PUT_RUN, run.row())
 
-    def start_run(self, run: RunRecord, thread: ThreadRecord | None = None) -> None:
-        """Store a new run's record and mark its thread ``busy`` with the run's assistant (after
-        writing ``thread``, its record, when given), in one transaction."""
+    def start_run(
+        self, run: RunRecord, thread: ThreadRecord | None = None, *, running: bool = False
+    ) -> None:
+        """Store a new run's record (as ``running`` with ``running``: a run that starts at
+        once) and mark its thread ``busy`` with the run's assistant (after writing ``thread``,
+        its record, when given), in one transaction."""
+        stored = dataclasses.replace(run, status="running") if running else run
         if run.thread_id in self._temporary:
             if thread is not None:
                 self.put_thread(thread)
-            self.put_run(run)
+            self.put_run(stored)
             self.set_thread_status(run.thread_id, "busy", run.assistant_id)
             return
         statements: list[tuple[str, Sequence[Any]]] = []
         if thread is not None:
             statements.append((_PUT_THREAD, thread.row()))
-        statements.append((_PUT_RUN, run.row()))
+        statements.append((_PUT_RUN, stored.row()))
         statements.append((_SET_THREAD_STATUS, ("busy", now(), run.assistant_id, run.thread_id)))
         self._transaction(statements)
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import logging
 import threading
@@ -369,6 +370,11 @@ class Runner:
         records: Where threads, runs and their events are recorded.
     """
 
+    sync_in_thread = True
+    """Whether a graph whose nodes are all plain functions runs with its sync ``stream`` in
+    one worker thread (see :func:`_stream_in_thread`); a runner whose saver is natively async
+    (PostgreSQL's) runs every graph with ``astream``."""
+
     finished_kept = 1000
     """How many finished runs stay in memory, with their results, for clients that join them;
     an older one is joined from the records and its thread, as after a restart (kept all, a
@@ -442,7 +448,8 @@ class Runner:
         if previous is not None and request.multitask_strategy == "reject":
             raise thread_busy(thread_id, previous.record.run_id)
         record = new_run_record(thread_id, request)
-        self.records.start_run(record, thread)
+        # a run with none before it starts at once: recorded running from the start
+        self.records.start_run(record, thread, running=previous is None)
         temporary = self._temporary.get(thread_id)
         if temporary is not None:
             temporary.append(record.run_id)
@@ -516,7 +523,10 @@ class Runner:
                 run_status = "interrupted"
                 run.result = to_json(thread_values(runnable, thread_id)[0])
                 return
-            self._set_status(run, "running")
+            if run.previous is None:  # recorded running as it started (see _start)
+                run.record.status, run.record.updated_at = "running", now()
+            else:
+                self._set_status(run, "running")
             seen = await self._stream(run, runnable)
             if streamed_to_end(seen, runnable) and not run.cancel.is_set():
                 assert seen.state is not None
@@ -620,8 +630,55 @@ class Runner:
             config = dataclasses.replace(config, max_steps=request.max_steps)
         events = RunEvents(request.stream_modes, run.emit)
         runnable = with_breakpoints(runnable, request)
+        if self.sync_in_thread and getattr(runnable, "runs_sync", False):
+            await _stream_in_thread(run, runnable, config, events)
+            return events
         async for output in runnable.astream(
             request.graph_input(), config, task_events=events.task_events
         ):
             events(output)
         return events
+
+
+async def _stream_in_thread(
+    run: ActiveRun, graph: Any, config: RunnableConfig, events: RunEvents
+) -> None:
+    """Run a graph whose nodes are all plain functions (``CompiledGraph.runs_sync``) with its
+    sync ``stream``, read in one worker thread: its saver calls are made there, its nodes run
+    on the pool as they would under ``astream`` (the stream is made here, on the loop's thread:
+    so a cancel stops a running node at once, as under ``astream``), and each output is handed
+    to ``events`` on the loop as it comes. What ``events`` raises stops the run, as under
+    ``astream``. Cancelled (the server shuts down), the run is stopped through its cancel
+    signal and waited for, so that it lets go of its thread's lease before this returns."""
+    loop = asyncio.get_running_loop()
+    outputs = graph.stream(run.request.graph_input(), config, task_events=events.task_events)
+    refused: list[BaseException] = []
+
+    def deliver(output: Any) -> None:
+        if refused:
+            return
+        try:
+            events(output)
+        except BaseException as exc:  # the records refused an event, say: the run stops
+            refused.append(exc)
+
+    def read() -> None:
+        try:
+            for output in outputs:
+                loop.call_soon_threadsafe(deliver, output)
+                if refused:
+                    return
+        finally:
+            outputs.close()
+
+    reading = asyncio.ensure_future(to_thread(read))
+    try:
+        await asyncio.shield(reading)
+    except asyncio.CancelledError:
+        run.cancel.set()
+        with contextlib.suppress(Exception):
+            await asyncio.shield(reading)
+        raise
+    # every output was handed over before the thread's end was: all are delivered by now
+    if refused:
+        raise refused[0]
