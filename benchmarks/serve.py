@@ -298,7 +298,10 @@ async def _measure(
             for name, url in urls.items():
                 served = ours.get(name)
                 before = _cpu_split(served) if served is not None else (0.0, 0.0)
-                rate = await _runs_per_second(url, count, size.per_client, on_threads)
+                try:
+                    rate = await _runs_per_second(url, count, size.per_client, on_threads)
+                except httpx.HTTPError as exc:  # which server dropped a request
+                    raise RuntimeError(f"{name} at {count} clients: {exc!r}") from exc
                 figures[name].runs_per_second[count].append(rate)
                 if served is not None:
                     after = _cpu_split(served)
