@@ -120,6 +120,19 @@ class CompiledGraph:
         """How each key with a strategy merges writes (every other key is replaced)."""
         return self._run.spec.strategies
 
+    @property
+    def runs_sync(self) -> bool:
+        """Whether :meth:`stream` runs this graph all in threads: every node a plain function
+        (no coroutine function, no node with an async face such as a subgraph or an agent
+        node, no retry/timeout/cache policy) and no listeners. Such a graph's ``stream``, read
+        from a worker thread, costs a fraction of ``astream`` on an event loop (one thread
+        hop per run instead of one per node and saver call); the server runs it so."""
+        run = self._run
+        return not run.listeners and all(
+            not node.is_async and node.afn is None and node.policy is None
+            for node in run.spec.nodes.values()
+        )
+
     def get_subgraphs(
         self, *, namespace: str | None = None, recurse: bool = False
     ) -> Iterator[tuple[str, CompiledGraph]]:

@@ -70,7 +70,7 @@ from graph_agent.graph.concurrency import to_thread
 from graph_agent.graph.errors import GraphCancelledError, ThreadBusyError
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.runnable import Runnable
-from graph_agent.runnable_traits import local_graph, saver_of
+from graph_agent.runnable_traits import saver_of
 from graph_agent.serve.pg_records import UNFINISHED, Claim, Ending, PostgresRecords
 from graph_agent.serve.queue_events import EventWriter, first_event_id, narrow_first_event_id
 from graph_agent.serve.records import RunRecord, RunStatus, ThreadRecord, ThreadStatus
@@ -82,6 +82,7 @@ from graph_agent.serve.runs import (
     end_not_recorded_error,
     new_run_record,
     rollback_thread,
+    streamed_to_end,
     thread_busy,
     thread_values,
 )
@@ -204,6 +205,8 @@ class QueueRunner(Runner):
         concurrency: Most runs this process runs at once (those it claims as it receives
             them included); the rest wait in the queue for any worker.
     """
+
+    sync_in_thread = False  # its PostgreSQL saver is natively async: astream pays there
 
     def __init__(
         self,
@@ -594,7 +597,7 @@ class QueueRunner(Runner):
         seen = None
         if run.request is not _NOTHING_LEFT:
             seen = await self._stream(run, runnable)
-        if _ended_on(seen, runnable) and not run.cancel.is_set():
+        if streamed_to_end(seen, runnable) and not run.cancel.is_set():
             assert seen is not None and seen.state is not None
             return _Outcome("success", "idle", to_json(seen.state.data()))  # as get_state()
         values, snapshot = await to_thread(thread_values, runnable, thread_id)
@@ -705,15 +708,6 @@ class QueueRunner(Runner):
                 _log.warning("graph-agent serve: could not record the end of a run (%s)", exc)
                 await asyncio.sleep(delay)
         return await self.records.afinish_run(*end, events)
-
-
-def _ended_on(seen: Any, runnable: Runnable) -> bool:
-    """Whether a graph's run streamed through to its end with nothing interrupting it: its
-    last streamed state is then the thread's values, and reading them back is not needed (a
-    compiled graph's own: an agent or a team runs a graph of its own, whose state it shows
-    its own way)."""
-    own: object = local_graph(runnable)
-    return own is runnable and seen is not None and seen.state is not None and not seen.interrupted
 
 
 def _set(wake: asyncio.Event | None) -> None:

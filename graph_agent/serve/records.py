@@ -20,7 +20,7 @@ import dataclasses
 import json
 import sqlite3
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,6 +44,15 @@ _SCHEMA = (
         run_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, data TEXT NOT NULL,
         PRIMARY KEY (run_id, seq)) WITHOUT ROWID""",
 )
+
+_PUT_THREAD = "INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?, ?, ?)"
+_SET_THREAD_STATUS = (
+    "UPDATE threads SET status = ?, updated_at = ?, assistant_id = COALESCE(?, assistant_id) "
+    "WHERE thread_id = ?"
+)
+_PUT_RUN = "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_SET_RUN_STATUS = "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?"
+_ADD_EVENT = "INSERT INTO events VALUES (?, ?, ?, ?)"
 
 
 def now() -> str:
@@ -153,6 +162,23 @@ class Records:
         with self._lock:
             return self._conn.execute(sql, args).fetchall()
 
+    def _transaction(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """Run ``statements`` (``(sql, args)``; an ``executemany`` for a list of argument
+        rows) in one transaction: one commit where each statement alone would make its own."""
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN")
+            try:
+                for sql, args in statements:
+                    if args and isinstance(args, list):
+                        conn.executemany(sql, args)
+                    else:
+                        conn.execute(sql, args)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
     # threads
     def put_thread(self, thread: ThreadRecord, *, temporary: bool = False) -> None:
         """Store a thread's record (``temporary``: a new thread's, in memory only)."""
@@ -162,7 +188,7 @@ class Records:
         elif temporary:
             self._temporary[thread.thread_id] = _Temporary(_copy(thread))
         else:
-            self._run("INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?, ?, ?)", thread.row())
+            self._run(_PUT_THREAD, thread.row())
 
     def thread(self, thread_id: str) -> ThreadRecord | None:
         kept = self._temporary.get(thread_id)
@@ -183,11 +209,7 @@ class Records:
             kept.thread.status, kept.thread.updated_at = status, now()
             kept.thread.assistant_id = assistant_id or kept.thread.assistant_id
             return
-        self._run(
-            "UPDATE threads SET status = ?, updated_at = ?, "
-            "assistant_id = COALESCE(?, assistant_id) WHERE thread_id = ?",
-            (status, now(), assistant_id, thread_id),
-        )
+        self._run(_SET_THREAD_STATUS, (status, now(), assistant_id, thread_id))
 
     def delete_thread(self, thread_id: str) -> None:
         kept = self._temporary.pop(thread_id, None)
@@ -209,19 +231,58 @@ class Records:
             kept.runs[run.run_id] = _copy(run)
             self._temporary_runs[run.run_id] = kept
             return
-        self._run(
-            "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            run.row(),
-        )
+        self._run(_PUT_RUN, run.row())
 
-    def set_run_status(self, run_id: str, status: RunStatus) -> None:
+    def start_run(
+        self, run: RunRecord, thread: ThreadRecord | None = None, *, running: bool = False
+    ) -> None:
+        """Store a new run's record (as ``running`` with ``running``: a run that starts at
+        once) and mark its thread ``busy`` with the run's assistant (after writing ``thread``,
+        its record, when given), in one transaction."""
+        stored = dataclasses.replace(run, status="running") if running else run
+        if run.thread_id in self._temporary:
+            if thread is not None:
+                self.put_thread(thread)
+            self.put_run(stored)
+            self.set_thread_status(run.thread_id, "busy", run.assistant_id)
+            return
+        statements: list[tuple[str, Sequence[Any]]] = []
+        if thread is not None:
+            statements.append((_PUT_THREAD, thread.row()))
+        statements.append((_PUT_RUN, stored.row()))
+        statements.append((_SET_THREAD_STATUS, ("busy", now(), run.assistant_id, run.thread_id)))
+        self._transaction(statements)
+
+    def set_run_status(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        events: Sequence[tuple[int, str, str]] = (),
+        thread: tuple[str, ThreadStatus] | None = None,
+    ) -> None:
+        """Set a run's status; with the run's ``events`` not stored yet (see
+        :meth:`add_events`) and its ``thread``'s new status (``(thread_id, status)``), all in
+        one transaction."""
         kept = self._temporary_runs.get(run_id)
         if kept is not None:
+            for seq, event, data in events:
+                self.add_event(run_id, seq, event, data)
             kept.runs[run_id].status, kept.runs[run_id].updated_at = status, now()
+            if thread is not None:
+                self.set_thread_status(*thread)
             return
-        self._run(
-            "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?", (status, now(), run_id)
-        )
+        stamp = now()
+        statements: list[tuple[str, Sequence[Any]]] = []
+        if events:
+            statements.append((_ADD_EVENT, [(run_id, *event) for event in events]))
+        statements.append((_SET_RUN_STATUS, (status, stamp, run_id)))
+        if thread is not None:
+            statements.append((_SET_THREAD_STATUS, (thread[1], stamp, None, thread[0])))
+        if len(statements) == 1:
+            self._run(*statements[0])  # type: ignore[arg-type]
+        else:
+            self._transaction(statements)
 
     def delete_run(self, run_id: str) -> None:
         kept = self._temporary_runs.pop(run_id, None)
@@ -239,7 +300,15 @@ class Records:
         if kept is not None:
             kept.events.setdefault(run_id, []).append((seq, event, data))
             return
-        self._run("INSERT INTO events VALUES (?, ?, ?, ?)", (run_id, seq, event, data))
+        self._run(_ADD_EVENT, (run_id, seq, event, data))
+
+    def add_events(self, run_id: str, events: Sequence[tuple[int, str, str]]) -> None:
+        """Store a run's ``events`` ``(seq, event, data as JSON text)`` in one transaction."""
+        if self._temporary_runs.get(run_id) is not None:
+            for seq, event, data in events:
+                self.add_event(run_id, seq, event, data)
+        elif events:
+            self._transaction([(_ADD_EVENT, [(run_id, *event) for event in events])])
 
     def events(self, run_id: str, after: int = -1) -> list[tuple[int, str, str]]:
         """A run's events numbered above ``after``, in order: ``(seq, event, data)``."""

@@ -35,9 +35,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import logging
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,7 +51,7 @@ from graph_agent.graph.concurrency import to_thread
 from graph_agent.graph.errors import GraphCancelledError
 from graph_agent.graph.types import RunnableConfig
 from graph_agent.runnable import Runnable as Runnable  # the served assistants' type
-from graph_agent.runnable_traits import saver_of
+from graph_agent.runnable_traits import local_graph, saver_of
 from graph_agent.serve.bodies import json_text
 from graph_agent.serve.records import (
     Records,
@@ -79,6 +81,7 @@ __all__ = [
     "end_not_recorded_error",
     "rollback_thread",
     "sse_text",
+    "streamed_to_end",
     "thread_values",
 ]
 
@@ -227,6 +230,35 @@ class ActiveRun:
         return runs
 
 
+class PendingEvents:
+    """A run's events on their way to the records (an :data:`EventLog`): stored with the run's
+    next status change, in its transaction (for most runs, their start and their end), or
+    once :attr:`most` wait or the oldest waited :attr:`seconds`. The run's clients follow it
+    from memory meanwhile; the records serve those who come after it ended (or after a
+    restart, when a crash lost at most the last few events of the run it stopped)."""
+
+    most = 100
+    seconds = 1.0
+
+    def __init__(self, records: Records) -> None:
+        self.records = records
+        self.pending: list[tuple[int, str, str]] = []
+        self._since = 0.0
+
+    def __call__(self, run_id: str, seq: int, event: str, data: str) -> None:
+        pending = self.pending
+        if not pending:
+            self._since = time.monotonic()
+        pending.append((seq, event, data))
+        if len(pending) >= self.most or time.monotonic() - self._since >= self.seconds:
+            self.records.add_events(run_id, self.take())
+
+    def take(self) -> list[tuple[int, str, str]]:
+        """The events not stored yet (now the caller's to store)."""
+        pending, self.pending = self.pending, []
+        return pending
+
+
 def thread_busy(thread_id: str, run_id: str) -> ThreadBusy:
     """The refusal of a run on a thread another run holds (``multitask_strategy='reject'``)."""
     return ThreadBusy(
@@ -316,6 +348,15 @@ def with_breakpoints(runnable: Runnable, request: RunRequest) -> Runnable:
     return cast("Runnable", paused(before, after))
 
 
+def streamed_to_end(seen: RunEvents | None, runnable: Runnable) -> bool:
+    """Whether a graph's run streamed through to its end with nothing interrupting it: its
+    last streamed state is then the thread's values, and reading them back is not needed (a
+    compiled graph's own: an agent or a team runs a graph of its own, whose state it shows
+    its own way)."""
+    own: object = local_graph(runnable)
+    return own is runnable and seen is not None and seen.state is not None and not seen.interrupted
+
+
 def on_saver(runnable: Runnable, saver: CheckpointSaver) -> Runnable:
     """The same graph or agent keeping its threads in ``saver`` (``runnable`` is unchanged)."""
     return runnable.with_saver(saver)
@@ -328,6 +369,11 @@ class Runner:
         assistants: Each runnable by its assistant id.
         records: Where threads, runs and their events are recorded.
     """
+
+    sync_in_thread = True
+    """Whether a graph whose nodes are all plain functions runs with its sync ``stream`` in
+    one worker thread (see :func:`_stream_in_thread`); a runner whose saver is natively async
+    (PostgreSQL's) runs every graph with ``astream``."""
 
     finished_kept = 1000
     """How many finished runs stay in memory, with their results, for clients that join them;
@@ -394,17 +440,24 @@ class Runner:
         Raises:
             ThreadBusy: another run holds the thread and the request rejects waiting.
         """
+        return self._start(thread_id, request)
+
+    def _start(
+        self, thread_id: str, request: RunRequest, thread: ThreadRecord | None = None
+    ) -> ActiveRun:
+        """:meth:`start`, with ``thread`` (the thread's record, when given) written in the
+        same transaction as the run's."""
         previous = self.active(thread_id)
         if previous is not None and request.multitask_strategy == "reject":
             raise thread_busy(thread_id, previous.record.run_id)
         record = new_run_record(thread_id, request)
-        self.records.put_run(record)
-        self.records.set_thread_status(thread_id, "busy", request.assistant_id)
+        # a run with none before it starts at once: recorded running from the start
+        self.records.start_run(record, thread, running=previous is None)
         temporary = self._temporary.get(thread_id)
         if temporary is not None:
             temporary.append(record.run_id)
         # a temporary run's events are read from the run itself: it and its records go together
-        log = self.records.add_event if temporary is None else None
+        log = PendingEvents(self.records) if temporary is None else None
         run = ActiveRun(record=record, request=request, previous=previous, log=log)
         self._latest[thread_id] = run
         self._by_id[record.run_id] = run
@@ -427,9 +480,7 @@ class Runner:
         """:meth:`start`, with ``thread`` (the thread's record, set for this run; not written
         yet when ``new_thread``) written first; awaited, so that a runner whose records are a
         network away (PostgreSQL) writes both without blocking the event loop."""
-        if thread is not None:
-            self.records.put_thread(thread)
-        return self.start(thread_id, request)
+        return self._start(thread_id, request, thread)
 
     async def cancel(
         self, run: ActiveRun, *, wait: bool, action: CancelAction = "interrupt"
@@ -475,8 +526,15 @@ class Runner:
                 run_status = "interrupted"
                 run.result = to_json(thread_values(runnable, thread_id)[0])
                 return
-            self._set_status(run, "running")
-            await self._stream(run, runnable)
+            if run.previous is None:  # recorded running as it started (see _start)
+                run.record.status, run.record.updated_at = "running", now()
+            else:
+                self._set_status(run, "running")
+            seen = await self._stream(run, runnable)
+            if streamed_to_end(seen, runnable) and not run.cancel.is_set():
+                assert seen.state is not None
+                run.result = to_json(seen.state.data())  # what get_state() would read back
+                return
             values, snapshot = thread_values(runnable, thread_id)
             result: dict[str, Any] = to_json(values)
             if snapshot is not None and snapshot.interrupts:
@@ -513,9 +571,7 @@ class Runner:
         thread_id = run.record.thread_id
         latest = self._latest.get(thread_id) is run
         try:
-            self._set_status(run, run_status)
-            if latest:
-                self.records.set_thread_status(thread_id, thread_status)
+            self._set_status(run, run_status, (thread_id, thread_status) if latest else None)
         except Exception:
             _log.exception(
                 "graph-agent serve: could not record the end of run %s", run.record.run_id
@@ -552,10 +608,16 @@ class Runner:
         self._scratch.delete_thread(thread_id)
         self.records.delete_thread(thread_id)
 
-    def _set_status(self, run: ActiveRun, status: RunStatus) -> None:
+    def _set_status(
+        self, run: ActiveRun, status: RunStatus, thread: tuple[str, ThreadStatus] | None = None
+    ) -> None:
+        """Record the run's new status, with its events not stored yet (and its ``thread``'s
+        new status), in one transaction."""
         run.record.status = status
         run.record.updated_at = now()
-        self.records.set_run_status(run.record.run_id, status)
+        log = run.log
+        events = log.take() if isinstance(log, PendingEvents) else ()
+        self.records.set_run_status(run.record.run_id, status, events=events, thread=thread)
 
     async def _stream(self, run: ActiveRun, runnable: Runnable) -> RunEvents:
         """Stream the run, emitting its events; what it saw (its last state) is returned."""
@@ -572,8 +634,55 @@ class Runner:
             config = dataclasses.replace(config, max_steps=request.max_steps)
         events = RunEvents(request.stream_modes, run.emit)
         runnable = with_breakpoints(runnable, request)
+        if self.sync_in_thread and getattr(runnable, "runs_sync", False):
+            await _stream_in_thread(run, runnable, config, events)
+            return events
         async for output in runnable.astream(
             request.graph_input(), config, task_events=events.task_events
         ):
             events(output)
         return events
+
+
+async def _stream_in_thread(
+    run: ActiveRun, graph: Any, config: RunnableConfig, events: RunEvents
+) -> None:
+    """Run a graph whose nodes are all plain functions (``CompiledGraph.runs_sync``) with its
+    sync ``stream``, read in one worker thread: its saver calls are made there, its nodes run
+    on the pool as they would under ``astream`` (the stream is made here, on the loop's thread:
+    so a cancel stops a running node at once, as under ``astream``), and each output is handed
+    to ``events`` on the loop as it comes. What ``events`` raises stops the run, as under
+    ``astream``. Cancelled (the server shuts down), the run is stopped through its cancel
+    signal and waited for, so that it lets go of its thread's lease before this returns."""
+    loop = asyncio.get_running_loop()
+    outputs = graph.stream(run.request.graph_input(), config, task_events=events.task_events)
+    refused: list[BaseException] = []
+
+    def deliver(output: Any) -> None:
+        if refused:
+            return
+        try:
+            events(output)
+        except BaseException as exc:  # the records refused an event, say: the run stops
+            refused.append(exc)
+
+    def read() -> None:
+        try:
+            for output in outputs:
+                loop.call_soon_threadsafe(deliver, output)
+                if refused:
+                    return
+        finally:
+            outputs.close()
+
+    reading = asyncio.ensure_future(to_thread(read))
+    try:
+        await asyncio.shield(reading)
+    except asyncio.CancelledError:
+        run.cancel.set()
+        with contextlib.suppress(Exception):
+            await asyncio.shield(reading)
+        raise
+    # every output was handed over before the thread's end was: all are delivered by now
+    if refused:
+        raise refused[0]

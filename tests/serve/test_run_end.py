@@ -33,10 +33,10 @@ SECRET = "row (secret-4711) violates"
 class RefusingRecords(Records):
     """SQLite records whose disk fails as a run is recorded a success."""
 
-    def set_run_status(self, run_id: str, status: RunStatus) -> None:
+    def set_run_status(self, run_id: str, status: RunStatus, **more: Any) -> None:
         if status == "success":
             raise sqlite3.OperationalError(f"disk I/O error: {SECRET}")
-        super().set_run_status(run_id, status)
+        super().set_run_status(run_id, status, **more)
 
 
 class RefusingPostgresRecords(PostgresRecords):
