@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from graph_agent.serve.app import ApiError, create_app
+    from graph_agent.serve.auth_handlers import Auth
     from graph_agent.serve.records import Records
 
-_LAZY = {"ApiError": "app", "create_app": "app", "Records": "records"}
+_LAZY = {"Auth": "auth_handlers", "ApiError": "app", "create_app": "app", "Records": "records"}
 
 
 def __getattr__(name: str) -> Any:
@@ -24,4 +25,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ApiError", "Records", "create_app"]
+__all__ = ["ApiError", "Auth", "Records", "create_app"]
