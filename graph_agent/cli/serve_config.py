@@ -15,7 +15,10 @@
   ``--cors-origin`` add (the command line's are added to the file's);
 - optionally ``input_keys``, a table ``{assistant id: [key, ...]}``: the only state keys
   clients may send to that assistant (``--input-keys``). A target given as a table
-  ``{"path": ..., "input_keys": [...]}`` may say it there instead.
+  ``{"path": ..., "input_keys": [...]}`` may say it there instead;
+- optionally ``auth``, LangGraph's ``{"path": "./auth.py:auth"}`` (or the ``MODULE:OBJECT``
+  alone): ``--auth``; and in ``http``, ``app`` (``--app``) and ``enable_custom_route_auth``
+  (``--app-auth``).
 
 API keys are never read from the file: give them on the command line or in the environment.
 
@@ -104,7 +107,9 @@ def read_config(path: str) -> ServeConfig:
         elif key in _LISTS:
             _add_list(config, key, _string_list(path, key, value))
         elif key == "http" and isinstance(value, dict):
-            _read_http(path, value, config)
+            _read_http(path, value, config, folder)
+        elif key == "auth":
+            _read_auth(path, value, config, folder)
         elif key in _OPTIONS:
             wanted = _OPTIONS[key]
             if not isinstance(value, wanted) or isinstance(value, bool) is not (wanted is bool):
@@ -152,11 +157,38 @@ def _targets(
     return found
 
 
-def _read_http(path: str, http: dict[str, Any], config: ServeConfig) -> None:
-    """LangGraph's ``http`` table: its ``cors.allow_origins`` are ours; the rest is named as
-    ignored (``http.app``, ``http.cors.max_age``, ...)."""
+def _read_auth(path: str, auth: Any, config: ServeConfig, folder: Path) -> None:
+    """LangGraph's ``auth`` table: its ``path`` is ``--auth`` (the rest is named as ignored)."""
+    table = auth if isinstance(auth, dict) else {"path": auth}
+    for key, value in table.items():
+        if key == "path":
+            config.options["auth"] = _spec(path, "auth.path", value, folder)
+        else:
+            config.ignored.append(f"auth.{key}")
+
+
+def _spec(path: str, where: str, value: Any, folder: Path) -> str:
+    if not isinstance(value, str) or ":" not in value:
+        raise CliError(
+            f"{path}: {where} must be MODULE:OBJECT, got {value!r}",
+            '"auth": {"path": "./auth.py:auth"}',
+            EXIT_USAGE,
+        )
+    return _relative_to(folder, value)
+
+
+def _read_http(path: str, http: dict[str, Any], config: ServeConfig, folder: Path) -> None:
+    """LangGraph's ``http`` table: its ``cors.allow_origins``, ``app`` and
+    ``enable_custom_route_auth`` are ours; the rest is named as ignored (``http.cors.max_age``,
+    ...)."""
     for key, value in http.items():
-        if key == "cors" and isinstance(value, dict):
+        if key == "app":
+            config.options["app"] = _spec(path, "http.app", value, folder)
+        elif key == "enable_custom_route_auth":
+            if not isinstance(value, bool):
+                raise CliError(f"{path}: http.{key} must be true or false", "", EXIT_USAGE)
+            config.options["app_auth"] = value
+        elif key == "cors" and isinstance(value, dict):
             for name, setting in value.items():
                 if name == "allow_origins":
                     origins = _string_list(path, "http.cors.allow_origins", setting)
