@@ -14,6 +14,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client, get_sync_client
 
+from graph_agent.serve import Auth
 from tests.serve.custom_auth_targets import ANN, BOB, auth, sdk_auth
 from tests.serve.graphs import approval, chain
 from tests.serve.servers import KINDS, Served, serving
@@ -183,3 +184,36 @@ def test_a_langgraph_sdk_auth_object_works_as_it_is(tmp_path: Any) -> None:
         assert ann.runs.wait(thread_id, "chain", input={"x": 1}) == {"x": 12}
         assert _status(lambda: bob.threads.get(thread_id)) == 404
         assert _status(lambda: get_sync_client(url=running.url).threads.search()) == 401
+
+
+def test_an_assert_is_a_403_and_a_filter_the_server_cannot_apply_a_503(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    strict = Auth()
+    strict.authenticate(lambda authorization: "ann")
+
+    @strict.on.store
+    async def no_store(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> None:
+        assert ctx.user.identity == "admin", "only admins use the store"
+
+    @strict.on.threads.search
+    async def odd_filter(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, Any]:
+        return {"owner": {"$ne": "bob"}}
+
+    @strict.on.threads.delete
+    async def never(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> bool:
+        return False
+
+    with serving("sqlite", tmp_path, targets=[chain()], auth=strict) as running:
+        client = get_sync_client(url=running.url)
+        refused = httpx.put(
+            f"{running.url}/store/items", json={"namespace": ["a"], "key": "k", "value": {}}
+        )
+        assert refused.status_code == 403
+        assert refused.json()["detail"].startswith("only admins use the store")
+        with caplog.at_level(logging.ERROR, logger="graph_agent.serve.auth_custom"):
+            assert _status(lambda: client.threads.search()) == 503
+        assert "odd_filter of threads.search returned a filter on 'owner'" in caplog.text
+        thread_id = client.threads.create()["thread_id"]
+        assert _status(lambda: client.threads.delete(thread_id)) == 403
+        assert client.threads.get(thread_id)["thread_id"] == thread_id
