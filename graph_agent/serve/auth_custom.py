@@ -44,7 +44,7 @@ from graph_agent.serve.auth_events import (
     namespace_of,
     with_namespace,
 )
-from graph_agent.serve.auth_handlers import AuthContext, AuthUser
+from graph_agent.serve.auth_handlers import AuthContext, AuthUser, handler_name
 from graph_agent.serve.bodies import BodyError, json_bytes, read_json
 from graph_agent.serve.errors import send_error
 
@@ -123,8 +123,8 @@ def _parameters(fn: Callable[..., Any]) -> frozenset[str]:
     ]
     if unknown:
         raise ValueError(
-            f"the authenticate handler {_name(fn)} takes {', '.join(unknown)}, which the server "
-            f"does not give; it may take: {', '.join(sorted(AUTHENTICATE_PARAMETERS))}"
+            f"the authenticate handler {handler_name(fn)} takes {', '.join(unknown)}, which the "
+            f"server does not give; it may take: {', '.join(sorted(AUTHENTICATE_PARAMETERS))}"
         )
     return frozenset(name for name in parameters if name in AUTHENTICATE_PARAMETERS)
 
@@ -148,6 +148,7 @@ class Access:
     filters: dict[tuple[str, str], list[dict[str, Any]] | None] = field(default_factory=dict)
     added: dict[str, Any] = field(default_factory=dict)
     removed: frozenset[str] = frozenset()
+    _warned: set[tuple[str, str]] = field(default_factory=set)
 
     def _key(self, resource: str | None) -> tuple[str, str]:
         event = self.event
@@ -160,12 +161,14 @@ class Access:
         if key not in self.filters:
             if self.rules.handler_for(*key) is None:
                 return True
-            log.warning(
-                "custom auth: no %s.%s handler ran for this request (%s): the record is "
-                "treated as not found",
-                *key,
-                self.event,
-            )
+            if key not in self._warned:
+                self._warned.add(key)
+                log.warning(
+                    "custom auth: no %s.%s handler ran for this request (%s): its records "
+                    "are treated as not found",
+                    *key,
+                    self.event,
+                )
             return False
         filters = self.filters[key]
         return filters is not None and all(filter_matches(metadata, f) for f in filters)
@@ -226,7 +229,7 @@ class CustomAuthMiddleware:
         try:
             return _user(found)
         except ValueError as exc:
-            log.error("custom auth: authenticate handler %s %s", _name(fn), exc)
+            log.error("custom auth: authenticate handler %s %s", handler_name(fn), exc)
             raise _failed(fn) from None
 
     async def _decide(
@@ -271,7 +274,7 @@ class CustomAuthMiddleware:
             rewritten = with_namespace(event.action, request, value.get("namespace"))
         except FilterError as exc:
             handler = self.rules.handler_for("store", event.action)
-            log.error("custom auth: store handler %s %s", _name(handler), exc)
+            log.error("custom auth: store handler %s %s", handler_name(handler), exc)
             raise _failed(handler) from None
         if event.action == "get":
             query = urllib.parse.urlencode(rewritten).encode()
@@ -302,7 +305,8 @@ class CustomAuthMiddleware:
         try:
             return [check_filter(found)]
         except FilterError as exc:
-            log.error("custom auth: handler %s of %s.%s %s", _name(handler), resource, action, exc)
+            name = handler_name(handler)
+            log.error("custom auth: handler %s of %s.%s %s", name, resource, action, exc)
             raise _failed(handler) from None
 
 
@@ -425,14 +429,14 @@ def _refusal_of(exc: Exception, fn: Any, assertion_status: int) -> Refusal:
         return Refusal(status, str(detail), headers=headers)
     if isinstance(exc, AssertionError):
         return Refusal(assertion_status, str(exc) or "refused by the server's auth rules")
-    log.exception("custom auth: handler %s raised %s", _name(fn), type(exc).__name__)
+    log.exception("custom auth: handler %s raised %s", handler_name(fn), type(exc).__name__)
     return _failed(fn)
 
 
 def _failed(fn: Any) -> Refusal:
     return Refusal(
         503,
-        f"the server's auth handler {_name(fn)} failed; its log says why",
+        f"the server's auth handler {handler_name(fn)} failed; its log says why",
         "auth_handler_failed",
     )
 
@@ -464,7 +468,3 @@ async def _refuse(scope: Scope, send: Send, refusal: Refusal) -> None:
     if refusal.status == 401 and not any(k == b"www-authenticate" for k, _ in refusal.headers):
         refusal.headers.append((b"www-authenticate", b'Bearer realm="graph-agent"'))
     await send_error(send, refusal.status, refusal.detail, refusal.headers, code=refusal.code)
-
-
-def _name(fn: Any) -> str:
-    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)

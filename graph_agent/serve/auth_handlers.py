@@ -47,6 +47,7 @@ __all__ = [
     "AuthContext",
     "AuthUser",
     "HTTPException",
+    "handler_name",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -169,7 +170,7 @@ class Auth:
             ValueError: one is registered already.
         """
         if self._authenticate_handler is not None:
-            raise ValueError(f"an authenticate handler is set already: {_name(fn)}")
+            raise ValueError(f"an authenticate handler is set already: {handler_name(fn)}")
         self._authenticate_handler = fn
         return fn
 
@@ -256,14 +257,15 @@ def _check_handler(fn: Callable[..., Any]) -> None:
     try:
         parameters = inspect.signature(fn).parameters
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"auth handler {_name(fn)} is not a function") from exc
+        raise ValueError(f"auth handler {handler_name(fn)} is not a function") from exc
     missing = [name for name in ("ctx", "value") if name not in parameters]
     if missing:
         raise ValueError(
-            f"auth handler {_name(fn)} must take the parameters ctx and value "
+            f"auth handler {handler_name(fn)} must take the parameters ctx and value "
             f"(missing: {', '.join(missing)})"
         )
 
 
-def _name(fn: Any) -> str:
+def handler_name(fn: Any) -> str:
+    """How logs and answers name a handler (its qualified name)."""
     return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)
