@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterator, Sequence
 
 from graph_agent.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, CliError, RunStopped, explain
 from graph_agent.cli.mcp import add_mcp_option
-from graph_agent.cli.serve_store import add_store_options
+from graph_agent.cli.serve_auth import add_auth_options
 from graph_agent.cli.serve_retention import add_retention_options
+from graph_agent.cli.serve_store import add_store_options
 from graph_agent.cli.trace import add_trace_option, traced
 
 __all__ = ["build_parser", "main"]
@@ -104,7 +105,7 @@ def _version() -> str:
 
 def _add_serve_options(parser: argparse.ArgumentParser, serve_db: str) -> None:
     """The options of ``serve``, which ``studio`` shares."""
-    parser.add_argument("target", metavar="MODULE:OBJECT|CONFIG", nargs="+")
+    parser.add_argument("target", metavar="MODULE:OBJECT|CONFIG", nargs="*")
     _add_db(parser, None, f"SQLite file for the threads (default: {serve_db})")
     parser.add_argument("--host", help="default: 127.0.0.1")
     parser.add_argument("--port", type=int, help="default: 8123")
@@ -211,6 +212,7 @@ def _add_serve_options(parser: argparse.ArgumentParser, serve_db: str) -> None:
     add_mcp_option(parser)
     add_store_options(parser)
     add_retention_options(parser)
+    add_auth_options(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -384,11 +386,11 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="serve agents and graphs over HTTP, as LangGraph Server does",
         description="Serve each MODULE:OBJECT as an assistant (its id is its name) with "
-        "LangGraph Server's HTTP API, so langgraph-sdk clients work against it. A TARGET may "
-        "also be a config file (.json or .toml) listing several, with options: "
+        "LangGraph Server's HTTP API, so langgraph-sdk clients work against it. A config "
+        "file (.json or .toml; --config FILE, or as a TARGET) lists several, with options: "
         '{"targets": [...], "port": 8123}, or LangGraph\'s langgraph.json '
-        '({"graphs": {"id": "./file.py:object"}}). Needs the serve extra: '
-        "pip install 'graph-agent[serve]'.",
+        '({"graphs": {"id": "./file.py:object"}, "auth": {"path": "./auth.py:auth"}}). '
+        "Needs the serve extra: pip install 'graph-agent[serve]'.",
     )
     _add_serve_options(serve, SERVE_DB)
     _add_common(serve, top=False)

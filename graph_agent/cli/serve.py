@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_agent.cli.errors import EXIT_USAGE, CliError
+from graph_agent.cli.serve_auth import load_auth_and_app
 from graph_agent.cli.serve_config import is_config, read_config
 from graph_agent.cli.serve_retention import DEFAULTS as RETENTION_DEFAULTS
 from graph_agent.cli.serve_retention import retention_of
@@ -58,11 +59,21 @@ def _serve(args: argparse.Namespace, cleanups: list[Callable[[], None]]) -> int:
         raise CliError(f"--workers {args.workers}: give 0 or more", "e.g. --workers 2", EXIT_USAGE)
     runnables = _load_runnables(args, targets, cleanups)
     input_keys = _input_keys_by_id(args.input_key_table, list(runnables))
+    auth, custom_app = load_auth_and_app(args)
     settings = store_settings(args)  # before anything opens: a bad index is a usage error
     stores = _open_stores(args, settings.options())
     if args.no_http:
         return _work_only(runnables, stores)
-    app = _app(args, runnables, stores, keys, input_keys, retention)
+    app = _app(
+        args,
+        runnables,
+        stores,
+        keys,
+        input_keys,
+        retention=retention,
+        auth=auth,
+        custom_app=custom_app,
+    )
     add_store_sweep(app.state.api, settings)
     return _run_http(args, app, stores, ", ".join(runnables), keys)
 
@@ -102,7 +113,13 @@ def _keys(args: argparse.Namespace) -> _Keys:
         api_keys=[*args.api_key, *keys_from_env(os.environ.get(API_KEYS_ENV))],
         groups=_key_groups(args.key_group),
     )
-    problem = binding_problem(args.host, bool(keys.all))
+    if args.auth is not None and keys.all:
+        raise CliError(
+            "--auth and API keys both given: the Auth object's authenticate decides who calls",
+            f"drop --api-key/--key-group (and {API_KEYS_ENV}), or check the keys in authenticate",
+            EXIT_USAGE,
+        )
+    problem = binding_problem(args.host, bool(keys.all) or args.auth is not None)
     if problem is not None and not args.insecure_no_auth:
         raise CliError(
             problem,
@@ -201,10 +218,11 @@ def _app(
     stores: _Stores,
     keys: _Keys,
     input_keys: dict[str, list[str]],
-    retention: Any = None,
+    **custom: Any,
 ) -> Any:
-    """The app serving ``runnables``; a usage error (the stores closed) when it refuses the
-    options."""
+    """The app serving ``runnables`` (``custom``: its ``retention``, ``auth`` and
+    ``custom_app``); a usage
+    error (the stores closed) when it refuses the options."""
     from graph_agent.serve.app import create_app
 
     try:
@@ -223,7 +241,8 @@ def _app(
             allow_hosts=args.allow_host,
             cors_origins=args.cors_origin,
             insecure_no_auth=args.insecure_no_auth,
-            retention=retention,
+            custom_app_auth=args.app_auth,
+            **custom,
         )
     except ValueError as exc:
         stores.close()
@@ -287,6 +306,8 @@ def _announce(args: argparse.Namespace, serving: str, keys: _Keys, siblings: boo
     said = f", {len(every)} API key{'s' * (len(every) != 1)}" if every else ""
     if every and args.shared_threads:
         said += " sharing every thread"
+    said += f", auth {args.auth}" if args.auth else ""
+    said += f", routes of {args.app}" if args.app else ""
     processes = f", {args.workers} processes" if siblings else ""
     print(f"graph-agent serve: {serving}{said}{processes})", flush=True)
 
@@ -301,6 +322,9 @@ _DEFAULTS: dict[str, Any] = {
     "max_body_bytes": 4 * 1024 * 1024,  # serve.limits.DEFAULT_MAX_BODY_BYTES (needs the extra)
     "shared_threads": False,
     **RETENTION_DEFAULTS,
+    "auth": None,
+    "app": None,
+    "app_auth": False,
 }
 
 
@@ -310,8 +334,9 @@ def serve_targets(args: argparse.Namespace) -> list[tuple[str | None, str]]:
     its default."""
     targets: list[tuple[str | None, str]] = []
     options: dict[str, Any] = {}
-    for target in args.target:
-        if not is_config(target):
+    named = [(target, is_config(target)) for target in args.target]
+    for target, config_file in [*named, *((path, True) for path in getattr(args, "config", []))]:
+        if not config_file:
             targets.append((None, target))
             continue
         config = read_config(target)
@@ -328,6 +353,12 @@ def serve_targets(args: argparse.Namespace) -> list[tuple[str | None, str]]:
                 "(not graph-agent settings)",
                 file=sys.stderr,
             )
+    if not targets:
+        raise CliError(
+            "nothing to serve: give MODULE:OBJECT targets or a config file",
+            "e.g. graph-agent serve --config graph_agent.json",
+            EXIT_USAGE,
+        )
     for key, default in _DEFAULTS.items():
         if getattr(args, key, None) is None:
             setattr(args, key, options.get(key, default))

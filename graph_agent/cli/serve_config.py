@@ -20,7 +20,10 @@
   ``--sweep-interval`` set) and ``checkpoint_keep`` (``--checkpoint-keep``);
 - optionally ``input_keys``, a table ``{assistant id: [key, ...]}``: the only state keys
   clients may send to that assistant (``--input-keys``). A target given as a table
-  ``{"path": ..., "input_keys": [...]}`` may say it there instead.
+  ``{"path": ..., "input_keys": [...]}`` may say it there instead;
+- optionally ``auth``, LangGraph's ``{"path": "./auth.py:auth"}`` (or the ``MODULE:OBJECT``
+  alone): ``--auth``; and in ``http``, ``app`` (``--app``) and ``enable_custom_route_auth``
+  (``--app-auth``).
 
 API keys are never read from the file: give them on the command line or in the environment.
 
@@ -39,8 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from graph_agent.cli.errors import EXIT_USAGE, CliError
-from graph_agent.cli.serve_store import read_store_table
 from graph_agent.cli.serve_retention import read_checkpointer
+from graph_agent.cli.serve_store import read_store_table
 
 __all__ = ["CONFIG_SUFFIXES", "ServeConfig", "is_config", "read_config"]
 
@@ -116,9 +119,11 @@ def read_config(path: str) -> ServeConfig:
             relative = functools.partial(_relative_to, folder)
             config.options["store"] = read_store_table(path, value, relative, config.ignored)
         elif key == "http" and isinstance(value, dict):
-            _read_http(path, value, config)
+            _read_http(path, value, config, folder)
         elif key == "checkpointer":
             config.options.update(read_checkpointer(path, value))
+        elif key == "auth":
+            _read_auth(path, value, config, folder)
         elif key in _OPTIONS:
             wanted = _OPTIONS[key]
             if not isinstance(value, wanted) or isinstance(value, bool) is not (wanted is bool):
@@ -166,11 +171,38 @@ def _targets(
     return found
 
 
-def _read_http(path: str, http: dict[str, Any], config: ServeConfig) -> None:
-    """LangGraph's ``http`` table: its ``cors.allow_origins`` are ours; the rest is named as
-    ignored (``http.app``, ``http.cors.max_age``, ...)."""
+def _read_auth(path: str, auth: Any, config: ServeConfig, folder: Path) -> None:
+    """LangGraph's ``auth`` table: its ``path`` is ``--auth`` (the rest is named as ignored)."""
+    table = auth if isinstance(auth, dict) else {"path": auth}
+    for key, value in table.items():
+        if key == "path":
+            config.options["auth"] = _spec(path, "auth.path", value, folder)
+        else:
+            config.ignored.append(f"auth.{key}")
+
+
+def _spec(path: str, where: str, value: Any, folder: Path) -> str:
+    if not isinstance(value, str) or ":" not in value:
+        raise CliError(
+            f"{path}: {where} must be MODULE:OBJECT, got {value!r}",
+            '"auth": {"path": "./auth.py:auth"}',
+            EXIT_USAGE,
+        )
+    return _relative_to(folder, value)
+
+
+def _read_http(path: str, http: dict[str, Any], config: ServeConfig, folder: Path) -> None:
+    """LangGraph's ``http`` table: its ``cors.allow_origins``, ``app`` and
+    ``enable_custom_route_auth`` are ours; the rest is named as ignored (``http.cors.max_age``,
+    ...)."""
     for key, value in http.items():
-        if key == "cors" and isinstance(value, dict):
+        if key == "app":
+            config.options["app"] = _spec(path, "http.app", value, folder)
+        elif key == "enable_custom_route_auth":
+            if not isinstance(value, bool):
+                raise CliError(f"{path}: http.{key} must be true or false", "", EXIT_USAGE)
+            config.options["app_auth"] = value
+        elif key == "cors" and isinstance(value, dict):
             for name, setting in value.items():
                 if name == "allow_origins":
                     origins = _string_list(path, "http.cors.allow_origins", setting)

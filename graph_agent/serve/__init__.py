@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from graph_agent.serve.app import ApiError, create_app
+    from graph_agent.serve.auth_handlers import Auth
     from graph_agent.serve.records import Records
     from graph_agent.serve.retention import ServerRetention
 
 _LAZY = {
+    "Auth": "auth_handlers",
     "ApiError": "app",
     "create_app": "app",
     "Records": "records",
@@ -30,4 +32,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ApiError", "Records", "ServerRetention", "create_app"]
+__all__ = ["ApiError", "Auth", "Records", "ServerRetention", "create_app"]

@@ -253,7 +253,7 @@ async def read(request: Request, model: type[M]) -> M:
 
 def owned(record: ThreadRecord | None, thread_id: str) -> ThreadRecord:
     """``record``, if the request's key may see it (another key's thread is as if missing)."""
-    if record is None or not owns(record.metadata):
+    if record is None or not owns(record.metadata, "threads"):
         raise ApiError(404, f"thread {thread_id} not found")
     return record
 
@@ -270,7 +270,10 @@ def thread_record(thread_id: str, metadata: dict[str, Any]) -> ThreadRecord:
     """A new thread's record, owned by the request's key (not written yet)."""
     stamp = now()
     return ThreadRecord(
-        thread_id=thread_id, created_at=stamp, updated_at=stamp, metadata=stamp_owner(metadata)
+        thread_id=thread_id,
+        created_at=stamp,
+        updated_at=stamp,
+        metadata=stamp_owner(metadata, "threads"),
     )
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from starlette.applications import Starlette
@@ -23,12 +24,19 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.graph.concurrency import to_thread
 from graph_agent.serve.api import Api, ApiError
 from graph_agent.serve.auth import ApiKeyMiddleware, Caller, callers
+from graph_agent.serve.auth_custom import AuthRules, CustomAuthMiddleware
+from graph_agent.serve.custom_routes import (
+    CustomRoutesMiddleware,
+    custom_routes_of,
+    with_custom_lifespan,
+)
 from graph_agent.serve.errors import error_response
 from graph_agent.serve.guard import guard_middleware
 from graph_agent.serve.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
@@ -67,6 +75,9 @@ def create_app(
     cors_origins: Iterable[str] = (),
     insecure_no_auth: bool = False,
     retention: ServerRetention | None = None,
+    auth: Any = None,
+    custom_app: Any = None,
+    custom_app_auth: bool = False,
 ) -> Starlette:
     """A LangGraph-Server-compatible app serving ``targets`` (also over /mcp and A2A).
 
@@ -99,11 +110,14 @@ def create_app(
         insecure_no_auth: Without keys, take ``*`` in ``allow_hosts`` and ``cors_origins``
             all the same (``--insecure-no-auth``: a proxy in front checks who calls).
         retention: TTL defaults and the sweeper's pace (:mod:`graph_agent.serve.retention`).
+        auth: Custom auth instead of keys: a :class:`~graph_agent.serve.Auth` or
+            ``langgraph_sdk.Auth`` (:mod:`graph_agent.serve.auth_custom`); not with keys.
+        custom_app: A Starlette app whose routes come first (:mod:`~.serve.custom_routes`),
+            behind the API's auth if ``custom_app_auth``.
 
     Raises:
-        ValueError: ``input_keys`` names an assistant not served or a private key, a key is
-            in two groups, an allowed host or CORS origin is not one, or is ``*`` without
-            keys nor ``insecure_no_auth``.
+        ValueError: an option is malformed or clashes with another (``input_keys`` naming an
+            unserved assistant, a key in two groups, ``*`` without keys, auth with keys...).
 
     Example:
         >>> from graph_agent import StateGraph, START, END
@@ -114,10 +128,10 @@ def create_app(
         >>> sorted(r.path for r in app.routes if r.path.startswith("/assistants"))[:2]
         ['/assistants/search', '/assistants/{assistant_id}']
     """
-    api = _new_api(targets, saver, records, store, work=work, input_keys=input_keys)
     return _starlette(
-        api,
-        callers(api_keys, key_groups, shared=shared_threads),
+        _api(targets, saver, records, store, work, input_keys),
+        *_who_calls(callers(api_keys, key_groups, shared=shared_threads), auth),
+        custom=_custom(custom_app, custom_app_auth),
         studio=studio,
         max_body_bytes=max_body_bytes,
         bound_host=bound_host,
@@ -128,16 +142,15 @@ def create_app(
     )
 
 
-def _new_api(
+def _api(
     targets: Mapping[str, Servable] | Sequence[Servable],
     saver: CheckpointSaver | None,
     records: Records | PostgresRecords | None,
     store: BaseStore | None,
-    *,
     work: bool,
     input_keys: Mapping[str, Iterable[str]] | None,
 ) -> _Api:
-    """The API's state on ``saver`` and ``records`` (see :func:`create_app`)."""
+    """The API's state over ``targets`` (see :func:`create_app`)."""
     checkpoints = saver if saver is not None else MemorySaver()
     served = served_targets(targets, checkpoints, input_keys)
     api = _Api(served.runnables, checkpoints, records if records is not None else Records(), store)
@@ -148,30 +161,64 @@ def _new_api(
     return api
 
 
+def _who_calls(access: dict[str, Caller], auth: Any) -> tuple[dict[str, Caller], AuthRules | None]:
+    """The API keys, or the custom ``auth``'s rules (a ValueError when both are given)."""
+    if auth is None:
+        return access, None
+    if access:
+        raise ValueError(
+            "custom auth and API keys were both given: the Auth object's authenticate decides "
+            "who calls, so drop the keys (or check them in authenticate)"
+        )
+    return access, AuthRules(auth)
+
+
+def _custom(custom_app: Any, custom_app_auth: bool) -> tuple[Any, bool] | None:
+    if custom_app is None:
+        return None
+    custom_routes_of(custom_app)  # a ValueError now, when it is not one
+    return custom_app, custom_app_auth
+
+
 def _starlette(
     api: _Api,
     access: dict[str, Caller],
+    rules: AuthRules | None,
     *,
+    custom: tuple[Any, bool] | None,
     studio: bool,
     max_body_bytes: int,
     retention: ServerRetention | None = None,
     **guard: Any,
 ) -> Starlette:
-    """The app: ``api``'s routes (and the Studio's), behind the guards, key check and body
-    limit (see :func:`create_app` for ``guard``'s options)."""
-    api.keys_required = bool(access)
+    """The app: ``api``'s routes (and the Studio's), behind the guards, the key check (or the
+    custom ``rules``) and the body limit, the ``custom`` app's routes first (see
+    :func:`create_app` for ``guard``'s options)."""
+    keyed = bool(access) or rules is not None
+    api.keys_required = keyed
+
+    def checked(app: ASGIApp) -> ASGIApp:
+        if rules is not None:
+            return CustomAuthMiddleware(app, rules)
+        return ApiKeyMiddleware(app, access)
+
+    limit = Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
+    # custom auth reads a body the limit has bounded; a key is checked before a body is read
+    stack = [limit, Middleware(checked)] if rules is not None else [Middleware(checked), limit]
+    lifespan: Callable[[Any], AbstractAsyncContextManager[None]] = api.lifespan
+    if custom is not None:
+        custom_app, covered = custom
+        routes = Middleware(CustomRoutesMiddleware, custom_app, checked if covered else None)
+        stack.insert(0, routes)
+        lifespan = with_custom_lifespan(lifespan, custom_app)
     protocols = Protocols(api)  # /mcp and A2A: beside the API's operations, not among them
     app = Starlette(
         routes=api.routes()
-        + (studio_routes(keys_required=bool(access)) if studio else [])
+        + (studio_routes(keys_required=keyed) if studio else [])
         + protocols.routes(),
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, 500: _crash},
-        lifespan=protocols.lifespan(api.lifespan),
-        middleware=[
-            *guard_middleware(keyed=bool(access), **guard),
-            Middleware(ApiKeyMiddleware, keys=access),
-            Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes),
-        ],
+        lifespan=protocols.lifespan(lifespan),
+        middleware=[*guard_middleware(keyed=keyed, **guard), *stack],
     )
     app.state.api = api  # the API's state, for the command and tests (``app.state.api``)
     # threads' TTLs and the sweeper; its sweep(at=...) runs one round now (tests)

@@ -15,6 +15,10 @@ identity per caller, a metadata filter per resource):
   (``metadata["owner"]`` is ``group:TEAM``); each also still sees the threads it created alone;
 - *shared threads* (``--shared-threads``): every valid key sees every thread. Threads are
   still stamped with their creator, so turning sharing off again gives each its own back.
+
+With custom auth (``--auth module:auth``, :mod:`graph_agent.serve.auth_custom`) the keys are
+off and the request's :class:`RecordRules` decide instead: :func:`owns` applies the filters its
+handlers returned, :func:`stamp_owner` adds the metadata they set.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import hmac
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -36,9 +40,11 @@ __all__ = [
     "KEY_GROUPS_ENV",
     "OWNER_KEY",
     "PUBLIC_PATHS",
+    "RECORD_RULES",
     "STUDIO_PREFIX",
     "ApiKeyMiddleware",
     "Caller",
+    "RecordRules",
     "binding_problem",
     "callers",
     "current_owner",
@@ -74,7 +80,22 @@ class Caller:
     sees: frozenset[str] | None
 
 
+class RecordRules(Protocol):
+    """Who may see which records in the request being served, when custom auth decides
+    (:class:`graph_agent.serve.auth_custom.Access`)."""
+
+    def allows(self, metadata: Mapping[str, Any], resource: str | None) -> bool:
+        """Whether the request may see a record (of ``resource``) with ``metadata``."""
+
+    def stamp(self, metadata: Mapping[str, Any], resource: str | None) -> dict[str, Any]:
+        """``metadata`` of a new record (of ``resource``) with what the handlers added."""
+
+
 _caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("caller", default=None)
+RECORD_RULES: contextvars.ContextVar[RecordRules | None] = contextvars.ContextVar(
+    "record_rules", default=None
+)
+"""The custom auth rules of the request being served (unset with API keys or no auth)."""
 
 
 def current_owner() -> str | None:
@@ -83,14 +104,23 @@ def current_owner() -> str | None:
     return None if caller is None else caller.owner
 
 
-def owns(metadata: Mapping[str, Any]) -> bool:
-    """Whether the current request may see a thread with ``metadata``."""
+def owns(metadata: Mapping[str, Any], resource: str | None = None) -> bool:
+    """Whether the current request may see a record with ``metadata``: a thread (its runs
+    with it), or, named by ``resource``, an assistant, a cron... (default: the resource the
+    request's path is about)."""
+    rules = RECORD_RULES.get()
+    if rules is not None:
+        return rules.allows(metadata, resource)
     caller = _caller.get()
     return caller is None or caller.sees is None or metadata.get(OWNER_KEY) in caller.sees
 
 
-def stamp_owner(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """``metadata`` of a new thread, owned by the current request's key (whatever it said)."""
+def stamp_owner(metadata: Mapping[str, Any], resource: str | None = None) -> dict[str, Any]:
+    """``metadata`` of a new record (a thread; or ``resource``'s), owned by the current
+    request's key (whatever it said), or with what custom auth handlers added."""
+    rules = RECORD_RULES.get()
+    if rules is not None:
+        return rules.stamp(metadata, resource)
     owner = current_owner()
     stamped = {key: value for key, value in metadata.items() if key != OWNER_KEY}
     if owner is not None:

@@ -155,8 +155,9 @@ def test_langgraph_json_cors_origins_and_our_host_lists_are_read(tmp_path: Path)
     assert read.options == {
         "cors_origins": ["http://localhost:3000", "https://app.example"],
         "allow_hosts": ["agents.example"],
+        "app": "x:app",
     }
-    assert read.ignored == ["http.cors.max_age", "http.app"]
+    assert read.ignored == ["http.cors.max_age"]
     sys.path.remove(str(tmp_path.resolve()))
 
 
