@@ -29,6 +29,7 @@ from graph_agent.checkpoint.memory import MemorySaver
 from graph_agent.graph.concurrency import to_thread
 from graph_agent.serve.api import Api, ApiError
 from graph_agent.serve.auth import ApiKeyMiddleware, Caller, callers
+from graph_agent.serve.crons import install_crons
 from graph_agent.serve.errors import error_response
 from graph_agent.serve.guard import guard_middleware
 from graph_agent.serve.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
@@ -36,6 +37,7 @@ from graph_agent.serve.openapi import openapi_document
 from graph_agent.serve.pg_records import PostgresRecords
 from graph_agent.serve.records import Records
 from graph_agent.serve.routes import starlette_routes
+from graph_agent.serve.routes.runs import start_from_body
 from graph_agent.serve.runs import ActiveRun
 from graph_agent.serve.studio import studio_routes
 from graph_agent.serve.targets import Servable, assistants_on, served_targets
@@ -137,7 +139,8 @@ def _starlette(
     **guard: Any,
 ) -> Starlette:
     """The app: ``api``'s routes (and the Studio's), behind the guards, key check and body
-    limit (see :func:`create_app` for ``guard``'s options)."""
+    limit (see :func:`create_app` for ``guard``'s options), and the crons' scheduler."""
+    install_crons(api, start_from_body)
     api.keys_required = bool(access)
     app = Starlette(
         routes=api.routes() + (studio_routes(keys_required=bool(access)) if studio else []),

@@ -1,0 +1,194 @@
+"""Crons: runs the server starts on a schedule, as LangGraph Server's ``client.crons`` makes
+them (the routes are in :mod:`graph_agent.serve.routes.crons`, the tables in
+:mod:`graph_agent.serve.crons_store`; what a cron is in :mod:`graph_agent.serve.crons_schedule`).
+
+A cron holds a standard 5-field schedule (``"*/5 * * * *"``; read by ``cronsim``), an optional
+IANA time zone the schedule is read in (UTC without one; daylight saving time as cron does it),
+an optional ``end_time``, and the body of the run to start (``payload``: input, config,
+context, metadata, webhook, breakpoints, multitask strategy...). A cron on a thread runs on
+that thread each time; a stateless one (``POST /runs/crons``) on a new thread each time, which
+is deleted once the run ended (``on_run_completed="delete"``, the default) or kept (``"keep"``).
+
+**Each due run starts exactly once, across every process and machine.** The scheduler is one
+:class:`~graph_agent.serve.tasks.Periodic` job per process (``Api.add_periodic``), every
+:data:`CHECK_SECONDS`. A round has two steps, each its own transaction:
+
+1. *Claim.* The due crons (``next_run_date <= now``) are locked ``FOR UPDATE SKIP LOCKED``;
+   for each, in the same transaction, the next run time is written and the due run is
+   *recorded* as a row of its own (``cron_runs``: a run id and thread id chosen now, the body).
+   Two processes never claim one cron's due time: the second skips the locked row and, once
+   the first committed, no longer sees it due. A crash before the commit undoes both: the cron
+   is still due, and the next round (of any process) claims it.
+2. *Start.* Each recorded run not started yet is locked ``FOR UPDATE SKIP LOCKED`` and, while
+   the lock is held, started through the very function the runs routes use
+   (:func:`~graph_agent.serve.routes.runs.start_from_body`), with the run id recorded in step
+   1; then it is marked started and the transaction commits. The run's own row is written by
+   another transaction, so a crash can fall between the two: then the lock is gone with the
+   session, the recorded run is still "not started", and whoever takes it next first looks
+   for a run with its id, and only marks it started when there is one. A run's id is the
+   runs table's primary key: even a process cut off from the database while it starts a run
+   (its lock lost, the start still on its way) cannot make a second run of that id.
+
+Nothing is lost (the recorded run stays until a run of its id exists) and nothing starts
+twice (the run id is fixed before the start). The thread of a stateless run is made by the
+scheduler with the recorded thread id, owned as the cron is; it is deleted by a later round
+once the run ended (not by a task of the process that started it, which may die first).
+
+On SQLite one process owns the file: the same steps run there without the locks. Times come
+from :func:`~graph_agent.serve.crons_schedule.now`, a seam tests set to move the clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+from graph_agent.graph.concurrency import to_thread
+from graph_agent.serve import crons_schedule
+from graph_agent.serve.api import Api, ApiError
+from graph_agent.serve.auth import OWNER_KEY
+from graph_agent.serve.crons_schedule import (
+    BATCH,
+    CronRecord,
+    Due,
+    RecordedRun,
+    end_time_of,
+    stamp,
+)
+from graph_agent.serve.crons_store import CronStore, PostgresCrons, SqliteCrons
+from graph_agent.serve.pg_records import PostgresRecords
+from graph_agent.serve.records import ThreadRecord
+from graph_agent.serve.tasks import Periodic
+
+__all__ = ["Crons", "StartRun", "install_crons"]
+
+_log = logging.getLogger(__name__)
+
+StartRun = Callable[..., Awaitable[Any]]
+"""How a cron's run starts: ``start(api, body, thread_id, run_id=...)``, the function the runs
+routes start a run from a request body with
+(:func:`graph_agent.serve.routes.runs.start_from_body`)."""
+
+
+class Crons:
+    """The crons of one server: their table (SQLite beside the records, or PostgreSQL) and
+    the scheduler's round (:meth:`tick`)."""
+
+    def __init__(self, api: Api, store: CronStore, start: StartRun) -> None:
+        self.api = api
+        self.store = store
+        self._start_run = start
+
+    def due(self, cron: CronRecord, moment: datetime) -> Due:
+        """Claim ``cron``'s due run at ``moment``: its next time, and the run to start."""
+        assert cron.next_run_date is not None
+        due_at = datetime.fromisoformat(cron.next_run_date)
+        following = cron.plan(max(moment, due_at))  # runs missed while down: one, then on
+        if cron.end_time is not None and due_at > end_time_of(cron.end_time):
+            return Due(next_run_date=None, run=None)
+        body = dict(cron.payload)
+        body["metadata"] = {**dict(body.get("metadata") or {}), "cron_id": cron.cron_id}
+        body["on_completion"] = "keep"  # a stateless cron's thread is deleted by a round
+        stateless = cron.thread_id is None
+        owner = cron.metadata.get(OWNER_KEY)
+        run = RecordedRun(
+            run_id=str(uuid.uuid4()),
+            cron_id=cron.cron_id,
+            thread_id=str(uuid.uuid4()) if stateless else str(cron.thread_id),
+            due_at=cron.next_run_date,
+            body=body,
+            thread_metadata=({} if owner is None else {OWNER_KEY: owner}) if stateless else None,
+            delete_thread=stateless and cron.on_run_completed != "keep",
+        )
+        return Due(next_run_date=following, run=run)
+
+    async def tick(self) -> None:
+        """One round of the scheduler: claim the due crons, start the runs recorded and not
+        started, delete the threads of stateless runs that ended."""
+        await self.store.claim_due(crons_schedule.now(), BATCH, self.due)
+        while True:
+            async with self.store.next_unstarted() as held:
+                if held is None:
+                    break
+                await held.settle(await self._start(held.run))
+        await self._forget_ended()
+
+    async def _start(self, run: RecordedRun) -> bool:
+        """Start ``run`` unless a run of its id exists; whether a row of it is left to
+        delete its thread later (False: forget it)."""
+        if not await self._exists(run):
+            try:
+                await self._start_now(run)
+            except ApiError as exc:  # the cron asks what cannot be: said, and skipped
+                _log.warning(
+                    "graph-agent serve: cron %s could not start its run due at %s: %s",
+                    run.cron_id,
+                    run.due_at,
+                    exc.detail,
+                )
+                if exc.status == 404 and run.thread_metadata is None:  # its thread is gone
+                    await self.store.delete(run.cron_id)
+                if run.thread_metadata is not None:
+                    await self._delete_thread(run.thread_id)
+                return False
+        return run.delete_thread
+
+    async def _exists(self, run: RecordedRun) -> bool:
+        records = self.api.records
+        if isinstance(records, PostgresRecords):
+            return await records.arun_by_id(run.run_id) is not None
+        return records.run(run.thread_id, run.run_id) is not None
+
+    async def _start_now(self, run: RecordedRun) -> None:
+        if run.thread_metadata is not None:  # a stateless cron's: a new thread, the cron's owner's
+            moment = stamp(crons_schedule.now())
+            thread = ThreadRecord(
+                thread_id=run.thread_id,
+                created_at=moment,
+                updated_at=moment,
+                metadata=dict(run.thread_metadata),
+            )
+            await to_thread(self.api.records.put_thread, thread)
+        await self._start_run(self.api, run.body, run.thread_id, run_id=run.run_id)
+
+    async def _forget_ended(self) -> None:
+        """Delete the threads of the stateless runs that ended (``on_run_completed="delete"``)."""
+        for run_id, thread_id in await self.store.started_to_forget(BATCH):
+            if await self._still_running(run_id, thread_id):
+                continue
+            await self._delete_thread(thread_id)
+            await self.store.forget_run(run_id)
+
+    async def _still_running(self, run_id: str, thread_id: str) -> bool:
+        records = self.api.records
+        if isinstance(records, PostgresRecords):
+            found = await records.arun_by_id(run_id)
+            return found is not None and found[0].status in ("pending", "running")
+        record = records.run(thread_id, run_id)
+        return record is not None and record.status in ("pending", "running")
+
+    async def _delete_thread(self, thread_id: str) -> None:
+        def forget() -> None:
+            self.api.saver.delete_thread(thread_id)
+            self.api.records.delete_thread(thread_id)
+
+        await to_thread(forget)
+
+
+def install_crons(api: Api, start: StartRun, every: float | None = None) -> Crons:
+    """Give ``api`` its crons (``api.crons``) and their scheduler (a periodic job every
+    ``every`` seconds, :data:`~graph_agent.serve.crons_schedule.CHECK_SECONDS` by default),
+    whose runs start with ``start``."""
+    records = api.records
+    store: CronStore
+    if isinstance(records, PostgresRecords):
+        store = PostgresCrons(records)
+    else:
+        store = SqliteCrons(records.path)
+    crons = Crons(api, store, start)
+    api.crons = crons
+    api.add_periodic(Periodic("crons", every or crons_schedule.CHECK_SECONDS, crons.tick))
+    return crons
