@@ -283,3 +283,44 @@ def test_a_bad_update_is_a_422_and_changes_nothing(served: Served) -> None:
         == 1
     )
     client.crons.delete(cron["cron_id"])
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def keyed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, clock: Clock
+) -> Iterator[Served]:
+    folder = tmp_path_factory.mktemp("crons-keyed")
+    with serving(request.param, folder, api_keys=["key-a", "key-b"]) as running:
+        yield running
+
+
+def test_a_key_never_sees_nor_changes_another_keys_crons_and_their_threads(
+    keyed: Served, clock: Clock
+) -> None:
+    alice = get_sync_client(url=keyed.url, api_key="key-a")
+    bob = get_sync_client(url=keyed.url, api_key="key-b")
+    cron = alice.crons.create(
+        "chain", schedule="* * * * *", input={"x": 1}, on_run_completed="keep"
+    )
+    assert cron["user_id"] is not None
+    assert cron["cron_id"] in {c["cron_id"] for c in alice.crons.search(limit=100)}
+    assert cron["cron_id"] not in {c["cron_id"] for c in bob.crons.search(limit=100)}
+    assert bob.crons.count() == 0
+    for attempt in (
+        lambda: bob.crons.delete(cron["cron_id"]),
+        lambda: bob.crons.update(cron["cron_id"], enabled=False),
+    ):
+        with pytest.raises(HTTPStatusError) as hidden:
+            attempt()
+        assert hidden.value.response.status_code == 404
+    thread_id = alice.threads.create()["thread_id"]
+    with pytest.raises(HTTPStatusError) as not_bobs:
+        bob.crons.create_for_thread(thread_id, "chain", schedule="* * * * *")
+    assert not_bobs.value.response.status_code == 404
+    clock.advance(minutes=1)
+    (run,) = wait_for(lambda: cron_runs(keyed, cron["cron_id"]))
+    assert alice.threads.get(run.thread_id)["thread_id"] == run.thread_id
+    with pytest.raises(HTTPStatusError) as hidden_thread:
+        bob.threads.get(run.thread_id)
+    assert hidden_thread.value.response.status_code == 404
+    alice.crons.delete(cron["cron_id"])
