@@ -11,7 +11,8 @@ is deleted once the run ended (``on_run_completed="delete"``, the default) or ke
 
 **Each due run starts exactly once, across every process and machine.** The scheduler is one
 :class:`~graph_agent.serve.tasks.Periodic` job per process (``Api.add_periodic``), every
-:data:`CHECK_SECONDS`. A round has two steps, each its own transaction:
+:data:`~graph_agent.serve.crons_schedule.CHECK_SECONDS`. A round has two steps, each its own
+transaction:
 
 1. *Claim.* The due crons (``next_run_date <= now``) are locked ``FOR UPDATE SKIP LOCKED``;
    for each, in the same transaction, the next run time is written and the due run is
@@ -34,8 +35,15 @@ twice (the run id is fixed before the start). The thread of a stateless run is m
 scheduler with the recorded thread id, owned as the cron is; it is deleted by a later round
 once the run ended (not by a task of the process that started it, which may die first).
 
-On SQLite one process owns the file: the same steps run there without the locks. Times come
-from :func:`~graph_agent.serve.crons_schedule.now`, a seam tests set to move the clock.
+A run the server refuses as it would a client's (a thread busy under ``reject``, an assistant
+no longer served) is logged, naming the cron, and skipped; a cron whose thread was deleted is
+deleted at its next due time. Due times missed while no server ran make one run, then the
+schedule goes on from the present.
+
+On SQLite one process owns the file: the same steps run there without the locks (a crash
+takes the process's runs with it; a recorded run whose run exists is not started again, and
+the restarted server ends that run as it ends every run it left running). Times come from
+:func:`~graph_agent.serve.crons_schedule.now`, a seam tests set to move the clock.
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from graph_agent.graph.concurrency import to_thread
 from graph_agent.serve import crons_schedule
@@ -113,12 +121,14 @@ class Crons:
             async with self.store.next_unstarted() as held:
                 if held is None:
                     break
-                await held.settle(await self._start(held.run))
+                outcome = await self._start(held.run)
+                await held.settle(outcome == "started" and held.run.delete_thread)
+            if outcome == "thread gone":  # the cron goes with its thread (once unlocked)
+                await self.store.delete(held.run.cron_id)
         await self._forget_ended()
 
-    async def _start(self, run: RecordedRun) -> bool:
-        """Start ``run`` unless a run of its id exists; whether a row of it is left to
-        delete its thread later (False: forget it)."""
+    async def _start(self, run: RecordedRun) -> Literal["started", "refused", "thread gone"]:
+        """Start ``run`` unless a run of its id exists."""
         if not await self._exists(run):
             try:
                 await self._start_now(run)
@@ -129,12 +139,12 @@ class Crons:
                     run.due_at,
                     exc.detail,
                 )
-                if exc.status == 404 and run.thread_metadata is None:  # its thread is gone
-                    await self.store.delete(run.cron_id)
                 if run.thread_metadata is not None:
                     await self._delete_thread(run.thread_id)
-                return False
-        return run.delete_thread
+                elif await to_thread(self.api.records.thread, run.thread_id) is None:
+                    return "thread gone"
+                return "refused"
+        return "started"
 
     async def _exists(self, run: RecordedRun) -> bool:
         records = self.api.records

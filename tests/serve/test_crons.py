@@ -324,3 +324,30 @@ def test_a_key_never_sees_nor_changes_another_keys_crons_and_their_threads(
         bob.threads.get(run.thread_id)
     assert hidden_thread.value.response.status_code == 404
     alice.crons.delete(cron["cron_id"])
+
+
+def test_a_disabled_cron_starts_nothing_until_enabled(served: Served, clock: Clock) -> None:
+    client = get_sync_client(url=served.url)
+    thread_id = client.threads.create()["thread_id"]
+    cron = client.crons.create_for_thread(
+        thread_id, "chain", schedule="* * * * *", input={"x": 0}, enabled=False
+    )
+    clock.advance(minutes=1)
+    time.sleep(0.3)
+    assert cron_runs(served, cron["cron_id"]) == []
+    client.crons.update(cron["cron_id"], enabled=True)
+    clock.advance(minutes=1)
+    wait_for(lambda: cron_runs(served, cron["cron_id"]))
+    client.crons.delete(cron["cron_id"])
+
+
+def test_a_crons_thread_deleted_takes_the_cron_with_it_at_its_due_time(
+    served: Served, clock: Clock
+) -> None:
+    client = get_sync_client(url=served.url)
+    thread_id = client.threads.create()["thread_id"]
+    cron = client.crons.create_for_thread(thread_id, "chain", schedule="* * * * *")
+    client.threads.delete(thread_id)
+    clock.advance(minutes=1)
+    wait_for(lambda: client.crons.count(thread_id=thread_id) == 0)
+    assert cron_runs(served, cron["cron_id"]) == []
