@@ -49,21 +49,15 @@ the restarted server ends that run as it ends every run it left running). Times 
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from typing import Any, Literal
 
 from graph_agent.graph.concurrency import to_thread
 from graph_agent.serve import crons_schedule
 from graph_agent.serve.api import Api, ApiError
-from graph_agent.serve.auth import OWNER_KEY
 from graph_agent.serve.crons_schedule import (
     BATCH,
-    CronRecord,
-    Due,
     RecordedRun,
-    end_time_of,
     stamp,
 )
 from graph_agent.serve.crons_store import CronStore, PostgresCrons, SqliteCrons
@@ -90,33 +84,10 @@ class Crons:
         self.store = store
         self._start_run = start
 
-    def due(self, cron: CronRecord, moment: datetime) -> Due:
-        """Claim ``cron``'s due run at ``moment``: its next time, and the run to start."""
-        assert cron.next_run_date is not None
-        due_at = datetime.fromisoformat(cron.next_run_date)
-        following = cron.plan(max(moment, due_at))  # runs missed while down: one, then on
-        if cron.end_time is not None and due_at > end_time_of(cron.end_time):
-            return Due(next_run_date=None, run=None)
-        body = dict(cron.payload)
-        body["metadata"] = {**dict(body.get("metadata") or {}), "cron_id": cron.cron_id}
-        body["on_completion"] = "keep"  # a stateless cron's thread is deleted by a round
-        stateless = cron.thread_id is None
-        owner = cron.metadata.get(OWNER_KEY)
-        run = RecordedRun(
-            run_id=str(uuid.uuid4()),
-            cron_id=cron.cron_id,
-            thread_id=str(uuid.uuid4()) if stateless else str(cron.thread_id),
-            due_at=cron.next_run_date,
-            body=body,
-            thread_metadata=({} if owner is None else {OWNER_KEY: owner}) if stateless else None,
-            delete_thread=stateless and cron.on_run_completed != "keep",
-        )
-        return Due(next_run_date=following, run=run)
-
     async def tick(self) -> None:
         """One round of the scheduler: claim the due crons, start the runs recorded and not
         started, delete the threads of stateless runs that ended."""
-        await self.store.claim_due(crons_schedule.now(), BATCH, self.due)
+        await self.store.claim_due(crons_schedule.now(), BATCH, crons_schedule.due_run)
         while True:
             async with self.store.next_unstarted() as held:
                 if held is None:

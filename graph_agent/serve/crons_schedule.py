@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ __all__ = [
     "CronRecord",
     "Due",
     "RecordedRun",
+    "due_run",
     "end_time_of",
     "next_run",
     "now",
@@ -185,3 +187,28 @@ def owned_metadata(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, 
     with contextlib.suppress(KeyError):
         kept[OWNER_KEY] = old[OWNER_KEY]
     return kept
+
+
+def due_run(cron: CronRecord, moment: datetime) -> Due:
+    """What claiming ``cron``, due, at ``moment`` decides: its next run time, and the run to
+    record (its ids chosen now; a stateless cron's on a new thread owned as the cron is)."""
+    assert cron.next_run_date is not None
+    due_at = datetime.fromisoformat(cron.next_run_date)
+    following = cron.plan(max(moment, due_at))  # runs missed while down: one, then on
+    if cron.end_time is not None and due_at > end_time_of(cron.end_time):
+        return Due(next_run_date=None, run=None)
+    body = dict(cron.payload)
+    body["metadata"] = {**dict(body.get("metadata") or {}), "cron_id": cron.cron_id}
+    body["on_completion"] = "keep"  # a stateless cron's thread is deleted by a round
+    stateless = cron.thread_id is None
+    owner = cron.metadata.get(OWNER_KEY)
+    run = RecordedRun(
+        run_id=str(uuid.uuid4()),
+        cron_id=cron.cron_id,
+        thread_id=str(uuid.uuid4()) if stateless else str(cron.thread_id),
+        due_at=cron.next_run_date,
+        body=body,
+        thread_metadata=({} if owner is None else {OWNER_KEY: owner}) if stateless else None,
+        delete_thread=stateless and cron.on_run_completed != "keep",
+    )
+    return Due(next_run_date=following, run=run)
