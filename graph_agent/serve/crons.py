@@ -55,11 +55,7 @@ from typing import Any, Literal
 from graph_agent.graph.concurrency import to_thread
 from graph_agent.serve import crons_schedule
 from graph_agent.serve.api import Api, ApiError
-from graph_agent.serve.crons_schedule import (
-    BATCH,
-    RecordedRun,
-    stamp,
-)
+from graph_agent.serve.crons_schedule import BATCH, RecordedRun, stamp
 from graph_agent.serve.crons_store import CronStore, PostgresCrons, SqliteCrons
 from graph_agent.serve.pg_records import PostgresRecords
 from graph_agent.serve.records import ThreadRecord
