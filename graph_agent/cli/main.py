@@ -381,6 +381,9 @@ def build_parser() -> argparse.ArgumentParser:
     from graph_agent.cli.store import add_store_parser
 
     _add_common(add_store_parser(commands, DEMO_DB), top=False)
+    from graph_agent.cli.crons import add_crons_parser
+
+    _add_common(add_crons_parser(commands), top=False)
 
     serve = commands.add_parser(
         "serve",
@@ -445,6 +448,10 @@ def _handler(command: str) -> Callable[[argparse.Namespace], int]:
         from graph_agent.cli.store import store_command
 
         return store_command
+    if command == "crons":
+        from graph_agent.cli.crons import crons_command
+
+        return crons_command
     from graph_agent.cli.threads import threads_command
 
     return threads_command

@@ -34,6 +34,7 @@ LIBRARY_LOGGERS = (
     "graph_agent.serve.notify",
     "graph_agent.serve.pg_records",
     "graph_agent.serve.tasks",
+    "graph_agent.serve.crons",
     "graph_agent.checkpoint.postgres",
 )
 """Every logger the library logs on (a test checks the source names no other)."""

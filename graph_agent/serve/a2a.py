@@ -5,7 +5,7 @@ its id ``{thread_id}:{run_id}`` (so ``tasks/get`` finds the thread from the id a
 message's text is the question: an agent's (or a team's) input, or for a graph whose state has
 a ``messages`` key a human message appended to it; any other graph answers a JSON-RPC error
 saying so. A message on a thread paused for a human resumes it with the text as the answer.
-The runs start through :func:`graph_agent.serve.routes.runs.start_run`, as the runs routes'
+The runs start through :func:`graph_agent.serve.routes.runs.start_from_body`, as the runs routes'
 do, so they are recorded, owned by the caller and seen by ``langgraph-sdk`` like any other.
 
 :class:`RunsRequestHandler` is the SDK's ``RequestHandler``: its JSON-RPC dispatcher parses
@@ -64,7 +64,7 @@ from graph_agent.graph.concurrency import to_thread
 from graph_agent.runnable_traits import takes_question
 from graph_agent.serve.api import Api, ApiError
 from graph_agent.serve.records import RunRecord, ThreadRecord
-from graph_agent.serve.routes.runs import start_run
+from graph_agent.serve.routes.runs import start_from_body
 from graph_agent.serve.runs import ActiveRun, thread_values
 from graph_agent.serve.wire import to_json
 
@@ -163,7 +163,7 @@ class RunsRequestHandler(RequestHandler):
         else:
             body["input"] = {"messages": [{"type": "human", "content": text}]}
         try:
-            run = await start_run(self.api, body, thread_id)
+            run = await start_from_body(self.api, body, thread_id)
         except ApiError as exc:
             raise _a2a_error(exc) from exc
         question = Message(

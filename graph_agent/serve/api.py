@@ -117,6 +117,9 @@ class Api:
         self.periodic: list[Periodic] = []
         """The background jobs the server runs while it serves (:meth:`add_periodic`)."""
         self._periodic_tasks: list[asyncio.Task[None]] = []
+        self.crons: Any = None
+        """The crons and their scheduler, a :class:`graph_agent.serve.crons.Crons` (see
+        :func:`~graph_agent.serve.crons.install_crons`)."""
 
     def use_queue(self, records: PostgresRecords, *, work: bool) -> None:
         """Run runs as durable jobs in PostgreSQL (:mod:`graph_agent.serve.queue`)."""

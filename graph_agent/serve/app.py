@@ -32,6 +32,7 @@ from graph_agent.graph.concurrency import to_thread
 from graph_agent.serve.api import Api, ApiError
 from graph_agent.serve.auth import ApiKeyMiddleware, Caller, callers
 from graph_agent.serve.auth_custom import AuthRules, CustomAuthMiddleware
+from graph_agent.serve.crons import install_crons
 from graph_agent.serve.custom_routes import (
     CustomRoutesMiddleware,
     custom_routes_of,
@@ -47,6 +48,7 @@ from graph_agent.serve.records import Records
 from graph_agent.serve.retention import ServerRetention
 from graph_agent.serve.retention import install as install_retention
 from graph_agent.serve.routes import starlette_routes
+from graph_agent.serve.routes.runs import start_from_body
 from graph_agent.serve.runs import ActiveRun
 from graph_agent.serve.studio import studio_routes
 from graph_agent.serve.targets import Servable, assistants_on, served_targets
@@ -193,7 +195,8 @@ def _starlette(
 ) -> Starlette:
     """The app: ``api``'s routes (and the Studio's), behind the guards, the key check (or the
     custom ``rules``) and the body limit, the ``custom`` app's routes first (see
-    :func:`create_app` for ``guard``'s options)."""
+    :func:`create_app` for ``guard``'s options), and the crons' scheduler."""
+    install_crons(api, start_from_body)
     keyed = bool(access) or rules is not None
     api.keys_required = keyed
 

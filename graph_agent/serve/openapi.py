@@ -23,6 +23,7 @@ from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 from graph_agent.serve.api import Operation, Query
 from graph_agent.serve.docs import docs_html
 from graph_agent.serve.models import REQUEST_MODELS, RESPONSE_MODELS, Error
+from graph_agent.serve.models_crons import CRON_REQUEST_MODELS, CRON_RESPONSE_MODELS
 from graph_agent.serve.routes import OPERATIONS
 
 __all__ = ["docs_html", "openapi_document", "operation_json"]
@@ -55,8 +56,9 @@ class _Schemas(GenerateJsonSchema):
 @functools.cache
 def _components() -> dict[str, Schema]:
     """Every model's schema by its name: requests as read, answers as written."""
-    models: list[tuple[type[BaseModel], Any]] = [(m, "validation") for m in REQUEST_MODELS]
-    models += [(m, "serialization") for m in RESPONSE_MODELS]
+    requests, answers = REQUEST_MODELS + CRON_REQUEST_MODELS, RESPONSE_MODELS + CRON_RESPONSE_MODELS
+    models: list[tuple[type[BaseModel], Any]] = [(m, "validation") for m in requests]
+    models += [(m, "serialization") for m in answers]
     _, found = models_json_schema(models, ref_template=_REF, schema_generator=_Schemas)
     schemas: dict[str, Schema] = found["$defs"]
     return schemas

@@ -369,6 +369,14 @@ class PostgresRecords:
             cursor = conn.execute(sql, args)
             return cursor.fetchall() if cursor.description is not None else []
 
+    def aconnection(self) -> Any:
+        """A connection of the async pool, for a transaction of another module's tables
+        (``async with records.aconnection() as conn``; autocommit unless in
+        ``conn.transaction()``): the crons' (:mod:`graph_agent.serve.crons_store`)."""
+        if self._apool is None:
+            raise RuntimeError("PostgresRecords.aopen() was not awaited: the async pool is shut")
+        return self._apool.connection()
+
     async def _arun(self, sql: str, args: Any = ()) -> list[tuple[Any, ...]]:
         if self._apool is None:
             raise RuntimeError("PostgresRecords.aopen() was not awaited: the async pool is shut")

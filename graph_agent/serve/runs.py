@@ -143,6 +143,9 @@ class RunRequest:
     stream_resumable: bool = False
     interrupt_before: tuple[str, ...] | None = None
     interrupt_after: tuple[str, ...] | None = None
+    run_id: str | None = None
+    """The run's id, when the server chose it beforehand (a cron's run: see
+    :mod:`graph_agent.serve.crons`); a new one otherwise."""
 
     def graph_input(self) -> Any:
         """The input the graph is called with: a Command to resume, or the state update."""
@@ -274,7 +277,7 @@ def new_run_record(
     it was asked)."""
     stamp = now()
     return RunRecord(
-        run_id=str(uuid.uuid4()),
+        run_id=request.run_id or str(uuid.uuid4()),
         thread_id=thread_id,
         assistant_id=request.assistant_id,
         created_at=stamp,

@@ -12,12 +12,12 @@ from tests.serve.conftest import Server
 from tests.serve.graphs import chain
 
 
-def test_info_has_langgraph_servers_shape_with_crons_and_langsmith_off(server: Server) -> None:
+def test_info_has_langgraph_servers_shape_with_crons_on_and_langsmith_off(server: Server) -> None:
     info = get_sync_client(url=server.url, api_key=None).http.get("/info")
     assert set(info) >= {"version", "flags", "host"}
     assert info["flags"] == {
         "assistants": True,
-        "crons": False,
+        "crons": True,
         "langsmith": False,
         "langsmith_tracing_replicas": False,
     }
@@ -32,7 +32,7 @@ def test_info_through_the_async_client(server: Server) -> None:
 
     assert asyncio.run(ask())["flags"] == {
         "assistants": True,
-        "crons": False,
+        "crons": True,
         "langsmith": False,
         "langsmith_tracing_replicas": False,
     }

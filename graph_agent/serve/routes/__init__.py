@@ -3,8 +3,7 @@
 :func:`starlette_routes` makes the app's routes and :mod:`graph_agent.serve.openapi` the
 document.
 
-The server serves LangGraph Server's system, assistant, thread, run and store routes; it keeps
-no cron jobs, so it serves none of their routes.
+The server serves LangGraph Server's system, assistant, thread, run, cron and store routes.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from graph_agent.serve.api import Api, Handler, Operation
-from graph_agent.serve.routes import assistants, runs, store, system, threads
+from graph_agent.serve.routes import assistants, crons, runs, store, system, threads
 
 __all__ = ["OPERATIONS", "starlette_routes"]
 
@@ -25,6 +24,7 @@ OPERATIONS: list[Operation] = [
     *assistants.OPERATIONS,
     *threads.OPERATIONS,
     *runs.OPERATIONS,
+    *crons.OPERATIONS,
     *store.OPERATIONS,
 ]
 """Every route the API serves, with its description."""

@@ -3,6 +3,7 @@ thread of their own)."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, get_args
@@ -43,7 +44,7 @@ from graph_agent.serve.runs import (
 )
 from graph_agent.serve.wire import to_json as wire_json
 
-__all__ = ["OPERATIONS", "start_run"]
+__all__ = ["OPERATIONS", "checked_run", "start_from_body"]
 
 
 def _run_request(api: Api, body: RunCreate) -> RunRequest:
@@ -84,13 +85,6 @@ async def _start(api: Api, request: Request, thread_id: str | None) -> ActiveRun
     return await _start_body(api, body, _run_request(api, body), thread_id)
 
 
-async def start_run(api: Api, body: Mapping[str, Any], thread_id: str | None) -> ActiveRun:
-    """Start the run a ``RunCreate`` body asks, on the thread (``None``: stateless), checked
-    as the runs routes check theirs: for runs other routes start (A2A's)."""
-    parsed = parse(RunCreate, body)
-    return await _start_body(api, parsed, _run_request(api, parsed), thread_id)
-
-
 async def _start_body(
     api: Api, body: RunCreate, run_request: RunRequest, thread_id: str | None
 ) -> ActiveRun:
@@ -114,6 +108,25 @@ async def _start_body(
         record = thread_record(creatable(thread_id), {})
         return await _start_on(api, thread_id, run_request, record)
     return await _start_on(api, thread_id, run_request, existing=owned(found, thread_id))
+
+
+def checked_run(api: Api, body: Mapping[str, Any]) -> tuple[RunCreate, RunRequest]:
+    """``body`` (a run's, as ``POST /threads/{thread_id}/runs`` takes it), checked as the runs
+    routes check it: an :class:`ApiError` naming what is wrong."""
+    parsed = parse(RunCreate, body)
+    return parsed, _run_request(api, parsed)
+
+
+async def start_from_body(
+    api: Api, body: Mapping[str, Any], thread_id: str | None, *, run_id: str | None = None
+) -> ActiveRun:
+    """Start the run ``body`` asks for on the thread (``None``: stateless) as the runs routes
+    do: the server's own runs (a cron's) come through here, to run as a client's would.
+    ``run_id``: the id the server chose for the run (a new one when None)."""
+    parsed, run_request = checked_run(api, body)
+    if run_id is not None:
+        run_request = dataclasses.replace(run_request, run_id=run_id)
+    return await _start_body(api, parsed, run_request, thread_id)
 
 
 def _temporary_thread(run_request: RunRequest) -> ThreadRecord:

@@ -34,10 +34,10 @@ _INFO = {
     "version": _version(),
     "langgraph_py_version": None,
     # what LangGraph Server's clients look for: this server has its served graphs as
-    # assistants; it runs no crons and sends no traces to LangSmith
+    # assistants and runs crons; it sends no traces to LangSmith
     "flags": {
         "assistants": True,
-        "crons": False,
+        "crons": True,
         "langsmith": False,
         "langsmith_tracing_replicas": False,
     },
