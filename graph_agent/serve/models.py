@@ -37,7 +37,6 @@ from graph_agent.serve.runs import MULTITASK_STRATEGIES, STREAM_MODES, Multitask
 __all__ = [
     "REQUEST_MODELS",
     "RESPONSE_MODELS",
-    "AssistantSearch",
     "Body",
     "BodyProblem",
     "CheckpointRequest",
@@ -166,14 +165,6 @@ def _labels(field: str) -> Says:
 
 
 # requests
-
-
-class AssistantSearch(Body):
-    metadata: Object = Field(default_factory=dict)
-    graph_id: str | None = None
-    name: str | None = None
-    limit: Count = 10
-    offset: Count = 0
 
 
 class ThreadCreate(Body):
@@ -546,7 +537,6 @@ class Namespaces(BaseModel):
 
 
 REQUEST_MODELS: tuple[type[Body], ...] = (
-    AssistantSearch,
     ThreadCreate,
     ThreadSearch,
     CheckpointRequest,
