@@ -191,7 +191,7 @@ class Api:
             known = ", ".join(sorted(self.assistants))
             raise ApiError(
                 404,
-                f"assistant {assistant_id!r} not found; this server serves: {known} (and the "
+                f"assistant {assistant_id!r} not found; this server has: {known} (and the "
                 "assistants created with POST /assistants)",
             )
         return found

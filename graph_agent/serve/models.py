@@ -395,7 +395,7 @@ class Info(BaseModel):
     server: str = Field("graph-agent", description="which server this is")
 
 
-class Assistant(BaseModel):
+class AssistantVersion(BaseModel):
     assistant_id: str
     graph_id: str
     name: str
@@ -405,6 +405,9 @@ class Assistant(BaseModel):
     metadata: Object = {}
     version: int = 1
     created_at: str
+
+
+class Assistant(AssistantVersion):
     updated_at: str = ""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from graph_agent.serve.models import Body, Count, Object, Says
 
@@ -15,7 +15,6 @@ __all__ = [
     "AssistantLatest",
     "AssistantPatch",
     "AssistantSearch",
-    "AssistantVersion",
     "AssistantVersionSearch",
 ]
 
@@ -84,15 +83,3 @@ class AssistantVersionSearch(Body):
 
 class AssistantLatest(Body):
     version: Annotated[int, Field(ge=1), Says("version must be a positive integer")]
-
-
-class AssistantVersion(BaseModel):
-    assistant_id: str
-    graph_id: str
-    name: str
-    description: str | None = None
-    config: Object = {}
-    context: Object = {}
-    metadata: Object = {}
-    version: int
-    created_at: str

@@ -23,14 +23,19 @@ from graph_agent.serve.assistant_records import AssistantRecord
 from graph_agent.serve.auth import OWNER_KEY, owns, stamp_owner
 from graph_agent.serve.bodies import JSONResponse
 from graph_agent.serve.ids import thread_id_problem
-from graph_agent.serve.models import Assistant, Graph, GraphSchema, Subgraphs
+from graph_agent.serve.models import (
+    Assistant,
+    AssistantVersion,
+    Graph,
+    GraphSchema,
+    Subgraphs,
+)
 from graph_agent.serve.models_assistants import (
     AssistantCount,
     AssistantCreate,
     AssistantLatest,
     AssistantPatch,
     AssistantSearch,
-    AssistantVersion,
     AssistantVersionSearch,
 )
 from graph_agent.serve.records import matches, now
@@ -113,9 +118,10 @@ async def create_assistant(api: Api, request: Request) -> Response:
         updated_at=stamp,
     )
     saved, created = api.created_assistants.create(record)
-    if not created and not owns(saved.metadata):  # another key's: taken all the same
-        saved = record
-    return JSONResponse(saved.json()) if created else _existing(saved, body.if_exists)
+    if created:
+        return JSONResponse(saved.json())
+    # another key's is taken all the same, and never handed out
+    return _existing(saved, body.if_exists if owns(saved.metadata) else "raise")
 
 
 async def get_assistant(api: Api, request: Request) -> Response:
@@ -177,7 +183,7 @@ def _found(api: Api, body: AssistantCount) -> list[AssistantRecord]:
     return [
         assistant
         for assistant in every
-        if owns(assistant.metadata)
+        if (assistant.system or owns(assistant.metadata))
         and body.graph_id in (None, assistant.graph_id)
         and (name is None or name in assistant.name.lower())
         and matches(assistant.metadata, body.metadata)
