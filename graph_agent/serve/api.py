@@ -165,14 +165,9 @@ class Api:
         raise NotImplementedError
 
     def runnable(self, assistant_id: Any) -> Runnable:
-        """The served assistant ``assistant_id`` (a 404 naming those there are)."""
-        if not isinstance(assistant_id, str):
-            raise ApiError(422, "assistant_id must be a string naming a served graph or agent")
-        runnable = self.assistants.get(assistant_id)
-        if runnable is None:
-            known = ", ".join(sorted(self.assistants))
-            raise ApiError(404, f"assistant {assistant_id!r} not found; this server has: {known}")
-        return runnable
+        """The served graph or agent the assistant ``assistant_id`` runs (a served one, or one
+        created over it: see :meth:`assistant`); a 404 naming those there are."""
+        return self.graph_runnable(self.assistant(assistant_id))
 
     def assistant(self, assistant_id: Any) -> AssistantRecord:
         """The assistant ``assistant_id``: a served graph or agent (a system assistant), or one
