@@ -92,7 +92,14 @@ class RemoteGraph:
         if self._kind is None:
             info = self._send("GET", f"/assistants/{self.assistant}")
             metadata = info.get("metadata") if isinstance(info, Mapping) else None
-            self._kind = str((metadata or {}).get("kind", "graph"))
+            kind = (metadata or {}).get("kind")
+            graph = info.get("graph_id") if isinstance(info, Mapping) else None
+            if kind is None and isinstance(graph, str) and graph != self.assistant:
+                # an assistant created over a served graph: the graph's own says what it is
+                served = self._send("GET", f"/assistants/{graph}")
+                metadata = served.get("metadata") if isinstance(served, Mapping) else None
+                kind = (metadata or {}).get("kind")
+            self._kind = str(kind or "graph")
         return self._kind == "agent"
 
     def __repr__(self) -> str:

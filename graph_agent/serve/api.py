@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from graph_agent.checkpoint.base import CheckpointSaver
+from graph_agent.serve.assistant_records import AssistantRecord, AssistantRecords
 from graph_agent.serve.auth import owns, stamp_owner
 from graph_agent.serve.bodies import BodyError, read_json
 from graph_agent.serve.guard import is_json_type, json_type_problem
@@ -30,6 +31,7 @@ from graph_agent.serve.pg_records import PostgresRecords
 from graph_agent.serve.queue import QueueRunner
 from graph_agent.serve.records import Records, RunRecord, ThreadRecord, now
 from graph_agent.serve.runs import ActiveRun, Runnable, Runner
+from graph_agent.serve.targets import assistant_kind
 from graph_agent.serve.tasks import Periodic, cancel_and_await, run_periodically
 from graph_agent.serve.wire import WireError
 from graph_agent.store import BaseStore, InMemoryStore
@@ -100,6 +102,9 @@ class Api:
         """The long-term memory ``/store`` serves (:mod:`graph_agent.serve.routes.store`)."""
         self.saver = saver
         self.records = records
+        self.created_assistants = AssistantRecords(records)
+        """The assistants clients created (``POST /assistants``), beside the records."""
+        self._system: dict[str, AssistantRecord] = {}
         self.runner: Runner = Runner(assistants, records)  # type: ignore[arg-type]
         self.runner.store = self.store  # every run's config.store: what /store serves
         self.local: Runner = self.runner
@@ -165,14 +170,73 @@ class Api:
         raise NotImplementedError
 
     def runnable(self, assistant_id: Any) -> Runnable:
-        """The served assistant ``assistant_id`` (a 404 naming those there are)."""
+        """The served graph or agent the assistant ``assistant_id`` runs (a served one, or one
+        created over it: see :meth:`assistant`); a 404 naming those there are."""
+        return self.graph_runnable(self.assistant(assistant_id))
+
+    def assistant(self, assistant_id: Any) -> AssistantRecord:
+        """The assistant ``assistant_id``: a served graph or agent (a system assistant), or one
+        created with ``POST /assistants`` that the caller may see, as its current version has
+        it (a 404 naming the served ones otherwise). Every run resolves its assistant here:
+        its graph, and the config and context merged under the run's
+        (:meth:`AssistantRecord.run_settings`)."""
         if not isinstance(assistant_id, str):
             raise ApiError(422, "assistant_id must be a string naming a served graph or agent")
-        runnable = self.assistants.get(assistant_id)
+        if assistant_id in self.assistants:
+            return self.system_assistant(assistant_id)
+        found = None
+        if not thread_id_problem(assistant_id):  # no assistant has another id
+            found = self.created_assistants.get(assistant_id)
+        if found is None or not owns(found.metadata):
+            known = ", ".join(sorted(self.assistants))
+            raise ApiError(
+                404,
+                f"assistant {assistant_id!r} not found; this server has: {known} (and the "
+                "assistants created with POST /assistants)",
+            )
+        return found
+
+    def system_assistant(self, assistant_id: str) -> AssistantRecord:
+        """The served target ``assistant_id`` as an assistant (``metadata.created_by =
+        "system"``)."""
+        found = self._system.get(assistant_id)
+        if found is None:
+            # kind: agent (takes a question) or graph, for clients like graph-agent run --url
+            kind = assistant_kind(self.assistants[assistant_id])
+            found = self._system[assistant_id] = AssistantRecord(
+                assistant_id=assistant_id,
+                graph_id=assistant_id,
+                name=assistant_id,
+                metadata={"created_by": "system", "kind": kind},
+                created_at=self.created_at,
+                updated_at=self.created_at,
+                system=True,
+            )
+        return found
+
+    def graph_runnable(self, assistant: AssistantRecord) -> Runnable:
+        """The served graph or agent ``assistant`` runs (a 404 when it is no longer served)."""
+        runnable = self.assistants.get(assistant.graph_id)
         if runnable is None:
             known = ", ".join(sorted(self.assistants))
-            raise ApiError(404, f"assistant {assistant_id!r} not found; this server has: {known}")
+            raise ApiError(
+                404,
+                f"assistant {assistant.assistant_id!r} runs graph {assistant.graph_id!r}, which "
+                f"this server does not serve; it serves: {known}",
+            )
         return runnable
+
+    def thread_graph(self, record: ThreadRecord) -> str | None:
+        """The served graph the thread ran on: its assistant's (a created one's graph), else
+        the one its metadata names; None when none is served."""
+        for name in (record.assistant_id, record.metadata.get("graph_id")):
+            if isinstance(name, str) and name in self.assistants:
+                return name
+        if isinstance(record.assistant_id, str) and not thread_id_problem(record.assistant_id):
+            created = self.created_assistants.get(record.assistant_id)
+            if created is not None and created.graph_id in self.assistants:
+                return created.graph_id
+        return None
 
     def records_of(self, thread_id: str) -> Records | PostgresRecords:
         """The records holding the thread's: the local runner's for its temporary threads."""
@@ -187,10 +251,9 @@ class Api:
 
     def thread_runnable(self, record: ThreadRecord) -> Runnable | None:
         """The assistant the thread ran on (the only one, if it never ran)."""
-        if record.assistant_id in self.assistants:
-            return self.runner_of(record.thread_id).runnable_of(
-                record.thread_id, record.assistant_id
-            )
+        graph = self.thread_graph(record)
+        if graph is not None:
+            return self.runner_of(record.thread_id).runnable_of(record.thread_id, graph)
         if len(self.assistants) == 1:
             return next(iter(self.assistants.values()))
         return None

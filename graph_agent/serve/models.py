@@ -37,7 +37,6 @@ from graph_agent.serve.runs import MULTITASK_STRATEGIES, STREAM_MODES, Multitask
 __all__ = [
     "REQUEST_MODELS",
     "RESPONSE_MODELS",
-    "AssistantSearch",
     "Body",
     "BodyProblem",
     "CheckpointRequest",
@@ -166,14 +165,6 @@ def _labels(field: str) -> Says:
 
 
 # requests
-
-
-class AssistantSearch(Body):
-    metadata: Object = Field(default_factory=dict)
-    graph_id: str | None = None
-    name: str | None = None
-    limit: Count = 10
-    offset: Count = 0
 
 
 class ThreadTTL(Body):
@@ -423,7 +414,7 @@ class Info(BaseModel):
     server: str = Field("graph-agent", description="which server this is")
 
 
-class Assistant(BaseModel):
+class AssistantVersion(BaseModel):
     assistant_id: str
     graph_id: str
     name: str
@@ -433,6 +424,9 @@ class Assistant(BaseModel):
     metadata: Object = {}
     version: int = 1
     created_at: str
+
+
+class Assistant(AssistantVersion):
     updated_at: str = ""
 
 
@@ -565,7 +559,6 @@ class Namespaces(BaseModel):
 
 
 REQUEST_MODELS: tuple[type[Body], ...] = (
-    AssistantSearch,
     ThreadCreate,
     ThreadSearch,
     CheckpointRequest,

@@ -23,7 +23,6 @@ from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 from graph_agent.serve.api import Operation, Query
 from graph_agent.serve.docs import docs_html
 from graph_agent.serve.models import REQUEST_MODELS, RESPONSE_MODELS, Error
-from graph_agent.serve.models_crons import CRON_REQUEST_MODELS, CRON_RESPONSE_MODELS
 from graph_agent.serve.routes import OPERATIONS
 
 __all__ = ["docs_html", "openapi_document", "operation_json"]
@@ -38,7 +37,7 @@ _ERRORS = {
     403: "refused: the Host is not this server's (without keys), or the page's Origin is not "
     "allowed (--allow-host, --cors-origin)",
     404: "no such thread, run, checkpoint, assistant or subgraph (or another key's thread)",
-    409: "the thread is busy, or the id is taken",
+    409: "the thread is busy, the id is taken, or the assistant is a served one (not changed)",
     413: "the body is over the size limit",
     415: "the body is not sent as Content-Type: application/json",
     422: "a field is of the wrong type or value, or an input key is unknown",
@@ -56,12 +55,25 @@ class _Schemas(GenerateJsonSchema):
 @functools.cache
 def _components() -> dict[str, Schema]:
     """Every model's schema by its name: requests as read, answers as written."""
-    requests, answers = REQUEST_MODELS + CRON_REQUEST_MODELS, RESPONSE_MODELS + CRON_RESPONSE_MODELS
-    models: list[tuple[type[BaseModel], Any]] = [(m, "validation") for m in requests]
-    models += [(m, "serialization") for m in answers]
+    models: list[tuple[type[BaseModel], Any]] = [(m, "validation") for m in REQUEST_MODELS]
+    models += [(m, "serialization") for m in RESPONSE_MODELS]
+    listed = {model for model, _ in models}
+    for operation in OPERATIONS:  # the models of routes in modules of their own
+        answer = _answer_model(operation.answer)
+        for model, mode in ((operation.body, "validation"), (answer, "serialization")):
+            if model is not None and model not in listed:
+                listed.add(model)
+                models.append((model, mode))
     _, found = models_json_schema(models, ref_template=_REF, schema_generator=_Schemas)
     schemas: dict[str, Schema] = found["$defs"]
     return schemas
+
+
+def _answer_model(answer: object) -> type[BaseModel] | None:
+    """The model of an operation's answer (``M`` or ``list[M]``), else None."""
+    if typing.get_origin(answer) is list:
+        (answer,) = typing.get_args(answer)
+    return answer if isinstance(answer, type) and issubclass(answer, BaseModel) else None
 
 
 def _ref(model: type[BaseModel]) -> Schema:

@@ -22,17 +22,19 @@ statement, or a pipelined transaction.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from graph_agent.graph.errors import GraphSetupError
 from graph_agent.serve.notify import Notifier, PostgresNotifier
 from graph_agent.serve.records import (
+    Execute,
     RunRecord,
     RunStatus,
     ThreadRecord,
@@ -376,6 +378,18 @@ class PostgresRecords:
         if self._apool is None:
             raise RuntimeError("PostgresRecords.aopen() was not awaited: the async pool is shut")
         return self._apool.connection()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Execute]:
+        """One transaction on a connection of the sync pool, for records of other kinds kept
+        beside these (assistants): as :meth:`Records.transaction`, with ``%s`` parameters."""
+        with self._pool.connection() as conn, conn.transaction():
+
+            def execute(sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
+                cursor = conn.execute(sql, args)
+                return cursor.fetchall() if cursor.description is not None else []
+
+            yield execute
 
     async def _arun(self, sql: str, args: Any = ()) -> list[tuple[Any, ...]]:
         if self._apool is None:

@@ -563,13 +563,11 @@ class QueueRunner(Runner):
     async def _execute_claimed(self, claimed: _Claimed) -> None:
         run = claimed.run
         run.emit("metadata", {"run_id": run.record.run_id, "attempt": claimed.claim.attempt})
-        runnable = self.assistants.get(run.request.assistant_id)
+        runnable = self.assistants.get(run.request.graph)
         outcome: _Outcome | None
         try:
             if runnable is None:
-                raise LookupError(
-                    f"this worker does not serve assistant {run.request.assistant_id}"
-                )
+                raise LookupError(f"this worker does not serve graph {run.request.graph}")
             outcome = await self._run_through(claimed, runnable)
         except (_Cancelled, GraphCancelledError):
             assert runnable is not None

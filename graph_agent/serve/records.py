@@ -16,19 +16,31 @@ by a crash).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sqlite3
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-__all__ = ["Records", "RunRecord", "RunStatus", "ThreadRecord", "ThreadStatus", "now"]
+__all__ = [
+    "Execute",
+    "Records",
+    "RunRecord",
+    "RunStatus",
+    "ThreadRecord",
+    "ThreadStatus",
+    "now",
+]
 
 ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
+Execute = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+"""Runs one SQL statement with its parameters in a transaction (:meth:`Records.transaction`);
+its rows."""
 RunStatus = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
 
 _SCHEMA = (
@@ -180,6 +192,20 @@ class Records:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Execute]:
+        """One transaction on the records' file, for records of other kinds kept beside these
+        (assistants): ``execute(sql, args)`` runs a statement (``?`` parameters) and returns
+        its rows; committed at the end, rolled back if the block raises."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield lambda sql, args: self._conn.execute(sql, args).fetchall()
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
 
     # threads
     def put_thread(self, thread: ThreadRecord, *, temporary: bool = False) -> None:

@@ -132,6 +132,8 @@ class RunRequest:
     """What a client asked a run to do, checked (see ``graph_agent.serve.app``)."""
 
     assistant_id: str
+    graph_id: str | None = None
+    """The served graph or agent it runs (None: ``assistant_id``, a served one itself)."""
     input: Any = None
     command: Mapping[str, Any] | None = None
     stream_modes: tuple[StreamMode, ...] = ("values",)
@@ -146,6 +148,11 @@ class RunRequest:
     run_id: str | None = None
     """The run's id, when the server chose it beforehand (a cron's run: see
     :mod:`graph_agent.serve.crons`); a new one otherwise."""
+
+    @property
+    def graph(self) -> str:
+        """The served graph or agent the run runs."""
+        return self.graph_id or self.assistant_id
 
     def graph_input(self) -> Any:
         """The input the graph is called with: a Command to resume, or the state update."""
@@ -503,7 +510,7 @@ class Runner:
         if not runs:
             return
         thread_id = runs[0].record.thread_id
-        runnable = self.runnable_of(thread_id, runs[0].request.assistant_id)
+        runnable = self.runnable_of(thread_id, runs[0].request.graph)
         run_ids = {run.record.run_id for run in runs}
         await to_thread(rollback_thread, runnable, thread_id, run_ids)
         for run in runs:
@@ -516,7 +523,7 @@ class Runner:
     async def _execute(self, run: ActiveRun) -> None:
         thread_id, run_id = run.record.thread_id, run.record.run_id
         earlier = run.previous.chain() if run.previous is not None else []
-        runnable = self.runnable_of(thread_id, run.request.assistant_id)
+        runnable = self.runnable_of(thread_id, run.request.graph)
         run_status: RunStatus = "success"
         thread_status: ThreadStatus = "idle"
         try:  # waiting in the queue too: a shutdown meanwhile ends it interrupted, not pending

@@ -30,6 +30,7 @@ from graph_agent.serve.api import (
     thread_record,
     wire,
 )
+from graph_agent.serve.assistant_config import ConfigProblem
 from graph_agent.serve.bodies import JSONResponse
 from graph_agent.serve.models import Run, RunCreate, RunResult, StreamEvent
 from graph_agent.serve.queue import QueueRunner
@@ -37,6 +38,7 @@ from graph_agent.serve.records import Records, RunRecord, RunStatus, ThreadRecor
 from graph_agent.serve.runs import (
     ActiveRun,
     CancelAction,
+    Runnable,
     RunRequest,
     ThreadBusy,
     thread_values,
@@ -48,34 +50,43 @@ __all__ = ["OPERATIONS", "checked_run", "start_from_body"]
 
 
 def _run_request(api: Api, body: RunCreate) -> RunRequest:
-    api.runnable(body.assistant_id)
+    """The run ``body`` asks, checked: its assistant's graph, with the assistant's config and
+    context merged under the run's."""
+    assistant = api.assistant(body.assistant_id)
+    runnable = api.graph_runnable(assistant)
+    try:
+        config = body.config.model_dump(exclude_none=True)
+        context, max_steps = assistant.run_settings(config, body.context)
+    except ConfigProblem as exc:
+        raise ApiError(422, str(exc)) from exc
     command = body.command.model_dump(exclude_unset=True) if body.command else None
     before, after = body.breakpoints()
     request = RunRequest(
         assistant_id=body.assistant_id,
+        graph_id=assistant.graph_id,
         input=body.input,
         command=command,
         stream_modes=body.modes(),
         checkpoint_id=body.target(),
         metadata=body.metadata,
-        context=body.context,
-        max_steps=body.config.recursion_limit,
+        context=context,
+        max_steps=max_steps,
         multitask_strategy=body.multitask_strategy,
         stream_resumable=body.stream_resumable,
         interrupt_before=before,
         interrupt_after=after,
     )
-    _check_breakpoints(api, request)
+    _check_breakpoints(runnable, request)
     wire(lambda r: r.graph_input(), request)  # a malformed input fails here, as a 422
-    api.check_keys(request.assistant_id, request.input, "input")
-    api.check_keys(request.assistant_id, (command or {}).get("update"), "command.update")
+    api.check_keys(request.graph, request.input, "input")
+    api.check_keys(request.graph, (command or {}).get("update"), "command.update")
     return request
 
 
-def _check_breakpoints(api: Api, request: RunRequest) -> None:
+def _check_breakpoints(runnable: Runnable, request: RunRequest) -> None:
     """A 422 naming the nodes the run's breakpoints name that its graph has not."""
     try:
-        with_breakpoints(api.runnable(request.assistant_id), request)
+        with_breakpoints(runnable, request)
     except ValueError as exc:  # GraphSetupError is one
         raise ApiError(422, f"{exc}") from exc
 
@@ -131,10 +142,9 @@ async def start_from_body(
 
 def _temporary_thread(run_request: RunRequest) -> ThreadRecord:
     """The record of a stateless run's thread, as :func:`_start_on` would leave it."""
-    assistant_id = run_request.assistant_id
-    metadata = {"graph_id": assistant_id, "assistant_id": assistant_id}
+    metadata = {"graph_id": run_request.graph, "assistant_id": run_request.assistant_id}
     record = thread_record(str(uuid.uuid4()), metadata)
-    record.assistant_id = assistant_id
+    record.assistant_id = run_request.graph
     return record
 
 
@@ -157,10 +167,10 @@ async def _start_on(
         # written before the run may end elsewhere
         record.metadata = {
             **record.metadata,
-            "graph_id": run_request.assistant_id,
+            "graph_id": run_request.graph,
             "assistant_id": run_request.assistant_id,
         }
-        record.assistant_id = run_request.assistant_id
+        record.assistant_id = run_request.graph
         changed = record
     try:
         return await runner.astart(thread_id, run_request, changed, new_thread=new is not None)

@@ -41,7 +41,7 @@ from graph_agent.serve.runs import Runnable, thread_values
 from graph_agent.serve.wire import checkpoint_json, input_from_json, snapshot_json
 from graph_agent.serve.wire import to_json as wire_json
 
-__all__ = ["OPERATIONS"]
+__all__ = ["OPERATIONS", "drop_thread"]
 
 
 def thread_json(api: Api, record: ThreadRecord) -> dict[str, Any]:
@@ -100,14 +100,18 @@ async def search_threads(api: Api, request: Request) -> Response:
 
 
 async def delete_thread(api: Api, request: Request) -> Response:
-    record = api.thread(request.path_params["thread_id"])
+    await drop_thread(api, api.thread(request.path_params["thread_id"]))
+    return Response(status_code=204)
+
+
+async def drop_thread(api: Api, record: ThreadRecord) -> None:
+    """Delete the thread: its run stopped first, then its checkpoints and records."""
     runner = api.runner_of(record.thread_id)
     active = runner.active(record.thread_id)
     if active is not None:
         await runner.cancel(active, wait=True)
     await to_thread(api.saver.delete_thread, record.thread_id)
     api.records_of(record.thread_id).delete_thread(record.thread_id)
-    return Response(status_code=204)
 
 
 async def copy_thread(api: Api, request: Request) -> Response:
@@ -203,7 +207,7 @@ async def update_state(api: Api, request: Request) -> Response:
     runnable = _state_runnable(api, record)
     if api.runner_of(record.thread_id).active(record.thread_id) is not None:
         raise ApiError(409, f"thread {record.thread_id} is busy: wait for its run to finish")
-    api.check_keys(str(record.assistant_id), body.values, "values")
+    api.check_keys(api.thread_graph(record) or "", body.values, "values")
     values = wire(input_from_json, body.values)
     config = RunnableConfig(thread_id=record.thread_id, checkpoint_id=body.target())
     try:

@@ -40,7 +40,9 @@ function askKey(problem = "") {
 
 async function selectAssistant(assistantId, threadId = null) {
   const assistant = await call("GET", p`/assistants/${assistantId}`);
-  app.assistant = { ...assistant, kind: assistant.metadata?.kind === "agent" ? "agent" : "graph" };
+  // an assistant created over a served graph: the graph's own (a system assistant) tells its kind
+  const served = assistant.metadata?.kind || assistant.graph_id === assistantId ? assistant : await call("GET", p`/assistants/${assistant.graph_id}`);
+  app.assistant = { ...assistant, kind: served.metadata?.kind === "agent" ? "agent" : "graph" };
   app.schemas = await call("GET", p`/assistants/${assistantId}/schemas`);
   $("assistant").value = assistantId;
   $("assistant-kind").textContent = app.assistant.kind;
