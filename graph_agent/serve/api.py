@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -31,6 +31,7 @@ from graph_agent.serve.queue import QueueRunner
 from graph_agent.serve.records import Records, RunRecord, ThreadRecord, now
 from graph_agent.serve.runs import ActiveRun, Runnable, Runner
 from graph_agent.serve.tasks import Periodic, cancel_and_await, run_periodically
+from graph_agent.serve.webhooks import Webhooks
 from graph_agent.serve.wire import WireError
 from graph_agent.store import BaseStore, InMemoryStore
 
@@ -116,12 +117,22 @@ class Api:
         self.periodic: list[Periodic] = []
         """The background jobs the server runs while it serves (:meth:`add_periodic`)."""
         self._periodic_tasks: list[asyncio.Task[None]] = []
+        self.webhooks: Webhooks | None = None
+        """Runs' webhooks (:mod:`graph_agent.serve.webhooks`; None: no host is allowed)."""
 
     def use_queue(self, records: PostgresRecords, *, work: bool) -> None:
         """Run runs as durable jobs in PostgreSQL (:mod:`graph_agent.serve.queue`)."""
         self.runner = QueueRunner(self.assistants, records, work=work)
         # a working process runs stateless runs here, in memory (see Runner.start_temporary)
         self.local = Runner(self.assistants, Records()) if work else self.runner
+
+    def use_webhooks(self, allow: Iterable[str]) -> None:
+        """Call the webhooks of runs on the hosts ``allow`` lists (``--webhook-allow``; none:
+        a run with a webhook is refused)."""
+        self.webhooks = Webhooks.on(self.records, allow)
+        if self.webhooks is not None:
+            self.runner.webhooks = self.webhooks  # stateless runs with one never run locally
+            self.add_periodic(self.webhooks.periodic())
 
     def add_periodic(self, periodic: Periodic) -> None:
         """Run ``periodic`` in the background while the server serves (from its start; add it

@@ -38,7 +38,7 @@ from graph_agent.serve.records import Records
 from graph_agent.serve.routes import starlette_routes
 from graph_agent.serve.runs import ActiveRun
 from graph_agent.serve.studio import studio_routes
-from graph_agent.serve.targets import Servable, assistants_on, served_targets
+from graph_agent.serve.targets import Servable, ServedTargets, assistants_on, served_targets
 from graph_agent.store import BaseStore
 
 __all__ = ["ApiError", "assistants_on", "create_app"]
@@ -63,6 +63,7 @@ def create_app(
     allow_hosts: Iterable[str] = (),
     cors_origins: Iterable[str] = (),
     insecure_no_auth: bool = False,
+    webhook_allow: Iterable[str] = (),
 ) -> Starlette:
     """A LangGraph-Server-compatible app serving ``targets``.
 
@@ -94,11 +95,13 @@ def create_app(
             pages' requests are a 403.
         insecure_no_auth: Without keys, take ``*`` in ``allow_hosts`` and ``cors_origins``
             all the same (``--insecure-no-auth``: a proxy in front checks who calls).
+        webhook_allow: The hosts runs' webhooks may call (``--webhook-allow``; none by
+            default: a run with a webhook is refused). See :mod:`graph_agent.serve.webhooks`.
 
     Raises:
         ValueError: ``input_keys`` names an assistant not served or a private key, a key is
             in two groups, an allowed host or CORS origin is not one, or is ``*`` without
-            keys nor ``insecure_no_auth``.
+            keys nor ``insecure_no_auth``, or a ``webhook_allow`` entry is no host.
 
     Example:
         >>> from graph_agent import StateGraph, START, END
@@ -111,11 +114,7 @@ def create_app(
     """
     checkpoints = saver if saver is not None else MemorySaver()
     served = served_targets(targets, checkpoints, input_keys)
-    api = _Api(served.runnables, checkpoints, records if records is not None else Records(), store)
-    if isinstance(records, PostgresRecords):
-        api.use_queue(records, work=work)
-    api.input_keys = served.input_keys
-    api.schemas = served.schemas
+    api = _api(served, checkpoints, records, store, work=work, webhook_allow=webhook_allow)
     return _starlette(
         api,
         callers(api_keys, key_groups, shared=shared_threads),
@@ -126,6 +125,26 @@ def create_app(
         cors_origins=cors_origins,
         insecure_no_auth=insecure_no_auth,
     )
+
+
+def _api(
+    served: ServedTargets,
+    saver: CheckpointSaver,
+    records: Records | PostgresRecords | None,
+    store: BaseStore | None,
+    *,
+    work: bool,
+    webhook_allow: Iterable[str],
+) -> _Api:
+    """The API's state: the served assistants on ``saver`` and ``records`` (runs queued in
+    PostgreSQL on :class:`PostgresRecords`), and the webhooks ``webhook_allow`` allows."""
+    api = _Api(served.runnables, saver, records if records is not None else Records(), store)
+    if isinstance(records, PostgresRecords):
+        api.use_queue(records, work=work)
+    api.use_webhooks(webhook_allow)
+    api.input_keys = served.input_keys
+    api.schemas = served.schemas
+    return api
 
 
 def _starlette(

@@ -41,7 +41,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
@@ -67,6 +67,9 @@ from graph_agent.serve.wire import (
     to_json,
 )
 from graph_agent.serve.wire_modes import RunEvents
+
+if TYPE_CHECKING:
+    from graph_agent.serve.webhooks import Webhooks
 
 __all__ = [
     "MULTITASK_STRATEGIES",
@@ -140,6 +143,8 @@ class RunRequest:
     stream_resumable: bool = False
     interrupt_before: tuple[str, ...] | None = None
     interrupt_after: tuple[str, ...] | None = None
+    webhook: str | None = None
+    """Where to POST the run's final record when it ends (:mod:`graph_agent.serve.webhooks`)."""
 
     def graph_input(self) -> Any:
         """The input the graph is called with: a Command to resume, or the state update."""
@@ -346,6 +351,8 @@ class Runner:
         self._on_scratch: dict[str, Runnable] = {}
         self._running: set[asyncio.Task[None]] = set()
         """The tasks of the runs not finished yet (:meth:`close` cancels them)."""
+        self.webhooks: Webhooks | None = None
+        """Told of the end of each run that has a webhook (None: webhooks are off)."""
 
     async def close(self) -> None:
         """Cancel the runs still running and wait until they stopped (at the server's
@@ -493,6 +500,8 @@ class Runner:
             run.emit("error", error)
         finally:
             self._record_end(run, run_status, thread_status)
+            if run.request.webhook is not None and self.webhooks is not None:
+                self.webhooks.ended(run.record, run.request.webhook, run.result)
             temporary = thread_id in self._temporary  # its runs are forgotten with it
             if temporary and self._latest.get(thread_id) is run:
                 self._forget_temporary(thread_id)
