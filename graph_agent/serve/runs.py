@@ -67,6 +67,7 @@ from graph_agent.serve.wire import (
     to_json,
 )
 from graph_agent.serve.wire_modes import RunEvents
+from graph_agent.serve.wire_subgraphs import SubgraphEvents
 
 if TYPE_CHECKING:
     from graph_agent.serve.webhooks import Webhooks
@@ -143,6 +144,8 @@ class RunRequest:
     stream_resumable: bool = False
     interrupt_before: tuple[str, ...] | None = None
     interrupt_after: tuple[str, ...] | None = None
+    stream_subgraphs: bool = False
+    """Also stream the graphs its nodes run (:mod:`graph_agent.serve.wire_subgraphs`)."""
     webhook: str | None = None
     """Where to POST the run's final record when it ends (:mod:`graph_agent.serve.webhooks`)."""
 
@@ -575,10 +578,12 @@ class Runner:
         )
         if request.max_steps is not None:
             config = dataclasses.replace(config, max_steps=request.max_steps)
-        events = RunEvents(request.stream_modes, run.emit)
+        nested = {"subgraphs": True} if request.stream_subgraphs else {}
+        kind = SubgraphEvents if request.stream_subgraphs else RunEvents
+        events = kind(request.stream_modes, run.emit)
         runnable = with_breakpoints(runnable, request)
         async for output in runnable.astream(
-            request.graph_input(), config, task_events=events.task_events
+            request.graph_input(), config, task_events=events.task_events, **nested
         ):
             events(output)
         return events

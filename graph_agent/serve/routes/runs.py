@@ -68,6 +68,7 @@ def _run_request(api: Api, body: RunCreate) -> RunRequest:
         stream_resumable=body.stream_resumable,
         interrupt_before=before,
         interrupt_after=after,
+        stream_subgraphs=body.stream_subgraphs,
         webhook=_webhook(api, body.webhook),
     )
     _check_breakpoints(api, request)
