@@ -174,8 +174,8 @@ class Webhooks:
         try:
             outcome = await self._post(due)
         except Exception as exc:  # never the job's end: this row is settled as failed
-            _log.exception("graph-agent serve: webhook of run %s failed", due.run_id)
-            outcome = _Outcome(error=f"{type(exc).__name__}", retry=False)
+            # named, not traced: the traceback's values may quote the URL and its query
+            outcome = _Outcome(error=f"could not be sent ({type(exc).__name__})", retry=False)
         await self._settle(due, outcome)
 
     async def _post(self, due: Due) -> _Outcome:

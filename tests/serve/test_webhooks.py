@@ -157,6 +157,19 @@ def test_stateless_runs_and_an_interrupted_run_send_theirs(
     asyncio.run(scenario())
 
 
+def test_each_run_of_a_batch_sends_its_own(served: Served, receiver: Receiver) -> None:
+    client = get_sync_client(url=served.url, api_key=None)
+    runs = client.runs.create_batch(
+        [
+            {"assistant_id": "chain", "input": {"x": 1}, "webhook": receiver.url},
+            {"assistant_id": "chain", "input": {"x": 2}, "webhook": receiver.url},
+        ]
+    )
+    got = receiver.wait_for(2)
+    assert {item.body["run_id"] for item in got} == {run["run_id"] for run in runs}
+    assert sorted(item.body["values"]["x"] for item in got) == [12, 13]
+
+
 def test_a_host_not_allowed_is_refused_at_creation_naming_it(served: Served) -> None:
     client = get_sync_client(url=served.url, api_key=None)
     thread = client.threads.create()
