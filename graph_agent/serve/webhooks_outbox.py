@@ -113,15 +113,14 @@ class SqliteOutbox:
         rows = self._sql(
             "SELECT w.run_id, w.url, w.created_at, r.* FROM webhooks w LEFT JOIN runs r "
             "ON r.run_id = w.run_id WHERE w.state = 'waiting' AND (r.run_id IS NULL OR "
-            "r.status NOT IN ('pending', 'running')) LIMIT ?",
-            (limit,),
+            "r.status NOT IN ('pending', 'running'))"
         )
         found = []
         for run_id, url, created_at, *run in rows:
             record = _run_record(tuple(run)) if run[0] is not None else None
             if _orphaned(record, created_at):
                 found.append(Orphan(run_id=run_id, url=url, record=record))
-        return found
+        return found[:limit]
 
     async def settle(
         self, run_id: str, state: str, next_at: float | None, error: str | None
@@ -173,8 +172,10 @@ _RUN_COLUMNS = (
 _PG_ORPHANS = (
     f"SELECT w.run_id, w.url, extract(epoch FROM w.created_at), {_RUN_COLUMNS}, r.result "
     "FROM graph_agent_serve_webhooks w LEFT JOIN graph_agent_serve_runs r ON r.run_id = "
-    "w.run_id WHERE w.state = 'waiting' AND (r.run_id IS NULL OR r.status NOT IN ('pending', "
-    "'running')) ORDER BY w.created_at LIMIT %s"
+    "w.run_id WHERE w.state = 'waiting' AND ((r.run_id IS NULL AND w.created_at < "
+    "clock_timestamp() - %(lost)s * interval '1 second') OR (r.status NOT IN ('pending', "
+    "'running') AND r.updated_at::timestamptz < clock_timestamp() - %(grace)s * "
+    "interval '1 second')) ORDER BY w.created_at LIMIT %(limit)s"
 )
 
 
@@ -211,12 +212,12 @@ class PostgresOutbox:
         return [_due(row) for row in await self._sql(_PG_CLAIM, (lease, limit))]
 
     async def orphans(self, limit: int) -> list[Orphan]:
+        args = {"lost": LOST_SECONDS, "grace": END_GRACE_SECONDS, "limit": limit}
         found = []
-        for run_id, url, created_at, *run in await self._sql(_PG_ORPHANS, (limit,)):
+        for run_id, url, _, *run in await self._sql(_PG_ORPHANS, args):
             record = _run_record(tuple(run[:9])) if run[0] is not None else None
-            if _orphaned(record, float(created_at)):
-                result = json.loads(run[9]) if run[9] else None
-                found.append(Orphan(run_id=run_id, url=url, record=record, result=result))
+            result = json.loads(run[9]) if run[9] else None
+            found.append(Orphan(run_id=run_id, url=url, record=record, result=result))
         return found
 
     async def settle(
