@@ -140,6 +140,20 @@ def test_a_mode_not_served_an_unknown_thread_and_a_bad_id_are_refused(served: Se
     assert bad.status_code == 400 and "Last-Event-ID" in bad.json()["detail"]
 
 
+def test_the_stream_of_a_thread_deleted_ends(served: Served) -> None:
+    async def scenario() -> None:
+        client = get_client(url=served.url, api_key=None)
+        thread = await client.threads.create()
+        joined = asyncio.create_task(
+            _until_done(client.threads.join_stream(thread["thread_id"]), 1)
+        )
+        await asyncio.sleep(0.5)
+        await client.threads.delete(thread["thread_id"])
+        assert await asyncio.wait_for(joined, TIMEOUT) == []
+
+    asyncio.run(scenario())
+
+
 def test_a_stateless_background_run_through_runs_create(served: Served) -> None:
     client = get_sync_client(url=served.url, api_key=None)
     run = client.runs.create(None, "chain", input={"x": 1}, on_completion="keep")

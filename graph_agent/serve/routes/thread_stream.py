@@ -1,7 +1,8 @@
 """``GET /threads/{thread_id}/stream``: join a thread's live stream, as LangGraph Server's
 ``client.threads.join_stream`` does.
 
-The stream follows the thread's runs one after another, until the client disconnects: the run
+The stream follows the thread's runs one after another, until the client disconnects (or the
+thread is deleted): the run
 unfinished when it joins (from that run's first event), then each run started on the thread
 later, live, or replayed from the records when it ended between two looks. After each run, a
 ``metadata`` event ``{"status": "run_done", "run_id": ...}`` (LangGraph's). Each event's id is
@@ -115,15 +116,22 @@ class _ThreadStream:
             for run_id, after in pending:
                 async for item in self._run_events(run_id, after):
                     yield item
-            pending = [(record.run_id, -1) for record in await self._new_runs()]
+            fresh = await self._new_runs()
+            if fresh is None:
+                return
+            pending = [(record.run_id, -1) for record in fresh]
 
-    async def _new_runs(self) -> list[RunRecord]:
-        """The runs started on the thread since it was last looked at (waiting for one)."""
+    async def _new_runs(self) -> list[RunRecord] | None:
+        """The runs started on the thread since it was last looked at (waiting for one); None
+        once the thread is deleted (its stream ends)."""
+        records = self.api.records_of(self.thread_id)
         while True:
             fresh = [record for record in await self._runs() if record.run_id not in self.seen]
             if fresh:
                 self.seen.update(record.run_id for record in fresh)
                 return fresh
+            if await to_thread(records.thread, self.thread_id) is None:
+                return None
             await asyncio.sleep(LOOK_SECONDS)
 
     async def _runs(self) -> list[RunRecord]:
