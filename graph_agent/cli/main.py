@@ -171,6 +171,15 @@ def _add_serve_options(parser: argparse.ArgumentParser, serve_db: str) -> None:
         "server's own) are refused with a 403",
     )
     parser.add_argument(
+        "--webhook-allow",
+        action="append",
+        default=[],
+        metavar="HOST[,HOST]",
+        help="let runs' webhooks call HOST: a name (hooks.example.com), *.example.com, *, an "
+        "IP address or a network (10.0.0.0/8); repeatable. None by default: a run with a "
+        "webhook is refused (422). Internal addresses are called only when listed",
+    )
+    parser.add_argument(
         "--insecure-no-auth",
         action="store_true",
         help="listen beyond loopback, or take * for --allow-host or --cors-origin, without API "

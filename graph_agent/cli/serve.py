@@ -241,6 +241,7 @@ def _app(
             allow_hosts=args.allow_host,
             cors_origins=args.cors_origin,
             insecure_no_auth=args.insecure_no_auth,
+            webhook_allow=args.webhook_allow,
             custom_app_auth=args.app_auth,
             **custom,
         )
@@ -362,7 +363,8 @@ def serve_targets(args: argparse.Namespace) -> list[tuple[str | None, str]]:
     for key, default in _DEFAULTS.items():
         if getattr(args, key, None) is None:
             setattr(args, key, options.get(key, default))
-    for key, option in (("allow_hosts", "allow_host"), ("cors_origins", "cors_origin")):
+    lists = (("allow_hosts", "allow_host"), ("cors_origins", "cors_origin"))
+    for key, option in (*lists, ("webhook_allow", "webhook_allow")):
         given = getattr(args, option, None) or []  # the command line's add to the files'
         setattr(args, option, [*options.get(key, []), *given])
     table: dict[str | None, list[str]] = dict(options.get("input_keys", {}))

@@ -11,8 +11,9 @@
 - optionally ``db``, ``postgres``, ``redis``, ``host``, ``port``, ``workers``,
   ``max_body_bytes``, ``shared_threads`` (true/false): what the options of the same names set.
   An option given on the command line wins;
-- optionally ``allow_hosts`` and ``cors_origins``, lists: what ``--allow-host`` and
-  ``--cors-origin`` add (the command line's are added to the file's);
+- optionally ``allow_hosts``, ``cors_origins`` and ``webhook_allow``, lists: what
+  ``--allow-host``, ``--cors-origin`` and ``--webhook-allow`` add (the command line's are added
+  to the file's); LangGraph's ``webhooks.url.allowed_domains`` is read as ``webhook_allow``;
 - optionally ``store``, LangGraph's ``{"index": {...}, "ttl": {...}}``: the server's store's
   index and TTLs (see :mod:`graph_agent.cli.serve_store`; the ``--store-*`` options win);
 - optionally ``checkpointer.ttl`` (LangGraph's: ``strategy``, ``default_ttl`` and
@@ -59,7 +60,7 @@ _OPTIONS: dict[str, type[Any]] = {
     "shared_threads": bool,
     "checkpoint_keep": int,
 }
-_LISTS = ("allow_hosts", "cors_origins")
+_LISTS = ("allow_hosts", "cors_origins", "webhook_allow")
 """Options that are lists of strings."""
 _WORDS = {int: "an integer", str: "a string", bool: "true or false"}
 _EXAMPLE = '{"graphs": {"chain": "./graphs.py:chain"}, "port": 8123}'
@@ -124,6 +125,8 @@ def read_config(path: str) -> ServeConfig:
             config.options.update(read_checkpointer(path, value))
         elif key == "auth":
             _read_auth(path, value, config, folder)
+        elif key == "webhooks" and isinstance(value, dict):
+            _read_webhooks(path, value, config)
         elif key in _OPTIONS:
             wanted = _OPTIONS[key]
             if not isinstance(value, wanted) or isinstance(value, bool) is not (wanted is bool):
@@ -211,6 +214,21 @@ def _read_http(path: str, http: dict[str, Any], config: ServeConfig, folder: Pat
                     config.ignored.append(f"http.cors.{name}")
         else:
             config.ignored.append(f"http.{key}")
+
+
+def _read_webhooks(path: str, webhooks: dict[str, Any], config: ServeConfig) -> None:
+    """LangGraph's ``webhooks`` table: ``url.allowed_domains`` is ``webhook_allow``; the rest is
+    named as ignored."""
+    for key, value in webhooks.items():
+        if key == "url" and isinstance(value, dict):
+            for name, setting in value.items():
+                if name == "allowed_domains":
+                    hosts = _string_list(path, "webhooks.url.allowed_domains", setting)
+                    _add_list(config, "webhook_allow", hosts)
+                else:
+                    config.ignored.append(f"webhooks.url.{name}")
+        else:
+            config.ignored.append(f"webhooks.{key}")
 
 
 def _string_list(path: str, where: str, value: Any) -> list[str]:

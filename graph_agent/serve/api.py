@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -33,6 +33,7 @@ from graph_agent.serve.records import Records, RunRecord, ThreadRecord, now
 from graph_agent.serve.runs import ActiveRun, Runnable, Runner
 from graph_agent.serve.targets import assistant_kind
 from graph_agent.serve.tasks import Periodic, cancel_and_await, run_periodically
+from graph_agent.serve.webhooks import Webhooks
 from graph_agent.serve.wire import WireError
 from graph_agent.store import BaseStore, InMemoryStore
 
@@ -125,6 +126,8 @@ class Api:
         self.crons: Any = None
         """The crons and their scheduler, a :class:`graph_agent.serve.crons.Crons` (see
         :func:`~graph_agent.serve.crons.install_crons`)."""
+        self.webhooks: Webhooks | None = None
+        """Runs' webhooks (:mod:`graph_agent.serve.webhooks`; None: no host is allowed)."""
 
     def use_queue(self, records: PostgresRecords, *, work: bool) -> None:
         """Run runs as durable jobs in PostgreSQL (:mod:`graph_agent.serve.queue`)."""
@@ -132,6 +135,14 @@ class Api:
         # a working process runs stateless runs here, in memory (see Runner.start_temporary)
         self.local = Runner(self.assistants, Records()) if work else self.runner
         self.runner.store = self.local.store = self.store
+
+    def use_webhooks(self, allow: Iterable[str]) -> None:
+        """Call the webhooks of runs on the hosts ``allow`` lists (``--webhook-allow``; none:
+        a run with a webhook is refused)."""
+        self.webhooks = Webhooks.on(self.records, allow)
+        if self.webhooks is not None:
+            self.runner.webhooks = self.webhooks  # stateless runs with one never run locally
+            self.add_periodic(self.webhooks.periodic())
 
     def add_periodic(self, periodic: Periodic) -> None:
         """Run ``periodic`` in the background while the server serves (from its start; add it

@@ -51,7 +51,7 @@ from graph_agent.serve.routes import starlette_routes
 from graph_agent.serve.routes.runs import start_from_body
 from graph_agent.serve.runs import ActiveRun
 from graph_agent.serve.studio import studio_routes
-from graph_agent.serve.targets import Servable, assistants_on, served_targets
+from graph_agent.serve.targets import Servable, ServedTargets, assistants_on, served_targets
 from graph_agent.store import BaseStore
 
 __all__ = ["ApiError", "assistants_on", "create_app"]
@@ -80,6 +80,7 @@ def create_app(
     auth: Any = None,
     custom_app: Any = None,
     custom_app_auth: bool = False,
+    webhook_allow: Iterable[str] = (),
 ) -> Starlette:
     """A LangGraph-Server-compatible app serving ``targets`` (also over /mcp and A2A).
 
@@ -116,10 +117,12 @@ def create_app(
             ``langgraph_sdk.Auth`` (:mod:`graph_agent.serve.auth_custom`); not with keys.
         custom_app: A Starlette app whose routes come first (:mod:`~.serve.custom_routes`),
             behind the API's auth if ``custom_app_auth``.
+        webhook_allow: The hosts runs' webhooks may call (``--webhook-allow``; none by
+            default: a run with a webhook is refused). See :mod:`graph_agent.serve.webhooks`.
 
     Raises:
         ValueError: an option is malformed or clashes with another (``input_keys`` naming an
-            unserved assistant, a key in two groups, ``*`` without keys, auth with keys...).
+            unserved assistant, ``*`` without keys, auth with keys, a webhook host...).
 
     Example:
         >>> from graph_agent import StateGraph, START, END
@@ -130,8 +133,10 @@ def create_app(
         >>> sorted(r.path for r in app.routes if r.path.startswith("/assistants"))[:2]
         ['/assistants/search', '/assistants/{assistant_id}']
     """
+    checkpoints = saver if saver is not None else MemorySaver()
+    served = served_targets(targets, checkpoints, input_keys)
     return _starlette(
-        _api(targets, saver, records, store, work, input_keys),
+        _api(served, checkpoints, records, store, work=work, webhook_allow=webhook_allow),
         *_who_calls(callers(api_keys, key_groups, shared=shared_threads), auth),
         custom=_custom(custom_app, custom_app_auth),
         studio=studio,
@@ -142,25 +147,6 @@ def create_app(
         insecure_no_auth=insecure_no_auth,
         retention=retention,
     )
-
-
-def _api(
-    targets: Mapping[str, Servable] | Sequence[Servable],
-    saver: CheckpointSaver | None,
-    records: Records | PostgresRecords | None,
-    store: BaseStore | None,
-    work: bool,
-    input_keys: Mapping[str, Iterable[str]] | None,
-) -> _Api:
-    """The API's state over ``targets`` (see :func:`create_app`)."""
-    checkpoints = saver if saver is not None else MemorySaver()
-    served = served_targets(targets, checkpoints, input_keys)
-    api = _Api(served.runnables, checkpoints, records if records is not None else Records(), store)
-    if isinstance(records, PostgresRecords):
-        api.use_queue(records, work=work)
-    api.input_keys = served.input_keys
-    api.schemas = served.schemas
-    return api
 
 
 def _who_calls(access: dict[str, Caller], auth: Any) -> tuple[dict[str, Caller], AuthRules | None]:
@@ -180,6 +166,26 @@ def _custom(custom_app: Any, custom_app_auth: bool) -> tuple[Any, bool] | None:
         return None
     custom_routes_of(custom_app)  # a ValueError now, when it is not one
     return custom_app, custom_app_auth
+
+
+def _api(
+    served: ServedTargets,
+    saver: CheckpointSaver,
+    records: Records | PostgresRecords | None,
+    store: BaseStore | None,
+    *,
+    work: bool,
+    webhook_allow: Iterable[str],
+) -> _Api:
+    """The API's state: the served assistants on ``saver`` and ``records`` (runs queued in
+    PostgreSQL on :class:`PostgresRecords`), and the webhooks ``webhook_allow`` allows."""
+    api = _Api(served.runnables, saver, records if records is not None else Records(), store)
+    if isinstance(records, PostgresRecords):
+        api.use_queue(records, work=work)
+    api.use_webhooks(webhook_allow)
+    api.input_keys = served.input_keys
+    api.schemas = served.schemas
+    return api
 
 
 def _starlette(

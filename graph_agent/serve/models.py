@@ -314,6 +314,12 @@ class RunCreate(Body):
     if_not_exists: Literal["create", "reject"] | None = None
     on_completion: Literal["delete", "keep"] = "delete"
     stream_resumable: bool = False
+    stream_subgraphs: bool = Field(
+        False, description="also stream the graphs the nodes run, as <mode>|<namespace> events"
+    )
+    webhook: Annotated[str | None, Says("webhook must be a URL string")] = Field(
+        None, description="POST the run's final record here when it ends (hosts: --webhook-allow)"
+    )
 
     def breakpoints(self) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
         """``interrupt_before`` and ``interrupt_after`` as the runner takes them (None: the

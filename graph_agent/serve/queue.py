@@ -667,6 +667,8 @@ class QueueRunner(Runner):
             run.lost = True  # those waiting here get the other worker's result
             return
         run.result = outcome.result
+        if run.request.webhook is not None and self.webhooks is not None:
+            await self.webhooks.aended(run.record, run.request.webhook, outcome.status, run.result)
 
     async def _end_as_error(
         self, claimed: _Claimed, events: list[tuple[int, str, str]]

@@ -43,7 +43,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 from graph_agent.checkpoint.base import CheckpointSaver
 from graph_agent.checkpoint.memory import MemorySaver
@@ -69,6 +69,10 @@ from graph_agent.serve.wire import (
     to_json,
 )
 from graph_agent.serve.wire_modes import RunEvents
+from graph_agent.serve.wire_subgraphs import SubgraphEvents
+
+if TYPE_CHECKING:
+    from graph_agent.serve.webhooks import Webhooks
 
 __all__ = [
     "MULTITASK_STRATEGIES",
@@ -153,6 +157,11 @@ class RunRequest:
     def graph(self) -> str:
         """The served graph or agent the run runs."""
         return self.graph_id or self.assistant_id
+
+    stream_subgraphs: bool = False
+    """Also stream the graphs its nodes run (:mod:`graph_agent.serve.wire_subgraphs`)."""
+    webhook: str | None = None
+    """Where to POST the run's final record when it ends (:mod:`graph_agent.serve.webhooks`)."""
 
     def graph_input(self) -> Any:
         """The input the graph is called with: a Command to resume, or the state update."""
@@ -405,6 +414,8 @@ class Runner:
         self._on_scratch: dict[str, Runnable] = {}
         self._running: set[asyncio.Task[None]] = set()
         """The tasks of the runs not finished yet (:meth:`close` cancels them)."""
+        self.webhooks: Webhooks | None = None
+        """Told of the end of each run that has a webhook (None: webhooks are off)."""
 
     async def close(self) -> None:
         """Cancel the runs still running and wait until they stopped (at the server's
@@ -564,6 +575,8 @@ class Runner:
             run.emit("error", error)
         finally:
             self._record_end(run, run_status, thread_status)
+            if run.request.webhook is not None and self.webhooks is not None:
+                self.webhooks.ended(run.record, run.request.webhook, run.result)
             temporary = thread_id in self._temporary  # its runs are forgotten with it
             if temporary and self._latest.get(thread_id) is run:
                 self._forget_temporary(thread_id)
@@ -642,20 +655,22 @@ class Runner:
         )
         if request.max_steps is not None:
             config = dataclasses.replace(config, max_steps=request.max_steps)
-        events = RunEvents(request.stream_modes, run.emit)
+        nested = {"subgraphs": True} if request.stream_subgraphs else {}
+        kind = SubgraphEvents if request.stream_subgraphs else RunEvents
+        events = kind(request.stream_modes, run.emit)
         runnable = with_breakpoints(runnable, request)
         if self.sync_in_thread and getattr(runnable, "runs_sync", False):
-            await _stream_in_thread(run, runnable, config, events)
+            await _stream_in_thread(run, runnable, config, events, nested)
             return events
         async for output in runnable.astream(
-            request.graph_input(), config, task_events=events.task_events
+            request.graph_input(), config, task_events=events.task_events, **nested
         ):
             events(output)
         return events
 
 
 async def _stream_in_thread(
-    run: ActiveRun, graph: Any, config: RunnableConfig, events: RunEvents
+    run: ActiveRun, graph: Any, config: RunnableConfig, events: RunEvents, nested: dict[str, Any]
 ) -> None:
     """Run a graph whose nodes are all plain functions (``CompiledGraph.runs_sync``) with its
     sync ``stream``, read in one worker thread: its saver calls are made there, its nodes run
@@ -665,7 +680,9 @@ async def _stream_in_thread(
     ``astream``. Cancelled (the server shuts down), the run is stopped through its cancel
     signal and waited for, so that it lets go of its thread's lease before this returns."""
     loop = asyncio.get_running_loop()
-    outputs = graph.stream(run.request.graph_input(), config, task_events=events.task_events)
+    outputs = graph.stream(
+        run.request.graph_input(), config, task_events=events.task_events, **nested
+    )
     refused: list[BaseException] = []
 
     def deliver(output: Any) -> None:

@@ -39,6 +39,7 @@ class Served:
         self.records = records
         served = targets if targets is not None else [chain(), approval(), slow(), agent()]
         app = create_app(served, saver=saver, records=records, **options)
+        self.app = app
         self.url = f"http://127.0.0.1:{free_port()}"
         port = int(self.url.rsplit(":", 1)[1])
         config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")

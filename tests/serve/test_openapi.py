@@ -25,7 +25,10 @@ from tests.serve.graphs import approval, chain
 
 KEY = "fuzz-key"
 ASSISTANTS = ["approval", "chain"]
-schema = schemathesis.openapi.from_dict(openapi_document(ASSISTANTS))
+# a thread's stream never ends on its own (the client leaves): tests/serve/test_join_stream.py
+schema = schemathesis.openapi.from_dict(openapi_document(ASSISTANTS)).exclude(
+    path="/threads/{thread_id}/stream", method="GET"
+)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,15 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from graph_agent.serve.api import Api, Handler, Operation
-from graph_agent.serve.routes import assistants, crons, runs, store, system, threads
+from graph_agent.serve.routes import (
+    assistants,
+    crons,
+    runs,
+    store,
+    system,
+    thread_stream,
+    threads,
+)
 
 __all__ = ["OPERATIONS", "starlette_routes"]
 
@@ -25,6 +33,7 @@ OPERATIONS: list[Operation] = [
     *threads.OPERATIONS,
     *runs.OPERATIONS,
     *crons.OPERATIONS,
+    *thread_stream.OPERATIONS,
     *store.OPERATIONS,
 ]
 """Every route the API serves, with its description."""

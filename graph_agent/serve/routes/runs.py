@@ -4,6 +4,7 @@ thread of their own)."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, get_args
@@ -44,9 +45,13 @@ from graph_agent.serve.runs import (
     thread_values,
     with_breakpoints,
 )
+from graph_agent.serve.webhooks import Webhooks
+from graph_agent.serve.webhooks_policy import WebhookPolicy
 from graph_agent.serve.wire import to_json as wire_json
 
 __all__ = ["OPERATIONS", "checked_run", "start_from_body"]
+
+_log = logging.getLogger(__name__)
 
 
 def _run_request(api: Api, body: RunCreate) -> RunRequest:
@@ -75,12 +80,26 @@ def _run_request(api: Api, body: RunCreate) -> RunRequest:
         stream_resumable=body.stream_resumable,
         interrupt_before=before,
         interrupt_after=after,
+        stream_subgraphs=body.stream_subgraphs,
+        webhook=_webhook(api, body.webhook),
     )
     _check_breakpoints(runnable, request)
     wire(lambda r: r.graph_input(), request)  # a malformed input fails here, as a 422
     api.check_keys(request.graph, request.input, "input")
     api.check_keys(request.graph, (command or {}).get("update"), "command.update")
     return request
+
+
+def _webhook(api: Api, url: str | None) -> str | None:
+    """``url``, if the server may call it as a run's webhook (a 422 naming the host and
+    ``--webhook-allow`` otherwise)."""
+    if url is None:
+        return None
+    policy = api.webhooks.policy if api.webhooks is not None else WebhookPolicy(())
+    problem = policy.problem(url)
+    if problem is not None:
+        raise ApiError(422, problem, "webhook_not_allowed")
+    return url
 
 
 def _check_breakpoints(runnable: Runnable, request: RunRequest) -> None:
@@ -102,7 +121,7 @@ async def _start_body(
     """Start the run ``body`` asks (``run_request``, checked) on the thread, or stateless."""
     delete = body.on_completion == "delete"
     here = isinstance(api.records, Records) or api.local is not api.runner
-    if thread_id is None and delete and here:
+    if thread_id is None and delete and here and run_request.webhook is None:
         return api.local.start_temporary(_temporary_thread(run_request), run_request)
     if thread_id is None:  # stateless: a thread of its own, gone when the run ends
         record = thread_record(str(uuid.uuid4()), {})
@@ -173,9 +192,21 @@ async def _start_on(
         record.assistant_id = run_request.graph
         changed = record
     try:
-        return await runner.astart(thread_id, run_request, changed, new_thread=new is not None)
+        run = await runner.astart(thread_id, run_request, changed, new_thread=new is not None)
     except ThreadBusy as exc:
         raise ApiError(409, str(exc)) from exc
+    if run_request.webhook is not None and api.webhooks is not None:
+        await _webhook_waits(api.webhooks, run, run_request.webhook)
+    return run
+
+
+async def _webhook_waits(webhooks: Webhooks, run: ActiveRun, url: str) -> None:
+    """Write the row of the run's webhook, waiting for its end (should that fail, the end
+    writes it all the same)."""
+    try:
+        await webhooks.created(run.record, url)
+    except Exception:
+        _log.exception("graph-agent serve: could not write run %s's webhook", run.record.run_id)
 
 
 async def create_run(api: Api, request: Request) -> Response:
@@ -186,6 +217,11 @@ async def create_run(api: Api, request: Request) -> Response:
 async def wait_run(api: Api, request: Request) -> Response:
     run = await _start(api, request, request.path_params["thread_id"])
     return JSONResponse(await run.wait(), headers=run_location(run))
+
+
+async def create_stateless(api: Api, request: Request) -> Response:
+    run = await _start(api, request, None)
+    return JSONResponse(run.record.json(), headers=run_location(run))
 
 
 async def wait_stateless(api: Api, request: Request) -> Response:
@@ -393,6 +429,15 @@ OPERATIONS = [
         list[Run],
         body=RunCreate,
         many=True,
+        errors=(404, 422),
+    ),
+    Operation(
+        "POST",
+        "/runs",
+        create_stateless,
+        "Start a background run on a thread of its own",
+        Run,
+        body=RunCreate,
         errors=(404, 422),
     ),
 ]
