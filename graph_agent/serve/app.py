@@ -107,7 +107,7 @@ def create_app(
         >>> _ = graph.add_edge(START, "inc").add_edge("inc", END)
         >>> app = create_app([graph])
         >>> sorted(route.path for route in app.routes)[:2]
-        ['/assistants/search', '/assistants/{assistant_id}']
+        ['/assistants', '/assistants/count']
     """
     checkpoints = saver if saver is not None else MemorySaver()
     served = served_targets(targets, checkpoints, input_keys)
