@@ -198,7 +198,7 @@ class Api:
         found = None
         if not thread_id_problem(assistant_id):  # no assistant has another id
             found = self.created_assistants.get(assistant_id)
-        if found is None or not owns(found.metadata):
+        if found is None or not owns(found.metadata, "assistants"):
             known = ", ".join(sorted(self.assistants))
             raise ApiError(
                 404,

@@ -131,7 +131,7 @@ def create_app(
         >>> _ = graph.add_edge(START, "inc").add_edge("inc", END)
         >>> app = create_app([graph])
         >>> sorted(r.path for r in app.routes if r.path.startswith("/assistants"))[:2]
-        ['/assistants/search', '/assistants/{assistant_id}']
+        ['/assistants', '/assistants/count']
     """
     checkpoints = saver if saver is not None else MemorySaver()
     served = served_targets(targets, checkpoints, input_keys)

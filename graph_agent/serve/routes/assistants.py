@@ -113,7 +113,7 @@ async def create_assistant(api: Api, request: Request) -> Response:
         description=body.description,
         config=config,
         context=context,
-        metadata=stamp_owner(body.metadata),
+        metadata=stamp_owner(body.metadata, "assistants"),
         created_at=stamp,
         updated_at=stamp,
     )
@@ -121,7 +121,7 @@ async def create_assistant(api: Api, request: Request) -> Response:
     if created:
         return JSONResponse(saved.json())
     # another key's is taken all the same, and never handed out
-    return _existing(saved, body.if_exists if owns(saved.metadata) else "raise")
+    return _existing(saved, body.if_exists if owns(saved.metadata, "assistants") else "raise")
 
 
 async def get_assistant(api: Api, request: Request) -> Response:
@@ -140,7 +140,7 @@ async def patch_assistant(api: Api, request: Request) -> Response:
     sent = {key: value for key, value in (body.metadata or {}).items() if key != OWNER_KEY}
 
     def change(old: AssistantRecord) -> AssistantRecord:
-        if not owns(old.metadata):  # its owner changed since: as if gone
+        if not owns(old.metadata, "assistants"):  # its owner changed since: as if gone
             raise ApiError(404, f"assistant {assistant_id!r} not found")
         config, context = patched_settings(old.config, old.context, new_config, body.context)
         return dataclasses.replace(
@@ -168,7 +168,9 @@ async def delete_assistant(api: Api, request: Request) -> Response:
     api.assistant(assistant_id)
     if flag(request, "delete_threads"):
         for thread in api.records.threads():
-            if thread.metadata.get("assistant_id") == assistant_id and owns(thread.metadata):
+            if thread.metadata.get("assistant_id") == assistant_id and owns(
+                thread.metadata, "threads"
+            ):
                 await drop_thread(api, thread)
     api.created_assistants.delete(assistant_id)
     return Response(status_code=204)
@@ -183,7 +185,7 @@ def _found(api: Api, body: AssistantCount) -> list[AssistantRecord]:
     return [
         assistant
         for assistant in every
-        if (assistant.system or owns(assistant.metadata))
+        if (assistant.system or owns(assistant.metadata, "assistants"))
         and body.graph_id in (None, assistant.graph_id)
         and (name is None or name in assistant.name.lower())
         and matches(assistant.metadata, body.metadata)

@@ -79,7 +79,7 @@ async def _create(api: Api, request: Request, thread_id: str | None) -> Response
         schedule=body.schedule,
         timezone=body.timezone,
         payload=payload,
-        metadata=stamp_owner(body.metadata or {}),
+        metadata=stamp_owner(body.metadata or {}, "crons"),
         on_run_completed=(body.on_run_completed or "delete") if thread_id is None else None,
         end_time=None if body.end_time is None else _end_time(body.end_time, moment),
         enabled=body.enabled is not False,
@@ -101,7 +101,7 @@ async def create_thread_cron(api: Api, request: Request) -> Response:
 
 async def _owned(api: Api, cron_id: str) -> CronRecord:
     found = await _crons(api).store.get(cron_id)
-    if found is None or not owns(found.metadata):
+    if found is None or not owns(found.metadata, "crons"):
         raise ApiError(404, f"cron {cron_id} not found")
     return found
 
@@ -147,7 +147,7 @@ async def _found(api: Api, body: CronCount, enabled: bool | None = None) -> list
     return [
         cron
         for cron in found
-        if owns(cron.metadata)
+        if owns(cron.metadata, "crons")
         and matches(cron.metadata, body.metadata)
         and enabled in (None, cron.enabled)
     ]
