@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import threading
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
 from typing import Any, TypeVar
 
+from graph_agent.graph.concurrency import start_thread
 from graph_agent.graph.errors import GraphRuntimeError
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.types import Command, Interrupt, NodeOutput, RunnableConfig
@@ -260,9 +260,7 @@ def _blocking(coroutine: Coroutine[Any, Any, _T]) -> _T:
         except BaseException as exc:
             failure.append(exc)
 
-    thread = threading.Thread(target=run, name="graph-agent-a2a")
-    thread.start()
-    thread.join()
+    start_thread(run, name="graph-agent-a2a", daemon=False).join()
     if failure:
         raise failure[0]
     return result[0]

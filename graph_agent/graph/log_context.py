@@ -35,6 +35,11 @@ LIBRARY_LOGGERS = (
     "graph_agent.serve.pg_records",
     "graph_agent.serve.tasks",
     "graph_agent.serve.crons",
+    "graph_agent.serve.auth_custom",
+    "graph_agent.serve.mcp_mount",
+    "graph_agent.serve.retention",
+    "graph_agent.serve.routes.runs",
+    "graph_agent.serve.webhooks",
     "graph_agent.checkpoint.postgres",
 )
 """Every logger the library logs on (a test checks the source names no other)."""

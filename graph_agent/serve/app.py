@@ -88,9 +88,8 @@ def create_app(
         targets: The graphs and agents to serve, by assistant id (a sequence: by their names).
             A StateGraph is compiled on ``saver``; a compiled graph and an agent run on it.
         saver: Where threads' checkpoints live (default: a MemorySaver).
-        records: Where thread and run records live (default: in memory). With
-            :class:`PostgresRecords` runs are durable jobs in PostgreSQL that every process on
-            the database may claim (see :mod:`graph_agent.serve.queue`).
+        records: Where thread and run records live (default: in memory); with
+            :class:`PostgresRecords` runs are durable jobs (:mod:`graph_agent.serve.queue`).
         store: The long-term memory served at ``/store`` (default: an InMemoryStore).
         work: In PostgreSQL mode, whether this process also runs runs (not only serves).
         api_keys: The keys a request must carry (``x-api-key`` or ``Authorization: Bearer``);
@@ -98,20 +97,13 @@ def create_app(
         max_body_bytes: A larger request body is refused with a 413.
         input_keys: Per assistant id, the only state keys a client may send (default: any
             key but the graph's private ones).
-        key_groups: More valid keys, by group name: the keys of a group see each other's
-            threads (see :mod:`graph_agent.serve.auth`).
-        shared_threads: Every valid key sees every thread.
+        key_groups: More valid keys, by group name (:mod:`graph_agent.serve.auth`);
+            ``shared_threads``: every valid key sees every thread.
         studio: Also serve the Studio page at ``/studio`` (:mod:`graph_agent.serve.studio`).
-        bound_host: The address the server listens on. Without keys a request's ``Host`` must
-            name it, ``localhost``, ``127.0.0.1``, ``[::1]`` or one of ``allow_hosts``
-            (:mod:`graph_agent.serve.guard`); None: not it.
-        allow_hosts: More host names a keyless server answers to (``*``: any, only with
-            ``insecure_no_auth``).
-        cors_origins: The origins, besides its own, whose web pages may call the server (they
-            get CORS answers; ``*``: any, without keys only with ``insecure_no_auth``). Other
-            pages' requests are a 403.
-        insecure_no_auth: Without keys, take ``*`` in ``allow_hosts`` and ``cors_origins``
-            all the same (``--insecure-no-auth``: a proxy in front checks who calls).
+        bound_host: The address the server listens on; ``allow_hosts``: more host names a
+            keyless server answers to; ``cors_origins``: the origins whose pages may call it;
+            ``insecure_no_auth``: take ``*`` in those without keys (see
+            :mod:`graph_agent.serve.guard`: a keyless server answers only its own hosts).
         retention: TTL defaults and the sweeper's pace (:mod:`graph_agent.serve.retention`).
         auth: Custom auth instead of keys: a :class:`~graph_agent.serve.Auth` or
             ``langgraph_sdk.Auth`` (:mod:`graph_agent.serve.auth_custom`); not with keys.

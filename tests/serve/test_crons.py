@@ -46,8 +46,21 @@ def clock() -> Iterator[Clock]:
 def served(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, clock: Clock
 ) -> Iterator[Served]:
-    with serving(request.param, tmp_path_factory.mktemp("crons")) as running:
+    # the crons' webhooks go to loopback (a run refuses a host the server does not allow)
+    folder = tmp_path_factory.mktemp("crons")
+    with serving(request.param, folder, webhook_allow=["127.0.0.1"]) as running:
         yield running
+
+
+def test_a_cron_whose_webhook_host_is_not_allowed_is_a_422(served: Served) -> None:
+    client = get_sync_client(url=served.url)
+    with pytest.raises(HTTPStatusError) as refused:
+        client.crons.create("chain", schedule="*/5 * * * *", webhook="http://10.0.0.7/hook")
+    assert refused.value.response.status_code == 422
+    assert "10.0.0.7" in refused.value.response.text
+    assert "--webhook-allow" in refused.value.response.text
+    kept = client.crons.search(assistant_id="chain", limit=100)
+    assert all(cron["payload"].get("webhook") != "http://10.0.0.7/hook" for cron in kept)
 
 
 def cron_runs(served: Served, cron_id: str) -> list[RunRecord]:
