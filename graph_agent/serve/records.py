@@ -177,21 +177,12 @@ class Records:
             return self._conn.execute(sql, args).fetchall()
 
     def _transaction(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
-        """Run ``statements`` (``(sql, args)``; an ``executemany`` for a list of argument
-        rows) in one transaction: one commit where each statement alone would make its own."""
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN")
-            try:
-                for sql, args in statements:
-                    if args and isinstance(args, list):
-                        conn.executemany(sql, args)
-                    else:
-                        conn.execute(sql, args)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        """Run ``statements`` (``(sql, args)``; a list of argument rows runs the statement once
+        per row) in one :meth:`transaction`: one commit where each alone would make its own."""
+        with self.transaction() as execute:
+            for sql, args in statements:
+                for row in args if args and isinstance(args, list) else (args,):
+                    execute(sql, row)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Execute]:

@@ -12,7 +12,6 @@ next sweep finishes the deletion.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -202,15 +201,8 @@ class SqliteTTLs(TTLs):
 
     @contextmanager
     def _transaction(self, thread_id: str) -> Iterator[Any]:
-        conn: sqlite3.Connection = self.records._conn
-        with self.records._lock:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield lambda sql, args: conn.execute(sql, args).fetchall()
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        with self.records.transaction() as execute:
+            yield execute
 
     def expired(
         self, now: datetime, default: tuple[str, float | None], after: str, limit: int
@@ -248,19 +240,12 @@ class PostgresTTLs(TTLs):
 
     @contextmanager
     def _transaction(self, thread_id: str) -> Iterator[Any]:
-        with self.records._pool.connection() as conn, conn.transaction():
-            held = conn.execute(
+        with self.records.transaction() as execute:
+            held = execute(
                 "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", (_THREAD_LOCKS, thread_id)
-            ).fetchone()
-            if not (held and held[0]):
-                yield None  # another process starts a run on it, or sweeps it
-                return
-
-            def execute(sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-                cursor = conn.execute(sql, args)
-                return cursor.fetchall() if cursor.description is not None else []
-
-            yield execute
+            )
+            # no: another process starts a run on it, or sweeps it
+            yield execute if held and held[0][0] else None
 
     def expired(
         self, now: datetime, default: tuple[str, float | None], after: str, limit: int
