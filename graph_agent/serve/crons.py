@@ -160,11 +160,9 @@ def install_crons(api: Api, start: StartRun, every: float | None = None) -> Cron
     ``every`` seconds, :data:`~graph_agent.serve.crons_schedule.CHECK_SECONDS` by default),
     whose runs start with ``start``."""
     records = api.records
-    store: CronStore
-    if isinstance(records, PostgresRecords):
-        store = PostgresCrons(records)
-    else:
-        store = SqliteCrons(records.path)
+    store: CronStore = (
+        PostgresCrons(records) if isinstance(records, PostgresRecords) else SqliteCrons(records)
+    )
     crons = Crons(api, store, start)
     api.crons = crons
     api.add_periodic(Periodic("crons", every or crons_schedule.CHECK_SECONDS, crons.tick))

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sqlite3
-import threading
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Any, Protocol
 
 from graph_agent.serve.crons_schedule import CronRecord, Due, RecordedRun, stamp
 from graph_agent.serve.pg_records import PostgresRecords
+from graph_agent.serve.records import Records
 
 __all__ = ["CronStore", "Held", "PostgresCrons", "SqliteCrons"]
 
@@ -183,22 +182,19 @@ def _settled(keep: bool) -> str:
 
 
 class SqliteCrons:
-    """The crons in the SQLite file of the server's records (``":memory:"``: in memory). One
+    """The crons in the SQLite file of the server's records, in their transactions. One
     process owns the file, so its rounds need no locks; statements are short, as the
     records' are, and made from the event loop."""
 
-    def __init__(self, path: str) -> None:
-        self._lock = threading.Lock()
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        if path != ":memory:":
-            self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA busy_timeout=5000")
-        for statement in _SCHEMA:
-            self._conn.execute(statement)
+    def __init__(self, records: Records) -> None:
+        self.records = records
+        with records.transaction() as execute:
+            for statement in _SCHEMA:
+                execute(statement, ())
 
     def _run(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return self._conn.execute(sql.replace("%s", "?"), args).fetchall()
+        with self.records.transaction() as execute:
+            return execute(sql.replace("%s", "?"), args)
 
     async def put(self, cron: CronRecord, *, next_too: bool = True) -> None:
         self._run(_PUT, (*_cron_row(cron), int(next_too)))
@@ -208,32 +204,24 @@ class SqliteCrons:
         return _cron(rows[0]) if rows else None
 
     async def delete(self, cron_id: str) -> bool:
-        with self._lock:
-            self._conn.execute("BEGIN")
-            self._conn.execute(_DELETE_UNSTARTED.replace("%s", "?"), (cron_id,))
-            deleted = self._conn.execute(_DELETE.replace("%s", "?"), (cron_id,)).rowcount
-            self._conn.execute("COMMIT")
-        return deleted > 0
+        with self.records.transaction() as execute:
+            found = execute(_GET.replace("%s", "?"), (cron_id,))
+            execute(_DELETE_UNSTARTED.replace("%s", "?"), (cron_id,))
+            execute(_DELETE.replace("%s", "?"), (cron_id,))
+        return bool(found)
 
     async def search(self, assistant_id: str | None, thread_id: str | None) -> list[CronRecord]:
         return [_cron(row) for row in self._run(*_search_sql(assistant_id, thread_id))]
 
     async def claim_due(self, moment: datetime, limit: int, decide: Decide) -> int:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                rows = self._conn.execute(_DUE.replace("%s", "?"), (stamp(moment), limit))
-                crons = [_cron(row) for row in rows.fetchall()]
-                for cron in crons:
-                    due = decide(cron, moment)
-                    next_run = (due.next_run_date, cron.cron_id)
-                    self._conn.execute(_SET_NEXT.replace("%s", "?"), next_run)
-                    if due.run is not None:
-                        self._conn.execute(_RECORD_RUN.replace("%s", "?"), due.run.row())
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with self.records.transaction() as execute:
+            rows = execute(_DUE.replace("%s", "?"), (stamp(moment), limit))
+            crons = [_cron(row) for row in rows]
+            for cron in crons:
+                due = decide(cron, moment)
+                execute(_SET_NEXT.replace("%s", "?"), (due.next_run_date, cron.cron_id))
+                if due.run is not None:
+                    execute(_RECORD_RUN.replace("%s", "?"), due.run.row())
         return len(crons)
 
     @contextlib.asynccontextmanager

@@ -148,8 +148,6 @@ class Records:
     def __init__(self, path: str = ":memory:", *, serving: bool = True) -> None:
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        """The file (``":memory:"``: none); the crons' tables live beside (``serve.crons``)."""
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         if path != ":memory:":
