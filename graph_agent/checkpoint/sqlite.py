@@ -139,6 +139,9 @@ class SqliteSaver(CheckpointSaver):
         self._lock = threading.RLock()
         self._loaded = LoadedLists()
         self._lease_refreshed: dict[tuple[str, str], float] = {}
+        self._rows_gone: set[str] = set()
+        """Leases (their owners) whose row :meth:`put_releasing` deleted: released in this
+        process only."""
         self._liveness: tuple[int, tuple[int, int] | None, str] | None = None
         """(pid, liveness lock key, identity) once this saver took a lease: see _identity()."""
         self._let_go: weakref.finalize[Any, Any] | None = None
@@ -236,6 +239,17 @@ class SqliteSaver(CheckpointSaver):
 
     # storage
     def put(self, checkpoint: Checkpoint) -> None:
+        self._put(checkpoint, None)
+
+    def put_releasing(self, checkpoint: Checkpoint, lease: Lease) -> None:
+        """``put(checkpoint)`` for a run's last checkpoint, its ``lease``'s row deleted in the
+        same commit (one transaction fewer per run: the drivers call it). The lease is still
+        held in this process until :meth:`release`, which then has nothing to write. If the
+        commit fails, the row stays and ``release`` deletes it as usual."""
+        self._put(checkpoint, lease)
+        self._rows_gone.add(lease.owner)
+
+    def _put(self, checkpoint: Checkpoint, lease: Lease | None) -> None:
         header = encode_header(checkpoint)
         # names as SQL parameters (_sql_name), checked inline: this runs once per step, and a
         # call per name would cost 1% of it
@@ -271,6 +285,9 @@ class SqliteSaver(CheckpointSaver):
                 (thread, ns, checkpoint_id, checkpoint.parent_id, checkpoint.step, header),
             )
             self._refresh_lease(conn, checkpoint.thread_id, checkpoint.checkpoint_ns)
+            if lease is not None:
+                names = (_sql_name(lease.thread_id), _sql_name(lease.checkpoint_ns))
+                conn.execute(_DELETE_LEASE, (*names, lease.owner))
 
     @staticmethod
     def _blob_rows_to_store(
@@ -360,11 +377,7 @@ class SqliteSaver(CheckpointSaver):
         where = (_sql_name(thread), _sql_name(ns))
         with self._reading(_loading, thread):
             if checkpoint_id is None:
-                row = self._conn.execute(
-                    "SELECT header FROM checkpoints WHERE thread_id = ? "
-                    "AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
-                    where,
-                ).fetchone()
+                row = self._conn.execute(_NEWEST, where).fetchone()
             else:
                 row = self._conn.execute(
                     "SELECT header FROM checkpoints WHERE thread_id = ? "
@@ -493,6 +506,22 @@ class SqliteSaver(CheckpointSaver):
 
     # one run per thread, across processes
     def acquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
+        return self._acquire(thread_id, checkpoint_ns, None)
+
+    def acquire_loading(
+        self, thread_id: str, checkpoint_ns: str = ""
+    ) -> tuple[Lease, tuple[Checkpoint | None] | None]:
+        """``acquire``, and the thread's newest checkpoint (``get(thread_id)``) read in the
+        same transaction: one transaction fewer per run (the sync driver calls it). The
+        checkpoint comes in a 1-tuple (``(None,)``: the thread has none); ``None`` instead if
+        reading it failed (the run's own ``get`` then reads it, and raises what it raises)."""
+        loaded: builtins.list[Checkpoint | None] = []
+        lease = self._acquire(thread_id, checkpoint_ns, loaded)
+        return lease, (loaded[0],) if loaded else None
+
+    def _acquire(
+        self, thread_id: str, checkpoint_ns: str, loaded: builtins.list[Checkpoint | None] | None
+    ) -> Lease:
         lease = super().acquire(thread_id, checkpoint_ns)
         try:
             key, identity = self._identity()
@@ -521,11 +550,22 @@ class SqliteSaver(CheckpointSaver):
                         identity,
                     ),
                 )
+                if loaded is not None:
+                    self._load_newest(thread_id, checkpoint_ns, loaded)
         except BaseException:
             super().release(lease)
             raise
         self._lease_refreshed[(thread_id, checkpoint_ns)] = time.monotonic()
         return lease
+
+    def _load_newest(self, thread: str, ns: str, loaded: builtins.list[Checkpoint | None]) -> None:
+        """The thread's newest checkpoint, appended to ``loaded``, in the caller's transaction;
+        nothing is appended if it cannot be read (a damaged row: ``get`` tells)."""
+        try:
+            row = self._conn.execute(_NEWEST, (_sql_name(thread), _sql_name(ns))).fetchone()
+            loaded.append(None if row is None else self._load(thread, ns, row[0]))
+        except Exception:
+            return
 
     def _identity(self) -> tuple[tuple[int, int] | None, str]:
         """This process's liveness lock on the database's ``-lease`` file (taken on the first
@@ -545,9 +585,12 @@ class SqliteSaver(CheckpointSaver):
 
     def release(self, lease: Lease) -> None:
         try:
+            if lease.owner in self._rows_gone:  # deleted with the run's last checkpoint
+                self._rows_gone.discard(lease.owner)
+                return
             with self._transaction() as conn:
                 conn.execute(
-                    "DELETE FROM leases WHERE thread_id = ? AND checkpoint_ns = ? AND owner = ?",
+                    _DELETE_LEASE,
                     (_sql_name(lease.thread_id), _sql_name(lease.checkpoint_ns), lease.owner),
                 )
         finally:
@@ -580,6 +623,13 @@ class SqliteSaver(CheckpointSaver):
         if owner is not None and not extended:
             raise lease_lost(thread, "it expired and another process took the thread")
         self._lease_refreshed[key] = time.monotonic()
+
+
+_NEWEST = (
+    "SELECT header FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+    "ORDER BY checkpoint_id DESC LIMIT 1"
+)
+_DELETE_LEASE = "DELETE FROM leases WHERE thread_id = ? AND checkpoint_ns = ? AND owner = ?"
 
 
 def _saving(checkpoint: Checkpoint) -> str:

@@ -22,7 +22,9 @@ from graph_agent.graph._concurrency import FINISHED
 from graph_agent.graph._effects import (
     NEXT_OUTCOME,
     Emit,
+    GetCheckpoint,
     NextOutcome,
+    PutCheckpoint,
     RunSettings,
     RunTasks,
     SaverCall,
@@ -74,8 +76,9 @@ def drive_sync(
     see ``_task_events.py``."""
     saver = run.saver
     lease = None
+    loaded: Any = NOT_LOADED  # the thread's newest checkpoint, read with the lease
     if saver is not None and config.thread_id is not None:
-        lease = saver.acquire(config.thread_id, config.checkpoint_ns)
+        lease, loaded = _acquire_sync(saver, config)
     node_greenlet = NodeGreenlet() if streaming else None
     running: Concurrent | None = None  # the step's tasks, when they run on other threads
     watch: CancelWatch | None = None
@@ -125,7 +128,13 @@ def drive_sync(
                 else:
                     assert isinstance(effect, SaverCall)
                     try:
-                        reply = effect.run(saver)  # type: ignore[arg-type]  # a SaverCall
+                        if loaded is not NOT_LOADED:  # the first saver call: the call's load
+                            reply = _first_load(effect, loaded, lease, saver)
+                            loaded = NOT_LOADED
+                        elif lease is not None and type(effect) is PutCheckpoint and effect.last:
+                            _put_last(saver, effect, lease)
+                        else:
+                            reply = effect.run(saver)  # type: ignore[arg-type]  # a SaverCall
                     except Exception as exc:
                         failed = exc
             except StepCancelled as cancelled:  # the cancel was set while the step ran
@@ -136,6 +145,46 @@ def drive_sync(
         raise
     finally:
         _end_sync(saver, lease, watch, running, node_greenlet)
+
+
+NOT_LOADED: Any = object()
+"""No checkpoint was read with the lease (the saver cannot, or it was used)."""
+
+
+def _acquire_sync(saver: Any, config: RunnableConfig) -> tuple[Any, Any]:
+    """The thread's lease and, from a saver that reads it in the same transaction
+    (``acquire_loading``: the SQLite saver; it returns the checkpoint in a 1-tuple, or None
+    when it could not read it), the thread's newest checkpoint; else :data:`NOT_LOADED` (the
+    flow's first ``get`` reads it)."""
+    assert config.thread_id is not None
+    acquire_loading = getattr(saver, "acquire_loading", None)
+    if acquire_loading is None:
+        return saver.acquire(config.thread_id, config.checkpoint_ns), NOT_LOADED
+    lease, loaded = acquire_loading(config.thread_id, config.checkpoint_ns)
+    return lease, NOT_LOADED if loaded is None else loaded[0]
+
+
+def _first_load(effect: SaverCall, loaded: Any, lease: Any, saver: Any) -> Any:
+    """The reply to the call's first saver call: the checkpoint read with the lease when
+    that call asks for it (the thread's newest, as a ``get`` under the lease would read it)."""
+    if (
+        type(effect) is GetCheckpoint
+        and effect.checkpoint_id is None
+        and effect.thread_id == lease.thread_id
+        and effect.checkpoint_ns == lease.checkpoint_ns
+    ):
+        return loaded
+    return effect.run(saver)
+
+
+def _put_last(saver: Any, effect: PutCheckpoint, lease: Any) -> None:
+    """The call's last checkpoint, with the lease's row let go of in the same commit by a saver
+    that can (``put_releasing``; the lease itself is released as usual when the call ends)."""
+    put_releasing = getattr(saver, "put_releasing", None)
+    if put_releasing is None:
+        saver.put(effect.checkpoint)
+    else:
+        put_releasing(effect.checkpoint, lease)
 
 
 def _end_sync(

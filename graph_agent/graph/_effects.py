@@ -129,9 +129,12 @@ class GetCheckpoint(SaverCall):
 
 @dataclass(slots=True)
 class PutCheckpoint(SaverCall):
-    """``saver.put(checkpoint)``: once it returned, the run stands on ``checkpoint``."""
+    """``saver.put(checkpoint)``: once it returned, the run stands on ``checkpoint``. ``last``:
+    the call's last write (its run ends after it, whatever it yields meanwhile): a driver
+    holding the thread's lease may have the saver let go of it in the same commit."""
 
     checkpoint: Checkpoint
+    last: bool = False
 
     def run(self, saver: Saver) -> None:
         saver.put(self.checkpoint)

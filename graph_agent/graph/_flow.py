@@ -360,6 +360,8 @@ class _Flow:
                 put = storage.put(run_state, "loop", writers)
                 if self.spec.policies and (attempts := attempts_of(tasks)):
                     put.checkpoint.metadata["attempts"] = attempts
+                if not (run_state.next or run_state.sends or run.interrupt_after):
+                    put.last = True  # nothing runs or pauses after it
                 yield put
                 storage.stand_on(put)
             if not nothing_pending:
