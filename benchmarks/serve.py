@@ -29,20 +29,33 @@ reached on the port its log says it took.
 
 Where a durable run's server CPU goes (``--on-threads``, SQLite; issue 35's target: 1.5 ms)
 ------------------------------------------------------------------------------------------
-About 4 ms per run on the shared 2-core VM (5.5 ms before issue 35): about half on the
-event loop's thread and half on worker threads (``/proc/PID/task``). The loop's half, by a
-``cProfile`` of its thread's CPU time (``time.thread_time``):
+About 4 ms per run on the shared 2-core VM (5.5 ms before issue 35): a bit under half on the
+event loop's thread, the rest on worker threads (``/proc/PID/task``). The loop's half, about
+1.9 ms (2.2 ms before its route table and the collector's settings), by a ``cProfile`` of its
+thread's CPU time (``time.thread_time``):
 
-- HTTP, 22%: uvicorn and httptools (parsing, writing), Starlette's routing (a linear match
-  over the routes) and responses, the guard, API-key and body-limit middlewares;
-- the run's events and JSON, 15%: ``RunEvents`` turning each ``values`` output into an event,
+- HTTP, 20%: uvicorn and httptools (parsing, writing), Starlette's error and exception
+  middlewares and responses, the guard and body-limit middlewares. The API's routes are
+  looked up in a table by method and path shape (``routes.RouteTable``), not matched one
+  regular expression after another, and their endpoint is called with the body the limit
+  already read; a server without keys has no API-key layer;
+- the runs and routes' own code, 20%: the run's task, its record, its request and thread;
+- the run's events and JSON, 16%: ``RunEvents`` turning each ``values`` output into an event,
   JSON encoding (``json`` of the standard library: orjson would save a few percent of the
   total at most, and escapes lone surrogates differently), the result;
-- the records, 15%: reading the thread's record, then three SQLite transactions per run
-  (the run and its thread busy; the run's events with its end and the thread idle; ``running``
-  rides on the first for a run that starts at once), each a WAL commit;
-- the runs and routes' own code 10%, asyncio and the thread hop's wake-ups 9%, the request's
-  checks (pydantic ``RunCreate``, assistant, input keys) 7%, the engine's loop side 4%.
+- the records, 15%: reading the thread's record, then two SQLite transactions per run (the
+  run ``running`` and its thread busy; the run's events, one ``executemany``, with its end
+  and the thread idle), each a WAL commit; the thread's row is rewritten only when the run
+  changes its metadata;
+- asyncio and the thread hop's wake-ups 9% (a run's outputs that come while the loop is busy
+  are handed over in one wake-up), the request's checks (pydantic ``RunCreate``, assistant,
+  input keys) 5%, the engine's loop side 1%.
+
+``graph-agent serve`` freezes what it loaded before serving (``gc.freeze``) and collects less
+often (thresholds 10,000/20/10): with Python's 700/10/10 the collector's passes over the
+finished runs kept in memory cost about 0.2 ms per run, and a full pass some 100 ms now and
+then. What is left on the loop is spread thin: the records' commits (SQLite's own C, about
+0.3 ms), uvicorn, and a few dozen small Python calls per run each.
 
 The worker threads' half is the graph itself, read with its sync ``stream`` in one thread
 (``CompiledGraph.runs_sync``: a graph of plain functions; ``astream`` on the loop cost
@@ -51,8 +64,7 @@ about 1 ms (a lease taken and released, the thread's checkpoint read, four check
 seven transactions), the engine 0.3-0.4 ms (the three nodes themselves ~20 µs), the pool's
 dispatch of the nodes (each on a pool thread, so that a cancel stops it at once) the rest.
 What is left to reach 1.5 ms: fewer saver transactions per run (the lease taken with the
-first write and released with the last, several steps' checkpoints in one commit), and a
-leaner HTTP path (a route table looked up by path, fewer ASGI layers).
+first write and released with the last, several steps' checkpoints in one commit).
 
 PostgreSQL (``--workers 2``; target 4 ms with its backends): about 13-17 ms per run, a third
 of it PostgreSQL's backends. The records take two round trips per run (start with its claim,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import signal
 import socket
@@ -277,6 +278,7 @@ def _run_http(args: argparse.Namespace, app: Any, stores: _Stores, names: str, k
     previous = signal.signal(signal.SIGTERM, _stop)
     # no access log: at this level its lines were built per request only to be dropped
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    _settle_garbage_collection()
     try:
         server.run(sockets=[listening])
     except KeyboardInterrupt:
@@ -295,6 +297,23 @@ def _run_http(args: argparse.Namespace, app: Any, stores: _Stores, names: str, k
         stores.close()
     print("graph-agent serve: stopped", file=sys.stderr)
     return 0
+
+
+GC_THRESHOLDS = (10_000, 20, 10)
+"""The collector's thresholds while serving (Python's: 700, 10, 10). Each request and run
+leaves a few hundred new objects, the finished runs kept in memory among them: at 700 a
+young collection came every few runs and a full one every few thousand, about 0.2 ms of CPU
+per durable run in all (and a pause of some 100 ms at each full one)."""
+
+
+def _settle_garbage_collection() -> None:
+    """Before serving: what the process holds by now (modules, graphs, the app) is moved out
+    of the collector's sight (``gc.freeze``: it lives as long as the server), and collections
+    come less often (:data:`GC_THRESHOLDS`); reference counting frees a request's objects
+    as before, the collector only finds cycles later."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def _announce(args: argparse.Namespace, serving: str, keys: _Keys, siblings: bool) -> None:

@@ -47,7 +47,7 @@ from graph_agent.serve.protocols import Protocols
 from graph_agent.serve.records import Records
 from graph_agent.serve.retention import ServerRetention
 from graph_agent.serve.retention import install as install_retention
-from graph_agent.serve.routes import starlette_routes
+from graph_agent.serve.routes import RouteTable, starlette_routes
 from graph_agent.serve.routes.runs import start_from_body
 from graph_agent.serve.runs import ActiveRun
 from graph_agent.serve.studio import studio_routes
@@ -204,8 +204,11 @@ def _starlette(
         return ApiKeyMiddleware(app, access)
 
     limit = Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
-    # custom auth reads a body the limit has bounded; a key is checked before a body is read
+    # custom auth reads a body the limit has bounded; a key is checked before a body is read;
+    # without keys the key check passes every request on: it is left out, not a layer more
     stack = [limit, Middleware(checked)] if rules is not None else [Middleware(checked), limit]
+    if not keyed:
+        stack = [limit]
     lifespan: Callable[[Any], AbstractAsyncContextManager[None]] = api.lifespan
     if custom is not None:
         custom_app, covered = custom
@@ -221,6 +224,7 @@ def _starlette(
         lifespan=protocols.lifespan(lifespan),
         middleware=[*guard_middleware(keyed=keyed, **guard), *stack],
     )
+    RouteTable.install(app.router)  # the API's routes looked up, not tried in turn
     app.state.api = api  # the API's state, for the command and tests (``app.state.api``)
     # threads' TTLs and the sweeper; its sweep(at=...) runs one round now (tests)
     app.state.retention = install_retention(api, retention)

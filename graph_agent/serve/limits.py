@@ -10,7 +10,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graph_agent.serve.errors import send_error
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "BodyLimitMiddleware"]
+BODY = "graph_agent.body"
+"""The scope key of the request's whole body once read here, ``(receive, body)``: a route
+handed that ``receive`` (no layer between rewrote the body, as custom auth may) takes the
+body from there instead of reading it through ``receive`` again
+(``graph_agent.serve.routes``)."""
+
+__all__ = ["BODY", "DEFAULT_MAX_BODY_BYTES", "BodyLimitMiddleware"]
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 """4 MiB: a long conversation fits; a runaway upload does not."""
@@ -32,6 +38,10 @@ class BodyLimitMiddleware:
             await self._refuse(send)
             return
         messages: list[Message] = []
+
+        async def replay() -> Message:
+            return messages.pop(0) if messages else await receive()
+
         size = 0
         while True:
             message = await receive()
@@ -43,11 +53,9 @@ class BodyLimitMiddleware:
                 await self._refuse(send)
                 return
             if not message.get("more_body", False):
+                # read whole: the route takes it from here if it is handed this replay
+                scope[BODY] = replay, b"".join(part.get("body", b"") for part in messages)
                 break
-
-        async def replay() -> Message:
-            return messages.pop(0) if messages else await receive()
-
         await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:

@@ -177,10 +177,19 @@ class Records:
     def _transaction(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
         """Run ``statements`` (``(sql, args)``; a list of argument rows runs the statement once
         per row) in one :meth:`transaction`: one commit where each alone would make its own."""
-        with self.transaction() as execute:
-            for sql, args in statements:
-                for row in args if args and isinstance(args, list) else (args,):
-                    execute(sql, row)
+        conn = self._conn
+        with self._lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, args in statements:
+                    if args and isinstance(args, list):
+                        conn.executemany(sql, args)
+                    else:
+                        conn.execute(sql, args)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Execute]:

@@ -676,7 +676,8 @@ async def _stream_in_thread(
     sync ``stream``, read in one worker thread: its saver calls are made there, its nodes run
     on the pool as they would under ``astream`` (the stream is made here, on the loop's thread:
     so a cancel stops a running node at once, as under ``astream``), and each output is handed
-    to ``events`` on the loop as it comes. What ``events`` raises stops the run, as under
+    to ``events`` on the loop as it comes (those that come while the loop is busy elsewhere,
+    in one wake-up of it). What ``events`` raises stops the run, as under
     ``astream``. Cancelled (the server shuts down), the run is stopped through its cancel
     signal and waited for, so that it lets go of its thread's lease before this returns."""
     loop = asyncio.get_running_loop()
@@ -684,19 +685,31 @@ async def _stream_in_thread(
         run.request.graph_input(), config, task_events=events.task_events, **nested
     )
     refused: list[BaseException] = []
+    # the outputs the loop has not taken yet; a delivery is scheduled while any wait, and takes
+    # all there are then: outputs that come faster than the loop takes them cost one wake-up
+    waiting: list[Any] = []
+    lock = threading.Lock()
 
-    def deliver(output: Any) -> None:
-        if refused:
-            return
-        try:
-            events(output)
-        except BaseException as exc:  # the records refused an event, say: the run stops
-            refused.append(exc)
+    def deliver() -> None:
+        nonlocal waiting
+        with lock:
+            taken, waiting = waiting, []
+        for output in taken:
+            if refused:
+                return
+            try:
+                events(output)
+            except BaseException as exc:  # the records refused an event, say: the run stops
+                refused.append(exc)
 
     def read() -> None:
         try:
             for output in outputs:
-                loop.call_soon_threadsafe(deliver, output)
+                with lock:
+                    waiting.append(output)
+                    wake = len(waiting) == 1
+                if wake:
+                    loop.call_soon_threadsafe(deliver)
                 if refused:
                     return
         finally:

@@ -184,13 +184,16 @@ async def _start_on(
     # sees that as it starts the run, under the thread's lock (it is not asked twice)
     if new is not None or isinstance(runner, QueueRunner) or runner.active(thread_id) is None:
         # written before the run may end elsewhere
-        record.metadata = {
+        metadata = {
             **record.metadata,
             "graph_id": run_request.graph,
             "assistant_id": run_request.assistant_id,
         }
+        # a local run on a thread that names it already: the run's start sets the rest
+        same = new is None and metadata == record.metadata and not isinstance(runner, QueueRunner)
+        record.metadata = metadata
         record.assistant_id = run_request.graph
-        changed = record
+        changed = None if same else record
     try:
         run = await runner.astart(thread_id, run_request, changed, new_thread=new is not None)
     except ThreadBusy as exc:
