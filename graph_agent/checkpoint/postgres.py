@@ -80,6 +80,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from graph_agent.checkpoint import postgres_cache as cache_plans
 from graph_agent.checkpoint import postgres_plans as plans
 from graph_agent.checkpoint.base import Checkpoint, CheckpointSaver, Lease, _show, check_keep_last
 from graph_agent.checkpoint.codec import DecodedBlobs, LoadedLists
@@ -95,7 +96,13 @@ from graph_agent.checkpoint.postgres_driver import (
 )
 from graph_agent.checkpoint.postgres_leases import _LeaseSession, _reclaim_unclosed
 from graph_agent.checkpoint.postgres_plans import SCHEMA_VERSION, Plan, T
-from graph_agent.checkpoint.postgres_retention import retain_thread_plan, retention_page_plan
+from graph_agent.checkpoint.postgres_retention import (
+    retain_thread_plan,
+    retention_page_plan,
+    stored_bytes_plan,
+    thread_heads_plan,
+    threads_plan,
+)
 from graph_agent.checkpoint.thread_search import ThreadHeads
 from graph_agent.graph.concurrency import to_thread
 from graph_agent.graph.errors import CheckpointStoreError
@@ -329,7 +336,7 @@ class PostgresSaver(CheckpointSaver):
         )
 
     def threads(self) -> builtins.list[str]:
-        return self._run(plans.threads_plan(), doing="listing threads")
+        return self._run(threads_plan(), doing="listing threads")
 
     def _retention_page(
         self, after: Any, limit: int
@@ -341,21 +348,22 @@ class PostgresSaver(CheckpointSaver):
         return self._run(plan, doing=f"sweeping thread {_show(thread_id)}", transaction=True)
 
     def _thread_heads(self, limit: int, offset: int) -> builtins.list[ThreadHeads]:
-        return self._run(plans.thread_heads_plan(limit, offset), doing="searching threads")
+        return self._run(thread_heads_plan(limit, offset), doing="searching threads")
 
     def _cache_read(self, namespace: str, key: str, now: float) -> bytes | None:
-        return self._run(plans.cache_read_plan(namespace, key, now), doing="reading the node cache")
+        plan = cache_plans.cache_read_plan(namespace, key, now)
+        return self._run(plan, doing="reading the node cache")
 
     def _cache_write(self, namespace: str, key: str, data: bytes, expires_at: float | None) -> None:
-        plan = plans.cache_write_plan(namespace, key, data, expires_at)
+        plan = cache_plans.cache_write_plan(namespace, key, data, expires_at)
         self._run(plan, doing="writing the node cache")
 
     def _cache_delete(self, namespace: str | None) -> None:
-        self._run(plans.cache_delete_plan(namespace), doing="clearing the node cache")
+        self._run(cache_plans.cache_delete_plan(namespace), doing="clearing the node cache")
 
     def stored_bytes(self, thread_id: str) -> int:
         """Bytes of checkpoint data stored for a thread (headers, blobs and pending writes)."""
-        return self._run(plans.stored_bytes_plan(thread_id), doing="measuring a thread")
+        return self._run(stored_bytes_plan(thread_id), doing="measuring a thread")
 
     # one run per thread, across processes
     def acquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
@@ -451,6 +459,10 @@ class AsyncPostgresSaver(PostgresSaver):
         self._apool: psycopg_pool.AsyncConnectionPool[Any] | None = None
         self._aloop: asyncio.AbstractEventLoop | None = None
         self._aopening: asyncio.Task[None] | None = None
+        # the newest header of each thread whose lease aacquire just took, read with the lease
+        # (one round trip for both): the run's first aget starts from it. Anything else the run
+        # asks of the thread drops it, so it is never used after a write
+        self._heads: dict[tuple[str, str], builtins.list[tuple[Any, ...]]] = {}
 
     async def __aenter__(self) -> AsyncPostgresSaver:
         await self._async_pool()
@@ -524,6 +536,8 @@ class AsyncPostgresSaver(PostgresSaver):
             plan.close()
 
     async def aput(self, checkpoint: Checkpoint) -> None:
+        if self._heads:
+            self._heads.pop((checkpoint.thread_id, checkpoint.checkpoint_ns), None)
         if self._lease_in_doubt(checkpoint.thread_id, checkpoint.checkpoint_ns):
             await to_thread(self.check_lease, checkpoint.thread_id, checkpoint.checkpoint_ns)
         if plans.stored_as_it_is(checkpoint):
@@ -540,6 +554,8 @@ class AsyncPostgresSaver(PostgresSaver):
         task_id: str,
         writes: Sequence[tuple[str, Any]],
     ) -> None:
+        if self._heads:
+            self._heads.pop((thread_id, checkpoint_ns), None)
         if self._lease_in_doubt(thread_id, checkpoint_ns):
             await to_thread(self.check_lease, thread_id, checkpoint_ns)
         plan = plans.put_writes_plan(thread_id, checkpoint_ns, checkpoint_id, task_id, writes)
@@ -548,7 +564,12 @@ class AsyncPostgresSaver(PostgresSaver):
     async def aget(
         self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
     ) -> Checkpoint | None:
-        plan = plans.get_plan(thread_id, checkpoint_id, checkpoint_ns, loaded=self._loaded)
+        read = self._heads.pop((thread_id, checkpoint_ns), None) if self._heads else None
+        if checkpoint_id is not None:
+            read = None
+        plan = plans.get_plan(
+            thread_id, checkpoint_id, checkpoint_ns, loaded=self._loaded, read=read
+        )
         return await self._arun(plan, doing=f"loading thread {_show(thread_id)}")
 
     async def alist(
@@ -570,11 +591,14 @@ class AsyncPostgresSaver(PostgresSaver):
         try:
             if not self._session.ready:
                 await to_thread(self._session.ensure)
+            head = plans.head_read(thread_id, checkpoint_ns)
             for _ in range(2):
-                plan = plans.acquire_plan(lease, self._session.key, self.lease_ttl)
+                plan = plans.acquire_plan(lease, self._session.key, self.lease_ttl, head)
                 started = time.monotonic()
                 if await self._arun(plan, doing=f"taking thread {_show(thread_id)}"):
                     self._session.took(lease.owner, started)
+                    if head.read_rows:
+                        self._heads[(thread_id, checkpoint_ns)] = head.read_rows[-1]
                     return lease
                 await to_thread(self._session.reconnect)
             raise CheckpointStoreError(
@@ -585,6 +609,8 @@ class AsyncPostgresSaver(PostgresSaver):
             raise
 
     async def arelease(self, lease: Lease) -> None:
+        if self._heads:
+            self._heads.pop((lease.thread_id, lease.checkpoint_ns), None)
         try:
             await self._arun(
                 plans.release_plan(lease), doing=f"releasing thread {_show(lease.thread_id)}"

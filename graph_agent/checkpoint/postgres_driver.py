@@ -47,9 +47,16 @@ def _drive(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
                 with conn.pipeline():
                     conn.execute(plans.SNAPSHOT_BEGIN)
                     cursor = conn.execute(query.sql, query.params, binary=True)
+            elif query.read is not None:
+                read = query.read
+                with conn.pipeline():
+                    cursor = conn.execute(query.sql, query.params, binary=True)
+                    reading = conn.execute(read.sql, read.params, binary=True)
+                assert read.read_rows is not None
+                read.read_rows.append(reading.fetchall())
             else:
                 cursor = conn.execute(query.sql, query.params, binary=True)
-            rows = cursor.fetchall() if cursor.description is not None else []
+            rows = cursor.fetchall() if _has_rows(cursor) else []
     except StopIteration as stop:
         result: T = stop.value
         return result
@@ -65,15 +72,30 @@ async def _adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
                 async with conn.pipeline():
                     await conn.execute(plans.SNAPSHOT_BEGIN)
                     cursor = await conn.execute(query.sql, query.params, binary=True)
+            elif query.read is not None:
+                read = query.read
+                async with conn.pipeline():
+                    cursor = await conn.execute(query.sql, query.params, binary=True)
+                    reading = await conn.execute(read.sql, read.params, binary=True)
+                assert read.read_rows is not None
+                read.read_rows.append(await reading.fetchall())
             else:
                 cursor = await conn.execute(query.sql, query.params, binary=True)
-            rows = await cursor.fetchall() if cursor.description is not None else []
+            rows = await cursor.fetchall() if _has_rows(cursor) else []
     except StopIteration as stop:
         result: T = stop.value
         return result
 
 
 _IDLE = 0  # libpq's PQTRANS_IDLE (psycopg.pq.TransactionStatus.IDLE)
+_TUPLES_OK = 2  # libpq's PGRES_TUPLES_OK (psycopg.pq.ExecStatus.TUPLES_OK)
+
+
+def _has_rows(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
+    """Whether the statement just run returned rows (possibly none): what
+    ``cursor.description is not None`` tells, without making its ``Column`` objects."""
+    result = cursor.pgresult
+    return result is not None and result.status == _TUPLES_OK
 
 
 def _snapshot_open(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:

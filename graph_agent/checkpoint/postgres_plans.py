@@ -33,7 +33,6 @@ from graph_agent.checkpoint.codec import (
     LoadedLists,
     blobs_to_store,
     decode_header,
-    decode_thread_heads,
     decode_write,
     encode_blob,
     encode_header,
@@ -42,7 +41,6 @@ from graph_agent.checkpoint.codec import (
     needed_versions,
     rebuild_value,
 )
-from graph_agent.checkpoint.thread_search import ThreadHeads
 from graph_agent.graph.errors import SerializationError, ThreadBusyError
 from graph_agent.graph.saver import COPY_TASK, IDS_THREAD, Blob
 
@@ -237,6 +235,9 @@ WITH RECURSIVE chain (key, version, kind, base, data, n) AS (
 SELECT 0, key, kind, data, n::bigint, version, base FROM chain
 UNION ALL
 SELECT 1, channel, task_id, data, seq, NULL, NULL FROM graph_agent_writes
+WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s
+UNION ALL
+SELECT 2, NULL, NULL, NULL, NULL, NULL, NULL FROM graph_agent_checkpoints
 WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s"""
 
 _PUT_WRITES = """
@@ -291,29 +292,6 @@ blobs AS (DELETE FROM graph_agent_blobs WHERE thread_key = %(thread)s),
 writes AS (DELETE FROM graph_agent_writes WHERE thread_key = %(thread)s)
 DELETE FROM graph_agent_leases WHERE thread_key = %(thread)s"""
 
-# search_threads: a page of the threads' heads (their newest top-level checkpoints), newest
-# first, then for those only the headers of the head and of the oldest checkpoint, each by
-# the primary key (a join of the heads with the checkpoints, planned as a hash join, read
-# every checkpoint of every thread)
-_THREAD_HEADS = """
-SELECT p.thread_id, (
-    SELECT c.header FROM graph_agent_checkpoints AS c WHERE c.thread_key = p.thread_key
-    AND c.checkpoint_ns = p.checkpoint_ns AND c.checkpoint_id = p.checkpoint_id), (
-    SELECT o.header FROM graph_agent_checkpoints AS o WHERE o.thread_key = p.thread_key
-    AND o.checkpoint_ns = p.checkpoint_ns ORDER BY o.checkpoint_id LIMIT 1)
-FROM (SELECT thread_key, checkpoint_ns, checkpoint_id, thread_id FROM graph_agent_heads
-      WHERE checkpoint_ns = %(ns)s
-      ORDER BY checkpoint_id DESC, thread_id LIMIT %(limit)s OFFSET %(offset)s) AS p
-ORDER BY p.checkpoint_id DESC, p.thread_id"""
-
-_STORED_BYTES = """SELECT
-    (SELECT coalesce(sum(octet_length(header)), 0) FROM graph_agent_checkpoints
-        WHERE thread_key = %(thread)s)
-    + (SELECT coalesce(sum(octet_length(data)), 0) FROM graph_agent_blobs
-        WHERE thread_key = %(thread)s)
-    + (SELECT coalesce(sum(octet_length(data)), 0) FROM graph_agent_writes
-        WHERE thread_key = %(thread)s)"""
-
 
 @dataclass(frozen=True, slots=True)
 class Query:
@@ -321,6 +299,10 @@ class Query:
 
     sql: str
     params: Mapping[str, Any]
+    read: Query | None = None
+    """A read sent with this statement, in one pipeline (one round trip); the driver appends
+    its rows to ``read_rows``."""
+    read_rows: builtins.list[builtins.list[tuple[Any, ...]]] | None = None
 
 
 Plan = Generator[Query, builtins.list[tuple[Any, ...]], T]
@@ -459,22 +441,34 @@ def get_plan(
     checkpoint_ns: str,
     decoded: DecodedBlobs | None = None,
     loaded: LoadedLists | None = None,
+    read: builtins.list[tuple[Any, ...]] | None = None,
 ) -> Plan[Checkpoint | None]:
     """One checkpoint (the newest for ``None``). ``decoded``: the blobs a listing has decoded
     so far (see :class:`DecodedBlobs`); ``loaded``: the lists the saver's loads rebuilt (see
-    :class:`LoadedLists`).
+    :class:`LoadedLists`); ``read``: the newest's header, already read (:func:`head_read`).
 
-    A checkpoint that is not there (a new thread's) costs one statement and no transaction;
-    one that is, is read again with its blobs in one snapshot."""
+    Two statements and no transaction: the header, then its blobs and pending writes in one
+    statement that also tells whether the checkpoint is still there. One statement sees one
+    snapshot, and a prune or delete commits whole: a checkpoint there has every blob it names
+    (a prune keeps, or stores whole, those of the checkpoints it keeps). One deleted in between
+    reads as not there; the newest is then looked up again (a prune may have left a newer
+    one)."""
     params = {"thread": thread_key(thread_id), "ns": _name(checkpoint_ns), "id": checkpoint_id}
     header = Query(_HEAD_HEADER if checkpoint_id is None else _HEADER, params)
-    if not (yield header):
-        return None
-    yield Query(SNAPSHOT_BEGIN, {})
-    rows = yield header
-    if not rows:  # deleted in between
-        return None
-    return (yield from load_plan(thread_id, checkpoint_ns, rows[0][0], decoded, loaded))
+    for attempt in range(3):
+        rows = read if attempt == 0 and read is not None else (yield header)
+        if not rows:
+            return None
+        checkpoint = decode_header(rows[0][0], thread_id, checkpoint_ns)
+        chains, writes, there = yield from _chains_plan(thread_id, checkpoint_ns, checkpoint)
+        if there:
+            return _loaded(checkpoint, chains, writes, decoded, loaded)
+        if checkpoint_id is not None:
+            return None
+    raise ThreadBusyError(
+        f"thread {_show(thread_id)} kept losing its newest checkpoint while it was being read "
+        "(deleted or pruned meanwhile); call again"
+    )
 
 
 def ids_plan(
@@ -518,7 +512,17 @@ def load_plan(
 ) -> Plan[Checkpoint]:
     """The checkpoint of ``header`` with its values and pending writes."""
     checkpoint = decode_header(header, thread_id, checkpoint_ns)
-    chains, writes = yield from _chains_plan(thread_id, checkpoint_ns, checkpoint)
+    chains, writes, _ = yield from _chains_plan(thread_id, checkpoint_ns, checkpoint)
+    return _loaded(checkpoint, chains, writes, decoded, loaded)
+
+
+def _loaded(
+    checkpoint: Checkpoint,
+    chains: _Chains,
+    writes: _Writes,
+    decoded: DecodedBlobs | None,
+    loaded: LoadedLists | None,
+) -> Checkpoint:
     load_values(checkpoint, lambda key, _: chains.get(key, []), decoded, loaded)
     checkpoint.pending_writes = tuple(
         decode_write(checkpoint, task_id, channel, data) for task_id, channel, data in writes
@@ -532,8 +536,9 @@ _Writes = builtins.list[tuple[str, str, bytes]]  # [(task id, channel, data)], i
 
 def _chains_plan(
     thread_id: str, checkpoint_ns: str, checkpoint: Checkpoint
-) -> Plan[tuple[_Chains, _Writes]]:
-    """Each key's blob chain (newest first) and the pending writes (in the order written)."""
+) -> Plan[tuple[_Chains, _Writes, bool]]:
+    """Each key's blob chain (newest first), the pending writes (in the order written), and
+    whether the checkpoint's row is there, all read by one statement (one snapshot)."""
     versions = checkpoint.versions
     rows = yield Query(
         _LOAD,
@@ -547,14 +552,17 @@ def _chains_plan(
     )
     links: dict[str, builtins.list[tuple[int, Link]]] = {}
     writes: builtins.list[tuple[int, str, str, bytes]] = []
+    there = False
     for part, name, kind_or_task, data, order, version, base in rows:
         if part == 0:
             links.setdefault(_text(name), []).append((order, (version, kind_or_task, base, data)))
-        else:
+        elif part == 1:
             writes.append((order, kind_or_task, _text(name), data))
+        else:
+            there = True
     chains = {key: [link for _, link in sorted(chain)] for key, chain in links.items()}
     writes.sort()
-    return chains, [(task_id, channel, data) for _, task_id, channel, data in writes]
+    return chains, [(task_id, channel, data) for _, task_id, channel, data in writes], there
 
 
 def copy_thread_plan(src_thread_id: str, dst_thread_id: str) -> Plan[None]:
@@ -653,7 +661,7 @@ def _prune_namespace_plan(thread_id: str, checkpoint_ns: str, keep_last: int) ->
 def _materialize_plan(thread_id: str, checkpoint_ns: str, header: bytes) -> Plan[None]:
     """Store every key of this checkpoint whole, so the deltas behind it can go."""
     checkpoint = decode_header(header, thread_id, checkpoint_ns)
-    chains, _ = yield from _chains_plan(thread_id, checkpoint_ns, checkpoint)
+    chains, _, _ = yield from _chains_plan(thread_id, checkpoint_ns, checkpoint)
     for key, version in checkpoint.versions.items():
         chain = chains.get(key, [])
         if len(chain) == 1 and chain[0][1] == "full":
@@ -673,8 +681,11 @@ def _materialize_plan(thread_id: str, checkpoint_ns: str, header: bytes) -> Plan
         )
 
 
-def acquire_plan(lease: Lease, session_key: int, ttl: float) -> Plan[bool]:
-    """Take the lease row; False when this saver's own session was lost (reconnect, retry)."""
+def acquire_plan(
+    lease: Lease, session_key: int, ttl: float, read: Query | None = None
+) -> Plan[bool]:
+    """Take the lease row; False when this saver's own session was lost (reconnect, retry).
+    ``read``: a read sent with the first attempt, in one round trip (see :func:`head_read`)."""
     params = {
         "thread": thread_key(lease.thread_id),
         "ns": _name(lease.checkpoint_ns),
@@ -685,8 +696,11 @@ def acquire_plan(lease: Lease, session_key: int, ttl: float) -> Plan[bool]:
         "ttl": ttl,
     }
     while True:
-        if (yield Query(_ACQUIRE, params)):
+        if (yield Query(_ACQUIRE, params, read)):
             return True
+        if read is not None and read.read_rows:  # read while another held it: stale once taken
+            read.read_rows.clear()
+        read = None
         if not (yield Query(_SESSION_ALIVE, params))[0][0]:
             return False
         holder = yield Query(_HOLDER, params)
@@ -700,6 +714,14 @@ def acquire_plan(lease: Lease, session_key: int, ttl: float) -> Plan[bool]:
         # released between the two statements: try again
 
 
+def head_read(thread_id: str, checkpoint_ns: str) -> Query:
+    """The newest checkpoint's header, as :func:`get_plan` reads it first: sent with a run's
+    lease (:func:`acquire_plan`), whose holder alone writes the thread until it lets go, so
+    that the run's first ``get`` starts from it, one round trip fewer."""
+    params = {"thread": thread_key(thread_id), "ns": _name(checkpoint_ns), "id": None}
+    return Query(_HEAD_HEADER, params, read_rows=[])
+
+
 def release_plan(lease: Lease) -> Plan[None]:
     yield Query(
         _RELEASE,
@@ -709,53 +731,6 @@ def release_plan(lease: Lease) -> Plan[None]:
             "owner": lease.owner,
         },
     )
-
-
-def cache_read_plan(namespace: str, key: str, now: float) -> Plan[bytes | None]:
-    rows = yield Query(
-        "SELECT data FROM graph_agent_node_cache WHERE namespace = %(ns)s AND key = %(key)s "
-        "AND (expires_at IS NULL OR expires_at > %(now)s)",
-        {"ns": _name(namespace), "key": _name(key), "now": now},
-    )
-    return bytes(rows[0][0]) if rows else None
-
-
-def cache_write_plan(namespace: str, key: str, data: bytes, expires_at: float | None) -> Plan[None]:
-    yield Query(
-        "INSERT INTO graph_agent_node_cache (namespace, key, data, expires_at) "
-        "VALUES (%(ns)s, %(key)s, %(data)s, %(expires)s) ON CONFLICT (namespace, key) "
-        "DO UPDATE SET data = EXCLUDED.data, expires_at = EXCLUDED.expires_at",
-        {"ns": _name(namespace), "key": _name(key), "data": data, "expires": expires_at},
-    )
-
-
-def cache_delete_plan(namespace: str | None) -> Plan[None]:
-    if namespace is None:
-        yield Query("DELETE FROM graph_agent_node_cache", {})
-    else:
-        yield Query(
-            "DELETE FROM graph_agent_node_cache WHERE namespace = %(ns)s", {"ns": _name(namespace)}
-        )
-
-
-def threads_plan() -> Plan[builtins.list[str]]:
-    rows = yield Query("SELECT DISTINCT thread_id FROM graph_agent_heads ORDER BY thread_id", {})
-    return [_text(row[0]) for row in rows]
-
-
-def thread_heads_plan(limit: int, offset: int) -> Plan[builtins.list[ThreadHeads]]:
-    """search_threads' read: see :meth:`CheckpointSaver._thread_heads`."""
-    rows = yield Query(_THREAD_HEADS, {"ns": _name(""), "limit": limit, "offset": offset})
-    return [
-        decode_thread_heads(_text(thread), newest, oldest)
-        for thread, newest, oldest in rows
-        if newest is not None  # (a head is stored with its checkpoint: never, in one snapshot)
-    ]
-
-
-def stored_bytes_plan(thread_id: str) -> Plan[int]:
-    rows = yield Query(_STORED_BYTES, {"thread": thread_key(thread_id)})
-    return int(rows[0][0])
 
 
 def migrate_plan(where: str) -> Plan[None]:

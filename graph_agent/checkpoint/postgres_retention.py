@@ -1,5 +1,6 @@
 """The PostgreSQL savers' retention plans (see :mod:`graph_agent.checkpoint.retention`): a page
-of threads with their last activity, and the change of one thread in one transaction.
+of threads with their last activity, and the change of one thread in one transaction; and the
+other reads across threads (the thread ids, ``search_threads``' page, a thread's size).
 
 A run's ``acquire`` and a sweep meet on the thread's top-level lease row: the sweep takes it
 for its transaction (unless a lease that binds is there: the thread is busy), so an
@@ -15,9 +16,10 @@ import socket
 from datetime import datetime
 from typing import Any
 
-from graph_agent.checkpoint.codec import decode_header
+from graph_agent.checkpoint.codec import decode_header, decode_thread_heads
 from graph_agent.checkpoint.postgres_plans import Plan, Query, _name, _text, prune_plan, thread_key
 from graph_agent.checkpoint.retention import Decide, Outcome
+from graph_agent.checkpoint.thread_search import ThreadHeads
 
 # the next threads after a cursor (a thread key), each with its newest top-level checkpoint's
 # header (else its newest one's): the keys by the primary key's index, then a head each
@@ -109,3 +111,47 @@ def retain_thread_plan(thread_id: str, decide: Decide) -> Plan[tuple[Outcome, in
 
 
 _HOST = socket.gethostname()
+
+
+# search_threads: a page of the threads' heads (their newest top-level checkpoints), newest
+# first, then for those only the headers of the head and of the oldest checkpoint, each by
+# the primary key (a join of the heads with the checkpoints, planned as a hash join, read
+# every checkpoint of every thread)
+_THREAD_HEADS = """
+SELECT p.thread_id, (
+    SELECT c.header FROM graph_agent_checkpoints AS c WHERE c.thread_key = p.thread_key
+    AND c.checkpoint_ns = p.checkpoint_ns AND c.checkpoint_id = p.checkpoint_id), (
+    SELECT o.header FROM graph_agent_checkpoints AS o WHERE o.thread_key = p.thread_key
+    AND o.checkpoint_ns = p.checkpoint_ns ORDER BY o.checkpoint_id LIMIT 1)
+FROM (SELECT thread_key, checkpoint_ns, checkpoint_id, thread_id FROM graph_agent_heads
+      WHERE checkpoint_ns = %(ns)s
+      ORDER BY checkpoint_id DESC, thread_id LIMIT %(limit)s OFFSET %(offset)s) AS p
+ORDER BY p.checkpoint_id DESC, p.thread_id"""
+
+_STORED_BYTES = """SELECT
+    (SELECT coalesce(sum(octet_length(header)), 0) FROM graph_agent_checkpoints
+        WHERE thread_key = %(thread)s)
+    + (SELECT coalesce(sum(octet_length(data)), 0) FROM graph_agent_blobs
+        WHERE thread_key = %(thread)s)
+    + (SELECT coalesce(sum(octet_length(data)), 0) FROM graph_agent_writes
+        WHERE thread_key = %(thread)s)"""
+
+
+def threads_plan() -> Plan[builtins.list[str]]:
+    rows = yield Query("SELECT DISTINCT thread_id FROM graph_agent_heads ORDER BY thread_id", {})
+    return [_text(row[0]) for row in rows]
+
+
+def thread_heads_plan(limit: int, offset: int) -> Plan[builtins.list[ThreadHeads]]:
+    """search_threads' read: see :meth:`CheckpointSaver._thread_heads`."""
+    rows = yield Query(_THREAD_HEADS, {"ns": _name(""), "limit": limit, "offset": offset})
+    return [
+        decode_thread_heads(_text(thread), newest, oldest)
+        for thread, newest, oldest in rows
+        if newest is not None  # (a head is stored with its checkpoint: never, in one snapshot)
+    ]
+
+
+def stored_bytes_plan(thread_id: str) -> Plan[int]:
+    rows = yield Query(_STORED_BYTES, {"thread": thread_key(thread_id)})
+    return int(rows[0][0])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import json
 import os
 import random
@@ -184,6 +185,66 @@ def test_of_writers_racing_on_the_same_parent_exactly_one_succeeds(dsn, first):
     finally:
         for saver in savers:
             saver.close()
+
+
+def changed_after_the_header(saver: PostgresSaver, change: Any) -> Any:
+    """``saver.get`` with ``change()`` made (and committed) right after its header was read,
+    before its blobs are: the gap between its two statements."""
+    from graph_agent.checkpoint import postgres_plans
+
+    get_plan = postgres_plans.get_plan
+
+    def plan(*args: Any, **kwargs: Any) -> Any:
+        inner = get_plan(*args, **kwargs)
+        rows = None
+        for n in itertools.count():
+            try:
+                query = inner.send(rows)  # type: ignore[arg-type]
+            except StopIteration as stop:
+                return stop.value
+            rows = yield query
+            if n == 0:
+                change()
+
+    return plan
+
+
+@pytest.mark.parametrize("change", ["delete", "prune", "move-and-prune"])
+def test_a_get_meeting_a_delete_or_prune_between_its_statements_reads_a_whole_checkpoint(
+    dsn, monkeypatch, change
+):
+    # get reads the header, then the blobs in a second statement (no transaction): what a
+    # delete or prune committed in between must neither fail the load nor mix two states
+    from graph_agent.checkpoint import postgres_plans
+
+    with PostgresSaver(dsn) as saver, PostgresSaver(dsn) as other:
+        first = child_of(None)
+        saver.put(first)
+        head = child_of(first)
+        saver.put(head)
+        newer = child_of(head)
+
+        def make_change() -> None:
+            if change == "delete":
+                other.delete_thread("t")
+            elif change == "prune":
+                other.prune("t", 1)
+            else:
+                other.put(newer)
+                other.prune("t", 1)
+
+        planned = changed_after_the_header(saver, make_change)
+        monkeypatch.setattr(postgres_plans, "get_plan", planned)
+        loaded = saver.get("t")
+        if change == "delete":
+            assert loaded is None
+        else:
+            expected = head if change == "prune" else newer
+            assert loaded is not None and loaded.id == expected.id
+            assert loaded.values == {"n": expected.id}
+        monkeypatch.undo()
+        if change != "prune":
+            assert saver.get("t", head.id) is None  # gone
 
 
 def test_storage_calls_of_different_threads_run_in_parallel_up_to_the_pool_size(dsn):
@@ -382,6 +443,82 @@ async def test_the_async_saver_runs_storage_natively_on_its_event_loop(dsn):
         assert (await saver.aget("t", checkpoint_ns="child")).values == loaded.values
         assert saver._apool is not None and saver._apool.get_stats()["requests_num"] >= 12
         assert saver.get("t").id == second.id  # the sync face sees the same rows
+
+
+def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What async connections send from now on: each statement alone, or ``pipeline`` for a
+    pipeline's statements (one round trip)."""
+    sent: list[str] = []
+    execute, pipeline = psycopg.AsyncConnection.execute, psycopg.AsyncConnection.pipeline
+
+    async def counted_execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._pipeline is None:
+            sent.append(str(query).split()[0])
+        return await execute(self, query, *args, **kwargs)
+
+    def counted_pipeline(self: Any) -> Any:
+        sent.append("pipeline")
+        return pipeline(self)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted_execute)
+    monkeypatch.setattr(psycopg.AsyncConnection, "pipeline", counted_pipeline)
+    return sent
+
+
+async def test_an_async_run_reads_its_thread_with_its_lease_and_never_that_read_after_a_write(
+    dsn, monkeypatch
+):
+    g = StateGraph("one")
+    g.add_node("add", lambda state: {"n": state["n"] + 1}).add_edge(START, "add")
+    g.add_edge("add", END)
+    cfg = RunnableConfig(thread_id="t")
+    async with AsyncPostgresSaver(dsn) as saver:
+        app = g.compile(CompileConfig(saver=saver))
+        assert (await app.ainvoke({"n": 0}, cfg))["n"] == 1
+        sent = round_trips(monkeypatch)
+        assert (await app.ainvoke({"n": 5}, cfg))["n"] == 6
+        # the lease with the thread's header; its blobs; two checkpoints; the release
+        assert sent == ["pipeline", "WITH", "WITH", "WITH", "DELETE"], sent
+        assert saver._heads == {}
+        monkeypatch.undo()
+
+        # a read made with a lease is used by the first aget only, and never after a write
+        lease = await saver.aacquire("t")
+        head = await saver.aget("t")
+        assert head is not None and head.values == {"n": 6}
+        await saver.aput(child_of(head))
+        assert (await saver.aget("t")).parent_id == head.id
+        await saver.arelease(lease)
+        lease = await saver.aacquire("t")
+        newest = saver.get("t")  # (the sync face: the read made with the lease stays)
+        await saver.aput(child_of(newest))
+        assert (await saver.aget("t")).parent_id == newest.id
+        await saver.arelease(lease)
+        # the thread deleted between the lease and the read: not there
+        lease = await saver.aacquire("t")
+        saver.delete_thread("t")
+        assert await saver.aget("t") is None
+        await saver.arelease(lease)
+
+
+def test_a_read_sent_with_a_lease_that_was_refused_is_dropped():
+    # taken at the second try (its holder let go between two statements): what was read
+    # while the other held the thread may be stale by now
+    from graph_agent.checkpoint import postgres_plans
+    from graph_agent.checkpoint.base import Lease
+
+    read = postgres_plans.head_read("t", "")
+    plan = postgres_plans.acquire_plan(Lease("t", "", "owner"), 1, 30.0, read)
+    first = next(plan)
+    assert first.read is read
+    read.read_rows.append([(b"header",)])  # as the driver does
+    plan.send([])  # refused
+    plan.send([(True,)])  # our session is alive
+    again = plan.send([])  # nobody holds it now
+    assert again.read is None and read.read_rows == []
+    with pytest.raises(StopIteration) as stop:
+        plan.send([("owner",)])
+    assert stop.value.value is True
 
 
 async def test_the_async_saver_serves_graph_runs_and_refuses_a_second_run(dsn):

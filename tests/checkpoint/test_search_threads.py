@@ -13,7 +13,7 @@ import pytest
 from graph_agent import END, START, CompileConfig, RunnableConfig, StateGraph
 from graph_agent.checkpoint import ThreadInfo
 from graph_agent.checkpoint.postgres import PostgresSaver
-from graph_agent.checkpoint.postgres_plans import thread_heads_plan
+from graph_agent.checkpoint.postgres_retention import thread_heads_plan
 from graph_agent.checkpoint.sqlite import SqliteSaver
 from tests.checkpoint.postgres_db import fresh_schema
 
