@@ -6,11 +6,19 @@ in turns, round after round (one server at a time), and answer the same HTTP req
 
 - the latency of one ``runs/wait`` at one client (sequential requests, 50 per server; the
   median is the p50);
-- runs per second with 10 and with 50 concurrent clients (asyncio + one ``httpx.AsyncClient``
-  per client, each sending its next request as soon as the last one is answered), and, for our
-  servers, the CPU time each run cost (``cpu_ms_per_run_median``: the server's processes and
-  the PostgreSQL backends they are connected to, read from ``/proc``; steadier than runs/s on
-  a shared machine).
+- runs per second with 10 and with 50 concurrent clients (asyncio, each client on one
+  keep-alive HTTP/1.1 connection of its own, sending its next request as soon as the last one
+  is answered), and the CPU time each run cost: ``cpu_ms_per_run_median``, our server's
+  processes and the PostgreSQL backends they are connected to, read from ``/proc`` (steadier
+  than runs/s on a shared machine); ``langgraph_server_cpu_ms_per_run``, LangGraph Server's
+  processes; ``client_cpu_ms_per_run``, this process's (the clients').
+
+The clients run on the same cores as the servers, so what they spend is taken from the
+servers. They use :mod:`benchmarks.lean_http` (about 0.3 ms of CPU per run); with
+``--client httpx`` (one ``httpx.AsyncClient`` per client, what this benchmark used before) the
+clients cost 2.4-2.9 ms per run, half of what our server spends on a durable run, and our
+runs/s at 10 clients read 63 against 86-121 with the lean clients (SQLite, on threads, a
+machine loaded by other work). Every server is measured with the same client.
 
 With ``--on-threads`` each client sends its runs on a thread of its own
 (``/threads/{id}/runs/wait``): durable runs, whose checkpoints and records are stored, where a
@@ -21,11 +29,27 @@ Servers: ``graph-agent serve`` on the SQLite default; ``graph-agent serve --post
 a fresh schema, dropped afterwards) when PostgreSQL answers at ``GRAPH_AGENT_BENCH_POSTGRES``
 (default the test server); and LangGraph Server (``langgraph dev --no-browser --no-reload``: its
 in-memory runtime on its defaults; ``--n-jobs-per-worker 10`` made it slower here, 10 runs/s at
-10 clients against 37-56) when ``langgraph-cli[inmem]`` is installed. It takes about three
-minutes with all three, so it is not in ``python -m benchmarks``; run it alone with
-``python -m benchmarks.serve [--quick] [--without-langgraph] [--without-postgres]
-[--without-sqlite] [--on-threads]``. LangGraph Server is started on a free port (``--port``) and
-reached on the port its log says it took.
+10 clients against 37-56) when ``langgraph-cli[inmem]`` is installed. Its pins clash with the
+dev extra's, so it may live in a venv of its own, named by ``GRAPH_AGENT_BENCH_LANGGRAPH`` (the
+path of its ``langgraph`` executable; else one beside this Python or on ``PATH``)::
+
+    python3 -m venv ~/lgvenv
+    ~/lgvenv/bin/pip install 'langgraph-cli[inmem]' langgraph
+    GRAPH_AGENT_BENCH_LANGGRAPH=~/lgvenv/bin/langgraph python -m benchmarks.serve --on-threads
+
+LangGraph Server is started on a free port (``--port``: 2024, its default, may be taken) and
+reached on the port its log says it took. All three take about eight minutes (three times that
+on a machine loaded by other work), so this is not in ``python -m benchmarks``; run it alone
+with ``python -m benchmarks.serve [--quick] [--without-langgraph] [--without-postgres]
+[--without-sqlite] [--on-threads] [--client lean|httpx] [--baseline TREE] [--rounds N]``.
+Its last lines give issue 35's targets: our runs/s over LangGraph Server's per backend and
+client count (≥ ×5), and our CPU per run (≤ 1.5 ms SQLite, ≤ 4 ms PostgreSQL with its
+backends).
+
+``--baseline TREE`` serves the ``graph_agent`` of another source tree (a ``git worktree`` of an
+older commit) on SQLite beside ours, in the same turns: how "new features cost nothing when
+unused" is checked, e.g. ``git worktree add /tmp/old a3420de`` and ``python -m
+benchmarks.serve --on-threads --without-langgraph --without-postgres --baseline /tmp/old``.
 
 Where a durable run's server CPU goes (``--on-threads``, SQLite; issue 35's target: 1.5 ms)
 ------------------------------------------------------------------------------------------
@@ -81,6 +105,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
+import json
 import os
 import re
 import shutil
@@ -90,13 +116,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 
 from benchmarks.harness import GRAPH_AGENT, LANGGRAPH, Row, Settings
+from benchmarks.lean_http import Connection
 from benchmarks.postgres import DSN, fresh_schema, unavailable
 
 ASSISTANT = "chain"
@@ -106,6 +134,9 @@ CLIENTS = (10, 50)
 CPU_TARGET_MS = {"sqlite": 1.5, "postgres": 4.0}
 """Issue 35's targets for the server's CPU time per durable run (PostgreSQL: its backends
 included)."""
+THROUGHPUT_TARGET = 5.0
+"""Issue 35's target for runs/s: at least five times LangGraph Server's, at every client count."""
+LABELS = {"sqlite": "SQLite", "baseline": "SQLite, --baseline", "postgres": "PostgreSQL, 2 workers"}
 
 OURS = """\
 from graph_agent import END, START, StateGraph
@@ -169,6 +200,9 @@ class Figures:
     of PostgreSQL's backends serving them."""
     backend_ms_per_run: dict[int, list[float]] = field(default_factory=dict)
     """The part of :attr:`cpu_ms_per_run` spent by PostgreSQL's backends."""
+    client_ms_per_run: dict[int, list[float]] = field(default_factory=dict)
+    """CPU time per run of the benchmark's own process (the clients) while measuring runs/s:
+    it shares the two cores with the servers."""
 
 
 @dataclass(frozen=True)
@@ -198,17 +232,28 @@ def run(
     with_sqlite: bool = True,
     clients: tuple[int, ...] = CLIENTS,
     on_threads: bool = False,
+    client: str = "lean",
+    baseline: Path | None = None,
+    rounds: int | None = None,
 ) -> list[Row]:
-    """Every server's figures as rows (graph_agent's PostgreSQL figures in rows of their own)."""
+    """Every server's figures as rows (graph_agent's PostgreSQL figures in rows of their own);
+    ``client`` is ``lean`` (:mod:`benchmarks.lean_http`) or ``httpx``, the same for every
+    server; ``baseline``, a source tree whose server is measured beside ours on SQLite;
+    ``rounds``, each server's turns (default :func:`sizes`')."""
     size = sizes(settings)
+    if rounds is not None:
+        size = dataclasses.replace(size, rounds=rounds)
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as folder, contextlib.ExitStack() as up:
         root = Path(folder)
         (root / "ga_chain.py").write_text(OURS)
         (root / "lg_chain.py").write_text(THEIRS)
         (root / "langgraph.json").write_text(LANGGRAPH_JSON)
-        ours: dict[str, _Served] = {}
+        servers: dict[str, _Served] = {}
         if with_sqlite:
-            ours["sqlite"] = up.enter_context(_ours(root, ["--db", str(root / "serve.db")]))
+            servers["sqlite"] = up.enter_context(_ours(root, ["--db", str(root / "serve.db")]))
+        if baseline is not None:
+            options = ["--db", str(root / "baseline.db")]
+            servers["baseline"] = up.enter_context(_ours(root, options, source=baseline))
         if with_postgres:
             reason = unavailable()
             if reason:
@@ -219,26 +264,25 @@ def run(
                 dsn = up.enter_context(fresh_schema("bench_serve"))
                 application = str(conninfo_to_dict(dsn)["application_name"])
                 served = _ours(root, ["--postgres", dsn, "--workers", "2"], application)
-                ours["postgres"] = up.enter_context(served)
-        urls = {name: served.url for name, served in ours.items()}
+                servers["postgres"] = up.enter_context(served)
         if settings.with_langgraph:
             if not langgraph_cli_available():
                 print(
-                    "LangGraph Server skipped: pip install 'langgraph-cli[inmem]'", file=sys.stderr
+                    "LangGraph Server skipped: pip install 'langgraph-cli[inmem]' (here, or in a "
+                    "venv of its own named by GRAPH_AGENT_BENCH_LANGGRAPH)",
+                    file=sys.stderr,
                 )
             else:
-                urls["langgraph"] = up.enter_context(_langgraph_dev(root))
-        servers = asyncio.run(_measure(urls, size, clients, ours, on_threads))
-    return _rows(servers, clients, " on threads" if on_threads else "")
+                servers["langgraph"] = up.enter_context(_langgraph_dev(root))
+        connect = CLIENT_KINDS[client]
+        figures = asyncio.run(_measure(servers, size, clients, connect, on_threads))
+    return _rows(figures, clients, " on threads" if on_threads else "")
 
 
 def _rows(servers: dict[str, Figures], clients: tuple[int, ...], runs: str = "") -> list[Row]:
     theirs = servers.get("langgraph")
     rows = []
-    for name, label, cpu_target in (
-        ("sqlite", "SQLite", CPU_TARGET_MS["sqlite"]),
-        ("postgres", "PostgreSQL, 2 workers", CPU_TARGET_MS["postgres"]),
-    ):
+    for name, label in LABELS.items():
         if name not in servers:
             continue
         mine = servers[name]
@@ -256,26 +300,71 @@ def _rows(servers: dict[str, Figures], clients: tuple[int, ...], runs: str = "")
         )
         for count in clients:
             throughput = {GRAPH_AGENT: mine.runs_per_second[count]}
+            extra: dict[str, object] = {}
+            cpu = mine.cpu_ms_per_run.get(count, [])
+            if cpu:
+                extra["cpu_ms_per_run_median"] = round(_median(cpu), 2)
+                extra["cpu_ms_per_run_target"] = CPU_TARGET_MS.get(name, CPU_TARGET_MS["sqlite"])
+            backends = mine.backend_ms_per_run.get(count, [])
+            if name == "postgres" and backends:
+                extra["of_which_postgres_backends_ms"] = round(_median(backends), 2)
+            client_cpu = {GRAPH_AGENT: mine.client_ms_per_run.get(count, [])}
             if theirs is not None:
                 throughput[LANGGRAPH] = theirs.runs_per_second[count]
-            extra = {}
-            cpu = sorted(mine.cpu_ms_per_run.get(count, []))
-            if cpu:
-                extra["cpu_ms_per_run_median"] = round(cpu[len(cpu) // 2], 2)
-                extra["cpu_ms_per_run_target"] = cpu_target
-            backends = sorted(mine.backend_ms_per_run.get(count, []))
-            if name == "postgres" and backends:
-                extra["of_which_postgres_backends_ms"] = round(backends[len(backends) // 2], 2)
+                rounds = theirs.runs_per_second[count]
+                extra["langgraph_runs_per_second_by_round"] = [round(rate, 1) for rate in rounds]
+                client_cpu[LANGGRAPH] = theirs.client_ms_per_run.get(count, [])
+                server = theirs.cpu_ms_per_run.get(count, [])
+                if server:
+                    extra["langgraph_server_cpu_ms_per_run"] = round(_median(server), 2)
+            extra["client_cpu_ms_per_run"] = {
+                who: round(_median(values), 2) for who, values in client_cpu.items() if values
+            }
             rows.append(
                 Row(
                     key=f"Serve runs/wait{runs}, {count} clients ({label})",
                     unit="runs/s",
                     samples=throughput,
-                    target="≥ ×5 LangGraph Server's",
+                    target=f"≥ ×{THROUGHPUT_TARGET:g} LangGraph Server's",
                     extra=extra,
                 )
             )
     return rows
+
+
+def targets(rows: list[Row]) -> list[str]:
+    """Issue 35's targets, one line per backend and client count, from the rows of one run:
+    ours / LangGraph Server's runs/s (≥ ×5; medians, and ours over LangGraph's best round:
+    ``langgraph dev`` keeps every run in memory and slows down as they pile up, so its later
+    rounds are its slowest) and our server's CPU per run (≤ 1.5 ms SQLite, ≤ 4 ms PostgreSQL
+    with its backends)."""
+    lines = []
+    for row in rows:
+        if row.unit != "runs/s":
+            continue
+        label = row.key.split("wait", 1)[1].strip()
+        text = f"{label:<48}"
+        mine = _median(row.samples[GRAPH_AGENT])
+        if LANGGRAPH in row.samples:
+            theirs = row.samples[LANGGRAPH]
+            ratio, against_best = mine / _median(theirs), mine / max(theirs)
+            met = "met" if ratio >= THROUGHPUT_TARGET else "NOT met"
+            text += f" runs/s {mine:6.1f} = ×{ratio:5.2f} LangGraph's ({met:>7};"
+            text += f" ×{against_best:.2f} its best round)"
+        else:
+            text += f" runs/s {mine:6.1f} (no LangGraph Server to compare)"
+        cpu, bound = row.extra.get("cpu_ms_per_run_median"), row.extra.get("cpu_ms_per_run_target")
+        if isinstance(cpu, float) and isinstance(bound, float):
+            met = "met" if cpu <= bound else "NOT met"
+            text += f"   CPU {cpu:5.2f} ms/run, ≤ {bound:g} ({met})"
+        lines.append(text)
+    return lines
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -283,87 +372,144 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
+class _Client(Protocol):
+    """One client's connection: the lean one or httpx's, the same for every server."""
+
+    async def post(self, path: str, body: object) -> tuple[int, bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class _Httpx:
+    """An ``httpx.AsyncClient`` as a :class:`_Client` (``--client httpx``: what the benchmark
+    used before; it costs the shared cores more CPU per request than the lean client)."""
+
+    def __init__(self, url: str, timeout: float = 300) -> None:
+        self._client = httpx.AsyncClient(base_url=url, timeout=timeout)
+
+    async def post(self, path: str, body: object) -> tuple[int, bytes]:
+        for _ in range(2):  # langgraph dev drops a connection now and then at 50 clients
+            try:
+                response = await self._client.post(path, json=body)
+                break
+            except httpx.TransportError:
+                continue
+        else:
+            response = await self._client.post(path, json=body)
+        return response.status_code, response.content
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+Connect = Callable[[str, float], _Client]
+"""Opens one client's connection to a server's URL, with a timeout per request in seconds."""
+CLIENT_KINDS: dict[str, Connect] = {"lean": Connection, "httpx": _Httpx}
+
+
 async def _measure(
-    urls: dict[str, str],
+    servers: dict[str, _Served],
     size: Sizes,
     clients: tuple[int, ...],
-    ours: dict[str, _Served],
+    connect: Connect = Connection,
     on_threads: bool = False,
 ) -> dict[str, Figures]:
     """Every server measured in turns, one round of each measurement after another, so that a
     neighbour's load on the shared machine slows them alike (as :func:`timed_together` does)."""
-    figures = {name: Figures([], {count: [] for count in clients}) for name in urls}
-    for url in urls.values():
-        async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+    figures = {name: Figures([], {count: [] for count in clients}) for name in servers}
+    for served in servers.values():
+        client = connect(served.url, 120)
+        try:
             path = await _path(client, on_threads)
             for _ in range(3):  # warm-up: imports, connections, caches
                 await _one(client, path)
+        finally:
+            await client.aclose()
     for _ in range(size.rounds):
-        for name, url in urls.items():
-            async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+        for name, served in servers.items():
+            client = connect(served.url, 120)
+            try:
                 path = await _path(client, on_threads)
                 for _ in range(size.sequential):
                     started = time.perf_counter()
                     await _one(client, path)
                     figures[name].latencies_ms.append((time.perf_counter() - started) * 1000)
+            finally:
+                await client.aclose()
         for count in clients:
-            for name, url in urls.items():
-                served = ours.get(name)
-                before = _cpu_split(served) if served is not None else (0.0, 0.0)
-                try:
-                    rate = await _runs_per_second(url, count, size.per_client, on_threads)
-                except httpx.HTTPError as exc:  # which server dropped a request
-                    raise RuntimeError(f"{name} at {count} clients: {exc!r}") from exc
-                figures[name].runs_per_second[count].append(rate)
-                if served is not None:
-                    after = _cpu_split(served)
-                    runs = count * (size.per_client + 1)  # + connecting's
-                    per_run = (sum(after) - sum(before)) * 1000 / runs
-                    figures[name].cpu_ms_per_run.setdefault(count, []).append(per_run)
-                    backends = (after[1] - before[1]) * 1000 / runs
-                    figures[name].backend_ms_per_run.setdefault(count, []).append(backends)
+            for name, served in servers.items():
+                sample = _throughput(figures[name], name, served, connect, count, size, on_threads)
+                await sample
     return figures
 
 
+async def _throughput(
+    figures: Figures,
+    name: str,
+    served: _Served,
+    connect: Connect,
+    count: int,
+    size: Sizes,
+    on_threads: bool,
+) -> None:
+    """One sample of runs/s at ``count`` clients, with the CPU time each run cost the server
+    (its process group, and its PostgreSQL backends) and the clients (this process)."""
+    before = _cpu_split(served)
+    try:
+        rate, client_seconds = await _runs_per_second(
+            served.url, count, size.per_client, connect, on_threads
+        )
+    except (httpx.HTTPError, ConnectionError) as exc:  # which server dropped a request
+        raise RuntimeError(f"{name} at {count} clients: {exc!r}") from exc
+    after = _cpu_split(served)
+    figures.runs_per_second[count].append(rate)
+    runs = count * (size.per_client + 1)  # + connecting's
+    figures.cpu_ms_per_run.setdefault(count, []).append((sum(after) - sum(before)) * 1000 / runs)
+    figures.backend_ms_per_run.setdefault(count, []).append((after[1] - before[1]) * 1000 / runs)
+    timed = count * size.per_client
+    figures.client_ms_per_run.setdefault(count, []).append(client_seconds * 1000 / timed)
+
+
 async def _runs_per_second(
-    url: str, clients: int, per_client: int, on_threads: bool = False
-) -> float:
-    """``clients`` clients, each with its own connection, sending ``per_client`` runs in turn."""
-    sessions = [httpx.AsyncClient(base_url=url, timeout=300) for _ in range(clients)]
+    url: str,
+    clients: int,
+    per_client: int,
+    connect: Connect = Connection,
+    on_threads: bool = False,
+) -> tuple[float, float]:
+    """``clients`` clients, each with its own connection, sending ``per_client`` runs in turn:
+    runs per second, and the CPU seconds this process (the clients) spent meanwhile."""
+    sessions = [connect(url, 300) for _ in range(clients)]
     try:
         paths = await asyncio.gather(*(_path(session, on_threads) for session in sessions))
         await asyncio.gather(*map(_one, sessions, paths))  # connect everyone
 
-        async def client(session: httpx.AsyncClient, path: str) -> None:
+        async def client(session: _Client, path: str) -> None:
             for _ in range(per_client):
                 await _one(session, path)
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*map(client, sessions, paths))
-        return clients * per_client / (time.perf_counter() - started)
+        cpu, elapsed = time.process_time() - cpu, time.perf_counter() - started
+        return clients * per_client / elapsed, cpu
     finally:
         await asyncio.gather(*(session.aclose() for session in sessions))
 
 
-async def _path(client: httpx.AsyncClient, on_thread: bool) -> str:
+async def _path(client: _Client, on_thread: bool) -> str:
     """Where a client sends its runs: stateless, or on a thread of its own (made here)."""
     if not on_thread:
         return "/runs/wait"
-    response = await client.post("/threads", json={})
-    return f"/threads/{response.json()['thread_id']}/runs/wait"
+    status, body = await client.post("/threads", {})
+    if status != 200:
+        raise RuntimeError(f"POST /threads answered {status}: {body[:300]!r}")
+    return f"/threads/{json.loads(body)['thread_id']}/runs/wait"
 
 
-async def _one(client: httpx.AsyncClient, path: str) -> None:
-    for _ in range(2):  # langgraph dev drops a connection now and then at 50 clients
-        try:
-            response = await client.post(path, json=BODY)
-            break
-        except httpx.TransportError:
-            continue
-    else:
-        response = await client.post(path, json=BODY)
-    if response.status_code != 200 or response.json() != ANSWER:
-        raise RuntimeError(f"runs/wait answered {response.status_code}: {response.text[:300]}")
+async def _one(client: _Client, path: str) -> None:
+    status, body = await client.post(path, BODY)
+    if status != 200 or json.loads(body) != ANSWER:
+        raise RuntimeError(f"runs/wait answered {status}: {body[:300]!r}")
 
 
 def _free_port() -> int:
@@ -415,16 +561,24 @@ def _stat(pid: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def _ours(root: Path, options: list[str], application: str | None = None) -> Iterator[_Served]:
+def _ours(
+    root: Path, options: list[str], application: str | None = None, source: Path | None = None
+) -> Iterator[_Served]:
+    """``graph-agent serve`` of this tree, or of the source tree at ``source`` (``--baseline``:
+    its ``graph_agent`` first on ``PYTHONPATH``)."""
     port = _free_port()
     command = [sys.executable, "-m", "graph_agent", "serve", "ga_chain.py:chain"]
     command += ["--port", str(port), *options]
+    env = dict(os.environ)
+    if source is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
+        _check_source(source, env)
     log = (root / f"ours-{port}.log").open("w+")
     # its own process group: with --workers 2 the server starts a second worker process, which
     # a SIGTERM of the server alone leaves running (uvicorn re-raises the signal, so the server
     # dies before it stops its helpers)
     process = subprocess.Popen(
-        command, cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        command, cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -435,13 +589,32 @@ def _ours(root: Path, options: list[str], application: str | None = None) -> Ite
         log.close()
 
 
+def _check_source(source: Path, env: dict[str, str]) -> None:
+    """Fail unless ``graph_agent`` imports from ``source`` with ``env``."""
+    script = "import graph_agent; print(graph_agent.__file__)"
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd="/",
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    where = Path(done.stdout.strip() or ".").resolve()
+    if not where.is_relative_to(source.resolve()):
+        raise RuntimeError(f"--baseline {source}: graph_agent imports from {where}: {done.stderr}")
+
+
 @contextlib.contextmanager
-def _langgraph_dev(root: Path) -> Iterator[str]:
+def _langgraph_dev(root: Path) -> Iterator[_Served]:
     executable = _langgraph_executable()
     assert executable is not None
     wanted = _free_port()
     command = [executable, "dev", "--no-browser", "--no-reload", "--port", str(wanted)]
     env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false"}
+    if Path(executable).parent != Path(sys.executable).parent:  # a venv of its own
+        for name in ("PYTHONPATH", "VIRTUAL_ENV"):  # this venv's, and this tree's packages
+            env.pop(name, None)
     log = (root / "langgraph.log").open("w+")
     process = subprocess.Popen(
         command, cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
@@ -462,7 +635,7 @@ def _langgraph_dev(root: Path) -> Iterator[str]:
             raise RuntimeError(f"langgraph dev did not say its port: {_tail(log)}")
         url = f"http://127.0.0.1:{port}"
         _wait_ready(url, process, log, 60)
-        yield url
+        yield _Served(url, process.pid)
     finally:
         _stop(process)
         log.close()
@@ -471,7 +644,8 @@ def _langgraph_dev(root: Path) -> Iterator[str]:
 def _langgraph_executable() -> str | None:
     named = os.environ.get("GRAPH_AGENT_BENCH_LANGGRAPH")
     if named:
-        return named if Path(named).exists() else None
+        path = Path(named).expanduser()
+        return str(path) if path.exists() else None
     beside = Path(sys.executable).with_name("langgraph")
     return str(beside) if beside.exists() else shutil.which("langgraph")
 
@@ -527,6 +701,24 @@ def main(argv: list[str] | None = None) -> int:
         help="each client sends its runs on a thread of its own (durable runs: checkpoints and "
         "records stored) instead of stateless runs",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="TREE",
+        help="also serve graph_agent from the source tree TREE (e.g. a git worktree of an older "
+        "commit) on SQLite, measured in the same turns",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help="each server's turns (default 5, 1 with --quick): fewer for a shorter, rougher run",
+    )
+    parser.add_argument(
+        "--client",
+        choices=sorted(CLIENT_KINDS),
+        default="lean",
+        help="the clients' HTTP: a lean keep-alive connection (default) or httpx.AsyncClient",
+    )
     args = parser.parse_args(argv)
     settings = Settings(
         quick=args.quick,
@@ -538,10 +730,44 @@ def main(argv: list[str] | None = None) -> int:
         with_postgres=not args.without_postgres,
         with_sqlite=not args.without_sqlite,
         on_threads=args.on_threads,
+        client=args.client,
+        baseline=args.baseline,
+        rounds=args.rounds,
     )
     print(report.as_text(rows, settings))
+    if settings.with_langgraph:
+        print(f"LangGraph Server: {_langgraph_version()} ({_langgraph_executable()} dev)")
+    print(f"clients: {args.client}; client_cpu_ms_per_run is this process's CPU per run")
+    if args.baseline is not None:
+        print(f"--baseline: {args.baseline} at {_commit(args.baseline)}")
+    print(f"\nIssue 35's targets{' (durable runs on threads)' if args.on_threads else ''}:")
+    print("\n".join(f"  {line}" for line in targets(rows)))
     print(f"\n({time.perf_counter() - started:.0f} s)")
     return 0
+
+
+def _commit(tree: Path) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(tree), "log", "-1", "--format=%h %s"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip()[:80] or "an unknown commit"
+
+
+def _langgraph_version() -> str:
+    """langgraph-api's and langgraph's versions in the venv of ``langgraph dev``."""
+    executable = _langgraph_executable()
+    python = Path(executable).with_name("python") if executable else None
+    if python is None or not python.exists():
+        return "version unknown"
+    script = (
+        "from importlib.metadata import version as v; "
+        "print(f\"langgraph-api {v('langgraph-api')}, langgraph {v('langgraph')}\")"
+    )
+    done = subprocess.run([str(python), "-c", script], capture_output=True, text=True, check=False)
+    return done.stdout.strip() or "version unknown"
 
 
 if __name__ == "__main__":
