@@ -47,12 +47,19 @@ event loop's thread and half on worker threads (``/proc/PID/task``). The loop's 
 The worker threads' half is the graph itself, read with its sync ``stream`` in one thread
 (``CompiledGraph.runs_sync``: a graph of plain functions; ``astream`` on the loop cost
 twice as much CPU, a thread hop per node and per saver call): the SQLite checkpoint saver
-about 1 ms (a lease taken and released, the thread's checkpoint read, four checkpoints written:
-seven transactions), the engine 0.3-0.4 ms (the three nodes themselves ~20 µs), the pool's
-dispatch of the nodes (each on a pool thread, so that a cancel stops it at once) the rest.
-What is left to reach 1.5 ms: fewer saver transactions per run (the lease taken with the
-first write and released with the last, several steps' checkpoints in one commit), and a
-leaner HTTP path (a route table looked up by path, fewer ASGI layers).
+about 0.85 ms in five transactions (the lease taken in the one that reads the thread's newest
+checkpoint, ``SqliteSaver.acquire_loading``; the input's and each step's checkpoint written,
+each its own commit as durability requires, at ~40 µs of SQLite's own work per commit; the
+lease's row deleted in the last one, ``put_releasing``), the engine 0.3-0.4 ms (the three
+nodes themselves ~20 µs), the pool's dispatch of the nodes (each on a pool thread, so that a
+cancel stops it at once) about 0.35 ms. A micro-benchmark of that path (the stream made on
+one thread and read on a pool thread, as ``serve/runs.py`` does) took 2.1 ms of CPU per run
+with seven transactions and 1.95 with five, in the same process on the loaded VM (1.7 and
+1.5 at best); the served figure went from 5.0-5.2 to 4.55 ms in back-to-back runs there.
+What is left: the dispatch (a node run inline in the reading thread would save its 0.35 ms,
+but a cancel would then wait for the running node to return), the load at a run's start
+(~0.1 ms decoding what the last run wrote), and a leaner HTTP path (a route table looked up
+by path, fewer ASGI layers).
 
 PostgreSQL (``--workers 2``; target 4 ms with its backends): about 13-17 ms per run, a third
 of it PostgreSQL's backends. The records take two round trips per run (start with its claim,
