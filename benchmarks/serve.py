@@ -55,7 +55,8 @@ nodes themselves ~20 µs), the pool's dispatch of the nodes (each on a pool thre
 cancel stops it at once) about 0.35 ms. A micro-benchmark of that path (the stream made on
 one thread and read on a pool thread, as ``serve/runs.py`` does) took 2.1 ms of CPU per run
 with seven transactions and 1.95 with five, in the same process on the loaded VM (1.7 and
-1.5 at best); the served figure went from 5.0-5.2 to 4.55 ms in back-to-back runs there.
+1.5 at best); served (10 and 50 clients), two back-to-back pairs there gave 5.0 and 5.2 ms
+before, 4.55 and 4.56 after, then 5.4 and 6.1 before, 5.45 and 5.3 after: mostly noise.
 What is left: the dispatch (a node run inline in the reading thread would save its 0.35 ms,
 but a cancel would then wait for the running node to return), the load at a run's start
 (~0.1 ms decoding what the last run wrote), and a leaner HTTP path (a route table looked up
