@@ -84,11 +84,19 @@ then. What is left on the loop is spread thin: the records' commits (SQLite's ow
 The worker threads' half is the graph itself, read with its sync ``stream`` in one thread
 (``CompiledGraph.runs_sync``: a graph of plain functions; ``astream`` on the loop cost
 twice as much CPU, a thread hop per node and per saver call): the SQLite checkpoint saver
-about 1 ms (a lease taken and released, the thread's checkpoint read, four checkpoints written:
-seven transactions), the engine 0.3-0.4 ms (the three nodes themselves ~20 µs), the pool's
-dispatch of the nodes (each on a pool thread, so that a cancel stops it at once) the rest.
-What is left to reach 1.5 ms: fewer saver transactions per run (the lease taken with the
-first write and released with the last, several steps' checkpoints in one commit).
+about 0.85 ms in five transactions (the lease taken in the one that reads the thread's newest
+checkpoint, ``SqliteSaver.acquire_loading``; the input's and each step's checkpoint written,
+each its own commit as durability requires, at ~40 µs of SQLite's own work per commit; the
+lease's row deleted in the last one, ``put_releasing``), the engine 0.3-0.4 ms (the three
+nodes themselves ~20 µs), the pool's dispatch of the nodes (each on a pool thread, so that a
+cancel stops it at once) about 0.35 ms. A micro-benchmark of that path (the stream made on
+one thread and read on a pool thread, as ``serve/runs.py`` does) took 2.1 ms of CPU per run
+with seven transactions and 1.95 with five, in the same process on the loaded VM (1.7 and
+1.5 at best); served (10 and 50 clients), two back-to-back pairs there gave 5.0 and 5.2 ms
+before, 4.55 and 4.56 after, then 5.4 and 6.1 before, 5.45 and 5.3 after: mostly noise.
+What is left: the dispatch (a node run inline in the reading thread would save its 0.35 ms,
+but a cancel would then wait for the running node to return), the load at a run's start
+(~0.1 ms decoding what the last run wrote).
 
 PostgreSQL (``--workers 2``; target 4 ms with its backends): about 13-17 ms per run, a third
 of it PostgreSQL's backends. The records take two round trips per run (start with its claim,
