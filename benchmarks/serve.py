@@ -98,14 +98,26 @@ What is left: the dispatch (a node run inline in the reading thread would save i
 but a cancel would then wait for the running node to return), the load at a run's start
 (~0.1 ms decoding what the last run wrote).
 
-PostgreSQL (``--workers 2``; target 4 ms with its backends): about 13-17 ms per run, a third
-of it PostgreSQL's backends. The records take two round trips per run (start with its claim,
-end with its events) plus a read of the thread; the checkpoint saver seven (lease, read, four
-writes, release), each a psycopg query whose Python side (query conversion, parameter
-dumping, result reading, pool check-out) costs the server process several times what the
-backend spends; ``astream`` is kept there (the saver is natively async; the sync path in a
-thread measured no better). What is left: the same fewer saver round trips (a lease and a
-checkpoint in one pipelined transaction), and statements prepared once per connection.
+PostgreSQL (``--workers 2``; target 4 ms with its backends): 13-17 ms per run on a quiet
+machine, a third of it PostgreSQL's backends. Measured while five helpers shared the 2 cores
+(load 10-13), the saver changes below against the tree before them, in turns (10/50 clients):
+24.4/24.0 -> 21.8/22.1 ms, then 27.9/31.1 -> 26.3/25.8 ms (backends 8-11 ms); runs that were
+not paired spread over 21-26 ms for either, so the gain is within that noise. The records take
+two round trips per run (start with its claim, end with its events) plus a read of the thread.
+The checkpoint saver took ten (lease; the thread's read: header, snapshot with the header
+again, blobs, commit; four writes; release) and takes seven: the lease with the thread's
+newest header in one pipeline (the run's first ``aget`` starts from it), the blobs in one
+statement that also says whether the checkpoint is still there (no snapshot transaction), four
+writes, the release. Measured alone (the chain on ``AsyncPostgresSaver`` with ``astream``, 10
+clients on their threads, 8 runs of each in turns): 6.9 -> 6.2 ms of the process and 5.1 ->
+4.4 ms of the backends per run, 3,600 -> 2,950 Python calls. Of those calls a third are
+builtins, and most of the rest asyncio, selectors, psycopg and psycopg_pool: the fixed cost of
+each awaited statement (a future and an ``add_reader``/``remove_reader`` per wait, the pool's
+check-out and return, query conversion and parameter dumping; statements are already prepared
+by psycopg after five uses on a connection), not the saver's own code (~140 calls). What is
+left: fewer awaited statements per run (several steps' checkpoints in one commit, the release
+with the last write: engine hooks), the records' start as one statement instead of a pipelined
+transaction of six, and the sync read of the thread on the loop (``routes/runs.py``).
 """
 
 from __future__ import annotations
