@@ -38,9 +38,13 @@ path of its ``langgraph`` executable; else one beside this Python or on ``PATH``
     GRAPH_AGENT_BENCH_LANGGRAPH=~/lgvenv/bin/langgraph python -m benchmarks.serve --on-threads
 
 LangGraph Server is started on a free port (``--port``: 2024, its default, may be taken) and
-reached on the port its log says it took. All three take about eight minutes (three times that
-on a machine loaded by other work), so this is not in ``python -m benchmarks``; run it alone
-with ``python -m benchmarks.serve [--quick] [--without-langgraph] [--without-postgres]
+reached on the port its log says it took. ``langgraph dev`` runs one job at a time and keeps
+every run in memory, and here it slowed down as they piled up: on a 2-core machine loaded by other
+work (load 10-15) it finished 320 runs a minute at first and 15 after 3,000 runs, when its
+queue held runs for minutes; five rounds of all three then took over half an hour, one round
+(``--rounds 1``) less than four minutes. Its rows list its runs/s round by round, and the
+targets compare ours with its best round too. So this is not in ``python -m benchmarks``; run
+it alone with ``python -m benchmarks.serve [--quick] [--without-langgraph] [--without-postgres]
 [--without-sqlite] [--on-threads] [--client lean|httpx] [--baseline TREE] [--rounds N]``.
 Its last lines give issue 35's targets: our runs/s over LangGraph Server's per backend and
 client count (≥ ×5), and our CPU per run (≤ 1.5 ms SQLite, ≤ 4 ms PostgreSQL with its
@@ -479,7 +483,7 @@ async def _throughput(
         rate, client_seconds = await _runs_per_second(
             served.url, count, size.per_client, connect, on_threads
         )
-    except (httpx.HTTPError, ConnectionError) as exc:  # which server dropped a request
+    except (httpx.HTTPError, ConnectionError, TimeoutError) as exc:  # which server failed
         raise RuntimeError(f"{name} at {count} clients: {exc!r}") from exc
     after = _cpu_split(served)
     figures.runs_per_second[count].append(rate)
@@ -499,7 +503,7 @@ async def _runs_per_second(
 ) -> tuple[float, float]:
     """``clients`` clients, each with its own connection, sending ``per_client`` runs in turn:
     runs per second, and the CPU seconds this process (the clients) spent meanwhile."""
-    sessions = [connect(url, 300) for _ in range(clients)]
+    sessions = [connect(url, 900) for _ in range(clients)]  # langgraph dev queues for minutes
     try:
         paths = await asyncio.gather(*(_path(session, on_threads) for session in sessions))
         await asyncio.gather(*map(_one, sessions, paths))  # connect everyone
