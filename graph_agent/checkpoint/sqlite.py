@@ -245,7 +245,11 @@ class SqliteSaver(CheckpointSaver):
         """``put(checkpoint)`` for a run's last checkpoint, its ``lease``'s row deleted in the
         same commit (one transaction fewer per run: the drivers call it). The lease is still
         held in this process until :meth:`release`, which then has nothing to write. If the
-        commit fails, the row stays and ``release`` deletes it as usual."""
+        commit fails, the row stays and ``release`` deletes it as usual. A subclass that
+        overrides ``put`` (a hook, a wrapper) gets its ``put`` called instead."""
+        if type(self).put is not SqliteSaver.put:
+            self.put(checkpoint)
+            return
         self._put(checkpoint, lease)
         self._rows_gone.add(lease.owner)
 
@@ -514,7 +518,11 @@ class SqliteSaver(CheckpointSaver):
         """``acquire``, and the thread's newest checkpoint (``get(thread_id)``) read in the
         same transaction: one transaction fewer per run (the sync driver calls it). The
         checkpoint comes in a 1-tuple (``(None,)``: the thread has none); ``None`` instead if
-        reading it failed (the run's own ``get`` then reads it, and raises what it raises)."""
+        reading it failed (the run's own ``get`` then reads it, and raises what it raises), or
+        when a subclass overrides ``acquire`` or ``get`` (they are then called, as usual)."""
+        kind = type(self)
+        if kind.acquire is not SqliteSaver.acquire or kind.get is not SqliteSaver.get:
+            return self.acquire(thread_id, checkpoint_ns), None
         loaded: builtins.list[Checkpoint | None] = []
         lease = self._acquire(thread_id, checkpoint_ns, loaded)
         return lease, (loaded[0],) if loaded else None

@@ -128,15 +128,10 @@ def drive_sync(
                 else:
                     assert isinstance(effect, SaverCall)
                     try:
-                        if loaded is not NOT_LOADED:  # the first saver call: the call's load
-                            reply = _first_load(effect, loaded, lease, saver)
-                            loaded = NOT_LOADED
-                        elif lease is not None and type(effect) is PutCheckpoint and effect.last:
-                            _put_last(saver, effect, lease)
-                        else:
-                            reply = effect.run(saver)  # type: ignore[arg-type]  # a SaverCall
+                        reply = _saver_reply(effect, saver, lease, loaded)
                     except Exception as exc:
                         failed = exc
+                    loaded = NOT_LOADED  # only the call's first saver call may use it
             except StepCancelled as cancelled:  # the cancel was set while the step ran
                 failed = cancelled
     except ParentCommand as handoff:
@@ -162,6 +157,17 @@ def _acquire_sync(saver: Any, config: RunnableConfig) -> tuple[Any, Any]:
         return saver.acquire(config.thread_id, config.checkpoint_ns), NOT_LOADED
     lease, loaded = acquire_loading(config.thread_id, config.checkpoint_ns)
     return lease, NOT_LOADED if loaded is None else loaded[0]
+
+
+def _saver_reply(effect: SaverCall, saver: Any, lease: Any, loaded: Any) -> Any:
+    """What a saver call answers: the checkpoint read with the lease for the call's first
+    load, the last checkpoint put with the lease's row let go of, else the call itself."""
+    if loaded is not NOT_LOADED:
+        return _first_load(effect, loaded, lease, saver)
+    if lease is not None and type(effect) is PutCheckpoint and effect.last:
+        _put_last(saver, effect, lease)
+        return None
+    return effect.run(saver)  # type: ignore[arg-type]  # a SaverCall
 
 
 def _first_load(effect: SaverCall, loaded: Any, lease: Any, saver: Any) -> Any:

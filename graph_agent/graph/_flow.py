@@ -1,5 +1,4 @@
-"""The spine of a call, written once for both drivers: load, treat the input, run supersteps,
-store, pause.
+"""The spine of a call, one for both drivers: load, treat the input, run supersteps, store, pause.
 
 :func:`call_flow` is a generator: it decides everything and *yields effects* for a driver to
 carry out (``_effects.py``), receiving their results back; the sync driver fulfils them by
@@ -360,8 +359,7 @@ class _Flow:
                 put = storage.put(run_state, "loop", writers)
                 if self.spec.policies and (attempts := attempts_of(tasks)):
                     put.checkpoint.metadata["attempts"] = attempts
-                if not (run_state.next or run_state.sends or run.interrupt_after):
-                    put.last = True  # nothing runs or pauses after it
+                put.last = not (run_state.next or run_state.sends or run.interrupt_after)
                 yield put
                 storage.stand_on(put)
             if not nothing_pending:

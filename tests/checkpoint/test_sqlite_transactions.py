@@ -170,3 +170,28 @@ def test_a_damaged_newest_checkpoint_is_left_for_the_runs_own_read_to_report(tmp
     with pytest.raises(type(raised.value)):
         saver.get("t")
     assert lease_rows(path) == 0
+
+
+def test_a_subclass_that_overrides_put_get_or_acquire_has_them_called_for_every_checkpoint(
+    tmp_path,
+):
+    calls: list[str] = []
+
+    class Watched(SqliteSaver):
+        def acquire(self, thread_id, checkpoint_ns=""):
+            calls.append("acquire")
+            return super().acquire(thread_id, checkpoint_ns)
+
+        def get(self, thread_id, checkpoint_id=None, checkpoint_ns=""):
+            calls.append("get")
+            return super().get(thread_id, checkpoint_id, checkpoint_ns)
+
+        def put(self, checkpoint):
+            calls.append(f"put:{','.join(checkpoint.next)}")
+            super().put(checkpoint)
+
+    saver = Watched(tmp_path / "x.db")
+    assert chain(saver).invoke({"x": 0}, RunnableConfig(thread_id="t")) == {"x": 3}
+    # the run's last checkpoint (nothing next) goes through the subclass's put too
+    assert calls == ["acquire", "get", "put:first", "put:second", "put:third", "put:"]
+    assert lease_rows(tmp_path / "x.db") == 0
