@@ -167,7 +167,7 @@ def _saver_reply(effect: SaverCall, saver: Any, lease: Any, loaded: Any) -> Any:
     if lease is not None and type(effect) is PutCheckpoint and effect.last:
         _put_last(saver, effect, lease)
         return None
-    return effect.run(saver)  # type: ignore[arg-type]  # a SaverCall
+    return effect.run(saver)  # a SaverCall
 
 
 def _first_load(effect: SaverCall, loaded: Any, lease: Any, saver: Any) -> Any:
