@@ -56,7 +56,7 @@ def _drive(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
                 read.read_rows.append(reading.fetchall())
             else:
                 cursor = conn.execute(query.sql, query.params, binary=True)
-            rows = cursor.fetchall() if _has_rows(cursor) else []
+            rows = cursor.fetchall() if has_rows(cursor) else []
     except StopIteration as stop:
         result: T = stop.value
         return result
@@ -81,17 +81,17 @@ async def _adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
                 read.read_rows.append(await reading.fetchall())
             else:
                 cursor = await conn.execute(query.sql, query.params, binary=True)
-            rows = await cursor.fetchall() if _has_rows(cursor) else []
+            rows = await cursor.fetchall() if has_rows(cursor) else []
     except StopIteration as stop:
         result: T = stop.value
         return result
 
 
 _IDLE = 0  # libpq's PQTRANS_IDLE (psycopg.pq.TransactionStatus.IDLE)
-_TUPLES_OK = 2  # libpq's PGRES_TUPLES_OK (psycopg.pq.ExecStatus.TUPLES_OK)
+_TUPLES_OK = 2  # libpq's PGRES_TUPLES_OK (psycopg.pq.ExecStatus.TUPLES_OK), as _IDLE above
 
 
-def _has_rows(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
+def has_rows(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
     """Whether the statement just run returned rows (possibly none): what
     ``cursor.description is not None`` tells, without making its ``Column`` objects."""
     result = cursor.pgresult

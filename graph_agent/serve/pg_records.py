@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from graph_agent.checkpoint.postgres_driver import _has_rows
+from graph_agent.checkpoint.postgres_driver import has_rows
 from graph_agent.graph.errors import GraphSetupError
 from graph_agent.serve.notify import Notifier, PostgresNotifier
 from graph_agent.serve.records import (
@@ -370,7 +370,7 @@ class PostgresRecords:
     def _run(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._pool.connection() as conn:
             cursor = conn.execute(sql, args)
-            return cursor.fetchall() if _has_rows(cursor) else []
+            return cursor.fetchall() if has_rows(cursor) else []
 
     def aconnection(self) -> Any:
         """A connection of the async pool, for a transaction of another module's tables
@@ -388,7 +388,7 @@ class PostgresRecords:
 
             def execute(sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
                 cursor = conn.execute(sql, args)
-                return cursor.fetchall() if _has_rows(cursor) else []
+                return cursor.fetchall() if has_rows(cursor) else []
 
             yield execute
 
@@ -397,7 +397,7 @@ class PostgresRecords:
             raise RuntimeError("PostgresRecords.aopen() was not awaited: the async pool is shut")
         async with self._apool.connection() as conn:
             cursor = await conn.execute(sql, args)
-            return await cursor.fetchall() if _has_rows(cursor) else []
+            return await cursor.fetchall() if has_rows(cursor) else []
 
     # threads
     def put_thread(self, thread: ThreadRecord) -> None:
