@@ -176,34 +176,36 @@ class Records:
 
     def _transaction(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
         """Run ``statements`` (``(sql, args)``; a list of argument rows runs the statement once
-        per row) in one :meth:`transaction`: one commit where each alone would make its own."""
-        conn = self._conn
-        with self._lock:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for sql, args in statements:
-                    if args and isinstance(args, list):
-                        conn.executemany(sql, args)
-                    else:
-                        conn.execute(sql, args)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        per row, with one ``executemany``) in one transaction: one commit where each alone
+        would make its own."""
+        with self._begun() as conn:
+            for sql, args in statements:
+                if args and isinstance(args, list):
+                    conn.executemany(sql, args)
+                else:
+                    conn.execute(sql, args)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Execute]:
         """One transaction on the records' file, for records of other kinds kept beside these
         (assistants): ``execute(sql, args)`` runs a statement (``?`` parameters) and returns
         its rows; committed at the end, rolled back if the block raises."""
+        with self._begun() as conn:
+            yield lambda sql, args: conn.execute(sql, args).fetchall()
+
+    @contextlib.contextmanager
+    def _begun(self) -> Iterator[sqlite3.Connection]:
+        """The records' connection in a transaction of its own, under their lock: committed
+        at the end, rolled back if the block raises."""
+        conn = self._conn
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                yield lambda sql, args: self._conn.execute(sql, args).fetchall()
+                yield conn
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                conn.execute("ROLLBACK")
                 raise
-            self._conn.execute("COMMIT")
+            conn.execute("COMMIT")
 
     # threads
     def put_thread(self, thread: ThreadRecord, *, temporary: bool = False) -> None:
