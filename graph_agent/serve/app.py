@@ -206,9 +206,12 @@ def _starlette(
     limit = Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
     # custom auth reads a body the limit has bounded; a key is checked before a body is read;
     # without keys the key check passes every request on: it is left out, not a layer more
-    stack = [limit, Middleware(checked)] if rules is not None else [Middleware(checked), limit]
     if not keyed:
         stack = [limit]
+    elif rules is not None:
+        stack = [limit, Middleware(checked)]
+    else:
+        stack = [Middleware(checked), limit]
     lifespan: Callable[[Any], AbstractAsyncContextManager[None]] = api.lifespan
     if custom is not None:
         custom_app, covered = custom
