@@ -119,16 +119,16 @@ class RunRecord:
             "kwargs": self.kwargs,
         }
 
-    def row(self) -> tuple[Any, ...]:
+    def row(self, status: RunStatus | None = None) -> tuple[Any, ...]:
         """The record as a table row (both stores' column order; :func:`_run_record` reads
-        it)."""
+        it), with ``status`` instead of its own when given."""
         return (
             self.run_id,
             self.thread_id,
             self.assistant_id,
             self.created_at,
             self.updated_at,
-            self.status,
+            status or self.status,
             json.dumps(self.metadata),
             self.multitask_strategy,
             json.dumps(self.kwargs),
@@ -266,19 +266,20 @@ class Records:
     ) -> None:
         """Store a new run's record (as ``running`` with ``running``: a run that starts at
         once) and mark its thread ``busy`` with the run's assistant (after writing ``thread``,
-        its record, when given), in one transaction."""
-        stored = dataclasses.replace(run, status="running") if running else run
+        its record, when given), in one transaction. The thread is stamped with the run's
+        ``updated_at``: it changed as the run was made."""
         if run.thread_id in self._temporary:
             if thread is not None:
                 self.put_thread(thread)
-            self.put_run(stored)
+            self.put_run(dataclasses.replace(run, status="running") if running else run)
             self.set_thread_status(run.thread_id, "busy", run.assistant_id)
             return
         statements: list[tuple[str, Sequence[Any]]] = []
         if thread is not None:
             statements.append((_PUT_THREAD, thread.row()))
-        statements.append((_PUT_RUN, stored.row()))
-        statements.append((_SET_THREAD_STATUS, ("busy", now(), run.assistant_id, run.thread_id)))
+        statements.append((_PUT_RUN, run.row("running" if running else None)))
+        busy = ("busy", run.updated_at, run.assistant_id, run.thread_id)
+        statements.append((_SET_THREAD_STATUS, busy))
         self._transaction(statements)
 
     def set_run_status(
