@@ -196,6 +196,8 @@ class ActiveRun:
     first_id: int = 0
     """The id of ``events[0]``, above every id of ``earlier``."""
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _last: tuple[Any, str] | None = None
+    """The data of the last event emitted, and its JSON text."""
 
     @property
     def finished(self) -> bool:
@@ -206,8 +208,19 @@ class ActiveRun:
         await self.done.wait()
         return self.result
 
+    async def result_body(self) -> bytes:
+        """The run's result as a JSON response body, once it ended: the text of its last
+        event when that carried the result itself (a run that streamed to its end: its
+        final ``values``), not encoded again; else :func:`sse_text` of it, as any response's
+        JSON is written (see ``graph_agent.serve.bodies``)."""
+        result = await self.wait()
+        last = self._last
+        text = last[1] if last is not None and last[0] is result else sse_text(result)
+        return text.encode("utf-8")
+
     def emit(self, event: str, data: Any) -> None:
         text = sse_text(data)
+        self._last = data, text
         if self.log is not None:
             self.log(self.record.run_id, self.first_id + len(self.events), event, text)
         self.events.append((event, text))
@@ -553,8 +566,7 @@ class Runner:
                 self._set_status(run, "running")
             seen = await self._stream(run, runnable)
             if streamed_to_end(seen, runnable) and not run.cancel.is_set():
-                assert seen.state is not None
-                run.result = to_json(seen.state.data())  # what get_state() would read back
+                run.result = seen.values_json()  # what get_state() would read back
                 return
             values, snapshot = thread_values(runnable, thread_id)
             result: dict[str, Any] = to_json(values)

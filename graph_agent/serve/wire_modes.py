@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.stream_modes import (
@@ -96,11 +96,14 @@ class RunEvents:
         """The state after the last step streamed (a graph's values, once it ended)."""
         self.interrupted = False
         """Whether an output (a nested graph's included) carried interrupts."""
+        self._values: tuple[OverAllState, Any] | None = None
+        """The last state a ``values`` event carried, with that event's data."""
         self._payload: Any = None  # the last task event's payload, and its JSON
         self._payload_json: Any = None
 
     def __call__(self, output: NodeOutput) -> None:
         kind = type(output)
+        finished = kind is NodeOutput and not output.path and not output.interrupts
         if kind is NodeOutput and not output.path:  # a node finished, or a pause
             if output.interrupts:
                 self.interrupted = True
@@ -115,13 +118,25 @@ class RunEvents:
                 chunk, metadata = payload
                 self._message(chunk, metadata)
             elif mode == "values" or mode == "custom":
-                self.emit(mode, to_json(payload))
+                data = to_json(payload)
+                if finished and mode == "values" and self.state is not None:
+                    self._values = self.state, data  # a finished node's: its state's values
+                self.emit(mode, data)
             elif mode == "updates":
                 self._updates(output, payload)
             elif mode == "debug":
                 self.emit(mode, self._debug(payload))
             else:  # tasks, checkpoints
                 self.emit(mode, self._task_json(payload))
+
+    def values_json(self) -> dict[str, Any]:
+        """:attr:`state`'s values as JSON: the very data its ``values`` event carried, when
+        one did (a run's result then shares that event's JSON text: see
+        ``ActiveRun.result_body``), else made now."""
+        assert self.state is not None
+        if self._values is not None and self._values[0] is self.state:
+            return cast("dict[str, Any]", self._values[1])
+        return cast("dict[str, Any]", to_json(self.state.data()))
 
     def _updates(self, output: NodeOutput, payload: dict[str, Any]) -> None:
         self.emit("updates", {node: to_json(update) for node, update in payload.items()})

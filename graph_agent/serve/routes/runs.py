@@ -217,9 +217,15 @@ async def create_run(api: Api, request: Request) -> Response:
     return JSONResponse(run.record.json(), headers=run_location(run))
 
 
+async def _result(run: ActiveRun, headers: Mapping[str, str] | None = None) -> Response:
+    """The run's result, once it ended, as a JSON response."""
+    body = await run.result_body()
+    return Response(body, headers=headers, media_type=JSONResponse.media_type)
+
+
 async def wait_run(api: Api, request: Request) -> Response:
     run = await _start(api, request, request.path_params["thread_id"])
-    return JSONResponse(await run.wait(), headers=run_location(run))
+    return await _result(run, run_location(run))
 
 
 async def create_stateless(api: Api, request: Request) -> Response:
@@ -229,7 +235,7 @@ async def create_stateless(api: Api, request: Request) -> Response:
 
 async def wait_stateless(api: Api, request: Request) -> Response:
     run = await _start(api, request, None)
-    return JSONResponse(await run.wait(), headers=run_location(run))
+    return await _result(run, run_location(run))
 
 
 async def stream_run(api: Api, request: Request) -> Response:
@@ -301,7 +307,7 @@ async def join_run(api: Api, request: Request) -> Response:
         record = api.thread(request.path_params["thread_id"])
         values, _ = thread_values(api.thread_runnable(record), record.thread_id)
         return JSONResponse(wire_json(values))
-    return JSONResponse(await run.wait())
+    return await _result(run)
 
 
 async def join_stream(api: Api, request: Request) -> Response:
