@@ -596,8 +596,8 @@ class QueueRunner(Runner):
         if run.request is not _NOTHING_LEFT:
             seen = await self._stream(run, runnable)
         if streamed_to_end(seen, runnable) and not run.cancel.is_set():
-            assert seen is not None and seen.state is not None
-            return _Outcome("success", "idle", to_json(seen.state.data()))  # as get_state()
+            assert seen is not None
+            return _Outcome("success", "idle", seen.values_json())  # as get_state()
         values, snapshot = await to_thread(thread_values, runnable, thread_id)
         result = to_json(values)
         thread_status: ThreadStatus = "idle"
