@@ -83,6 +83,10 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS graph_agent_serve_events (
         run_id TEXT NOT NULL, seq BIGINT NOT NULL, event TEXT NOT NULL, data TEXT NOT NULL,
         PRIMARY KEY (run_id, seq))""",
+    # a thread's unfinished runs, read as each of its runs starts and ends: the thread's
+    # finished runs (thousands, on a busy thread) are not in it
+    """CREATE INDEX IF NOT EXISTS graph_agent_serve_runs_unfinished_by_thread
+        ON graph_agent_serve_runs (thread_id, seq) WHERE status IN ('pending', 'running')""",
 )
 _NARROW_EVENT_IDS = (
     # tables made before each attempt of a run numbered its events in a range of its own
@@ -103,15 +107,86 @@ session locks."""
 
 UNFINISHED = ("pending", "running")
 
+_CREATE_START_RUN = f"""CREATE OR REPLACE FUNCTION graph_agent_serve_start_run(
+    p_run_id text, p_thread_id text, p_assistant_id text, p_created_at text, p_updated_at text,
+    p_status text, p_metadata text, p_strategy text, p_kwargs text, p_request text,
+    p_write_thread boolean, p_thread_created_at text, p_thread_metadata text,
+    p_thread_assistant_id text, p_worker bigint, p_timeout double precision, p_now text,
+    p_in_band boolean, p_channel text)
+RETURNS TABLE (unfinished text[], claimed boolean) LANGUAGE plpgsql AS $$
+DECLARE
+    earlier text[];
+    taken boolean;
+    other text;
+BEGIN
+    PERFORM pg_advisory_xact_lock({_THREAD_LOCKS}, hashtext(p_thread_id));
+    -- each statement of a function sees what committed before it began: this one, all
+    -- that the runs started before the lock was ours wrote
+    SELECT coalesce(array_agg(r.run_id ORDER BY r.seq DESC), '{{}}') INTO earlier
+    FROM graph_agent_serve_runs r
+    WHERE r.thread_id = p_thread_id AND r.status IN ('pending', 'running');
+    IF cardinality(earlier) > 0 AND p_strategy = 'reject' THEN
+        RETURN QUERY SELECT earlier, false;
+        RETURN;
+    END IF;
+    IF p_write_thread AND cardinality(earlier) = 0 THEN
+        INSERT INTO graph_agent_serve_threads ({_THREAD_COLUMNS})
+        VALUES (p_thread_id, p_thread_created_at, p_now, p_thread_metadata, 'busy',
+            p_thread_assistant_id)
+        ON CONFLICT (thread_id) DO UPDATE SET updated_at = EXCLUDED.updated_at,
+            metadata = EXCLUDED.metadata, status = EXCLUDED.status,
+            assistant_id = EXCLUDED.assistant_id;
+    ELSE
+        UPDATE graph_agent_serve_threads t SET status = 'busy', updated_at = p_now,
+            assistant_id = coalesce(p_assistant_id, t.assistant_id)
+        WHERE t.thread_id = p_thread_id;
+    END IF;
+    IF p_strategy IN ('interrupt', 'rollback') AND cardinality(earlier) > 0 THEN
+        IF p_strategy = 'rollback' THEN
+            DELETE FROM graph_agent_serve_runs r
+            WHERE r.run_id = ANY (earlier) AND r.status = 'pending';
+        END IF;
+        UPDATE graph_agent_serve_runs r SET cancel = p_strategy, updated_at = p_now,
+            status = CASE r.status WHEN 'pending' THEN 'interrupted' ELSE r.status END
+        WHERE r.run_id = ANY (earlier) AND r.status IN ('pending', 'running');
+        IF p_in_band THEN
+            FOREACH other IN ARRAY earlier LOOP
+                PERFORM pg_notify(p_channel, 'c:' || other || ':' || p_strategy);
+                PERFORM pg_notify(p_channel, 'd:' || other);
+            END LOOP;
+        END IF;
+    END IF;
+    taken := p_worker IS NOT NULL AND cardinality(earlier) = 0;
+    INSERT INTO graph_agent_serve_runs ({_RUN_COLUMNS}, request, attempt, worker,
+        alive_until)
+    VALUES (p_run_id, p_thread_id, p_assistant_id, p_created_at, p_updated_at,
+        CASE WHEN taken THEN 'running' ELSE p_status END, p_metadata, p_strategy, p_kwargs,
+        p_request, taken::int, CASE WHEN taken THEN p_worker END,
+        CASE WHEN taken THEN clock_timestamp() + p_timeout * interval '1 second' END);
+    IF p_in_band AND NOT taken THEN
+        PERFORM pg_notify(p_channel, 'q');
+    END IF;
+    RETURN QUERY SELECT earlier, taken;
+END
+$$"""
+"""A run's start (:meth:`PostgresRecords.astart_run`) as a function, so that it takes one
+statement, and one round trip, where a transaction of six took a pipeline: the thread's lock,
+then its unfinished runs read under it, the thread's record, the runs it cancels, the run (a
+function's statements each see what committed before they began; one statement sees only what
+committed before it began, before the lock was granted). A change of its parameters or
+result needs a new name: a server of the older version may share the database."""
+_START_RUN = (
+    "SELECT unfinished, claimed FROM graph_agent_serve_start_run(%s::text, %s::text, "
+    "%s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::text, "
+    "%s::boolean, %s::text, %s::text, %s::text, %s::bigint, %s::float8, %s::text, %s::boolean, "
+    "%s::text)"
+)
+
 _UPSERT_THREAD = (
     f"INSERT INTO graph_agent_serve_threads ({_THREAD_COLUMNS}) "
     "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (thread_id) DO UPDATE SET "
     "updated_at = EXCLUDED.updated_at, metadata = EXCLUDED.metadata, "
     "status = EXCLUDED.status, assistant_id = EXCLUDED.assistant_id"
-)
-_SET_THREAD_STATUS = (
-    "UPDATE graph_agent_serve_threads SET status = %s, updated_at = %s, "
-    "assistant_id = COALESCE(%s, assistant_id) WHERE thread_id = %s"
 )
 _UNFINISHED_RUNS = (
     "SELECT run_id FROM graph_agent_serve_runs WHERE thread_id = %s "
@@ -120,19 +195,6 @@ _UNFINISHED_RUNS = (
 _ALIVE_UNTIL = "clock_timestamp() + %s * interval '1 second'"
 """A claim's heartbeat deadline, on the database's clock (workers' clocks never compared);
 NULL for a run nobody claims."""
-_INSERT_RUN = (
-    f"INSERT INTO graph_agent_serve_runs ({_RUN_COLUMNS}, request, attempt, worker, "
-    f"alive_until) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {_ALIVE_UNTIL})"
-)
-_START_ON_NEW_THREAD = (
-    f"WITH thread AS (INSERT INTO graph_agent_serve_threads ({_THREAD_COLUMNS}) "
-    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id), "
-    f"run AS (INSERT INTO graph_agent_serve_runs ({_RUN_COLUMNS}, request, attempt, worker, "
-    f"alive_until) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {_ALIVE_UNTIL} "
-    "WHERE EXISTS (SELECT FROM thread) "
-    "RETURNING run_id) "
-    "SELECT count(*), CASE WHEN count(*) > 0 AND %s THEN pg_notify(%s, 'q') END FROM run"
-)
 _NOTIFY = "SELECT pg_notify(%s, %s)"
 _CANCEL = (
     "UPDATE graph_agent_serve_runs SET status = CASE status WHEN 'pending' THEN "
@@ -319,7 +381,7 @@ class PostgresRecords:
         with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                for statement in _SCHEMA:
+                for statement in (*_SCHEMA, _CREATE_START_RUN):
                     conn.execute(statement)
                 found = conn.execute("SELECT coalesce(current_schema(), '')").fetchone()
             self.wide_event_ids = _widen_event_ids(conn)
@@ -436,11 +498,10 @@ class PostgresRecords:
         request: str,
         *,
         thread: ThreadRecord | None = None,
-        new_thread: bool = False,
         worker: int | None = None,
     ) -> StartedRun:
         """Start a run on its thread, in one transaction under the thread's lock (so runs
-        started at once on one thread, from any process, queue in order).
+        started at once on one thread, from any process, queue in order): one statement.
 
         The thread's record is written (``thread``, else its status and assistant) and the run
         queued, unless the run's ``multitask_strategy`` is ``reject`` and another run is still
@@ -448,83 +509,40 @@ class PostgresRecords:
         stop. With ``worker``, a run with nothing before it on its thread is written already
         claimed by that worker (``running``, attempt 1; it holds the worker's advisory lock, so
         it goes back to the queue if that process dies); otherwise it is announced to the
-        workers. A ``new_thread`` (the thread's record is not written yet) takes one statement
-        and no lock: nothing can be before the run on it (if someone wrote the thread
-        meanwhile, the run is started as on any other thread). While another run is unfinished
-        on the thread, ``thread`` is not written: the record stays that run's.
+        workers. While another run is unfinished on the thread, ``thread`` is not written: the
+        record stays that run's.
         """
-        if self._apool is None:
-            raise RuntimeError("PostgresRecords.aopen() was not awaited: the async pool is shut")
-        started = StartedRun()
         stamp = now()
         strategy = run.multitask_strategy
-        if (
-            thread is not None
-            and new_thread
-            and await self._astart_on_new_thread(run, thread, request, worker)
-        ):
-            started.started, started.claimed = True, worker is not None
+        written: tuple[Any, ...] = (False, None, None, None)
+        if thread is not None:
+            written = (True, thread.created_at, json.dumps(thread.metadata), thread.assistant_id)
+        args = (
+            *run.row(),
+            request,
+            *written,
+            worker,
+            self.worker_timeout,
+            stamp,
+            self._in_band,
+            self.channel,
+        )
+        rows = await self._arun(_START_RUN, args)
+        before, claimed = list(rows[0][0]), bool(rows[0][1])
+        started = StartedRun(before=before, claimed=claimed)
+        if before and strategy == "reject":
             return started
-        payloads: list[str] = []
-        async with self._apool.connection() as conn, conn.pipeline(), conn.transaction():
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_THREAD_LOCKS, run.thread_id)
-            )
-            cursor = await conn.execute(_UNFINISHED_RUNS, (run.thread_id,))
-            started.before = [str(row[0]) for row in await cursor.fetchall()]
-            if started.before and strategy == "reject":
-                return started
-            if thread is not None and not started.before:
-                thread.status, thread.updated_at = "busy", stamp
-                await conn.execute(_UPSERT_THREAD, thread.row())
-            else:
-                await conn.execute(
-                    _SET_THREAD_STATUS, ("busy", stamp, run.assistant_id, run.thread_id)
-                )
-            if strategy in ("interrupt", "rollback"):
-                for run_id in started.before:
-                    if strategy == "rollback":
-                        await conn.execute(_DELETE_PENDING, (run_id,))
-                    await conn.execute(_CANCEL, (strategy, stamp, run_id))
-                    payloads += [f"c:{run_id}:{strategy}", f"d:{run_id}"]
-            started.claimed = worker is not None and not started.before
-            if started.claimed:
-                run.status = "running"
-            holder, alive = (worker, self.worker_timeout) if started.claimed else (None, None)
-            await conn.execute(
-                _INSERT_RUN, (*run.row(), request, int(started.claimed), holder, alive)
-            )
-            if not started.claimed:
-                payloads.append("q")
-            if self._in_band:
-                for payload in payloads:
-                    await conn.execute(_NOTIFY, (self.channel, payload))
         started.started = True
-        await self._publish(payloads)
-        return started
-
-    async def _astart_on_new_thread(
-        self, run: RunRecord, thread: ThreadRecord, request: str, worker: int | None
-    ) -> bool:
-        """:meth:`astart_run` on a ``new_thread``, in one statement and without the thread's
-        lock: True when the run started (claimed by ``worker`` when given, else announced);
-        False when someone wrote the thread meanwhile (the run is left ``pending``, to be
-        started as on any other thread)."""
-        thread.status = "busy"
-        claimed = worker is not None
         if claimed:
             run.status = "running"
-        attempt, holder = (1, worker) if claimed else (0, None)
-        alive = self.worker_timeout if claimed else None
-        notify = not claimed and self._in_band
-        args = (*thread.row(), *run.row(), request, attempt, holder, alive)
-        args += (notify, self.channel)
-        rows = await self._arun(_START_ON_NEW_THREAD, args)
-        if rows and rows[0][0]:
-            await self._publish([] if claimed else ["q"])
-            return True
-        run.status = "pending"
-        return False
+        if thread is not None and not before:
+            thread.status, thread.updated_at = "busy", stamp
+        payloads: list[str] = []
+        if strategy in ("interrupt", "rollback"):
+            for run_id in before:
+                payloads += [f"c:{run_id}:{strategy}", f"d:{run_id}"]
+        await self._publish(payloads if claimed else [*payloads, "q"])
+        return started
 
     def run(self, thread_id: str, run_id: str) -> RunRecord | None:
         if _unstorable(thread_id, run_id):
