@@ -203,10 +203,13 @@ _COPY_THREAD = (
 _HEAD = """SELECT checkpoint_id FROM graph_agent_heads
 WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s"""
 
-_HEAD_HEADER = """SELECT c.header FROM graph_agent_heads AS h JOIN graph_agent_checkpoints AS c
-ON c.thread_key = h.thread_key AND c.checkpoint_ns = h.checkpoint_ns
-    AND c.checkpoint_id = h.checkpoint_id
-WHERE h.thread_key = %(thread)s AND h.checkpoint_ns = %(ns)s"""
+# the head's id as a value, not a join: a join was planned as a scan of the thread's every
+# checkpoint (its first two key columns) filtered on the id, a run's start slower the longer
+# its thread
+_HEAD_HEADER = """SELECT header FROM graph_agent_checkpoints
+WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND checkpoint_id = (
+    SELECT checkpoint_id FROM graph_agent_heads
+    WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s)"""
 
 _HEADER = """SELECT header FROM graph_agent_checkpoints
 WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s"""

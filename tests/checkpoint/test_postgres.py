@@ -39,6 +39,7 @@ from graph_agent import (
     StateGraph,
     ThreadBusyError,
 )
+from graph_agent.checkpoint import postgres_plans as plans
 from graph_agent.checkpoint.base import Checkpoint, new_checkpoint_id
 from graph_agent.checkpoint.postgres import (
     SCHEMA_VERSION,
@@ -745,3 +746,42 @@ def test_a_worker_dying_right_after_a_commit_is_resumed_without_rerunning_that_s
     assert server.wait(resumer) == 0
     figures = check_threads(dsn, threads, killed=set())  # even the crashed worker ran each once
     assert figures["reruns"] == 0 and figures["resumed"] == 1
+
+
+# what a statement costs the server
+
+
+def _plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", ()):
+        yield from _plan_nodes(child)
+
+
+def test_the_newest_header_is_read_by_its_whole_key_however_long_the_thread(dsn):
+    """A run's first read (sent with its lease) finds the newest checkpoint by its key: a
+    join of the head with the checkpoints was planned as a scan of the thread's every
+    checkpoint, filtered on the head's id, so a run started slower the longer its thread."""
+    with PostgresSaver(dsn) as saver, saver._pool.connection() as conn:
+        parent = None
+        for _ in range(30):
+            parent = child_of(parent)
+            saver.put(parent)
+        query = plans.head_read("t", "")
+        explained = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + query.sql, query.params)
+        plan = explained.fetchone()[0][0]["Plan"]
+        read = [n for n in _plan_nodes(plan) if n.get("Relation Name") == "graph_agent_checkpoints"]
+        assert [node["Actual Rows"] for node in read] == [1], plan
+
+
+def test_the_savers_connections_plan_a_statement_once_not_at_each_execution(dsn):
+    async def modes() -> list[str]:
+        async with AsyncPostgresSaver(dsn) as saver:
+            with saver._pool.connection() as conn:
+                found = [conn.execute("SHOW plan_cache_mode").fetchone()[0]]
+            assert saver._apool is not None
+            async with saver._apool.connection() as aconn:
+                cursor = await aconn.execute("SHOW plan_cache_mode")
+                found.append((await cursor.fetchone())[0])
+        return found
+
+    assert asyncio.run(modes()) == ["force_generic_plan", "force_generic_plan"]
