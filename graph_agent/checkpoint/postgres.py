@@ -93,6 +93,8 @@ from graph_agent.checkpoint.postgres_driver import (
     _snapshot_open,
     _store_error,
     _where,
+    ageneric_plans,
+    generic_plans,
 )
 from graph_agent.checkpoint.postgres_leases import _LeaseSession, _reclaim_unclosed
 from graph_agent.checkpoint.postgres_plans import SCHEMA_VERSION, Plan, T
@@ -189,6 +191,7 @@ class PostgresSaver(CheckpointSaver):
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True},
+            configure=generic_plans,
             timeout=pool_timeout,
             name="graph_agent",
             open=True,
@@ -517,6 +520,7 @@ class AsyncPostgresSaver(PostgresSaver):
                 min_size=1,
                 max_size=self.pool_size,
                 kwargs={"autocommit": True},
+                configure=ageneric_plans,
                 timeout=self.pool_timeout,
                 name="graph_agent-async",
                 open=False,

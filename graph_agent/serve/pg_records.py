@@ -31,9 +31,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from graph_agent.checkpoint.postgres_driver import has_rows
+from graph_agent.checkpoint.postgres_driver import ageneric_plans, generic_plans, has_rows
 from graph_agent.graph.errors import GraphSetupError
 from graph_agent.serve.notify import Notifier, PostgresNotifier
+from graph_agent.serve.pg_schema import (
+    RUN_COLUMNS,
+    SCHEMA,
+    SCHEMA_LOCK,
+    START_RUN,
+    THREAD_COLUMNS,
+)
 from graph_agent.serve.records import (
     Execute,
     RunRecord,
@@ -59,35 +66,6 @@ default ``lease_ttl`` too): a worker that is alive renews its claims every third
 
 _log = logging.getLogger(__name__)
 
-_THREAD_COLUMNS = "thread_id, created_at, updated_at, metadata, status, assistant_id"
-_RUN_COLUMNS = (
-    "run_id, thread_id, assistant_id, created_at, updated_at, status, metadata, "
-    "multitask_strategy, kwargs"
-)
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS graph_agent_serve_threads (
-        thread_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
-        metadata TEXT NOT NULL, status TEXT NOT NULL, assistant_id TEXT)""",
-    """CREATE TABLE IF NOT EXISTS graph_agent_serve_runs (
-        seq BIGSERIAL, run_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL,
-        assistant_id TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
-        status TEXT NOT NULL, metadata TEXT NOT NULL, multitask_strategy TEXT NOT NULL,
-        kwargs TEXT NOT NULL, request TEXT NOT NULL, result TEXT, attempt INTEGER NOT NULL
-        DEFAULT 0, worker BIGINT, cancel TEXT, alive_until TIMESTAMPTZ)""",
-    # tables made before claims had a heartbeat
-    "ALTER TABLE graph_agent_serve_runs ADD COLUMN IF NOT EXISTS alive_until TIMESTAMPTZ",
-    """CREATE INDEX IF NOT EXISTS graph_agent_serve_runs_by_thread
-        ON graph_agent_serve_runs (thread_id, seq)""",
-    """CREATE INDEX IF NOT EXISTS graph_agent_serve_runs_unfinished
-        ON graph_agent_serve_runs (seq) WHERE status IN ('pending', 'running')""",
-    """CREATE TABLE IF NOT EXISTS graph_agent_serve_events (
-        run_id TEXT NOT NULL, seq BIGINT NOT NULL, event TEXT NOT NULL, data TEXT NOT NULL,
-        PRIMARY KEY (run_id, seq))""",
-    # a thread's unfinished runs, read as each of its runs starts and ends: the thread's
-    # finished runs (thousands, on a busy thread) are not in it
-    """CREATE INDEX IF NOT EXISTS graph_agent_serve_runs_unfinished_by_thread
-        ON graph_agent_serve_runs (thread_id, seq) WHERE status IN ('pending', 'running')""",
-)
 _NARROW_EVENT_IDS = (
     # tables made before each attempt of a run numbered its events in a range of its own
     "SELECT EXISTS (SELECT FROM information_schema.columns WHERE "
@@ -99,91 +77,10 @@ WIDEN_LOCK_TIMEOUT = 5.0
 """Seconds the start-up migration of a 32-bit ``graph_agent_serve_events.seq`` waits for its
 lock before it leaves the table as it is (it would otherwise queue every run's event writes
 behind it for as long as the live processes hold the table)."""
-_SCHEMA_LOCK = 0x6761_7365_7276  # an advisory lock: two processes never create tables at once
-_THREAD_LOCKS = 0x6761_7372
-"""First key of the two-key transaction locks that serialise the runs started on one thread
-(the second is the thread id's hash); two-key locks never clash with the workers' one-key
-session locks."""
-
 UNFINISHED = ("pending", "running")
 
-_CREATE_START_RUN = f"""CREATE OR REPLACE FUNCTION graph_agent_serve_start_run(
-    p_run_id text, p_thread_id text, p_assistant_id text, p_created_at text, p_updated_at text,
-    p_status text, p_metadata text, p_strategy text, p_kwargs text, p_request text,
-    p_write_thread boolean, p_thread_created_at text, p_thread_metadata text,
-    p_thread_assistant_id text, p_worker bigint, p_timeout double precision, p_now text,
-    p_in_band boolean, p_channel text)
-RETURNS TABLE (unfinished text[], claimed boolean) LANGUAGE plpgsql AS $$
-DECLARE
-    earlier text[];
-    taken boolean;
-    other text;
-BEGIN
-    PERFORM pg_advisory_xact_lock({_THREAD_LOCKS}, hashtext(p_thread_id));
-    -- each statement of a function sees what committed before it began: this one, all
-    -- that the runs started before the lock was ours wrote
-    SELECT coalesce(array_agg(r.run_id ORDER BY r.seq DESC), '{{}}') INTO earlier
-    FROM graph_agent_serve_runs r
-    WHERE r.thread_id = p_thread_id AND r.status IN ('pending', 'running');
-    IF cardinality(earlier) > 0 AND p_strategy = 'reject' THEN
-        RETURN QUERY SELECT earlier, false;
-        RETURN;
-    END IF;
-    IF p_write_thread AND cardinality(earlier) = 0 THEN
-        INSERT INTO graph_agent_serve_threads ({_THREAD_COLUMNS})
-        VALUES (p_thread_id, p_thread_created_at, p_now, p_thread_metadata, 'busy',
-            p_thread_assistant_id)
-        ON CONFLICT (thread_id) DO UPDATE SET updated_at = EXCLUDED.updated_at,
-            metadata = EXCLUDED.metadata, status = EXCLUDED.status,
-            assistant_id = EXCLUDED.assistant_id;
-    ELSE
-        UPDATE graph_agent_serve_threads t SET status = 'busy', updated_at = p_now,
-            assistant_id = coalesce(p_assistant_id, t.assistant_id)
-        WHERE t.thread_id = p_thread_id;
-    END IF;
-    IF p_strategy IN ('interrupt', 'rollback') AND cardinality(earlier) > 0 THEN
-        IF p_strategy = 'rollback' THEN
-            DELETE FROM graph_agent_serve_runs r
-            WHERE r.run_id = ANY (earlier) AND r.status = 'pending';
-        END IF;
-        UPDATE graph_agent_serve_runs r SET cancel = p_strategy, updated_at = p_now,
-            status = CASE r.status WHEN 'pending' THEN 'interrupted' ELSE r.status END
-        WHERE r.run_id = ANY (earlier) AND r.status IN ('pending', 'running');
-        IF p_in_band THEN
-            FOREACH other IN ARRAY earlier LOOP
-                PERFORM pg_notify(p_channel, 'c:' || other || ':' || p_strategy);
-                PERFORM pg_notify(p_channel, 'd:' || other);
-            END LOOP;
-        END IF;
-    END IF;
-    taken := p_worker IS NOT NULL AND cardinality(earlier) = 0;
-    INSERT INTO graph_agent_serve_runs ({_RUN_COLUMNS}, request, attempt, worker,
-        alive_until)
-    VALUES (p_run_id, p_thread_id, p_assistant_id, p_created_at, p_updated_at,
-        CASE WHEN taken THEN 'running' ELSE p_status END, p_metadata, p_strategy, p_kwargs,
-        p_request, taken::int, CASE WHEN taken THEN p_worker END,
-        CASE WHEN taken THEN clock_timestamp() + p_timeout * interval '1 second' END);
-    IF p_in_band AND NOT taken THEN
-        PERFORM pg_notify(p_channel, 'q');
-    END IF;
-    RETURN QUERY SELECT earlier, taken;
-END
-$$"""
-"""A run's start (:meth:`PostgresRecords.astart_run`) as a function, so that it takes one
-statement, and one round trip, where a transaction of six took a pipeline: the thread's lock,
-then its unfinished runs read under it, the thread's record, the runs it cancels, the run (a
-function's statements each see what committed before they began; one statement sees only what
-committed before it began, before the lock was granted). A change of its parameters or
-result needs a new name: a server of the older version may share the database."""
-_START_RUN = (
-    "SELECT unfinished, claimed FROM graph_agent_serve_start_run(%s::text, %s::text, "
-    "%s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::text, "
-    "%s::boolean, %s::text, %s::text, %s::text, %s::bigint, %s::float8, %s::text, %s::boolean, "
-    "%s::text)"
-)
-
 _UPSERT_THREAD = (
-    f"INSERT INTO graph_agent_serve_threads ({_THREAD_COLUMNS}) "
+    f"INSERT INTO graph_agent_serve_threads ({THREAD_COLUMNS}) "
     "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (thread_id) DO UPDATE SET "
     "updated_at = EXCLUDED.updated_at, metadata = EXCLUDED.metadata, "
     "status = EXCLUDED.status, assistant_id = EXCLUDED.assistant_id"
@@ -202,7 +99,7 @@ _CANCEL = (
     "AND status IN ('pending', 'running')"
 )
 _DELETE_PENDING = "DELETE FROM graph_agent_serve_runs WHERE run_id = %s AND status = 'pending'"
-_RUN_BY_ID = f"SELECT {_RUN_COLUMNS}, result, cancel FROM graph_agent_serve_runs WHERE run_id = %s"
+_RUN_BY_ID = f"SELECT {RUN_COLUMNS}, result, cancel FROM graph_agent_serve_runs WHERE run_id = %s"
 _EVENTS = (
     "SELECT seq, event, data FROM graph_agent_serve_events WHERE run_id = %s "
     "AND seq > %s ORDER BY seq"
@@ -214,7 +111,7 @@ _CLAIM = (
     " AND NOT EXISTS (SELECT 1 FROM graph_agent_serve_runs e WHERE"
     "  e.thread_id = r.thread_id AND e.seq < r.seq AND e.status IN ('pending', 'running'))"
     " ORDER BY r.seq LIMIT 1 FOR UPDATE SKIP LOCKED)"
-    f" RETURNING {_RUN_COLUMNS}, request, attempt, cancel"
+    f" RETURNING {RUN_COLUMNS}, request, attempt, cancel"
 )
 _HELD = (
     "SELECT run_id, attempt FROM unnest(%(runs)s::text[], %(attempts)s::int[]) AS h (run_id, "
@@ -380,8 +277,8 @@ class PostgresRecords:
         self._publishing: set[asyncio.Task[None]] = set()
         with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
             with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                for statement in (*_SCHEMA, _CREATE_START_RUN):
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+                for statement in SCHEMA:
                     conn.execute(statement)
                 found = conn.execute("SELECT coalesce(current_schema(), '')").fetchone()
             self.wide_event_ids = _widen_event_ids(conn)
@@ -393,7 +290,12 @@ class PostgresRecords:
         """The NOTIFY channel of the processes on these tables (notifications are per database:
         a server on another schema of the same database never hears them)."""
         self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
-            dsn, min_size=1, max_size=pool_size, kwargs={"autocommit": True}, open=True
+            dsn,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True},
+            configure=generic_plans,
+            open=True,
         )
         self._apool: psycopg_pool.AsyncConnectionPool[Any] | None = None
 
@@ -410,6 +312,7 @@ class PostgresRecords:
                 min_size=1,
                 max_size=self.pool_size,
                 kwargs={"autocommit": True},
+                configure=ageneric_plans,
                 open=False,
                 name="graph_agent-serve",
             )
@@ -469,7 +372,7 @@ class PostgresRecords:
         if _unstorable(thread_id):
             return None
         rows = self._run(
-            f"SELECT {_THREAD_COLUMNS} FROM graph_agent_serve_threads WHERE thread_id = %s",
+            f"SELECT {THREAD_COLUMNS} FROM graph_agent_serve_threads WHERE thread_id = %s",
             (thread_id,),
         )
         return _thread(rows[0]) if rows else None
@@ -477,7 +380,7 @@ class PostgresRecords:
     def threads(self) -> list[ThreadRecord]:
         """Every thread, newest first."""
         rows = self._run(
-            f"SELECT {_THREAD_COLUMNS} FROM graph_agent_serve_threads ORDER BY created_at DESC"
+            f"SELECT {THREAD_COLUMNS} FROM graph_agent_serve_threads ORDER BY created_at DESC"
         )
         return [_thread(row) for row in rows]
 
@@ -527,7 +430,7 @@ class PostgresRecords:
             self._in_band,
             self.channel,
         )
-        rows = await self._arun(_START_RUN, args)
+        rows = await self._arun(START_RUN, args)
         before, claimed = list(rows[0][0]), bool(rows[0][1])
         started = StartedRun(before=before, claimed=claimed)
         if before and strategy == "reject":
@@ -548,7 +451,7 @@ class PostgresRecords:
         if _unstorable(thread_id, run_id):
             return None
         rows = self._run(
-            f"SELECT {_RUN_COLUMNS} FROM graph_agent_serve_runs "
+            f"SELECT {RUN_COLUMNS} FROM graph_agent_serve_runs "
             "WHERE run_id = %s AND thread_id = %s",
             (run_id, thread_id),
         )
@@ -566,7 +469,7 @@ class PostgresRecords:
     def runs(self, thread_id: str, *, limit: int, offset: int) -> list[RunRecord]:
         """A thread's runs, newest first."""
         rows = self._run(
-            f"SELECT {_RUN_COLUMNS} FROM graph_agent_serve_runs WHERE thread_id = %s "
+            f"SELECT {RUN_COLUMNS} FROM graph_agent_serve_runs WHERE thread_id = %s "
             "ORDER BY seq DESC LIMIT %s OFFSET %s",
             (thread_id, limit, offset),
         )
@@ -753,7 +656,7 @@ def _widen_event_ids(conn: Any) -> bool:
             conn.execute(
                 "SELECT set_config('lock_timeout', %s, true)", (f"{WIDEN_LOCK_TIMEOUT * 1000:.0f}",)
             )
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
             if conn.execute(_NARROW_EVENT_IDS).fetchone()[0]:  # not done meanwhile
                 conn.execute(_WIDEN_EVENT_IDS)
     except psycopg.errors.LockNotAvailable:

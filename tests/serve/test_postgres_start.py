@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from graph_agent.checkpoint.postgres_driver import GENERIC_PLANS
 from graph_agent.serve.pg_records import PostgresRecords
 from graph_agent.serve.records import ThreadRecord, now
 from graph_agent.serve.runs import RunRequest, new_run_record
@@ -27,12 +28,13 @@ def dsn() -> Iterator[str]:
 
 def _statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The first word of each statement async connections send from now on (a pipeline's
-    statements each count: a pipeline is a round trip of its own)."""
+    statements each count), but for the ``SET`` that configures a new pooled connection."""
     sent: list[str] = []
     execute = psycopg.AsyncConnection.execute
 
     async def counted(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(str(query).split()[0])
+        if query != GENERIC_PLANS:
+            sent.append(str(query).split()[0])
         return await execute(self, query, *args, **kwargs)
 
     monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted)
@@ -75,3 +77,18 @@ def test_a_runs_start_is_one_statement_on_a_new_thread_and_behind_another_run(
             records.close()
 
     asyncio.run(scenario())
+
+
+def test_the_records_connections_plan_a_statement_once_not_at_each_execution(dsn: str) -> None:
+    async def modes() -> list[str]:
+        records = PostgresRecords(dsn)
+        await records.aopen()
+        try:
+            found = [records._run("SHOW plan_cache_mode")[0][0]]
+            found.append((await records._arun("SHOW plan_cache_mode"))[0][0])
+        finally:
+            await records.aclose()
+            records.close()
+        return found
+
+    assert asyncio.run(modes()) == ["force_generic_plan", "force_generic_plan"]
