@@ -203,9 +203,8 @@ _COPY_THREAD = (
 _HEAD = """SELECT checkpoint_id FROM graph_agent_heads
 WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s"""
 
-# the head's id as a value, not a join: a join was planned as a scan of the thread's every
-# checkpoint (its first two key columns) filtered on the id, a run's start slower the longer
-# its thread
+# the head's id as a value: a join was planned as a scan of the thread's every checkpoint
+# (the key's first two columns) filtered on the id, slower the longer the thread
 _HEAD_HEADER = """SELECT header FROM graph_agent_checkpoints
 WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND checkpoint_id = (
     SELECT checkpoint_id FROM graph_agent_heads
@@ -265,12 +264,16 @@ DO UPDATE SET data = EXCLUDED.data"""
 
 # a lease is taken when there is none, when it is this saver's own leftover, when it expired,
 # or when its holder's session is gone (its advisory lock is free: trying it succeeds); and
-# only while this saver's own session holds its lock, or the lease would not bind
+# only while this saver's own session holds its lock, or the lease would not bind. Its commit
+# does not wait for the disk: a lease binds only while its holder's session lives (a crash of
+# the server ends it), and the run's next checkpoint, which does wait, writes it first
 _ACQUIRE = """
+WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
 INSERT INTO graph_agent_leases AS l
     (thread_key, checkpoint_ns, owner, session_key, host, pid, expires_at)
 SELECT %(thread)s, %(ns)s, %(owner)s, %(session)s::bigint, %(host)s, %(pid)s,
     now() + make_interval(secs => %(ttl)s)
+FROM relaxed
 WHERE NOT pg_try_advisory_xact_lock(%(session)s::bigint)
 ON CONFLICT (thread_key, checkpoint_ns) DO UPDATE SET
     owner = EXCLUDED.owner, session_key = EXCLUDED.session_key, host = EXCLUDED.host,
