@@ -87,6 +87,24 @@ async def _adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
         return result
 
 
+GENERIC_PLANS = "SET plan_cache_mode = force_generic_plan"
+"""What a pooled connection of the saver (and of the server's records) runs once: its
+statements are planned once per connection, not at each execution. Each one finds its rows by
+a key, so the plan does not depend on the values; left to choose, PostgreSQL planned some
+anew at every execution (the blob chains' recursive read: about 200 µs of the server's CPU
+each time, against 40 µs to run it)."""
+
+
+def generic_plans(conn: psycopg.Connection[Any]) -> None:
+    """A sync pool's ``configure``: see :data:`GENERIC_PLANS`."""
+    conn.execute(GENERIC_PLANS)
+
+
+async def ageneric_plans(conn: psycopg.AsyncConnection[Any]) -> None:
+    """An async pool's ``configure``: see :data:`GENERIC_PLANS`."""
+    await conn.execute(GENERIC_PLANS)
+
+
 _IDLE = 0  # libpq's PQTRANS_IDLE (psycopg.pq.TransactionStatus.IDLE)
 _TUPLES_OK = 2  # libpq's PGRES_TUPLES_OK (psycopg.pq.ExecStatus.TUPLES_OK), as _IDLE above
 

@@ -137,11 +137,22 @@ _STORE_BLOBS_AT = """, stored_blobs AS (
         %(datas)s::bytea[]) AS b (key, version, kind, base, data)
     WHERE EXISTS (SELECT FROM moved)
 )"""
+# a run's last checkpoint lets go of the run's lease row in the same commit (put_plan's
+# ``release``): the lease is still held in the process until the saver's release
+_RELEASE_WITH = """, released AS (
+    DELETE FROM graph_agent_leases
+    WHERE thread_key = %(lease_thread)s AND checkpoint_ns = %(lease_ns)s AND owner = %(owner)s
+        AND EXISTS (SELECT FROM moved)
+)"""
 _MOVE_HEAD = {"next": _MOVE_HEAD_NEXT, "first": _MOVE_HEAD_FIRST, "fork": _MOVE_HEAD_FORK}
 _PUT = {
-    (source, one_blob): move + (_STORE_ONE_BLOB if one_blob else _STORE_BLOBS) + _STORE_CHECKPOINT
+    (source, one_blob, releasing): move
+    + (_STORE_ONE_BLOB if one_blob else _STORE_BLOBS)
+    + (_RELEASE_WITH if releasing else "")
+    + _STORE_CHECKPOINT
     for source, move in _MOVE_HEAD.items()
     for one_blob in (False, True)
+    for releasing in (False, True)
 }
 _CHECKED_PUT = {
     source: move + _STORE_BLOBS_AT + _STORE_CHECKPOINT for source, move in _MOVE_HEAD.items()
@@ -192,10 +203,12 @@ _COPY_THREAD = (
 _HEAD = """SELECT checkpoint_id FROM graph_agent_heads
 WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s"""
 
-_HEAD_HEADER = """SELECT c.header FROM graph_agent_heads AS h JOIN graph_agent_checkpoints AS c
-ON c.thread_key = h.thread_key AND c.checkpoint_ns = h.checkpoint_ns
-    AND c.checkpoint_id = h.checkpoint_id
-WHERE h.thread_key = %(thread)s AND h.checkpoint_ns = %(ns)s"""
+# the head's id as a value: a join was planned as a scan of the thread's every checkpoint
+# (the key's first two columns) filtered on the id, slower the longer the thread
+_HEAD_HEADER = """SELECT header FROM graph_agent_checkpoints
+WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND checkpoint_id = (
+    SELECT checkpoint_id FROM graph_agent_heads
+    WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s)"""
 
 _HEADER = """SELECT header FROM graph_agent_checkpoints
 WHERE thread_key = %(thread)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s"""
@@ -251,12 +264,16 @@ DO UPDATE SET data = EXCLUDED.data"""
 
 # a lease is taken when there is none, when it is this saver's own leftover, when it expired,
 # or when its holder's session is gone (its advisory lock is free: trying it succeeds); and
-# only while this saver's own session holds its lock, or the lease would not bind
+# only while this saver's own session holds its lock, or the lease would not bind. Its commit
+# does not wait for the disk: a lease binds only while its holder's session lives (a crash of
+# the server ends it), and the run's next checkpoint, which does wait, writes it first
 _ACQUIRE = """
+WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
 INSERT INTO graph_agent_leases AS l
     (thread_key, checkpoint_ns, owner, session_key, host, pid, expires_at)
 SELECT %(thread)s, %(ns)s, %(owner)s, %(session)s::bigint, %(host)s, %(pid)s,
     now() + make_interval(secs => %(ttl)s)
+FROM relaxed
 WHERE NOT pg_try_advisory_xact_lock(%(session)s::bigint)
 ON CONFLICT (thread_key, checkpoint_ns) DO UPDATE SET
     owner = EXCLUDED.owner, session_key = EXCLUDED.session_key, host = EXCLUDED.host,
@@ -326,13 +343,16 @@ def _text(stored: bytes) -> str:
 
 
 def put_plan(
-    checkpoint: Checkpoint, blobs: builtins.list[tuple[str, str, Blob]] | None = None
+    checkpoint: Checkpoint,
+    blobs: builtins.list[tuple[str, str, Blob]] | None = None,
+    release: Lease | None = None,
 ) -> Plan[None]:
     """One statement: move the thread's head from the parent to this checkpoint (the
     compare-and-set) and, only if it moved, store the blobs and the header.
 
     ``blobs``: what :func:`checked_put_plan` found must be stored, as ``(key, version, blob)``;
-    ``None`` for the engine's next step (:func:`stored_as_it_is`), which stores its own."""
+    ``None`` for the engine's next step (:func:`stored_as_it_is`), which stores its own.
+    ``release``: a lease whose row goes in the same commit (the engine's next step only)."""
     params: dict[str, Any] = {
         "thread": thread_key(checkpoint.thread_id),
         "thread_id": _name(checkpoint.thread_id),
@@ -358,7 +378,13 @@ def put_plan(
             params.update(key=keys[0], kind=kinds[0], base=bases[0], data=datas[0])
         else:
             params.update(keys=keys, kinds=kinds, bases=bases, datas=datas)
-        sql = _PUT[(source, one_blob)]
+        if release is not None:
+            params.update(
+                lease_thread=thread_key(release.thread_id),
+                lease_ns=_name(release.checkpoint_ns),
+                owner=release.owner,
+            )
+        sql = _PUT[(source, one_blob, release is not None)]
     else:
         params.update(
             keys=[_name(key) for key, _, _ in blobs],

@@ -193,6 +193,16 @@ def _put_last(saver: Any, effect: PutCheckpoint, lease: Any) -> None:
         put_releasing(effect.checkpoint, lease)
 
 
+async def _asaver_reply(effect: SaverCall, saver: Any, lease: Any) -> Any:
+    """What an async saver call answers: the call itself, or the last checkpoint put with the
+    lease's row let go of by a saver that can (``aput_releasing``; see :func:`_put_last`)."""
+    if lease is not None and type(effect) is PutCheckpoint and effect.last:
+        aput_releasing = getattr(saver, "aput_releasing", None)
+        if aput_releasing is not None:
+            return await aput_releasing(effect.checkpoint, lease)
+    return await effect.arun(saver)
+
+
 def _end_sync(
     saver: Any,
     lease: Any,
@@ -281,7 +291,7 @@ async def drive_async(
             else:
                 assert isinstance(effect, SaverCall)
                 try:
-                    reply = await effect.arun(saver)  # type: ignore[arg-type]
+                    reply = await _asaver_reply(effect, saver, lease)
                 except Exception as exc:
                     failed = exc
     except ParentCommand as handoff:

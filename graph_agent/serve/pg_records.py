@@ -31,9 +31,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from graph_agent.checkpoint.postgres_driver import has_rows
+from graph_agent.checkpoint.postgres_driver import ageneric_plans, generic_plans, has_rows
 from graph_agent.graph.errors import GraphSetupError
 from graph_agent.serve.notify import Notifier, PostgresNotifier
+from graph_agent.serve.pg_schema import (
+    RUN_COLUMNS,
+    SCHEMA,
+    SCHEMA_LOCK,
+    START_RUN,
+    THREAD_COLUMNS,
+)
 from graph_agent.serve.records import (
     Execute,
     RunRecord,
@@ -59,31 +66,6 @@ default ``lease_ttl`` too): a worker that is alive renews its claims every third
 
 _log = logging.getLogger(__name__)
 
-_THREAD_COLUMNS = "thread_id, created_at, updated_at, metadata, status, assistant_id"
-_RUN_COLUMNS = (
-    "run_id, thread_id, assistant_id, created_at, updated_at, status, metadata, "
-    "multitask_strategy, kwargs"
-)
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS graph_agent_serve_threads (
-        thread_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
-        metadata TEXT NOT NULL, status TEXT NOT NULL, assistant_id TEXT)""",
-    """CREATE TABLE IF NOT EXISTS graph_agent_serve_runs (
-        seq BIGSERIAL, run_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL,
-        assistant_id TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
-        status TEXT NOT NULL, metadata TEXT NOT NULL, multitask_strategy TEXT NOT NULL,
-        kwargs TEXT NOT NULL, request TEXT NOT NULL, result TEXT, attempt INTEGER NOT NULL
-        DEFAULT 0, worker BIGINT, cancel TEXT, alive_until TIMESTAMPTZ)""",
-    # tables made before claims had a heartbeat
-    "ALTER TABLE graph_agent_serve_runs ADD COLUMN IF NOT EXISTS alive_until TIMESTAMPTZ",
-    """CREATE INDEX IF NOT EXISTS graph_agent_serve_runs_by_thread
-        ON graph_agent_serve_runs (thread_id, seq)""",
-    """CREATE INDEX IF NOT EXISTS graph_agent_serve_runs_unfinished
-        ON graph_agent_serve_runs (seq) WHERE status IN ('pending', 'running')""",
-    """CREATE TABLE IF NOT EXISTS graph_agent_serve_events (
-        run_id TEXT NOT NULL, seq BIGINT NOT NULL, event TEXT NOT NULL, data TEXT NOT NULL,
-        PRIMARY KEY (run_id, seq))""",
-)
 _NARROW_EVENT_IDS = (
     # tables made before each attempt of a run numbered its events in a range of its own
     "SELECT EXISTS (SELECT FROM information_schema.columns WHERE "
@@ -95,23 +77,13 @@ WIDEN_LOCK_TIMEOUT = 5.0
 """Seconds the start-up migration of a 32-bit ``graph_agent_serve_events.seq`` waits for its
 lock before it leaves the table as it is (it would otherwise queue every run's event writes
 behind it for as long as the live processes hold the table)."""
-_SCHEMA_LOCK = 0x6761_7365_7276  # an advisory lock: two processes never create tables at once
-_THREAD_LOCKS = 0x6761_7372
-"""First key of the two-key transaction locks that serialise the runs started on one thread
-(the second is the thread id's hash); two-key locks never clash with the workers' one-key
-session locks."""
-
 UNFINISHED = ("pending", "running")
 
 _UPSERT_THREAD = (
-    f"INSERT INTO graph_agent_serve_threads ({_THREAD_COLUMNS}) "
+    f"INSERT INTO graph_agent_serve_threads ({THREAD_COLUMNS}) "
     "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (thread_id) DO UPDATE SET "
     "updated_at = EXCLUDED.updated_at, metadata = EXCLUDED.metadata, "
     "status = EXCLUDED.status, assistant_id = EXCLUDED.assistant_id"
-)
-_SET_THREAD_STATUS = (
-    "UPDATE graph_agent_serve_threads SET status = %s, updated_at = %s, "
-    "assistant_id = COALESCE(%s, assistant_id) WHERE thread_id = %s"
 )
 _UNFINISHED_RUNS = (
     "SELECT run_id FROM graph_agent_serve_runs WHERE thread_id = %s "
@@ -120,19 +92,6 @@ _UNFINISHED_RUNS = (
 _ALIVE_UNTIL = "clock_timestamp() + %s * interval '1 second'"
 """A claim's heartbeat deadline, on the database's clock (workers' clocks never compared);
 NULL for a run nobody claims."""
-_INSERT_RUN = (
-    f"INSERT INTO graph_agent_serve_runs ({_RUN_COLUMNS}, request, attempt, worker, "
-    f"alive_until) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {_ALIVE_UNTIL})"
-)
-_START_ON_NEW_THREAD = (
-    f"WITH thread AS (INSERT INTO graph_agent_serve_threads ({_THREAD_COLUMNS}) "
-    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id), "
-    f"run AS (INSERT INTO graph_agent_serve_runs ({_RUN_COLUMNS}, request, attempt, worker, "
-    f"alive_until) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {_ALIVE_UNTIL} "
-    "WHERE EXISTS (SELECT FROM thread) "
-    "RETURNING run_id) "
-    "SELECT count(*), CASE WHEN count(*) > 0 AND %s THEN pg_notify(%s, 'q') END FROM run"
-)
 _NOTIFY = "SELECT pg_notify(%s, %s)"
 _CANCEL = (
     "UPDATE graph_agent_serve_runs SET status = CASE status WHEN 'pending' THEN "
@@ -140,7 +99,7 @@ _CANCEL = (
     "AND status IN ('pending', 'running')"
 )
 _DELETE_PENDING = "DELETE FROM graph_agent_serve_runs WHERE run_id = %s AND status = 'pending'"
-_RUN_BY_ID = f"SELECT {_RUN_COLUMNS}, result, cancel FROM graph_agent_serve_runs WHERE run_id = %s"
+_RUN_BY_ID = f"SELECT {RUN_COLUMNS}, result, cancel FROM graph_agent_serve_runs WHERE run_id = %s"
 _EVENTS = (
     "SELECT seq, event, data FROM graph_agent_serve_events WHERE run_id = %s "
     "AND seq > %s ORDER BY seq"
@@ -152,7 +111,7 @@ _CLAIM = (
     " AND NOT EXISTS (SELECT 1 FROM graph_agent_serve_runs e WHERE"
     "  e.thread_id = r.thread_id AND e.seq < r.seq AND e.status IN ('pending', 'running'))"
     " ORDER BY r.seq LIMIT 1 FOR UPDATE SKIP LOCKED)"
-    f" RETURNING {_RUN_COLUMNS}, request, attempt, cancel"
+    f" RETURNING {RUN_COLUMNS}, request, attempt, cancel"
 )
 _HELD = (
     "SELECT run_id, attempt FROM unnest(%(runs)s::text[], %(attempts)s::int[]) AS h (run_id, "
@@ -318,8 +277,8 @@ class PostgresRecords:
         self._publishing: set[asyncio.Task[None]] = set()
         with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
             with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                for statement in _SCHEMA:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+                for statement in SCHEMA:
                     conn.execute(statement)
                 found = conn.execute("SELECT coalesce(current_schema(), '')").fetchone()
             self.wide_event_ids = _widen_event_ids(conn)
@@ -331,7 +290,12 @@ class PostgresRecords:
         """The NOTIFY channel of the processes on these tables (notifications are per database:
         a server on another schema of the same database never hears them)."""
         self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
-            dsn, min_size=1, max_size=pool_size, kwargs={"autocommit": True}, open=True
+            dsn,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True},
+            configure=generic_plans,
+            open=True,
         )
         self._apool: psycopg_pool.AsyncConnectionPool[Any] | None = None
 
@@ -348,6 +312,7 @@ class PostgresRecords:
                 min_size=1,
                 max_size=self.pool_size,
                 kwargs={"autocommit": True},
+                configure=ageneric_plans,
                 open=False,
                 name="graph_agent-serve",
             )
@@ -407,7 +372,7 @@ class PostgresRecords:
         if _unstorable(thread_id):
             return None
         rows = self._run(
-            f"SELECT {_THREAD_COLUMNS} FROM graph_agent_serve_threads WHERE thread_id = %s",
+            f"SELECT {THREAD_COLUMNS} FROM graph_agent_serve_threads WHERE thread_id = %s",
             (thread_id,),
         )
         return _thread(rows[0]) if rows else None
@@ -415,7 +380,7 @@ class PostgresRecords:
     def threads(self) -> list[ThreadRecord]:
         """Every thread, newest first."""
         rows = self._run(
-            f"SELECT {_THREAD_COLUMNS} FROM graph_agent_serve_threads ORDER BY created_at DESC"
+            f"SELECT {THREAD_COLUMNS} FROM graph_agent_serve_threads ORDER BY created_at DESC"
         )
         return [_thread(row) for row in rows]
 
@@ -436,11 +401,10 @@ class PostgresRecords:
         request: str,
         *,
         thread: ThreadRecord | None = None,
-        new_thread: bool = False,
         worker: int | None = None,
     ) -> StartedRun:
         """Start a run on its thread, in one transaction under the thread's lock (so runs
-        started at once on one thread, from any process, queue in order).
+        started at once on one thread, from any process, queue in order): one statement.
 
         The thread's record is written (``thread``, else its status and assistant) and the run
         queued, unless the run's ``multitask_strategy`` is ``reject`` and another run is still
@@ -448,89 +412,46 @@ class PostgresRecords:
         stop. With ``worker``, a run with nothing before it on its thread is written already
         claimed by that worker (``running``, attempt 1; it holds the worker's advisory lock, so
         it goes back to the queue if that process dies); otherwise it is announced to the
-        workers. A ``new_thread`` (the thread's record is not written yet) takes one statement
-        and no lock: nothing can be before the run on it (if someone wrote the thread
-        meanwhile, the run is started as on any other thread). While another run is unfinished
-        on the thread, ``thread`` is not written: the record stays that run's.
+        workers. While another run is unfinished on the thread, ``thread`` is not written: the
+        record stays that run's.
         """
-        if self._apool is None:
-            raise RuntimeError("PostgresRecords.aopen() was not awaited: the async pool is shut")
-        started = StartedRun()
         stamp = now()
         strategy = run.multitask_strategy
-        if (
-            thread is not None
-            and new_thread
-            and await self._astart_on_new_thread(run, thread, request, worker)
-        ):
-            started.started, started.claimed = True, worker is not None
+        written: tuple[Any, ...] = (False, None, None, None)
+        if thread is not None:
+            written = (True, thread.created_at, json.dumps(thread.metadata), thread.assistant_id)
+        args = (
+            *run.row(),
+            request,
+            *written,
+            worker,
+            self.worker_timeout,
+            stamp,
+            self._in_band,
+            self.channel,
+        )
+        rows = await self._arun(START_RUN, args)
+        before, claimed = list(rows[0][0]), bool(rows[0][1])
+        started = StartedRun(before=before, claimed=claimed)
+        if before and strategy == "reject":
             return started
-        payloads: list[str] = []
-        async with self._apool.connection() as conn, conn.pipeline(), conn.transaction():
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_THREAD_LOCKS, run.thread_id)
-            )
-            cursor = await conn.execute(_UNFINISHED_RUNS, (run.thread_id,))
-            started.before = [str(row[0]) for row in await cursor.fetchall()]
-            if started.before and strategy == "reject":
-                return started
-            if thread is not None and not started.before:
-                thread.status, thread.updated_at = "busy", stamp
-                await conn.execute(_UPSERT_THREAD, thread.row())
-            else:
-                await conn.execute(
-                    _SET_THREAD_STATUS, ("busy", stamp, run.assistant_id, run.thread_id)
-                )
-            if strategy in ("interrupt", "rollback"):
-                for run_id in started.before:
-                    if strategy == "rollback":
-                        await conn.execute(_DELETE_PENDING, (run_id,))
-                    await conn.execute(_CANCEL, (strategy, stamp, run_id))
-                    payloads += [f"c:{run_id}:{strategy}", f"d:{run_id}"]
-            started.claimed = worker is not None and not started.before
-            if started.claimed:
-                run.status = "running"
-            holder, alive = (worker, self.worker_timeout) if started.claimed else (None, None)
-            await conn.execute(
-                _INSERT_RUN, (*run.row(), request, int(started.claimed), holder, alive)
-            )
-            if not started.claimed:
-                payloads.append("q")
-            if self._in_band:
-                for payload in payloads:
-                    await conn.execute(_NOTIFY, (self.channel, payload))
         started.started = True
-        await self._publish(payloads)
-        return started
-
-    async def _astart_on_new_thread(
-        self, run: RunRecord, thread: ThreadRecord, request: str, worker: int | None
-    ) -> bool:
-        """:meth:`astart_run` on a ``new_thread``, in one statement and without the thread's
-        lock: True when the run started (claimed by ``worker`` when given, else announced);
-        False when someone wrote the thread meanwhile (the run is left ``pending``, to be
-        started as on any other thread)."""
-        thread.status = "busy"
-        claimed = worker is not None
         if claimed:
             run.status = "running"
-        attempt, holder = (1, worker) if claimed else (0, None)
-        alive = self.worker_timeout if claimed else None
-        notify = not claimed and self._in_band
-        args = (*thread.row(), *run.row(), request, attempt, holder, alive)
-        args += (notify, self.channel)
-        rows = await self._arun(_START_ON_NEW_THREAD, args)
-        if rows and rows[0][0]:
-            await self._publish([] if claimed else ["q"])
-            return True
-        run.status = "pending"
-        return False
+        if thread is not None and not before:
+            thread.status, thread.updated_at = "busy", stamp
+        payloads: list[str] = []
+        if strategy in ("interrupt", "rollback"):
+            for run_id in before:
+                payloads += [f"c:{run_id}:{strategy}", f"d:{run_id}"]
+        await self._publish(payloads if claimed else [*payloads, "q"])
+        return started
 
     def run(self, thread_id: str, run_id: str) -> RunRecord | None:
         if _unstorable(thread_id, run_id):
             return None
         rows = self._run(
-            f"SELECT {_RUN_COLUMNS} FROM graph_agent_serve_runs "
+            f"SELECT {RUN_COLUMNS} FROM graph_agent_serve_runs "
             "WHERE run_id = %s AND thread_id = %s",
             (run_id, thread_id),
         )
@@ -548,7 +469,7 @@ class PostgresRecords:
     def runs(self, thread_id: str, *, limit: int, offset: int) -> list[RunRecord]:
         """A thread's runs, newest first."""
         rows = self._run(
-            f"SELECT {_RUN_COLUMNS} FROM graph_agent_serve_runs WHERE thread_id = %s "
+            f"SELECT {RUN_COLUMNS} FROM graph_agent_serve_runs WHERE thread_id = %s "
             "ORDER BY seq DESC LIMIT %s OFFSET %s",
             (thread_id, limit, offset),
         )
@@ -735,7 +656,7 @@ def _widen_event_ids(conn: Any) -> bool:
             conn.execute(
                 "SELECT set_config('lock_timeout', %s, true)", (f"{WIDEN_LOCK_TIMEOUT * 1000:.0f}",)
             )
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
             if conn.execute(_NARROW_EVENT_IDS).fetchone()[0]:  # not done meanwhile
                 conn.execute(_WIDEN_EVENT_IDS)
     except psycopg.errors.LockNotAvailable:

@@ -391,7 +391,7 @@ class QueueRunner(Runner):
         request: RunRequest,
         thread: ThreadRecord | None = None,
         *,
-        new_thread: bool = False,
+        new_thread: bool = False,  # the records tell, under the thread's lock
     ) -> ActiveRun:
         kept = _request_json(request)
         record = new_run_record(thread_id, request, {"request": kept})
@@ -400,7 +400,6 @@ class QueueRunner(Runner):
             record,
             json.dumps(kept),
             thread=thread,
-            new_thread=new_thread,
             worker=self.worker_key if here else None,
         )
         if not started.started:

@@ -17,7 +17,8 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from graph_agent.serve.pg_records import _SCHEMA_LOCK, _THREAD_LOCKS, PostgresRecords
+from graph_agent.serve.pg_records import PostgresRecords
+from graph_agent.serve.pg_schema import SCHEMA_LOCK, THREAD_LOCKS
 from graph_agent.serve.records import Records
 
 __all__ = ["PostgresTTLs", "SqliteTTLs", "TTLs", "ttls_of"]
@@ -232,7 +233,7 @@ class PostgresTTLs(TTLs):
     def __init__(self, records: PostgresRecords) -> None:
         self.records = records
         with records._pool.connection() as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
             conn.execute(_POSTGRES_SCHEMA)
 
     def _execute(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -242,7 +243,7 @@ class PostgresTTLs(TTLs):
     def _transaction(self, thread_id: str) -> Iterator[Any]:
         with self.records.transaction() as execute:
             held = execute(
-                "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", (_THREAD_LOCKS, thread_id)
+                "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", (THREAD_LOCKS, thread_id)
             )
             # no: another process starts a run on it, or sweeps it
             yield execute if held and held[0][0] else None

@@ -79,7 +79,7 @@ async def _claimed_by_silent_worker(records: PostgresRecords) -> str:
     stamp = now()
     thread = ThreadRecord(thread_id="t1", created_at=stamp, updated_at=stamp)
     run = new_run_record("t1", RunRequest(assistant_id="slow"))
-    await records.astart_run(run, "{}", thread=thread, new_thread=True)
+    await records.astart_run(run, "{}", thread=thread)
     claimed = await records.aclaim(SILENT)
     assert claimed is not None and claimed[2] == 1
     return run.run_id
