@@ -78,7 +78,7 @@ import logging
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from graph_agent.checkpoint import postgres_cache as cache_plans
 from graph_agent.checkpoint import postgres_plans as plans
@@ -93,8 +93,9 @@ from graph_agent.checkpoint.postgres_driver import (
     _snapshot_open,
     _store_error,
     _where,
-    ageneric_plans,
-    generic_plans,
+    aconfigure,
+    configure,
+    session_setup,
 )
 from graph_agent.checkpoint.postgres_leases import _LeaseSession, _reclaim_unclosed
 from graph_agent.checkpoint.postgres_plans import SCHEMA_VERSION, Plan, T
@@ -141,6 +142,13 @@ class PostgresSaver(CheckpointSaver):
             it every ``lease_ttl / 3`` seconds, and a run whose lease lapsed and was taken
             stops before its next step.
         pool_timeout: Seconds a call waits for a free connection before failing.
+        durability: ``"normal"``: a checkpoint's commit returns once PostgreSQL has it in its
+            WAL buffers (``synchronous_commit = off`` on the saver's connections): it survives
+            a crash of any application process, and a crash of PostgreSQL itself loses at
+            most the last fraction of a second of checkpoints, never one without those before
+            it: what ``SqliteSaver``'s default (``synchronous=NORMAL``) promises, at about a
+            third of the server's CPU per commit. ``"full"``: each commit waits until it is on
+            disk (PostgreSQL's default, and LangGraph's ``PostgresSaver``).
 
     Example (needs a running server)::
 
@@ -158,9 +166,12 @@ class PostgresSaver(CheckpointSaver):
         pool_size: int = 10,
         lease_ttl: float = 30.0,
         pool_timeout: float = 30.0,
+        durability: Literal["normal", "full"] = "normal",
     ) -> None:
         super().__init__()
         pg, pg_pool = _import_psycopg()
+        if durability not in ("normal", "full"):
+            raise ValueError(f"PostgresSaver(durability={durability!r}): give 'normal' or 'full'")
         if pool_size < 1:
             raise ValueError(f"PostgresSaver(pool_size={pool_size}): pool_size must be 1 or more")
         if lease_ttl <= 0:
@@ -169,6 +180,8 @@ class PostgresSaver(CheckpointSaver):
         self.pool_size = pool_size
         self.lease_ttl = lease_ttl
         self.pool_timeout = pool_timeout
+        self.durability = durability
+        self._setup = session_setup(flush_wait=durability == "full")
         self.where = _where(dsn)
         self._loaded = LoadedLists()
         self._rows_gone: set[str] = set()
@@ -191,7 +204,7 @@ class PostgresSaver(CheckpointSaver):
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True},
-            configure=generic_plans,
+            configure=configure(self._setup),
             timeout=pool_timeout,
             name="graph_agent",
             open=True,
@@ -488,8 +501,15 @@ class AsyncPostgresSaver(PostgresSaver):
         pool_size: int = 10,
         lease_ttl: float = 30.0,
         pool_timeout: float = 30.0,
+        durability: Literal["normal", "full"] = "normal",
     ) -> None:
-        super().__init__(dsn, pool_size=pool_size, lease_ttl=lease_ttl, pool_timeout=pool_timeout)
+        super().__init__(
+            dsn,
+            pool_size=pool_size,
+            lease_ttl=lease_ttl,
+            pool_timeout=pool_timeout,
+            durability=durability,
+        )
         self._apool: psycopg_pool.AsyncConnectionPool[Any] | None = None
         self._aloop: asyncio.AbstractEventLoop | None = None
         self._aopening: asyncio.Task[None] | None = None
@@ -520,7 +540,7 @@ class AsyncPostgresSaver(PostgresSaver):
                 min_size=1,
                 max_size=self.pool_size,
                 kwargs={"autocommit": True},
-                configure=ageneric_plans,
+                configure=aconfigure(self._setup),
                 timeout=self.pool_timeout,
                 name="graph_agent-async",
                 open=False,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import select
+from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -94,15 +95,46 @@ a key, so the plan does not depend on the values; left to choose, PostgreSQL pla
 anew at every execution (the blob chains' recursive read: about 200 µs of the server's CPU
 each time, against 40 µs to run it)."""
 
+NO_FLUSH_WAIT = "SET synchronous_commit = off"
+"""What a pooled connection of a saver with ``durability="normal"`` also runs once: a commit
+returns once PostgreSQL has it in its WAL buffers, not once it is on disk (about 0.2 ms of the
+server's CPU per commit here, and the wait). It survives a crash of any application process;
+a crash of PostgreSQL itself loses at most the last fraction of a second of commits, a suffix
+of them (never a checkpoint without the ones before it), as a SQLite file in WAL mode with
+``synchronous=NORMAL`` does at a power loss. A later commit that waits (the server's record of
+a run's end, say) writes every one before it to disk too."""
 
-def generic_plans(conn: psycopg.Connection[Any]) -> None:
-    """A sync pool's ``configure``: see :data:`GENERIC_PLANS`."""
-    conn.execute(GENERIC_PLANS)
+
+def session_setup(*, generic_plans: bool = True, flush_wait: bool = True) -> str:
+    """The statements a pooled connection runs once (see :data:`GENERIC_PLANS` and
+    :data:`NO_FLUSH_WAIT`), as one text."""
+    parts = [GENERIC_PLANS] if generic_plans else []
+    if not flush_wait:
+        parts.append(NO_FLUSH_WAIT)
+    return "; ".join(parts)
 
 
-async def ageneric_plans(conn: psycopg.AsyncConnection[Any]) -> None:
-    """An async pool's ``configure``: see :data:`GENERIC_PLANS`."""
-    await conn.execute(GENERIC_PLANS)
+def configure(setup: str) -> Callable[[psycopg.Connection[Any]], None]:
+    """A sync pool's ``configure``: runs ``setup`` (:func:`session_setup`) on each new
+    connection."""
+
+    def run(conn: psycopg.Connection[Any]) -> None:
+        conn.execute(setup)  # no parameters: several statements in one query
+
+    return run
+
+
+def aconfigure(setup: str) -> Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]:
+    """An async pool's ``configure``, as :func:`configure`."""
+
+    async def run(conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute(setup)
+
+    return run
+
+
+generic_plans = configure(GENERIC_PLANS)
+ageneric_plans = aconfigure(GENERIC_PLANS)
 
 
 _IDLE = 0  # libpq's PQTRANS_IDLE (psycopg.pq.TransactionStatus.IDLE)

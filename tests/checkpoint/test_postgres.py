@@ -787,11 +787,37 @@ def test_the_savers_connections_plan_a_statement_once_not_at_each_execution(dsn)
     assert asyncio.run(modes()) == ["force_generic_plan", "force_generic_plan"]
 
 
+@pytest.mark.parametrize(("durability", "setting"), [("normal", "off"), ("full", "on")])
+def test_a_savers_commits_wait_for_the_disk_only_with_full_durability(dsn, durability, setting):
+    """``durability="normal"`` (the default, as SqliteSaver's) sets ``synchronous_commit`` off
+    on every connection of the saver, sync and async; ``"full"`` leaves PostgreSQL's default."""
+
+    async def settings() -> list[str]:
+        async with AsyncPostgresSaver(dsn, durability=durability) as saver:
+            with saver._pool.connection() as conn:
+                found = [conn.execute("SHOW synchronous_commit").fetchone()[0]]
+                found.append(conn.execute("SHOW plan_cache_mode").fetchone()[0])
+            assert saver._apool is not None
+            async with saver._apool.connection() as aconn:
+                cursor = await aconn.execute("SHOW synchronous_commit")
+                found.append((await cursor.fetchone())[0])
+        return found
+
+    assert asyncio.run(settings()) == [setting, "force_generic_plan", setting]
+    assert PostgresSaver.__init__.__kwdefaults__["durability"] == "normal"
+
+
+def test_an_unknown_durability_is_refused_naming_the_choices(dsn):
+    with pytest.raises(ValueError, match=r"durability='fsync'.*'normal' or 'full'"):
+        PostgresSaver(dsn, durability="fsync")  # type: ignore[arg-type]
+
+
 def test_taking_a_lease_commits_without_waiting_for_the_disk(dsn):
     """A lease binds only while its holder's session lives (a crash of the server ends every
     session), so its commit need not wait for the disk (~0.2 ms of the server's CPU each):
-    its transaction says so, and only its own."""
-    with PostgresSaver(dsn) as saver, saver._pool.connection() as conn:
+    its transaction says so, and only its own (with ``durability="full"``: with the default,
+    no commit of the saver waits)."""
+    with PostgresSaver(dsn, durability="full") as saver, saver._pool.connection() as conn:
         lease = saver.acquire("t")
         query = next(plans.acquire_plan(lease, saver._session.key, saver.lease_ttl))
         with conn.transaction():
