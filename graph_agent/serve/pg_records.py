@@ -151,12 +151,10 @@ _ADD_EVENTS = (
     "AND status = 'running' FOR SHARE) ON CONFLICT DO NOTHING) "
 )
 _FINISH_RUN = (
-    # the one write whose commit does not wait for the disk: a run's end can be told again
-    # from its checkpoints, which do wait. Lost in a crash of PostgreSQL itself, it leaves the
-    # run running under a dead worker: it is claimed again, finds the thread's last
-    # checkpoint its own, and ends again with the same result, running no node twice
-    "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)), "
-    "finished AS (UPDATE graph_agent_serve_runs SET status = %(status)s, "
+    # its commit waits for the disk, unlike the checkpoints' (the saver's durability="normal"):
+    # it writes them to disk with it, so what a client is told of a run's end (the run's
+    # record, its result, its thread's checkpoints) is all there after a crash of PostgreSQL
+    "WITH finished AS (UPDATE graph_agent_serve_runs SET status = %(status)s, "
     "updated_at = %(now)s, result = %(result)s WHERE run_id = %(run)s AND worker = %(worker)s "
     "AND attempt = %(attempt)s AND status = 'running' RETURNING run_id), "
     # the last events, with the end (the claim still holds: the update locked its row)
@@ -176,8 +174,7 @@ _FINISH_RUN = (
     "SELECT finished, waiting, "
     "CASE WHEN %(in_band)s AND (finished OR gone) THEN pg_notify(%(channel)s, 'd:' || %(run)s) "
     "END, "
-    "CASE WHEN %(in_band)s AND waiting THEN pg_notify(%(channel)s, 'q') END, "
-    "(SELECT count(*) FROM relaxed), gone FROM ended"
+    "CASE WHEN %(in_band)s AND waiting THEN pg_notify(%(channel)s, 'q') END, gone FROM ended"
 )
 _ROLLED_BACK = (
     "WITH deleted AS (DELETE FROM graph_agent_serve_runs WHERE run_id = %(run)s "
@@ -589,8 +586,8 @@ class PostgresRecords:
                 "channel": self.channel,
             },
         )
-        row = rows[0] if rows else (False,) * 6
-        finished, waiting, gone = bool(row[0]), bool(row[1]), bool(row[5])
+        row = rows[0] if rows else (False,) * 5
+        finished, waiting, gone = bool(row[0]), bool(row[1]), bool(row[4])
         if finished or gone:  # a lost claim wrote nothing: its followers go on with the new's
             await self._publish([f"d:{run_id}", *(["q"] if waiting else [])])
         return "ended" if finished else "deleted" if gone else "taken over"

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from graph_agent.checkpoint.postgres_driver import GENERIC_PLANS
-from graph_agent.serve.pg_records import PostgresRecords
+from graph_agent.serve.pg_records import Claim, PostgresRecords
 from graph_agent.serve.records import ThreadRecord, now
 from graph_agent.serve.runs import RunRequest, new_run_record
 from tests.checkpoint.postgres_db import fresh_schema
@@ -92,3 +92,39 @@ def test_the_records_connections_plan_a_statement_once_not_at_each_execution(dsn
         return found
 
     assert asyncio.run(modes()) == ["force_generic_plan", "force_generic_plan"]
+
+
+def test_a_runs_end_is_the_commit_that_waits_for_the_disk(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The saver's checkpoints commit without waiting (``durability="normal"``); the run's
+    end does wait, which writes them to disk with it: what a client is told of a run's end
+    survives a crash of PostgreSQL. Its statement relaxes nothing, on connections that wait."""
+
+    async def scenario() -> tuple[list[str], str]:
+        records = PostgresRecords(dsn)
+        await records.aopen()
+        sent: list[str] = []
+        execute = psycopg.AsyncConnection.execute
+
+        async def seen(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            if query != GENERIC_PLANS:  # a new pooled connection's setup
+                sent.append(str(query))
+            return await execute(self, query, *args, **kwargs)
+
+        try:
+            monkeypatch.setattr(psycopg.AsyncConnection, "execute", seen)
+            ending = await records.afinish_run(
+                "r", "t", "success", {"x": 1}, Claim(worker=WORKER, attempt=1), "idle"
+            )
+            monkeypatch.undo()
+            assert ending == "deleted"  # no such run: the statement ran all the same
+            setting = (await records._arun("SHOW synchronous_commit"))[0][0]
+        finally:
+            await records.aclose()
+            records.close()
+        return sent, setting
+
+    sent, setting = asyncio.run(scenario())
+    assert len(sent) == 1 and "UPDATE graph_agent_serve_runs" in sent[0]
+    assert "synchronous_commit" not in sent[0] and setting == "on"
