@@ -177,3 +177,20 @@ def test_the_lists_a_saver_keeps_stay_within_their_bound():
     assert found is not None and found[0] == 0  # the newest is kept
     assert kept.newest_in("t", "", "messages", chain[7:]) is None  # the oldest were dropped
     assert kept._items <= 100
+
+
+def test_a_thread_pruned_by_another_process_loads_where_this_saver_kept_its_lists(saver, reopen):
+    """A prune stores an append key whole nearer its end, so the chain this saver kept the
+    list of is shorter now: the next load rebuilds it from the rows (it was a ValueError)."""
+    app = conversation(saver)
+    config = RunnableConfig(thread_id="pruned", max_steps=1000)
+    app.invoke({"turns": 40, "messages": []}, config)
+    assert len(saver.get("pruned").values["messages"]) == 40  # its list kept, parts and all
+
+    other = reopen()
+    other.prune("pruned", keep_last=1)
+    app.invoke({"turns": 43}, config)
+
+    newest = saver.get("pruned")
+    assert [m["id"] for m in newest.values["messages"]] == [f"m{i}" for i in range(43)]
+    assert newest.values == reopen().get("pruned").values
