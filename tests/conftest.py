@@ -57,40 +57,44 @@ def caller(request: pytest.FixtureRequest) -> Iterator[Caller]:
     yield Caller(request.param)
 
 
-def _needs_postgres(item: pytest.Item) -> bool:
-    """A test of the PostgreSQL saver: in a postgres module, or parametrised with "postgres"."""
-    if "postgres" in item.path.name:
-        return True
-    callspec = getattr(item, "callspec", None)
-    return callspec is not None and "postgres" in callspec.params.values()
-
-
-def _needs_redis(item: pytest.Item) -> bool:
-    """A test of Redis pub/sub: in a redis module, or parametrised with "redis"."""
-    if "redis" in item.path.name:
-        return True
-    callspec = getattr(item, "callspec", None)
-    return callspec is not None and "redis" in callspec.params.values()
+def _needs(nodeid: str, server: str) -> bool:
+    """A test of ``server`` ("postgres" or "redis"): in a module named after it, or parametrised
+    with it (one of its parameters' ids). Read from the node id, which the controller of a
+    parallel run (pytest-xdist) has too, though it collects no items."""
+    path, _, name = nodeid.partition("::")
+    params = name[name.index("[") + 1 : -1].split("-") if name.endswith("]") else []
+    return server in path.rpartition("/")[2] or server in params
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if _needs_postgres(item):
+        if _needs(item.nodeid, "postgres"):
             item.add_marker(pytest.mark.postgres)
-        if _needs_redis(item):
+        if _needs(item.nodeid, "redis"):
             item.add_marker(pytest.mark.redis)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """When PostgreSQL or Redis is down, stop once, saying how to start it (not one error per
-    test)."""
-    _check_postgres(session)
-    _check_redis(session)
+    test). In a parallel run the workers leave this to the controller (below): a worker that
+    exits while collecting crashes the run instead."""
+    if not hasattr(session.config, "workerinput"):
+        _check_servers([item.nodeid for item in session.items])
 
 
-def _check_postgres(session: pytest.Session) -> None:
-    needing = sum(1 for item in session.items if item.get_closest_marker("postgres"))
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: run without xdist, it is never called
+def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
+    """The controller of a parallel run checks the tests a worker collected (and selected)."""
+    _check_servers(ids)
+
+
+def _check_servers(nodeids: list[str]) -> None:
+    _check_postgres(sum(1 for nodeid in nodeids if _needs(nodeid, "postgres")))
+    _check_redis(sum(1 for nodeid in nodeids if _needs(nodeid, "redis")))
+
+
+def _check_postgres(needing: int) -> None:
     if not needing:
         return
     from tests.checkpoint.postgres_db import DSN, unreachable
@@ -106,8 +110,7 @@ def _check_postgres(session: pytest.Session) -> None:
         )
 
 
-def _check_redis(session: pytest.Session) -> None:
-    needing = sum(1 for item in session.items if item.get_closest_marker("redis"))
+def _check_redis(needing: int) -> None:
     if not needing:
         return
     from tests.serve.redis_db import START, URL, unreachable

@@ -26,6 +26,7 @@ WORKLOADS = {
 }
 
 
+@pytest.mark.timeout(180)  # every workload, PostgreSQL's processes too: slow when loaded
 def test_the_benchmarks_run_in_quick_mode_and_write_json(tmp_path, capsys):
     output = tmp_path / "results.json"
     assert main(["--quick", "--output", str(output)]) == 0
@@ -50,6 +51,7 @@ def test_the_benchmarks_run_in_quick_mode_and_write_json(tmp_path, capsys):
         assert results["W1 chain"]["ratio_to_langgraph"] > 0
 
 
+@pytest.mark.timeout(180)  # every workload, PostgreSQL's processes too: slow when loaded
 def test_without_langgraph_the_table_says_so(tmp_path, capsys):
     output = tmp_path / "results.json"
     assert main(["--quick", "--without-langgraph", "--output", str(output)]) == 0

@@ -11,7 +11,17 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+
+
+SERIAL = ("-n", "0")
+"""Runs the suite in one process (pyproject's addopts run it on every core)."""
+
+both_ways = pytest.mark.parametrize("way", [("-n", "2"), SERIAL], ids=["parallel", "serial"])
+"""In a parallel run the controller, which collects no tests, checks the servers; in a serial
+one pytest itself."""
 
 
 def _pytest_without_postgres(*arguments: str) -> subprocess.CompletedProcess[str]:
@@ -26,11 +36,14 @@ def _pytest_without_postgres(*arguments: str) -> subprocess.CompletedProcess[str
     )
 
 
-def test_a_postgresql_server_that_is_down_stops_the_suite_once_saying_how_to_start_it() -> None:
-    result = _pytest_without_postgres("tests/checkpoint/test_postgres.py")
+@both_ways
+def test_a_postgresql_server_that_is_down_stops_the_suite_once_saying_how_to_start_it(
+    way: tuple[str, ...],
+) -> None:
+    result = _pytest_without_postgres(*way, "tests/checkpoint/test_postgres.py")
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
-    assert "need PostgreSQL" in output
+    assert output.count("need PostgreSQL") == 1
     assert "pg_ctlcluster --skip-systemctl-redirect" in output
     assert "-m 'not postgres'" in output
     assert " passed" not in output and " error" not in output  # stopped before running any
@@ -39,15 +52,31 @@ def test_a_postgresql_server_that_is_down_stops_the_suite_once_saying_how_to_sta
 def test_the_postgresql_tests_can_be_left_out_by_marker() -> None:
     one_test_per_saver = "test_copy_thread_of_a_thread_without_checkpoints_is_refused"
     result = _pytest_without_postgres(
-        "-m", "not postgres", "-k", one_test_per_saver, "tests/checkpoint/test_conformance.py"
+        *SERIAL,
+        "-m",
+        "not postgres",
+        "-k",
+        one_test_per_saver,
+        "tests/checkpoint/test_conformance.py",
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 passed," in result.stdout  # memory and sqlite ran; postgres was left out
 
 
-def test_a_redis_server_that_is_down_stops_the_suite_once_saying_how_to_start_it() -> None:
+@both_ways
+def test_a_redis_server_that_is_down_stops_the_suite_once_saying_how_to_start_it(
+    way: tuple[str, ...],
+) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/serve/test_redis.py"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            *way,
+            "tests/serve/test_redis.py",
+        ],
         cwd=ROOT,
         env={**os.environ, "GRAPH_AGENT_TEST_REDIS": "redis://127.0.0.1:9/0"},
         capture_output=True,
@@ -56,10 +85,21 @@ def test_a_redis_server_that_is_down_stops_the_suite_once_saying_how_to_start_it
     )
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
-    assert "selected tests need Redis, and 'redis://127.0.0.1:9/0' cannot be reached" in output
+    assert (
+        output.count("selected tests need Redis, and 'redis://127.0.0.1:9/0' cannot be reached")
+        == 1
+    )
     assert 'redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save ""' in output
     assert "-m 'not redis'" in output
     assert " passed" not in output and " error" not in output  # stopped before running any
+
+
+def test_pytest_runs_the_suite_on_every_core() -> None:
+    """Plain `pytest` (the README's command and .ci/run's) runs in parallel: serially the suite
+    takes longer than the project's ten minutes on two cores."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "pytest-xdist" in _installed_with(project["project"]["optional-dependencies"]["dev"])
+    assert "-n auto" in project["tool"]["pytest"]["ini_options"]["addopts"]
 
 
 def test_the_readme_starts_redis_as_the_suite_says() -> None:
