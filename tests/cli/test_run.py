@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -403,13 +404,22 @@ def test_a_real_ctrl_c_stops_the_program_with_the_command_that_continues(program
     (tmp_path / "sleepy.py").write_text(SLEEPY_AGENT)
     target = f"{tmp_path / 'sleepy.py'}:agent"
     command = [*entry_point(), "run", target, "Hi", "--db", "s.db", "--thread", "t1"]
-    running = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a child that does not stop dumps its threads' stacks (faulthandler, at SIGABRT)
+    environment = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+    running = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
+    )
     try:
         deadline = time.monotonic() + 30
         while not Path("started").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         running.send_signal(signal.SIGINT)
-        _, err = running.communicate(timeout=30)
+        try:
+            _, err = running.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            running.send_signal(signal.SIGABRT)
+            _, err = running.communicate(timeout=30)
+            pytest.fail(f"still running 30 s after Ctrl-C; its threads:\n{err}")
     finally:
         running.kill()
 
