@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import inspect
 import queue
+import threading
 from collections.abc import AsyncIterator, Callable, Generator
 from concurrent.futures import Future
 from contextvars import copy_context
@@ -34,7 +35,12 @@ from graph_agent.graph._concurrency import (
 )
 from graph_agent.graph._effects import Outcome, RunTasks, StepCancelled, Task
 from graph_agent.graph._pool import call_reporting
-from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, ParentCommand
+from graph_agent.graph.errors import (
+    GraphCancelledError,
+    GraphInterrupted,
+    GraphRuntimeError,
+    ParentCommand,
+)
 from graph_agent.graph.task import TaskContext, _current_task
 from graph_agent.graph.types import NodeOutput, StreamingOutput
 
@@ -165,6 +171,101 @@ class NodeGreenlet(InlineStream):
     def close(self) -> None:
         self._emit = None
         super().close()
+
+
+StopHook = Callable[[GraphCancelledError], object]
+"""Told, on a worker thread, that a cancel stopped a call whose lone node still runs in the
+thread reading it (see :class:`InlineCancel`), with the error the call raises when it returns."""
+
+
+class InlineCancel:
+    """Hears the call's cancel while its lone sync node runs inline (in the thread reading the
+    call, which a cancel cannot interrupt) and takes the call over: the thread's lease is
+    released at once (on a worker thread: ``set()`` must only hand the news on) and
+    ``on_stop``, if any, is told, so that a caller waiting for the stream from another thread
+    (the server) need not wait for the node. When the node returns, the driver finds the call
+    :attr:`taken` (:meth:`leave`): it takes nothing in, writes nothing and releases nothing, and
+    the call raises :class:`GraphCancelledError`. A cancel heard between nodes, or set by the
+    node itself (in this thread, while it is not stopped at a chunk it emitted: it does not
+    hang), is the flow's to see at its next check, as without a takeover."""
+
+    __slots__ = (
+        "_done",
+        "_error",
+        "_lock",
+        "_on_stop",
+        "_release",
+        "_running",
+        "_stop",
+        "_thread",
+        "_watch",
+        "at_chunk",
+        "taken",
+    )
+
+    def __init__(
+        self,
+        watch: CancelWatch,
+        release: Callable[[], None] | None,
+        on_stop: StopHook | None,
+        stop: Callable[[Task], GraphCancelledError],
+    ) -> None:
+        self._watch = watch
+        self._release = release
+        self._on_stop = on_stop
+        self._stop = stop  # the error for the task stopped (as the flow would raise it)
+        self._lock = threading.Lock()
+        self._running: Task | None = None  # the node running inline
+        self._thread = 0  # the thread it runs in
+        self._done = threading.Event()  # the takeover released the lease and told on_stop
+        self._error: BaseException | None = None  # what releasing the lease raised
+        self.at_chunk = False  # the node stands at a chunk it emitted, yielded to the caller
+        self.taken = False
+
+    def enter(self, task: Task) -> bool:
+        """``task`` starts running inline; False if the call was taken over already (a cancel
+        set before: the node must not start)."""
+        with self._lock:
+            self._running = task
+            self._thread = threading.get_ident()
+        self._watch.listen(self._heard)
+        return not self.taken
+
+    def leave(self) -> bool:
+        """The node returned (or stopped at a chunk it emitted): whether the call was taken
+        over meanwhile (then once the lease is released; what releasing it raised is raised).
+        """
+        with self._lock:
+            self._running = None
+        if not self.taken:
+            return False
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def _heard(self) -> None:
+        """The cancel was set (on the setting thread, with the event's lock held)."""
+        with self._lock:
+            task = self._running
+            if task is None or self.taken:
+                return  # the flow sees it at its next check
+            if threading.get_ident() == self._thread and not self.at_chunk:
+                return  # set by the node itself: the flow sees it as the node returns
+            self.taken = True
+        shared_pool().start(self._take_over, task)
+
+    def _take_over(self, task: Task) -> None:
+        try:
+            if self._release is not None:
+                self._release()
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            self._done.set()
+            if self._on_stop is not None:
+                with contextlib.suppress(Exception):  # the caller's hook must not fail this
+                    self._on_stop(self._stop(task))
 
 
 class Concurrent:
