@@ -279,7 +279,9 @@ class LoadedLists:
     """The lists that loads of one saver rebuilt (an append key: its full copy and the parts
     after it), by thread, namespace, key and version, so that the next load of that key, one
     or a few parts later, decodes only those parts: a long conversation's call costs what it
-    added, not what it holds. A stored version never changes, so an entry never goes stale.
+    added, not what it holds. A stored version never changes, so an entry's items never go
+    stale; its chain may get shorter (a prune stores the key whole nearer), which a load
+    notices by the count of its parts, and then rebuilds the list from the rows.
 
     Each load gets a list of its own, but the items in it are the ones an earlier load
     decoded: treat loaded state as read-only, as the engine does. At most ``max_items`` items
@@ -359,6 +361,8 @@ def load_values(
     for key, version in checkpoint.versions.items():
         chain = chain_of(key, version)
         found = loaded.newest_in(thread, ns, key, chain) if loaded is not None else None
+        if found is not None and len(found[1][1]) != len(chain) - found[0]:
+            found = None  # kept before a prune stored the key whole nearer: its sizes differ
         if data_of is not None:
             chain = _with_data(key, chain, found[0] if found is not None else len(chain), data_of)
         value, sizes = _rebuild(key, chain, version, place, decoded, found)
