@@ -43,10 +43,11 @@ NEWEST_ID = (
 class _Head:
     """The rows of a checkpoint: its header and each key's links, newest first, with data."""
 
-    checkpoint_id: str
+    checkpoint_id: str | None  # (None: the thread has no checkpoint yet)
     header: bytes
     chains: _Chains
     data_version: int
+    size: int = 0  # the bytes of its links' data
 
 
 @dataclass(slots=True)
@@ -60,6 +61,7 @@ class _Step:
     header: bytes
     rows: list[tuple[Any, ...]]
     depth: int
+    size: int  # the bytes of its rows' data and of those it stands on
 
 
 MERGE_AFTER = 32
@@ -68,7 +70,8 @@ MERGE_AFTER = 32
 
 class NewestHeads:
     """The rows of the newest checkpoint of up to ``max_threads`` threads (the least recently
-    used forgotten first), each at most ``max_bytes`` of blobs. Called under the saver's lock.
+    used forgotten first), each at most ``max_bytes`` of blobs (steps not merged yet count
+    whole). Called under the saver's lock.
     """
 
     def __init__(self, max_threads: int = 1024, max_bytes: int = 256 * 1024) -> None:
@@ -91,7 +94,8 @@ class NewestHeads:
         (``loaded``: the saver's, as its loads from the file use)."""
         newest, version = conn.execute(NEWEST_ID, where).fetchone()
         data_version = int(version)
-        if newest is None:
+        if newest is None:  # its first checkpoint will be kept as it is stored
+            self._keep(thread, ns, _Head(None, b"", {}, data_version))
             return None, data_version
         kept = self._heads.get((thread, ns))
         if kept is None or kept.checkpoint_id != newest:
@@ -137,8 +141,12 @@ class NewestHeads:
         if parent is None or parent.checkpoint_id != checkpoint.parent_id:
             self._heads.pop(key, None)
             return
+        size = parent.size + sum(len(row[6]) for row in rows)
+        if size > self.max_bytes:
+            del self._heads[key]
+            return
         depth = parent.depth + 1 if isinstance(parent, _Step) else 1
-        step = _Step(checkpoint.id, parent, checkpoint.versions, header, rows, depth)
+        step = _Step(checkpoint.id, parent, checkpoint.versions, header, rows, depth, size)
         self._heads[key] = step
         if depth >= MERGE_AFTER:
             self._merged(*key, step)
@@ -162,8 +170,8 @@ class NewestHeads:
         return head if self._keep(thread, ns, head) else None
 
     def _keep(self, thread: str, ns: str, head: _Head) -> bool:
-        size = sum(len(link[3]) for links in head.chains.values() for link in links)
-        if size > self.max_bytes:
+        head.size = sum(len(link[3]) for links in head.chains.values() for link in links)
+        if head.size > self.max_bytes:
             self.forget(thread, ns)
             return False
         self._heads[(thread, ns)] = head
@@ -183,7 +191,7 @@ class NewestHeads:
 
 def _links(key: str, version: str, steps: dict[str, _Step], base: _Head) -> tuple[Link, ...] | None:
     """``key``'s links at ``version``, newest first: from the steps' rows back to a full copy,
-    or into ``base``'s chain; None where they cannot be followed there."""
+    or into ``base``'s chain (where a part's base is); None where they cannot be followed."""
     links: list[Link] = []
     at: str | None = version
     while at is not None and at in steps:
@@ -192,9 +200,10 @@ def _links(key: str, version: str, steps: dict[str, _Step], base: _Head) -> tupl
             return None
         links.append((at, row[4], row[5], row[6]))
         at = follows(row[4], row[5], at)
-    if at is not None:
-        before = base.chains.get(key)
-        if not before or before[0][0] != at:
+    if at is not None:  # (a part merging several appends to one further back)
+        before = base.chains.get(key, ())
+        start = next((n for n, link in enumerate(before) if link[0] == at), None)
+        if start is None:
             return None
-        links.extend(before)
+        links.extend(before[start:])
     return tuple(links)

@@ -172,3 +172,27 @@ def test_a_thread_pruned_by_another_saver_still_loads_where_its_lists_were_kept(
     assert fields(saver.get("t1")) == fields(from_the_file(path, "t1"))
     saver.close()
     other.close()
+
+
+def test_a_thread_whose_rows_are_too_big_to_keep_loads_from_the_file(path: Path) -> None:
+    saver = SqliteSaver(path)
+    saver._heads.max_bytes = 16  # (a few steps of this graph's rows are more)
+    app = counting(saver)
+    for runs in range(3):
+        app.invoke({"n": runs}, RunnableConfig(thread_id="t1"))
+        assert fields(at_start(saver, "t1")) == fields(from_the_file(path, "t1"))
+    saver.close()
+
+
+def test_a_run_of_many_steps_is_kept_as_it_goes(path: Path) -> None:
+    saver = SqliteSaver(path)
+    g = StateGraph("loop", key_strategies={"log": AppendStrategy()})
+    g.add_node("step", lambda state: {"n": state["n"] + 1, "log": [state["n"]]})
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", lambda state: "step" if state["n"] < 70 else END)
+    app = g.compile(CompileConfig(saver=saver))
+    app.invoke({"n": 0}, RunnableConfig(thread_id="t1", max_steps=100))
+
+    assert fields(at_start(saver, "t1")) == fields(from_the_file(path, "t1"))
+    assert at_start(saver, "t1").values["n"] == 70
+    saver.close()
