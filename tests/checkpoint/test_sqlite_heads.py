@@ -196,3 +196,31 @@ def test_a_run_of_many_steps_is_kept_as_it_goes(path: Path) -> None:
     assert fields(at_start(saver, "t1")) == fields(from_the_file(path, "t1"))
     assert at_start(saver, "t1").values["n"] == 70
     saver.close()
+
+
+def looping(saver: SqliteSaver) -> Any:
+    """``step`` runs 70 times, appending to ``log`` (so parts get merged and copied whole)."""
+    g = StateGraph("loop", key_strategies={"log": AppendStrategy()})
+    g.add_node("step", lambda state: {"n": state["n"] + 1, "log": [state["n"]]})
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", lambda state: "step" if state["n"] < 70 else END)
+    return g.compile(CompileConfig(saver=saver))
+
+
+@pytest.mark.parametrize("graph", [counting, looping])
+def test_a_runs_start_after_the_savers_own_runs_reads_no_checkpoint_rows(
+    path: Path, graph: Any
+) -> None:
+    saver = SqliteSaver(path)
+    app = graph(saver)
+    config = RunnableConfig(thread_id="t1", max_steps=100)
+    for _ in range(3):
+        app.invoke({"n": 0}, config)
+        statements: list[str] = []
+        saver._conn.set_trace_callback(statements.append)
+        kept = at_start(saver, "t1")
+        saver._conn.set_trace_callback(None)
+
+        assert not [sql for sql in statements if "header" in sql or "blobs" in sql]
+        assert fields(kept) == fields(from_the_file(path, "t1"))
+    saver.close()
