@@ -12,7 +12,6 @@ the caller's own task as without a signal, is stopped by cancelling that task (`
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 from collections.abc import AsyncGenerator, Generator
 from contextvars import ContextVar
@@ -33,7 +32,6 @@ from graph_agent.graph._effects import (
     StepCancelled,
     Task,
 )
-from graph_agent.graph._failures import cancelled
 from graph_agent.graph._flow import call_flow
 from graph_agent.graph._run_tasks import (
     AsyncConcurrent,
@@ -47,7 +45,6 @@ from graph_agent.graph._run_tasks import (
     run_inline,
 )
 from graph_agent.graph.errors import (
-    GraphCancelledError,
     InvalidUpdateError,
     ParentCommand,
     ThreadBusyError,
@@ -101,7 +98,9 @@ def drive_sync(
         if config.cancel is not None:
             watch = watch_cancel(config.cancel)
             if watch is not None:
-                inline = _inline_cancel(run, config, watch, (saver, lease), on_stop)
+                held = None if lease is None else (saver, lease)
+                call = (run.spec.name, config.thread_id, saver is not None)
+                inline = InlineCancel(watch, held, on_stop, call)
         flow = call_flow(
             run, input, config, streaming=streaming, subgraphs=subgraphs, task_events=task_events
         )
@@ -210,29 +209,6 @@ def _run_lone_watched(
     if taken:
         raise StepCancelled
     return reply
-
-
-def _inline_cancel(
-    run: RunSettings,
-    config: RunnableConfig,
-    watch: CancelWatch,
-    held: tuple[Any, Any],
-    on_stop: StopHook | None,
-) -> InlineCancel:
-    """The takeover of a call whose cancel ``watch`` hears: it releases the lease of ``held``
-    (saver, lease; none without a thread) and tells ``on_stop`` the error the flow raises for
-    a step cancelled while it ran (without the cause a graph run by the node may add)."""
-    saver, lease = held
-
-    def stop(task: Task) -> GraphCancelledError:
-        step = task.context.step
-        durable = saver is not None
-        return cancelled(
-            run.spec.name, config.thread_id, step, [task], durable=durable, during=True
-        )
-
-    release = None if lease is None else functools.partial(saver.release, lease)
-    return InlineCancel(watch, release, on_stop, stop)
 
 
 NOT_LOADED: Any = object()

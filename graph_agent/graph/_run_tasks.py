@@ -34,6 +34,7 @@ from graph_agent.graph._concurrency import (
     to_thread,
 )
 from graph_agent.graph._effects import Outcome, RunTasks, StepCancelled, Task
+from graph_agent.graph._failures import cancelled
 from graph_agent.graph._pool import call_reporting
 from graph_agent.graph.errors import (
     GraphCancelledError,
@@ -187,16 +188,20 @@ class InlineCancel:
     :attr:`taken` (:meth:`leave`): it takes nothing in, writes nothing and releases nothing, and
     the call raises :class:`GraphCancelledError`. A cancel heard between nodes, or set by the
     node itself (in this thread, while it is not stopped at a chunk it emitted: it does not
-    hang), is the flow's to see at its next check, as without a takeover."""
+    hang), is the flow's to see at its next check, as without a takeover.
+
+    ``held``: the saver and the lease to release (None without a thread); ``call``: the
+    graph's name, the thread id and whether the graph has a saver, for the error ``on_stop``
+    gets (as the flow would raise it)."""
 
     __slots__ = (
+        "_call",
         "_done",
         "_error",
+        "_held",
         "_lock",
         "_on_stop",
-        "_release",
         "_running",
-        "_stop",
         "_thread",
         "_watch",
         "at_chunk",
@@ -206,18 +211,18 @@ class InlineCancel:
     def __init__(
         self,
         watch: CancelWatch,
-        release: Callable[[], None] | None,
+        held: tuple[Any, Any] | None,
         on_stop: StopHook | None,
-        stop: Callable[[Task], GraphCancelledError],
+        call: tuple[str, str | None, bool],
     ) -> None:
         self._watch = watch
-        self._release = release
+        self._held = held
         self._on_stop = on_stop
-        self._stop = stop  # the error for the task stopped (as the flow would raise it)
+        self._call = call
         self._lock = threading.Lock()
         self._running: Task | None = None  # the node running inline
         self._thread = 0  # the thread it runs in
-        self._done = threading.Event()  # the takeover released the lease and told on_stop
+        self._done: threading.Event | None = None  # set once the takeover released the lease
         self._error: BaseException | None = None  # what releasing the lease raised
         self.at_chunk = False  # the node stands at a chunk it emitted, yielded to the caller
         self.taken = False
@@ -237,9 +242,10 @@ class InlineCancel:
         """
         with self._lock:
             self._running = None
-        if not self.taken:
+        done = self._done
+        if done is None:
             return False
-        self._done.wait()
+        done.wait()
         if self._error is not None:
             raise self._error
         return True
@@ -252,20 +258,25 @@ class InlineCancel:
                 return  # the flow sees it at its next check
             if threading.get_ident() == self._thread and not self.at_chunk:
                 return  # set by the node itself: the flow sees it as the node returns
+            done = self._done = threading.Event()
             self.taken = True
-        shared_pool().start(self._take_over, task)
+        shared_pool().start(self._take_over, task, done)
 
-    def _take_over(self, task: Task) -> None:
+    def _take_over(self, task: Task, done: threading.Event) -> None:
         try:
-            if self._release is not None:
-                self._release()
+            if self._held is not None:
+                saver, lease = self._held
+                saver.release(lease)
         except BaseException as exc:
             self._error = exc
         finally:
-            self._done.set()
+            done.set()
             if self._on_stop is not None:
+                graph, thread_id, durable = self._call
+                step = task.context.step
+                error = cancelled(graph, thread_id, step, [task], durable=durable, during=True)
                 with contextlib.suppress(Exception):  # the caller's hook must not fail this
-                    self._on_stop(self._stop(task))
+                    self._on_stop(error)
 
 
 class Concurrent:
