@@ -195,15 +195,18 @@ def _run_lone_watched(
     returns or emits from then on is dropped.
 
     Raises:
-        StepCancelled: The call was taken over (the node returned since, or never started).
+        StepCancelled: The call was taken over (the node returned since), or the cancel was
+            set before the node started (it never does).
     """
-    reply: Outcome | None = None
+    if not inline.enter(task):  # set since the flow looked: the node does not start
+        inline.leave()
+        raise StepCancelled
+    reply: Outcome | None
     try:
-        if inline.enter(task):
-            if node_greenlet is None:
-                reply = run_inline(task)
-            else:
-                reply = yield from _in_greenlet(task, node_greenlet, inline)
+        if node_greenlet is None:
+            reply = run_inline(task)
+        else:
+            reply = yield from _in_greenlet(task, node_greenlet, inline)
     finally:
         taken = inline.leave()
     if taken:

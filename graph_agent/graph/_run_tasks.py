@@ -228,13 +228,12 @@ class InlineCancel:
         self.taken = False
 
     def enter(self, task: Task) -> bool:
-        """``task`` starts running inline; False if the call was taken over already (a cancel
-        set before: the node must not start)."""
+        """``task`` starts running inline; False if the cancel is set already (the node must
+        not start)."""
         with self._lock:
             self._running = task
             self._thread = threading.get_ident()
-        self._watch.listen(self._heard)
-        return not self.taken
+        return not self._watch.listen(self._heard)
 
     def leave(self) -> bool:
         """The node returned (or stopped at a chunk it emitted): whether the call was taken
