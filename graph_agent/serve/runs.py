@@ -683,7 +683,9 @@ async def _stream_in_thread(
     through its cancel signal and waited for, so that it lets go of its thread's lease before
     this returns."""
     loop = asyncio.get_running_loop()
-    stopped: asyncio.Future[GraphCancelledError] = loop.create_future()
+    # what ended the wait: the thread's end (None), or a cancel that stopped the run while a
+    # node ran in the thread (its error)
+    ended: asyncio.Future[GraphCancelledError | None] = loop.create_future()
     refused: list[BaseException] = []
     # the outputs the loop has not taken yet; a delivery is scheduled while any wait, and takes
     # all there are then: outputs that come faster than the loop takes them cost one wake-up
@@ -703,7 +705,7 @@ async def _stream_in_thread(
                 refused.append(exc)
 
     def stop(error: GraphCancelledError) -> None:
-        loop.call_soon_threadsafe(_settle_once, stopped, error)
+        loop.call_soon_threadsafe(_settle_once, ended, error)
 
     def read() -> None:
         outputs = graph.stream(
@@ -726,18 +728,18 @@ async def _stream_in_thread(
             outputs.close()
 
     reading = asyncio.ensure_future(to_thread(read))
-    ended = (reading, stopped)
+    reading.add_done_callback(lambda _: _settle_once(ended, None))
     try:
-        await asyncio.wait(ended, return_when=asyncio.FIRST_COMPLETED)
+        stopped = await asyncio.shield(ended)
     except asyncio.CancelledError:
         run.cancel.set()
         with contextlib.suppress(Exception):
-            await asyncio.wait(ended, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.shield(ended)
         raise
-    if not reading.done():  # stopped while a node runs in the thread: the node is left to end
+    if stopped is not None and not reading.done():  # the node is left to end in its thread
         reading.add_done_callback(_dropped)
-        refused.append(stopped.result())  # (an output still on its way is not delivered)
-        raise refused[-1]
+        refused.append(stopped)  # (an output still on its way is not delivered)
+        raise stopped
     reading.result()
     # every output was handed over before the thread's end was: all are delivered by now
     if refused:
