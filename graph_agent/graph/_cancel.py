@@ -62,13 +62,14 @@ class CancelWatch:
             with condition:
                 condition._waiters.append(self)
 
-    def listen(self, on_set: Callable[[], object]) -> None:
-        """Call ``on_set`` when an event is set (at once when one is set already)."""
+    def listen(self, on_set: Callable[[], object]) -> bool:
+        """Call ``on_set`` when an event is set (at once when one is set already: then True)."""
         self.on_set = on_set
         for event in self._events:
             if event.is_set():  # set before this step listened: heard now, not lost
                 on_set()
-                return
+                return True
+        return False
 
     def release(self) -> None:
         """What an event's ``set()`` calls (as it releases a waiting thread's lock)."""

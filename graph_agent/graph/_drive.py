@@ -24,23 +24,31 @@ from graph_agent.graph._effects import (
     Emit,
     GetCheckpoint,
     NextOutcome,
+    Outcome,
     PutCheckpoint,
     RunSettings,
     RunTasks,
     SaverCall,
     StepCancelled,
+    Task,
 )
 from graph_agent.graph._flow import call_flow
 from graph_agent.graph._run_tasks import (
     AsyncConcurrent,
     Concurrent,
+    InlineCancel,
     LoneAwait,
     NodeGreenlet,
+    StopHook,
     arun_lone,
     awaits,
     run_inline,
 )
-from graph_agent.graph.errors import InvalidUpdateError, ParentCommand, ThreadBusyError
+from graph_agent.graph.errors import (
+    InvalidUpdateError,
+    ParentCommand,
+    ThreadBusyError,
+)
 from graph_agent.graph.saver import takes_lease_inline
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.stream_modes import NO_TASK_EVENTS, TaskEventTypes
@@ -69,10 +77,13 @@ def drive_sync(
     origin_thread: int | None = None,
     subgraphs: bool = False,
     task_events: TaskEventTypes = NO_TASK_EVENTS,
+    on_stop: StopHook | None = None,
 ) -> Generator[NodeOutput, None, OverAllState]:
     """Run a call. ``origin_thread``: the thread that created the stream; lone sync nodes run in
     a greenlet while the stream is read on that thread, else on a worker thread (a stream read
-    from worker threads, as web frameworks do, still gets every chunk live). ``task_events``:
+    from worker threads, as web frameworks do, still gets every chunk live). A lone sync node
+    running in the caller's thread when the call's cancel is set is taken over
+    (:class:`InlineCancel`: the lease is released at once, ``on_stop`` told). ``task_events``:
     see ``_task_events.py``."""
     saver = run.saver
     lease = None
@@ -82,9 +93,14 @@ def drive_sync(
     node_greenlet = NodeGreenlet() if streaming else None
     running: Concurrent | None = None  # the step's tasks, when they run on other threads
     watch: CancelWatch | None = None
+    inline: InlineCancel | None = None  # takes the call over while a lone node runs inline
     try:
         if config.cancel is not None:
             watch = watch_cancel(config.cancel)
+            if watch is not None:
+                held = None if lease is None else (saver, lease)
+                call = (run.spec.name, config.thread_id, saver is not None)
+                inline = InlineCancel(watch, held, on_stop, call)
         flow = call_flow(
             run, input, config, streaming=streaming, subgraphs=subgraphs, task_events=task_events
         )
@@ -100,24 +116,15 @@ def drive_sync(
             try:
                 if type(effect) is RunTasks:
                     tasks = effect.tasks
-                    if len(tasks) > 1 or tasks[0].node.is_async:
+                    if _on_threads(tasks, node_greenlet, origin_thread):
                         running = Concurrent(effect, streaming, watch)
                         reply = yield from running.next()
-                    elif node_greenlet is not None:
-                        if threading.get_ident() == origin_thread:
-                            task = tasks[0]
-                            event = node_greenlet.run(task, origin_thread)
-                            while event is not FINISHED:  # a chunk the node emitted
-                                yield event
-                                event = node_greenlet.resume(task)
-                            reply, node_greenlet.result = node_greenlet.result, None
-                            if node_greenlet.buffered:
-                                yield from node_greenlet.take_buffered()
-                        else:
-                            running = Concurrent(effect, streaming, watch)
-                            reply = yield from running.next()
-                    else:  # the common step: one sync node, run in this thread
+                    elif inline is not None:
+                        reply = yield from _run_lone_watched(tasks[0], node_greenlet, inline)
+                    elif node_greenlet is None:  # the common step: one sync node, in this thread
                         reply = run_inline(tasks[0])
+                    else:
+                        reply = yield from _in_greenlet(tasks[0], node_greenlet, None)
                 elif type(effect) is NodeOutput:
                     yield effect
                 elif type(effect) is NextOutcome:
@@ -132,14 +139,79 @@ def drive_sync(
                     except Exception as exc:
                         failed = exc
                     loaded = NOT_LOADED  # only the call's first saver call may use it
-            except StepCancelled as cancelled:  # the cancel was set while the step ran
-                failed = cancelled
+            except StepCancelled as stopped:  # the cancel was set while the step ran
+                failed = stopped
     except ParentCommand as handoff:
         if not inside_subgraph.get():
             raise _no_parent(run, handoff) from None
         raise
     finally:
-        _end_sync(saver, lease, watch, running, node_greenlet)
+        released = inline is not None and inline.taken  # (by the takeover)
+        _end_sync(saver, None if released else lease, watch, running, node_greenlet)
+
+
+def _on_threads(
+    tasks: list[Task], node_greenlet: NodeGreenlet | None, origin_thread: int | None
+) -> bool:
+    """Whether a step's tasks run on other threads: several, an async one, or one streamed to
+    a thread other than the stream's own (its greenlet cannot be resumed from another)."""
+    if len(tasks) > 1 or tasks[0].node.is_async:
+        return True
+    return node_greenlet is not None and threading.get_ident() != origin_thread
+
+
+def _in_greenlet(
+    task: Task, node_greenlet: NodeGreenlet, inline: InlineCancel | None
+) -> Generator[NodeOutput, None, Outcome | None]:
+    """Run a step's lone sync node in the call's greenlet (the stream is read on its own
+    thread, this one), each chunk it emits yielded as it comes; ``None`` when ``inline`` took
+    the call over meanwhile (the node, stopped at a chunk, is not resumed: its greenlet is
+    ended, its ``finally`` blocks run)."""
+    event = node_greenlet.run(task, threading.get_ident())
+    while event is not FINISHED:  # a chunk the node emitted
+        if inline is None:
+            yield event
+        else:
+            if not inline.taken:
+                inline.at_chunk = True
+                yield event
+                inline.at_chunk = False
+            if inline.taken:
+                node_greenlet.close()
+                return None
+        event = node_greenlet.resume(task)
+    reply: Outcome = node_greenlet.result
+    node_greenlet.result = None
+    if node_greenlet.buffered and (inline is None or not inline.taken):
+        yield from node_greenlet.take_buffered()
+    return reply
+
+
+def _run_lone_watched(
+    task: Task, node_greenlet: NodeGreenlet | None, inline: InlineCancel
+) -> Generator[NodeOutput, None, Outcome | None]:
+    """Run a step's lone sync node in this thread (inline, or in the greenlet) while the call's
+    cancel is heard: set meanwhile, it takes the call over (``inline``), and what the node
+    returns or emits from then on is dropped.
+
+    Raises:
+        StepCancelled: The call was taken over (the node returned since), or the cancel was
+            set before the node started (it never does).
+    """
+    if not inline.enter(task):  # set since the flow looked: the node does not start
+        inline.leave()
+        raise StepCancelled
+    reply: Outcome | None
+    try:
+        if node_greenlet is None:
+            reply = run_inline(task)
+        else:
+            reply = yield from _in_greenlet(task, node_greenlet, inline)
+    finally:
+        taken = inline.leave()
+    if taken:
+        raise StepCancelled
+    return reply
 
 
 NOT_LOADED: Any = object()

@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import inspect
 import queue
+import threading
 from collections.abc import AsyncIterator, Callable, Generator
 from concurrent.futures import Future
 from contextvars import copy_context
@@ -33,8 +34,14 @@ from graph_agent.graph._concurrency import (
     to_thread,
 )
 from graph_agent.graph._effects import Outcome, RunTasks, StepCancelled, Task
+from graph_agent.graph._failures import cancelled
 from graph_agent.graph._pool import call_reporting
-from graph_agent.graph.errors import GraphInterrupted, GraphRuntimeError, ParentCommand
+from graph_agent.graph.errors import (
+    GraphCancelledError,
+    GraphInterrupted,
+    GraphRuntimeError,
+    ParentCommand,
+)
 from graph_agent.graph.task import TaskContext, _current_task
 from graph_agent.graph.types import NodeOutput, StreamingOutput
 
@@ -165,6 +172,110 @@ class NodeGreenlet(InlineStream):
     def close(self) -> None:
         self._emit = None
         super().close()
+
+
+StopHook = Callable[[GraphCancelledError], object]
+"""Told, on a worker thread, that a cancel stopped a call whose lone node still runs in the
+thread reading it (see :class:`InlineCancel`), with the error the call raises when it returns."""
+
+
+class InlineCancel:
+    """Hears the call's cancel while its lone sync node runs inline (in the thread reading the
+    call, which a cancel cannot interrupt) and takes the call over: the thread's lease is
+    released at once (on a worker thread: ``set()`` must only hand the news on) and
+    ``on_stop``, if any, is told, so that a caller waiting for the stream from another thread
+    (the server) need not wait for the node. When the node returns, the driver finds the call
+    :attr:`taken` (:meth:`leave`): it takes nothing in, writes nothing and releases nothing, and
+    the call raises :class:`GraphCancelledError`. A cancel heard between nodes, or set by the
+    node itself (in this thread, while it is not stopped at a chunk it emitted: it does not
+    hang), is the flow's to see at its next check, as without a takeover.
+
+    ``held``: the saver and the lease to release (None without a thread); ``call``: the
+    graph's name, the thread id and whether the graph has a saver, for the error ``on_stop``
+    gets (as the flow would raise it)."""
+
+    __slots__ = (
+        "_call",
+        "_done",
+        "_error",
+        "_held",
+        "_lock",
+        "_on_stop",
+        "_running",
+        "_thread",
+        "_watch",
+        "at_chunk",
+        "taken",
+    )
+
+    def __init__(
+        self,
+        watch: CancelWatch,
+        held: tuple[Any, Any] | None,
+        on_stop: StopHook | None,
+        call: tuple[str, str | None, bool],
+    ) -> None:
+        self._watch = watch
+        self._held = held
+        self._on_stop = on_stop
+        self._call = call
+        self._lock = threading.Lock()
+        self._running: Task | None = None  # the node running inline
+        self._thread = 0  # the thread it runs in
+        self._done: threading.Event | None = None  # set once the takeover released the lease
+        self._error: BaseException | None = None  # what releasing the lease raised
+        self.at_chunk = False  # the node stands at a chunk it emitted, yielded to the caller
+        self.taken = False
+
+    def enter(self, task: Task) -> bool:
+        """``task`` starts running inline; False if the cancel is set already (the node must
+        not start)."""
+        with self._lock:
+            self._running = task
+            self._thread = threading.get_ident()
+        return not self._watch.listen(self._heard)
+
+    def leave(self) -> bool:
+        """The node returned (or stopped at a chunk it emitted): whether the call was taken
+        over meanwhile (then once the lease is released; what releasing it raised is raised).
+        """
+        with self._lock:
+            self._running = None
+        done = self._done
+        if done is None:
+            return False
+        done.wait()
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def _heard(self) -> None:
+        """The cancel was set (on the setting thread, with the event's lock held)."""
+        with self._lock:
+            task = self._running
+            if task is None or self.taken:
+                return  # the flow sees it at its next check
+            if threading.get_ident() == self._thread and not self.at_chunk:
+                return  # set by the node itself: the flow sees it as the node returns
+            done = self._done = threading.Event()
+            self.taken = True
+        shared_pool().start(self._take_over, task, done)
+
+    def _take_over(self, task: Task, done: threading.Event) -> None:
+        try:
+            if self._held is not None:
+                saver, lease = self._held
+                saver.release(lease)
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            done.set()
+            if self._on_stop is not None:
+                graph, thread_id, durable = self._call
+                step = task.context.step
+                error = cancelled(graph, thread_id, step, [task], durable=durable, during=True)
+                with contextlib.suppress(Exception):  # the caller's hook must not fail this
+                    self._on_stop(error)
 
 
 class Concurrent:

@@ -7,7 +7,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Generator,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import Any, overload
 
 from graph_agent.graph import render as render_module
@@ -18,6 +26,7 @@ from graph_agent.graph._pending import Pending, nested_namespace, subgraph_place
 from graph_agent.graph._saver_calls import arun_saver_calls, run_saver_calls
 from graph_agent.graph._sends import next_task_ids
 from graph_agent.graph._validate import check_breakpoints
+from graph_agent.graph.errors import GraphCancelledError
 from graph_agent.graph.render import GraphView
 from graph_agent.graph.saver import SENDS_KEY, Saver
 from graph_agent.graph.state import KeyStrategy, OverAllState
@@ -227,6 +236,7 @@ class CompiledGraph:
         subgraphs: bool = False,
         stream_mode: None = None,
         task_events: TaskEvents = False,
+        on_stop: Callable[[GraphCancelledError], object] | None = None,
     ) -> Iterator[NodeOutput]: ...
 
     @overload
@@ -238,6 +248,7 @@ class CompiledGraph:
         subgraphs: bool = False,
         stream_mode: StreamModes,
         task_events: TaskEvents = False,
+        on_stop: Callable[[GraphCancelledError], object] | None = None,
     ) -> Iterator[Any]: ...
 
     def stream(
@@ -248,6 +259,7 @@ class CompiledGraph:
         subgraphs: bool = False,
         stream_mode: StreamModes | None = None,
         task_events: TaskEvents = False,
+        on_stop: Callable[[GraphCancelledError], object] | None = None,
     ) -> Iterator[Any]:
         """Run, yielding a :class:`NodeOutput` per finished node and a
         :class:`StreamingOutput` per emitted chunk. With ``subgraphs``, graphs that run inside
@@ -259,14 +271,23 @@ class CompiledGraph:
         :mod:`graph_agent.graph.stream_modes`. ``task_events`` adds a :class:`TaskEvent` when
         each task starts and ends and each checkpoint is saved, among the NodeOutputs (or, given
         a set of types, ``"task"``, ``"task_result"``, ``"checkpoint"``, only those).
+
+        A node runs in the thread reading the stream when it is the step's only one (and a
+        plain function) and the stream is read where it was made. A cancel
+        (``config.cancel``) cannot stop it there: the run lets go of its thread at once (its
+        lease released; what the node returns is dropped) and ``on_stop`` is told, on a
+        worker thread, with the :class:`GraphCancelledError` the stream raises once the node
+        has returned, so that a caller waiting for the stream from another thread need not
+        wait for that node.
         """
         config = check_config(config, "stream")
         if stream_mode is None:
             origin, told = threading.get_ident(), check_task_events(task_events)
-            return drive_sync(self._run, input, config, True, origin, subgraphs, told)
+            return drive_sync(self._run, input, config, True, origin, subgraphs, told, on_stop)
         modes = check_stream_mode(stream_mode, subgraphs=subgraphs)
+        told = task_events_for(modes)
         items = drive_sync(
-            self._run, input, config, True, threading.get_ident(), False, task_events_for(modes)
+            self._run, input, config, True, threading.get_ident(), False, told, on_stop
         )
         return ModeItems(modes, tuples=not isinstance(stream_mode, str)).stream(items)
 

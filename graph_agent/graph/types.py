@@ -128,8 +128,9 @@ class RunnableConfig:
     thread: once it is set, the run raises
     :class:`~graph_agent.graph.errors.GraphCancelledError`, at once. The step running then
     does not finish: a node awaiting something is cancelled (its ``finally`` blocks run); a
-    sync node cannot be stopped, so it runs to its end (on its thread, or in the caller's),
-    and what it returns is dropped; a sibling that had ended before keeps its write. With a
+    sync node cannot be stopped, so it runs to its end (on its thread, or in the caller's:
+    the run lets go of its thread's lease at once), and what it returns is dropped; a sibling
+    that had ended before keeps its write. With a
     saver the thread stays at its last checkpoint, so ``invoke(None, config)`` (without the
     set event) runs that step again. Subgraphs and agents run as nodes or tools stop with it.
     A signal that is not a ``threading.Event`` is read between steps and as a step ends.

@@ -685,17 +685,19 @@ async def _stream_in_thread(
     run: ActiveRun, graph: Any, config: RunnableConfig, events: RunEvents, nested: dict[str, Any]
 ) -> None:
     """Run a graph whose nodes are all plain functions (``CompiledGraph.runs_sync``) with its
-    sync ``stream``, read in one worker thread: its saver calls are made there, its nodes run
-    on the pool as they would under ``astream`` (the stream is made here, on the loop's thread:
-    so a cancel stops a running node at once, as under ``astream``), and each output is handed
-    to ``events`` on the loop as it comes (those that come while the loop is busy elsewhere,
-    in one wake-up of it). What ``events`` raises stops the run, as under
-    ``astream``. Cancelled (the server shuts down), the run is stopped through its cancel
-    signal and waited for, so that it lets go of its thread's lease before this returns."""
+    sync ``stream``, made and read in one worker thread: its saver calls are made there, and so
+    are its lone nodes (parallel ones on the pool), and each output is handed to ``events`` on
+    the loop as it comes (those that come while the loop is busy elsewhere, in one wake-up of
+    it). A cancel stops the run at once even while a node runs in that thread: the run lets go
+    of its thread's lease and tells ``on_stop``, and this raises its ``GraphCancelledError``
+    without waiting for the node (what it returns later is dropped). What ``events`` raises
+    stops the run, as under ``astream``. Cancelled (the server shuts down), the run is stopped
+    through its cancel signal and waited for, so that it lets go of its thread's lease before
+    this returns."""
     loop = asyncio.get_running_loop()
-    outputs = graph.stream(
-        run.request.graph_input(), config, task_events=events.task_events, **nested
-    )
+    # what ended the wait: the thread's end (None), or a cancel that stopped the run while a
+    # node ran in the thread (its error)
+    ended: asyncio.Future[GraphCancelledError | None] = loop.create_future()
     refused: list[BaseException] = []
     # the outputs the loop has not taken yet; a delivery is scheduled while any wait, and takes
     # all there are then: outputs that come faster than the loop takes them cost one wake-up
@@ -714,7 +716,17 @@ async def _stream_in_thread(
             except BaseException as exc:  # the records refused an event, say: the run stops
                 refused.append(exc)
 
+    def stop(error: GraphCancelledError) -> None:
+        loop.call_soon_threadsafe(_settle_once, ended, error)
+
     def read() -> None:
+        outputs = graph.stream(
+            run.request.graph_input(),
+            config,
+            task_events=events.task_events,
+            on_stop=stop,
+            **nested,
+        )
         try:
             for output in outputs:
                 with lock:
@@ -728,13 +740,31 @@ async def _stream_in_thread(
             outputs.close()
 
     reading = asyncio.ensure_future(to_thread(read))
+    reading.add_done_callback(lambda _: _settle_once(ended, None))
     try:
-        await asyncio.shield(reading)
+        stopped = await asyncio.shield(ended)
     except asyncio.CancelledError:
         run.cancel.set()
         with contextlib.suppress(Exception):
-            await asyncio.shield(reading)
+            await asyncio.shield(ended)
         raise
+    if stopped is not None and not reading.done():  # the node is left to end in its thread
+        reading.add_done_callback(_dropped)
+        refused.append(stopped)  # (an output still on its way is not delivered)
+        raise stopped
+    reading.result()
     # every output was handed over before the thread's end was: all are delivered by now
     if refused:
         raise refused[0]
+
+
+def _settle_once(future: asyncio.Future[Any], result: Any) -> None:
+    if not future.done():
+        future.set_result(result)
+
+
+def _dropped(reading: asyncio.Future[Any]) -> None:
+    """What a run stopped while its node ran raised once the node returned (its
+    ``GraphCancelledError``): taken, unread."""
+    if not reading.cancelled():
+        reading.exception()

@@ -130,13 +130,37 @@ def waiting() -> StateGraph:
     return graph
 
 
+let_go_hanging: dict[str, threading.Event] = {}
+"""Set to let the ``hang`` node on the thread (by id) return."""
+
+
+def _let_go(thread_id: str) -> threading.Event:
+    return let_go_hanging.setdefault(thread_id, threading.Event())
+
+
+def hanging() -> StateGraph:
+    """:func:`waiting` with a plain function blocking in ``hang`` (a sync call that cannot be
+    stopped): the server runs it in the thread reading the run."""
+    graph = StateGraph("hanging")
+
+    def hang(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        assert config.thread_id is not None
+        _started(config.thread_id).set()
+        _let_go(config.thread_id).wait(state["seconds"])
+        return {"waited": state["seconds"]}
+
+    graph.add_node("first", lambda state: {"first": True}).add_node("hang", hang)
+    graph.add_edge(START, "first").add_edge("first", "hang").add_edge("hang", END)
+    return graph
+
+
 class _PostgresServer:
     """``create_app`` on PostgreSQL records and checkpoints (this process claims its runs)."""
 
     def __init__(self, dsn: str) -> None:
         self.saver = AsyncPostgresSaver(dsn)
         self.records = PostgresRecords(dsn)
-        app = create_app([waiting()], saver=self.saver, records=self.records)
+        app = create_app([waiting(), hanging()], saver=self.saver, records=self.records)
         self.url = f"http://127.0.0.1:{free_port()}"
         config = uvicorn.Config(app, port=int(self.url.rsplit(":", 1)[1]), log_level="warning")
         self.server = uvicorn.Server(config)
@@ -161,7 +185,7 @@ def waiting_server(
     """A server of :func:`waiting`, its threads and runs in SQLite or in PostgreSQL."""
     if request.param == "sqlite":
         db = tmp_path_factory.mktemp("serve") / "serve.db"
-        with Server(db, targets=[waiting()]) as server:
+        with Server(db, targets=[waiting(), hanging()]) as server:
             yield server
     else:
         with fresh_schema() as dsn, _PostgresServer(dsn) as server:
@@ -250,3 +274,28 @@ def test_a_run_with_multitask_rollback_stops_the_running_node_at_once(waiting_se
     assert client.runs.join(thread_id, new["run_id"]) == {"seconds": 0, "first": True, "waited": 0}
     assert time.monotonic() - started < AT_ONCE
     assert [run["run_id"] for run in client.runs.list(thread_id)] == [new["run_id"]]
+
+
+def test_cancel_stops_a_run_whose_sync_node_hangs_at_once_and_frees_its_thread(
+    waiting_server: Any,
+) -> None:
+    client = get_sync_client(url=waiting_server.url)
+    thread_id = client.threads.create()["thread_id"]
+    run_id = client.runs.create(thread_id, "hanging", input={"seconds": LONG})["run_id"]
+    assert _started(thread_id).wait(LONG), "the run never reached its hang node"
+    started = time.monotonic()
+    client.runs.cancel(thread_id, run_id, wait=True)
+
+    assert _ended(waiting_server, thread_id, run_id) == "interrupted"
+    assert time.monotonic() - started < AT_ONCE  # not after the node's 30 s
+    again = client.runs.create(thread_id, "hanging", input={"seconds": 0})  # the thread is free
+    assert client.runs.join(thread_id, again["run_id"]) == {
+        "seconds": 0,
+        "first": True,
+        "waited": 0,
+    }
+    _let_go(thread_id).set()  # the hung node returns now: what it returns is dropped
+    last = client.runs.create(thread_id, "hanging", input={"seconds": 0})
+    client.runs.join(thread_id, last["run_id"])
+    assert all("waited" not in values for values in _written_by(waiting_server, thread_id, run_id))
+    assert client.threads.get(thread_id)["status"] == "idle"
