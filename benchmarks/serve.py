@@ -259,11 +259,13 @@ def run(
     client: str = "lean",
     baseline: Path | None = None,
     rounds: int | None = None,
+    cpus: str | None = None,
 ) -> list[Row]:
     """Every server's figures as rows (graph_agent's PostgreSQL figures in rows of their own);
     ``client`` is ``lean`` (:mod:`benchmarks.lean_http`) or ``httpx``, the same for every
     server; ``baseline``, a source tree whose server is measured beside ours on SQLite;
-    ``rounds``, each server's turns (default :func:`sizes`')."""
+    ``rounds``, each server's turns (default :func:`sizes`'); ``cpus``, ``graph-agent serve
+    --cpus`` for ours, and LangGraph Server's process kept on the first CPU of it."""
     size = sizes(settings)
     if rounds is not None:
         size = dataclasses.replace(size, rounds=rounds)
@@ -273,10 +275,12 @@ def run(
         (root / "lg_chain.py").write_text(THEIRS)
         (root / "langgraph.json").write_text(LANGGRAPH_JSON)
         servers: dict[str, _Served] = {}
+        pinned = ["--cpus", cpus] if cpus else []
         if with_sqlite:
-            servers["sqlite"] = up.enter_context(_ours(root, ["--db", str(root / "serve.db")]))
+            options = ["--db", str(root / "serve.db"), *pinned]
+            servers["sqlite"] = up.enter_context(_ours(root, options))
         if baseline is not None:
-            options = ["--db", str(root / "baseline.db")]
+            options = ["--db", str(root / "baseline.db")]  # an older tree may lack --cpus
             servers["baseline"] = up.enter_context(_ours(root, options, source=baseline))
         if with_postgres:
             reason = unavailable()
@@ -287,7 +291,8 @@ def run(
 
                 dsn = up.enter_context(fresh_schema("bench_serve"))
                 application = str(conninfo_to_dict(dsn)["application_name"])
-                served = _ours(root, ["--postgres", dsn, "--workers", "2"], application)
+                options = ["--postgres", dsn, "--workers", "2", *pinned]
+                served = _ours(root, options, application)
                 servers["postgres"] = up.enter_context(served)
         if settings.with_langgraph:
             if not langgraph_cli_available():
@@ -297,7 +302,8 @@ def run(
                     file=sys.stderr,
                 )
             else:
-                servers["langgraph"] = up.enter_context(_langgraph_dev(root))
+                first = int(cpus.split(",")[0].split("-")[0]) if cpus else None
+                servers["langgraph"] = up.enter_context(_langgraph_dev(root, first))
         connect = CLIENT_KINDS[client]
         figures = asyncio.run(_measure(servers, size, clients, connect, on_threads))
     return _rows(figures, clients, " on threads" if on_threads else "")
@@ -630,7 +636,8 @@ def _check_source(source: Path, env: dict[str, str]) -> None:
 
 
 @contextlib.contextmanager
-def _langgraph_dev(root: Path) -> Iterator[_Served]:
+def _langgraph_dev(root: Path, cpu: int | None = None) -> Iterator[_Served]:
+    """``langgraph dev`` on a free port (on ``cpu``, with all it starts, when given)."""
     executable = _langgraph_executable()
     assert executable is not None
     wanted = _free_port()
@@ -641,7 +648,13 @@ def _langgraph_dev(root: Path) -> Iterator[_Served]:
             env.pop(name, None)
     log = (root / "langgraph.log").open("w+")
     process = subprocess.Popen(
-        command, cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        command,
+        cwd=root,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+        preexec_fn=None if cpu is None else lambda: os.sched_setaffinity(0, {cpu}),
     )
     try:
         # the port it really listens on: its log says "API: http://127.0.0.1:PORT"
@@ -743,6 +756,12 @@ def main(argv: list[str] | None = None) -> int:
         default="lean",
         help="the clients' HTTP: a lean keep-alive connection (default) or httpx.AsyncClient",
     )
+    parser.add_argument(
+        "--cpus",
+        metavar="LIST",
+        help="graph-agent serve --cpus LIST for ours (each process on one CPU of it), and "
+        "LangGraph Server's process on the first CPU of it",
+    )
     args = parser.parse_args(argv)
     settings = Settings(
         quick=args.quick,
@@ -757,11 +776,14 @@ def main(argv: list[str] | None = None) -> int:
         client=args.client,
         baseline=args.baseline,
         rounds=args.rounds,
+        cpus=args.cpus,
     )
     print(report.as_text(rows, settings))
     if settings.with_langgraph:
         print(f"LangGraph Server: {_langgraph_version()} ({_langgraph_executable()} dev)")
     print(f"clients: {args.client}; client_cpu_ms_per_run is this process's CPU per run")
+    if args.cpus:
+        print(f"--cpus {args.cpus}: ours with graph-agent serve --cpus, LangGraph's on one CPU")
     if args.baseline is not None:
         print(f"--baseline: {args.baseline} at {_commit(args.baseline)}")
     print(f"\nIssue 35's targets{' (durable runs on threads)' if args.on_threads else ''}:")

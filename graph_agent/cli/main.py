@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from graph_agent.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, CliError, RunStopped, explain
 from graph_agent.cli.mcp import add_mcp_option
 from graph_agent.cli.serve_auth import add_auth_options
+from graph_agent.cli.serve_cpus import add_cpus_option
 from graph_agent.cli.serve_retention import add_retention_options
 from graph_agent.cli.serve_store import add_store_options
 from graph_agent.cli.trace import add_trace_option, traced
@@ -218,6 +219,7 @@ def _add_serve_options(parser: argparse.ArgumentParser, serve_db: str) -> None:
         help="with --postgres: only run runs, serving no HTTP (a worker on another machine)",
     )
     parser.add_argument("--sibling-of", type=int, metavar="PID", help=argparse.SUPPRESS)
+    add_cpus_option(parser)
     add_mcp_option(parser)
     add_store_options(parser)
     add_retention_options(parser)

@@ -19,6 +19,7 @@ from typing import Any
 from graph_agent.cli.errors import EXIT_USAGE, CliError
 from graph_agent.cli.serve_auth import load_auth_and_app
 from graph_agent.cli.serve_config import is_config, read_config
+from graph_agent.cli.serve_cpus import cpus_of, pin_to
 from graph_agent.cli.serve_retention import DEFAULTS as RETENTION_DEFAULTS
 from graph_agent.cli.serve_retention import retention_of
 from graph_agent.cli.serve_store import add_store_sweep, store_settings
@@ -58,12 +59,15 @@ def _serve(args: argparse.Namespace, cleanups: list[Callable[[], None]]) -> int:
         raise CliError("--max-body-bytes must be at least 1", "", EXIT_USAGE)
     if args.workers < 0:  # before anything is loaded or opened
         raise CliError(f"--workers {args.workers}: give 0 or more", "e.g. --workers 2", EXIT_USAGE)
+    cpus = cpus_of(args.cpus)  # a usage error before anything is loaded or opened
     runnables = _load_runnables(args, targets, cleanups)
     input_keys = _input_keys_by_id(args.input_key_table, list(runnables))
     auth, custom_app = load_auth_and_app(args)
     settings = store_settings(args)  # before anything opens: a bad index is a usage error
     stores = _open_stores(args, settings.options())
     if args.no_http:
+        if cpus:
+            pin_to(cpus[0])
         return _work_only(runnables, stores)
     app = _app(
         args,
@@ -268,7 +272,14 @@ def _run_http(args: argparse.Namespace, app: Any, stores: _Stores, names: str, k
     port = int(listening.getsockname()[1])
     # --workers N: N processes serving HTTP on the port they share (the kernel spreads the
     # connections) and running runs; without SO_REUSEPORT, N-1 of them without HTTP
-    helpers = [_spawn_worker(port if siblings else None) for _ in range(args.workers - 1)]
+    # with --cpus, each on the next CPU of the list (its own --cpus: the last one given counts)
+    cpus = cpus_of(args.cpus)
+    helpers = [
+        _spawn_worker(port if siblings else None, cpus[(n + 1) % len(cpus)] if cpus else None)
+        for n in range(args.workers - 1)
+    ]
+    if cpus:  # after the others started (a process on one CPU may start no other elsewhere)
+        pin_to(cpus[0])
     _announce(
         args, f"{names} at http://{args.host}:{port} (threads in {stores.where}", keys, siblings
     )
@@ -495,13 +506,17 @@ def _open_redis(url: str) -> Any:
     return RedisNotifier(url)  # the checked one's connections belong to the loop that ended
 
 
-def _spawn_worker(port: int | None) -> subprocess.Popen[bytes]:
+def _spawn_worker(port: int | None, cpu: int | None = None) -> subprocess.Popen[bytes]:
     """This command again: serving HTTP on ``port`` beside this process (shared with
-    SO_REUSEPORT), or, without a port, as a worker process without HTTP."""
+    SO_REUSEPORT), or, without a port, as a worker process without HTTP; on ``cpu``."""
+    command = [sys.executable, "-m", "graph_agent", *sys.argv[1:]]
+    if cpu is not None:
+        command += ["--cpus", str(cpu)]
     if port is None:
-        return subprocess.Popen([sys.executable, "-m", "graph_agent", *sys.argv[1:], "--no-http"])
-    sibling = ["--port", str(port), "--workers", "1", "--sibling-of", str(os.getpid())]
-    return subprocess.Popen([sys.executable, "-m", "graph_agent", *sys.argv[1:], *sibling])
+        return subprocess.Popen([*command, "--no-http"])
+    return subprocess.Popen(
+        [*command, "--port", str(port), "--workers", "1", "--sibling-of", str(os.getpid())]
+    )
 
 
 def _listen(host: str, port: int, *, siblings: bool, sibling: int | None) -> socket.socket:
