@@ -45,7 +45,8 @@ queue held runs for minutes; five rounds of all three then took over half an hou
 (``--rounds 1``) less than four minutes. Its rows list its runs/s round by round, and the
 targets compare ours with its best round too. So this is not in ``python -m benchmarks``; run
 it alone with ``python -m benchmarks.serve [--quick] [--without-langgraph] [--without-postgres]
-[--without-sqlite] [--on-threads] [--client lean|httpx] [--baseline TREE] [--rounds N]``.
+[--without-sqlite] [--on-threads] [--client lean|httpx] [--baseline TREE] [--rounds N]
+[--cpus LIST]``.
 Its last lines give issue 35's targets: our runs/s over LangGraph Server's per backend and
 client count (≥ ×5), and our CPU per run (≤ 1.5 ms SQLite, ≤ 4 ms PostgreSQL with its
 backends).
@@ -57,6 +58,15 @@ benchmarks.serve --on-threads --without-langgraph --without-postgres --baseline 
 
 Where a durable run's server CPU goes (``--on-threads``, SQLite; issue 35's target: 1.5 ms)
 ------------------------------------------------------------------------------------------
+First, the cores. On an idle 2-core VM a durable run cost 2.2-2.5 ms (440 runs/s at 10 clients),
+and 0.9-1.1 ms (950 runs/s) with the server kept on one CPU (``--cpus``, or ``taskset``): its
+threads, spread by the kernel over both cores, hand each run to each other several times and
+release the GIL at each SQLite call and socket write, so a thread woken on the other core waits
+for the lock: 80 context switches per run against 13 on one core (``/proc/PID/task/*/status``).
+The lone nodes of a run now run in the thread that reads its stream (no pool thread per node:
+44 switches, 2.0 ms spread out). The same machine loaded by other work (one core's worth for the
+server, in effect) gave 1.1-1.4 ms, which is why the figures below, measured so, differ.
+
 About 4 ms per run on the shared 2-core VM (5.5 ms before issue 35): a bit under half on the
 event loop's thread, the rest on worker threads (``/proc/PID/task``). The loop's half, about
 1.9 ms (2.2 ms before its route table and the collector's settings), by a ``cProfile`` of its
