@@ -156,15 +156,19 @@ class Sweeper:
 
     async def _delete_checkpoints(self, thread_id: str, result: SweepResult) -> None:
         """The checkpoints of a thread whose records were deleted, then its tombstone (not if
-        a client made a thread of that id again meanwhile: its tombstone just goes)."""
-        if await self._records(self.api.records.thread, thread_id) is None:
-            outcome, removed = await self._retain(thread_id, 0)
-            if outcome == "busy":
-                result.threads_busy += 1
-                return  # its tombstone stays: deleted next round
+        a client made a thread of that id again meanwhile: its tombstone just goes). The thread
+        counts as deleted in the sweep that took its tombstone: another process's sweeper may
+        be finishing it too."""
+        if await self._records(self.api.records.thread, thread_id) is not None:
+            await self._records(self.ttls.deleted, thread_id)
+            return
+        outcome, removed = await self._retain(thread_id, 0)
+        if outcome == "busy":
+            result.threads_busy += 1
+            return  # its tombstone stays: deleted next round
+        result.checkpoints_removed += removed
+        if await self._records(self.ttls.deleted, thread_id):
             result.threads_deleted += 1
-            result.checkpoints_removed += removed
-        await self._records(self.ttls.deleted, thread_id)
 
     async def _keep_newest(self, keep: int, result: SweepResult) -> None:
         since, self._kept_since = self._kept_since, records_now()

@@ -166,9 +166,11 @@ class TTLs:
         )
         return [str(row[0]) for row in rows]
 
-    def deleted(self, thread_id: str) -> None:
-        """The thread's checkpoints are gone too: its tombstone goes."""
-        self._execute(self._sql("DELETE FROM {t} WHERE thread_id = ? AND deleting"), (thread_id,))
+    def deleted(self, thread_id: str) -> bool:
+        """The thread's checkpoints are gone too: its tombstone goes. Whether this call took
+        it (of sweepers finishing one thread side by side, one does: the one that counts it)."""
+        sql = "DELETE FROM {t} WHERE thread_id = ? AND deleting RETURNING thread_id"
+        return bool(self._execute(self._sql(sql), (thread_id,)))
 
     def swept(self, thread_id: str, updated_at: str) -> None:
         """``keep_latest`` cut the thread as it was at ``updated_at``."""

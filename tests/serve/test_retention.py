@@ -171,6 +171,29 @@ def test_a_deletion_cut_by_a_crash_is_finished_by_the_next_round(served):
     assert sweeper.ttls.tombstones(10) == []
 
 
+@pytest.mark.parametrize("runs", [0, 1])
+def test_a_deleted_thread_two_sweepers_finish_at_once_is_counted_once(served, runs):
+    """Each sweeper read the tombstone before either ended it: both delete what is left of the
+    thread (nothing, for the second), and only the one that takes the tombstone counts it."""
+    client = get_sync_client(url=served.url)
+    thread_id = client.threads.create(ttl={"ttl": 60})["thread_id"]
+    for _ in range(runs):
+        client.runs.wait(thread_id, "chain", input={"x": 1})
+    stored = checkpoints(served.saver, thread_id)
+    sweeper = sweeper_of(served)
+    later = datetime.now(UTC) + timedelta(hours=2)
+    assert sweeper.ttls.claim(thread_id, later, ("delete", None), "delete") is not None
+
+    first, second = SweepResult(), SweepResult()
+    asyncio.run(sweeper._delete_checkpoints(thread_id, first))
+    asyncio.run(sweeper._delete_checkpoints(thread_id, second))
+
+    assert (first.threads_deleted, second.threads_deleted) == (1, 0)
+    assert (first.checkpoints_removed, second.checkpoints_removed) == (stored, 0)
+    assert (stored > 0) == (runs > 0)
+    assert served.saver.get(thread_id) is None and sweeper.ttls.tombstones(10) == []
+
+
 def test_a_ttl_that_makes_no_sense_is_a_422_naming_it(served):
     for ttl, named in (
         ({"ttl": 0}, "ttl.ttl"),
