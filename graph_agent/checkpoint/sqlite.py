@@ -34,7 +34,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -51,7 +51,6 @@ from graph_agent.checkpoint.base import (
 )
 from graph_agent.checkpoint.codec import (
     DecodedBlobs,
-    Link,
     LoadedLists,
     blobs_to_store,
     decode_header,
@@ -63,7 +62,6 @@ from graph_agent.checkpoint.codec import (
     load_values,
 )
 from graph_agent.checkpoint.sqlite_blobs import _chain, _data_of, prune_thread
-from graph_agent.checkpoint.sqlite_heads import NewestHeads
 from graph_agent.checkpoint.sqlite_retention import retain_thread, retention_page
 from graph_agent.checkpoint.sqlite_schema import (
     SCHEMA_VERSION,
@@ -140,9 +138,6 @@ class SqliteSaver(CheckpointSaver):
             raise ValueError("read_only=True needs a database file, not ':memory:'")
         self._lock = threading.RLock()
         self._loaded = LoadedLists()
-        self._heads = NewestHeads()
-        """Each thread's newest checkpoint as this saver last wrote or read it (its rows), for
-        :meth:`acquire_loading`."""
         self._lease_refreshed: dict[tuple[str, str], float] = {}
         self._rows_gone: set[str] = set()
         """Leases (their owners) whose row :meth:`put_releasing` deleted: released in this
@@ -279,37 +274,24 @@ class SqliteSaver(CheckpointSaver):
             )
             for key, blob in checkpoint.blobs.items()
         ]
-        heads = self._heads
-        try:
-            with self._transaction(_saving, checkpoint) as conn:
-                head = conn.execute(
-                    "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? "
-                    "AND checkpoint_ns = ?",
-                    (thread, ns),
-                ).fetchone()[0]
-                on_head = checkpoint.parent_id == head and checkpoint._engine_built
-                if not on_head:
-                    compare_and_set(checkpoint, head)  # raises, unless it is an explicit fork
-                    blob_rows = self._blob_rows_to_store(conn, checkpoint)
-                conn.executemany(
-                    "INSERT OR REPLACE INTO blobs VALUES (?, ?, ?, ?, ?, ?, ?)", blob_rows
-                )
-                conn.execute(
-                    "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?)",
-                    (thread, ns, checkpoint_id, checkpoint.parent_id, checkpoint.step, header),
-                )
-                self._refresh_lease(conn, checkpoint.thread_id, checkpoint.checkpoint_ns)
-                if lease is not None:
-                    names = (_sql_name(lease.thread_id), _sql_name(lease.checkpoint_ns))
-                    conn.execute(_DELETE_LEASE, (*names, lease.owner))
-                if on_head:  # its rows: its own blobs on its parent's
-                    heads.stored(checkpoint, header, blob_rows)
-                else:
-                    heads.forget(checkpoint.thread_id, checkpoint.checkpoint_ns)
-        except BaseException:  # nothing was committed, or the commit failed: forget it anyway
-            with self._lock:
-                heads.forget(checkpoint.thread_id, checkpoint.checkpoint_ns)
-            raise
+        with self._transaction(_saving, checkpoint) as conn:
+            head = conn.execute(
+                "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? "
+                "AND checkpoint_ns = ?",
+                (thread, ns),
+            ).fetchone()[0]
+            if checkpoint.parent_id != head or not checkpoint._engine_built:
+                compare_and_set(checkpoint, head)  # raises, unless it is an explicit fork
+                blob_rows = self._blob_rows_to_store(conn, checkpoint)
+            conn.executemany("INSERT OR REPLACE INTO blobs VALUES (?, ?, ?, ?, ?, ?, ?)", blob_rows)
+            conn.execute(
+                "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?)",
+                (thread, ns, checkpoint_id, checkpoint.parent_id, checkpoint.step, header),
+            )
+            self._refresh_lease(conn, checkpoint.thread_id, checkpoint.checkpoint_ns)
+            if lease is not None:
+                names = (_sql_name(lease.thread_id), _sql_name(lease.checkpoint_ns))
+                conn.execute(_DELETE_LEASE, (*names, lease.owner))
 
     @staticmethod
     def _blob_rows_to_store(
@@ -357,7 +339,6 @@ class SqliteSaver(CheckpointSaver):
         ]
         with self._transaction(_saving_writes, thread_id) as conn:
             conn.executemany("INSERT OR REPLACE INTO writes VALUES (?, ?, ?, ?, ?, ?)", rows)
-            self._heads.forget(thread_id, checkpoint_ns)
 
     def get(
         self, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = ""
@@ -437,19 +418,16 @@ class SqliteSaver(CheckpointSaver):
         with self._transaction(f"deleting thread {_show(thread_id)}") as conn:
             for table in ("checkpoints", "blobs", "writes", "leases"):
                 conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (_sql_name(thread_id),))
-            self._heads.forget(thread_id)
 
     def copy_thread(self, src_thread_id: str, dst_thread_id: str) -> None:
         doing = f"copying thread {_show(src_thread_id)} to {_show(dst_thread_id)}"
         with self._transaction(doing) as conn:
             copy_thread_rows(conn, src_thread_id, dst_thread_id)
-            self._heads.forget(dst_thread_id)
 
     def prune(self, thread_id: str, keep_last: int) -> int:
         check_keep_last(keep_last)
         with self._transaction(f"pruning thread {_show(thread_id)}") as conn:
             removed = prune_thread(conn, thread_id, keep_last)
-            self._heads.forget(thread_id)
         return removed
 
     def _retention_page(
@@ -461,7 +439,6 @@ class SqliteSaver(CheckpointSaver):
     def _retain_thread(self, thread_id: str, decide: Decide) -> tuple[Outcome, int]:
         key, _ = self._identity()
         with self._transaction(f"sweeping thread {_show(thread_id)}") as conn:
-            self._heads.forget(thread_id)
             return retain_thread(conn, thread_id, decide, functools.partial(_lease_binds, key))
 
     def threads(self) -> builtins.list[str]:
@@ -512,23 +489,12 @@ class SqliteSaver(CheckpointSaver):
         return total
 
     def _load(
-        self,
-        thread: str,
-        ns: str,
-        header: bytes,
-        decoded: DecodedBlobs | None = None,
-        read: dict[str, builtins.list[Link]] | None = None,
+        self, thread: str, ns: str, header: bytes, decoded: DecodedBlobs | None = None
     ) -> Checkpoint:
-        """The checkpoint of ``header`` with its values and pending writes; ``read``, if
-        given, gets each key's links as read (with the data read for them)."""
         checkpoint = decode_header(header, thread, ns)
         conn = self._conn
-        chain_of: Callable[[str, str], builtins.list[Link]]
-        data_of: Callable[[str, builtins.list[str]], dict[str, bytes]]
         chain_of = functools.partial(_chain, conn, thread, ns)
         data_of = functools.partial(_data_of, conn, thread, ns)
-        if read is not None:
-            chain_of, data_of = _recording(chain_of, data_of, read)
         loaded = self._loaded if decoded is None else None
         load_values(checkpoint, chain_of, decoded, loaded, data_of)
         rows = self._conn.execute(
@@ -601,25 +567,11 @@ class SqliteSaver(CheckpointSaver):
         return lease
 
     def _load_newest(self, thread: str, ns: str, loaded: builtins.list[Checkpoint | None]) -> None:
-        """The thread's newest checkpoint, appended to ``loaded``, in the caller's transaction
-        (rebuilt from the rows this saver kept of it, when they are exact: see
-        :mod:`~graph_agent.checkpoint.sqlite_heads`); nothing is appended if it cannot be read
-        (a damaged row: ``get`` tells)."""
+        """The thread's newest checkpoint, appended to ``loaded``, in the caller's transaction;
+        nothing is appended if it cannot be read (a damaged row: ``get`` tells)."""
         try:
-            where = (_sql_name(thread), _sql_name(ns))
-            kept = self._heads.load(self._conn, thread, ns, where, self._loaded)
-            if isinstance(kept, tuple):
-                loaded.append(kept[0])
-                return
-            row = self._conn.execute(_NEWEST, where).fetchone()
-            if row is None:
-                loaded.append(None)
-                return
-            read: dict[str, builtins.list[Link]] = {}
-            checkpoint = self._load(thread, ns, row[0], read=read)
-            data_of = functools.partial(_data_of, self._conn, thread, ns)
-            self._heads.read(thread, ns, row[0], checkpoint, read, kept, data_of)
-            loaded.append(checkpoint)
+            row = self._conn.execute(_NEWEST, (_sql_name(thread), _sql_name(ns))).fetchone()
+            loaded.append(None if row is None else self._load(thread, ns, row[0]))
         except Exception:
             return
 
@@ -679,29 +631,6 @@ class SqliteSaver(CheckpointSaver):
         if owner is not None and not extended:
             raise lease_lost(thread, "it expired and another process took the thread")
         self._lease_refreshed[key] = time.monotonic()
-
-
-def _recording(
-    chain_of: Callable[[str, str], builtins.list[Link]],
-    data_of: Callable[[str, builtins.list[str]], dict[str, bytes]],
-    read: dict[str, builtins.list[Link]],
-) -> tuple[
-    Callable[[str, str], builtins.list[Link]],
-    Callable[[str, builtins.list[str]], dict[str, bytes]],
-]:
-    """``chain_of`` and ``data_of`` that also put each key's links in ``read`` (a load reads a
-    key's chain, then the data of the links it decodes)."""
-
-    def chain_recorded(key: str, version: str) -> builtins.list[Link]:
-        links = read[key] = chain_of(key, version)
-        return links
-
-    def data_recorded(key: str, versions: builtins.list[str]) -> dict[str, bytes]:
-        data = data_of(key, versions)
-        read[key] = [link if link[3] else (*link[:3], data.get(link[0], b"")) for link in read[key]]
-        return data
-
-    return chain_recorded, data_recorded
 
 
 _NEWEST = (

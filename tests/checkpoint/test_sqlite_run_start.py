@@ -1,5 +1,6 @@
-"""The SQLite saver's memory of each thread's newest checkpoint (``sqlite_heads.py``): a run's
-start loads what a load from the file would, however the file changed meanwhile."""
+"""A run's start on the SQLite saver (``acquire_loading``: the lease and the thread's newest
+checkpoint in one transaction) loads what a load from the file would, however the file changed
+meanwhile: by this saver or by another on the same file."""
 
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ def test_what_another_saver_on_the_file_changes_is_seen_at_a_runs_start(
     app = counting(saver)
     for runs in range(4):
         app.invoke({"n": runs}, RunnableConfig(thread_id="t1"))
-    at_start(saver, "t1")  # kept
+    at_start(saver, "t1")
 
     if change == "run":
         counting(other).invoke({"n": 10}, RunnableConfig(thread_id="t1"))
@@ -157,47 +158,6 @@ def test_changing_what_a_runs_start_loaded_changes_nothing_the_next_one_loads(pa
     saver.close()
 
 
-def test_a_thread_pruned_by_another_saver_still_loads_where_its_lists_were_kept(
-    path: Path,
-) -> None:
-    saver, other = SqliteSaver(path), SqliteSaver(path)
-    app = counting(saver)
-    for runs in range(4):
-        app.invoke({"n": runs}, RunnableConfig(thread_id="t1"))
-    assert saver.get("t1") is not None  # its append list kept, with the parts it came from
-
-    other.prune("t1", keep_last=1)  # stores it whole nearer: the chain is shorter now
-    app.invoke({"n": 20}, RunnableConfig(thread_id="t1"))
-
-    assert fields(saver.get("t1")) == fields(from_the_file(path, "t1"))
-    saver.close()
-    other.close()
-
-
-def test_a_thread_whose_rows_are_too_big_to_keep_loads_from_the_file(path: Path) -> None:
-    saver = SqliteSaver(path)
-    saver._heads.max_bytes = 16  # (a few steps of this graph's rows are more)
-    app = counting(saver)
-    for runs in range(3):
-        app.invoke({"n": runs}, RunnableConfig(thread_id="t1"))
-        assert fields(at_start(saver, "t1")) == fields(from_the_file(path, "t1"))
-    saver.close()
-
-
-def test_a_run_of_many_steps_is_kept_as_it_goes(path: Path) -> None:
-    saver = SqliteSaver(path)
-    g = StateGraph("loop", key_strategies={"log": AppendStrategy()})
-    g.add_node("step", lambda state: {"n": state["n"] + 1, "log": [state["n"]]})
-    g.add_edge(START, "step")
-    g.add_conditional_edges("step", lambda state: "step" if state["n"] < 70 else END)
-    app = g.compile(CompileConfig(saver=saver))
-    app.invoke({"n": 0}, RunnableConfig(thread_id="t1", max_steps=100))
-
-    assert fields(at_start(saver, "t1")) == fields(from_the_file(path, "t1"))
-    assert at_start(saver, "t1").values["n"] == 70
-    saver.close()
-
-
 def looping(saver: SqliteSaver) -> Any:
     """``step`` runs 70 times, appending to ``log`` (so parts get merged and copied whole)."""
     g = StateGraph("loop", key_strategies={"log": AppendStrategy()})
@@ -207,20 +167,10 @@ def looping(saver: SqliteSaver) -> Any:
     return g.compile(CompileConfig(saver=saver))
 
 
-@pytest.mark.parametrize("graph", [counting, looping])
-def test_a_runs_start_after_the_savers_own_runs_reads_no_checkpoint_rows(
-    path: Path, graph: Any
-) -> None:
+def test_a_run_of_many_steps_loads_at_the_next_start_as_from_the_file(path: Path) -> None:
     saver = SqliteSaver(path)
-    app = graph(saver)
-    config = RunnableConfig(thread_id="t1", max_steps=100)
-    for _ in range(3):
-        app.invoke({"n": 0}, config)
-        statements: list[str] = []
-        saver._conn.set_trace_callback(statements.append)
-        kept = at_start(saver, "t1")
-        saver._conn.set_trace_callback(None)
+    looping(saver).invoke({"n": 0}, RunnableConfig(thread_id="t1", max_steps=100))
 
-        assert not [sql for sql in statements if "header" in sql or "blobs" in sql]
-        assert fields(kept) == fields(from_the_file(path, "t1"))
+    assert fields(at_start(saver, "t1")) == fields(from_the_file(path, "t1"))
+    assert at_start(saver, "t1").values["n"] == 70
     saver.close()
