@@ -66,8 +66,7 @@ def _serve(args: argparse.Namespace, cleanups: list[Callable[[], None]]) -> int:
     settings = store_settings(args)  # before anything opens: a bad index is a usage error
     stores = _open_stores(args, settings.options())
     if args.no_http:
-        if cpus:
-            pin_to(cpus[0])
+        pin_to(cpus)
         return _work_only(runnables, stores)
     app = _app(
         args,
@@ -80,7 +79,7 @@ def _serve(args: argparse.Namespace, cleanups: list[Callable[[], None]]) -> int:
         custom_app=custom_app,
     )
     add_store_sweep(app.state.api, settings)
-    return _run_http(args, app, stores, ", ".join(runnables), keys)
+    return _run_http(args, app, stores, ", ".join(runnables), keys, cpus)
 
 
 def _need_serve_extra() -> None:
@@ -255,9 +254,11 @@ def _app(
         raise CliError(str(exc), "see graph-agent serve --help", EXIT_USAGE) from exc
 
 
-def _run_http(args: argparse.Namespace, app: Any, stores: _Stores, names: str, keys: _Keys) -> int:
+def _run_http(
+    args: argparse.Namespace, app: Any, stores: _Stores, names: str, keys: _Keys, cpus: list[int]
+) -> int:
     """Serve ``app`` on ``--host``/``--port`` until Ctrl-C or SIGTERM (with ``--workers N``,
-    beside N-1 more processes), then close the stores."""
+    beside N-1 more processes; on the CPUs of ``--cpus``, ``cpus``), then close the stores."""
     import uvicorn
 
     siblings = args.workers > 1 and hasattr(socket, "SO_REUSEPORT")
@@ -273,13 +274,11 @@ def _run_http(args: argparse.Namespace, app: Any, stores: _Stores, names: str, k
     # --workers N: N processes serving HTTP on the port they share (the kernel spreads the
     # connections) and running runs; without SO_REUSEPORT, N-1 of them without HTTP
     # with --cpus, each on the next CPU of the list (its own --cpus: the last one given counts)
-    cpus = cpus_of(args.cpus)
     helpers = [
         _spawn_worker(port if siblings else None, cpus[(n + 1) % len(cpus)] if cpus else None)
         for n in range(args.workers - 1)
     ]
-    if cpus:  # after the others started (a process on one CPU may start no other elsewhere)
-        pin_to(cpus[0])
+    pin_to(cpus)  # after the others started (a process on one CPU may start no other elsewhere)
     _announce(
         args, f"{names} at http://{args.host}:{port} (threads in {stores.where}", keys, siblings
     )

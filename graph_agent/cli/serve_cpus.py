@@ -72,10 +72,13 @@ def cpus_of(text: str | None) -> list[int]:
     return cpus
 
 
-def pin_to(cpu: int) -> None:
-    """Keep this process on ``cpu``: every thread it has (each is pinned on its own) and
-    every thread it starts later (they inherit the mask of the thread that starts them), and
-    the processes it starts (so ``serve`` starts its other processes first)."""
+def pin_to(cpus: list[int]) -> None:
+    """Keep this process on the first of ``cpus`` (nothing without any): every thread it has
+    (each is pinned on its own) and every thread it starts later (they inherit the mask of the
+    thread that starts them), and the processes it starts (so ``serve`` starts its other
+    processes first)."""
+    if not cpus:
+        return
     for task in os.listdir("/proc/self/task"):
         with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
-            os.sched_setaffinity(int(task), {cpu})
+            os.sched_setaffinity(int(task), {cpus[0]})
