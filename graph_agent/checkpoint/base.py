@@ -74,6 +74,9 @@ class CheckpointSaver:
         self._memory_cache: dict[tuple[str, str], tuple[bytes, float | None]] = {}
         self._cache_lock = threading.Lock()
         """The node cache of a saver that keeps it in memory (see :meth:`_cache_read`)."""
+        self._rows_gone: set[str] = set()
+        """Leases (their owners) whose stored row a saver's ``put_releasing`` deleted with the
+        run's last checkpoint: released in this process only (:meth:`_row_gone`)."""
 
     # storage: subclasses implement these
     def put(self, checkpoint: Checkpoint) -> None:
@@ -327,6 +330,15 @@ class CheckpointSaver:
             if self._leases.get(key) == lease.owner:
                 del self._leases[key]
             self._lost_leases.pop(lease.owner, None)
+
+    def _row_gone(self, lease: Lease) -> bool:
+        """Whether ``lease``'s stored row went with the run's last checkpoint (a saver's
+        ``put_releasing`` adds its owner to ``_rows_gone``): its release has nothing to
+        delete. Told once."""
+        if self._rows_gone and lease.owner in self._rows_gone:
+            self._rows_gone.discard(lease.owner)
+            return True
+        return False
 
     def check_lease(self, thread_id: str, checkpoint_ns: str = "") -> None:
         """Raise :class:`ThreadBusyError` if this saver held the thread's lease and lost it.

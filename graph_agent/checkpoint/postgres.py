@@ -184,9 +184,6 @@ class PostgresSaver(CheckpointSaver):
         self._setup = session_setup(flush_wait=durability == "full")
         self.where = _where(dsn)
         self._loaded = LoadedLists()
-        self._rows_gone: set[str] = set()
-        """Leases (their owners) whose row a put deleted (:meth:`put_releasing`): released in
-        this process only."""
         self._session = _LeaseSession(
             dsn, lease_ttl, self._leases, self._lease_lock, self._lost_leases
         )
@@ -435,13 +432,6 @@ class PostgresSaver(CheckpointSaver):
         finally:
             self._session.gave_back(lease.owner)
             CheckpointSaver.release(self, lease)
-
-    def _row_gone(self, lease: Lease) -> bool:
-        """Whether the lease's row went with the run's last checkpoint (forgotten now)."""
-        if self._rows_gone and lease.owner in self._rows_gone:
-            self._rows_gone.discard(lease.owner)
-            return True
-        return False
 
     async def aacquire(self, thread_id: str, checkpoint_ns: str = "") -> Lease:
         return await to_thread(self.acquire, thread_id, checkpoint_ns)

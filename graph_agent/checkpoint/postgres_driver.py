@@ -105,13 +105,10 @@ of them (never a checkpoint without the ones before it), as a SQLite file in WAL
 a run's end, say) writes every one before it to disk too."""
 
 
-def session_setup(*, generic_plans: bool = True, flush_wait: bool = True) -> str:
-    """The statements a pooled connection runs once (see :data:`GENERIC_PLANS` and
-    :data:`NO_FLUSH_WAIT`), as one text."""
-    parts = [GENERIC_PLANS] if generic_plans else []
-    if not flush_wait:
-        parts.append(NO_FLUSH_WAIT)
-    return "; ".join(parts)
+def session_setup(*, flush_wait: bool) -> str:
+    """What a pooled connection of the saver runs once (:data:`GENERIC_PLANS`, and
+    :data:`NO_FLUSH_WAIT` without ``flush_wait``), as one text."""
+    return GENERIC_PLANS if flush_wait else f"{GENERIC_PLANS}; {NO_FLUSH_WAIT}"
 
 
 def configure(setup: str) -> Callable[[psycopg.Connection[Any]], None]:

@@ -139,9 +139,6 @@ class SqliteSaver(CheckpointSaver):
         self._lock = threading.RLock()
         self._loaded = LoadedLists()
         self._lease_refreshed: dict[tuple[str, str], float] = {}
-        self._rows_gone: set[str] = set()
-        """Leases (their owners) whose row :meth:`put_releasing` deleted: released in this
-        process only."""
         self._liveness: tuple[int, tuple[int, int] | None, str] | None = None
         """(pid, liveness lock key, identity) once this saver took a lease: see _identity()."""
         self._let_go: weakref.finalize[Any, Any] | None = None
@@ -593,8 +590,7 @@ class SqliteSaver(CheckpointSaver):
 
     def release(self, lease: Lease) -> None:
         try:
-            if lease.owner in self._rows_gone:  # deleted with the run's last checkpoint
-                self._rows_gone.discard(lease.owner)
+            if self._row_gone(lease):  # deleted with the run's last checkpoint
                 return
             with self._transaction() as conn:
                 conn.execute(
