@@ -44,11 +44,7 @@ from graph_agent.graph._run_tasks import (
     awaits,
     run_inline,
 )
-from graph_agent.graph.errors import (
-    InvalidUpdateError,
-    ParentCommand,
-    ThreadBusyError,
-)
+from graph_agent.graph.errors import InvalidUpdateError, ParentCommand, ThreadBusyError
 from graph_agent.graph.saver import takes_lease_inline
 from graph_agent.graph.state import OverAllState
 from graph_agent.graph.stream_modes import NO_TASK_EVENTS, TaskEventTypes

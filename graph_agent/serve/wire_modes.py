@@ -103,8 +103,9 @@ class RunEvents:
 
     def __call__(self, output: NodeOutput) -> None:
         kind = type(output)
-        finished = kind is NodeOutput and not output.path and not output.interrupts
-        if kind is NodeOutput and not output.path:  # a node finished, or a pause
+        top = kind is NodeOutput and not output.path
+        finished = top and not output.interrupts
+        if top:  # a node finished, or a pause
             if output.interrupts:
                 self.interrupted = True
             elif self.partials:  # its messages are whole now

@@ -71,6 +71,26 @@ def from_the_file(path: Path, thread_id: str) -> Checkpoint | None:
         fresh.close()
 
 
+def change_t1(saver: SqliteSaver, change: str) -> None:
+    """``change`` made by ``saver``: mostly to thread t1 (``other thread``: a run on t2;
+    ``copy``: t2 copied to t3)."""
+    if change == "run":
+        counting(saver).invoke({"n": 10}, RunnableConfig(thread_id="t1"))
+    elif change == "prune":
+        saver.prune("t1", keep_last=1)
+    elif change == "delete":
+        saver.delete_thread("t1")
+    elif change == "pending writes":
+        newest = saver.get("t1")
+        assert newest is not None
+        saver.put_writes("t1", "", newest.id, "task", [("log", ["w"])])
+    elif change == "other thread":
+        counting(saver).invoke({"n": 10}, RunnableConfig(thread_id="t2"))
+    else:
+        assert change == "copy"
+        saver.copy_thread("t2", "t3")
+
+
 @pytest.fixture
 def path(tmp_path: Path) -> Path:
     return tmp_path / "heads.db"
@@ -97,18 +117,7 @@ def test_what_another_saver_on_the_file_changes_is_seen_at_a_runs_start(
         app.invoke({"n": runs}, RunnableConfig(thread_id="t1"))
     at_start(saver, "t1")
 
-    if change == "run":
-        counting(other).invoke({"n": 10}, RunnableConfig(thread_id="t1"))
-    elif change == "prune":
-        other.prune("t1", keep_last=1)
-    elif change == "delete":
-        other.delete_thread("t1")
-    elif change == "pending writes":
-        newest = other.get("t1")
-        assert newest is not None
-        other.put_writes("t1", "", newest.id, "task", [("log", ["w"])])
-    else:
-        counting(other).invoke({"n": 10}, RunnableConfig(thread_id="t2"))
+    change_t1(other, change)
 
     assert fields(at_start(saver, "t1")) == fields(from_the_file(path, "t1"))
     app.invoke({"n": 20}, RunnableConfig(thread_id="t1"))  # and a run goes on from there
@@ -127,16 +136,7 @@ def test_what_the_saver_itself_changes_is_seen_at_a_runs_start(path: Path, chang
     at_start(saver, "t1")
     at_start(saver, "t3")
 
-    if change == "prune":
-        saver.prune("t1", keep_last=1)
-    elif change == "delete":
-        saver.delete_thread("t1")
-    elif change == "pending writes":
-        newest = saver.get("t1")
-        assert newest is not None
-        saver.put_writes("t1", "", newest.id, "task", [("log", ["w"])])
-    else:
-        saver.copy_thread("t2", "t3")
+    change_t1(saver, change)
 
     for thread_id in ("t1", "t3"):
         assert fields(at_start(saver, thread_id)) == fields(from_the_file(path, thread_id))
